@@ -1,0 +1,124 @@
+//! The AccountClaim resource: one cluster's request for hyperscaler credentials (DESIGN §1).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A Kubernetes label value (the global account becomes the binding's `tenantName` label).
+pub const LABEL_VALUE_PATTERN: &str = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+/// Plan names: lowercase letters, digits, `-` and `_`.
+pub const PLAN_PATTERN: &str = r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$";
+/// DNS-1123 label (Shoot names).
+pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// A request for the hyperscaler credentials of one cluster. The spec cannot change once created.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "accountpool.io",
+    version = "v1alpha1",
+    kind = "AccountClaim",
+    namespaced,
+    shortname = "aclaim",
+    category = "hap",
+    status = "AccountClaimStatus",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Global-Account","type":"string","jsonPath":".spec.globalAccount"}"#,
+    printcolumn = r#"{"name":"Plan","type":"string","jsonPath":".spec.plan"}"#,
+    printcolumn = r#"{"name":"Binding","type":"string","jsonPath":".status.credentialsBindingName"}"#,
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".status.hyperscalerType"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: delete the AccountClaim and create a new one"))]
+#[serde(rename_all = "camelCase")]
+pub struct AccountClaimSpec {
+    /// The tenant (BTP global account). Written as the `tenantName` label on a claimed binding,
+    /// so it must be a valid label value.
+    #[schemars(length(min = 1, max = 63), regex(pattern = LABEL_VALUE_PATTERN))]
+    pub global_account: String,
+    /// The BTP subaccount, for the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub subaccount: Option<String>,
+    /// The service plan, e.g. `aws`, `azure_lite`, `sap-converged-cloud`, `trial`.
+    #[schemars(length(min = 1, max = 63), regex(pattern = PLAN_PATTERN))]
+    pub plan: String,
+    /// The BTP subaccount region, e.g. `cf-eu11`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = LABEL_VALUE_PATTERN))]
+    pub platform_region: Option<String>,
+    /// The hyperscaler region of the cluster, e.g. `eu-central-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = LABEL_VALUE_PATTERN))]
+    pub cluster_region: Option<String>,
+    /// Provider type for plans that take it from the request (`trial`, `free`): `aws`, `azure`, `gcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32), regex(pattern = DNS_LABEL_PATTERN))]
+    pub provider: Option<String>,
+    /// The Shoot that will use the credentials; clusters are counted by this name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
+    pub shoot_name: Option<String>,
+}
+
+/// Where a claim stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ClaimPhase {
+    #[default]
+    Pending,
+    Bound,
+    Failed,
+}
+
+/// How the binding was chosen.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Decision {
+    /// The tenant already held a binding in the pool.
+    Reused,
+    /// An unclaimed binding was claimed for the tenant.
+    Claimed,
+    /// The shared binding used by the fewest clusters.
+    SharedLeastUsed,
+    /// Multi-account: the tenant's binding with the most clusters below the limit.
+    FilledMostPopulated,
+}
+
+/// The rule entry that decided the pool.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MatchedRule {
+    /// 1-based index in the rule list.
+    pub index: i32,
+    /// The entry as written.
+    pub entry: String,
+}
+
+/// Observed state of an AccountClaim.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountClaimStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ClaimPhase>,
+    /// The binding the cluster must use (`spec.credentialsBindingName` of its Shoot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_binding_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding_namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hyperscaler_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eu_access: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched_rule: Option<MatchedRule>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// Ready and Bound.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+}

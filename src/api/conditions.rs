@@ -1,0 +1,32 @@
+//! Condition types and reasons, as constants, so that status code and tests agree on spelling.
+
+/// Condition types.
+pub mod types {
+    pub const READY: &str = "Ready";
+    pub const RULES_VALID: &str = "RulesValid";
+    pub const POOLS_AVAILABLE: &str = "PoolsAvailable";
+    pub const RECONCILING: &str = "Reconciling";
+    pub const STALLED: &str = "Stalled";
+    pub const BOUND: &str = "Bound";
+}
+
+/// Condition reasons (CamelCase, as metav1.Condition requires).
+pub mod reasons {
+    pub const READY: &str = "Ready";
+    pub const IGNORED: &str = "Ignored";
+    pub const PROGRESSING: &str = "Progressing";
+    pub const VALID: &str = "Valid";
+    pub const INVALID: &str = "Invalid";
+    pub const CONFIG_INVALID: &str = "ConfigInvalid";
+    pub const CONFIG_MISSING: &str = "ConfigMissing";
+    pub const POOLS_PRESENT: &str = "PoolsPresent";
+    pub const MISSING_POOL: &str = "MissingPool";
+    pub const NO_MATCHING_RULE: &str = "NoMatchingRule";
+    pub const AMBIGUOUS_MATCH: &str = "AmbiguousMatch";
+    pub const POOL_EXHAUSTED: &str = "PoolExhausted";
+    pub const MISSING_PROVIDER: &str = "MissingProvider";
+    pub const UNKNOWN_PLAN: &str = "UnknownPlan";
+    pub const BINDING_LOST: &str = "BindingLost";
+    pub const BOUND: &str = "Bound";
+    pub const PENDING: &str = "Pending";
+}

@@ -1,0 +1,46 @@
+//! Trimmed, read-only views of Gardener's resources. hap-operator never writes these types as a
+//! whole: bindings are changed only through label patches, Shoots are only read.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Which Gardener resource holds the pool's credentials.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum BindingKind {
+    /// `security.gardener.cloud/v1alpha1` CredentialsBinding (current Gardener).
+    #[default]
+    CredentialsBinding,
+    /// `core.gardener.cloud/v1beta1` SecretBinding (deprecated in Gardener; legacy landscapes).
+    SecretBinding,
+}
+
+impl BindingKind {
+    /// (group, version, kind, plural) of the resource.
+    pub fn gvk(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        match self {
+            BindingKind::CredentialsBinding => {
+                ("security.gardener.cloud", "v1alpha1", "CredentialsBinding", "credentialsbindings")
+            }
+            BindingKind::SecretBinding => ("core.gardener.cloud", "v1beta1", "SecretBinding", "secretbindings"),
+        }
+    }
+}
+
+/// The part of a Shoot that cluster counting needs: which binding it uses.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(group = "core.gardener.cloud", version = "v1beta1", kind = "Shoot", namespaced, schema = "disabled")]
+#[serde(rename_all = "camelCase")]
+pub struct ShootSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_binding_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_binding_name: Option<String>,
+}
+
+impl ShootSpec {
+    /// The binding this Shoot uses, whichever field names it.
+    pub fn binding_name(&self) -> Option<&str> {
+        self.credentials_binding_name.as_deref().or(self.secret_binding_name.as_deref())
+    }
+}

@@ -1,0 +1,283 @@
+//! The HapConfig resource: the cluster-scoped rule set and pool settings in force (DESIGN §1).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::gardener::BindingKind;
+
+/// DNS-1123 label, as Kubernetes namespaces are named.
+pub const NAMESPACE_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// A qualified label key (optional DNS prefix, then a name).
+pub const LABEL_KEY_PATTERN: &str =
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+/// A Go duration as Kubernetes' metav1.Duration accepts it (`24h`, `90m`, `1h30m`, `0s`).
+pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$";
+
+/// HapConfig decides which pool of hyperscaler credentials a cluster request uses. Only the
+/// object named by the operator's `--config-name` (default `default`) is in force.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "accountpool.io",
+    version = "v1alpha1",
+    kind = "HapConfig",
+    shortname = "hapcfg",
+    category = "hap",
+    status = "HapConfigStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Rules","type":"integer","jsonPath":".status.ruleCount"}"#,
+    printcolumn = r#"{"name":"Free","type":"integer","jsonPath":".status.freeBindings"}"#,
+    printcolumn = r#"{"name":"Claimed","type":"integer","jsonPath":".status.claimedBindings"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Active","type":"integer","priority":1,"jsonPath":".status.activeGeneration"}"#
+)]
+#[x_kube(validation = Rule::new("!(has(self.rules) && has(self.legacyRules))").message("rules and legacyRules are mutually exclusive: set one of them"))]
+#[x_kube(validation = Rule::new("has(self.rules) || has(self.legacyRules)").message("one of rules or legacyRules is required"))]
+#[x_kube(validation = Rule::new("!has(self.legacyRules) || !has(self.ruleSyntax) || self.ruleSyntax == 'Seed'").message("ruleSyntax applies to rules only; remove it when using legacyRules"))]
+#[serde(rename_all = "camelCase")]
+pub struct HapConfigSpec {
+    /// Syntax of the entries in `rules`: `Seed` (default; `PLAN(PR=..., CR=..., shared, euAccess)`)
+    /// or `KEB` (`PLAN(PR=...,HR=...) -> EU,S,PR,HR`, as Kyma Environment Broker writes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_syntax: Option<RuleSyntax>,
+
+    /// Rule entries, one pool each. The most specific matching entry wins; order does not matter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1000))]
+    #[x_kube(validation = Rule::new("self.all(r, size(r) <= 256)").message("a rule entry is at most 256 characters"))]
+    pub rules: Option<Vec<String>>,
+
+    /// The older four-property rule format (`plan[:region];...` per property). Exclusive with `rules`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub legacy_rules: Option<LegacyRules>,
+
+    /// Plan table additions and overrides: plan → `{providerType: aws}` or `{providerFromRequest: true}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.all(p, p.matches('^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$') && size(p) <= 63)").message("plan names are lowercase letters, digits, '-' and '_', at most 63 characters"))]
+    pub plans: Option<BTreeMap<String, PlanSpec>>,
+
+    /// Plans that at least one rule must cover; a missing plan makes the rules invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 100))]
+    pub required_plans: Option<Vec<String>>,
+
+    /// Platform regions whose requests need EU-access accounts (`euAccess=*`). Default `[cf-eu11, cf-ch20]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 100))]
+    pub eu_access_platform_regions: Option<Vec<String>>,
+
+    /// Label keys on the bindings. Defaults: hyperscalerType, tenantName, shared, euAccess, dirty, internal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_keys: Option<LabelKeys>,
+
+    /// The Gardener project namespace that holds the bindings (e.g. `garden-kyma`).
+    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE_PATTERN))]
+    pub binding_namespace: String,
+
+    /// `CredentialsBinding` (default) or `SecretBinding` (legacy Gardener landscapes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding_kind: Option<BindingKind>,
+
+    /// Where Shoots are counted. Default: `bindingNamespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE_PATTERN))]
+    pub shoot_namespace: Option<String>,
+
+    /// Several accounts per global account, filled most-populated-first under per-provider limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multi_hyperscaler_account: Option<MultiHyperscalerAccount>,
+
+    /// What happens to a dedicated binding when its tenant's last cluster leaves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<ReleaseSpec>,
+
+    /// How often the operator drops its in-memory state and rebuilds it from the cluster
+    /// (`24h`, `90m`). Unset or `0s`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN), length(max = 32))]
+    pub internal_state_refresh_cycle_duration: Option<String>,
+}
+
+/// Syntax of rule entries.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RuleSyntax {
+    /// `PLAN(PR=v|*, CR=v|*, shared, euAccess[=*])`.
+    #[default]
+    Seed,
+    /// `PLAN(PR=v,HR=v) -> EU,S,PR,HR`.
+    #[serde(rename = "KEB")]
+    Keb,
+}
+
+/// The four independent properties of the older rule format, each `plan[:region];...`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LegacyRules {
+    /// Plans (optionally `plan:platformRegion`) whose hyperscalerType gets `_<platform region>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub platform_region_rule: Option<String>,
+    /// Plans (optionally `plan:platformRegion`) whose hyperscalerType gets `_<cluster region>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub cluster_region_rule: Option<String>,
+    /// Plans (optionally `plan:platformRegion`) that use the shared pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub shared_rule: Option<String>,
+    /// Plans (optionally `plan:platformRegion`) that need EU-access accounts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub eu_access_rule: Option<String>,
+}
+
+/// How a plan maps to a provider type.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.providerType) != (has(self.providerFromRequest) && self.providerFromRequest)").message("set exactly one of providerType or providerFromRequest: true"))]
+pub struct PlanSpec {
+    /// Fixed provider type, e.g. `aws`, `openstack`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    pub provider_type: Option<String>,
+    /// The provider comes from the AccountClaim's `provider` (as for trial and free).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_from_request: Option<bool>,
+}
+
+/// Label keys on bindings; each defaults to its field name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelKeys {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317), regex(pattern = LABEL_KEY_PATTERN))]
+    pub hyperscaler_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317), regex(pattern = LABEL_KEY_PATTERN))]
+    pub tenant_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317), regex(pattern = LABEL_KEY_PATTERN))]
+    pub shared: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317), regex(pattern = LABEL_KEY_PATTERN))]
+    pub eu_access: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317), regex(pattern = LABEL_KEY_PATTERN))]
+    pub dirty: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317), regex(pattern = LABEL_KEY_PATTERN))]
+    pub internal: Option<String>,
+}
+
+/// Several hyperscaler accounts per global account (seed 004).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MultiHyperscalerAccount {
+    /// Global accounts that may hold several accounts per pool: `["*"]` all, `[]` none.
+    #[serde(default)]
+    #[schemars(length(max = 10000))]
+    pub allowed_global_accounts: Vec<String>,
+    /// Clusters per account: `default` and per provider type (`aws`, `gcp`, `openstack`, ...).
+    /// Without an entry for the provider and without `default` there is no limit.
+    #[serde(default)]
+    #[x_kube(validation = Rule::new("self.all(k, self[k] >= 1)").message("every limit must be at least 1"))]
+    pub limits: BTreeMap<String, i32>,
+}
+
+/// Release behaviour.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseSpec {
+    /// `MarkDirty` (default): label the binding `dirty=true` for the cleanup job, keep `tenantName`.
+    /// `Retain`: leave the binding with its tenant.
+    #[serde(default)]
+    pub mode: ReleaseMode,
+}
+
+/// Release mode.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ReleaseMode {
+    #[default]
+    MarkDirty,
+    Retain,
+}
+
+/// Observed state of a HapConfig.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HapConfigStatus {
+    /// The generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The generation whose rules are in force: the last valid one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_generation: Option<i64>,
+    /// Ready, RulesValid, PoolsAvailable; Reconciling and Stalled only while True.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+    /// Number of rule entries in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_count: Option<i32>,
+    /// Unclaimed dedicated bindings across the pools of the rules in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_bindings: Option<i32>,
+    /// Dedicated bindings claimed by a tenant across those pools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_bindings: Option<i32>,
+    /// Per rule entry: what it produces and the figures of its pools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleStatus>,
+    /// Bindings labelled for a tenant that no claim or Shoot uses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orphans: Vec<OrphanStatus>,
+    /// When the in-memory state was last rebuilt from the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refresh_time: Option<Time>,
+}
+
+/// One rule entry and its pools.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleStatus {
+    /// 1-based position of the entry in the rule list.
+    pub index: i32,
+    /// The entry as written.
+    pub entry: String,
+    /// The hyperscalerType it produces, or its pattern (`openstack_<clusterRegion>`).
+    pub hyperscaler_type: String,
+    /// `true` (required), `false` (must be absent) or `fromRequest`.
+    pub eu_access: String,
+    /// Whether the entry uses the shared pool.
+    pub shared: bool,
+    /// Pools this entry can reach, with their figures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolFigures>,
+}
+
+/// Figures of one pool (bindings with the same hyperscalerType, euAccess and shared labels).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolFigures {
+    pub hyperscaler_type: String,
+    pub eu_access: bool,
+    pub shared: bool,
+    pub total: i32,
+    pub free: i32,
+    pub claimed: i32,
+    pub dirty: i32,
+    pub clusters: i32,
+}
+
+/// A binding labelled for a tenant that no claim or Shoot uses.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrphanStatus {
+    pub binding: String,
+    pub tenant: String,
+    pub hyperscaler_type: String,
+}

@@ -1,0 +1,24 @@
+//! The Kubernetes resource types hap-operator serves (HapConfig, AccountClaim) and the trimmed
+//! views of the Gardener resources it reads. Types only: no I/O, no decisions.
+
+pub mod accountclaim;
+pub mod conditions;
+pub mod gardener;
+pub mod hapconfig;
+
+pub use accountclaim::{AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule};
+pub use gardener::{BindingKind, Shoot, ShootSpec};
+pub use hapconfig::{
+    HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules, MultiHyperscalerAccount, OrphanStatus,
+    PlanSpec, PoolFigures, ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
+};
+
+/// API group of every resource hap-operator owns.
+pub const GROUP: &str = "accountpool.io";
+/// API version of every resource hap-operator owns.
+pub const VERSION: &str = "v1alpha1";
+/// Field manager for every write the operator makes; one fixed name for all replicas so that
+/// server-side apply never sees two owners of the same status.
+pub const FIELD_MANAGER: &str = "hap-operator";
+/// Finalizer the operator puts on AccountClaims so that it can release the binding.
+pub const CLAIM_FINALIZER: &str = "accountpool.io/release";

@@ -1,0 +1,35 @@
+//! Command-line surface of the `hap` binary: argument parsing and dispatch to the subcommands.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// hap — Hyperscaler Account Pool operator and tools.
+#[derive(Parser, Debug)]
+#[command(name = "hap", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the CustomResourceDefinitions (what `crds/` holds).
+    Crd,
+}
+
+/// Runs the chosen subcommand and maps its outcome to the process exit code.
+pub fn dispatch(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Crd => match crate::crd::render_yaml() {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("hap crd: cannot render the CRDs: {e}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}

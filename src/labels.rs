@@ -1,0 +1,202 @@
+//! Binding labels: the configured label keys and the three pool selectors of DESIGN §4 (tenant,
+//! claim, any). One definition serves both the selector text users read and the in-memory match.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::api::LabelKeys;
+
+/// Label keys with their defaults filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedLabelKeys {
+    pub hyperscaler_type: String,
+    pub tenant_name: String,
+    pub shared: String,
+    pub eu_access: String,
+    pub dirty: String,
+    pub internal: String,
+}
+
+impl Default for ResolvedLabelKeys {
+    fn default() -> Self {
+        Self::from_spec(None)
+    }
+}
+
+impl ResolvedLabelKeys {
+    /// Fills every key the spec leaves out with its default name.
+    pub fn from_spec(spec: Option<&LabelKeys>) -> Self {
+        let pick = |v: Option<&Option<String>>, d: &str| v.and_then(|o| o.clone()).unwrap_or_else(|| d.to_string());
+        Self {
+            hyperscaler_type: pick(spec.map(|s| &s.hyperscaler_type), "hyperscalerType"),
+            tenant_name: pick(spec.map(|s| &s.tenant_name), "tenantName"),
+            shared: pick(spec.map(|s| &s.shared), "shared"),
+            eu_access: pick(spec.map(|s| &s.eu_access), "euAccess"),
+            dirty: pick(spec.map(|s| &s.dirty), "dirty"),
+            internal: pick(spec.map(|s| &s.internal), "internal"),
+        }
+    }
+}
+
+/// One requirement of a label selector, in Kubernetes' set-based syntax.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Requirement {
+    /// `key=value`
+    Equals(String, String),
+    /// `key!=value` (also true when the key is absent)
+    NotEquals(String, String),
+    /// `key`
+    Exists(String),
+    /// `!key`
+    DoesNotExist(String),
+}
+
+impl Requirement {
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            Requirement::Equals(k, v) => labels.get(k) == Some(v),
+            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            Requirement::Exists(k) => labels.contains_key(k),
+            Requirement::DoesNotExist(k) => !labels.contains_key(k),
+        }
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Requirement::Equals(k, v) => write!(f, "{k}={v}"),
+            Requirement::NotEquals(k, v) => write!(f, "{k}!={v}"),
+            Requirement::Exists(k) => write!(f, "{k}"),
+            Requirement::DoesNotExist(k) => write!(f, "!{k}"),
+        }
+    }
+}
+
+/// A conjunction of requirements; prints as the selector `kubectl get -l` accepts.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Selector(pub Vec<Requirement>);
+
+impl Selector {
+    /// Whether a binding with these labels is selected.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.0.iter().all(|r| r.matches(labels))
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The pool a rule result points at: `(hyperscalerType, euAccess, shared)`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PoolKey {
+    pub hyperscaler_type: String,
+    pub eu_access: bool,
+    pub shared: bool,
+}
+
+/// The three selectors of a pool. `tenant` and `claim` are `None` for shared pools, which are
+/// never claimed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolSelectors {
+    /// Bindings the tenant already holds in the pool.
+    pub tenant: Option<Selector>,
+    /// Bindings that can still be claimed.
+    pub claim: Option<Selector>,
+    /// Every usable binding of the pool.
+    pub any: Selector,
+}
+
+impl PoolKey {
+    /// The selectors of this pool for one tenant (DESIGN §4).
+    pub fn selectors(&self, keys: &ResolvedLabelKeys, global_account: &str) -> PoolSelectors {
+        let any = self.base(keys);
+        if self.shared {
+            return PoolSelectors { tenant: None, claim: None, any };
+        }
+        let mut tenant = any.clone();
+        tenant.0.push(Requirement::Equals(keys.tenant_name.clone(), global_account.to_string()));
+        let mut claim = any.clone();
+        claim.0.push(Requirement::DoesNotExist(keys.tenant_name.clone()));
+        PoolSelectors { tenant: Some(tenant), claim: Some(claim), any }
+    }
+
+    /// `hyperscalerType=T`, the euAccess requirement, then shared or dedicated-and-clean.
+    fn base(&self, keys: &ResolvedLabelKeys) -> Selector {
+        let mut reqs = vec![Requirement::Equals(keys.hyperscaler_type.clone(), self.hyperscaler_type.clone())];
+        reqs.push(if self.eu_access {
+            Requirement::Equals(keys.eu_access.clone(), "true".into())
+        } else {
+            Requirement::DoesNotExist(keys.eu_access.clone())
+        });
+        if self.shared {
+            reqs.push(Requirement::Equals(keys.shared.clone(), "true".into()));
+        } else {
+            reqs.push(Requirement::NotEquals(keys.shared.clone(), "true".into()));
+            reqs.push(Requirement::DoesNotExist(keys.dirty.clone()));
+        }
+        Selector(reqs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn dedicated_selectors_print_like_upstream() {
+        let k = ResolvedLabelKeys::default();
+        let pool = PoolKey { hyperscaler_type: "aws".into(), eu_access: true, shared: false };
+        let s = pool.selectors(&k, "ga-1");
+        assert_eq!(s.any.to_string(), "hyperscalerType=aws,euAccess=true,shared!=true,!dirty");
+        assert_eq!(s.tenant.unwrap().to_string(), "hyperscalerType=aws,euAccess=true,shared!=true,!dirty,tenantName=ga-1");
+        assert_eq!(s.claim.unwrap().to_string(), "hyperscalerType=aws,euAccess=true,shared!=true,!dirty,!tenantName");
+    }
+
+    #[test]
+    fn shared_pool_has_no_tenant_or_claim_selector() {
+        let k = ResolvedLabelKeys::default();
+        let pool = PoolKey { hyperscaler_type: "openstack_eu-de-1".into(), eu_access: false, shared: true };
+        let s = pool.selectors(&k, "ga-1");
+        assert!(s.tenant.is_none() && s.claim.is_none());
+        assert_eq!(s.any.to_string(), "hyperscalerType=openstack_eu-de-1,!euAccess,shared=true");
+    }
+
+    #[test]
+    fn matching_follows_kubernetes_semantics() {
+        let k = ResolvedLabelKeys::default();
+        let pool = PoolKey { hyperscaler_type: "gcp".into(), eu_access: false, shared: false };
+        let s = pool.selectors(&k, "ga");
+        let claim = s.claim.unwrap();
+        assert!(claim.matches(&labels(&[("hyperscalerType", "gcp")])));
+        // shared!=true accepts any other value; !euAccess rejects even "false".
+        assert!(claim.matches(&labels(&[("hyperscalerType", "gcp"), ("shared", "false")])));
+        assert!(!claim.matches(&labels(&[("hyperscalerType", "gcp"), ("euAccess", "false")])));
+        assert!(!claim.matches(&labels(&[("hyperscalerType", "gcp"), ("dirty", "true")])));
+        assert!(!claim.matches(&labels(&[("hyperscalerType", "gcp"), ("tenantName", "x")])));
+        assert!(s.tenant.unwrap().matches(&labels(&[("hyperscalerType", "gcp"), ("tenantName", "ga")])));
+    }
+
+    #[test]
+    fn custom_label_keys_are_used() {
+        let spec = LabelKeys { tenant_name: Some("example.com/tenant".into()), ..Default::default() };
+        let k = ResolvedLabelKeys::from_spec(Some(&spec));
+        assert_eq!(k.tenant_name, "example.com/tenant");
+        assert_eq!(k.dirty, "dirty");
+        let pool = PoolKey { hyperscaler_type: "aws".into(), eu_access: false, shared: false };
+        assert!(pool.selectors(&k, "t").claim.unwrap().to_string().ends_with("!example.com/tenant"));
+    }
+}

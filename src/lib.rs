@@ -1,0 +1,9 @@
+//! hap-operator: a Hyperscaler Account Pool for Gardener, as a Kubernetes operator.
+//!
+//! Pure core (`rules`, `selection`, `pools`, `status`) over plain data; `k8s` is the only module
+//! that talks to the API server; `controller` wires watch caches to the core and writes results.
+
+pub mod api;
+pub mod cli;
+pub mod crd;
+pub mod labels;
