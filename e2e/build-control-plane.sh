@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kubectl and etcd from the Go modules pinned in
-# e2e/tools/go.mod, into a per-user cache keyed by the Kubernetes and Go versions. Rebuilds only
-# when a binary is missing. Prints the bin directory on stdout.
+# e2e/tools/go.mod into a per-user cache keyed by the Kubernetes and Go versions (rebuilt only
+# when missing), and the small Go test tools (testenv, testhelper) next to them (cheap: the Go
+# build cache makes that a link). Prints the bin directory on stdout; progress goes to stderr.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tools="$here/tools"
-k8s_version=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3} $1=="k8s.io/kubernetes" {print $2}' "$tools/go.mod" | head -1)
+k8s_version=$(awk '$1=="require" && $2=="k8s.io/kubernetes" {print $3} $1=="k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$tools/go.mod" | head -1)
+if [ -z "$k8s_version" ]; then
+  echo "build-control-plane: cannot find the k8s.io/kubernetes version in $tools/go.mod" >&2
+  exit 1
+fi
 go_version=$(go env GOVERSION)
 cache="${HAP_CACHE_DIR:-$HOME/.cache/hap-operator}"
 bin="$cache/k8s-$k8s_version-$go_version/bin"
 export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
-# Module and build caches live under $HOME/.cache so CI reuses them between runs.
-export GOMODCACHE="${GOMODCACHE:-$HOME/.cache/hap-operator/gomod}"
-export GOCACHE="${GOCACHE:-$HOME/.cache/hap-operator/gobuild}"
+# Module and build caches live under $HOME/.cache so repeated runs reuse them.
+export GOMODCACHE="${GOMODCACHE:-$cache/gomod}"
+export GOCACHE="${GOCACHE:-$cache/gobuild}"
 
 need=0
-for b in kube-apiserver kube-controller-manager kubectl etcd testhelper; do
+for b in kube-apiserver kube-controller-manager kubectl etcd; do
   [ -x "$bin/$b" ] || need=1
 done
 if [ "$need" = 1 ]; then
@@ -24,17 +29,22 @@ if [ "$need" = 1 ]; then
   trap 'rm -rf "$tmp"' EXIT
   major=${k8s_version#v}; major=${major%%.*}
   minor=${k8s_version#v*.}; minor=${minor%%.*}
-  ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version -X k8s.io/component-base/version.gitMajor=$major -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version -X k8s.io/client-go/pkg/version.gitMajor=$major -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags="$ldflags -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+  done
   start=$(date +%s)
-  echo "building control plane $k8s_version with $go_version into $bin (cold builds take a while)" >&2
+  echo "building control plane $k8s_version with $go_version into $bin (a cold build takes ~7 min on 2 cores)" >&2
+  # One go build for all binaries so they share compiled packages.
   (cd "$tools" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kubectl \
-      go.etcd.io/etcd/server/v3 \
-      ./cmd/testhelper) >&2
-  mv "$tmp/v3" "$tmp/etcd" 2>/dev/null || mv "$tmp/server" "$tmp/etcd"
-  for b in kube-apiserver kube-controller-manager kubectl etcd testhelper; do mv -f "$tmp/$b" "$bin/$b"; done
+      go.etcd.io/etcd/server/v3) >&2
+  # A module path ending in /vN names its binary after the element before it.
+  if [ -e "$tmp/v3" ]; then mv "$tmp/v3" "$tmp/etcd"; else mv "$tmp/server" "$tmp/etcd"; fi
+  for b in kube-apiserver kube-controller-manager kubectl etcd; do mv -f "$tmp/$b" "$bin/$b"; done
   echo "control plane built in $(( $(date +%s) - start ))s" >&2
 fi
+(cd "$tools" && go build -trimpath -o "$bin/" ./cmd/testenv ./cmd/testhelper) >&2
 echo "$bin"
