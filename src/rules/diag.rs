@@ -1,0 +1,124 @@
+//! Diagnostics of rule validation: the reasons, one diagnostic per problem, and the
+//! one-line-per-error summary the operator writes into conditions.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a rule set (or one of its entries) is rejected or flagged. Serialised as the variant
+/// name because it is part of the CLI's JSON contract (DESIGN §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Reason {
+    ParseError,
+    DuplicateRule,
+    AmbiguousRules,
+    UnknownPlan,
+    UncoveredPlan,
+    EmptyRules,
+    InvalidConfig,
+    MissingPool,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::ParseError => "ParseError",
+            Reason::DuplicateRule => "DuplicateRule",
+            Reason::AmbiguousRules => "AmbiguousRules",
+            Reason::UnknownPlan => "UnknownPlan",
+            Reason::UncoveredPlan => "UncoveredPlan",
+            Reason::EmptyRules => "EmptyRules",
+            Reason::InvalidConfig => "InvalidConfig",
+            Reason::MissingPool => "MissingPool",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One problem. `index` is 1-based; `column` is 1-based and counts characters of `entry`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    pub index: Option<usize>,
+    pub entry: Option<String>,
+    pub reason: Reason,
+    pub message: String,
+    pub column: Option<usize>,
+}
+
+impl Diagnostic {
+    /// A problem of the configuration as a whole, not of one entry.
+    pub fn global(reason: Reason, message: impl Into<String>) -> Self {
+        Self { index: None, entry: None, reason, message: message.into(), column: None }
+    }
+
+    /// A problem of entry `index` (1-based).
+    pub fn at(index: usize, entry: &str, reason: Reason, column: Option<usize>, message: impl Into<String>) -> Self {
+        Self { index: Some(index), entry: Some(entry.to_string()), reason, message: message.into(), column }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    /// `rule 3 `aws(PR=)`: column 8: PR is empty`; the prefix parts are left out when unknown.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.index, &self.entry) {
+            (Some(i), Some(e)) => write!(f, "rule {i} `{e}`: ")?,
+            (Some(i), None) => write!(f, "rule {i}: ")?,
+            (None, Some(e)) => write!(f, "`{e}`: ")?,
+            (None, None) => {}
+        }
+        if let Some(c) = self.column {
+            write!(f, "column {c}: ")?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+/// Every error and warning found in one rule set.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Validation {
+    pub errors: Vec<Diagnostic>,
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Validation {
+    /// Every error on a line of its own, for condition messages and logs.
+    pub fn summary(&self) -> String {
+        self.errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl fmt::Display for Validation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.summary())
+    }
+}
+
+impl std::error::Error for Validation {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_has_one_line_per_error_with_position() {
+        let v = Validation {
+            errors: vec![
+                Diagnostic::at(3, "aws(PR=)", Reason::ParseError, Some(8), "PR is empty"),
+                Diagnostic::global(Reason::UncoveredPlan, "required plan `gcp` is not covered"),
+            ],
+            warnings: vec![],
+        };
+        assert_eq!(v.summary(), "rule 3 `aws(PR=)`: column 8: PR is empty\nrequired plan `gcp` is not covered");
+    }
+
+    #[test]
+    fn reason_serialises_as_its_name() {
+        assert_eq!(serde_json::to_string(&Reason::MissingPool).unwrap(), "\"MissingPool\"");
+        assert_eq!(Reason::AmbiguousRules.as_str(), "AmbiguousRules");
+    }
+}

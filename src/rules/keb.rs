@@ -1,0 +1,220 @@
+//! Parser of the KEB syntax (DESIGN §2.2): `PLAN[(PR=v[,HR=v])] [-> OUT[,OUT...]]`, matching
+//! upstream's grammar and error cases except `*` (any value here) and text after `)` (an error).
+
+use super::lexer::{Kind, Token};
+use super::model::{Cond, EuAccess, Rule};
+use super::parse::{Cursor, Issue, ParseResult, Parsed, did_you_mean, reject_foreign};
+
+/// Parses one KEB entry.
+pub fn parse(input: &str) -> ParseResult {
+    let mut c = Cursor::new(input);
+    reject_foreign(&c)?;
+    structure(c.tokens())?;
+    let mut warnings = Vec::new();
+    let plan_col = c.col();
+    let plan = words(&mut c, "the plan name", &mut warnings);
+    if plan.is_empty() {
+        let found = c.peek().map(|t| format!(", found {}", t.describe())).unwrap_or_default();
+        return Err(Issue::new(plan_col, format!("plan name is empty{found}")));
+    }
+    let mut rule = Rule::plain(plan);
+    if c.eat(Kind::LParen) {
+        inputs(&mut c, &mut rule, &mut warnings)?;
+        if let Some(t) = c.peek().filter(|t| t.kind != Kind::Arrow) {
+            return Err(Issue::new(
+                t.col,
+                format!(
+                    "unexpected {} after `)`: only `-> OUTPUTS` may follow (upstream KEB silently glues such text onto the last value)",
+                    t.describe()
+                ),
+            ));
+        }
+    }
+    match c.bump() {
+        None => {}
+        Some(t) if t.kind == Kind::Arrow => outputs(&mut c, &mut rule)?,
+        Some(t) => {
+            return Err(Issue::new(t.col, format!("unexpected {} after the plan name; expected `(` or `->`", t.describe())));
+        }
+    }
+    Ok(Parsed { rule, plan_col, warnings })
+}
+
+/// Upstream's structural checks, which run before anything else.
+fn structure(tokens: &[Token<'_>]) -> Result<(), Issue> {
+    let nth = |k: Kind<'_>, n: usize| tokens.iter().filter(|t| t.kind == k).nth(n).map(|t| t.col);
+    if let Some(col) = nth(Kind::Arrow, 1) {
+        return Err(Issue::new(col, "rule has more than one arrow `->`"));
+    }
+    if let Some(col) = nth(Kind::LParen, 1) {
+        return Err(Issue::new(col, "rule has more than one `(`"));
+    }
+    if let Some(col) = nth(Kind::RParen, 1) {
+        return Err(Issue::new(col, "rule has more than one `)`"));
+    }
+    match (nth(Kind::LParen, 0), nth(Kind::RParen, 0)) {
+        (Some(col), None) => Err(Issue::new(col, "rule has not balanced parentheses: `(` without `)`")),
+        (None, Some(col)) => Err(Issue::new(col, "rule has not balanced parentheses: `)` without `(`")),
+        (Some(open), Some(close)) if close < open => {
+            Err(Issue::new(close, "rule has not balanced parentheses: `)` before `(`"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Consecutive words glued together, as upstream deletes all whitespace first; warns when that
+/// joins words a reader would take as separate.
+fn words<'a>(c: &mut Cursor<'a>, what: &str, warnings: &mut Vec<Issue>) -> String {
+    let mut out = String::new();
+    let mut first_col = None;
+    while let Some(Token { kind: Kind::Word(w), col, spaced }) = c.peek() {
+        if first_col.is_some() && spaced {
+            warnings.push(Issue::new(col, format!("whitespace inside {what} is removed, as upstream KEB does")));
+        }
+        first_col.get_or_insert(col);
+        out.push_str(w);
+        c.bump();
+    }
+    out
+}
+
+fn inputs(c: &mut Cursor<'_>, rule: &mut Rule, warnings: &mut Vec<Issue>) -> Result<(), Issue> {
+    if let Some(t) = c.peek().filter(|t| t.kind == Kind::RParen) {
+        return Err(Issue::new(
+            t.col,
+            "input attribute is empty: `PLAN()` has no inputs, write the plan without parentheses",
+        ));
+    }
+    loop {
+        input(c, rule, warnings)?;
+        match c.bump() {
+            Some(t) if t.kind == Kind::Comma => {}
+            Some(t) if t.kind == Kind::RParen => return Ok(()),
+            Some(t) => return Err(Issue::new(t.col, format!("expected `,` or `)`, found {}", t.describe()))),
+            None => return Err(Issue::new(c.end(), "missing `)`")),
+        }
+    }
+}
+
+fn input(c: &mut Cursor<'_>, rule: &mut Rule, warnings: &mut Vec<Issue>) -> Result<(), Issue> {
+    let col = c.col();
+    if matches!(c.peek_kind(), Some(Kind::Comma | Kind::RParen) | None) {
+        return Err(Issue::new(col, "input attribute is empty"));
+    }
+    let key = words(c, "an attribute name", warnings);
+    if !c.eat(Kind::Eq) {
+        let what = if key.is_empty() { c.peek().map(|t| t.describe()).unwrap_or_default() } else { format!("`{key}`") };
+        return Err(Issue::new(col, format!("input attribute {what} has no value: write `PR=<region>` or `HR=<region>`")));
+    }
+    let (slot, name) = match key.as_str() {
+        "PR" => (&mut rule.pr, "PlatformRegion (PR)"),
+        "HR" => (&mut rule.cr, "HyperscalerRegion (HR)"),
+        "" => return Err(Issue::new(col, "input attribute has no name before `=`")),
+        _ => return Err(Issue::new(col, unknown_input(&key))),
+    };
+    if !slot.is_absent() {
+        return Err(Issue::new(col, format!("{name} already set")));
+    }
+    let value_col = c.col();
+    *slot = match c.peek_kind() {
+        Some(Kind::Star) => {
+            c.bump();
+            warnings.push(Issue::new(
+                value_col,
+                format!(
+                    "`{key}=*` matches any region here; upstream KEB reads `*` as the literal region `*`, so upstream this entry matches no real request"
+                ),
+            ));
+            Cond::Any
+        }
+        Some(Kind::Word(_)) => Cond::Exact(words(c, "a value", warnings)),
+        _ => return Err(Issue::new(value_col, format!("{name} is empty"))),
+    };
+    match c.peek() {
+        Some(t) if t.kind == Kind::Eq => Err(Issue::new(t.col, "input attribute has more than one `=`")),
+        Some(t) if matches!(t.kind, Kind::Star | Kind::Word(_)) => {
+            Err(Issue::new(t.col, "`*` must be the whole value: a region is `*` or a name without `*`"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn unknown_input(key: &str) -> String {
+    let hint = match key {
+        "CR" => " (the KEB syntax calls the cluster region `HR`)".to_string(),
+        "EU" | "S" => format!(" (`{key}` is an output: write it after `->`)"),
+        _ => did_you_mean(key, ["PR", "HR"]),
+    };
+    format!("unknown attribute `{key}`{hint}; inputs are PR and HR")
+}
+
+fn outputs(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
+    let mut seen: Vec<&str> = Vec::new();
+    loop {
+        let Some(t) = c.bump() else {
+            return Err(Issue::new(c.end(), "output attribute is empty"));
+        };
+        let Kind::Word(name) = t.kind else {
+            let message = if t.kind == Kind::Comma {
+                "output attribute is empty".to_string()
+            } else {
+                format!("expected an output (EU, S, PR, HR), found {}", t.describe())
+            };
+            return Err(Issue::new(t.col, message));
+        };
+        let long = match name {
+            "EU" => "EuAccess",
+            "S" => "Shared",
+            "PR" => "PlatformRegionSuffix",
+            "HR" => "HyperscalerRegionSuffix",
+            _ => {
+                let hint = did_you_mean(name, ["EU", "S", "PR", "HR"]);
+                return Err(Issue::new(t.col, format!("unknown attribute `{name}`{hint}; outputs are EU, S, PR and HR")));
+            }
+        };
+        if seen.contains(&name) {
+            return Err(Issue::new(t.col, format!("{long} already set (`{name}` appears twice)")));
+        }
+        seen.push(name);
+        match name {
+            "EU" => rule.eu_access = EuAccess::Always,
+            "S" => rule.shared = true,
+            "PR" => rule.pr_suffix = true,
+            _ => rule.cr_suffix = true,
+        }
+        match c.bump() {
+            None => return Ok(()),
+            Some(t) if t.kind == Kind::Comma => {}
+            Some(t) if t.kind == Kind::Eq => return Err(Issue::new(t.col, "outputs take no values")),
+            Some(t) => return Err(Issue::new(t.col, format!("expected `,` between outputs, found {}", t.describe()))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_inputs_and_outputs_in_any_order() {
+        let r = parse("gcp(HR=us1,PR=cf-sa30)->HR,PR,S,EU").unwrap().rule;
+        assert_eq!(r.pr, Cond::Exact("cf-sa30".into()));
+        assert_eq!(r.cr, Cond::Exact("us1".into()));
+        assert!(r.pr_suffix && r.cr_suffix && r.shared && r.eu_access == EuAccess::Always);
+    }
+
+    #[test]
+    fn whitespace_is_deleted_like_upstream_with_a_warning() {
+        let p = parse("a ws(PR=cf-eu 11) -> EU").unwrap();
+        assert_eq!(p.rule.plan, "aws");
+        assert_eq!(p.rule.pr, Cond::Exact("cf-eu11".into()));
+        assert_eq!(p.warnings.len(), 2);
+    }
+
+    #[test]
+    fn star_is_any_with_a_warning() {
+        let p = parse("sap-converged-cloud(HR=*)->S").unwrap();
+        assert_eq!(p.rule.cr, Cond::Any);
+        assert!(p.warnings[0].message.contains("literal"));
+    }
+}

@@ -1,0 +1,242 @@
+//! The rules engine (DESIGN §2–§3): Seed, KEB and legacy syntaxes parsed into one model,
+//! validated all at once, indexed by plan, and evaluated without Kubernetes I/O.
+
+mod diag;
+mod eval;
+mod keb;
+mod labelcheck;
+mod legacy;
+mod lexer;
+// MIGRATE
+mod model;
+mod parse;
+mod plans;
+mod pools;
+mod seed;
+mod validate;
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::api::{HapConfigSpec, RuleSyntax};
+use crate::labels::ResolvedLabelKeys;
+
+pub use diag::{Diagnostic, Reason, Validation};
+pub use eval::{EvalError, Outcome, Request};
+pub use labelcheck::label_value_problem;
+pub use model::{Cond, EuAccess, Rule, Specificity};
+pub use plans::{PlanTable, Provider};
+pub use pools::EntryInfo;
+
+/// EU-access platform regions when the spec names none.
+pub const DEFAULT_EU_REGIONS: [&str; 2] = ["cf-eu11", "cf-ch20"];
+
+/// The syntax an entry is written in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syntax {
+    Seed,
+    Keb,
+}
+
+impl From<RuleSyntax> for Syntax {
+    fn from(s: RuleSyntax) -> Self {
+        match s {
+            RuleSyntax::Seed => Syntax::Seed,
+            RuleSyntax::Keb => Syntax::Keb,
+        }
+    }
+}
+
+/// A positioned parse error or warning of one entry.
+pub use parse::Issue as ParseIssue;
+
+/// Parses one entry; the parsed rule and its warnings, or the first error with its column.
+pub fn parse_entry(syntax: Syntax, text: &str) -> Result<(Rule, Vec<ParseIssue>), ParseIssue> {
+    let p = match syntax {
+        Syntax::Seed => seed::parse(text)?,
+        Syntax::Keb => keb::parse(text)?,
+    };
+    Ok((p.rule, p.warnings))
+}
+
+/// One entry of the rule set in force. Legacy rules become entries written in canonical KEB text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub index: usize,
+    pub text: String,
+    pub rule: Rule,
+    pub plan_col: usize,
+}
+
+/// Parsed, validated and indexed rules, ready for evaluation.
+#[derive(Clone, Debug)]
+pub struct CompiledRules {
+    entries: Vec<Entry>,
+    infos: Vec<EntryInfo>,
+    by_plan: HashMap<String, Vec<usize>>,
+    plans: PlanTable,
+    eu_regions: Vec<String>,
+    keys: ResolvedLabelKeys,
+    legacy: bool,
+}
+
+impl CompiledRules {
+    /// Parse + validate + index. Err carries every error (and warnings).
+    pub fn from_spec(spec: &HapConfigSpec) -> Result<(CompiledRules, Vec<Diagnostic>), Validation> {
+        let mut v = Validation::default();
+        let keys = ResolvedLabelKeys::from_spec(spec.label_keys.as_ref());
+        v.errors.extend(labelcheck::check_keys(&keys));
+        let (plans, plan_errors) = PlanTable::from_spec(spec.plans.as_ref());
+        v.errors.extend(plan_errors);
+        let eu_regions = eu_regions(spec, &mut v);
+        let syntax = Syntax::from(spec.rule_syntax.unwrap_or_default());
+        let entries = entries(spec, syntax, &plans, &mut v);
+        let keb = syntax == Syntax::Keb || spec.legacy_rules.is_some();
+        v.errors.extend(validate::unknown_plans(&entries, &plans));
+        v.errors.extend(validate::duplicates(&entries));
+        v.errors.extend(validate::ambiguities(&entries, keb));
+        v.errors.extend(validate::coverage(&entries, spec.required_plans.as_deref().unwrap_or_default(), &plans));
+        v.errors.extend(validate::fixed_types(&entries, &plans));
+        if !v.errors.is_empty() {
+            return Err(v);
+        }
+        let mut by_plan: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, e) in entries.iter().enumerate() {
+            by_plan.entry(e.rule.plan.clone()).or_default().push(i);
+        }
+        let infos = entries.iter().map(|e| EntryInfo::new(e, &plans)).collect();
+        let legacy = spec.legacy_rules.is_some();
+        Ok((CompiledRules { entries, infos, by_plan, plans, eu_regions, keys, legacy }, v.warnings))
+    }
+
+    pub fn evaluate(&self, req: &Request<'_>) -> Result<Outcome, EvalError> {
+        eval::evaluate(self, req)
+    }
+
+    /// One per rule entry, in input order (for legacy rules: one per derived entry).
+    pub fn entries(&self) -> &[EntryInfo] {
+        &self.infos
+    }
+
+    /// The parsed rules, in the order of `entries()`.
+    pub fn rules(&self) -> impl Iterator<Item = &Rule> {
+        self.entries.iter().map(|e| &e.rule)
+    }
+
+    pub fn label_keys(&self) -> &ResolvedLabelKeys {
+        &self.keys
+    }
+
+    pub fn plans(&self) -> &PlanTable {
+        &self.plans
+    }
+
+    pub fn eu_access_platform_regions(&self) -> &[String] {
+        &self.eu_regions
+    }
+
+    /// Whether the entries were derived from `legacyRules`.
+    pub fn is_legacy(&self) -> bool {
+        self.legacy
+    }
+
+    /// MissingPool diagnostics for entries without `*` whose pool has no binding among `bindings` (label maps).
+    pub fn missing_pools<'a>(
+        &self,
+        bindings: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
+    ) -> Vec<Diagnostic> {
+        let bindings: Vec<&BTreeMap<String, String>> = bindings.into_iter().collect();
+        pools::missing(&self.infos, &self.entries, &self.keys, &self.eu_regions, &bindings)
+    }
+}
+
+fn eu_regions(spec: &HapConfigSpec, v: &mut Validation) -> Vec<String> {
+    let Some(list) = &spec.eu_access_platform_regions else {
+        return DEFAULT_EU_REGIONS.iter().map(|s| s.to_string()).collect();
+    };
+    for r in list.iter().filter(|r| r.trim().is_empty() || r.trim() != r.as_str()) {
+        v.errors.push(Diagnostic::global(
+            Reason::InvalidConfig,
+            format!("euAccessPlatformRegions: `{r}` is not a region name (empty or surrounded by spaces)"),
+        ));
+    }
+    list.clone()
+}
+
+/// The entries of `rules` or `legacyRules`, recording parse errors and warnings.
+fn entries(spec: &HapConfigSpec, syntax: Syntax, plans: &PlanTable, v: &mut Validation) -> Vec<Entry> {
+    match (&spec.rules, &spec.legacy_rules) {
+        (Some(_), Some(_)) => {
+            v.errors.push(Diagnostic::global(
+                Reason::InvalidConfig,
+                "rules and legacyRules are mutually exclusive: set one of them",
+            ));
+            Vec::new()
+        }
+        (None, None) => {
+            v.errors.push(Diagnostic::global(Reason::EmptyRules, "no rules: set rules (or legacyRules)"));
+            Vec::new()
+        }
+        (Some(list), None) if list.is_empty() => {
+            v.errors.push(Diagnostic::global(Reason::EmptyRules, "the rule list is empty: every request would fail"));
+            Vec::new()
+        }
+        (Some(list), None) => parse_list(list, syntax, v),
+        (None, Some(legacy)) => {
+            if spec.rule_syntax.is_some_and(|s| s != RuleSyntax::Seed) {
+                v.errors.push(Diagnostic::global(
+                    Reason::InvalidConfig,
+                    "ruleSyntax applies to rules only; remove it when using legacyRules",
+                ));
+            }
+            match legacy::parse(legacy, plans) {
+                Ok(props) => legacy_entries(&legacy::expand(&props, plans)),
+                Err(errors) => {
+                    v.errors.extend(errors);
+                    Vec::new()
+                }
+            }
+        }
+    }
+}
+
+fn parse_list(list: &[String], syntax: Syntax, v: &mut Validation) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for (i, text) in list.iter().enumerate() {
+        let index = i + 1;
+        let parsed = match syntax {
+            Syntax::Seed => seed::parse(text),
+            Syntax::Keb => keb::parse(text),
+        };
+        match parsed {
+            Ok(p) => {
+                for w in p.warnings {
+                    v.warnings.push(Diagnostic::at(index, text, Reason::ParseError, Some(w.col), w.message));
+                }
+                out.push(Entry { index, text: text.clone(), rule: p.rule, plan_col: p.plan_col });
+            }
+            Err(e) => v.errors.push(Diagnostic::at(index, text, Reason::ParseError, Some(e.col), e.message)),
+        }
+    }
+    out
+}
+
+fn legacy_entries(rules: &[Rule]) -> Vec<Entry> {
+    rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Entry {
+            index: i + 1,
+            text: r.to_keb().unwrap_or_else(|| r.plan.clone()),
+            rule: r.clone(),
+            plan_col: 1,
+        })
+        .collect()
+}
+
+/// Expands legacy rules into rules of the one model (for `hap migrate` and tests).
+pub fn expand_legacy(
+    legacy: &crate::api::LegacyRules,
+    plans: &PlanTable,
+) -> Result<Vec<Rule>, Vec<Diagnostic>> {
+    legacy::parse(legacy, plans).map(|props| legacy::expand(&props, plans))
+}

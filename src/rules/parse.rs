@@ -1,0 +1,150 @@
+//! What the entry parsers share: the parse result, the positioned issue, and a token cursor.
+
+use super::lexer::{Kind, Token, end_col, lex};
+use super::model::Rule;
+
+/// A parse error or warning at a 1-based character column of the entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Issue {
+    pub col: usize,
+    pub message: String,
+}
+
+impl Issue {
+    pub fn new(col: usize, message: impl Into<String>) -> Self {
+        Self { col, message: message.into() }
+    }
+}
+
+/// A successfully parsed entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parsed {
+    pub rule: Rule,
+    /// Column of the plan name, where plan errors point.
+    pub plan_col: usize,
+    pub warnings: Vec<Issue>,
+}
+
+pub type ParseResult = Result<Parsed, Issue>;
+
+/// A forward-only view of an entry's tokens.
+pub struct Cursor<'a> {
+    tokens: Vec<Token<'a>>,
+    pos: usize,
+    end: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub fn new(input: &'a str) -> Self {
+        Self { tokens: lex(input), pos: 0, end: end_col(input) }
+    }
+
+    pub fn tokens(&self) -> &[Token<'a>] {
+        &self.tokens
+    }
+
+    pub fn peek(&self) -> Option<Token<'a>> {
+        self.tokens.get(self.pos).copied()
+    }
+
+    pub fn peek_kind(&self) -> Option<Kind<'a>> {
+        self.peek().map(|t| t.kind)
+    }
+
+    pub fn bump(&mut self) -> Option<Token<'a>> {
+        let t = self.peek();
+        if t.is_some() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    /// Consumes the next token if it is `kind`.
+    pub fn eat(&mut self, kind: Kind<'_>) -> bool {
+        if self.peek_kind() == Some(kind) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Column of the next token, or just past the end.
+    pub fn col(&self) -> usize {
+        self.peek().map_or(self.end, |t| t.col)
+    }
+
+    pub fn end(&self) -> usize {
+        self.end
+    }
+}
+
+/// Rejects the first character that can never appear in an entry.
+pub fn reject_foreign(cursor: &Cursor<'_>) -> Result<(), Issue> {
+    for t in cursor.tokens() {
+        if let Kind::Other(c) = t.kind {
+            let hint = match c {
+                ';' => ": write one rule entry per list item",
+                ':' => ": `plan:region` is the legacy syntax (legacyRules)",
+                _ => "",
+            };
+            return Err(Issue::new(t.col, format!("unexpected character `{}`{hint}", c.escape_debug())));
+        }
+    }
+    Ok(())
+}
+
+/// Edit distance counting a swap of two neighbours as one edit (optimal string alignment),
+/// for did-you-mean hints on attribute and plan names.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// The closest candidate within a distance that still reads as a typo.
+pub fn closest<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
+    let lower = word.to_ascii_lowercase();
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(&lower, &c.to_ascii_lowercase()), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// ` (did you mean `X`?)` or nothing.
+pub fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> String {
+    closest(word, candidates).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance_and_suggestions() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(closest("pr", ["PR", "CR"]), Some("PR"));
+        assert_eq!(closest("gpc", ["gcp", "aws"]), Some("gcp"));
+        assert_eq!(closest("xyz", ["gcp", "aws"]), None);
+    }
+}

@@ -1,0 +1,181 @@
+//! Rule-set validation (DESIGN §2.4) after parsing: duplicates, ambiguous PR-only/CR-only
+//! pairs, unknown and uncovered plans, fixed hyperscalerTypes that are no valid label value.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::Entry;
+use super::diag::{Diagnostic, Reason};
+use super::labelcheck::label_value_problem;
+use super::model::{Cond, Rule};
+use super::plans::{PlanTable, Provider};
+
+/// Same plan and conditions, whatever the outputs: each later copy is an error.
+pub fn duplicates(entries: &[Entry]) -> Vec<Diagnostic> {
+    let mut first: HashMap<(&str, &Cond, &Cond), &Entry> = HashMap::new();
+    let mut out = Vec::new();
+    for e in entries {
+        let key = (e.rule.plan.as_str(), &e.rule.pr, &e.rule.cr);
+        match first.get(&key) {
+            Some(orig) => out.push(Diagnostic::at(
+                e.index,
+                &e.text,
+                Reason::DuplicateRule,
+                None,
+                format!(
+                    "same plan and conditions as rule {} `{}` (outputs do not count): remove one of them",
+                    orig.index, orig.text
+                ),
+            )),
+            None => {
+                first.insert(key, e);
+            }
+        }
+    }
+    out
+}
+
+/// Pairs of one plan with equal specificity that both match some request, without a more
+/// specific entry covering every such request. With those gone no evaluation can tie.
+pub fn ambiguities(entries: &[Entry], keb: bool) -> Vec<Diagnostic> {
+    let mut by_plan: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
+    for e in entries {
+        by_plan.entry(e.rule.plan.as_str()).or_default().push(e);
+    }
+    let mut out = Vec::new();
+    for group in by_plan.values() {
+        let present: HashSet<(&Cond, &Cond)> = group.iter().map(|e| (&e.rule.pr, &e.rule.cr)).collect();
+        for (i, a) in group.iter().enumerate() {
+            for b in &group[i + 1..] {
+                if let Some(d) = ambiguous_pair(a, b, &present, keb) {
+                    out.push(d);
+                }
+            }
+        }
+    }
+    out.sort_by_key(|d| d.index);
+    out
+}
+
+fn ambiguous_pair(a: &Entry, b: &Entry, present: &HashSet<(&Cond, &Cond)>, keb: bool) -> Option<Diagnostic> {
+    let spec = a.rule.specificity();
+    if spec != b.rule.specificity() || (a.rule.pr == b.rule.pr && a.rule.cr == b.rule.cr) {
+        return None;
+    }
+    let pr = intersect(&a.rule.pr, &b.rule.pr)?;
+    let cr = intersect(&a.rule.cr, &b.rule.cr)?;
+    let resolved = wider(&pr).iter().any(|p| {
+        wider(&cr).iter().any(|c| {
+            let mut r = Rule::plain("");
+            r.pr = p.clone();
+            r.cr = c.clone();
+            r.specificity() > spec && present.contains(&(p, c))
+        })
+    });
+    if resolved {
+        return None;
+    }
+    let mut missing = Rule::plain(a.rule.plan.clone());
+    missing.pr = pr;
+    missing.cr = cr;
+    let (pr_name, cr_name) = if keb { ("PR", "HR") } else { ("PR", "CR") };
+    Some(Diagnostic::at(
+        b.index,
+        &b.text,
+        Reason::AmbiguousRules,
+        None,
+        format!(
+            "rules {} `{}` and {} `{}` are ambiguous: a request with {} and {} matches both equally; add `{}`",
+            a.index,
+            a.text,
+            b.index,
+            b.text,
+            describe(pr_name, &missing.pr),
+            describe(cr_name, &missing.cr),
+            missing.head(keb),
+        ),
+    ))
+}
+
+/// Every condition that accepts all requests `c` accepts.
+fn wider(c: &Cond) -> Vec<Cond> {
+    match c {
+        Cond::Absent => vec![Cond::Absent],
+        Cond::Any => vec![Cond::Any, Cond::Absent],
+        Cond::Exact(_) => vec![c.clone(), Cond::Any, Cond::Absent],
+    }
+}
+
+fn describe(name: &str, c: &Cond) -> String {
+    match c {
+        Cond::Exact(v) => format!("{name}={v}"),
+        _ => format!("any {name}"),
+    }
+}
+
+/// Requests both conditions accept, as a condition; `None` when there are none.
+fn intersect(a: &Cond, b: &Cond) -> Option<Cond> {
+    match (a, b) {
+        (Cond::Absent, x) | (x, Cond::Absent) => Some(x.clone()),
+        (Cond::Any, x) | (x, Cond::Any) => Some(x.clone()),
+        (Cond::Exact(x), Cond::Exact(y)) => (x == y).then(|| Cond::Exact(x.clone())),
+    }
+}
+
+/// Entries whose plan is not in the plan table.
+pub fn unknown_plans(entries: &[Entry], table: &PlanTable) -> Vec<Diagnostic> {
+    entries
+        .iter()
+        .filter(|e| table.get(&e.rule.plan).is_none())
+        .map(|e| {
+            Diagnostic::at(e.index, &e.text, Reason::UnknownPlan, Some(e.plan_col), table.unknown_message(&e.rule.plan))
+        })
+        .collect()
+}
+
+/// Required plans without any entry (and required plans that do not exist).
+pub fn coverage(entries: &[Entry], required: &[String], table: &PlanTable) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for plan in required {
+        if table.get(plan).is_none() {
+            out.push(Diagnostic::global(Reason::UnknownPlan, format!("requiredPlans: {}", table.unknown_message(plan))));
+        } else if !entries.iter().any(|e| &e.rule.plan == plan) {
+            out.push(Diagnostic::global(
+                Reason::UncoveredPlan,
+                format!("required plan `{plan}` is not covered by any rule: add an entry for it, e.g. `{plan}`"),
+            ));
+        }
+    }
+    out
+}
+
+/// Entries whose hyperscalerType is fixed (no request value in it) must produce a valid label value.
+pub fn fixed_types(entries: &[Entry], table: &PlanTable) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for e in entries {
+        let Some(Provider::Fixed(provider)) = table.get(&e.rule.plan) else { continue };
+        let Some(t) = fixed_type(&e.rule, provider) else { continue };
+        if let Some(problem) = label_value_problem(&t) {
+            out.push(Diagnostic::at(
+                e.index,
+                &e.text,
+                Reason::InvalidConfig,
+                None,
+                format!("the entry produces hyperscalerType `{t}`, {problem}"),
+            ));
+        }
+    }
+    out
+}
+
+/// The hyperscalerType when no request value goes into it.
+pub fn fixed_type(rule: &Rule, provider: &str) -> Option<String> {
+    let mut t = provider.to_string();
+    for (suffix, cond) in [(rule.pr_suffix, &rule.pr), (rule.cr_suffix, &rule.cr)] {
+        if suffix {
+            let Cond::Exact(v) = cond else { return None };
+            t.push('_');
+            t.push_str(v);
+        }
+    }
+    Some(t)
+}
