@@ -7,4 +7,6 @@ pub mod api;
 pub mod cli;
 pub mod crd;
 pub mod labels;
+pub mod pools;
+pub mod selection;
 pub mod rules;

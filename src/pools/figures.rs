@@ -1,0 +1,89 @@
+//! Pool figures and orphan bindings for HapConfig status, computed from an `Inventory`.
+//!
+//! Figures per pool: `total` every binding in it (dirty and internal ones included); `free` the
+//! bindings a claim could take (internal ones excluded, they are never claimed); `claimed` the
+//! bindings a tenant holds and that are not dirty; `dirty` those waiting for the cleanup job;
+//! `clusters` the clusters on all of them. A shared pool (`shared: true` in its key) has only
+//! `total` and `clusters`. So `total = free + claimed + dirty + unclaimed internal` for a
+//! dedicated pool.
+//!
+//! Orphans are bindings labelled with a tenant that no bound claim and no Shoot uses. Shared,
+//! `internal=true` and dirty bindings are left out: shared and internal ones are not the
+//! operator's to hand out, and a dirty binding without clusters is exactly what the cleanup job
+//! is waiting for, not a leak. Bindings the controller is writing right now (in flight) are
+//! passed in so that a claim made a moment ago does not flash up as an orphan.
+
+use std::collections::BTreeSet;
+
+use super::Inventory;
+use crate::api::{OrphanStatus, PoolFigures};
+use crate::labels::PoolKey;
+
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+impl Inventory {
+    /// The figures of one pool; all zero when no binding is in it.
+    pub fn figures(&self, key: &PoolKey) -> PoolFigures {
+        let mut f = PoolFigures {
+            hyperscaler_type: key.hyperscaler_type.clone(),
+            eu_access: key.eu_access,
+            shared: key.shared,
+            ..Default::default()
+        };
+        let Some(m) = self.pool(key) else { return f };
+        let claimed: usize = m.owned.values().map(BTreeSet::len).sum();
+        let all = m
+            .shared
+            .iter()
+            .chain(&m.claimable)
+            .chain(&m.internal_free)
+            .chain(&m.dirty)
+            .chain(m.owned.values().flatten());
+        let (mut total, mut clusters) = (0usize, 0usize);
+        for name in all {
+            total += 1;
+            clusters += self.clusters_on(name).len();
+        }
+        f.total = count(total);
+        f.free = count(m.claimable.len());
+        f.claimed = count(claimed);
+        f.dirty = count(m.dirty.len());
+        f.clusters = count(clusters);
+        f
+    }
+
+    /// The figures of every pool that has a binding, ordered by pool key.
+    pub fn all_figures(&self) -> Vec<PoolFigures> {
+        self.pools().map(|(key, _)| self.figures(key)).collect()
+    }
+
+    /// Bindings labelled for a tenant that no claim or Shoot uses, ordered by name.
+    pub fn orphans(&self, in_flight: &BTreeSet<String>) -> Vec<OrphanStatus> {
+        let keys = self.keys();
+        self.bindings()
+            .filter(|e| {
+                let labels = &e.view.labels;
+                let shared = labels.get(&keys.shared).map(String::as_str) == Some("true");
+                !shared && !labels.contains_key(&keys.dirty) && !e.internal
+            })
+            .filter(|e| {
+                self.clusters_on(&e.view.name).is_empty() && !in_flight.contains(&e.view.name)
+            })
+            .filter_map(|e| {
+                let tenant = e.view.labels.get(&keys.tenant_name)?;
+                Some(OrphanStatus {
+                    binding: e.view.name.clone(),
+                    tenant: tenant.clone(),
+                    hyperscaler_type: e
+                        .view
+                        .labels
+                        .get(&keys.hyperscaler_type)
+                        .cloned()
+                        .unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+}

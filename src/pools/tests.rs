@@ -1,0 +1,272 @@
+//! Fixtures shared by the core's unit tests, and the tests of `pools`.
+
+use std::collections::BTreeSet;
+
+use super::*;
+
+pub(crate) fn binding(name: &str, labels: &[(&str, &str)]) -> BindingView {
+    BindingView {
+        name: name.into(),
+        resource_version: Some(format!("rv-{name}")),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    }
+}
+
+pub(crate) fn claim(name: &str, ga: &str, shoot: Option<&str>, bound: Option<&str>) -> ClaimView {
+    ClaimView {
+        namespace: "kcp".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        global_account: ga.into(),
+        shoot_name: shoot.map(Into::into),
+        bound_binding: bound.map(Into::into),
+        deleting: false,
+    }
+}
+
+pub(crate) fn shoot(name: &str, binding: Option<&str>) -> ShootView {
+    ShootView {
+        name: name.into(),
+        binding: binding.map(Into::into),
+    }
+}
+
+pub(crate) fn pool(t: &str, eu: bool, shared: bool) -> PoolKey {
+    PoolKey {
+        hyperscaler_type: t.into(),
+        eu_access: eu,
+        shared,
+    }
+}
+
+pub(crate) fn inventory(b: Vec<BindingView>, c: Vec<ClaimView>, s: Vec<ShootView>) -> Inventory {
+    Inventory::build(ResolvedLabelKeys::default(), b, c, s)
+}
+
+fn names(set: &BTreeSet<String>) -> Vec<&str> {
+    set.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn classification_follows_the_pool_selectors() {
+    let inv = inventory(
+        vec![
+            binding("free", &[("hyperscalerType", "aws")]),
+            binding("own", &[("hyperscalerType", "aws"), ("tenantName", "ga")]),
+            binding(
+                "dirty",
+                &[
+                    ("hyperscalerType", "aws"),
+                    ("tenantName", "ga"),
+                    ("dirty", "true"),
+                ],
+            ),
+            binding("int", &[("hyperscalerType", "aws"), ("internal", "true")]),
+            binding("eu", &[("hyperscalerType", "aws"), ("euAccess", "true")]),
+            binding(
+                "eu-false",
+                &[("hyperscalerType", "aws"), ("euAccess", "false")],
+            ),
+            binding(
+                "sh",
+                &[
+                    ("hyperscalerType", "aws"),
+                    ("shared", "true"),
+                    ("tenantName", "x"),
+                ],
+            ),
+            binding("nolabel", &[]),
+        ],
+        vec![],
+        vec![],
+    );
+    let m = inv.pool(&pool("aws", false, false)).unwrap();
+    assert_eq!(names(&m.claimable), ["free"]);
+    assert_eq!(
+        names(inv.owned_by(&pool("aws", false, false), "ga")),
+        ["own"]
+    );
+    assert_eq!(names(&m.dirty), ["dirty"]);
+    assert_eq!(names(&m.internal_free), ["int"]);
+    assert_eq!(
+        names(&inv.pool(&pool("aws", true, false)).unwrap().claimable),
+        ["eu"]
+    );
+    assert_eq!(
+        names(&inv.pool(&pool("aws", false, true)).unwrap().shared),
+        ["sh"]
+    );
+    assert_eq!(inv.binding("eu-false").unwrap().pool, None);
+    assert_eq!(inv.binding("nolabel").unwrap().pool, None);
+    assert!(inv.binding("int").unwrap().internal);
+    assert_eq!(inv.pools().count(), 3);
+}
+
+#[test]
+fn custom_label_keys_drive_classification() {
+    let keys = ResolvedLabelKeys {
+        tenant_name: "example.com/tenant".into(),
+        ..Default::default()
+    };
+    let b = vec![binding(
+        "a",
+        &[("hyperscalerType", "gcp"), ("example.com/tenant", "ga")],
+    )];
+    let inv = Inventory::build(keys, b, vec![], vec![]);
+    assert_eq!(names(inv.owned_by(&pool("gcp", false, false), "ga")), ["a"]);
+}
+
+#[test]
+fn clusters_are_the_union_of_bound_claims_and_shoots_by_name() {
+    let mut gone = claim("c4", "ga", Some("s4"), Some("b"));
+    gone.deleting = true;
+    let inv = inventory(
+        vec![binding(
+            "b",
+            &[("hyperscalerType", "aws"), ("tenantName", "ga")],
+        )],
+        vec![
+            claim("c1", "ga", Some("s1"), Some("b")),
+            claim("c2", "ga", None, Some("b")),
+            claim("c3", "ga", Some("s3"), None),
+            gone,
+        ],
+        vec![
+            shoot("s1", Some("b")),
+            shoot("s2", Some("b")),
+            shoot("s5", None),
+        ],
+    );
+    assert_eq!(names(inv.clusters_on("b")), ["kcp/c2", "s1", "s2"]);
+    assert_eq!(names(inv.bindings_of_cluster("s1")), ["b"]);
+    assert_eq!(names(inv.claims_on("b")), ["uid-c1", "uid-c2"]);
+    assert!(inv.clusters_on("nope").is_empty());
+    assert!(inv.shoot_exists("s5") && !inv.shoot_exists("s4"));
+    assert_eq!(inv.claim("uid-c4").map(|c| c.deleting), Some(true));
+}
+
+#[test]
+fn figures_count_each_role() {
+    let inv = inventory(
+        vec![
+            binding("f1", &[("hyperscalerType", "aws")]),
+            binding("f2", &[("hyperscalerType", "aws")]),
+            binding("o1", &[("hyperscalerType", "aws"), ("tenantName", "ga")]),
+            binding(
+                "d1",
+                &[
+                    ("hyperscalerType", "aws"),
+                    ("tenantName", "gb"),
+                    ("dirty", "true"),
+                ],
+            ),
+            binding("i1", &[("hyperscalerType", "aws"), ("internal", "true")]),
+            binding("s1", &[("hyperscalerType", "aws"), ("shared", "true")]),
+        ],
+        vec![claim("c1", "ga", Some("x"), Some("o1"))],
+        vec![
+            shoot("x", Some("o1")),
+            shoot("y", Some("d1")),
+            shoot("z", Some("s1")),
+        ],
+    );
+    let f = inv.figures(&pool("aws", false, false));
+    assert_eq!(
+        (f.total, f.free, f.claimed, f.dirty, f.shared, f.clusters),
+        (5, 2, 1, 1, false, 2)
+    );
+    let s = inv.figures(&pool("aws", false, true));
+    assert_eq!(
+        (s.total, s.free, s.claimed, s.shared, s.clusters),
+        (1, 0, 0, true, 1)
+    );
+    let none = inv.figures(&pool("gcp", false, false));
+    assert_eq!((none.hyperscaler_type.as_str(), none.total), ("gcp", 0));
+    assert_eq!(inv.all_figures().len(), 2);
+}
+
+#[test]
+fn orphans_skip_used_shared_internal_dirty_and_in_flight_bindings() {
+    let inv = inventory(
+        vec![
+            binding("lost", &[("hyperscalerType", "aws"), ("tenantName", "ga")]),
+            binding("used", &[("hyperscalerType", "aws"), ("tenantName", "ga")]),
+            binding(
+                "by-shoot",
+                &[("hyperscalerType", "aws"), ("tenantName", "gb")],
+            ),
+            binding(
+                "dirty",
+                &[
+                    ("hyperscalerType", "aws"),
+                    ("tenantName", "gc"),
+                    ("dirty", "true"),
+                ],
+            ),
+            binding(
+                "int",
+                &[
+                    ("hyperscalerType", "aws"),
+                    ("tenantName", "gd"),
+                    ("internal", "true"),
+                ],
+            ),
+            binding(
+                "sh",
+                &[
+                    ("hyperscalerType", "aws"),
+                    ("tenantName", "ge"),
+                    ("shared", "true"),
+                ],
+            ),
+            binding("new", &[("hyperscalerType", "aws"), ("tenantName", "gf")]),
+            binding("nopool", &[("tenantName", "gg")]),
+            binding("free", &[("hyperscalerType", "aws")]),
+        ],
+        vec![claim("c", "ga", None, Some("used"))],
+        vec![shoot("s", Some("by-shoot"))],
+    );
+    let in_flight = BTreeSet::from(["new".to_string()]);
+    let o = inv.orphans(&in_flight);
+    let got: Vec<_> = o
+        .iter()
+        .map(|o| {
+            (
+                o.binding.as_str(),
+                o.tenant.as_str(),
+                o.hyperscaler_type.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("lost", "ga", "aws"), ("nopool", "gg", "")]);
+}
+
+#[test]
+fn a_deleting_claim_with_a_live_shoot_is_still_counted_through_the_shoot() {
+    let mut c = claim("c", "ga", Some("s"), Some("b"));
+    c.deleting = true;
+    let inv = inventory(
+        vec![binding("b", &[("hyperscalerType", "aws")])],
+        vec![c],
+        vec![shoot("s", Some("b"))],
+    );
+    assert_eq!(names(inv.clusters_on("b")), ["s"]);
+}
+
+#[test]
+fn a_duplicate_binding_name_keeps_the_last_view_only() {
+    let inv = inventory(
+        vec![
+            binding("b", &[("hyperscalerType", "aws")]),
+            binding("b", &[("hyperscalerType", "aws"), ("tenantName", "ga")]),
+        ],
+        vec![],
+        vec![],
+    );
+    let m = inv.pool(&pool("aws", false, false)).unwrap();
+    assert!(m.claimable.is_empty());
+    assert_eq!(names(inv.owned_by(&pool("aws", false, false), "ga")), ["b"]);
+}

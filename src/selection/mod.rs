@@ -1,0 +1,394 @@
+//! Choosing a binding for one AccountClaim, in the order of DESIGN §4, over an `Inventory` seen
+//! through the in-flight writes (`InFlight`).
+//!
+//! Decisions where the design is silent:
+//! - `internal=true` bindings are never claimed (upstream ignores the label when selecting; we
+//!   read it as "not the operator's to hand out"). One that already carries a tenant is used for
+//!   that tenant, which needs no write, so invariant §5.4 holds.
+//! - A cluster that already uses one of the tenant's bindings in the pool (its Shoot exists, or a
+//!   write of this claim is in flight) gets that binding again (`Reused`), even at the limit: it is
+//!   not a new cluster, and this makes repeated selection for one claim idempotent.
+//! - Without multi-account the tenant's binding is the first by name should it hold several
+//!   (a leftover of an earlier allowlist); limits apply only to allowlisted tenants.
+//! - Claim candidates are ordered per tenant by rendezvous hashing, so tenants spread over the
+//!   free bindings; `exclude` (bindings whose claim just conflicted) moves them to the back, but
+//!   they are still tried when nothing else is left, as the compare-and-swap keeps that safe.
+//! - While a claim write for the tenant in the pool is in progress, the tenant's other claims get
+//!   `Wait` rather than a second binding (§5.2) or a binding whose claim may still fail.
+
+mod hash;
+mod inflight;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+pub use hash::weight;
+pub use inflight::{
+    DEFAULT_TTL, InFlight, PendingAssignment, PendingClaim, PendingRelease, WriteState,
+};
+
+use crate::api::{Decision, MultiHyperscalerAccount};
+use crate::labels::PoolKey;
+use crate::pools::{ClaimView, Inventory};
+
+/// Why an existing binding was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UseReason {
+    /// The tenant's binding in the pool (or the one the cluster already uses).
+    Reused,
+    /// The shared binding with the fewest clusters.
+    SharedLeastUsed,
+    /// Multi-account: the tenant's binding with the most clusters below the limit.
+    FilledMostPopulated,
+}
+
+impl From<UseReason> for Decision {
+    fn from(r: UseReason) -> Self {
+        match r {
+            UseReason::Reused => Decision::Reused,
+            UseReason::SharedLeastUsed => Decision::SharedLeastUsed,
+            UseReason::FilledMostPopulated => Decision::FilledMostPopulated,
+        }
+    }
+}
+
+/// The answer for one claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// Already bound and the binding is intact: nothing to do (apply-once).
+    Bound { binding: String },
+    /// Bound, but the binding is gone or no longer the tenant's: never rebind (DESIGN §4.1).
+    Lost { binding: String, message: String },
+    /// Bind to this existing binding; nothing is written on the binding.
+    Use {
+        binding: String,
+        decision: UseReason,
+    },
+    /// Write `tenantName=<global account>` on the binding, conditioned on this resourceVersion.
+    Claim {
+        binding: String,
+        expected_resource_version: Option<String>,
+    },
+    /// A claim of `binding` for this tenant is being written; try again shortly.
+    Wait { binding: String },
+    /// Nothing to bind to; the message names the pool and the selector.
+    Exhausted { pool: PoolKey, message: String },
+}
+
+impl Choice {
+    /// The decision to record in the claim's status, for the choices that bind.
+    pub fn decision(&self) -> Option<Decision> {
+        match self {
+            Choice::Use { decision, .. } => Some((*decision).into()),
+            Choice::Claim { .. } => Some(Decision::Claimed),
+            _ => None,
+        }
+    }
+}
+
+/// Multi-account settings with their defaults applied (seed 004).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MultiAccountPolicy {
+    all: bool,
+    allowed: BTreeSet<String>,
+    default_limit: Option<u32>,
+    limits: BTreeMap<String, u32>,
+}
+
+impl MultiAccountPolicy {
+    /// `["*"]` allows every global account, `[]` or no spec none. Limits below 1 count as unset
+    /// (upstream treats 0 so; the CRD rejects them anyway).
+    pub fn from_spec(spec: Option<&MultiHyperscalerAccount>) -> Self {
+        let Some(spec) = spec else {
+            return Self::default();
+        };
+        let positive = |v: i32| u32::try_from(v).ok().filter(|v| *v > 0);
+        let mut limits: BTreeMap<String, u32> = spec
+            .limits
+            .iter()
+            .filter_map(|(k, v)| positive(*v).map(|v| (k.clone(), v)))
+            .collect();
+        let default_limit = limits.remove("default");
+        Self {
+            all: spec.allowed_global_accounts.iter().any(|g| g == "*"),
+            allowed: spec
+                .allowed_global_accounts
+                .iter()
+                .filter(|g| *g != "*")
+                .cloned()
+                .collect(),
+            default_limit,
+            limits,
+        }
+    }
+
+    /// Whether the global account may hold several bindings per pool.
+    pub fn allows(&self, global_account: &str) -> bool {
+        self.all || self.allowed.contains(global_account)
+    }
+
+    /// Clusters per binding for a provider type: its own limit, else `default`, else none.
+    pub fn limit_for(&self, provider_type: &str) -> Option<u32> {
+        self.limits
+            .get(provider_type)
+            .copied()
+            .or(self.default_limit)
+    }
+}
+
+/// One claim to place.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub claim: &'a ClaimView,
+    /// The pool the rules chose.
+    pub pool: &'a PoolKey,
+    /// The provider type of the plan (for the multi-account limit).
+    pub provider_type: &'a str,
+}
+
+/// Clusters per binding: the cache's plus the in-flight assignments, united by cluster name.
+struct Counts<'a> {
+    inv: &'a Inventory,
+    assigned: BTreeMap<&'a str, BTreeMap<&'a str, &'a str>>,
+}
+
+impl<'a> Counts<'a> {
+    fn new(inv: &'a Inventory, inflight: &'a InFlight, now: Instant) -> Self {
+        Self {
+            inv,
+            assigned: inflight.assigned(now),
+        }
+    }
+
+    fn clusters(&self, binding: &str) -> usize {
+        let cached = self.inv.clusters_on(binding);
+        let extra: BTreeSet<&str> = self
+            .assigned
+            .get(binding)
+            .into_iter()
+            .flat_map(|m| m.values().copied())
+            .filter(|c| !cached.contains(*c))
+            .collect();
+        cached.len() + extra.len()
+    }
+
+    fn has(&self, binding: &str, cluster: &str) -> bool {
+        self.inv.clusters_on(binding).contains(cluster)
+            || self
+                .assigned
+                .get(binding)
+                .is_some_and(|m| m.values().any(|c| *c == cluster))
+    }
+}
+
+/// `hyperscalerType=aws, euAccess, dedicated`: how messages name a pool.
+pub fn describe_pool(pool: &PoolKey) -> String {
+    let eu = if pool.eu_access {
+        "euAccess"
+    } else {
+        "no euAccess"
+    };
+    let kind = if pool.shared { "shared" } else { "dedicated" };
+    format!("hyperscalerType={}, {eu}, {kind}", pool.hyperscaler_type)
+}
+
+/// Whether a bound claim's binding is intact, as step 1 of DESIGN §4 requires.
+pub fn check_bound(
+    inv: &Inventory,
+    inflight: &InFlight,
+    claim: &ClaimView,
+    now: Instant,
+) -> Option<Choice> {
+    let binding = claim.bound_binding.as_ref()?;
+    let keys = inv.keys();
+    let ga = &claim.global_account;
+    let lost = |why: String| Choice::Lost {
+        binding: binding.clone(),
+        message: why,
+    };
+    let Some(entry) = inv.binding(binding) else {
+        return Some(lost(format!("binding {binding} no longer exists")));
+    };
+    let labels = &entry.view.labels;
+    let shared = labels.get(&keys.shared).map(String::as_str) == Some("true");
+    let pending = inflight
+        .claim_of(binding, now)
+        .is_some_and(|p| p.tenant == *ga && p.state == WriteState::Written);
+    Some(match labels.get(&keys.tenant_name) {
+        _ if shared || pending => Choice::Bound {
+            binding: binding.clone(),
+        },
+        Some(t) if t == ga => Choice::Bound {
+            binding: binding.clone(),
+        },
+        Some(t) => lost(format!(
+            "binding {binding} now carries {}={t}, not {ga}",
+            keys.tenant_name
+        )),
+        None => lost(format!(
+            "binding {binding} no longer carries {}={ga}",
+            keys.tenant_name
+        )),
+    })
+}
+
+/// Chooses a binding for `req.claim` (DESIGN §4). Pure: reads the inventory and the in-flight
+/// writes; the caller records the result with `InFlight::record` before writing anything.
+pub fn select(
+    inv: &Inventory,
+    inflight: &InFlight,
+    req: &Request<'_>,
+    policy: &MultiAccountPolicy,
+    exclude: &BTreeSet<String>,
+    now: Instant,
+) -> Choice {
+    if let Some(bound) = check_bound(inv, inflight, req.claim, now) {
+        return bound;
+    }
+    let counts = Counts::new(inv, inflight, now);
+    let cluster = req.claim.cluster_name();
+    let pool = req.pool;
+    let members = inv.pool(pool);
+    if pool.shared {
+        let shared = members.map(|m| &m.shared).into_iter().flatten();
+        let shared: Vec<&String> = shared.collect();
+        if let Some(b) = shared.iter().find(|b| counts.has(b, &cluster)) {
+            return Choice::Use {
+                binding: (*b).clone(),
+                decision: UseReason::Reused,
+            };
+        }
+        // Sets iterate by name, so `min_by_key` keeps the first name among equal counts.
+        return match shared.iter().min_by_key(|b| counts.clusters(b)) {
+            Some(b) => Choice::Use {
+                binding: (*b).clone(),
+                decision: UseReason::SharedLeastUsed,
+            },
+            None => {
+                let any = pool.selectors(inv.keys(), &req.claim.global_account).any;
+                let message = format!(
+                    "no shared binding in pool {}: selector {any} matches none",
+                    describe_pool(pool)
+                );
+                Choice::Exhausted {
+                    pool: pool.clone(),
+                    message,
+                }
+            }
+        };
+    }
+    select_dedicated(inv, inflight, req, policy, exclude, now, &counts)
+}
+
+fn select_dedicated(
+    inv: &Inventory,
+    inflight: &InFlight,
+    req: &Request<'_>,
+    policy: &MultiAccountPolicy,
+    exclude: &BTreeSet<String>,
+    now: Instant,
+    counts: &Counts<'_>,
+) -> Choice {
+    let (pool, ga) = (req.pool, req.claim.global_account.as_str());
+    let mut mine: BTreeSet<&str> = inv
+        .owned_by(pool, ga)
+        .iter()
+        .map(String::as_str)
+        .filter(|b| !inflight.is_releasing(b, now))
+        .collect();
+    let mut writing = None;
+    for (b, p) in inflight.claims_for(pool, ga, now) {
+        if p.state == WriteState::Written {
+            mine.insert(b);
+        } else if writing.is_none() {
+            writing = Some(b);
+        }
+    }
+    let cluster = req.claim.cluster_name();
+    if let Some(b) = mine.iter().find(|b| counts.has(b, &cluster)) {
+        return Choice::Use {
+            binding: (*b).to_string(),
+            decision: UseReason::Reused,
+        };
+    }
+    let multi = policy.allows(ga);
+    let limit = policy.limit_for(req.provider_type).filter(|_| multi);
+    if !multi && let Some(b) = mine.first() {
+        return Choice::Use {
+            binding: (*b).to_string(),
+            decision: UseReason::Reused,
+        };
+    }
+    if multi {
+        let below = mine
+            .iter()
+            .map(|b| (*b, counts.clusters(b)))
+            .filter(|(_, n)| limit.is_none_or(|l| *n < l as usize));
+        // Highest count wins; among equal counts the first name, hence the reversed name order.
+        let best = below.max_by(|(a, n), (b, m)| n.cmp(m).then_with(|| b.cmp(a)));
+        if let Some((b, _)) = best {
+            return Choice::Use {
+                binding: b.to_string(),
+                decision: UseReason::FilledMostPopulated,
+            };
+        }
+    }
+    if let Some(b) = writing {
+        return Choice::Wait {
+            binding: b.to_string(),
+        };
+    }
+    let claimable = inv.pool(pool).map(|m| &m.claimable).into_iter().flatten();
+    let (mut taken, mut candidates) = (0usize, Vec::new());
+    for b in claimable {
+        if inflight.claim_of(b, now).is_some() || inflight.is_releasing(b, now) {
+            taken += 1;
+        } else {
+            candidates.push(b);
+        }
+    }
+    let best = candidates.into_iter().max_by_key(|b| {
+        (
+            !exclude.contains(*b),
+            weight(ga, b),
+            std::cmp::Reverse(b.as_str()),
+        )
+    });
+    if let Some(b) = best {
+        let expected_resource_version =
+            inv.binding(b).and_then(|e| e.view.resource_version.clone());
+        return Choice::Claim {
+            binding: b.clone(),
+            expected_resource_version,
+        };
+    }
+    let claim_sel = pool
+        .selectors(inv.keys(), ga)
+        .claim
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let mut message = format!(
+        "no claimable binding in pool {}: selector {claim_sel} matches none",
+        describe_pool(pool)
+    );
+    if taken > 0 {
+        message.push_str(&format!(
+            " ({taken} being claimed right now by other requests)"
+        ));
+    }
+    if !mine.is_empty() {
+        let l = limit.map_or_else(|| "no".to_string(), |l| l.to_string());
+        message.push_str(&format!(
+            ", and all {} bindings of {ga} in the pool are at the limit ({l} clusters for {})",
+            mine.len(),
+            req.provider_type
+        ));
+    }
+    Choice::Exhausted {
+        pool: pool.clone(),
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests;
