@@ -6,7 +6,12 @@
 pub mod api;
 pub mod cli;
 pub mod crd;
+pub mod duration;
+pub mod http;
+pub mod k8s;
 pub mod labels;
+pub mod metrics;
 pub mod pools;
+pub mod release;
 pub mod selection;
 pub mod rules;

@@ -220,6 +220,10 @@ pub struct HapConfigStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
+    /// The spec of `activeGeneration`, kept so that a restarted operator keeps serving the last
+    /// valid rules while the current generation is invalid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_spec: Option<Box<HapConfigSpec>>,
     /// Number of rule entries in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_count: Option<i32>,

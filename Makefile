@@ -1,0 +1,57 @@
+# hap-operator — one entry point for people and CI.
+#   make demo   local control plane + CRDs + sample Gardener project + operator, then `kubectl get hap`
+#   make test   everything CI runs: fmt, clippy, unit, property, CLI, e2e (real control plane), fuzz smoke
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+export CARGO_TARGET_DIR ?= $(HOME)/.cache/hap-operator/target
+export CARGO_TERM_COLOR ?= never
+ROOT := $(CURDIR)
+KUBECONFIG_TESTENV := $(ROOT)/.testenv/kubeconfig
+HAP := $(CARGO_TARGET_DIR)/debug/hap
+
+.PHONY: help
+help:
+	@echo "make demo        run the operator on a local control plane with sample pools, show 'kubectl get hap'"
+	@echo "make demo-down   stop the demo operator and the control plane"
+	@echo "make test        every test (fmt, clippy, unit, property, CLI, e2e, fuzz smoke)"
+	@echo "make crds        regenerate crds/ from the Rust types"
+	@echo "make testenv-up / testenv-down   the local control plane alone"
+
+.PHONY: tools
+tools:
+	@scripts/ensure-tools.sh
+
+.PHONY: build
+build: tools
+	cargo build --bins
+
+.PHONY: crds
+crds: build
+	$(HAP) crd > crds/accountpool.io.yaml
+
+.PHONY: testenv-up testenv-down
+testenv-up: tools
+	e2e/testenv up
+testenv-down:
+	e2e/testenv down
+
+.PHONY: lint
+lint: tools
+	cargo fmt --all --check
+	cargo clippy --all-targets --locked -- -D warnings
+	cd e2e/tools && test -z "$$(gofmt -l .)" || { echo "gofmt: run 'gofmt -w e2e/tools'"; gofmt -l .; exit 1; }
+
+.PHONY: test
+test: tools lint
+	scripts/test.sh
+
+.PHONY: demo
+demo: build
+	scripts/demo.sh
+
+.PHONY: demo-down
+demo-down:
+	-scripts/demo.sh down
+	e2e/testenv down

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `make demo`: local control plane, CRDs, a sample Gardener project with bindings, the seeds'
+# Initial Configuration, the operator, some claims — then `kubectl get hap`.
+# `scripts/demo.sh down` stops the demo operator (the Makefile then stops the control plane).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+pidfile="$root/.testenv/run/hap-demo.pid"
+if [ "${1:-}" = down ]; then
+  if [ -f "$pidfile" ]; then kill "$(cat "$pidfile")" 2>/dev/null || true; rm -f "$pidfile"; fi
+  exit 0
+fi
+bin=$(e2e/build-control-plane.sh)
+export HAP_K8S_BIN="$bin" KUBECONFIG="$root/.testenv/kubeconfig"
+kubectl="$bin/kubectl"
+hap="${CARGO_TARGET_DIR:-$HOME/.cache/hap-operator/target}/debug/hap"
+e2e/testenv up >/dev/null
+"$kubectl" apply --server-side -f crds/ -f e2e/crds/ >/dev/null
+"$kubectl" wait --for=condition=Established crd --all --timeout=60s >/dev/null
+"$kubectl" apply -f examples/demo/00-namespaces.yaml >/dev/null
+"$kubectl" apply -f examples/demo/10-credentialsbindings.yaml >/dev/null
+"$kubectl" apply -f examples/demo/20-hapconfig.yaml >/dev/null
+if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+  echo "demo operator already running (pid $(cat "$pidfile"))"
+else
+  mkdir -p .testenv/logs .testenv/run
+  nohup "$hap" run --leader-elect=false --http-addr 127.0.0.1:18080 >.testenv/logs/hap-operator.log 2>&1 &
+  echo $! >"$pidfile"
+  for _ in $(seq 1 100); do
+    curl -fsS http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+fi
+"$kubectl" apply -f examples/demo/30-accountclaims.yaml >/dev/null
+"$kubectl" wait --for=jsonpath='{.status.phase}'=Bound aclaim --all -n provisioning --timeout=60s >/dev/null || true
+"$kubectl" wait --for=condition=Ready hapconfig/default --timeout=30s >/dev/null || true
+echo "\$ kubectl get hap -A"
+"$kubectl" get hap -A
+cat <<TXT
+
+The operator keeps running (log: .testenv/logs/hap-operator.log, metrics: http://127.0.0.1:18080/metrics).
+Try:  export KUBECONFIG=$KUBECONFIG; alias kubectl=$kubectl
+      kubectl get credentialsbindings -n garden-kyma -L tenantName
+      kubectl get hapconfig default -o yaml
+Stop: make demo-down
+TXT

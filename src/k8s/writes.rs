@@ -1,0 +1,160 @@
+//! Writes: status through `/status` with server-side apply under one field manager, binding
+//! labels with a resourceVersion compare-and-swap, finalizers with JSON-patch `test`, events.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::core::ApiResource;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+
+use super::K8sError;
+use crate::api::{AccountClaim, AccountClaimStatus, BindingKind, CLAIM_FINALIZER, FIELD_MANAGER, HapConfig, HapConfigStatus};
+
+/// Every write the operator makes goes through here.
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    recorder: Recorder,
+}
+
+impl Writer {
+    pub fn new(client: Client, instance: Option<String>) -> Self {
+        let reporter = Reporter { controller: FIELD_MANAGER.into(), instance };
+        Self { recorder: Recorder::new(client.clone(), reporter), client }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Applies a HapConfig's status; the operator is the only owner of status, hence `force`.
+    pub async fn apply_config_status(&self, name: &str, status: &HapConfigStatus) -> Result<(), K8sError> {
+        let api: Api<HapConfig> = Api::all(self.client.clone());
+        let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "status": status});
+        api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
+            .await
+            .map(|_| ())
+            .map_err(|e| K8sError::classify("apply status of", format!("HapConfig {name}"), e))
+    }
+
+    /// Applies an AccountClaim's status.
+    pub async fn apply_claim_status(&self, ns: &str, name: &str, status: &AccountClaimStatus) -> Result<(), K8sError> {
+        let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
+        let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim", "status": status});
+        api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
+            .await
+            .map(|_| ())
+            .map_err(|e| K8sError::classify("apply status of", format!("AccountClaim {ns}/{name}"), e))
+    }
+
+    /// Sets one label on a binding only if the binding still has `resource_version`: the
+    /// compare-and-swap that makes claiming and releasing safe across replicas. Returns the new
+    /// resourceVersion.
+    pub async fn set_binding_label_cas(
+        &self,
+        kind: BindingKind,
+        ns: &str,
+        name: &str,
+        resource_version: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<String>, K8sError> {
+        let api = binding_api(&self.client, kind, ns);
+        let body = json!({"metadata": {"resourceVersion": resource_version, "labels": {key: value}}});
+        api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(body))
+            .await
+            .map(|obj| obj.metadata.resource_version)
+            .map_err(|e| K8sError::classify("label", format!("{} {ns}/{name}", kind.gvk().2), e))
+    }
+
+    /// Adds the release finalizer to a claim. The `test` makes a concurrent change of the
+    /// finalizer list fail instead of being overwritten.
+    pub async fn add_claim_finalizer(&self, claim: &AccountClaim) -> Result<(), K8sError> {
+        let ns = claim.namespace().unwrap_or_default();
+        let name = claim.name_any();
+        let current = claim.meta().finalizers.clone();
+        let ops = match &current {
+            None => json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [CLAIM_FINALIZER]}
+            ]),
+            Some(list) => json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": list},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": CLAIM_FINALIZER}
+            ]),
+        };
+        self.json_patch_claim(&ns, &name, ops, "add finalizer to").await
+    }
+
+    /// Removes the release finalizer, testing that it is still where it was read.
+    pub async fn remove_claim_finalizer(&self, claim: &AccountClaim) -> Result<(), K8sError> {
+        let ns = claim.namespace().unwrap_or_default();
+        let name = claim.name_any();
+        let Some(index) = claim.finalizers().iter().position(|f| f == CLAIM_FINALIZER) else {
+            return Ok(());
+        };
+        let path = format!("/metadata/finalizers/{index}");
+        let ops = json!([
+            {"op": "test", "path": path, "value": CLAIM_FINALIZER},
+            {"op": "remove", "path": path}
+        ]);
+        match self.json_patch_claim(&ns, &name, ops, "remove finalizer from").await {
+            Err(K8sError::NotFound { .. }) => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn json_patch_claim(&self, ns: &str, name: &str, ops: serde_json::Value, action: &'static str) -> Result<(), K8sError> {
+        let what = format!("AccountClaim {ns}/{name}");
+        let patch: json_patch::Patch =
+            serde_json::from_value(ops).map_err(|source| K8sError::Encode { what: what.clone(), source })?;
+        let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
+        api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| K8sError::classify(action, what, e))
+    }
+
+    /// Publishes an event; failures are logged, never fatal: events are for people.
+    pub async fn event(&self, regarding: &ObjectReference, warning: bool, reason: &str, action: &str, note: String) {
+        let ev = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.into(),
+            note: Some(truncate(note, 1024)),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, regarding).await {
+            tracing::warn!(error = %e, reason, "cannot publish event");
+        }
+    }
+}
+
+/// The API of the configured binding kind in one namespace.
+pub fn binding_api(client: &Client, kind: BindingKind, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &binding_resource(kind))
+}
+
+/// ApiResource of the configured binding kind.
+pub fn binding_resource(kind: BindingKind) -> ApiResource {
+    let (group, version, kind_name, plural) = kind.gvk();
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind_name.into(),
+        plural: plural.into(),
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}

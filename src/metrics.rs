@@ -1,0 +1,111 @@
+//! Prometheus metrics. Labels are bounded: hyperscaler types and outcomes, never object names,
+//! except the seed-004 per-binding / per-global-account gauges, whose cardinality is the
+//! operator's own inventory (one series per binding or tenant, as upstream KEB exports them).
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TypeLabels {
+    pub hyperscaler_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BindingLabels {
+    pub credentials_binding: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TenantLabels {
+    pub global_account: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: String,
+}
+
+/// Every metric the operator exports.
+pub struct Metrics {
+    pub registry: Registry,
+    pub bindings_per_global_account: Family<TenantLabels, Gauge>,
+    pub shoots_per_binding: Family<BindingLabels, Gauge>,
+    pub available_bindings: Family<TypeLabels, Gauge>,
+    pub claimed_bindings: Family<TypeLabels, Gauge>,
+    pub dirty_bindings: Family<TypeLabels, Gauge>,
+    pub shared_bindings: Family<TypeLabels, Gauge>,
+    pub claim_outcomes: Family<OutcomeLabels, Counter>,
+    pub reconcile_seconds: Family<ControllerLabels, Histogram>,
+    pub reconcile_errors: Family<OutcomeLabels, Counter>,
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("hap");
+        let m = Self {
+            bindings_per_global_account: Family::default(),
+            shoots_per_binding: Family::default(),
+            available_bindings: Family::default(),
+            claimed_bindings: Family::default(),
+            dirty_bindings: Family::default(),
+            shared_bindings: Family::default(),
+            claim_outcomes: Family::default(),
+            reconcile_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 16))),
+            reconcile_errors: Family::default(),
+            leader: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "credentials_bindings_per_global_account",
+            "Dedicated bindings claimed by each global account",
+            m.bindings_per_global_account.clone(),
+        );
+        registry.register(
+            "shoots_per_credentials_binding",
+            "Clusters (Shoots and bound claims) on each binding",
+            m.shoots_per_binding.clone(),
+        );
+        registry.register(
+            "available_credentials_bindings",
+            "Unclaimed, clean dedicated bindings per hyperscaler type",
+            m.available_bindings.clone(),
+        );
+        registry.register("claimed_credentials_bindings", "Claimed dedicated bindings per hyperscaler type", m.claimed_bindings.clone());
+        registry.register("dirty_credentials_bindings", "Bindings waiting for cleanup per hyperscaler type", m.dirty_bindings.clone());
+        registry.register("shared_credentials_bindings", "Shared bindings per hyperscaler type", m.shared_bindings.clone());
+        registry.register("claim_outcomes", "AccountClaim reconcile outcomes by decision or reason", m.claim_outcomes.clone());
+        registry.register("reconcile_duration_seconds", "Reconcile durations", m.reconcile_seconds.clone());
+        registry.register("reconcile_errors", "Reconcile errors by kind", m.reconcile_errors.clone());
+        registry.register("leader", "1 while this replica holds the leader lease", m.leader.clone());
+        Self { registry, ..m }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+pub type SharedMetrics = Arc<Metrics>;
