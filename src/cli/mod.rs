@@ -4,6 +4,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod explain;
+pub mod migrate;
+pub mod validate;
+
 /// hap — Hyperscaler Account Pool operator and tools.
 #[derive(Parser, Debug)]
 #[command(name = "hap", version, about, propagate_version = true)]
@@ -16,6 +20,12 @@ pub struct Cli {
 pub enum Command {
     /// Print the CustomResourceDefinitions (what `crds/` holds).
     Crd,
+    /// Check rules: every error at once, with entry, index and column.
+    Validate(validate::Args),
+    /// Show which rule a request matches, its pool and selectors.
+    Explain(explain::Args),
+    /// Turn KEB Helm values or the legacy properties into a HapConfig manifest.
+    Migrate(migrate::Args),
 }
 
 /// Runs the chosen subcommand and maps its outcome to the process exit code.
@@ -31,5 +41,8 @@ pub fn dispatch(cli: Cli) -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        Command::Validate(args) => validate::run(args),
+        Command::Explain(args) => explain::run(args),
+        Command::Migrate(args) => migrate::run(args),
     }
 }

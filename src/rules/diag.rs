@@ -53,12 +53,30 @@ pub struct Diagnostic {
 impl Diagnostic {
     /// A problem of the configuration as a whole, not of one entry.
     pub fn global(reason: Reason, message: impl Into<String>) -> Self {
-        Self { index: None, entry: None, reason, message: message.into(), column: None }
+        Self {
+            index: None,
+            entry: None,
+            reason,
+            message: message.into(),
+            column: None,
+        }
     }
 
     /// A problem of entry `index` (1-based).
-    pub fn at(index: usize, entry: &str, reason: Reason, column: Option<usize>, message: impl Into<String>) -> Self {
-        Self { index: Some(index), entry: Some(entry.to_string()), reason, message: message.into(), column }
+    pub fn at(
+        index: usize,
+        entry: &str,
+        reason: Reason,
+        column: Option<usize>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            index: Some(index),
+            entry: Some(entry.to_string()),
+            reason,
+            message: message.into(),
+            column,
+        }
     }
 }
 
@@ -88,7 +106,11 @@ pub struct Validation {
 impl Validation {
     /// Every error on a line of its own, for condition messages and logs.
     pub fn summary(&self) -> String {
-        self.errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+        self.errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
@@ -113,12 +135,18 @@ mod tests {
             ],
             warnings: vec![],
         };
-        assert_eq!(v.summary(), "rule 3 `aws(PR=)`: column 8: PR is empty\nrequired plan `gcp` is not covered");
+        assert_eq!(
+            v.summary(),
+            "rule 3 `aws(PR=)`: column 8: PR is empty\nrequired plan `gcp` is not covered"
+        );
     }
 
     #[test]
     fn reason_serialises_as_its_name() {
-        assert_eq!(serde_json::to_string(&Reason::MissingPool).unwrap(), "\"MissingPool\"");
+        assert_eq!(
+            serde_json::to_string(&Reason::MissingPool).unwrap(),
+            "\"MissingPool\""
+        );
         assert_eq!(Reason::AmbiguousRules.as_str(), "AmbiguousRules");
     }
 }

@@ -31,7 +31,11 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn pool(&self) -> PoolKey {
-        PoolKey { hyperscaler_type: self.hyperscaler_type.clone(), eu_access: self.eu_access, shared: self.shared }
+        PoolKey {
+            hyperscaler_type: self.hyperscaler_type.clone(),
+            eu_access: self.eu_access,
+            shared: self.shared,
+        }
     }
 }
 
@@ -39,9 +43,17 @@ impl Outcome {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EvalError {
     #[error("{message}")]
-    NoMatchingRule { plan: String, candidates: Vec<String>, message: String },
+    NoMatchingRule {
+        plan: String,
+        candidates: Vec<String>,
+        message: String,
+    },
     #[error("{message}")]
-    AmbiguousMatch { plan: String, candidates: Vec<String>, message: String },
+    AmbiguousMatch {
+        plan: String,
+        candidates: Vec<String>,
+        message: String,
+    },
     #[error("{message}")]
     UnknownPlan { plan: String, message: String },
     #[error("{message}")]
@@ -100,7 +112,11 @@ pub fn evaluate(rules: &CompiledRules, req: &Request<'_>) -> Result<Outcome, Eva
             message: format!("plan `{}` takes its provider type from the request, and the request names none", req.plan),
         })?,
     };
-    let candidates = rules.by_plan.get(req.plan).map(Vec::as_slice).unwrap_or_default();
+    let candidates = rules
+        .by_plan
+        .get(req.plan)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let mut best: Option<&Entry> = None;
     let mut tied: Vec<&Entry> = Vec::new();
     for e in candidates.iter().map(|&i| &rules.entries[i]) {
@@ -116,7 +132,12 @@ pub fn evaluate(rules: &CompiledRules, req: &Request<'_>) -> Result<Outcome, Eva
             Some(std::cmp::Ordering::Less) => {}
         }
     }
-    let all = || candidates.iter().map(|&i| label(&rules.entries[i])).collect::<Vec<_>>();
+    let all = || {
+        candidates
+            .iter()
+            .map(|&i| label(&rules.entries[i]))
+            .collect::<Vec<_>>()
+    };
     let Some(best) = best else {
         let names = all();
         let listed = if names.is_empty() {
@@ -134,7 +155,11 @@ pub fn evaluate(rules: &CompiledRules, req: &Request<'_>) -> Result<Outcome, Eva
         let names: Vec<String> = std::iter::once(best).chain(tied).map(label).collect();
         return Err(EvalError::AmbiguousMatch {
             plan: req.plan.to_string(),
-            message: format!("{} matches equally specific entries {}", describe(req), names.join(" and ")),
+            message: format!(
+                "{} matches equally specific entries {}",
+                describe(req),
+                names.join(" and ")
+            ),
             candidates: names,
         });
     }
@@ -150,13 +175,19 @@ fn outcome(
 ) -> Result<Outcome, EvalError> {
     let mut t = String::with_capacity(provider.len() + 24);
     t.push_str(provider);
-    for (on, value, name) in [(e.rule.pr_suffix, pr, "platform region"), (e.rule.cr_suffix, cr, "cluster region")] {
+    for (on, value, name) in [
+        (e.rule.pr_suffix, pr, "platform region"),
+        (e.rule.cr_suffix, cr, "cluster region"),
+    ] {
         if !on {
             continue;
         }
         let Some(v) = value else {
             return Err(EvalError::InvalidConfig {
-                message: format!("{} appends the {name} to the hyperscalerType, and the request has none", label(e)),
+                message: format!(
+                    "{} appends the {name} to the hyperscalerType, and the request has none",
+                    label(e)
+                ),
             });
         };
         t.push('_');

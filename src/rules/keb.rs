@@ -14,7 +14,10 @@ pub fn parse(input: &str) -> ParseResult {
     let plan_col = c.col();
     let plan = words(&mut c, "the plan name", &mut warnings);
     if plan.is_empty() {
-        let found = c.peek().map(|t| format!(", found {}", t.describe())).unwrap_or_default();
+        let found = c
+            .peek()
+            .map(|t| format!(", found {}", t.describe()))
+            .unwrap_or_default();
         return Err(Issue::new(plan_col, format!("plan name is empty{found}")));
     }
     let mut rule = Rule::plain(plan);
@@ -34,10 +37,20 @@ pub fn parse(input: &str) -> ParseResult {
         None => {}
         Some(t) if t.kind == Kind::Arrow => outputs(&mut c, &mut rule)?,
         Some(t) => {
-            return Err(Issue::new(t.col, format!("unexpected {} after the plan name; expected `(` or `->`", t.describe())));
+            return Err(Issue::new(
+                t.col,
+                format!(
+                    "unexpected {} after the plan name; expected `(` or `->`",
+                    t.describe()
+                ),
+            ));
         }
     }
-    Ok(Parsed { rule, plan_col, warnings })
+    Ok(Parsed {
+        rule,
+        plan_col,
+        warnings,
+    })
 }
 
 /// Upstream's structural checks, which run before anything else.
@@ -53,11 +66,18 @@ fn structure(tokens: &[Token<'_>]) -> Result<(), Issue> {
         return Err(Issue::new(col, "rule has more than one `)`"));
     }
     match (nth(Kind::LParen, 0), nth(Kind::RParen, 0)) {
-        (Some(col), None) => Err(Issue::new(col, "rule has not balanced parentheses: `(` without `)`")),
-        (None, Some(col)) => Err(Issue::new(col, "rule has not balanced parentheses: `)` without `(`")),
-        (Some(open), Some(close)) if close < open => {
-            Err(Issue::new(close, "rule has not balanced parentheses: `)` before `(`"))
-        }
+        (Some(col), None) => Err(Issue::new(
+            col,
+            "rule has not balanced parentheses: `(` without `)`",
+        )),
+        (None, Some(col)) => Err(Issue::new(
+            col,
+            "rule has not balanced parentheses: `)` without `(`",
+        )),
+        (Some(open), Some(close)) if close < open => Err(Issue::new(
+            close,
+            "rule has not balanced parentheses: `)` before `(`",
+        )),
         _ => Ok(()),
     }
 }
@@ -67,9 +87,17 @@ fn structure(tokens: &[Token<'_>]) -> Result<(), Issue> {
 fn words<'a>(c: &mut Cursor<'a>, what: &str, warnings: &mut Vec<Issue>) -> String {
     let mut out = String::new();
     let mut first_col = None;
-    while let Some(Token { kind: Kind::Word(w), col, spaced }) = c.peek() {
+    while let Some(Token {
+        kind: Kind::Word(w),
+        col,
+        spaced,
+    }) = c.peek()
+    {
         if first_col.is_some() && spaced {
-            warnings.push(Issue::new(col, format!("whitespace inside {what} is removed, as upstream KEB does")));
+            warnings.push(Issue::new(
+                col,
+                format!("whitespace inside {what} is removed, as upstream KEB does"),
+            ));
         }
         first_col.get_or_insert(col);
         out.push_str(w);
@@ -90,7 +118,12 @@ fn inputs(c: &mut Cursor<'_>, rule: &mut Rule, warnings: &mut Vec<Issue>) -> Res
         match c.bump() {
             Some(t) if t.kind == Kind::Comma => {}
             Some(t) if t.kind == Kind::RParen => return Ok(()),
-            Some(t) => return Err(Issue::new(t.col, format!("expected `,` or `)`, found {}", t.describe()))),
+            Some(t) => {
+                return Err(Issue::new(
+                    t.col,
+                    format!("expected `,` or `)`, found {}", t.describe()),
+                ));
+            }
             None => return Err(Issue::new(c.end(), "missing `)`")),
         }
     }
@@ -103,8 +136,15 @@ fn input(c: &mut Cursor<'_>, rule: &mut Rule, warnings: &mut Vec<Issue>) -> Resu
     }
     let key = words(c, "an attribute name", warnings);
     if !c.eat(Kind::Eq) {
-        let what = if key.is_empty() { c.peek().map(|t| t.describe()).unwrap_or_default() } else { format!("`{key}`") };
-        return Err(Issue::new(col, format!("input attribute {what} has no value: write `PR=<region>` or `HR=<region>`")));
+        let what = if key.is_empty() {
+            c.peek().map(|t| t.describe()).unwrap_or_default()
+        } else {
+            format!("`{key}`")
+        };
+        return Err(Issue::new(
+            col,
+            format!("input attribute {what} has no value: write `PR=<region>` or `HR=<region>`"),
+        ));
     }
     let (slot, name) = match key.as_str() {
         "PR" => (&mut rule.pr, "PlatformRegion (PR)"),
@@ -131,10 +171,13 @@ fn input(c: &mut Cursor<'_>, rule: &mut Rule, warnings: &mut Vec<Issue>) -> Resu
         _ => return Err(Issue::new(value_col, format!("{name} is empty"))),
     };
     match c.peek() {
-        Some(t) if t.kind == Kind::Eq => Err(Issue::new(t.col, "input attribute has more than one `=`")),
-        Some(t) if matches!(t.kind, Kind::Star | Kind::Word(_)) => {
-            Err(Issue::new(t.col, "`*` must be the whole value: a region is `*` or a name without `*`"))
+        Some(t) if t.kind == Kind::Eq => {
+            Err(Issue::new(t.col, "input attribute has more than one `=`"))
         }
+        Some(t) if matches!(t.kind, Kind::Star | Kind::Word(_)) => Err(Issue::new(
+            t.col,
+            "`*` must be the whole value: a region is `*` or a name without `*`",
+        )),
         _ => Ok(()),
     }
 }
@@ -169,11 +212,17 @@ fn outputs(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
             "HR" => "HyperscalerRegionSuffix",
             _ => {
                 let hint = did_you_mean(name, ["EU", "S", "PR", "HR"]);
-                return Err(Issue::new(t.col, format!("unknown attribute `{name}`{hint}; outputs are EU, S, PR and HR")));
+                return Err(Issue::new(
+                    t.col,
+                    format!("unknown attribute `{name}`{hint}; outputs are EU, S, PR and HR"),
+                ));
             }
         };
         if seen.contains(&name) {
-            return Err(Issue::new(t.col, format!("{long} already set (`{name}` appears twice)")));
+            return Err(Issue::new(
+                t.col,
+                format!("{long} already set (`{name}` appears twice)"),
+            ));
         }
         seen.push(name);
         match name {
@@ -185,8 +234,15 @@ fn outputs(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
         match c.bump() {
             None => return Ok(()),
             Some(t) if t.kind == Kind::Comma => {}
-            Some(t) if t.kind == Kind::Eq => return Err(Issue::new(t.col, "outputs take no values")),
-            Some(t) => return Err(Issue::new(t.col, format!("expected `,` between outputs, found {}", t.describe()))),
+            Some(t) if t.kind == Kind::Eq => {
+                return Err(Issue::new(t.col, "outputs take no values"));
+            }
+            Some(t) => {
+                return Err(Issue::new(
+                    t.col,
+                    format!("expected `,` between outputs, found {}", t.describe()),
+                ));
+            }
         }
     }
 }

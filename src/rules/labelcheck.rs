@@ -11,14 +11,24 @@ pub fn label_value_problem(value: &str) -> Option<String> {
         return Some("which is empty".into());
     }
     if len > 63 {
-        return Some(format!("which is {len} characters long; a label value has at most 63"));
+        return Some(format!(
+            "which is {len} characters long; a label value has at most 63"
+        ));
     }
-    if !value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
-        return Some("which is not a valid label value (letters, digits, `-`, `_` and `.` only)".into());
+    if !value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Some(
+            "which is not a valid label value (letters, digits, `-`, `_` and `.` only)".into(),
+        );
     }
     let ends_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     if !ends_ok(value.chars().next()) || !ends_ok(value.chars().last()) {
-        return Some("which is not a valid label value (it must begin and end with a letter or digit)".into());
+        return Some(
+            "which is not a valid label value (it must begin and end with a letter or digit)"
+                .into(),
+        );
     }
     None
 }
@@ -34,7 +44,8 @@ pub fn label_key_problem(key: &str) -> Option<String> {
             && p.len() <= 253
             && p.split('.').all(|l| {
                 !l.is_empty()
-                    && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && l.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                     && !l.starts_with('-')
                     && !l.ends_with('-')
             });
@@ -58,7 +69,10 @@ pub fn check_keys(keys: &ResolvedLabelKeys) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for (i, (role, key)) in roles.iter().enumerate() {
         if let Some(p) = label_key_problem(key) {
-            out.push(Diagnostic::global(Reason::InvalidConfig, format!("labelKeys.{role}: `{key}` is not a valid label key: {p}")));
+            out.push(Diagnostic::global(
+                Reason::InvalidConfig,
+                format!("labelKeys.{role}: `{key}` is not a valid label key: {p}"),
+            ));
         }
         if let Some((other, _)) = roles[..i].iter().find(|(_, k)| k == key) {
             out.push(Diagnostic::global(
@@ -87,8 +101,10 @@ mod tests {
         assert_eq!(label_key_problem("example.com/tenant"), None);
         assert!(label_key_problem("Example.com/x").is_some());
         assert!(label_key_problem("a/b/c").is_some());
-        let mut k = ResolvedLabelKeys::default();
-        k.dirty = "shared".into();
+        let k = ResolvedLabelKeys {
+            dirty: "shared".into(),
+            ..ResolvedLabelKeys::default()
+        };
         assert_eq!(check_keys(&k).len(), 1);
     }
 }

@@ -19,8 +19,12 @@ pub enum Property {
 }
 
 impl Property {
-    pub const ALL: [Property; 4] =
-        [Property::PlatformRegion, Property::ClusterRegion, Property::Shared, Property::EuAccess];
+    pub const ALL: [Property; 4] = [
+        Property::PlatformRegion,
+        Property::ClusterRegion,
+        Property::Shared,
+        Property::EuAccess,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -51,12 +55,16 @@ pub struct Item {
 
 impl Item {
     fn applies(&self, plan: &str, region: Option<&str>) -> bool {
-        self.plan.as_deref().is_none_or(|p| p == plan) && self.region.as_deref().is_none_or(|r| Some(r) == region)
+        self.plan.as_deref().is_none_or(|p| p == plan)
+            && self.region.as_deref().is_none_or(|r| Some(r) == region)
     }
 }
 
 /// The parsed properties, or every problem found in them.
-pub fn parse(rules: &LegacyRules, table: &PlanTable) -> Result<Vec<(Property, Vec<Item>)>, Vec<Diagnostic>> {
+pub fn parse(
+    rules: &LegacyRules,
+    table: &PlanTable,
+) -> Result<Vec<(Property, Vec<Item>)>, Vec<Diagnostic>> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for prop in Property::ALL {
@@ -76,7 +84,11 @@ pub fn parse(rules: &LegacyRules, table: &PlanTable) -> Result<Vec<(Property, Ve
         }
         out.push((prop, items));
     }
-    if errors.is_empty() { Ok(out) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
 }
 
 /// `;`-separated items with the 1-based column where each starts; an all-blank property has none.
@@ -99,41 +111,77 @@ fn item(raw: &str, table: &PlanTable) -> Result<Item, ItemError> {
     let lead = raw.chars().take_while(|c| c.is_whitespace()).count();
     let body = raw.trim();
     if body.is_empty() {
-        return Err((Reason::ParseError, 0, "empty item: remove the extra `;`".into()));
+        return Err((
+            Reason::ParseError,
+            0,
+            "empty item: remove the extra `;`".into(),
+        ));
     }
-    if let Some((i, c)) = body.chars().enumerate().find(|(_, c)| !(c.is_ascii_alphanumeric() || "._-*:".contains(*c))) {
-        return Err((Reason::ParseError, lead + i, format!("unexpected character `{}`", c.escape_debug())));
+    if let Some((i, c)) = body
+        .chars()
+        .enumerate()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || "._-*:".contains(*c)))
+    {
+        return Err((
+            Reason::ParseError,
+            lead + i,
+            format!("unexpected character `{}`", c.escape_debug()),
+        ));
     }
     let mut parts = body.splitn(3, ':');
     let plan = parts.next().unwrap_or_default();
     let region = parts.next();
     if parts.next().is_some() {
-        return Err((Reason::ParseError, lead, format!("`{body}` has more than one `:`; write `plan:region`")));
+        return Err((
+            Reason::ParseError,
+            lead,
+            format!("`{body}` has more than one `:`; write `plan:region`"),
+        ));
     }
     let region_col = lead + plan.chars().count() + 1;
     if plan.is_empty() {
-        return Err((Reason::ParseError, lead, format!("`{body}` has no plan before `:`")));
+        return Err((
+            Reason::ParseError,
+            lead,
+            format!("`{body}` has no plan before `:`"),
+        ));
     }
     if region == Some("") {
-        return Err((Reason::ParseError, region_col, format!("`{body}` has no region after `:`")));
+        return Err((
+            Reason::ParseError,
+            region_col,
+            format!("`{body}` has no region after `:`"),
+        ));
     }
     let wild = |s: &str| s == "*";
-    if let Some(bad) = [Some(plan), region].into_iter().flatten().find(|s| s.contains('*') && !wild(s)) {
-        return Err((Reason::ParseError, lead, format!("`{bad}`: `*` must be the whole plan or region")));
+    if let Some(bad) = [Some(plan), region]
+        .into_iter()
+        .flatten()
+        .find(|s| s.contains('*') && !wild(s))
+    {
+        return Err((
+            Reason::ParseError,
+            lead,
+            format!("`{bad}`: `*` must be the whole plan or region"),
+        ));
     }
     match (wild(plan), region.is_none_or(wild)) {
         (true, true) => {
             return Err((
                 Reason::InvalidConfig,
                 lead,
-                format!("`{body}`: at least one of plan and region must be given; `*` may stand on one side only"),
+                format!(
+                    "`{body}`: at least one of plan and region must be given; `*` may stand on one side only"
+                ),
             ));
         }
         (false, _) if table.get(plan).is_none() && region.is_some_and(wild) => {
             return Err((
                 Reason::InvalidConfig,
                 lead,
-                format!("`{body}`: the plan comes first in `plan:region`, and `{plan}` is not a plan; for every plan in a region write `*:{plan}`"),
+                format!(
+                    "`{body}`: the plan comes first in `plan:region`, and `{plan}` is not a plan; for every plan in a region write `*:{plan}`"
+                ),
             ));
         }
         (false, _) if table.get(plan).is_none() => {
@@ -172,7 +220,8 @@ pub fn expand(props: &[(Property, Vec<Item>)], table: &PlanTable) -> Vec<Rule> {
 }
 
 fn same_outputs(a: &Rule, b: &Rule) -> bool {
-    (a.pr_suffix, a.cr_suffix, a.shared, a.eu_access) == (b.pr_suffix, b.cr_suffix, b.shared, b.eu_access)
+    (a.pr_suffix, a.cr_suffix, a.shared, a.eu_access)
+        == (b.pr_suffix, b.cr_suffix, b.shared, b.eu_access)
 }
 
 fn outcome(props: &[(Property, Vec<Item>)], plan: &str, region: Option<&str>) -> Rule {
@@ -196,16 +245,38 @@ mod tests {
 
     fn rules(pr: &str, cr: &str, s: &str, eu: &str) -> LegacyRules {
         let o = |v: &str| Some(v.to_string());
-        LegacyRules { platform_region_rule: o(pr), cluster_region_rule: o(cr), shared_rule: o(s), eu_access_rule: o(eu) }
+        LegacyRules {
+            platform_region_rule: o(pr),
+            cluster_region_rule: o(cr),
+            shared_rule: o(s),
+            eu_access_rule: o(eu),
+        }
     }
 
     #[test]
     fn seed_examples_of_valid_and_invalid_items() {
         let t = PlanTable::default();
-        for ok in ["trial", "trial:*", "trial:eu", "*:eu", "*:eu;trial:eu", "trial:eu;trial:gcp", ""] {
+        for ok in [
+            "trial",
+            "trial:*",
+            "trial:eu",
+            "*:eu",
+            "*:eu;trial:eu",
+            "trial:eu;trial:gcp",
+            "",
+        ] {
             assert!(parse(&rules(ok, "", "", ""), &t).is_ok(), "{ok}");
         }
-        for bad in ["eu:*", "*:*", "*", "gcp;;aws", "gcp:", ":eu", "a:b:c", "gcp:cf sa30"] {
+        for bad in [
+            "eu:*",
+            "*:*",
+            "*",
+            "gcp;;aws",
+            "gcp:",
+            ":eu",
+            "a:b:c",
+            "gcp:cf sa30",
+        ] {
             assert!(parse(&rules("", bad, "", ""), &t).is_err(), "{bad}");
         }
         let e = parse(&rules("", "", "", "gcp;eu:*"), &t).unwrap_err();
@@ -217,9 +288,25 @@ mod tests {
     #[test]
     fn expansion_of_the_initial_configuration() {
         let t = PlanTable::default();
-        let props = parse(&rules("gcp:cf-sa30", "sap-converged-cloud", "trial;sap-converged-cloud", "azure:cf-ch20;aws:cf-eu11"), &t).unwrap();
+        let props = parse(
+            &rules(
+                "gcp:cf-sa30",
+                "sap-converged-cloud",
+                "trial;sap-converged-cloud",
+                "azure:cf-ch20;aws:cf-eu11",
+            ),
+            &t,
+        )
+        .unwrap();
         let keb: Vec<String> = expand(&props, &t).iter().filter_map(Rule::to_keb).collect();
-        for want in ["aws(PR=cf-eu11) -> EU", "aws", "gcp(PR=cf-sa30) -> PR", "gcp", "sap-converged-cloud -> S,HR", "trial -> S"] {
+        for want in [
+            "aws(PR=cf-eu11) -> EU",
+            "aws",
+            "gcp(PR=cf-sa30) -> PR",
+            "gcp",
+            "sap-converged-cloud -> S,HR",
+            "trial -> S",
+        ] {
             assert!(keb.contains(&want.to_string()), "{want} in {keb:?}");
         }
         assert!(!keb.iter().any(|k| k.starts_with("gcp(PR=cf-eu11)")));

@@ -101,7 +101,10 @@ mod tests {
 
     #[test]
     fn arrow_ends_a_word_even_without_spaces() {
-        assert_eq!(kinds("aws->S"), vec![Kind::Word("aws"), Kind::Arrow, Kind::Word("S")]);
+        assert_eq!(
+            kinds("aws->S"),
+            vec![Kind::Word("aws"), Kind::Arrow, Kind::Word("S")]
+        );
         assert_eq!(kinds("cf-eu11"), vec![Kind::Word("cf-eu11")]);
     }
 

@@ -6,8 +6,9 @@ mod eval;
 mod keb;
 mod labelcheck;
 mod legacy;
+mod legacy_seed;
 mod lexer;
-// MIGRATE
+pub mod migrate;
 mod model;
 mod parse;
 mod plans;
@@ -94,8 +95,14 @@ impl CompiledRules {
         v.errors.extend(validate::unknown_plans(&entries, &plans));
         v.errors.extend(validate::duplicates(&entries));
         v.errors.extend(validate::ambiguities(&entries, keb));
-        v.errors.extend(validate::coverage(&entries, spec.required_plans.as_deref().unwrap_or_default(), &plans));
+        v.errors.extend(validate::coverage(
+            &entries,
+            spec.required_plans.as_deref().unwrap_or_default(),
+            &plans,
+        ));
         v.errors.extend(validate::fixed_types(&entries, &plans));
+        // Entry errors in entry order, then the ones about the configuration as a whole.
+        v.errors.sort_by_key(|d| d.index.unwrap_or(usize::MAX));
         if !v.errors.is_empty() {
             return Err(v);
         }
@@ -105,7 +112,18 @@ impl CompiledRules {
         }
         let infos = entries.iter().map(|e| EntryInfo::new(e, &plans)).collect();
         let legacy = spec.legacy_rules.is_some();
-        Ok((CompiledRules { entries, infos, by_plan, plans, eu_regions, keys, legacy }, v.warnings))
+        Ok((
+            CompiledRules {
+                entries,
+                infos,
+                by_plan,
+                plans,
+                eu_regions,
+                keys,
+                legacy,
+            },
+            v.warnings,
+        ))
     }
 
     pub fn evaluate(&self, req: &Request<'_>) -> Result<Outcome, EvalError> {
@@ -145,7 +163,13 @@ impl CompiledRules {
         bindings: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
     ) -> Vec<Diagnostic> {
         let bindings: Vec<&BTreeMap<String, String>> = bindings.into_iter().collect();
-        pools::missing(&self.infos, &self.entries, &self.keys, &self.eu_regions, &bindings)
+        pools::missing(
+            &self.infos,
+            &self.entries,
+            &self.keys,
+            &self.eu_regions,
+            &bindings,
+        )
     }
 }
 
@@ -153,7 +177,10 @@ fn eu_regions(spec: &HapConfigSpec, v: &mut Validation) -> Vec<String> {
     let Some(list) = &spec.eu_access_platform_regions else {
         return DEFAULT_EU_REGIONS.iter().map(|s| s.to_string()).collect();
     };
-    for r in list.iter().filter(|r| r.trim().is_empty() || r.trim() != r.as_str()) {
+    for r in list
+        .iter()
+        .filter(|r| r.trim().is_empty() || r.trim() != r.as_str())
+    {
         v.errors.push(Diagnostic::global(
             Reason::InvalidConfig,
             format!("euAccessPlatformRegions: `{r}` is not a region name (empty or surrounded by spaces)"),
@@ -163,7 +190,12 @@ fn eu_regions(spec: &HapConfigSpec, v: &mut Validation) -> Vec<String> {
 }
 
 /// The entries of `rules` or `legacyRules`, recording parse errors and warnings.
-fn entries(spec: &HapConfigSpec, syntax: Syntax, plans: &PlanTable, v: &mut Validation) -> Vec<Entry> {
+fn entries(
+    spec: &HapConfigSpec,
+    syntax: Syntax,
+    plans: &PlanTable,
+    v: &mut Validation,
+) -> Vec<Entry> {
     match (&spec.rules, &spec.legacy_rules) {
         (Some(_), Some(_)) => {
             v.errors.push(Diagnostic::global(
@@ -173,11 +205,17 @@ fn entries(spec: &HapConfigSpec, syntax: Syntax, plans: &PlanTable, v: &mut Vali
             Vec::new()
         }
         (None, None) => {
-            v.errors.push(Diagnostic::global(Reason::EmptyRules, "no rules: set rules (or legacyRules)"));
+            v.errors.push(Diagnostic::global(
+                Reason::EmptyRules,
+                "no rules: set rules (or legacyRules)",
+            ));
             Vec::new()
         }
         (Some(list), None) if list.is_empty() => {
-            v.errors.push(Diagnostic::global(Reason::EmptyRules, "the rule list is empty: every request would fail"));
+            v.errors.push(Diagnostic::global(
+                Reason::EmptyRules,
+                "the rule list is empty: every request would fail",
+            ));
             Vec::new()
         }
         (Some(list), None) => parse_list(list, syntax, v),
@@ -210,11 +248,28 @@ fn parse_list(list: &[String], syntax: Syntax, v: &mut Validation) -> Vec<Entry>
         match parsed {
             Ok(p) => {
                 for w in p.warnings {
-                    v.warnings.push(Diagnostic::at(index, text, Reason::ParseError, Some(w.col), w.message));
+                    v.warnings.push(Diagnostic::at(
+                        index,
+                        text,
+                        Reason::ParseError,
+                        Some(w.col),
+                        w.message,
+                    ));
                 }
-                out.push(Entry { index, text: text.clone(), rule: p.rule, plan_col: p.plan_col });
+                out.push(Entry {
+                    index,
+                    text: text.clone(),
+                    rule: p.rule,
+                    plan_col: p.plan_col,
+                });
             }
-            Err(e) => v.errors.push(Diagnostic::at(index, text, Reason::ParseError, Some(e.col), e.message)),
+            Err(e) => v.errors.push(Diagnostic::at(
+                index,
+                text,
+                Reason::ParseError,
+                Some(e.col),
+                e.message,
+            )),
         }
     }
     out

@@ -98,7 +98,10 @@ impl Rule {
 
     pub fn specificity(&self) -> Specificity {
         let count = |f: fn(&Cond) -> bool| u8::from(f(&self.pr)) + u8::from(f(&self.cr));
-        Specificity { exact: count(|c| matches!(c, Cond::Exact(_))), wildcard: count(|c| matches!(c, Cond::Any)) }
+        Specificity {
+            exact: count(|c| matches!(c, Cond::Exact(_))),
+            wildcard: count(|c| matches!(c, Cond::Any)),
+        }
     }
 
     pub fn matches(&self, platform_region: Option<&str>, cluster_region: Option<&str>) -> bool {
@@ -111,7 +114,7 @@ impl Rule {
 
     /// Whether the Seed syntax can say exactly this: there a condition always adds its suffix.
     pub fn seed_expressible(&self) -> bool {
-        self.pr_suffix == !self.pr.is_absent() && self.cr_suffix == !self.cr.is_absent()
+        self.pr_suffix != self.pr.is_absent() && self.cr_suffix != self.cr.is_absent()
     }
 
     /// Canonical Seed text, `None` when the Seed syntax cannot express the rule.
@@ -181,7 +184,11 @@ impl Rule {
 }
 
 fn with_args(plan: &str, args: &[String], sep: &str) -> String {
-    if args.is_empty() { plan.to_string() } else { format!("{plan}({})", args.join(sep)) }
+    if args.is_empty() {
+        plan.to_string()
+    } else {
+        format!("{plan}({})", args.join(sep))
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,10 @@ pub struct Issue {
 
 impl Issue {
     pub fn new(col: usize, message: impl Into<String>) -> Self {
-        Self { col, message: message.into() }
+        Self {
+            col,
+            message: message.into(),
+        }
     }
 }
 
@@ -36,7 +39,11 @@ pub struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     pub fn new(input: &'a str) -> Self {
-        Self { tokens: lex(input), pos: 0, end: end_col(input) }
+        Self {
+            tokens: lex(input),
+            pos: 0,
+            end: end_col(input),
+        }
     }
 
     pub fn tokens(&self) -> &[Token<'a>] {
@@ -88,7 +95,10 @@ pub fn reject_foreign(cursor: &Cursor<'_>) -> Result<(), Issue> {
                 ':' => ": `plan:region` is the legacy syntax (legacyRules)",
                 _ => "",
             };
-            return Err(Issue::new(t.col, format!("unexpected character `{}`{hint}", c.escape_debug())));
+            return Err(Issue::new(
+                t.col,
+                format!("unexpected character `{}`{hint}", c.escape_debug()),
+            ));
         }
     }
     Ok(())
@@ -103,13 +113,15 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 v = v.min(d[i - 2][j - 2] + 1);
             }
@@ -133,7 +145,9 @@ pub fn closest<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) ->
 
 /// ` (did you mean `X`?)` or nothing.
 pub fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str>) -> String {
-    closest(word, candidates).map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default()
+    closest(word, candidates)
+        .map(|c| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

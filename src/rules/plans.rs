@@ -42,7 +42,12 @@ impl Default for PlanTable {
     fn default() -> Self {
         let plans = BUILT_IN
             .iter()
-            .map(|(p, t)| (p.to_string(), t.map_or(Provider::FromRequest, |t| Provider::Fixed(t.to_string()))))
+            .map(|(p, t)| {
+                (
+                    p.to_string(),
+                    t.map_or(Provider::FromRequest, |t| Provider::Fixed(t.to_string())),
+                )
+            })
             .collect();
         Self { plans }
     }
@@ -99,12 +104,19 @@ impl PlanTable {
             .filter(|(_, p)| matches!(p, Provider::Fixed(t) if t == plan))
             .map(|(name, _)| name.as_str())
             .collect();
-        let hint = if let Some(first) = by_provider.iter().find(|p| !p.starts_with("build-runtime-")).or(by_provider.first()) {
+        let hint = if let Some(first) = by_provider
+            .iter()
+            .find(|p| !p.starts_with("build-runtime-"))
+            .or(by_provider.first())
+        {
             format!(": `{plan}` is a provider type, not a plan; did you mean `{first}`?")
         } else if let Some(near) = closest(plan, self.names()) {
             format!("; did you mean `{near}`?")
         } else {
-            format!("; known plans: {}", self.names().collect::<Vec<_>>().join(", "))
+            format!(
+                "; known plans: {}",
+                self.names().collect::<Vec<_>>().join(", ")
+            )
         };
         format!("plan `{plan}` is not supported{hint}")
     }
@@ -114,7 +126,8 @@ fn is_plan_name(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'_')
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
 }
@@ -130,7 +143,10 @@ mod tests {
     #[test]
     fn provider_type_heads_suggest_their_plan() {
         let t = PlanTable::default();
-        assert!(t.unknown_message("openstack").contains("did you mean `sap-converged-cloud`"));
+        assert!(
+            t.unknown_message("openstack")
+                .contains("did you mean `sap-converged-cloud`")
+        );
         assert!(t.unknown_message("gpc").contains("did you mean `gcp`"));
         assert_eq!(t.get("trial"), Some(&Provider::FromRequest));
     }
@@ -138,7 +154,13 @@ mod tests {
     #[test]
     fn overrides_extend_and_replace() {
         let mut m = BTreeMap::new();
-        m.insert("trial".to_string(), PlanSpec { provider_type: Some("aws".into()), provider_from_request: None });
+        m.insert(
+            "trial".to_string(),
+            PlanSpec {
+                provider_type: Some("aws".into()),
+                provider_from_request: None,
+            },
+        );
         m.insert("bad".to_string(), PlanSpec::default());
         let (t, errs) = PlanTable::from_spec(Some(&m));
         assert_eq!(t.get("trial"), Some(&Provider::Fixed("aws".into())));

@@ -7,10 +7,10 @@ use serde::Serialize;
 
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 
+use super::Entry;
 use super::diag::{Diagnostic, Reason};
 use super::model::{Cond, EuAccess};
 use super::plans::{PlanTable, Provider};
-use super::Entry;
 
 /// One rule entry as the status reports it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -34,9 +34,10 @@ impl EntryInfo {
             Some(Provider::Fixed(p)) => p.clone(),
             _ => "<provider>".to_string(),
         };
-        for (on, cond, hole) in
-            [(e.rule.pr_suffix, &e.rule.pr, "<platformRegion>"), (e.rule.cr_suffix, &e.rule.cr, "<clusterRegion>")]
-        {
+        for (on, cond, hole) in [
+            (e.rule.pr_suffix, &e.rule.pr, "<platformRegion>"),
+            (e.rule.cr_suffix, &e.rule.cr, "<clusterRegion>"),
+        ] {
             if on {
                 t.push('_');
                 t.push_str(if let Cond::Exact(v) = cond { v } else { hole });
@@ -73,7 +74,9 @@ fn parts(pattern: &str) -> Vec<Part<'_>> {
     let mut out = Vec::new();
     let mut rest = pattern;
     while let Some(open) = rest.find('<') {
-        let Some(close) = rest[open..].find('>') else { break };
+        let Some(close) = rest[open..].find('>') else {
+            break;
+        };
         if open > 0 {
             out.push(Part::Lit(&rest[..open]));
         }
@@ -90,9 +93,12 @@ fn glob(parts: &[Part<'_>], s: &str) -> bool {
     match parts.split_first() {
         None => s.is_empty(),
         Some((Part::Lit(l), rest)) => s.strip_prefix(l).is_some_and(|t| glob(rest, t)),
-        Some((Part::Hole, rest)) => {
-            s.char_indices().skip(1).map(|(i, _)| i).chain([s.len()]).any(|i| !s.is_empty() && glob(rest, &s[i..]))
-        }
+        Some((Part::Hole, rest)) => s
+            .char_indices()
+            .skip(1)
+            .map(|(i, _)| i)
+            .chain([s.len()])
+            .any(|i| !s.is_empty() && glob(rest, &s[i..])),
     }
 }
 
@@ -118,18 +124,31 @@ pub fn missing(
         };
         for &eu in eu_variants {
             let found = bindings.iter().any(|b| {
-                let Some(t) = b.get(&keys.hyperscaler_type) else { return false };
-                let pool = PoolKey { hyperscaler_type: t.clone(), eu_access: eu, shared: info.shared };
+                let Some(t) = b.get(&keys.hyperscaler_type) else {
+                    return false;
+                };
+                let pool = PoolKey {
+                    hyperscaler_type: t.clone(),
+                    eu_access: eu,
+                    shared: info.shared,
+                };
                 info.matches_type(t) && pool.selectors(keys, "").any.matches(b)
             });
             if !found {
-                let pool = PoolKey { hyperscaler_type: info.hyperscaler_type.clone(), eu_access: eu, shared: info.shared };
+                let pool = PoolKey {
+                    hyperscaler_type: info.hyperscaler_type.clone(),
+                    eu_access: eu,
+                    shared: info.shared,
+                };
                 out.push(Diagnostic::at(
                     info.index,
                     &info.entry,
                     Reason::MissingPool,
                     None,
-                    format!("no usable binding in the pool `{}`", pool.selectors(keys, "").any),
+                    format!(
+                        "no usable binding in the pool `{}`",
+                        pool.selectors(keys, "").any
+                    ),
                 ));
             }
         }

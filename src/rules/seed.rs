@@ -17,10 +17,19 @@ pub fn parse(input: &str) -> ParseResult {
         ));
     }
     let Some(head) = c.bump() else {
-        return Err(Issue::new(1, "the entry is empty: write a plan name, e.g. `aws`"));
+        return Err(Issue::new(
+            1,
+            "the entry is empty: write a plan name, e.g. `aws`",
+        ));
     };
     let Kind::Word(plan) = head.kind else {
-        return Err(Issue::new(head.col, format!("plan name is empty: expected a plan before {}", head.describe())));
+        return Err(Issue::new(
+            head.col,
+            format!(
+                "plan name is empty: expected a plan before {}",
+                head.describe()
+            ),
+        ));
     };
     let mut rule = Rule::plain(plan);
     let parens = c.eat(Kind::LParen);
@@ -29,7 +38,10 @@ pub fn parse(input: &str) -> ParseResult {
     }
     if let Some(t) = c.peek() {
         let message = if parens {
-            format!("unexpected {} after `)`: nothing may follow the attribute list", t.describe())
+            format!(
+                "unexpected {} after `)`: nothing may follow the attribute list",
+                t.describe()
+            )
         } else {
             format!(
                 "unexpected {} after the plan name: a plan name has no spaces, attributes go in parentheses",
@@ -38,7 +50,11 @@ pub fn parse(input: &str) -> ParseResult {
         };
         return Err(Issue::new(t.col, message));
     }
-    Ok(Parsed { rule, plan_col: head.col, warnings: Vec::new() })
+    Ok(Parsed {
+        rule,
+        plan_col: head.col,
+        warnings: Vec::new(),
+    })
 }
 
 fn attributes(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
@@ -48,7 +64,10 @@ fn attributes(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
     let mut seen: Vec<&str> = Vec::new();
     loop {
         let Some(t) = c.bump() else {
-            return Err(Issue::new(c.end(), "missing `)` at the end of the attribute list"));
+            return Err(Issue::new(
+                c.end(),
+                "missing `)` at the end of the attribute list",
+            ));
         };
         match t.kind {
             Kind::Word(key) => attribute(c, rule, key, t.col, &mut seen)?,
@@ -58,7 +77,10 @@ fn attributes(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
             _ => {
                 return Err(Issue::new(
                     t.col,
-                    format!("expected an attribute (PR, CR, shared, euAccess), found {}", t.describe()),
+                    format!(
+                        "expected an attribute (PR, CR, shared, euAccess), found {}",
+                        t.describe()
+                    ),
                 ));
             }
         }
@@ -68,10 +90,18 @@ fn attributes(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
             Some(t) => {
                 return Err(Issue::new(
                     t.col,
-                    format!("expected `,` or `)` after the attribute, found {}", t.describe()),
+                    format!(
+                        "expected `,` or `)` after the attribute, found {}",
+                        t.describe()
+                    ),
                 ));
             }
-            None => return Err(Issue::new(c.end(), "missing `)` at the end of the attribute list")),
+            None => {
+                return Err(Issue::new(
+                    c.end(),
+                    "missing `)` at the end of the attribute list",
+                ));
+            }
         }
     }
 }
@@ -85,8 +115,15 @@ fn attribute<'a>(
 ) -> Result<(), Issue> {
     let canonical = if key == "HR" { "CR" } else { key };
     if ATTRS.contains(&key) && seen.contains(&canonical) {
-        let alias = if canonical == "CR" { " (`HR` is an alias of `CR`)" } else { "" };
-        return Err(Issue::new(col, format!("`{canonical}` is already set in this entry{alias}")));
+        let alias = if canonical == "CR" {
+            " (`HR` is an alias of `CR`)"
+        } else {
+            ""
+        };
+        return Err(Issue::new(
+            col,
+            format!("`{canonical}` is already set in this entry{alias}"),
+        ));
     }
     match key {
         "PR" | "CR" | "HR" => {
@@ -125,7 +162,10 @@ fn unknown(key: &str) -> String {
 /// `=<value>` or `=*` after a region key.
 fn region(c: &mut Cursor<'_>, key: &str) -> Result<Cond, Issue> {
     if !c.eat(Kind::Eq) {
-        return Err(Issue::new(c.col(), format!("`{key}` needs a value: `{key}=<region>` or `{key}=*`")));
+        return Err(Issue::new(
+            c.col(),
+            format!("`{key}` needs a value: `{key}=<region>` or `{key}=*`"),
+        ));
     }
     let col = c.col();
     match c.peek_kind() {
@@ -137,7 +177,10 @@ fn region(c: &mut Cursor<'_>, key: &str) -> Result<Cond, Issue> {
             c.bump();
             Ok(Cond::Any)
         }
-        _ => Err(Issue::new(col, format!("{key} is empty: write `{key}=<region>` or `{key}=*`"))),
+        _ => Err(Issue::new(
+            col,
+            format!("{key} is empty: write `{key}=<region>` or `{key}=*`"),
+        )),
     }
 }
 
@@ -152,7 +195,11 @@ fn flag(c: &mut Cursor<'_>, key: &str, star: bool) -> Result<Option<bool>, Issue
         Some(Kind::Word("false")) => Some(false),
         Some(Kind::Star) if star => None,
         _ => {
-            let allowed = if star { "`true`, `false` or `*`" } else { "`true` or `false`" };
+            let allowed = if star {
+                "`true`, `false` or `*`"
+            } else {
+                "`true` or `false`"
+            };
             return Err(Issue::new(col, format!("`{key}` takes {allowed}")));
         }
     };
@@ -170,7 +217,9 @@ mod tests {
 
     #[test]
     fn full_entry() {
-        let r = parse(" gcp ( CR = * , PR=cf-sa30, shared=true, euAccess=* ) ").unwrap().rule;
+        let r = parse(" gcp ( CR = * , PR=cf-sa30, shared=true, euAccess=* ) ")
+            .unwrap()
+            .rule;
         assert_eq!(r.pr, Cond::Exact("cf-sa30".into()));
         assert_eq!(r.cr, Cond::Any);
         assert!(r.pr_suffix && r.cr_suffix && r.shared);
@@ -184,7 +233,10 @@ mod tests {
 
     #[test]
     fn hr_is_an_alias_and_repeats_are_errors() {
-        assert_eq!(parse("x(HR=a)").unwrap().rule, parse("x(CR=a)").unwrap().rule);
+        assert_eq!(
+            parse("x(HR=a)").unwrap().rule,
+            parse("x(CR=a)").unwrap().rule
+        );
         let e = err("x(CR=a, HR=b)");
         assert_eq!(e.col, 9);
         assert!(e.message.contains("alias"));

@@ -38,12 +38,18 @@ pub fn duplicates(entries: &[Entry]) -> Vec<Diagnostic> {
 /// specific entry covering every such request. With those gone no evaluation can tie.
 pub fn ambiguities(entries: &[Entry], keb: bool) -> Vec<Diagnostic> {
     let mut by_plan: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
-    for e in entries {
+    let mut seen = HashSet::new();
+    // Later copies of a duplicate are reported as DuplicateRule, not again as ambiguous.
+    for e in entries
+        .iter()
+        .filter(|e| seen.insert((&e.rule.plan, &e.rule.pr, &e.rule.cr)))
+    {
         by_plan.entry(e.rule.plan.as_str()).or_default().push(e);
     }
     let mut out = Vec::new();
     for group in by_plan.values() {
-        let present: HashSet<(&Cond, &Cond)> = group.iter().map(|e| (&e.rule.pr, &e.rule.cr)).collect();
+        let present: HashSet<(&Cond, &Cond)> =
+            group.iter().map(|e| (&e.rule.pr, &e.rule.cr)).collect();
         for (i, a) in group.iter().enumerate() {
             for b in &group[i + 1..] {
                 if let Some(d) = ambiguous_pair(a, b, &present, keb) {
@@ -56,7 +62,12 @@ pub fn ambiguities(entries: &[Entry], keb: bool) -> Vec<Diagnostic> {
     out
 }
 
-fn ambiguous_pair(a: &Entry, b: &Entry, present: &HashSet<(&Cond, &Cond)>, keb: bool) -> Option<Diagnostic> {
+fn ambiguous_pair(
+    a: &Entry,
+    b: &Entry,
+    present: &HashSet<(&Cond, &Cond)>,
+    keb: bool,
+) -> Option<Diagnostic> {
     let spec = a.rule.specificity();
     if spec != b.rule.specificity() || (a.rule.pr == b.rule.pr && a.rule.cr == b.rule.cr) {
         return None;
@@ -127,7 +138,13 @@ pub fn unknown_plans(entries: &[Entry], table: &PlanTable) -> Vec<Diagnostic> {
         .iter()
         .filter(|e| table.get(&e.rule.plan).is_none())
         .map(|e| {
-            Diagnostic::at(e.index, &e.text, Reason::UnknownPlan, Some(e.plan_col), table.unknown_message(&e.rule.plan))
+            Diagnostic::at(
+                e.index,
+                &e.text,
+                Reason::UnknownPlan,
+                Some(e.plan_col),
+                table.unknown_message(&e.rule.plan),
+            )
         })
         .collect()
 }
@@ -137,7 +154,10 @@ pub fn coverage(entries: &[Entry], required: &[String], table: &PlanTable) -> Ve
     let mut out = Vec::new();
     for plan in required {
         if table.get(plan).is_none() {
-            out.push(Diagnostic::global(Reason::UnknownPlan, format!("requiredPlans: {}", table.unknown_message(plan))));
+            out.push(Diagnostic::global(
+                Reason::UnknownPlan,
+                format!("requiredPlans: {}", table.unknown_message(plan)),
+            ));
         } else if !entries.iter().any(|e| &e.rule.plan == plan) {
             out.push(Diagnostic::global(
                 Reason::UncoveredPlan,
@@ -152,8 +172,12 @@ pub fn coverage(entries: &[Entry], required: &[String], table: &PlanTable) -> Ve
 pub fn fixed_types(entries: &[Entry], table: &PlanTable) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for e in entries {
-        let Some(Provider::Fixed(provider)) = table.get(&e.rule.plan) else { continue };
-        let Some(t) = fixed_type(&e.rule, provider) else { continue };
+        let Some(Provider::Fixed(provider)) = table.get(&e.rule.plan) else {
+            continue;
+        };
+        let Some(t) = fixed_type(&e.rule, provider) else {
+            continue;
+        };
         if let Some(problem) = label_value_problem(&t) {
             out.push(Diagnostic::at(
                 e.index,

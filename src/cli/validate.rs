@@ -1,0 +1,229 @@
+//! `hap validate`: checks a rule set (a HapConfig manifest or `--rule` entries) and, with
+//! `--bindings`, that every entry without `*` has a pool. Also the input loading `explain` shares.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api::{HapConfigSpec, RuleSyntax};
+use crate::rules::{CompiledRules, Diagnostic, Validation};
+
+/// Exit codes of `validate` and `explain` (DESIGN §6).
+pub(crate) const USAGE: u8 = 2;
+
+/// Output format.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Syntax of `--rule` entries.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyntaxArg {
+    Seed,
+    Keb,
+}
+
+/// Where the rules come from: a manifest, or entries on the command line.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Source {
+    /// HapConfig manifest (YAML, may hold several documents; the `kind: HapConfig` one is used).
+    #[arg(short = 'f', long = "file", value_name = "FILE", required_unless_present = "rules", conflicts_with_all = ["rules", "syntax"])]
+    pub file: Option<PathBuf>,
+    /// A rule entry; repeat for several (instead of -f).
+    #[arg(long = "rule", value_name = "R")]
+    pub rules: Vec<String>,
+    /// Syntax of the --rule entries.
+    #[arg(long, value_enum, requires = "rules")]
+    pub syntax: Option<SyntaxArg>,
+}
+
+/// Check a rule set: every error at once, each with its entry, index and column.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Exit codes: 0 valid, 1 invalid, 2 usage error (bad flags, unreadable file).\n\
+With --bindings, a rule entry without `*` whose pool has no usable binding is an error (MissingPool):\n\
+you asked for the check. The operator only reports missing pools in the PoolsAvailable condition."
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub source: Source,
+    /// A plan at least one rule must cover (repeatable; added to the file's requiredPlans).
+    #[arg(long = "required-plan", value_name = "P")]
+    pub required_plans: Vec<String>,
+    /// Bindings as YAML (a `kind: List` with `items`, or one object per document); their
+    /// `metadata.labels` decide which pools exist. Missing pools are errors (exit 1).
+    #[arg(long, value_name = "FILE")]
+    pub bindings: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+}
+
+/// The JSON contract of `hap validate -o json`; a struct keeps the documented key order.
+#[derive(Serialize)]
+struct Report<'a> {
+    valid: bool,
+    errors: &'a [Diagnostic],
+    warnings: &'a [Diagnostic],
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let mut spec = match load_spec(&args.source) {
+        Ok(s) => s,
+        Err(e) => return usage(&e),
+    };
+    if !args.required_plans.is_empty() {
+        spec.required_plans
+            .get_or_insert_with(Vec::new)
+            .extend(args.required_plans.iter().cloned());
+    }
+    let bindings = match args.bindings.as_deref().map(load_bindings).transpose() {
+        Ok(b) => b,
+        Err(e) => return usage(&e),
+    };
+    let (v, count) = match CompiledRules::from_spec(&spec) {
+        Ok((rules, warnings)) => {
+            let errors = bindings
+                .map(|b| rules.missing_pools(b.iter()))
+                .unwrap_or_default();
+            (Validation { errors, warnings }, rules.entries().len())
+        }
+        Err(v) => (v, 0),
+    };
+    match args.output {
+        Format::Json => {
+            let out = Report {
+                valid: v.errors.is_empty(),
+                errors: &v.errors,
+                warnings: &v.warnings,
+            };
+            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        }
+        Format::Text => print_text(&v, count),
+    }
+    if v.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn print_text(v: &Validation, count: usize) {
+    for e in &v.errors {
+        println!("{}", render("error", e));
+    }
+    for w in &v.warnings {
+        println!("{}", render("warning", w));
+    }
+    let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
+    if v.errors.is_empty() {
+        println!(
+            "valid: {}, {}",
+            plural(count, "rule"),
+            plural(v.warnings.len(), "warning")
+        );
+    } else {
+        println!(
+            "invalid: {}, {}",
+            plural(v.errors.len(), "error"),
+            plural(v.warnings.len(), "warning")
+        );
+    }
+}
+
+/// `error[ParseError]: rule 3: column 8: PR is empty`, then the entry with a caret under the column.
+pub(crate) fn render(level: &str, d: &Diagnostic) -> String {
+    let mut out = format!("{level}[{}]: ", d.reason);
+    if let Some(i) = d.index {
+        out.push_str(&format!("rule {i}: "));
+    }
+    if let Some(c) = d.column {
+        out.push_str(&format!("column {c}: "));
+    }
+    out.push_str(&d.message);
+    if let Some(entry) = &d.entry {
+        out.push_str(&format!("\n    {entry}"));
+        if let Some(c) = d.column {
+            out.push_str(&format!("\n    {}^", " ".repeat(c.saturating_sub(1))));
+        }
+    }
+    out
+}
+
+pub(crate) fn usage(message: &str) -> ExitCode {
+    eprintln!("hap: {message}");
+    ExitCode::from(USAGE)
+}
+
+/// The spec from `-f FILE` or from `--rule` entries (with a placeholder binding namespace).
+pub(crate) fn load_spec(source: &Source) -> Result<HapConfigSpec, String> {
+    let Some(path) = &source.file else {
+        let rule_syntax = match source.syntax {
+            Some(SyntaxArg::Keb) => Some(RuleSyntax::Keb),
+            Some(SyntaxArg::Seed) | None => None,
+        };
+        return Ok(HapConfigSpec {
+            rule_syntax,
+            rules: Some(source.rules.clone()),
+            binding_namespace: "garden-kyma".into(),
+            ..Default::default()
+        });
+    };
+    let docs = read_yaml(path)?;
+    let mut configs = docs
+        .into_iter()
+        .filter(|d| d.get("kind").and_then(Value::as_str) == Some("HapConfig"));
+    let doc = configs
+        .next()
+        .ok_or_else(|| format!("{}: no document of kind HapConfig", path.display()))?;
+    if configs.next().is_some() {
+        eprintln!(
+            "hap: {}: several HapConfig documents; using the first",
+            path.display()
+        );
+    }
+    let spec = doc.get("spec").cloned().unwrap_or(Value::Null);
+    serde_json::from_value(spec)
+        .map_err(|e| format!("{}: the HapConfig spec is malformed: {e}", path.display()))
+}
+
+/// Every YAML document of a file, as JSON values; empty documents are dropped.
+pub(crate) fn read_yaml(path: &Path) -> Result<Vec<Value>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+        .map_err(|e| format!("{} is not valid YAML: {e}", path.display()))?;
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+/// The `metadata.labels` of every binding in a `kind: List` or a multi-document file.
+fn load_bindings(path: &Path) -> Result<Vec<BTreeMap<String, String>>, String> {
+    let mut out = Vec::new();
+    for doc in read_yaml(path)? {
+        let objects = match doc.get("items").and_then(Value::as_array) {
+            Some(items) => items.clone(),
+            None => vec![doc],
+        };
+        for o in objects {
+            let labels = o.pointer("/metadata/labels").and_then(Value::as_object);
+            let map = labels
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                    )
+                })
+                .collect();
+            out.push(map);
+        }
+    }
+    Ok(out)
+}
