@@ -14,4 +14,5 @@ pub mod metrics;
 pub mod pools;
 pub mod release;
 pub mod selection;
+pub mod status;
 pub mod rules;

@@ -109,12 +109,13 @@ pub struct Inventory {
     pools: BTreeMap<PoolKey, PoolMembers>,
     clusters: HashMap<String, BTreeSet<String>>,
     cluster_bindings: HashMap<String, BTreeSet<String>>,
-    claims_on: HashMap<String, BTreeSet<String>>,
+    claims_on: HashMap<String, BTreeMap<String, String>>,
     shoots: HashSet<String>,
     claims: HashMap<String, ClaimRecord>,
 }
 
 static EMPTY: BTreeSet<String> = BTreeSet::new();
+static EMPTY_MAP: BTreeMap<String, String> = BTreeMap::new();
 
 /// Which pool a binding is in and in which role, by the pool selectors alone.
 pub fn classify(
@@ -178,10 +179,8 @@ impl Inventory {
         for claim in claims {
             if let (Some(binding), false) = (&claim.bound_binding, claim.deleting) {
                 inv.add_cluster(binding, claim.cluster_name());
-                inv.claims_on
-                    .entry(binding.clone())
-                    .or_default()
-                    .insert(claim.uid.clone());
+                let on = inv.claims_on.entry(binding.clone()).or_default();
+                on.insert(claim.uid.clone(), claim.cluster_name());
             }
             let record = ClaimRecord {
                 bound_binding: claim.bound_binding,
@@ -287,9 +286,9 @@ impl Inventory {
         self.cluster_bindings.get(cluster).unwrap_or(&EMPTY)
     }
 
-    /// The uids of the non-deleting claims bound to a binding.
-    pub fn claims_on(&self, binding: &str) -> &BTreeSet<String> {
-        self.claims_on.get(binding).unwrap_or(&EMPTY)
+    /// The non-deleting claims bound to a binding, as uid → cluster name.
+    pub fn claims_on(&self, binding: &str) -> &BTreeMap<String, String> {
+        self.claims_on.get(binding).unwrap_or(&EMPTY_MAP)
     }
 
     /// Whether the Shoot cache holds a Shoot of that name.

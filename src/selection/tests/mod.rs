@@ -1,0 +1,370 @@
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::pools::tests::{binding, claim, inventory, pool, shoot};
+use crate::pools::{BindingView, ShootView};
+
+const AWS: &[(&str, &str)] = &[("hyperscalerType", "aws")];
+
+fn owned(name: &str, ga: &str) -> BindingView {
+    binding(name, &[("hyperscalerType", "aws"), ("tenantName", ga)])
+}
+
+fn shared(name: &str) -> BindingView {
+    binding(name, &[("hyperscalerType", "aws"), ("shared", "true")])
+}
+
+/// `n` Shoots named `<prefix>-<i>` on `binding`.
+fn shoots(prefix: &str, binding: &str, n: usize) -> Vec<ShootView> {
+    (0..n)
+        .map(|i| shoot(&format!("{prefix}-{i}"), Some(binding)))
+        .collect()
+}
+
+fn policy(allowed: &[&str], limits: &[(&str, i32)]) -> MultiAccountPolicy {
+    let spec = MultiHyperscalerAccount {
+        allowed_global_accounts: allowed.iter().map(|s| s.to_string()).collect(),
+        limits: limits.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+    };
+    MultiAccountPolicy::from_spec(Some(&spec))
+}
+
+fn pick(
+    inv: &Inventory,
+    fl: &InFlight,
+    c: &ClaimView,
+    p: &PoolKey,
+    pol: &MultiAccountPolicy,
+) -> Choice {
+    let req = Request {
+        claim: c,
+        pool: p,
+        provider_type: "aws",
+    };
+    select(inv, fl, &req, pol, &BTreeSet::new(), Instant::now())
+}
+
+fn use_of(b: &str, d: UseReason) -> Choice {
+    Choice::Use {
+        binding: b.into(),
+        decision: d,
+    }
+}
+
+#[test]
+fn shared_takes_the_least_used_binding_ties_by_name() {
+    let p = pool("aws", false, true);
+    let mut s = shoots("a", "sh-a", 2);
+    s.extend(shoots("b", "sh-b", 1));
+    let inv = inventory(
+        vec![
+            shared("sh-a"),
+            shared("sh-b"),
+            shared("sh-c"),
+            shared("sh-d"),
+        ],
+        vec![],
+        s,
+    );
+    let c = claim("c", "ga", Some("new"), None);
+    let fl = InFlight::default();
+    assert_eq!(
+        pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default()),
+        use_of("sh-c", UseReason::SharedLeastUsed)
+    );
+}
+
+#[test]
+fn shared_counts_in_flight_assignments_so_a_burst_spreads() {
+    let p = pool("aws", false, true);
+    let inv = inventory(vec![shared("sh-a"), shared("sh-b")], vec![], vec![]);
+    let mut fl = InFlight::default();
+    let now = Instant::now();
+    let mut got = Vec::new();
+    for i in 0..4 {
+        let c = claim(&format!("c{i}"), "ga", Some(&format!("s{i}")), None);
+        let req = Request {
+            claim: &c,
+            pool: &p,
+            provider_type: "aws",
+        };
+        let choice = select(
+            &inv,
+            &fl,
+            &req,
+            &MultiAccountPolicy::default(),
+            &BTreeSet::new(),
+            now,
+        );
+        fl.record(&c, &p, &choice, now);
+        got.push(choice);
+    }
+    let names: Vec<_> = got
+        .iter()
+        .map(|c| {
+            if let Choice::Use { binding, .. } = c {
+                binding.as_str()
+            } else {
+                ""
+            }
+        })
+        .collect();
+    assert_eq!(names, ["sh-a", "sh-b", "sh-a", "sh-b"]);
+}
+
+#[test]
+fn shared_exhausted_names_pool_and_selector() {
+    let p = pool("openstack_eu-de-1", false, true);
+    let inv = inventory(vec![], vec![], vec![]);
+    let c = claim("c", "ga", None, None);
+    match pick(
+        &inv,
+        &InFlight::default(),
+        &c,
+        &p,
+        &MultiAccountPolicy::default(),
+    ) {
+        Choice::Exhausted { pool: got, message } => {
+            assert_eq!(got, p);
+            assert!(
+                message.contains("hyperscalerType=openstack_eu-de-1,!euAccess,shared=true"),
+                "{message}"
+            );
+            assert!(message.contains("shared"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_cluster_already_on_a_binding_gets_it_again() {
+    let p = pool("aws", false, true);
+    let inv = inventory(
+        vec![shared("sh-a"), shared("sh-b")],
+        vec![],
+        shoots("s", "sh-b", 3),
+    );
+    let c = claim("c", "ga", Some("s-1"), None);
+    assert_eq!(
+        pick(
+            &inv,
+            &InFlight::default(),
+            &c,
+            &p,
+            &MultiAccountPolicy::default()
+        ),
+        use_of("sh-b", UseReason::Reused)
+    );
+}
+
+#[test]
+fn dedicated_reuses_the_tenants_binding_and_never_someone_elses() {
+    let p = pool("aws", false, false);
+    let inv = inventory(
+        vec![
+            owned("o-x", "other"),
+            owned("o-ga", "ga"),
+            binding("free", AWS),
+        ],
+        vec![],
+        vec![],
+    );
+    let c = claim("c", "ga", None, None);
+    assert_eq!(
+        pick(
+            &inv,
+            &InFlight::default(),
+            &c,
+            &p,
+            &MultiAccountPolicy::default()
+        ),
+        use_of("o-ga", UseReason::Reused)
+    );
+}
+
+#[test]
+fn dedicated_claims_only_clean_unlabelled_non_internal_bindings() {
+    let p = pool("aws", false, false);
+    let inv = inventory(
+        vec![
+            owned("a-other", "other"),
+            binding("b-dirty", &[("hyperscalerType", "aws"), ("dirty", "true")]),
+            binding(
+                "c-internal",
+                &[("hyperscalerType", "aws"), ("internal", "true")],
+            ),
+            shared("d-shared"),
+            binding("e-eu", &[("hyperscalerType", "aws"), ("euAccess", "true")]),
+            binding("z-free", AWS),
+        ],
+        vec![],
+        vec![],
+    );
+    let c = claim("c", "ga", None, None);
+    let want = Choice::Claim {
+        binding: "z-free".into(),
+        expected_resource_version: Some("rv-z-free".into()),
+    };
+    assert_eq!(
+        pick(
+            &inv,
+            &InFlight::default(),
+            &c,
+            &p,
+            &MultiAccountPolicy::default()
+        ),
+        want
+    );
+}
+
+#[test]
+fn an_internal_binding_already_held_by_the_tenant_is_used() {
+    let p = pool("aws", false, false);
+    let b = binding(
+        "int",
+        &[
+            ("hyperscalerType", "aws"),
+            ("internal", "true"),
+            ("tenantName", "ga"),
+        ],
+    );
+    let inv = inventory(vec![b, binding("free", AWS)], vec![], vec![]);
+    let c = claim("c", "ga", None, None);
+    assert_eq!(
+        pick(
+            &inv,
+            &InFlight::default(),
+            &c,
+            &p,
+            &MultiAccountPolicy::default()
+        ),
+        use_of("int", UseReason::Reused)
+    );
+}
+
+#[test]
+fn exhausted_dedicated_pool_names_the_claim_selector() {
+    let p = pool("gcp", true, false);
+    let inv = inventory(vec![owned("o", "other")], vec![], vec![]);
+    let c = claim("c", "ga", None, None);
+    match pick(
+        &inv,
+        &InFlight::default(),
+        &c,
+        &p,
+        &MultiAccountPolicy::default(),
+    ) {
+        Choice::Exhausted { message, .. } => {
+            assert!(
+                message
+                    .contains("hyperscalerType=gcp,euAccess=true,shared!=true,!dirty,!tenantName"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn fifty_claims_of_one_tenant_back_to_back_get_one_binding() {
+    let p = pool("aws", false, false);
+    let frees: Vec<_> = (0..10).map(|i| binding(&format!("f{i}"), AWS)).collect();
+    let inv = inventory(frees, vec![], vec![]);
+    let mut fl = InFlight::default();
+    let now = Instant::now();
+    let pol = MultiAccountPolicy::default();
+    let claims: Vec<_> = (0..50)
+        .map(|i| claim(&format!("c{i}"), "ga", None, None))
+        .collect();
+    let mut claimed = BTreeSet::new();
+    let mut waits = 0;
+    for c in &claims {
+        let req = Request {
+            claim: c,
+            pool: &p,
+            provider_type: "aws",
+        };
+        let choice = select(&inv, &fl, &req, &pol, &BTreeSet::new(), now);
+        fl.record(c, &p, &choice, now);
+        match choice {
+            Choice::Claim { binding, .. } => {
+                claimed.insert(binding);
+            }
+            Choice::Wait { .. } => waits += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((claimed.len(), waits), (1, 49));
+    let x = claimed.pop_first().unwrap();
+    fl.claim_written(&x, now);
+    for c in &claims[1..] {
+        assert_eq!(pick(&inv, &fl, c, &p, &pol), use_of(&x, UseReason::Reused));
+    }
+}
+
+#[test]
+fn a_binding_claimed_in_flight_for_one_tenant_is_never_offered_to_another() {
+    let p = pool("aws", false, false);
+    let inv = inventory(vec![binding("only", AWS)], vec![], vec![]);
+    let mut fl = InFlight::default();
+    let now = Instant::now();
+    let c1 = claim("c1", "t1", None, None);
+    let first = pick(&inv, &fl, &c1, &p, &MultiAccountPolicy::default());
+    assert!(matches!(first, Choice::Claim { .. }));
+    fl.record(&c1, &p, &first, now);
+    let c2 = claim("c2", "t2", None, None);
+    match pick(&inv, &fl, &c2, &p, &MultiAccountPolicy::default()) {
+        Choice::Exhausted { message, .. } => {
+            assert!(message.contains("1 being claimed"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    fl.claim_written("only", now);
+    assert!(matches!(
+        pick(&inv, &fl, &c2, &p, &MultiAccountPolicy::default()),
+        Choice::Exhausted { .. }
+    ));
+    // A failed claim gives the binding back.
+    fl.claim_failed("only");
+    assert!(matches!(
+        pick(&inv, &fl, &c2, &p, &MultiAccountPolicy::default()),
+        Choice::Claim { .. }
+    ));
+}
+
+#[test]
+fn a_conflict_moves_the_tenant_to_its_next_candidate() {
+    let p = pool("aws", false, false);
+    let inv = inventory(
+        (0..5).map(|i| binding(&format!("f{i}"), AWS)).collect(),
+        vec![],
+        vec![],
+    );
+    let c = claim("c", "ga", None, None);
+    let req = Request {
+        claim: &c,
+        pool: &p,
+        provider_type: "aws",
+    };
+    let pol = MultiAccountPolicy::default();
+    let now = Instant::now();
+    let mut order: Vec<String> = (0..5).map(|i| format!("f{i}")).collect();
+    order.sort_by_key(|b| std::cmp::Reverse(weight("ga", b)));
+    let mut exclude = BTreeSet::new();
+    for expected in &order {
+        let Choice::Claim { binding, .. } =
+            select(&inv, &InFlight::default(), &req, &pol, &exclude, now)
+        else {
+            panic!("no claim")
+        };
+        assert_eq!(&binding, expected);
+        exclude.insert(binding);
+    }
+    // Everything excluded: still the first candidate, the compare-and-swap decides.
+    let again = select(&inv, &InFlight::default(), &req, &pol, &exclude, now);
+    assert!(matches!(again, Choice::Claim { binding, .. } if binding == order[0]));
+}
+
+mod inflight;
+mod multi;

@@ -1,0 +1,194 @@
+//! Candidate spreading and multi-account (seed 004).
+
+use super::*;
+
+#[test]
+fn different_tenants_start_on_different_candidates() {
+    let p = pool("aws", false, false);
+    let inv = inventory(
+        (0..30).map(|i| binding(&format!("f{i:02}"), AWS)).collect(),
+        vec![],
+        vec![],
+    );
+    let firsts: BTreeSet<String> = (0..30)
+        .filter_map(|t| {
+            match pick(
+                &inv,
+                &InFlight::default(),
+                &claim("c", &format!("ga-{t}"), None, None),
+                &p,
+                &policy(&[], &[]),
+            ) {
+                Choice::Claim { binding, .. } => Some(binding),
+                _ => None,
+            }
+        })
+        .collect();
+    assert!(firsts.len() > 10, "30 tenants all piled onto {firsts:?}");
+}
+
+/// Seed 004: limit 200, the four examples of "Integration with Current HAP Implementation".
+#[test]
+fn fill_most_populated_matches_the_seed_examples() {
+    let p = pool("aws", false, false);
+    let pol = policy(&["*"], &[("aws", 200), ("default", 3)]);
+    let c = claim("new", "ga", Some("new"), None);
+    let case = |a: usize, b: Option<usize>| {
+        let mut bs = vec![owned("cb-a", "ga"), binding("cb-free", AWS)];
+        let mut s = shoots("a", "cb-a", a);
+        if let Some(n) = b {
+            bs.push(owned("cb-b", "ga"));
+            s.extend(shoots("b", "cb-b", n));
+        }
+        pick(
+            &inventory(bs, vec![], s),
+            &InFlight::default(),
+            &c,
+            &p,
+            &pol,
+        )
+    };
+    assert_eq!(
+        case(150, None),
+        use_of("cb-a", UseReason::FilledMostPopulated)
+    );
+    assert!(matches!(case(200, None), Choice::Claim { binding, .. } if binding == "cb-free"));
+    assert_eq!(
+        case(200, Some(150)),
+        use_of("cb-b", UseReason::FilledMostPopulated)
+    );
+    assert_eq!(
+        case(199, Some(150)),
+        use_of("cb-a", UseReason::FilledMostPopulated)
+    );
+}
+
+/// Seed 004 §4: 250 clusters over a limit of 180 keep working; new ones go elsewhere until 179.
+#[test]
+fn bindings_over_the_limit_keep_their_clusters_but_get_no_new_one() {
+    let p = pool("aws", false, false);
+    let pol = policy(&["ga"], &[("aws", 180)]);
+    let c = claim("new", "ga", None, None);
+    let run = |n: usize| {
+        let inv = inventory(
+            vec![owned("cb-a", "ga"), binding("cb-free", AWS)],
+            vec![],
+            shoots("s", "cb-a", n),
+        );
+        pick(&inv, &InFlight::default(), &c, &p, &pol)
+    };
+    assert!(matches!(run(250), Choice::Claim { .. }));
+    assert!(matches!(run(180), Choice::Claim { .. }));
+    assert_eq!(run(179), use_of("cb-a", UseReason::FilledMostPopulated));
+}
+
+#[test]
+fn limits_fall_back_to_default_then_to_none() {
+    let pol = policy(&["a", "b"], &[("default", 3), ("aws", 5), ("gcp", 0)]);
+    assert_eq!(
+        (
+            pol.limit_for("aws"),
+            pol.limit_for("azure"),
+            pol.limit_for("gcp")
+        ),
+        (Some(5), Some(3), Some(3))
+    );
+    assert!(pol.allows("a") && !pol.allows("c"));
+    let none = policy(&["*"], &[]);
+    assert_eq!(none.limit_for("aws"), None);
+    assert!(none.allows("anyone"));
+    assert!(!policy(&[], &[("default", 1)]).allows("a"));
+    assert!(!MultiAccountPolicy::from_spec(None).allows("a"));
+}
+
+#[test]
+fn without_allowlisting_limits_do_not_apply() {
+    let p = pool("aws", false, false);
+    let pol = policy(&["someone-else"], &[("default", 1)]);
+    let inv = inventory(
+        vec![owned("cb-a", "ga"), binding("cb-free", AWS)],
+        vec![],
+        shoots("s", "cb-a", 5),
+    );
+    let c = claim("c", "ga", None, None);
+    assert_eq!(
+        pick(&inv, &InFlight::default(), &c, &p, &pol),
+        use_of("cb-a", UseReason::Reused)
+    );
+}
+
+#[test]
+fn in_flight_assignments_count_toward_the_limit() {
+    let p = pool("aws", false, false);
+    let pol = policy(&["*"], &[("aws", 2)]);
+    let inv = inventory(
+        vec![owned("cb-a", "ga"), binding("cb-free", AWS)],
+        vec![],
+        shoots("s", "cb-a", 1),
+    );
+    let mut fl = InFlight::default();
+    let now = Instant::now();
+    let c1 = claim("c1", "ga", Some("n1"), None);
+    let first = pick(&inv, &fl, &c1, &p, &pol);
+    assert_eq!(first, use_of("cb-a", UseReason::FilledMostPopulated));
+    fl.record(&c1, &p, &first, now);
+    let c2 = claim("c2", "ga", Some("n2"), None);
+    assert!(
+        matches!(pick(&inv, &fl, &c2, &p, &pol), Choice::Claim { binding, .. } if binding == "cb-free")
+    );
+    // Selecting c1 again is idempotent: its own in-flight cluster is not a new one.
+    assert_eq!(
+        pick(&inv, &fl, &c1, &p, &pol),
+        use_of("cb-a", UseReason::Reused)
+    );
+    fl.assignment_failed("uid-c1");
+    assert_eq!(
+        pick(&inv, &fl, &c2, &p, &pol),
+        use_of("cb-a", UseReason::FilledMostPopulated)
+    );
+}
+
+#[test]
+fn an_allowlisted_tenant_waits_for_its_claim_in_flight_instead_of_claiming_another() {
+    let p = pool("aws", false, false);
+    let pol = policy(&["*"], &[("aws", 1)]);
+    let inv = inventory(
+        vec![owned("cb-a", "ga"), binding("f1", AWS), binding("f2", AWS)],
+        vec![],
+        shoots("s", "cb-a", 1),
+    );
+    let mut fl = InFlight::default();
+    let now = Instant::now();
+    let c1 = claim("c1", "ga", Some("n1"), None);
+    let first = pick(&inv, &fl, &c1, &p, &pol);
+    let Choice::Claim { binding: x, .. } = first.clone() else {
+        panic!("{first:?}")
+    };
+    fl.record(&c1, &p, &first, now);
+    let c2 = claim("c2", "ga", Some("n2"), None);
+    assert_eq!(
+        pick(&inv, &fl, &c2, &p, &pol),
+        Choice::Wait { binding: x.clone() }
+    );
+    fl.claim_written(&x, now);
+    // x now holds c1's cluster and is at the limit of 1: c2 needs a third binding.
+    assert!(
+        matches!(pick(&inv, &fl, &c2, &p, &pol), Choice::Claim { binding, .. } if binding != x)
+    );
+}
+
+#[test]
+fn a_binding_being_released_is_neither_reused_nor_claimed() {
+    let p = pool("aws", false, false);
+    let inv = inventory(
+        vec![owned("cb-a", "ga"), binding("cb-free", AWS)],
+        vec![],
+        vec![],
+    );
+    let mut fl = InFlight::default();
+    fl.release_started("cb-a", Some("rv-cb-a".into()), Instant::now());
+    let c = claim("c", "ga", None, None);
+    assert!(
+        matches!(pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default()), Choice::Claim { binding, .. } if binding == "cb-free")
+    );
+}

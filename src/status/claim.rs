@@ -1,0 +1,234 @@
+//! The desired AccountClaim status.
+//!
+//! | outcome | phase | Ready / Bound | Stalled / Reconciling |
+//! |---|---|---|---|
+//! | bound | Bound | True `Bound` | absent |
+//! | pending, retried: `ConfigMissing`, `PoolExhausted`, `Progressing` | Pending | False, reason | Reconciling=True |
+//! | pending, terminal: `ConfigInvalid`, `NoMatchingRule`, `AmbiguousMatch`, `MissingProvider`, `UnknownPlan` | Pending | False, reason | Stalled=True |
+//! | binding lost | Failed | False `BindingLost` | Stalled=True |
+//!
+//! Retried reasons fix themselves (the HapConfig is applied in the same sync, the cleanup job
+//! returns bindings, a claim write finishes). Terminal ones need a person: the claim's spec is
+//! immutable, so a new HapConfig (a rule, a plan, a valid generation) or a new claim. Terminal
+//! pending claims are still re-evaluated whenever the HapConfig changes, and leave `Stalled` when
+//! they bind; they stay `Pending` rather than `Failed` for that reason. A lost binding is
+//! `Failed`: the operator never rebinds (DESIGN §4.1), so the record of the binding stays.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::{CondStatus, remove_condition, set_condition};
+use crate::api::conditions::{reasons, types};
+use crate::api::{AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule};
+use crate::labels::PoolKey;
+use crate::selection::describe_pool;
+
+/// Why a claim is not bound yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PendingReason {
+    ConfigMissing,
+    ConfigInvalid,
+    NoMatchingRule,
+    AmbiguousMatch,
+    PoolExhausted,
+    MissingProvider,
+    UnknownPlan,
+    /// Another claim of the tenant is claiming a binding in the pool right now.
+    Progressing,
+}
+
+impl PendingReason {
+    /// The condition reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingReason::ConfigMissing => reasons::CONFIG_MISSING,
+            PendingReason::ConfigInvalid => reasons::CONFIG_INVALID,
+            PendingReason::NoMatchingRule => reasons::NO_MATCHING_RULE,
+            PendingReason::AmbiguousMatch => reasons::AMBIGUOUS_MATCH,
+            PendingReason::PoolExhausted => reasons::POOL_EXHAUSTED,
+            PendingReason::MissingProvider => reasons::MISSING_PROVIDER,
+            PendingReason::UnknownPlan => reasons::UNKNOWN_PLAN,
+            PendingReason::Progressing => reasons::PROGRESSING,
+        }
+    }
+
+    /// Whether only a person can fix it (`Stalled=True`); otherwise the operator retries.
+    pub fn is_terminal(self) -> bool {
+        !matches!(
+            self,
+            PendingReason::ConfigMissing
+                | PendingReason::PoolExhausted
+                | PendingReason::Progressing
+        )
+    }
+}
+
+/// Where a bound claim points.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BoundTo {
+    pub binding: String,
+    pub namespace: String,
+    pub pool: PoolKey,
+    pub matched_rule: MatchedRule,
+    pub decision: Decision,
+}
+
+/// What happened to the claim in this pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    Bound(BoundTo),
+    /// `cause` says what went wrong; `matched` is the rule and pool when the rules got that far.
+    Pending {
+        reason: PendingReason,
+        cause: String,
+        matched: Option<(MatchedRule, PoolKey)>,
+    },
+    /// The bound binding is gone or no longer the tenant's.
+    Lost {
+        cause: String,
+    },
+}
+
+/// The binding record of a status that says Bound, to pass back as `ClaimOutcome::Bound`.
+pub fn bound_from_status(s: &AccountClaimStatus) -> Option<BoundTo> {
+    if s.phase != Some(ClaimPhase::Bound) {
+        return None;
+    }
+    Some(BoundTo {
+        binding: s.credentials_binding_name.clone()?,
+        namespace: s.binding_namespace.clone()?,
+        pool: PoolKey {
+            hyperscaler_type: s.hyperscaler_type.clone()?,
+            eu_access: s.eu_access.unwrap_or(false),
+            shared: s.shared.unwrap_or(false),
+        },
+        matched_rule: s.matched_rule.clone().unwrap_or_default(),
+        decision: s.decision?,
+    })
+}
+
+/// `globalAccount=ga, plan=aws, platformRegion=cf-eu11, ...`: the inputs the rules saw.
+fn describe_request(spec: &AccountClaimSpec) -> String {
+    let mut parts = vec![
+        format!("globalAccount={}", spec.global_account),
+        format!("plan={}", spec.plan),
+    ];
+    let optional = [
+        ("platformRegion", &spec.platform_region),
+        ("clusterRegion", &spec.cluster_region),
+        ("provider", &spec.provider),
+        ("shootName", &spec.shoot_name),
+    ];
+    parts.extend(
+        optional
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}"))),
+    );
+    parts.join(", ")
+}
+
+/// The status to write, starting from the current one so that transition times survive.
+pub fn desired_claim_status(
+    current: Option<&AccountClaimStatus>,
+    spec: &AccountClaimSpec,
+    generation: Option<i64>,
+    outcome: &ClaimOutcome,
+    now: &Time,
+) -> AccountClaimStatus {
+    let mut conds = current.map(|s| s.conditions.clone()).unwrap_or_default();
+    let set = |conds: &mut Vec<_>, t: &str, st: CondStatus, r: &str, m: &str| {
+        set_condition(conds, t, st, r, m, generation, now)
+    };
+    let status = match outcome {
+        ClaimOutcome::Bound(b) => {
+            let msg = format!(
+                "bound to {}/{} ({}; rule {} `{}`; decision {:?})",
+                b.namespace,
+                b.binding,
+                describe_pool(&b.pool),
+                b.matched_rule.index,
+                b.matched_rule.entry,
+                b.decision
+            );
+            set(
+                &mut conds,
+                types::READY,
+                CondStatus::True,
+                reasons::BOUND,
+                &msg,
+            );
+            set(
+                &mut conds,
+                types::BOUND,
+                CondStatus::True,
+                reasons::BOUND,
+                &msg,
+            );
+            remove_condition(&mut conds, types::STALLED);
+            remove_condition(&mut conds, types::RECONCILING);
+            AccountClaimStatus {
+                phase: Some(ClaimPhase::Bound),
+                credentials_binding_name: Some(b.binding.clone()),
+                binding_namespace: Some(b.namespace.clone()),
+                hyperscaler_type: Some(b.pool.hyperscaler_type.clone()),
+                eu_access: Some(b.pool.eu_access),
+                shared: Some(b.pool.shared),
+                matched_rule: Some(b.matched_rule.clone()),
+                decision: Some(b.decision),
+                ..Default::default()
+            }
+        }
+        ClaimOutcome::Pending {
+            reason,
+            cause,
+            matched,
+        } => {
+            let msg = format!("{cause} (request: {})", describe_request(spec));
+            let r = reason.as_str();
+            set(&mut conds, types::READY, CondStatus::False, r, &msg);
+            set(&mut conds, types::BOUND, CondStatus::False, r, &msg);
+            let (on, off) = if reason.is_terminal() {
+                (types::STALLED, types::RECONCILING)
+            } else {
+                (types::RECONCILING, types::STALLED)
+            };
+            set(&mut conds, on, CondStatus::True, r, &msg);
+            remove_condition(&mut conds, off);
+            let (rule, pool) = matched.clone().unzip();
+            AccountClaimStatus {
+                phase: Some(ClaimPhase::Pending),
+                hyperscaler_type: pool.as_ref().map(|p| p.hyperscaler_type.clone()),
+                eu_access: pool.as_ref().map(|p| p.eu_access),
+                shared: pool.as_ref().map(|p| p.shared),
+                matched_rule: rule,
+                ..Default::default()
+            }
+        }
+        ClaimOutcome::Lost { cause } => {
+            let msg = format!("{cause}; the claim is not rebound: delete it and create a new one");
+            for t in [types::READY, types::BOUND, types::STALLED] {
+                set(
+                    &mut conds,
+                    t,
+                    if t == types::STALLED {
+                        CondStatus::True
+                    } else {
+                        CondStatus::False
+                    },
+                    reasons::BINDING_LOST,
+                    &msg,
+                );
+            }
+            remove_condition(&mut conds, types::RECONCILING);
+            // The record of what the claim was bound to stays: it is what an operator needs to act.
+            AccountClaimStatus {
+                phase: Some(ClaimPhase::Failed),
+                ..current.cloned().unwrap_or_default()
+            }
+        }
+    };
+    AccountClaimStatus {
+        observed_generation: generation,
+        conditions: conds,
+        ..status
+    }
+}

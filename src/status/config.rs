@@ -1,0 +1,278 @@
+//! The desired HapConfig status.
+//!
+//! | situation | Ready | RulesValid | PoolsAvailable | Stalled / Reconciling | observedGeneration |
+//! |---|---|---|---|---|---|
+//! | not the config in force | False `Ignored` | computed | absent | absent | generation |
+//! | current generation invalid | False `ConfigInvalid` | False `Invalid` | of the active rules, else Unknown | Stalled=True | generation |
+//! | still building state | Unknown `Progressing` | computed | Unknown `Progressing` | Reconciling=True | previous |
+//! | valid and in force | True `Ready` | True `Valid` | True / False `MissingPool` | absent | generation |
+//!
+//! A missing pool does not make the config un-Ready: the rules are in force and every other
+//! entry serves; `PoolsAvailable=False` lists each entry without a pool. An invalid generation
+//! keeps the last valid one serving (`activeGeneration`) and says so in `Stalled`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::{CondStatus, remove_condition, set_condition};
+use crate::api::conditions::{reasons, types};
+use crate::api::{HapConfigSpec, HapConfigStatus, OrphanStatus, RuleStatus};
+
+/// A rule entry whose pool has no binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingPool {
+    /// 1-based index of the entry.
+    pub index: i32,
+    pub entry: String,
+    /// The selector that matches no binding, as `kubectl get -l` takes it.
+    pub selector: String,
+}
+
+/// Everything the HapConfig status is computed from.
+#[derive(Clone, Debug, Default)]
+pub struct ConfigInputs {
+    pub generation: Option<i64>,
+    /// `Some(name)`: this object is not the one in force; `name` is (`--config-name`).
+    pub ignored_in_favour_of: Option<String>,
+    /// Validation of the current generation: every error and warning, already formatted.
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+    /// The generation whose rules the operator has in force (the last valid one), if any.
+    pub active_generation: Option<i64>,
+    /// The spec of `active_generation`, recorded so that a restarted operator can serve it.
+    pub active_spec: Option<Box<HapConfigSpec>>,
+    /// Per rule entry in force, with its pools' figures.
+    pub rules: Vec<RuleStatus>,
+    pub missing_pools: Vec<MissingPool>,
+    pub orphans: Vec<OrphanStatus>,
+    pub last_refresh_time: Option<Time>,
+    /// `Some(message)` while the operator is still building its state (caches not synced).
+    pub progressing: Option<String>,
+}
+
+fn list(items: &[String]) -> String {
+    items.join("; ")
+}
+
+fn count(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// The status to write, starting from the current one so that transition times survive.
+pub fn desired_config_status(
+    current: Option<&HapConfigStatus>,
+    input: &ConfigInputs,
+    now: &Time,
+) -> HapConfigStatus {
+    let gen_ = input.generation;
+    let mut conds = current.map(|s| s.conditions.clone()).unwrap_or_default();
+    let valid = input.errors.is_empty();
+    let warnings = match input.warnings.len() {
+        0 => String::new(),
+        n => format!("; {n} warning(s): {}", list(&input.warnings)),
+    };
+    if valid {
+        let msg = format!("{} rule(s) valid{warnings}", input.rules.len());
+        set_condition(
+            &mut conds,
+            types::RULES_VALID,
+            CondStatus::True,
+            reasons::VALID,
+            msg,
+            gen_,
+            now,
+        );
+    } else {
+        let msg = format!(
+            "{} error(s): {}{warnings}",
+            input.errors.len(),
+            list(&input.errors)
+        );
+        set_condition(
+            &mut conds,
+            types::RULES_VALID,
+            CondStatus::False,
+            reasons::INVALID,
+            msg,
+            gen_,
+            now,
+        );
+    }
+
+    if let Some(active) = &input.ignored_in_favour_of {
+        let msg =
+            format!("HapConfig {active} is the one in force (--config-name); this one is ignored");
+        set_condition(
+            &mut conds,
+            types::READY,
+            CondStatus::False,
+            reasons::IGNORED,
+            msg,
+            gen_,
+            now,
+        );
+        for t in [types::POOLS_AVAILABLE, types::RECONCILING, types::STALLED] {
+            remove_condition(&mut conds, t);
+        }
+        return HapConfigStatus {
+            observed_generation: gen_,
+            conditions: conds,
+            ..Default::default()
+        };
+    }
+
+    let in_force = input.active_generation.is_some();
+    // Valid rules that are not in force yet are being loaded: progressing, whatever the caller says.
+    let progressing = input
+        .progressing
+        .clone()
+        .or_else(|| (valid && !in_force).then(|| "loading the rules".into()));
+    let mut observed = gen_;
+    if !valid {
+        let serving = match input.active_generation {
+            Some(a) => format!("generation {a} stays in force"),
+            None => "no rules are in force; claims stay Pending".to_string(),
+        };
+        let msg = format!(
+            "generation {} is invalid ({} error(s): {}); {serving}",
+            gen_.map_or_else(|| "?".into(), |g| g.to_string()),
+            input.errors.len(),
+            list(&input.errors)
+        );
+        set_condition(
+            &mut conds,
+            types::STALLED,
+            CondStatus::True,
+            reasons::CONFIG_INVALID,
+            msg.clone(),
+            gen_,
+            now,
+        );
+        set_condition(
+            &mut conds,
+            types::READY,
+            CondStatus::False,
+            reasons::CONFIG_INVALID,
+            msg,
+            gen_,
+            now,
+        );
+        remove_condition(&mut conds, types::RECONCILING);
+    } else if let Some(msg) = &progressing {
+        observed = current.and_then(|s| s.observed_generation);
+        set_condition(
+            &mut conds,
+            types::RECONCILING,
+            CondStatus::True,
+            reasons::PROGRESSING,
+            msg,
+            gen_,
+            now,
+        );
+        set_condition(
+            &mut conds,
+            types::READY,
+            CondStatus::Unknown,
+            reasons::PROGRESSING,
+            msg,
+            gen_,
+            now,
+        );
+        remove_condition(&mut conds, types::STALLED);
+    } else {
+        remove_condition(&mut conds, types::STALLED);
+        remove_condition(&mut conds, types::RECONCILING);
+    }
+
+    let (free, claimed) = totals(&input.rules);
+    match (&progressing, in_force) {
+        (Some(msg), _) if valid => {
+            let (t, r) = (types::POOLS_AVAILABLE, reasons::PROGRESSING);
+            set_condition(&mut conds, t, CondStatus::Unknown, r, msg, gen_, now);
+        }
+        (_, false) => {
+            let msg = "no rules are in force";
+            let (t, r) = (types::POOLS_AVAILABLE, reasons::CONFIG_INVALID);
+            set_condition(&mut conds, t, CondStatus::Unknown, r, msg, gen_, now);
+        }
+        _ if input.missing_pools.is_empty() => {
+            let msg =
+                format!("every rule entry has a pool ({free} free, {claimed} claimed bindings)");
+            let (t, r) = (types::POOLS_AVAILABLE, reasons::POOLS_PRESENT);
+            set_condition(&mut conds, t, CondStatus::True, r, msg, gen_, now);
+        }
+        _ => {
+            let each: Vec<String> = input
+                .missing_pools
+                .iter()
+                .map(|m| {
+                    format!(
+                        "entry {} `{}`: no binding matches {}",
+                        m.index, m.entry, m.selector
+                    )
+                })
+                .collect();
+            let msg = format!("{} entr(ies) without a pool: {}", each.len(), list(&each));
+            let (t, r) = (types::POOLS_AVAILABLE, reasons::MISSING_POOL);
+            set_condition(&mut conds, t, CondStatus::False, r, msg, gen_, now);
+        }
+    }
+    if valid && progressing.is_none() {
+        let missing = match input.missing_pools.len() {
+            0 => String::new(),
+            n => format!("; {n} entr(ies) have no pool (see PoolsAvailable)"),
+        };
+        let msg = format!(
+            "generation {} in force: {} rule(s), {free} free and {claimed} claimed bindings{missing}",
+            input
+                .active_generation
+                .map_or_else(|| "?".into(), |g| g.to_string()),
+            input.rules.len()
+        );
+        set_condition(
+            &mut conds,
+            types::READY,
+            CondStatus::True,
+            reasons::READY,
+            msg,
+            gen_,
+            now,
+        );
+    }
+
+    HapConfigStatus {
+        observed_generation: observed,
+        active_generation: input.active_generation,
+        active_spec: input.active_generation.and(input.active_spec.clone()),
+        conditions: conds,
+        rule_count: in_force.then(|| count(input.rules.len())),
+        free_bindings: in_force.then_some(free),
+        claimed_bindings: in_force.then_some(claimed),
+        rules: if in_force {
+            input.rules.clone()
+        } else {
+            Vec::new()
+        },
+        orphans: input.orphans.clone(),
+        last_refresh_time: input.last_refresh_time.clone(),
+    }
+}
+
+/// Free and claimed bindings over the distinct dedicated pools of the rules (pools shared by
+/// several entries count once).
+fn totals(rules: &[RuleStatus]) -> (i32, i32) {
+    let pools: BTreeMap<(&str, bool, bool), (i32, i32)> = rules
+        .iter()
+        .flat_map(|r| &r.pools)
+        .map(|p| {
+            (
+                (p.hyperscaler_type.as_str(), p.eu_access, p.shared),
+                (p.free, p.claimed),
+            )
+        })
+        .collect();
+    pools.values().fold((0, 0), |(f, c), (pf, pc)| {
+        (f.saturating_add(*pf), c.saturating_add(*pc))
+    })
+}

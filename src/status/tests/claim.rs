@@ -1,0 +1,268 @@
+//! AccountClaim status transitions.
+
+use super::*;
+
+fn spec() -> AccountClaimSpec {
+    AccountClaimSpec {
+        global_account: "ga-1".into(),
+        plan: "aws".into(),
+        platform_region: Some("cf-eu11".into()),
+        cluster_region: Some("eu-central-1".into()),
+        shoot_name: Some("c-123".into()),
+        ..Default::default()
+    }
+}
+
+fn aws() -> PoolKey {
+    PoolKey {
+        hyperscaler_type: "aws".into(),
+        eu_access: true,
+        shared: false,
+    }
+}
+
+fn rule1() -> MatchedRule {
+    MatchedRule {
+        index: 1,
+        entry: "aws(euAccess=*)".into(),
+    }
+}
+
+fn bound() -> ClaimOutcome {
+    ClaimOutcome::Bound(BoundTo {
+        binding: "cb-1".into(),
+        namespace: "garden-kyma".into(),
+        pool: aws(),
+        matched_rule: rule1(),
+        decision: Decision::Claimed,
+    })
+}
+
+fn pending(reason: PendingReason) -> ClaimOutcome {
+    ClaimOutcome::Pending {
+        reason,
+        cause: format!("cause of {}", reason.as_str()),
+        matched: None,
+    }
+}
+
+#[test]
+fn a_bound_claim_records_its_binding_and_is_ready() {
+    let s = desired_claim_status(None, &spec(), Some(1), &bound(), &at(1));
+    assert_eq!(s.phase, Some(ClaimPhase::Bound));
+    assert_eq!(
+        (
+            s.credentials_binding_name.as_deref(),
+            s.binding_namespace.as_deref()
+        ),
+        (Some("cb-1"), Some("garden-kyma"))
+    );
+    assert_eq!(
+        (s.hyperscaler_type.as_deref(), s.eu_access, s.shared),
+        (Some("aws"), Some(true), Some(false))
+    );
+    assert_eq!(
+        (s.matched_rule.clone(), s.decision),
+        (Some(rule1()), Some(Decision::Claimed))
+    );
+    assert_eq!(sr(&s.conditions, types::READY), is("True", reasons::BOUND));
+    assert_eq!(sr(&s.conditions, types::BOUND), is("True", reasons::BOUND));
+    assert_eq!(
+        (
+            sr(&s.conditions, types::STALLED),
+            sr(&s.conditions, types::RECONCILING)
+        ),
+        (None, None)
+    );
+    assert!(
+        cond(&s.conditions, types::READY)
+            .unwrap()
+            .message
+            .contains("garden-kyma/cb-1")
+    );
+    let back = bound_from_status(&s).unwrap();
+    assert_eq!(ClaimOutcome::Bound(back), bound());
+}
+
+#[test]
+fn retried_pending_reasons_reconcile_and_terminal_ones_stall() {
+    use PendingReason::*;
+    let all = [
+        ConfigMissing,
+        ConfigInvalid,
+        NoMatchingRule,
+        AmbiguousMatch,
+        PoolExhausted,
+        MissingProvider,
+        UnknownPlan,
+        Progressing,
+    ];
+    for reason in all {
+        let s = desired_claim_status(None, &spec(), Some(2), &pending(reason), &at(1));
+        assert_eq!(s.phase, Some(ClaimPhase::Pending));
+        assert_eq!(s.credentials_binding_name, None);
+        let r = reason.as_str();
+        assert_eq!(sr(&s.conditions, types::READY), is("False", r));
+        assert_eq!(sr(&s.conditions, types::BOUND), is("False", r));
+        let (on, off) = if reason.is_terminal() {
+            (types::STALLED, types::RECONCILING)
+        } else {
+            (types::RECONCILING, types::STALLED)
+        };
+        assert_eq!(sr(&s.conditions, on), is("True", r), "{r}");
+        assert_eq!(sr(&s.conditions, off), None, "{r}");
+        let msg = &cond(&s.conditions, types::READY).unwrap().message;
+        for text in [
+            &format!("cause of {r}"),
+            "globalAccount=ga-1",
+            "plan=aws",
+            "platformRegion=cf-eu11",
+            "clusterRegion=eu-central-1",
+        ] {
+            assert!(msg.contains(text), "{text}: {msg}");
+        }
+        assert!(!msg.contains("provider="), "{msg}");
+    }
+    let terminal: Vec<_> = all
+        .iter()
+        .filter(|r| r.is_terminal())
+        .map(|r| r.as_str())
+        .collect();
+    assert_eq!(
+        terminal,
+        [
+            "ConfigInvalid",
+            "NoMatchingRule",
+            "AmbiguousMatch",
+            "MissingProvider",
+            "UnknownPlan"
+        ]
+    );
+}
+
+#[test]
+fn an_exhausted_pool_is_named_in_the_pending_status() {
+    let o = ClaimOutcome::Pending {
+        reason: PendingReason::PoolExhausted,
+        cause: "no claimable binding".into(),
+        matched: Some((rule1(), aws())),
+    };
+    let s = desired_claim_status(None, &spec(), Some(1), &o, &at(1));
+    assert_eq!(
+        (s.hyperscaler_type.as_deref(), s.eu_access, s.matched_rule),
+        (Some("aws"), Some(true), Some(rule1()))
+    );
+    assert_eq!(s.decision, None);
+}
+
+#[test]
+fn pending_then_bound_clears_stalled_and_moves_ready() {
+    let p = desired_claim_status(
+        None,
+        &spec(),
+        Some(1),
+        &pending(PendingReason::NoMatchingRule),
+        &at(1),
+    );
+    let p2 = desired_claim_status(
+        Some(&p),
+        &spec(),
+        Some(1),
+        &pending(PendingReason::PoolExhausted),
+        &at(2),
+    );
+    // Still False: the transition time stays, the reason follows, Stalled gives way to Reconciling.
+    assert_eq!(
+        cond(&p2.conditions, types::READY)
+            .unwrap()
+            .last_transition_time,
+        at(1)
+    );
+    assert_eq!(
+        sr(&p2.conditions, types::READY),
+        is("False", reasons::POOL_EXHAUSTED)
+    );
+    assert_eq!(
+        (
+            sr(&p2.conditions, types::STALLED),
+            sr(&p2.conditions, types::RECONCILING).is_some()
+        ),
+        (None, true)
+    );
+    let b = desired_claim_status(Some(&p2), &spec(), Some(1), &bound(), &at(3));
+    assert_eq!(
+        cond(&b.conditions, types::READY)
+            .unwrap()
+            .last_transition_time,
+        at(3)
+    );
+    assert_eq!(
+        (
+            sr(&b.conditions, types::STALLED),
+            sr(&b.conditions, types::RECONCILING)
+        ),
+        (None, None)
+    );
+}
+
+#[test]
+fn a_lost_binding_fails_the_claim_and_keeps_the_record() {
+    let b = desired_claim_status(None, &spec(), Some(1), &bound(), &at(1));
+    let lost = ClaimOutcome::Lost {
+        cause: "binding cb-1 no longer exists".into(),
+    };
+    let s = desired_claim_status(Some(&b), &spec(), Some(1), &lost, &at(2));
+    assert_eq!(s.phase, Some(ClaimPhase::Failed));
+    assert_eq!(
+        (s.credentials_binding_name.as_deref(), s.decision),
+        (Some("cb-1"), Some(Decision::Claimed))
+    );
+    for t in [types::READY, types::BOUND] {
+        assert_eq!(
+            sr(&s.conditions, t),
+            is("False", reasons::BINDING_LOST),
+            "{t}"
+        );
+    }
+    assert_eq!(
+        sr(&s.conditions, types::STALLED),
+        is("True", reasons::BINDING_LOST)
+    );
+    assert!(
+        cond(&s.conditions, types::READY)
+            .unwrap()
+            .message
+            .contains("no longer exists")
+    );
+    assert_eq!(bound_from_status(&s), None);
+}
+
+#[test]
+fn recomputing_the_same_claim_status_later_is_not_a_change() {
+    let a = desired_claim_status(
+        None,
+        &spec(),
+        Some(1),
+        &pending(PendingReason::PoolExhausted),
+        &at(1),
+    );
+    let b = desired_claim_status(
+        Some(&a),
+        &spec(),
+        Some(1),
+        &pending(PendingReason::PoolExhausted),
+        &at(50),
+    );
+    assert!(!claim_status_changed(Some(&a), &b));
+    assert!(claim_status_changed(None, &b));
+    let c = desired_claim_status(
+        Some(&a),
+        &spec(),
+        Some(2),
+        &pending(PendingReason::PoolExhausted),
+        &at(50),
+    );
+    assert!(claim_status_changed(Some(&a), &c));
+    let d = desired_claim_status(Some(&a), &spec(), Some(1), &bound(), &at(50));
+    assert!(claim_status_changed(Some(&a), &d));
+}
