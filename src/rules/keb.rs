@@ -35,7 +35,7 @@ pub fn parse(input: &str) -> ParseResult {
     }
     match c.bump() {
         None => {}
-        Some(t) if t.kind == Kind::Arrow => outputs(&mut c, &mut rule)?,
+        Some(t) if t.kind == Kind::Arrow => outputs(&mut c, &mut rule, &mut warnings)?,
         Some(t) => {
             return Err(Issue::new(
                 t.col,
@@ -191,20 +191,21 @@ fn unknown_input(key: &str) -> String {
     format!("unknown attribute `{key}`{hint}; inputs are PR and HR")
 }
 
-fn outputs(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
-    let mut seen: Vec<&str> = Vec::new();
+fn outputs(c: &mut Cursor<'_>, rule: &mut Rule, warnings: &mut Vec<Issue>) -> Result<(), Issue> {
+    let mut seen: Vec<String> = Vec::new();
     loop {
-        let Some(t) = c.bump() else {
-            return Err(Issue::new(c.end(), "output attribute is empty"));
-        };
-        let Kind::Word(name) = t.kind else {
-            let message = if t.kind == Kind::Comma {
-                "output attribute is empty".to_string()
-            } else {
-                format!("expected an output (EU, S, PR, HR), found {}", t.describe())
-            };
-            return Err(Issue::new(t.col, message));
-        };
+        let col = c.col();
+        let name = words(c, "an output", warnings);
+        if name.is_empty() {
+            return Err(match c.peek() {
+                Some(t) if t.kind != Kind::Comma => Issue::new(
+                    t.col,
+                    format!("expected an output (EU, S, PR, HR), found {}", t.describe()),
+                ),
+                _ => Issue::new(col, "output attribute is empty"),
+            });
+        }
+        let name = name.as_str();
         let long = match name {
             "EU" => "EuAccess",
             "S" => "Shared",
@@ -213,18 +214,18 @@ fn outputs(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
             _ => {
                 let hint = did_you_mean(name, ["EU", "S", "PR", "HR"]);
                 return Err(Issue::new(
-                    t.col,
+                    col,
                     format!("unknown attribute `{name}`{hint}; outputs are EU, S, PR and HR"),
                 ));
             }
         };
-        if seen.contains(&name) {
+        if seen.iter().any(|s| s == name) {
             return Err(Issue::new(
-                t.col,
+                col,
                 format!("{long} already set (`{name}` appears twice)"),
             ));
         }
-        seen.push(name);
+        seen.push(name.to_string());
         match name {
             "EU" => rule.eu_access = EuAccess::Always,
             "S" => rule.shared = true,
