@@ -13,18 +13,22 @@ use super::validate::{read_yaml, render, usage};
 
 /// Print a HapConfig manifest equivalent to KEB Helm values or the legacy properties.
 #[derive(clap::Args, Debug)]
-#[group(id = "input", required = true, multiple = false)]
 #[command(
     after_help = "Exit codes: 0 printed a valid manifest, 1 the input rules are wrong or the\n\
 result does not validate (the manifest is still printed), 2 usage error (unreadable file)."
 )]
 pub struct Args {
     /// Upstream KEB Helm values (`hap.rule`, `hap.multiHyperscalerAccount`).
-    #[arg(long = "keb-values", value_name = "FILE", group = "input")]
+    #[arg(
+        long = "keb-values",
+        value_name = "FILE",
+        required_unless_present = "legacy",
+        conflicts_with = "legacy"
+    )]
     pub keb_values: Option<PathBuf>,
     /// YAML with platformRegionRule, clusterRegionRule, sharedRule and euAccessRule (top level
     /// or under `hap:`). Printed as Seed rules where exact, otherwise kept as legacyRules.
-    #[arg(long, value_name = "FILE", group = "input")]
+    #[arg(long, value_name = "FILE")]
     pub legacy: Option<PathBuf>,
     /// Namespace of the bindings (the Gardener project namespace).
     #[arg(long = "binding-namespace", default_value = "garden-kyma")]

@@ -1,0 +1,458 @@
+//! The `hap validate|explain|migrate` binary: exit codes 0/1/2 and the exact JSON contract of
+//! DESIGN §6, for the Seed, KEB and legacy examples.
+
+use std::io::Write;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const HAP: &str = env!("CARGO_BIN_EXE_hap");
+const SEED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hapconfig-seed.yaml");
+const KEB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hapconfig-keb.yaml");
+const LEGACY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/hapconfig-legacy.yaml"
+);
+
+fn hap(args: &[&str]) -> Output {
+    Command::new(HAP).args(args).output().expect("run hap")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code")
+}
+
+fn json_out(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+fn file(content: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    f.write_all(content.as_bytes()).unwrap();
+    f
+}
+
+fn path(f: &tempfile::NamedTempFile) -> &str {
+    f.path().to_str().unwrap()
+}
+
+#[test]
+fn validate_accepts_the_three_examples() {
+    for example in [SEED, KEB, LEGACY] {
+        let o = hap(&["validate", "-f", example, "-o", "json"]);
+        assert_eq!(code(&o), 0, "{example}");
+        assert_eq!(
+            json_out(&o),
+            json!({"valid": true, "errors": [], "warnings": []})
+        );
+        let text = hap(&["validate", "-f", example]);
+        assert!(String::from_utf8_lossy(&text.stdout).starts_with("valid: "));
+    }
+}
+
+#[test]
+fn validate_reports_every_error_with_position() {
+    let o = hap(&[
+        "validate",
+        "--rule",
+        "aws(PR=)",
+        "--rule",
+        "openstack(CR=*, shared)",
+        "--rule",
+        "aws",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code(&o), 1);
+    let v = json_out(&o);
+    assert_eq!(v["valid"], json!(false));
+    assert_eq!(
+        v["errors"][0],
+        json!({
+            "index": 1, "entry": "aws(PR=)", "reason": "ParseError",
+            "message": "PR is empty: write `PR=<region>` or `PR=*`", "column": 8
+        })
+    );
+    assert_eq!(v["errors"][1]["reason"], "UnknownPlan");
+    assert_eq!(v["errors"][1]["column"], 1);
+    assert_eq!(v["errors"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        v.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["errors", "valid", "warnings"]
+    );
+    let text =
+        String::from_utf8_lossy(&hap(&["validate", "--rule", "aws(PR=)"]).stdout).to_string();
+    assert!(text.contains("    aws(PR=)\n           ^"), "{text}");
+}
+
+#[test]
+fn validate_keb_syntax_warns_about_star_and_required_plans() {
+    let o = hap(&[
+        "validate",
+        "--syntax",
+        "keb",
+        "--rule",
+        "sap-converged-cloud(HR=*)->S",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code(&o), 0);
+    let w = &json_out(&o)["warnings"][0];
+    assert_eq!(
+        (w["index"].clone(), w["column"].clone(), w["reason"].clone()),
+        (json!(1), json!(24), json!("ParseError"))
+    );
+    let o = hap(&[
+        "validate",
+        "-f",
+        KEB,
+        "--required-plan",
+        "gdch",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code(&o), 1);
+    assert_eq!(
+        json_out(&o)["errors"][0],
+        json!({
+            "index": null, "entry": null, "reason": "UncoveredPlan",
+            "message": "required plan `gdch` is not covered by any rule: add an entry for it, e.g. `gdch`", "column": null
+        })
+    );
+}
+
+#[test]
+fn validate_with_bindings_reports_missing_pools() {
+    let list = file(
+        "apiVersion: v1\nkind: List\nitems:\n\
+         - metadata: {name: a, labels: {hyperscalerType: azure}}\n\
+         - metadata: {name: b, labels: {hyperscalerType: gcp}}\n",
+    );
+    let o = hap(&[
+        "validate",
+        "--rule",
+        "azure",
+        "--rule",
+        "gcp",
+        "--rule",
+        "gcp(PR=cf-sa30)",
+        "--bindings",
+        path(&list),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code(&o), 1);
+    let v = json_out(&o);
+    assert_eq!(
+        v["errors"],
+        json!([{
+            "index": 3, "entry": "gcp(PR=cf-sa30)", "reason": "MissingPool",
+            "message": "no usable binding in the pool `hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty`", "column": null
+        }])
+    );
+    let docs = file(
+        "metadata: {labels: {hyperscalerType: azure}}\n---\nmetadata: {labels: {hyperscalerType: gcp}}\n",
+    );
+    let o = hap(&[
+        "validate",
+        "--rule",
+        "azure",
+        "--rule",
+        "gcp",
+        "--bindings",
+        path(&docs),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(code(&hap(&["validate"])), 2);
+    assert_eq!(code(&hap(&["validate", "-f", SEED, "--rule", "aws"])), 2);
+    assert_eq!(code(&hap(&["validate", "--syntax", "keb", "-f", SEED])), 2);
+    assert_eq!(code(&hap(&["validate", "-f", "/nonexistent.yaml"])), 2);
+    let not_a_config = file("apiVersion: v1\nkind: ConfigMap\n");
+    assert_eq!(code(&hap(&["validate", "-f", path(&not_a_config)])), 2);
+    assert_eq!(code(&hap(&["explain", "-f", SEED])), 2);
+    assert_eq!(code(&hap(&["migrate"])), 2);
+    assert_eq!(code(&hap(&["migrate", "--legacy", "/nonexistent.yaml"])), 2);
+}
+
+#[test]
+fn explain_json_shape_in_all_three_syntaxes() {
+    for example in [SEED, KEB, LEGACY] {
+        let o = hap(&[
+            "explain",
+            "-f",
+            example,
+            "--plan",
+            "gcp",
+            "--platform-region",
+            "cf-sa30",
+            "--global-account",
+            "ga-1",
+            "-o",
+            "json",
+        ]);
+        assert_eq!(code(&o), 0, "{example}");
+        let v = json_out(&o);
+        let rule = v["rule"].as_str().unwrap().to_string();
+        assert!(rule.starts_with("gcp(PR=cf-sa30)"), "{rule}");
+        assert_eq!(
+            v,
+            json!({
+                "rule": rule, "index": v["index"], "hyperscalerType": "gcp_cf-sa30", "euAccess": false, "shared": false,
+                "selectors": {
+                    "tenant": "hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty,tenantName=ga-1",
+                    "claim": "hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty,!tenantName",
+                    "any": "hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty"
+                }
+            })
+        );
+        assert!(v["index"].as_u64().unwrap() >= 1);
+    }
+}
+
+#[test]
+fn explain_shared_result_has_null_tenant_and_claim() {
+    let o = hap(&[
+        "explain",
+        "-f",
+        SEED,
+        "--plan",
+        "sap-converged-cloud",
+        "--cluster-region",
+        "eu-de-1",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code(&o), 0);
+    assert_eq!(
+        json_out(&o),
+        json!({
+            "rule": "sap-converged-cloud(CR=*, shared)", "index": 6, "hyperscalerType": "openstack_eu-de-1",
+            "euAccess": false, "shared": true,
+            "selectors": {"tenant": null, "claim": null, "any": "hyperscalerType=openstack_eu-de-1,!euAccess,shared=true"}
+        })
+    );
+    let o = hap(&[
+        "explain",
+        "-f",
+        SEED,
+        "--plan",
+        "azure",
+        "--platform-region",
+        "cf-ch20",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(
+        json_out(&o)["selectors"]["tenant"],
+        "hyperscalerType=azure,euAccess=true,shared!=true,!dirty,tenantName=<tenant>"
+    );
+}
+
+#[test]
+fn explain_errors_exit_1_with_reason() {
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--plan", "gcp", "--platform-region", "cf-sa30"],
+            "NoMatchingRule",
+        ),
+        (&["--plan", "trial"], "MissingProvider"),
+        (&["--plan", "openstack"], "UnknownPlan"),
+        (&["--plan", "sap-converged-cloud"], "NoMatchingRule"),
+        (
+            &[
+                "--plan",
+                "aws",
+                "--platform-region",
+                "cf-eu11",
+                "--cluster-region",
+                "x",
+            ],
+            "AmbiguousMatch",
+        ),
+    ];
+    let rules = [
+        "--rule",
+        "azure",
+        "--rule",
+        "trial(shared)",
+        "--rule",
+        "sap-converged-cloud(CR=*)",
+    ];
+    for (args, reason) in &cases[..4] {
+        let all: Vec<&str> = ["explain"]
+            .into_iter()
+            .chain(rules)
+            .chain(args.iter().copied())
+            .chain(["-o", "json"])
+            .collect();
+        let o = hap(&all);
+        assert_eq!(code(&o), 1, "{args:?}");
+        let v = json_out(&o);
+        assert_eq!(v["error"]["reason"], *reason, "{v}");
+        assert_eq!(v.as_object().unwrap().len(), 1);
+        assert_eq!(
+            v["error"].as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["message", "reason"]
+        );
+    }
+    // Invalid rules cannot be evaluated: InvalidConfig with every error in the message.
+    let o = hap(&[
+        "explain",
+        "--rule",
+        "aws(PR=x)",
+        "--rule",
+        "aws(CR=y)",
+        "--plan",
+        "aws",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code(&o), 1);
+    let v = json_out(&o);
+    assert_eq!(v["error"]["reason"], "InvalidConfig");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ambiguous")
+    );
+}
+
+#[test]
+fn migrate_keb_values_prints_a_valid_manifest_with_comments() {
+    let values = file(
+        "hap:\n  rule:\n    - aws\n    - aws(PR=cf-eu11)->EU\n    - trial->S\n    - sap-converged-cloud(HR=*)->S\n  \
+         multiHyperscalerAccount:\n    allowedGlobalAccounts: [ga-1]\n    limits: {default: 3, sapconvergedcloud: 2, aws: 0}\n",
+    );
+    let o = hap(&[
+        "migrate",
+        "--keb-values",
+        path(&values),
+        "--name",
+        "hap",
+        "--binding-namespace",
+        "garden-x",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let manifest = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(manifest.contains("ruleSyntax: KEB"));
+    assert!(manifest.contains("# Not exact: upstream KEB reads `*`"));
+    assert!(manifest.contains("\"openstack\": 2") && !manifest.contains("\"aws\": 0"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("limits.aws: 0"));
+    let out = file(&manifest);
+    let v = hap(&["validate", "-f", path(&out), "-o", "json"]);
+    assert_eq!(code(&v), 0);
+    assert_eq!(json_out(&v)["warnings"].as_array().unwrap().len(), 1);
+    let parsed: Value = serde_saphyr::from_str(&manifest).unwrap();
+    assert_eq!(parsed["metadata"]["name"], "hap");
+    assert_eq!(parsed["spec"]["bindingNamespace"], "garden-x");
+    assert_eq!(
+        parsed["spec"]["multiHyperscalerAccount"]["allowedGlobalAccounts"],
+        json!(["ga-1"])
+    );
+}
+
+#[test]
+fn migrate_keb_values_uses_seed_where_exact() {
+    let values =
+        file("hap:\n  rule: [aws, gcp(PR=cf-sa30)->PR, trial->S, sap-converged-cloud(HR=x)->HR]\n");
+    let o = hap(&["migrate", "--keb-values", path(&values)]);
+    assert_eq!(code(&o), 0);
+    let parsed: Value = serde_saphyr::from_str(&String::from_utf8_lossy(&o.stdout)).unwrap();
+    assert_eq!(
+        parsed["spec"]["rules"],
+        json!([
+            "aws",
+            "gcp(PR=cf-sa30)",
+            "trial(shared)",
+            "sap-converged-cloud(CR=x)"
+        ])
+    );
+    assert!(parsed["spec"].get("ruleSyntax").is_none());
+}
+
+#[test]
+fn migrate_legacy_keeps_what_seed_cannot_say() {
+    let legacy = file(
+        "hap:\n  platformRegionRule: \"gcp:cf-sa30\"\n  clusterRegionRule: \"sap-converged-cloud\"\n  \
+         sharedRule: \"trial;sap-converged-cloud\"\n  euAccessRule: \"azure:cf-ch20;aws:cf-eu11\"\n",
+    );
+    let o = hap(&["migrate", "--legacy", path(&legacy)]);
+    assert_eq!(code(&o), 0);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("kept legacyRules") && stderr.contains("euAccessPlatformRegions"),
+        "{stderr}"
+    );
+    let parsed: Value = serde_saphyr::from_str(&String::from_utf8_lossy(&o.stdout)).unwrap();
+    assert_eq!(
+        parsed["spec"]["legacyRules"]["euAccessRule"],
+        "azure:cf-ch20;aws:cf-eu11"
+    );
+    assert_eq!(parsed["metadata"]["name"], "default");
+    assert_eq!(parsed["spec"]["bindingNamespace"], "garden-kyma");
+}
+
+#[test]
+fn migrate_legacy_prints_seed_rules_when_exact() {
+    let legacy = file(
+        "platformRegionRule: \"gcp:cf-sa30\"\nclusterRegionRule: \"sap-converged-cloud\"\n\
+         sharedRule: \"trial;sap-converged-cloud\"\neuAccessRule: \"azure:cf-ch20;aws:cf-ch20\"\n",
+    );
+    let o = hap(&["migrate", "--legacy", path(&legacy)]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let manifest = String::from_utf8_lossy(&o.stdout).to_string();
+    let parsed: Value = serde_saphyr::from_str(&manifest).unwrap();
+    let rules: Vec<&str> = parsed["spec"]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for want in [
+        "azure(euAccess=*)",
+        "aws(euAccess=*)",
+        "gcp(PR=cf-sa30)",
+        "gcp",
+        "sap-converged-cloud(CR=*, shared)",
+        "trial(shared)",
+    ] {
+        assert!(rules.contains(&want), "{want} in {rules:?}");
+    }
+    assert_eq!(
+        parsed["spec"]["euAccessPlatformRegions"],
+        json!(["cf-ch20"])
+    );
+    let out = file(&manifest);
+    let e = hap(&[
+        "explain",
+        "-f",
+        path(&out),
+        "--plan",
+        "aws",
+        "--platform-region",
+        "cf-ch20",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(json_out(&e)["euAccess"], true);
+}
+
+#[test]
+fn migrate_legacy_rejects_invalid_items() {
+    let legacy = file("sharedRule: \"trial;eu:*\"\n");
+    let o = hap(&["migrate", "--legacy", path(&legacy)]);
+    assert_eq!(code(&o), 1);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("column 7"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
