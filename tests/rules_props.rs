@@ -83,8 +83,10 @@ fn keb_spec(rules: Vec<String>) -> HapConfigSpec {
 
 const REGIONS: [Option<&str>; 4] = [None, Some("a"), Some("b"), Some("c")];
 
-/// A comparable result: the matched entry's text and pool, or the error reason.
-fn results(r: &CompiledRules) -> Vec<Result<(String, String, bool, bool), &'static str>> {
+/// The matched entry's text and pool, or the error reason.
+type Comparable = Result<(String, String, bool, bool), &'static str>;
+
+fn results(r: &CompiledRules) -> Vec<Comparable> {
     let mut out = Vec::new();
     for plan in ["aws", "gcp"] {
         for pr in REGIONS {
