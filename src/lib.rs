@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod controller;
 pub mod crd;
 pub mod duration;
 pub mod http;

@@ -19,17 +19,31 @@ impl BindingKind {
     /// (group, version, kind, plural) of the resource.
     pub fn gvk(self) -> (&'static str, &'static str, &'static str, &'static str) {
         match self {
-            BindingKind::CredentialsBinding => {
-                ("security.gardener.cloud", "v1alpha1", "CredentialsBinding", "credentialsbindings")
-            }
-            BindingKind::SecretBinding => ("core.gardener.cloud", "v1beta1", "SecretBinding", "secretbindings"),
+            BindingKind::CredentialsBinding => (
+                "security.gardener.cloud",
+                "v1alpha1",
+                "CredentialsBinding",
+                "credentialsbindings",
+            ),
+            BindingKind::SecretBinding => (
+                "core.gardener.cloud",
+                "v1beta1",
+                "SecretBinding",
+                "secretbindings",
+            ),
         }
     }
 }
 
 /// The part of a Shoot that cluster counting needs: which binding it uses.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(group = "core.gardener.cloud", version = "v1beta1", kind = "Shoot", namespaced, schema = "disabled")]
+#[kube(
+    group = "core.gardener.cloud",
+    version = "v1beta1",
+    kind = "Shoot",
+    namespaced,
+    schema = "disabled"
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ShootSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,6 +55,8 @@ pub struct ShootSpec {
 impl ShootSpec {
     /// The binding this Shoot uses, whichever field names it.
     pub fn binding_name(&self) -> Option<&str> {
-        self.credentials_binding_name.as_deref().or(self.secret_binding_name.as_deref())
+        self.credentials_binding_name
+            .as_deref()
+            .or(self.secret_binding_name.as_deref())
     }
 }

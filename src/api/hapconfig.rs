@@ -12,8 +12,7 @@ use super::gardener::BindingKind;
 /// DNS-1123 label, as Kubernetes namespaces are named.
 pub const NAMESPACE_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 /// A qualified label key (optional DNS prefix, then a name).
-pub const LABEL_KEY_PATTERN: &str =
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+pub const LABEL_KEY_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
 /// A Go duration as Kubernetes' metav1.Duration accepts it (`24h`, `90m`, `1h30m`, `0s`).
 pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$";
 
@@ -142,7 +141,10 @@ pub struct LegacyRules {
 pub struct PlanSpec {
     /// Fixed provider type, e.g. `aws`, `openstack`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 32), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    #[schemars(
+        length(min = 1, max = 32),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
     pub provider_type: Option<String>,
     /// The provider comes from the AccountClaim's `provider` (as for trial and free).
     #[serde(default, skip_serializing_if = "Option::is_none")]

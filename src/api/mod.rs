@@ -6,11 +6,13 @@ pub mod conditions;
 pub mod gardener;
 pub mod hapconfig;
 
-pub use accountclaim::{AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule};
+pub use accountclaim::{
+    AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule,
+};
 pub use gardener::{BindingKind, Shoot, ShootSpec};
 pub use hapconfig::{
-    HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules, MultiHyperscalerAccount, OrphanStatus,
-    PlanSpec, PoolFigures, ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
+    HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules, MultiHyperscalerAccount,
+    OrphanStatus, PlanSpec, PoolFigures, ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
 };
 
 /// API group of every resource hap-operator owns.

@@ -79,16 +79,27 @@ where
 impl<K, T> Retargetable<K, T>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
     T: Clone + PartialEq + Debug + Send + Sync + 'static,
 {
-    pub fn new(client: Client, feed: ChangeFeed, make: fn(&Client, &T) -> (Api<K>, K::DynamicType)) -> Self {
-        Self { client, feed, make, running: RwLock::new(None) }
+    pub fn new(
+        client: Client,
+        feed: ChangeFeed,
+        make: fn(&Client, &T) -> (Api<K>, K::DynamicType),
+    ) -> Self {
+        Self {
+            client,
+            feed,
+            make,
+            running: RwLock::new(None),
+        }
     }
 
     /// Points the watch at `target`; a no-op when it already points there.
     pub fn retarget(&self, target: &T) {
-        let Ok(mut running) = self.running.write() else { return };
+        let Ok(mut running) = self.running.write() else {
+            return;
+        };
         if running.as_ref().is_some_and(|r| &r.target == target) {
             return;
         }
@@ -102,14 +113,20 @@ where
         let stream = watch_into(writer, api, feed);
         tracing::info!(?target, kind = std::any::type_name::<K>(), "watching");
         let task = tokio::spawn(stream);
-        *running = Some(Running { target: target.clone(), store, task });
+        *running = Some(Running {
+            target: target.clone(),
+            store,
+            task,
+        });
         self.feed.bump();
     }
 
     /// The current target and its store, if the watch has been started.
     pub fn current(&self) -> Option<(T, Store<K>)> {
         let running = self.running.read().ok()?;
-        running.as_ref().map(|r| (r.target.clone(), r.store.clone()))
+        running
+            .as_ref()
+            .map(|r| (r.target.clone(), r.store.clone()))
     }
 
     /// Waits until the current watch has listed everything once.
@@ -153,7 +170,11 @@ where
 
 /// Drives one reflector: every event lands in the store and bumps the feed. Watch errors are
 /// retried with backoff by the stream itself; they are logged, never fatal.
-fn watch_into<K>(writer: reflector::store::Writer<K>, api: Api<K>, feed: ChangeFeed) -> impl std::future::Future<Output = ()> + Send
+fn watch_into<K>(
+    writer: reflector::store::Writer<K>,
+    api: Api<K>,
+    feed: ChangeFeed,
+) -> impl std::future::Future<Output = ()> + Send
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
@@ -206,9 +227,15 @@ where
 }
 
 /// How the binding watch is built for a target.
-pub fn binding_api(client: &Client, target: &BindingTarget) -> (Api<BindingMeta>, kube::core::ApiResource) {
+pub fn binding_api(
+    client: &Client,
+    target: &BindingTarget,
+) -> (Api<BindingMeta>, kube::core::ApiResource) {
     let ar = binding_resource(target.kind);
-    (Api::namespaced_with(client.clone(), &target.namespace, &ar), ar)
+    (
+        Api::namespaced_with(client.clone(), &target.namespace, &ar),
+        ar,
+    )
 }
 
 /// How the Shoot watch is built for a namespace.

@@ -5,7 +5,7 @@
 pub mod caches;
 pub mod writes;
 
-pub use caches::{BindingCache, BindingTarget, Caches, ChangeFeed};
+pub use caches::{BindingCache, BindingTarget, Caches, ChangeFeed, Retargetable};
 pub use writes::Writer;
 
 /// Errors of API calls, classified once so callers can react by kind rather than by status code.
@@ -47,7 +47,11 @@ impl K8sError {
                 return K8sError::NotFound { what };
             }
         }
-        K8sError::Api { action, what, source }
+        K8sError::Api {
+            action,
+            what,
+            source,
+        }
     }
 
     /// Short, bounded label for metrics.

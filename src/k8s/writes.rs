@@ -9,7 +9,10 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 use super::K8sError;
-use crate::api::{AccountClaim, AccountClaimStatus, BindingKind, CLAIM_FINALIZER, FIELD_MANAGER, HapConfig, HapConfigStatus};
+use crate::api::{
+    AccountClaim, AccountClaimStatus, BindingKind, CLAIM_FINALIZER, FIELD_MANAGER, HapConfig,
+    HapConfigStatus,
+};
 
 /// Every write the operator makes goes through here.
 #[derive(Clone)]
@@ -20,8 +23,14 @@ pub struct Writer {
 
 impl Writer {
     pub fn new(client: Client, instance: Option<String>) -> Self {
-        let reporter = Reporter { controller: FIELD_MANAGER.into(), instance };
-        Self { recorder: Recorder::new(client.clone(), reporter), client }
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+        }
     }
 
     pub fn client(&self) -> &Client {
@@ -29,23 +38,41 @@ impl Writer {
     }
 
     /// Applies a HapConfig's status; the operator is the only owner of status, hence `force`.
-    pub async fn apply_config_status(&self, name: &str, status: &HapConfigStatus) -> Result<(), K8sError> {
+    pub async fn apply_config_status(
+        &self,
+        name: &str,
+        status: &HapConfigStatus,
+    ) -> Result<(), K8sError> {
         let api: Api<HapConfig> = Api::all(self.client.clone());
-        let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "status": status});
-        api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
-            .await
-            .map(|_| ())
-            .map_err(|e| K8sError::classify("apply status of", format!("HapConfig {name}"), e))
+        let body =
+            json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "status": status});
+        api.patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| K8sError::classify("apply status of", format!("HapConfig {name}"), e))
     }
 
     /// Applies an AccountClaim's status.
-    pub async fn apply_claim_status(&self, ns: &str, name: &str, status: &AccountClaimStatus) -> Result<(), K8sError> {
+    pub async fn apply_claim_status(
+        &self,
+        ns: &str,
+        name: &str,
+        status: &AccountClaimStatus,
+    ) -> Result<(), K8sError> {
         let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
         let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim", "status": status});
-        api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
-            .await
-            .map(|_| ())
-            .map_err(|e| K8sError::classify("apply status of", format!("AccountClaim {ns}/{name}"), e))
+        api.patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| K8sError::classify("apply status of", format!("AccountClaim {ns}/{name}"), e))
     }
 
     /// Sets one label on a binding only if the binding still has `resource_version`: the
@@ -61,7 +88,8 @@ impl Writer {
         value: &str,
     ) -> Result<Option<String>, K8sError> {
         let api = binding_api(&self.client, kind, ns);
-        let body = json!({"metadata": {"resourceVersion": resource_version, "labels": {key: value}}});
+        let body =
+            json!({"metadata": {"resourceVersion": resource_version, "labels": {key: value}}});
         api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(body))
             .await
             .map(|obj| obj.metadata.resource_version)
@@ -84,7 +112,8 @@ impl Writer {
                 {"op": "add", "path": "/metadata/finalizers/-", "value": CLAIM_FINALIZER}
             ]),
         };
-        self.json_patch_claim(&ns, &name, ops, "add finalizer to").await
+        self.json_patch_claim(&ns, &name, ops, "add finalizer to")
+            .await
     }
 
     /// Removes the release finalizer, testing that it is still where it was read.
@@ -99,16 +128,28 @@ impl Writer {
             {"op": "test", "path": path, "value": CLAIM_FINALIZER},
             {"op": "remove", "path": path}
         ]);
-        match self.json_patch_claim(&ns, &name, ops, "remove finalizer from").await {
+        match self
+            .json_patch_claim(&ns, &name, ops, "remove finalizer from")
+            .await
+        {
             Err(K8sError::NotFound { .. }) => Ok(()),
             other => other,
         }
     }
 
-    async fn json_patch_claim(&self, ns: &str, name: &str, ops: serde_json::Value, action: &'static str) -> Result<(), K8sError> {
+    async fn json_patch_claim(
+        &self,
+        ns: &str,
+        name: &str,
+        ops: serde_json::Value,
+        action: &'static str,
+    ) -> Result<(), K8sError> {
         let what = format!("AccountClaim {ns}/{name}");
         let patch: json_patch::Patch =
-            serde_json::from_value(ops).map_err(|source| K8sError::Encode { what: what.clone(), source })?;
+            serde_json::from_value(ops).map_err(|source| K8sError::Encode {
+                what: what.clone(),
+                source,
+            })?;
         let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
         api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
             .await
@@ -117,9 +158,20 @@ impl Writer {
     }
 
     /// Publishes an event; failures are logged, never fatal: events are for people.
-    pub async fn event(&self, regarding: &ObjectReference, warning: bool, reason: &str, action: &str, note: String) {
+    pub async fn event(
+        &self,
+        regarding: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
         let ev = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
             reason: reason.into(),
             note: Some(truncate(note, 1024)),
             action: action.into(),

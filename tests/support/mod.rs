@@ -46,7 +46,11 @@ pub fn kubectl_path() -> PathBuf {
     let out = Command::new(repo_root().join("e2e/build-control-plane.sh"))
         .output()
         .expect("run e2e/build-control-plane.sh");
-    assert!(out.status.success(), "build-control-plane failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "build-control-plane failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("kubectl")
 }
 
@@ -59,30 +63,58 @@ pub fn kubectl_stdin(args: &[&str], stdin: Option<&str>) -> (bool, String, Strin
     use std::io::Write;
     let mut cmd = Command::new(kubectl_path());
     cmd.env("KUBECONFIG", kubeconfig()).args(args);
-    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().expect("spawn kubectl");
     if let Some(input) = stdin {
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
     } else {
         drop(child.stdin.take());
     }
     let out = child.wait_with_output().expect("kubectl output");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 /// A client for the test control plane, with the product's and Gardener's CRDs installed.
 pub async fn client() -> Client {
-    let _ = tracing_subscriber::fmt().with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())).with_test_writer().try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
     let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig()).expect("read kubeconfig");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.expect("kubeconfig");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("kubeconfig");
     let client = Client::try_from(config).expect("client");
     CRDS.get_or_init(|| async {
         for dir in ["crds", "e2e/crds"] {
             let path = repo_root().join(dir);
-            let (ok, _, err) = kubectl(&["apply", "--server-side", "--force-conflicts", "-f", path.to_str().expect("path")]);
+            let (ok, _, err) = kubectl(&[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                path.to_str().expect("path"),
+            ]);
             assert!(ok, "installing {dir}: {err}");
         }
-        let (ok, _, err) = kubectl(&["wait", "--for=condition=Established", "crd", "--all", "--timeout=60s"]);
+        let (ok, _, err) = kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ]);
         assert!(ok, "CRDs not established: {err}");
     })
     .await;
@@ -100,7 +132,9 @@ pub async fn namespace(client: &Client, prefix: &str) -> String {
     let name = unique(prefix);
     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let ns = serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
-    api.create(&PostParams::default(), &ns).await.expect("create namespace");
+    api.create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
     name
 }
 
@@ -119,7 +153,13 @@ pub fn bindings_api(client: &Client, ns: &str) -> Api<DynamicObject> {
 }
 
 /// Creates a CredentialsBinding with these labels.
-pub async fn create_binding(client: &Client, ns: &str, name: &str, provider: &str, labels: &[(&str, &str)]) {
+pub async fn create_binding(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    provider: &str,
+    labels: &[(&str, &str)],
+) {
     let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
     let obj: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "security.gardener.cloud/v1alpha1",
@@ -129,12 +169,21 @@ pub async fn create_binding(client: &Client, ns: &str, name: &str, provider: &st
         "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": format!("{name}-secret"), "namespace": ns},
     }))
     .expect("binding");
-    bindings_api(client, ns).create(&PostParams::default(), &obj).await.expect("create binding");
+    bindings_api(client, ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .expect("create binding");
 }
 
 /// Labels of a binding as the API server has them now.
 pub async fn binding_labels(client: &Client, ns: &str, name: &str) -> BTreeMap<String, String> {
-    bindings_api(client, ns).get(name).await.expect("get binding").metadata.labels.unwrap_or_default()
+    bindings_api(client, ns)
+        .get(name)
+        .await
+        .expect("get binding")
+        .metadata
+        .labels
+        .unwrap_or_default()
 }
 
 /// An operator running in this process until the guard is dropped.
@@ -150,7 +199,10 @@ impl Operator {
     }
 
     pub async fn start_with(client: &Client, args: RunArgs) -> Self {
-        let handle = Handle { ready: Default::default(), metrics: Default::default() };
+        let handle = Handle {
+            ready: Default::default(),
+            metrics: Default::default(),
+        };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = {
             let (client, handle) = (client.clone(), handle.clone());
@@ -158,13 +210,21 @@ impl Operator {
                 let stop = async move {
                     let _ = rx.await;
                 };
-                if let Err(e) = hap_operator::controller::run_with(client, args, handle, stop).await {
+                if let Err(e) = hap_operator::controller::run_with(client, args, handle, stop).await
+                {
                     panic!("operator stopped with an error: {e:?}");
                 }
             })
         };
-        let op = Self { handle, stop: Some(tx), task };
-        eventually(Duration::from_secs(30), "operator ready", || async { op.handle.ready.is_ready().then_some(()) }).await;
+        let op = Self {
+            handle,
+            stop: Some(tx),
+            task,
+        };
+        eventually(Duration::from_secs(30), "operator ready", || async {
+            op.handle.ready.is_ready().then_some(())
+        })
+        .await;
         op
     }
 
@@ -174,7 +234,10 @@ impl Operator {
             let _ = tx.send(());
         }
         let task = std::mem::replace(&mut self.task, tokio::spawn(async {}));
-        tokio::time::timeout(Duration::from_secs(30), task).await.expect("operator shut down in time").expect("operator task");
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("operator shut down in time")
+            .expect("operator task");
     }
 }
 
@@ -197,7 +260,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -1,0 +1,73 @@
+//! `hap run`: logging, the Kubernetes client, signal handling, then the operator.
+
+use std::process::ExitCode;
+
+use crate::controller::{self, LogFormat, RunArgs};
+
+/// Runs the operator until SIGTERM/SIGINT; exit code 1 on a fatal error (including a lost
+/// leader lease, so that the pod restarts as a standby).
+pub fn run(args: RunArgs) -> ExitCode {
+    init_tracing(args.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hap run: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async move {
+        let client = match kube::Client::try_default().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build a Kubernetes client (in-cluster config or KUBECONFIG)");
+                return ExitCode::from(1);
+            }
+        };
+        match controller::run(client, args, shutdown_signal()).await {
+            Ok(()) => {
+                tracing::info!("stopped");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                tracing::error!(error = %e, cause = ?std::error::Error::source(&e).map(ToString::to_string), "operator stopped");
+                ExitCode::from(1)
+            }
+        }
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutdown signal received; draining");
+}
+
+fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hap_operator=info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}

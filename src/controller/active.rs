@@ -1,0 +1,171 @@
+//! Which configuration is in force. The HapConfig named by `--config-name` is compiled once per
+//! generation; an invalid generation keeps the last valid one of the same object serving
+//! (last-known-good), and a deleted or recreated object never inherits old rules.
+
+use std::sync::{Arc, Mutex};
+
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::api::{BindingKind, HapConfig, HapConfigSpec};
+use crate::k8s::BindingTarget;
+use crate::rules::{CompiledRules, Diagnostic, Validation};
+
+/// A compiled, valid generation of the config in force.
+#[derive(Debug)]
+pub struct ActiveConfig {
+    pub uid: String,
+    pub generation: i64,
+    pub spec: HapConfigSpec,
+    pub rules: CompiledRules,
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl ActiveConfig {
+    pub fn binding_target(&self) -> BindingTarget {
+        BindingTarget {
+            namespace: self.spec.binding_namespace.clone(),
+            kind: self
+                .spec
+                .binding_kind
+                .unwrap_or(BindingKind::CredentialsBinding),
+        }
+    }
+    pub fn shoot_namespace(&self) -> String {
+        self.spec
+            .shoot_namespace
+            .clone()
+            .unwrap_or_else(|| self.spec.binding_namespace.clone())
+    }
+}
+
+/// What the claim controller can act on.
+#[derive(Clone, Debug)]
+pub enum ConfigState {
+    /// No HapConfig with the configured name.
+    Missing,
+    /// The config exists but no generation of it has ever been valid.
+    Invalid {
+        generation: i64,
+        validation: Arc<Validation>,
+    },
+    /// Rules in force; `current_invalid` carries the errors of a newer, invalid generation.
+    Active {
+        active: Arc<ActiveConfig>,
+        current_invalid: Option<Arc<Validation>>,
+    },
+}
+
+#[derive(Default)]
+struct Memo {
+    valid: Option<Arc<ActiveConfig>>,
+    invalid: Option<(String, i64, Arc<Validation>)>,
+}
+
+/// Resolves and caches the config in force.
+pub struct ConfigResolver {
+    name: String,
+    store: Store<HapConfig>,
+    memo: Mutex<Memo>,
+}
+
+impl ConfigResolver {
+    pub fn new(name: String, store: Store<HapConfig>) -> Self {
+        Self {
+            name,
+            store,
+            memo: Mutex::new(Memo::default()),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The state for the config as the cache shows it now.
+    pub fn resolve(&self) -> ConfigState {
+        match self.store.get(&ObjectRef::new(&self.name)) {
+            Some(cfg) => self.resolve_object(&cfg),
+            None => ConfigState::Missing,
+        }
+    }
+
+    /// The state for one HapConfig object (the one in force).
+    pub fn resolve_object(&self, cfg: &HapConfig) -> ConfigState {
+        let uid = cfg.uid().unwrap_or_default();
+        let generation = cfg.metadata.generation.unwrap_or(0);
+        let Ok(mut memo) = self.memo.lock() else {
+            return ConfigState::Missing;
+        };
+        if memo.valid.as_ref().is_some_and(|v| v.uid != uid) {
+            memo.valid = None;
+        }
+        if let Some(v) = &memo.valid
+            && v.generation == generation
+        {
+            return ConfigState::Active {
+                active: v.clone(),
+                current_invalid: None,
+            };
+        }
+        if let Some((iuid, igen, validation)) = &memo.invalid
+            && *iuid == uid
+            && *igen == generation
+        {
+            return invalid_state(&memo, generation, validation.clone());
+        }
+        match CompiledRules::from_spec(&cfg.spec) {
+            Ok((rules, warnings)) => {
+                let active = Arc::new(ActiveConfig {
+                    uid,
+                    generation,
+                    spec: cfg.spec.clone(),
+                    rules,
+                    warnings,
+                });
+                memo.valid = Some(active.clone());
+                memo.invalid = None;
+                ConfigState::Active {
+                    active,
+                    current_invalid: None,
+                }
+            }
+            Err(validation) => {
+                if memo.valid.is_none() {
+                    memo.valid = recover_from_status(cfg, &uid);
+                }
+                let validation = Arc::new(validation);
+                memo.invalid = Some((uid, generation, validation.clone()));
+                invalid_state(&memo, generation, validation)
+            }
+        }
+    }
+}
+
+/// After a restart the memo is empty; the status remembers which spec was last valid.
+fn recover_from_status(cfg: &HapConfig, uid: &str) -> Option<Arc<ActiveConfig>> {
+    let status = cfg.status.as_ref()?;
+    let spec = status.active_spec.as_deref()?;
+    let generation = status.active_generation?;
+    let (rules, warnings) = CompiledRules::from_spec(spec).ok()?;
+    Some(Arc::new(ActiveConfig {
+        uid: uid.to_string(),
+        generation,
+        spec: spec.clone(),
+        rules,
+        warnings,
+    }))
+}
+
+fn invalid_state(memo: &Memo, generation: i64, validation: Arc<Validation>) -> ConfigState {
+    match &memo.valid {
+        Some(active) => ConfigState::Active {
+            active: active.clone(),
+            current_invalid: Some(validation),
+        },
+        None => ConfigState::Invalid {
+            generation,
+            validation,
+        },
+    }
+}

@@ -1,0 +1,82 @@
+//! Settings of `hap run`, from flags or environment.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{ArgAction, ValueEnum};
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `hap run` settings.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Name of the HapConfig in force; any other HapConfig reports Ready=False, reason Ignored.
+    #[arg(long, env = "HAP_CONFIG_NAME", default_value = "default")]
+    pub config_name: String,
+    /// Address of /livez, /readyz and /metrics.
+    #[arg(long, env = "HAP_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: SocketAddr,
+    /// Elect a leader through a Lease so that several replicas can run; only the leader writes.
+    #[arg(long, env = "HAP_LEADER_ELECT", default_value_t = true, action = ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Name of the leader Lease.
+    #[arg(long, env = "HAP_LEASE_NAME", default_value = "hap-operator")]
+    pub lease_name: String,
+    /// Namespace of the leader Lease (the operator's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "hap-system")]
+    pub lease_namespace: String,
+    /// Identity in the Lease and in events; defaults to the pod name or the host name.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Seconds a leader lease lasts without renewal.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration_seconds: u64,
+    /// Log format.
+    #[arg(long, env = "HAP_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Every object is reconciled again after this long, as a safety net.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub resync: Duration,
+    /// How often a claim waiting for a binding (pool exhausted) is retried, besides on pool changes.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub pending_retry: Duration,
+    /// AccountClaims reconciled at once.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: u16,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    crate::duration::parse(s).map_err(|e| e.to_string())
+}
+
+impl RunArgs {
+    /// Settings for running the operator in-process (tests, demos): no leader election, an
+    /// ephemeral HTTP port.
+    pub fn for_config(config_name: &str) -> Self {
+        Self {
+            config_name: config_name.to_string(),
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            leader_elect: false,
+            lease_name: "hap-operator".into(),
+            lease_namespace: "default".into(),
+            identity: None,
+            lease_duration_seconds: 15,
+            log_format: LogFormat::Text,
+            resync: Duration::from_secs(300),
+            pending_retry: Duration::from_secs(30),
+            concurrency: 16,
+        }
+    }
+
+    pub fn identity(&self) -> String {
+        self.identity
+            .clone()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| format!("hap-operator-{}", std::process::id()))
+    }
+}

@@ -1,0 +1,561 @@
+//! Reconcile of AccountClaim: keep bound claims where they are (apply-once), otherwise evaluate
+//! the rules, choose a binding over the cached inventory seen through the in-flight writes,
+//! claim it with a compare-and-swap, and record the result in status. On deletion, release.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+
+use super::active::{ActiveConfig, ConfigState};
+use super::snapshot::claim_view;
+use super::{Context, claim_key, resync};
+use crate::api::{AccountClaim, CLAIM_FINALIZER, MatchedRule, ReleaseMode};
+use crate::k8s::K8sError;
+use crate::metrics::{ControllerLabels, OutcomeLabels};
+use crate::pools::ClaimView;
+use crate::release::{Release, decide_release};
+use crate::rules::{EvalError, Request as RuleRequest};
+use crate::selection::{Choice, MultiAccountPolicy, Request, select};
+use crate::status::{
+    BoundTo, ClaimOutcome, PendingReason, bound_from_status, claim_status_changed,
+    desired_claim_status,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error("claim {claim}: {step}")]
+    K8s {
+        claim: String,
+        step: &'static str,
+        #[source]
+        source: K8sError,
+    },
+}
+
+impl ClaimError {
+    fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            ClaimError::K8s {
+                source: K8sError::Conflict { .. },
+                ..
+            }
+        )
+    }
+}
+
+fn k8s(claim: &str, step: &'static str) -> impl FnOnce(K8sError) -> ClaimError {
+    let claim = claim.to_string();
+    move |source| ClaimError::K8s {
+        claim,
+        step,
+        source,
+    }
+}
+
+pub async fn reconcile(claim: Arc<AccountClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
+    let started = Instant::now();
+    let result = reconcile_inner(&claim, &ctx).await;
+    ctx.metrics
+        .reconcile_seconds
+        .get_or_create(&ControllerLabels {
+            controller: "accountclaim".into(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    if result.is_ok() {
+        ctx.backoff.reset(&claim_key(&claim));
+    }
+    result
+}
+
+async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, ClaimError> {
+    let key = claim_key(claim);
+    if claim.metadata.deletion_timestamp.is_some() {
+        return release(claim, ctx, &key).await;
+    }
+    if !claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER) {
+        ctx.writer
+            .add_claim_finalizer(claim)
+            .await
+            .map_err(k8s(&key, "adding the release finalizer"))?;
+        // The update event brings the claim back with the finalizer in place.
+        return Ok(Action::await_change());
+    }
+    let active = match ctx.resolver.resolve() {
+        ConfigState::Missing => {
+            let cause = format!(
+                "no HapConfig named `{}` exists; the claim waits for one",
+                ctx.resolver.name()
+            );
+            return pending(claim, ctx, PendingReason::ConfigMissing, cause, None).await;
+        }
+        ConfigState::Invalid {
+            generation,
+            validation,
+        } => {
+            let cause = format!(
+                "HapConfig `{}` generation {generation} is invalid and no earlier generation was valid: {}",
+                ctx.resolver.name(),
+                validation.summary().replace('\n', "; ")
+            );
+            return pending(claim, ctx, PendingReason::ConfigInvalid, cause, None).await;
+        }
+        ConfigState::Active { active, .. } => active,
+    };
+    ctx.caches.bindings.retarget(&active.binding_target());
+    ctx.caches.shoots.retarget(&active.shoot_namespace());
+    if !(ctx.caches.bindings.is_ready() && ctx.caches.shoots.is_ready()) {
+        // Never decide on a cache that has not listed everything once.
+        return Ok(Action::requeue(Duration::from_millis(300)));
+    }
+    let view = claim_view(claim);
+    let inv = ctx.snapshot.get(&ctx.caches, active.rules.label_keys());
+    let now = Instant::now();
+
+    // Step 1 of DESIGN §4: a bound claim never moves; a vanished binding is reported, not replaced.
+    if let Some(bound) = claim.status.as_ref().and_then(bound_from_status) {
+        let check = {
+            let inflight = lock(ctx);
+            crate::selection::check_bound(&inv, &inflight, &view, now)
+        };
+        return match check {
+            Some(Choice::Lost { message, .. }) => lost(claim, ctx, message).await,
+            _ => write_outcome(claim, ctx, &ClaimOutcome::Bound(bound))
+                .await
+                .map(|_| resync(ctx)),
+        };
+    }
+
+    let req = RuleRequest {
+        plan: &claim.spec.plan,
+        platform_region: claim.spec.platform_region.as_deref(),
+        cluster_region: claim.spec.cluster_region.as_deref(),
+        provider: claim.spec.provider.as_deref(),
+    };
+    let outcome = match active.rules.evaluate(&req) {
+        Ok(o) => o,
+        Err(e) => return pending(claim, ctx, eval_reason(&e), e.to_string(), None).await,
+    };
+    let pool = outcome.pool();
+    let matched = MatchedRule {
+        index: i32::try_from(outcome.index).unwrap_or(i32::MAX),
+        entry: outcome.entry.clone(),
+    };
+    let policy = MultiAccountPolicy::from_spec(active.spec.multi_hyperscaler_account.as_ref());
+    let choice = {
+        let mut inflight = lock(ctx);
+        inflight.observe(&inv, now);
+        let request = Request {
+            claim: &view,
+            pool: &pool,
+            provider_type: &outcome.provider_type,
+        };
+        let choice = select(&inv, &inflight, &request, &policy, &BTreeSet::new(), now);
+        // Recorded under the same lock as the decision, so a sibling claim decided right after
+        // sees this one even though nothing has been written yet.
+        inflight.record(&view, &pool, &choice, now);
+        choice
+    };
+    let bound_to = |binding: String, decision| BoundTo {
+        binding,
+        namespace: active.spec.binding_namespace.clone(),
+        pool: pool.clone(),
+        matched_rule: matched.clone(),
+        decision,
+    };
+    match choice {
+        Choice::Use { binding, decision } => {
+            bind(claim, ctx, &view, bound_to(binding, decision.into())).await
+        }
+        Choice::Claim {
+            binding,
+            expected_resource_version,
+        } => {
+            claim_binding(
+                claim,
+                ctx,
+                &active,
+                &view,
+                &binding,
+                expected_resource_version.as_deref(),
+            )
+            .await?;
+            bind(
+                claim,
+                ctx,
+                &view,
+                bound_to(binding, crate::api::Decision::Claimed),
+            )
+            .await
+        }
+        Choice::Wait { binding } => {
+            let cause = format!(
+                "another claim of {} is claiming binding {binding} in this pool; retrying",
+                view.global_account
+            );
+            pending(
+                claim,
+                ctx,
+                PendingReason::Progressing,
+                cause,
+                Some((matched, pool)),
+            )
+            .await?;
+            Ok(Action::requeue(Duration::from_millis(200)))
+        }
+        Choice::Exhausted { message, .. } => {
+            let was_exhausted =
+                pending_reason(claim) == Some(PendingReason::PoolExhausted.as_str());
+            if !was_exhausted {
+                ctx.writer
+                    .event(
+                        &claim.object_ref(&()),
+                        true,
+                        "PoolExhausted",
+                        "Select",
+                        message.clone(),
+                    )
+                    .await;
+            }
+            count(ctx, "PoolExhausted");
+            pending(
+                claim,
+                ctx,
+                PendingReason::PoolExhausted,
+                message,
+                Some((matched, pool)),
+            )
+            .await?;
+            Ok(Action::requeue(ctx.args.pending_retry))
+        }
+        Choice::Bound { .. } | Choice::Lost { .. } => {
+            // Only returned for claims whose status says Bound, handled above; re-evaluate.
+            Ok(Action::requeue(Duration::from_millis(200)))
+        }
+    }
+}
+
+/// Writes `tenantName=<global account>` with the resourceVersion precondition.
+async fn claim_binding(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+    binding: &str,
+    expected: Option<&str>,
+) -> Result<(), ClaimError> {
+    let key = claim_key(claim);
+    let tenant_key = &active.rules.label_keys().tenant_name;
+    let Some(rv) = expected else {
+        lock(ctx).claim_failed(binding);
+        return Err(ClaimError::K8s {
+            claim: key,
+            step: "claiming a binding",
+            source: K8sError::Conflict {
+                what: format!("binding {binding} has no resourceVersion in the cache"),
+            },
+        });
+    };
+    let target = active.binding_target();
+    let result = ctx
+        .writer
+        .set_binding_label_cas(
+            target.kind,
+            &target.namespace,
+            binding,
+            rv,
+            tenant_key,
+            &view.global_account,
+        )
+        .await;
+    match result {
+        Ok(_) => {
+            lock(ctx).claim_written(binding, Instant::now());
+            let note = format!(
+                "claimed binding {}/{binding} for global account {}",
+                target.namespace, view.global_account
+            );
+            ctx.writer
+                .event(&claim.object_ref(&()), false, "Claimed", "Claim", note)
+                .await;
+            Ok(())
+        }
+        Err(e) => {
+            lock(ctx).claim_failed(binding);
+            lock(ctx).assignment_failed(&view.uid);
+            Err(k8s(&key, "claiming a binding")(e))
+        }
+    }
+}
+
+/// Records the binding in the claim's status.
+async fn bind(
+    claim: &AccountClaim,
+    ctx: &Context,
+    view: &ClaimView,
+    to: BoundTo,
+) -> Result<Action, ClaimError> {
+    let decision = to.decision;
+    let binding = to.binding.clone();
+    match write_outcome(claim, ctx, &ClaimOutcome::Bound(to)).await {
+        Ok(()) => {
+            lock(ctx).assignment_written(&view.uid, Instant::now());
+            count(ctx, &format!("{decision:?}"));
+            if decision != crate::api::Decision::Claimed {
+                let note = format!("bound to binding {binding} ({decision:?})");
+                ctx.writer
+                    .event(
+                        &claim.object_ref(&()),
+                        false,
+                        &format!("{decision:?}"),
+                        "Bind",
+                        note,
+                    )
+                    .await;
+            }
+            Ok(resync(ctx))
+        }
+        Err(e) => {
+            lock(ctx).assignment_failed(&view.uid);
+            Err(e)
+        }
+    }
+}
+
+async fn pending(
+    claim: &AccountClaim,
+    ctx: &Context,
+    reason: PendingReason,
+    cause: String,
+    matched: Option<(MatchedRule, crate::labels::PoolKey)>,
+) -> Result<Action, ClaimError> {
+    if reason.is_terminal() && pending_reason(claim) != Some(reason.as_str()) {
+        ctx.writer
+            .event(
+                &claim.object_ref(&()),
+                true,
+                reason.as_str(),
+                "Evaluate",
+                cause.clone(),
+            )
+            .await;
+        count(ctx, reason.as_str());
+    }
+    write_outcome(
+        claim,
+        ctx,
+        &ClaimOutcome::Pending {
+            reason,
+            cause,
+            matched,
+        },
+    )
+    .await?;
+    // Config changes and inventory changes re-trigger pending claims; this is the safety net.
+    Ok(Action::requeue(ctx.args.pending_retry))
+}
+
+async fn lost(claim: &AccountClaim, ctx: &Context, cause: String) -> Result<Action, ClaimError> {
+    if claim.status.as_ref().and_then(|s| s.phase) != Some(crate::api::ClaimPhase::Failed) {
+        ctx.writer
+            .event(
+                &claim.object_ref(&()),
+                true,
+                "BindingLost",
+                "Verify",
+                cause.clone(),
+            )
+            .await;
+        count(ctx, "BindingLost");
+    }
+    write_outcome(claim, ctx, &ClaimOutcome::Lost { cause }).await?;
+    Ok(resync(ctx))
+}
+
+async fn write_outcome(
+    claim: &AccountClaim,
+    ctx: &Context,
+    outcome: &ClaimOutcome,
+) -> Result<(), ClaimError> {
+    let now = Time(Timestamp::now());
+    let desired = desired_claim_status(
+        claim.status.as_ref(),
+        &claim.spec,
+        claim.metadata.generation,
+        outcome,
+        &now,
+    );
+    if !claim_status_changed(claim.status.as_ref(), &desired) {
+        return Ok(());
+    }
+    let key = claim_key(claim);
+    ctx.writer
+        .apply_claim_status(
+            &claim.namespace().unwrap_or_default(),
+            &claim.name_any(),
+            &desired,
+        )
+        .await
+        .map_err(k8s(&key, "writing status"))
+}
+
+/// Deletion: release the binding when no other cluster of the tenant uses it, then let go.
+async fn release(claim: &AccountClaim, ctx: &Context, key: &str) -> Result<Action, ClaimError> {
+    if !claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER) {
+        return Ok(Action::await_change());
+    }
+    let active = match ctx.resolver.resolve() {
+        ConfigState::Active { active, .. } => active,
+        _ => {
+            // Without a config the operator cannot know the pool's labels: let the claim go and
+            // say so; the next refresh reports the binding as an orphan if it stays claimed.
+            let note = "released without marking the binding dirty: no valid HapConfig is in force"
+                .to_string();
+            ctx.writer
+                .event(
+                    &claim.object_ref(&()),
+                    true,
+                    "ReleaseSkipped",
+                    "Release",
+                    note,
+                )
+                .await;
+            ctx.writer
+                .remove_claim_finalizer(claim)
+                .await
+                .map_err(k8s(key, "removing the finalizer"))?;
+            return Ok(Action::await_change());
+        }
+    };
+    ctx.caches.bindings.retarget(&active.binding_target());
+    ctx.caches.shoots.retarget(&active.shoot_namespace());
+    if !(ctx.caches.bindings.is_ready() && ctx.caches.shoots.is_ready()) {
+        return Ok(Action::requeue(Duration::from_millis(300)));
+    }
+    let inv = ctx.snapshot.get(&ctx.caches, active.rules.label_keys());
+    let view = claim_view(claim);
+    let mode = active
+        .spec
+        .release
+        .as_ref()
+        .map(|r| r.mode)
+        .unwrap_or(ReleaseMode::MarkDirty);
+    let decision = {
+        let mut inflight = lock(ctx);
+        inflight.observe(&inv, Instant::now());
+        decide_release(&view, &inv, &inflight, mode, Instant::now())
+    };
+    match decision {
+        Release::Keep(_) => {}
+        Release::WaitForShoot { shoot } => {
+            tracing::debug!(
+                claim = key,
+                shoot,
+                "release waits for the Shoot to be deleted"
+            );
+            return Ok(Action::requeue(Duration::from_secs(5)));
+        }
+        Release::MarkDirty {
+            binding,
+            expected_resource_version,
+        } => {
+            let Some(rv) = expected_resource_version else {
+                return Ok(Action::requeue(Duration::from_millis(300)));
+            };
+            let target = active.binding_target();
+            lock(ctx).release_started(&binding, Some(rv.clone()), Instant::now());
+            let dirty_key = &active.rules.label_keys().dirty;
+            match ctx
+                .writer
+                .set_binding_label_cas(
+                    target.kind,
+                    &target.namespace,
+                    &binding,
+                    &rv,
+                    dirty_key,
+                    "true",
+                )
+                .await
+            {
+                Ok(_) => {
+                    lock(ctx).release_written(&binding, Instant::now());
+                    let note = format!(
+                        "released binding {}/{binding}: marked {dirty_key}=true for the cleanup job",
+                        target.namespace
+                    );
+                    ctx.writer
+                        .event(&claim.object_ref(&()), false, "Released", "Release", note)
+                        .await;
+                    count(ctx, "Released");
+                }
+                Err(e) => {
+                    lock(ctx).release_failed(&binding);
+                    return Err(k8s(key, "marking the binding dirty")(e));
+                }
+            }
+        }
+    }
+    ctx.writer
+        .remove_claim_finalizer(claim)
+        .await
+        .map_err(k8s(key, "removing the finalizer"))?;
+    Ok(Action::await_change())
+}
+
+fn eval_reason(e: &EvalError) -> PendingReason {
+    match e {
+        EvalError::NoMatchingRule { .. } => PendingReason::NoMatchingRule,
+        EvalError::AmbiguousMatch { .. } => PendingReason::AmbiguousMatch,
+        EvalError::UnknownPlan { .. } => PendingReason::UnknownPlan,
+        EvalError::MissingProvider { .. } => PendingReason::MissingProvider,
+        EvalError::InvalidConfig { .. } => PendingReason::ConfigInvalid,
+    }
+}
+
+fn pending_reason(claim: &AccountClaim) -> Option<&str> {
+    claim
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::api::conditions::types::READY)
+        .map(|c| c.reason.as_str())
+}
+
+fn lock(ctx: &Context) -> std::sync::MutexGuard<'_, crate::selection::InFlight> {
+    // A poisoned lock means a panic elsewhere; the data is still the best knowledge we have.
+    ctx.inflight.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn count(ctx: &Context, outcome: &str) {
+    ctx.metrics
+        .claim_outcomes
+        .get_or_create(&OutcomeLabels {
+            outcome: outcome.to_string(),
+        })
+        .inc();
+}
+
+pub fn error_policy(claim: Arc<AccountClaim>, err: &ClaimError, ctx: Arc<Context>) -> Action {
+    let key = claim_key(&claim);
+    let kind = match err {
+        ClaimError::K8s { source, .. } => source.kind(),
+    };
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&OutcomeLabels {
+            outcome: kind.into(),
+        })
+        .inc();
+    if err.is_conflict() {
+        tracing::debug!(claim = key, error = %err, "lost a compare-and-swap; deciding again");
+        return Action::requeue(ctx.backoff.conflict());
+    }
+    tracing::warn!(claim = key, error = %err, source = ?std::error::Error::source(err), "AccountClaim reconcile failed");
+    Action::requeue(ctx.backoff.next(&key))
+}

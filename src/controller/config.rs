@@ -1,0 +1,353 @@
+//! Reconcile of HapConfig: decide which generation is in force, point the binding and Shoot
+//! watches at it, compute pool figures and orphans, run the internal-state refresh cycle, and
+//! apply the status.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+
+use super::Context;
+use super::active::{ActiveConfig, ConfigState};
+use crate::api::{HapConfig, PoolFigures, RuleStatus};
+use crate::k8s::K8sError;
+use crate::labels::PoolKey;
+use crate::pools::Inventory;
+use crate::status::{ConfigInputs, MissingPool, config_status_changed, desired_config_status};
+
+/// When the internal state was last rebuilt, per config object.
+#[derive(Default)]
+pub struct RefreshClock {
+    last: Option<(String, Instant, Timestamp)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("writing the status of HapConfig {name}")]
+    Write {
+        name: String,
+        #[source]
+        source: K8sError,
+    },
+}
+
+pub async fn reconcile(cfg: Arc<HapConfig>, ctx: Arc<Context>) -> Result<Action, ConfigError> {
+    let started = Instant::now();
+    let name = cfg.name_any();
+    let now = Time(Timestamp::now());
+    let result = if name != ctx.args.config_name {
+        let input = ConfigInputs {
+            generation: cfg.metadata.generation,
+            ignored_in_favour_of: Some(ctx.args.config_name.clone()),
+            ..Default::default()
+        };
+        write(
+            &ctx,
+            &cfg,
+            desired_config_status(cfg.status.as_ref(), &input, &now),
+        )
+        .await
+        .map(|_| Action::await_change())
+    } else {
+        reconcile_in_force(&cfg, &ctx, &now).await
+    };
+    ctx.metrics
+        .reconcile_seconds
+        .get_or_create(&crate::metrics::ControllerLabels {
+            controller: "hapconfig".into(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+async fn reconcile_in_force(
+    cfg: &HapConfig,
+    ctx: &Context,
+    now: &Time,
+) -> Result<Action, ConfigError> {
+    let generation = cfg.metadata.generation;
+    let state = ctx.resolver.resolve_object(cfg);
+    let mut input = ConfigInputs {
+        generation,
+        ..Default::default()
+    };
+    let active = match &state {
+        ConfigState::Missing => return Ok(Action::await_change()),
+        ConfigState::Invalid { validation, .. } => {
+            input.errors = validation.errors.iter().map(ToString::to_string).collect();
+            input.warnings = validation
+                .warnings
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            None
+        }
+        ConfigState::Active {
+            active,
+            current_invalid,
+        } => {
+            if let Some(v) = current_invalid {
+                input.errors = v.errors.iter().map(ToString::to_string).collect();
+                input.warnings = v.warnings.iter().map(ToString::to_string).collect();
+            } else {
+                input.warnings = active.warnings.iter().map(ToString::to_string).collect();
+            }
+            input.active_generation = Some(active.generation);
+            input.active_spec = Some(Box::new(active.spec.clone()));
+            Some(active.clone())
+        }
+    };
+    if !input.errors.is_empty() && was_valid_before(cfg) {
+        let note = format!(
+            "generation {} is invalid: {}",
+            generation.unwrap_or(0),
+            input.errors.join("; ")
+        );
+        ctx.writer
+            .event(
+                &cfg.object_ref(&()),
+                true,
+                "ConfigInvalid",
+                "Validate",
+                note,
+            )
+            .await;
+    }
+    let mut requeue = ctx.args.resync;
+    if let Some(active) = &active {
+        ctx.caches.bindings.retarget(&active.binding_target());
+        ctx.caches.shoots.retarget(&active.shoot_namespace());
+        if !(ctx.caches.bindings.is_ready() && ctx.caches.shoots.is_ready()) {
+            input.progressing = Some("listing bindings and Shoots".into());
+            requeue = Duration::from_millis(500);
+        } else {
+            if let Some(next) = refresh_if_due(cfg, active, ctx).await {
+                requeue = requeue.min(next);
+            }
+            let inv = ctx.snapshot.get(&ctx.caches, active.rules.label_keys());
+            fill_pools(&mut input, active, &inv, ctx);
+            export_metrics(ctx, &inv);
+        }
+        input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {
+            c.last
+                .as_ref()
+                .filter(|(uid, _, _)| *uid == active.uid)
+                .map(|(_, _, t)| Time(*t))
+        });
+    }
+    let desired = desired_config_status(cfg.status.as_ref(), &input, now);
+    write(ctx, cfg, desired).await?;
+    Ok(Action::requeue(requeue))
+}
+
+fn was_valid_before(cfg: &HapConfig) -> bool {
+    cfg.status
+        .as_ref()
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == crate::api::conditions::types::RULES_VALID)
+        })
+        .is_some_and(|c| c.status == "True")
+}
+
+async fn write(
+    ctx: &Context,
+    cfg: &HapConfig,
+    desired: crate::api::HapConfigStatus,
+) -> Result<(), ConfigError> {
+    if !config_status_changed(cfg.status.as_ref(), &desired) {
+        return Ok(());
+    }
+    let name = cfg.name_any();
+    ctx.writer
+        .apply_config_status(&name, &desired)
+        .await
+        .map_err(|source| ConfigError::Write { name, source })
+}
+
+/// Per-rule pool figures, missing pools and orphans.
+fn fill_pools(input: &mut ConfigInputs, active: &ActiveConfig, inv: &Inventory, ctx: &Context) {
+    let label_sets: Vec<_> = inv.bindings().map(|b| b.view.labels.clone()).collect();
+    input.missing_pools = active
+        .rules
+        .missing_pools(label_sets.iter())
+        .into_iter()
+        .map(|d| MissingPool {
+            index: d.index.and_then(|i| i32::try_from(i).ok()).unwrap_or(0),
+            entry: d.entry.clone().unwrap_or_default(),
+            selector: d.message.clone(),
+        })
+        .collect();
+    input.rules = active
+        .rules
+        .entries()
+        .iter()
+        .map(|e| {
+            let pools: Vec<PoolFigures> = inv
+                .pools()
+                .filter(|(key, _)| entry_reaches(e, key))
+                .map(|(key, _)| inv.figures(key))
+                .collect();
+            RuleStatus {
+                index: i32::try_from(e.index).unwrap_or(i32::MAX),
+                entry: e.entry.clone(),
+                hyperscaler_type: e.hyperscaler_type.clone(),
+                eu_access: e.eu_access.clone(),
+                shared: e.shared,
+                pools,
+            }
+        })
+        .collect();
+    let in_flight = ctx
+        .inflight
+        .lock()
+        .map(|f| f.bindings_in_use(Instant::now()))
+        .unwrap_or_default();
+    input.orphans = inv.orphans(&in_flight);
+}
+
+fn entry_reaches(e: &crate::rules::EntryInfo, key: &PoolKey) -> bool {
+    let eu_ok = match e.eu_access.as_str() {
+        "true" => key.eu_access,
+        "false" => !key.eu_access,
+        _ => true,
+    };
+    eu_ok && key.shared == e.shared && e.matches_type(&key.hyperscaler_type)
+}
+
+fn export_metrics(ctx: &Context, inv: &Inventory) {
+    use crate::metrics::{BindingLabels, TenantLabels, TypeLabels};
+    let m = &ctx.metrics;
+    m.available_bindings.clear();
+    m.claimed_bindings.clear();
+    m.dirty_bindings.clear();
+    m.shared_bindings.clear();
+    m.shoots_per_binding.clear();
+    m.bindings_per_global_account.clear();
+    for f in inv.all_figures() {
+        let l = TypeLabels {
+            hyperscaler_type: f.hyperscaler_type.clone(),
+        };
+        m.available_bindings
+            .get_or_create(&l)
+            .inc_by(i64::from(f.free));
+        m.claimed_bindings
+            .get_or_create(&l)
+            .inc_by(i64::from(f.claimed));
+        m.dirty_bindings
+            .get_or_create(&l)
+            .inc_by(i64::from(f.dirty));
+        m.shared_bindings
+            .get_or_create(&l)
+            .inc_by(i64::from(f.shared));
+    }
+    for b in inv.bindings() {
+        let n = inv.clusters_on(&b.view.name).len();
+        m.shoots_per_binding
+            .get_or_create(&BindingLabels {
+                credentials_binding: b.view.name.clone(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+        if let Some(t) = b.view.labels.get(&inv.keys().tenant_name) {
+            m.bindings_per_global_account
+                .get_or_create(&TenantLabels {
+                    global_account: t.clone(),
+                })
+                .inc();
+        }
+    }
+}
+
+/// Runs the internal-state refresh when its cycle has elapsed (seed 003): drop the caches and
+/// the index, list again, forget settled in-flight records, and reconcile every claim. Returns
+/// the time until the next refresh.
+async fn refresh_if_due(cfg: &HapConfig, active: &ActiveConfig, ctx: &Context) -> Option<Duration> {
+    let cycle = active
+        .spec
+        .internal_state_refresh_cycle_duration
+        .as_deref()
+        .and_then(|d| crate::duration::parse(d).ok())
+        .filter(|d| !d.is_zero())?;
+    let due = {
+        let mut clock = ctx.refresh.lock().ok()?;
+        match &clock.last {
+            Some((uid, at, _)) if *uid == active.uid && at.elapsed() < cycle => {
+                return Some(cycle - at.elapsed());
+            }
+            Some((uid, _, _)) if *uid == active.uid => true,
+            // The first sight of this config starts the clock: the caches were just listed.
+            _ => {
+                clock.last = Some((active.uid.clone(), Instant::now(), Timestamp::now()));
+                false
+            }
+        }
+    };
+    if due {
+        refresh(cfg, active, ctx).await;
+    }
+    Some(cycle)
+}
+
+async fn refresh(cfg: &HapConfig, active: &ActiveConfig, ctx: &Context) {
+    let started = Instant::now();
+    tracing::info!(config = %cfg.name_any(), "refreshing internal state from the cluster");
+    ctx.caches.bindings.restart();
+    ctx.caches.shoots.restart();
+    ctx.caches.bindings.wait_ready().await;
+    ctx.caches.shoots.wait_ready().await;
+    ctx.snapshot.clear();
+    if let Ok(mut inflight) = ctx.inflight.lock() {
+        inflight.forget_written_before(started);
+    }
+    if let Ok(mut clock) = ctx.refresh.lock() {
+        clock.last = Some((active.uid.clone(), Instant::now(), Timestamp::now()));
+    }
+    let inv = ctx.snapshot.get(&ctx.caches, active.rules.label_keys());
+    let orphans = inv.orphans(&Default::default());
+    for claim in ctx.caches.claims.state() {
+        let _ = ctx
+            .claim_kick
+            .unbounded_send(ObjectRef::from_obj(claim.as_ref()));
+    }
+    if !orphans.is_empty() {
+        let list: Vec<String> = orphans
+            .iter()
+            .map(|o| format!("{} ({}={})", o.binding, inv.keys().tenant_name, o.tenant))
+            .collect();
+        let note = format!(
+            "refresh found {} binding(s) labelled for a tenant that no claim or Shoot uses: {}",
+            orphans.len(),
+            list.join(", ")
+        );
+        ctx.writer
+            .event(
+                &cfg.object_ref(&()),
+                true,
+                "OrphanBindings",
+                "Refresh",
+                note,
+            )
+            .await;
+    }
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        orphans = orphans.len(),
+        "internal state refreshed"
+    );
+}
+
+pub fn error_policy(cfg: Arc<HapConfig>, err: &ConfigError, ctx: Arc<Context>) -> Action {
+    tracing::warn!(config = %cfg.name_any(), error = %err, source = ?std::error::Error::source(err), "HapConfig reconcile failed");
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&crate::metrics::OutcomeLabels {
+            outcome: "hapconfig".into(),
+        })
+        .inc();
+    Action::requeue(ctx.backoff.next(&format!("hapconfig/{}", cfg.name_any())))
+}

@@ -1,0 +1,308 @@
+//! Wiring: watch caches, leader election, the HapConfig and AccountClaim controllers, the
+//! triggers that re-evaluate pending claims when the inventory moves, HTTP and shutdown.
+//! Decisions are made by the pure modules; this module only feeds them and writes results.
+
+pub mod active;
+pub mod args;
+pub mod backoff;
+mod claim;
+mod config;
+mod leader;
+mod snapshot;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::Controller;
+use kube::runtime::controller::{self as kcontroller, Action};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::{Api, Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+pub use args::{LogFormat, RunArgs};
+
+use crate::api::{AccountClaim, ClaimPhase, HapConfig};
+use crate::http::Readiness;
+use crate::k8s::caches::{binding_api, controller_stream, shoot_api};
+use crate::k8s::{Caches, ChangeFeed, Retargetable, Writer};
+use crate::metrics::{Metrics, SharedMetrics};
+use crate::selection::InFlight;
+use active::ConfigResolver;
+use backoff::Backoff;
+
+/// Why the operator stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot serve HTTP on {addr}")]
+    Http {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("leader election failed")]
+    Lease(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("lost the leader lease; stopping so that another replica takes over")]
+    LostLeadership,
+    #[error("the {0} CRD is not installed or not readable: install crds/ first")]
+    CrdMissing(&'static str, #[source] kube::Error),
+}
+
+/// Shared state of one operator process.
+pub struct Context {
+    pub args: RunArgs,
+    pub writer: Writer,
+    pub caches: Caches,
+    pub resolver: ConfigResolver,
+    pub inflight: Mutex<InFlight>,
+    pub metrics: SharedMetrics,
+    pub backoff: Backoff,
+    pub snapshot: snapshot::SnapshotCache,
+    /// Claims to reconcile now (all claims after a refresh).
+    pub claim_kick: futures::channel::mpsc::UnboundedSender<ObjectRef<AccountClaim>>,
+    pub refresh: Mutex<config::RefreshClock>,
+}
+
+/// A handle on a running operator: its readiness and metrics (for tests and the HTTP server).
+#[derive(Clone)]
+pub struct Handle {
+    pub ready: Readiness,
+    pub metrics: SharedMetrics,
+}
+
+/// Runs the operator until `shutdown` resolves, leadership is lost, or a fatal error occurs.
+pub async fn run(
+    client: Client,
+    args: RunArgs,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    let handle = Handle {
+        ready: Readiness::default(),
+        metrics: Arc::new(Metrics::new()),
+    };
+    run_with(client, args, handle, shutdown).await
+}
+
+/// As [`run`], reporting readiness and metrics through `handle`.
+pub async fn run_with(
+    client: Client,
+    args: RunArgs,
+    handle: Handle,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    let stop = CancellationToken::new();
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            stop.cancel();
+        });
+    }
+    let listener = tokio::net::TcpListener::bind(args.http_addr)
+        .await
+        .map_err(|source| RunError::Http {
+            addr: args.http_addr,
+            source,
+        })?;
+    {
+        let (ready, metrics, stop) = (handle.ready.clone(), handle.metrics.clone(), stop.clone());
+        tokio::spawn(async move {
+            if let Err(e) =
+                crate::http::serve_on(
+                    listener,
+                    ready,
+                    metrics,
+                    async move { stop.cancelled().await },
+                )
+                .await
+            {
+                tracing::error!(error = %e, "HTTP server stopped");
+            }
+        });
+    }
+    preflight(&client).await?;
+
+    let lost = CancellationToken::new();
+    if args.leader_elect {
+        // A standby is healthy: it is ready to take over, so it reports ready.
+        handle.ready.set_ready();
+        if !leader::acquire(&client, &args, &handle.metrics, stop.clone(), lost.clone()).await? {
+            return Ok(());
+        }
+    }
+    let result = run_controllers(client, args, handle, stop.clone(), lost.clone()).await;
+    stop.cancel();
+    if lost.is_cancelled() && !result.is_err() {
+        return Err(RunError::LostLeadership);
+    }
+    result
+}
+
+/// Fails early, with a hint, when the CRDs are missing.
+async fn preflight(client: &Client) -> Result<(), RunError> {
+    let lp = kube::api::ListParams::default().limit(1);
+    Api::<HapConfig>::all(client.clone())
+        .list_metadata(&lp)
+        .await
+        .map_err(|e| RunError::CrdMissing("HapConfig", e))?;
+    Api::<AccountClaim>::all(client.clone())
+        .list_metadata(&lp)
+        .await
+        .map_err(|e| RunError::CrdMissing("AccountClaim", e))?;
+    Ok(())
+}
+
+async fn run_controllers(
+    client: Client,
+    args: RunArgs,
+    handle: Handle,
+    stop: CancellationToken,
+    lost: CancellationToken,
+) -> Result<(), RunError> {
+    let feed = ChangeFeed::default();
+    let (config_store, config_writer) = reflector::store();
+    let config_stream = controller_stream(
+        Api::<HapConfig>::all(client.clone()),
+        config_writer,
+        feed.clone(),
+    );
+    let (claim_store, claim_writer) = reflector::store();
+    let claim_stream = controller_stream(
+        Api::<AccountClaim>::all(client.clone()),
+        claim_writer,
+        feed.clone(),
+    );
+    let (kick_tx, kick_rx) = futures::channel::mpsc::unbounded();
+
+    let ctx = Arc::new(Context {
+        writer: Writer::new(client.clone(), Some(args.identity())),
+        caches: Caches {
+            feed: feed.clone(),
+            configs: config_store.clone(),
+            claims: claim_store.clone(),
+            bindings: Retargetable::new(client.clone(), feed.clone(), binding_api),
+            shoots: Retargetable::new(client.clone(), feed.clone(), shoot_api),
+        },
+        resolver: ConfigResolver::new(args.config_name.clone(), config_store.clone()),
+        inflight: Mutex::new(InFlight::default()),
+        metrics: handle.metrics.clone(),
+        backoff: Backoff::default(),
+        snapshot: snapshot::SnapshotCache::default(),
+        claim_kick: kick_tx,
+        refresh: Mutex::new(config::RefreshClock::default()),
+        args: args.clone(),
+    });
+
+    // Re-evaluate pending claims and pool figures whenever the inventory or the config moves,
+    // coalescing bursts of watch events.
+    let pending = pending_claims_on_change(feed.clone(), claim_store.clone(), stop.clone());
+    let config_ticks = coalesced_ticks(feed.clone(), Duration::from_secs(1), stop.clone());
+
+    let shutdown = || {
+        let (stop, lost) = (stop.clone(), lost.clone());
+        async move {
+            tokio::select! {
+                _ = stop.cancelled() => {},
+                _ = lost.cancelled() => {},
+            }
+        }
+    };
+    let config_controller = Controller::for_stream(config_stream, config_store.clone())
+        .reconcile_all_on(config_ticks)
+        .graceful_shutdown_on(shutdown())
+        .run(config::reconcile, config::error_policy, ctx.clone())
+        .for_each(|r| {
+            if let Err(e) = r {
+                log_controller_error("HapConfig", &e);
+            }
+            futures::future::ready(())
+        });
+    let claim_controller = Controller::for_stream(claim_stream, claim_store.clone())
+        .with_config(kcontroller::Config::default().concurrency(args.concurrency))
+        .reconcile_on(futures::stream::select(pending, kick_rx))
+        .graceful_shutdown_on(shutdown())
+        .run(claim::reconcile, claim::error_policy, ctx.clone())
+        .for_each(|r| {
+            if let Err(e) = r {
+                log_controller_error("AccountClaim", &e);
+            }
+            futures::future::ready(())
+        });
+
+    let readiness = {
+        let (ctx, ready) = (ctx.clone(), handle.ready.clone());
+        async move {
+            let _ = config_store.wait_until_ready().await;
+            let _ = claim_store.wait_until_ready().await;
+            ctx.caches.bindings.wait_ready().await;
+            ctx.caches.shoots.wait_ready().await;
+            ready.set_ready();
+            tracing::info!("caches synced; ready");
+        }
+    };
+    tokio::join!(config_controller, claim_controller, readiness);
+    tracing::info!("controllers stopped");
+    Ok(())
+}
+
+fn log_controller_error<E: std::error::Error + 'static, Q: std::error::Error + 'static>(
+    what: &str,
+    e: &kcontroller::Error<E, Q>,
+) {
+    match e {
+        kcontroller::Error::ObjectNotFound(_) => {}
+        other => tracing::warn!(controller = what, error = %other, "reconcile failed"),
+    }
+}
+
+/// Refs of every claim that still needs a decision (not Bound, or being deleted), each time the
+/// feed moves (at most every 250 ms).
+fn pending_claims_on_change(
+    feed: ChangeFeed,
+    claims: reflector::Store<AccountClaim>,
+    stop: CancellationToken,
+) -> impl futures::Stream<Item = ObjectRef<AccountClaim>> + Send {
+    coalesced_ticks(feed, Duration::from_millis(250), stop).flat_map(move |()| {
+        let refs: Vec<ObjectRef<AccountClaim>> = claims
+            .state()
+            .iter()
+            .filter(|c| {
+                c.metadata.deletion_timestamp.is_some()
+                    || c.status.as_ref().and_then(|s| s.phase) != Some(ClaimPhase::Bound)
+            })
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect();
+        futures::stream::iter(refs)
+    })
+}
+
+/// One `()` after each burst of feed changes, at most one per `period`.
+fn coalesced_ticks(
+    feed: ChangeFeed,
+    period: Duration,
+    stop: CancellationToken,
+) -> impl futures::Stream<Item = ()> + Send {
+    let rx = feed.subscribe();
+    futures::stream::unfold((rx, stop), move |(mut rx, stop)| async move {
+        tokio::select! {
+            _ = stop.cancelled() => None,
+            changed = rx.changed() => {
+                changed.ok()?;
+                tokio::time::sleep(period).await;
+                rx.borrow_and_update();
+                Some(((), (rx, stop)))
+            }
+        }
+    })
+}
+
+/// A claim's identity for logs and maps.
+pub(crate) fn claim_key(c: &AccountClaim) -> String {
+    format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any())
+}
+
+/// Requeue after a successful reconcile, as a safety net.
+pub(crate) fn resync(ctx: &Context) -> Action {
+    Action::requeue(ctx.args.resync)
+}
