@@ -159,6 +159,11 @@ impl InFlight {
         self.assignments.remove(claim_uid);
     }
 
+    /// The claim is gone (its finalizer was removed): its cluster no longer lands anywhere.
+    pub fn forget_claim(&mut self, claim_uid: &str) {
+        self.assignments.remove(claim_uid);
+    }
+
     /// A release write of `binding`, conditioned on `base_resource_version`, is about to be sent.
     pub fn release_started(
         &mut self,

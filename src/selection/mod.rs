@@ -298,6 +298,9 @@ fn select_dedicated(
         .collect();
     let mut writing = None;
     for (b, p) in inflight.claims_for(pool, ga, now) {
+        if inflight.is_releasing(b, now) {
+            continue;
+        }
         if p.state == WriteState::Written {
             mine.insert(b);
         } else if writing.is_none() {
