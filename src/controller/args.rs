@@ -18,6 +18,14 @@ pub struct RunArgs {
     /// Name of the HapConfig in force; any other HapConfig reports Ready=False, reason Ignored.
     #[arg(long, env = "HAP_CONFIG_NAME", default_value = "default")]
     pub config_name: String,
+    /// Watch AccountClaims only in this namespace (default: every namespace). Lets several
+    /// operator instances, each with its own `--config-name`, share one cluster.
+    #[arg(long, env = "HAP_CLAIM_NAMESPACE")]
+    pub claim_namespace: Option<String>,
+    /// Mark every HapConfig other than `--config-name` `Ready=False, reason Ignored`. Set false
+    /// when several operator instances share a cluster, so they do not overwrite each other.
+    #[arg(long, env = "HAP_MARK_IGNORED_CONFIGS", default_value_t = true, action = ArgAction::Set)]
+    pub mark_ignored_configs: bool,
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "HAP_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
@@ -60,6 +68,8 @@ impl RunArgs {
     pub fn for_config(config_name: &str) -> Self {
         Self {
             config_name: config_name.to_string(),
+            claim_namespace: None,
+            mark_ignored_configs: true,
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             leader_elect: false,
             lease_name: "hap-operator".into(),

@@ -39,7 +39,9 @@ pub async fn reconcile(cfg: Arc<HapConfig>, ctx: Arc<Context>) -> Result<Action,
     let started = Instant::now();
     let name = cfg.name_any();
     let now = Time(Timestamp::now());
-    let result = if name != ctx.args.config_name {
+    let result = if name != ctx.args.config_name && !ctx.args.mark_ignored_configs {
+        Ok(Action::await_change())
+    } else if name != ctx.args.config_name {
         let input = ConfigInputs {
             generation: cfg.metadata.generation,
             ignored_in_favour_of: Some(ctx.args.config_name.clone()),

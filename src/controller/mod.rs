@@ -121,7 +121,7 @@ pub async fn run_with(
             }
         });
     }
-    preflight(&client).await?;
+    preflight(&client, &args).await?;
 
     let lost = CancellationToken::new();
     if args.leader_elect {
@@ -139,14 +139,22 @@ pub async fn run_with(
     result
 }
 
+/// AccountClaims in the watched namespace, or in all namespaces.
+fn claim_api(client: &Client, args: &RunArgs) -> Api<AccountClaim> {
+    match &args.claim_namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
 /// Fails early, with a hint, when the CRDs are missing.
-async fn preflight(client: &Client) -> Result<(), RunError> {
+async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
     let lp = kube::api::ListParams::default().limit(1);
     Api::<HapConfig>::all(client.clone())
         .list_metadata(&lp)
         .await
         .map_err(|e| RunError::CrdMissing("HapConfig", e))?;
-    Api::<AccountClaim>::all(client.clone())
+    claim_api(client, args)
         .list_metadata(&lp)
         .await
         .map_err(|e| RunError::CrdMissing("AccountClaim", e))?;
@@ -168,11 +176,7 @@ async fn run_controllers(
         feed.clone(),
     );
     let (claim_store, claim_writer) = reflector::store();
-    let claim_stream = controller_stream(
-        Api::<AccountClaim>::all(client.clone()),
-        claim_writer,
-        feed.clone(),
-    );
+    let claim_stream = controller_stream(claim_api(&client, &args), claim_writer, feed.clone());
     let (kick_tx, kick_rx) = futures::channel::mpsc::unbounded();
 
     let ctx = Arc::new(Context {

@@ -275,3 +275,179 @@ pub fn condition<'a>(
 ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     conds.iter().find(|c| c.type_ == type_)
 }
+
+/// One isolated HAP: a binding namespace, a claim namespace, a HapConfig of its own name and an
+/// operator that watches only those.
+pub struct Hap {
+    pub client: Client,
+    pub config: String,
+    pub bindings_ns: String,
+    pub claims_ns: String,
+    pub operator: Option<Operator>,
+}
+
+impl Hap {
+    /// Creates the namespaces and the HapConfig (`spec` merged over `bindingNamespace` and
+    /// `rules`), then starts the operator.
+    pub async fn new(rules: &[&str], extra_spec: serde_json::Value) -> Self {
+        let hap = Self::without_operator(rules, extra_spec).await;
+        hap.with_operator().await
+    }
+
+    pub async fn without_operator(rules: &[&str], extra_spec: serde_json::Value) -> Self {
+        let client = client().await;
+        let bindings_ns = namespace(&client, "garden").await;
+        let claims_ns = namespace(&client, "claims").await;
+        let config = unique("hap");
+        let hap = Self {
+            client,
+            config,
+            bindings_ns,
+            claims_ns,
+            operator: None,
+        };
+        hap.apply_config(rules, extra_spec).await;
+        hap
+    }
+
+    pub async fn with_operator(mut self) -> Self {
+        self.start_operator().await;
+        self
+    }
+
+    pub fn run_args(&self) -> RunArgs {
+        let mut args = RunArgs::for_config(&self.config);
+        args.claim_namespace = Some(self.claims_ns.clone());
+        args.mark_ignored_configs = false;
+        args.pending_retry = Duration::from_secs(2);
+        args
+    }
+
+    pub async fn start_operator(&mut self) {
+        self.operator = Some(Operator::start_with(&self.client, self.run_args()).await);
+    }
+
+    pub async fn stop_operator(&mut self) {
+        if let Some(op) = self.operator.take() {
+            op.stop().await;
+        }
+    }
+
+    /// Server-side applies the HapConfig as a user would (field manager `kubectl`).
+    pub async fn apply_config(&self, rules: &[&str], extra_spec: serde_json::Value) {
+        let mut spec = json!({"bindingNamespace": self.bindings_ns, "rules": rules});
+        if let (Some(s), Some(extra)) = (spec.as_object_mut(), extra_spec.as_object()) {
+            for (k, v) in extra {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "metadata": {"name": self.config}, "spec": spec});
+        let api: Api<hap_operator::api::HapConfig> = Api::all(self.client.clone());
+        api.patch(
+            &self.config,
+            &kube::api::PatchParams::apply("kubectl").force(),
+            &kube::api::Patch::Apply(body),
+        )
+        .await
+        .expect("apply HapConfig");
+    }
+
+    pub async fn binding(&self, name: &str, provider: &str, labels: &[(&str, &str)]) {
+        create_binding(&self.client, &self.bindings_ns, name, provider, labels).await;
+    }
+
+    pub async fn labels(&self, binding: &str) -> BTreeMap<String, String> {
+        binding_labels(&self.client, &self.bindings_ns, binding).await
+    }
+
+    pub fn claims(&self) -> Api<hap_operator::api::AccountClaim> {
+        Api::namespaced(self.client.clone(), &self.claims_ns)
+    }
+
+    pub fn configs(&self) -> Api<hap_operator::api::HapConfig> {
+        Api::all(self.client.clone())
+    }
+
+    /// Creates an AccountClaim; `spec` holds the camelCase spec fields.
+    pub async fn claim(&self, name: &str, spec: serde_json::Value) {
+        let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim", "metadata": {"name": name}, "spec": spec});
+        let claim = serde_json::from_value(body).expect("claim");
+        self.claims()
+            .create(&PostParams::default(), &claim)
+            .await
+            .expect("create claim");
+    }
+
+    /// Waits until the claim is Bound and returns its binding.
+    pub async fn bound(&self, name: &str) -> String {
+        let api = self.claims();
+        eventually(
+            Duration::from_secs(60),
+            &format!("claim {name} Bound"),
+            || {
+                let api = api.clone();
+                async move {
+                    let c = api.get(name).await.ok()?;
+                    let s = c.status?;
+                    (s.phase == Some(hap_operator::api::ClaimPhase::Bound)).then_some(())?;
+                    s.credentials_binding_name
+                }
+            },
+        )
+        .await
+    }
+
+    /// Waits until the claim's Ready condition carries `reason`; returns its message.
+    pub async fn ready_reason(&self, name: &str, reason: &str) -> String {
+        let api = self.claims();
+        eventually(
+            Duration::from_secs(60),
+            &format!("claim {name} Ready reason {reason}"),
+            || {
+                let api = api.clone();
+                async move {
+                    let c = api.get(name).await.ok()?;
+                    let s = c.status?;
+                    let cond = condition(&s.conditions, "Ready")?;
+                    (cond.reason == reason).then(|| cond.message.clone())
+                }
+            },
+        )
+        .await
+    }
+
+    pub async fn config_status(&self) -> hap_operator::api::HapConfigStatus {
+        self.configs()
+            .get(&self.config)
+            .await
+            .expect("get HapConfig")
+            .status
+            .unwrap_or_default()
+    }
+
+    /// Waits until the HapConfig's condition `type_` has `status` for the current generation.
+    pub async fn config_condition(
+        &self,
+        type_: &str,
+        status: &str,
+    ) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        let api = self.configs();
+        let name = self.config.clone();
+        eventually(
+            Duration::from_secs(60),
+            &format!("HapConfig {name} {type_}={status}"),
+            || {
+                let (api, name) = (api.clone(), name.clone());
+                async move {
+                    let cfg = api.get(&name).await.ok()?;
+                    let generation = cfg.metadata.generation;
+                    let st = cfg.status?;
+                    (st.observed_generation == generation).then_some(())?;
+                    let c = condition(&st.conditions, type_)?;
+                    (c.status == status).then(|| c.clone())
+                }
+            },
+        )
+        .await
+    }
+}
