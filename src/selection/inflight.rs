@@ -281,6 +281,14 @@ impl InFlight {
         claims.chain(assigned).collect()
     }
 
+    /// The live assignment recorded for a claim: a `Written` one means the claim's Bound status
+    /// is on the server though the cache still shows it pending, so it must not be decided again.
+    pub fn assignment_of(&self, claim_uid: &str, now: Instant) -> Option<&PendingAssignment> {
+        self.assignments
+            .get(claim_uid)
+            .filter(|a| self.live(a.since, now))
+    }
+
     /// Number of entries, live or not yet swept (for metrics).
     pub fn len(&self) -> usize {
         self.claims.len() + self.releases.len() + self.assignments.len()

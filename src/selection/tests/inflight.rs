@@ -157,3 +157,46 @@ fn a_relist_forgets_written_entries_but_not_writes_in_progress() {
     fl.release_failed("z");
     assert!(!fl.is_releasing("z", t0));
 }
+
+#[test]
+fn a_written_release_ends_when_the_cache_moves_past_its_base_version() {
+    let now = Instant::now();
+    let mut fl = InFlight::default();
+    fl.release_started("b", Some("rv-b".into()), now);
+    let stale = inventory(vec![owned("b", "ga")], vec![], vec![]);
+    fl.observe(&stale, now);
+    assert!(
+        fl.is_releasing("b", now),
+        "still writing: kept whatever the cache says"
+    );
+    fl.release_written("b", now);
+    fl.observe(&stale, now);
+    assert!(fl.is_releasing("b", now), "the cache has not caught up yet");
+    let mut moved = owned("b", "ga");
+    moved.resource_version = Some("rv-b2".into());
+    fl.observe(&inventory(vec![moved], vec![], vec![]), now);
+    assert!(!fl.is_releasing("b", now));
+}
+
+#[test]
+fn a_deleted_claim_takes_its_cluster_off_the_binding() {
+    let p = pool("aws", false, false);
+    let now = Instant::now();
+    let mut fl = InFlight::default();
+    let c = claim("c", "ga", Some("s"), None);
+    fl.record(&c, &p, &use_of("b", UseReason::Reused), now);
+    assert_eq!(fl.bindings_in_use(now), BTreeSet::from(["b".to_string()]));
+    assert_eq!(
+        fl.assignment_of("uid-c", now)
+            .map(|a| (a.binding.as_str(), a.state)),
+        Some(("b", WriteState::Writing))
+    );
+    fl.assignment_written("uid-c", now);
+    assert_eq!(
+        fl.assignment_of("uid-c", now).map(|a| a.state),
+        Some(WriteState::Written)
+    );
+    assert!(fl.assignment_of("uid-c", now + DEFAULT_TTL).is_none());
+    fl.forget_claim("uid-c");
+    assert!(fl.assigned(now).is_empty() && fl.is_empty());
+}

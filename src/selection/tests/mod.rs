@@ -1,3 +1,5 @@
+//! Unit tests of selection: fixtures, shared and dedicated choices, in-flight claims, conflicts.
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 

@@ -1,3 +1,5 @@
+//! Unit tests of status: condition helpers; HapConfig and AccountClaim transitions in the submodules.
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::*;
