@@ -21,8 +21,14 @@ mod rules {
 use rules::parse::ParseResult;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    check(rules::seed::parse(text), |r| r.to_seed(), rules::seed::parse);
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    check(
+        rules::seed::parse(text),
+        |r| r.to_seed(),
+        rules::seed::parse,
+    );
     check(rules::keb::parse(text), |r| r.to_keb(), rules::keb::parse);
 });
 
@@ -34,7 +40,10 @@ fn check(
     let Ok(p) = parsed else { return };
     if let Some(canonical) = print(&p.rule) {
         match parse(&canonical) {
-            Ok(again) => assert_eq!(again.rule, p.rule, "canonical text `{canonical}` re-parses differently"),
+            Ok(again) => assert_eq!(
+                again.rule, p.rule,
+                "canonical text `{canonical}` re-parses differently"
+            ),
             Err(e) => panic!("canonical text `{canonical}` does not parse: {e:?}"),
         }
     }

@@ -295,3 +295,45 @@ pub fn expand_legacy(
 ) -> Result<Vec<Rule>, Vec<Diagnostic>> {
     legacy::parse(legacy, plans).map(|props| legacy::expand(&props, plans))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shareable<T: Clone + Send + Sync + std::fmt::Debug>() {}
+
+    #[test]
+    fn compiled_rules_can_be_shared_across_tasks() {
+        shareable::<CompiledRules>();
+        shareable::<EntryInfo>();
+        shareable::<Validation>();
+    }
+
+    #[test]
+    fn warnings_come_back_with_valid_rules_and_errors_sorted_by_entry() {
+        let spec = HapConfigSpec {
+            rule_syntax: Some(RuleSyntax::Keb),
+            rules: Some(vec!["sap-converged-cloud(HR=*)->S".into()]),
+            binding_namespace: "ns".into(),
+            ..Default::default()
+        };
+        let (rules, warnings) = CompiledRules::from_spec(&spec).unwrap();
+        assert_eq!((warnings.len(), rules.entries()[0].has_wildcard), (1, true));
+        let spec = HapConfigSpec {
+            rules: Some(vec!["gcp".into(), "nope".into(), "gcp".into()]),
+            required_plans: Some(vec!["aws".into()]),
+            binding_namespace: "ns".into(),
+            ..Default::default()
+        };
+        let v = CompiledRules::from_spec(&spec).unwrap_err();
+        let order: Vec<_> = v.errors.iter().map(|d| (d.index, d.reason)).collect();
+        assert_eq!(
+            order,
+            [
+                (Some(2), Reason::UnknownPlan),
+                (Some(3), Reason::DuplicateRule),
+                (None, Reason::UncoveredPlan)
+            ]
+        );
+    }
+}
