@@ -5,7 +5,9 @@ use std::time::Duration;
 
 /// Why a duration string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid duration {input:?}: {reason} (use a number with a unit: ns, us, ms, s, m, h — e.g. 24h, 90m, 1h30m)")]
+#[error(
+    "invalid duration {input:?}: {reason} (use a number with a unit: ns, us, ms, s, m, h — e.g. 24h, 90m, 1h30m)"
+)]
 pub struct DurationError {
     pub input: String,
     pub reason: &'static str,
@@ -13,7 +15,10 @@ pub struct DurationError {
 
 /// Parses a Go duration. Negative durations are rejected: nothing here can run backwards.
 pub fn parse(input: &str) -> Result<Duration, DurationError> {
-    let err = |reason| DurationError { input: input.to_string(), reason };
+    let err = |reason| DurationError {
+        input: input.to_string(),
+        reason,
+    };
     let s = input.trim();
     if s.is_empty() {
         return Err(err("empty"));

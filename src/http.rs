@@ -47,7 +47,9 @@ pub async fn serve_on(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "serving /livez, /readyz and /metrics");
     }
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
@@ -60,7 +62,10 @@ async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
 
 async fn metrics_handler(State(s): State<AppState>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         s.metrics.encode(),
     )
 }

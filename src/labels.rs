@@ -26,7 +26,9 @@ impl Default for ResolvedLabelKeys {
 impl ResolvedLabelKeys {
     /// Fills every key the spec leaves out with its default name.
     pub fn from_spec(spec: Option<&LabelKeys>) -> Self {
-        let pick = |v: Option<&Option<String>>, d: &str| v.and_then(|o| o.clone()).unwrap_or_else(|| d.to_string());
+        let pick = |v: Option<&Option<String>>, d: &str| {
+            v.and_then(|o| o.clone()).unwrap_or_else(|| d.to_string())
+        };
         Self {
             hyperscaler_type: pick(spec.map(|s| &s.hyperscaler_type), "hyperscalerType"),
             tenant_name: pick(spec.map(|s| &s.tenant_name), "tenantName"),
@@ -121,18 +123,34 @@ impl PoolKey {
     pub fn selectors(&self, keys: &ResolvedLabelKeys, global_account: &str) -> PoolSelectors {
         let any = self.base(keys);
         if self.shared {
-            return PoolSelectors { tenant: None, claim: None, any };
+            return PoolSelectors {
+                tenant: None,
+                claim: None,
+                any,
+            };
         }
         let mut tenant = any.clone();
-        tenant.0.push(Requirement::Equals(keys.tenant_name.clone(), global_account.to_string()));
+        tenant.0.push(Requirement::Equals(
+            keys.tenant_name.clone(),
+            global_account.to_string(),
+        ));
         let mut claim = any.clone();
-        claim.0.push(Requirement::DoesNotExist(keys.tenant_name.clone()));
-        PoolSelectors { tenant: Some(tenant), claim: Some(claim), any }
+        claim
+            .0
+            .push(Requirement::DoesNotExist(keys.tenant_name.clone()));
+        PoolSelectors {
+            tenant: Some(tenant),
+            claim: Some(claim),
+            any,
+        }
     }
 
     /// `hyperscalerType=T`, the euAccess requirement, then shared or dedicated-and-clean.
     fn base(&self, keys: &ResolvedLabelKeys) -> Selector {
-        let mut reqs = vec![Requirement::Equals(keys.hyperscaler_type.clone(), self.hyperscaler_type.clone())];
+        let mut reqs = vec![Requirement::Equals(
+            keys.hyperscaler_type.clone(),
+            self.hyperscaler_type.clone(),
+        )];
         reqs.push(if self.eu_access {
             Requirement::Equals(keys.eu_access.clone(), "true".into())
         } else {
@@ -153,50 +171,97 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn dedicated_selectors_print_like_upstream() {
         let k = ResolvedLabelKeys::default();
-        let pool = PoolKey { hyperscaler_type: "aws".into(), eu_access: true, shared: false };
+        let pool = PoolKey {
+            hyperscaler_type: "aws".into(),
+            eu_access: true,
+            shared: false,
+        };
         let s = pool.selectors(&k, "ga-1");
-        assert_eq!(s.any.to_string(), "hyperscalerType=aws,euAccess=true,shared!=true,!dirty");
-        assert_eq!(s.tenant.unwrap().to_string(), "hyperscalerType=aws,euAccess=true,shared!=true,!dirty,tenantName=ga-1");
-        assert_eq!(s.claim.unwrap().to_string(), "hyperscalerType=aws,euAccess=true,shared!=true,!dirty,!tenantName");
+        assert_eq!(
+            s.any.to_string(),
+            "hyperscalerType=aws,euAccess=true,shared!=true,!dirty"
+        );
+        assert_eq!(
+            s.tenant.unwrap().to_string(),
+            "hyperscalerType=aws,euAccess=true,shared!=true,!dirty,tenantName=ga-1"
+        );
+        assert_eq!(
+            s.claim.unwrap().to_string(),
+            "hyperscalerType=aws,euAccess=true,shared!=true,!dirty,!tenantName"
+        );
     }
 
     #[test]
     fn shared_pool_has_no_tenant_or_claim_selector() {
         let k = ResolvedLabelKeys::default();
-        let pool = PoolKey { hyperscaler_type: "openstack_eu-de-1".into(), eu_access: false, shared: true };
+        let pool = PoolKey {
+            hyperscaler_type: "openstack_eu-de-1".into(),
+            eu_access: false,
+            shared: true,
+        };
         let s = pool.selectors(&k, "ga-1");
         assert!(s.tenant.is_none() && s.claim.is_none());
-        assert_eq!(s.any.to_string(), "hyperscalerType=openstack_eu-de-1,!euAccess,shared=true");
+        assert_eq!(
+            s.any.to_string(),
+            "hyperscalerType=openstack_eu-de-1,!euAccess,shared=true"
+        );
     }
 
     #[test]
     fn matching_follows_kubernetes_semantics() {
         let k = ResolvedLabelKeys::default();
-        let pool = PoolKey { hyperscaler_type: "gcp".into(), eu_access: false, shared: false };
+        let pool = PoolKey {
+            hyperscaler_type: "gcp".into(),
+            eu_access: false,
+            shared: false,
+        };
         let s = pool.selectors(&k, "ga");
         let claim = s.claim.unwrap();
         assert!(claim.matches(&labels(&[("hyperscalerType", "gcp")])));
         // shared!=true accepts any other value; !euAccess rejects even "false".
         assert!(claim.matches(&labels(&[("hyperscalerType", "gcp"), ("shared", "false")])));
-        assert!(!claim.matches(&labels(&[("hyperscalerType", "gcp"), ("euAccess", "false")])));
+        assert!(!claim.matches(&labels(&[
+            ("hyperscalerType", "gcp"),
+            ("euAccess", "false")
+        ])));
         assert!(!claim.matches(&labels(&[("hyperscalerType", "gcp"), ("dirty", "true")])));
         assert!(!claim.matches(&labels(&[("hyperscalerType", "gcp"), ("tenantName", "x")])));
-        assert!(s.tenant.unwrap().matches(&labels(&[("hyperscalerType", "gcp"), ("tenantName", "ga")])));
+        assert!(
+            s.tenant
+                .unwrap()
+                .matches(&labels(&[("hyperscalerType", "gcp"), ("tenantName", "ga")]))
+        );
     }
 
     #[test]
     fn custom_label_keys_are_used() {
-        let spec = LabelKeys { tenant_name: Some("example.com/tenant".into()), ..Default::default() };
+        let spec = LabelKeys {
+            tenant_name: Some("example.com/tenant".into()),
+            ..Default::default()
+        };
         let k = ResolvedLabelKeys::from_spec(Some(&spec));
         assert_eq!(k.tenant_name, "example.com/tenant");
         assert_eq!(k.dirty, "dirty");
-        let pool = PoolKey { hyperscaler_type: "aws".into(), eu_access: false, shared: false };
-        assert!(pool.selectors(&k, "t").claim.unwrap().to_string().ends_with("!example.com/tenant"));
+        let pool = PoolKey {
+            hyperscaler_type: "aws".into(),
+            eu_access: false,
+            shared: false,
+        };
+        assert!(
+            pool.selectors(&k, "t")
+                .claim
+                .unwrap()
+                .to_string()
+                .ends_with("!example.com/tenant")
+        );
     }
 }

@@ -14,6 +14,6 @@ pub mod labels;
 pub mod metrics;
 pub mod pools;
 pub mod release;
+pub mod rules;
 pub mod selection;
 pub mod status;
-pub mod rules;

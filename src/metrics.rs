@@ -68,7 +68,9 @@ impl Metrics {
             dirty_bindings: Family::default(),
             shared_bindings: Family::default(),
             claim_outcomes: Family::default(),
-            reconcile_seconds: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 16))),
+            reconcile_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+            }),
             reconcile_errors: Family::default(),
             leader: Gauge::default(),
             registry: Registry::default(),
@@ -88,13 +90,41 @@ impl Metrics {
             "Unclaimed, clean dedicated bindings per hyperscaler type",
             m.available_bindings.clone(),
         );
-        registry.register("claimed_credentials_bindings", "Claimed dedicated bindings per hyperscaler type", m.claimed_bindings.clone());
-        registry.register("dirty_credentials_bindings", "Bindings waiting for cleanup per hyperscaler type", m.dirty_bindings.clone());
-        registry.register("shared_credentials_bindings", "Shared bindings per hyperscaler type", m.shared_bindings.clone());
-        registry.register("claim_outcomes", "AccountClaim reconcile outcomes by decision or reason", m.claim_outcomes.clone());
-        registry.register("reconcile_duration_seconds", "Reconcile durations", m.reconcile_seconds.clone());
-        registry.register("reconcile_errors", "Reconcile errors by kind", m.reconcile_errors.clone());
-        registry.register("leader", "1 while this replica holds the leader lease", m.leader.clone());
+        registry.register(
+            "claimed_credentials_bindings",
+            "Claimed dedicated bindings per hyperscaler type",
+            m.claimed_bindings.clone(),
+        );
+        registry.register(
+            "dirty_credentials_bindings",
+            "Bindings waiting for cleanup per hyperscaler type",
+            m.dirty_bindings.clone(),
+        );
+        registry.register(
+            "shared_credentials_bindings",
+            "Shared bindings per hyperscaler type",
+            m.shared_bindings.clone(),
+        );
+        registry.register(
+            "claim_outcomes",
+            "AccountClaim reconcile outcomes by decision or reason",
+            m.claim_outcomes.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Reconcile durations",
+            m.reconcile_seconds.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconcile errors by kind",
+            m.reconcile_errors.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease",
+            m.leader.clone(),
+        );
         Self { registry, ..m }
     }
 

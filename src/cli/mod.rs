@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 pub mod explain;
 pub mod migrate;
+pub mod run;
 pub mod validate;
 
 /// hap — Hyperscaler Account Pool operator and tools.
@@ -18,6 +19,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Run the operator.
+    Run(crate::controller::RunArgs),
     /// Print the CustomResourceDefinitions (what `crds/` holds).
     Crd,
     /// Check rules: every error at once, with entry, index and column.
@@ -41,6 +44,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        Command::Run(args) => run::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Migrate(args) => migrate::run(args),

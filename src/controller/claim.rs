@@ -118,14 +118,22 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
     let now = Instant::now();
 
     // Step 1 of DESIGN §4: a bound claim never moves; a vanished binding is reported, not replaced.
-    if let Some(bound) = claim.status.as_ref().and_then(bound_from_status) {
+    // Step 1 of DESIGN §4: a claim that ever recorded a binding stays on it. A vanished or
+    // relabelled binding is reported (BindingLost), never replaced; if the label comes back, the
+    // claim is Bound again.
+    if let Some(pinned) = claim.status.as_ref().and_then(recorded_binding) {
+        let view = ClaimView {
+            bound_binding: Some(pinned.binding.clone()),
+            ..view
+        };
         let check = {
-            let inflight = lock(ctx);
+            let mut inflight = lock(ctx);
+            inflight.observe(&inv, now);
             crate::selection::check_bound(&inv, &inflight, &view, now)
         };
         return match check {
             Some(Choice::Lost { message, .. }) => lost(claim, ctx, message).await,
-            _ => write_outcome(claim, ctx, &ClaimOutcome::Bound(bound))
+            _ => write_outcome(claim, ctx, &ClaimOutcome::Bound(pinned))
                 .await
                 .map(|_| resync(ctx)),
         };
@@ -150,6 +158,14 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
     let choice = {
         let mut inflight = lock(ctx);
         inflight.observe(&inv, now);
+        // This claim's Bound status was written but the cache does not show it yet: deciding
+        // again on the stale object could bind it a second time.
+        if inflight
+            .assignment_of(&view.uid, now)
+            .is_some_and(|a| a.state == crate::selection::WriteState::Written)
+        {
+            return Ok(Action::requeue(Duration::from_millis(200)));
+        }
         let request = Request {
             claim: &view,
             pool: &pool,
@@ -398,6 +414,7 @@ async fn write_outcome(
         .apply_claim_status(
             &claim.namespace().unwrap_or_default(),
             &claim.name_any(),
+            claim.metadata.resource_version.as_deref(),
             &desired,
         )
         .await
@@ -504,7 +521,20 @@ async fn release(claim: &AccountClaim, ctx: &Context, key: &str) -> Result<Actio
         .remove_claim_finalizer(claim)
         .await
         .map_err(k8s(key, "removing the finalizer"))?;
+    lock(ctx).forget_claim(&view.uid);
     Ok(Action::await_change())
+}
+
+/// The binding a claim recorded, whether it is Bound or Failed (lost) now.
+pub(super) fn recorded_binding(status: &crate::api::AccountClaimStatus) -> Option<BoundTo> {
+    if status.phase == Some(crate::api::ClaimPhase::Failed) {
+        let as_bound = crate::api::AccountClaimStatus {
+            phase: Some(crate::api::ClaimPhase::Bound),
+            ..status.clone()
+        };
+        return bound_from_status(&as_bound);
+    }
+    bound_from_status(status)
 }
 
 fn eval_reason(e: &EvalError) -> PendingReason {

@@ -133,7 +133,7 @@ pub async fn run_with(
     }
     let result = run_controllers(client, args, handle, stop.clone(), lost.clone()).await;
     stop.cancel();
-    if lost.is_cancelled() && !result.is_err() {
+    if lost.is_cancelled() && result.is_ok() {
         return Err(RunError::LostLeadership);
     }
     result
@@ -200,7 +200,7 @@ async fn run_controllers(
 
     // Re-evaluate pending claims and pool figures whenever the inventory or the config moves,
     // coalescing bursts of watch events.
-    let pending = pending_claims_on_change(feed.clone(), claim_store.clone(), stop.clone());
+    let pending = claims_to_revisit(ctx.clone(), stop.clone());
     let config_ticks = coalesced_ticks(feed.clone(), Duration::from_secs(1), stop.clone());
 
     let shutdown = || {
@@ -260,20 +260,51 @@ fn log_controller_error<E: std::error::Error + 'static, Q: std::error::Error + '
     }
 }
 
-/// Refs of every claim that still needs a decision (not Bound, or being deleted), each time the
-/// feed moves (at most every 250 ms).
-fn pending_claims_on_change(
-    feed: ChangeFeed,
-    claims: reflector::Store<AccountClaim>,
+/// Each time the feed moves (at most every 250 ms): every claim that still needs a decision
+/// (not Bound, or being deleted), and every Bound claim whose binding is gone or no longer
+/// carries its tenant, so that BindingLost is reported at once rather than at the next resync.
+fn claims_to_revisit(
+    ctx: Arc<Context>,
     stop: CancellationToken,
 ) -> impl futures::Stream<Item = ObjectRef<AccountClaim>> + Send {
-    coalesced_ticks(feed, Duration::from_millis(250), stop).flat_map(move |()| {
-        let refs: Vec<ObjectRef<AccountClaim>> = claims
+    coalesced_ticks(ctx.caches.feed.clone(), Duration::from_millis(250), stop).flat_map(move |()| {
+        let inventory = match ctx.resolver.resolve() {
+            active::ConfigState::Active { active, .. } if ctx.caches.bindings.is_ready() => {
+                Some(ctx.snapshot.get(&ctx.caches, active.rules.label_keys()))
+            }
+            _ => None,
+        };
+        let now = std::time::Instant::now();
+        let mut inflight = ctx.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(inv) = &inventory {
+            // Writes the cache now shows are settled; only unsettled ones may override it.
+            inflight.observe(inv, now);
+        }
+        let refs: Vec<ObjectRef<AccountClaim>> = ctx
+            .caches
+            .claims
             .state()
             .iter()
             .filter(|c| {
-                c.metadata.deletion_timestamp.is_some()
-                    || c.status.as_ref().and_then(|s| s.phase) != Some(ClaimPhase::Bound)
+                let recorded = c.status.as_ref().and_then(claim::recorded_binding);
+                let Some(recorded) = recorded.filter(|_| c.metadata.deletion_timestamp.is_none())
+                else {
+                    return true;
+                };
+                // Pinned claims are revisited only when the binding's state disagrees with the
+                // claim's phase (lost while Bound, or restored while Failed).
+                let failed = c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Failed);
+                inventory.as_ref().is_some_and(|inv| {
+                    let view = crate::pools::ClaimView {
+                        bound_binding: Some(recorded.binding),
+                        ..snapshot::claim_view(c)
+                    };
+                    let lost = matches!(
+                        crate::selection::check_bound(inv, &inflight, &view, now),
+                        Some(crate::selection::Choice::Lost { .. })
+                    );
+                    lost != failed
+                })
             })
             .map(|c| ObjectRef::from_obj(c.as_ref()))
             .collect();

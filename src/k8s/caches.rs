@@ -54,7 +54,11 @@ pub struct BindingTarget {
 /// credentials reference, and Secrets are never read at all.
 pub type BindingMeta = PartialObjectMeta<DynamicObject>;
 pub type BindingCache = Retargetable<BindingMeta, BindingTarget>;
-pub type ShootCache = Retargetable<Shoot, String>;
+/// Shoots are watched in one namespace.
+pub type ShootTarget = String;
+pub type ShootCache = Retargetable<Shoot, ShootTarget>;
+/// Builds the watch of a target: the API and its dynamic type.
+pub type MakeApi<K, T> = fn(&Client, &T) -> (Api<K>, <K as Resource>::DynamicType);
 
 struct Running<K: Resource + Clone + 'static, T>
 where
@@ -72,7 +76,7 @@ where
 {
     client: Client,
     feed: ChangeFeed,
-    make: fn(&Client, &T) -> (Api<K>, K::DynamicType),
+    make: MakeApi<K, T>,
     running: RwLock<Option<Running<K, T>>>,
 }
 
@@ -82,11 +86,7 @@ where
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
     T: Clone + PartialEq + Debug + Send + Sync + 'static,
 {
-    pub fn new(
-        client: Client,
-        feed: ChangeFeed,
-        make: fn(&Client, &T) -> (Api<K>, K::DynamicType),
-    ) -> Self {
+    pub fn new(client: Client, feed: ChangeFeed, make: MakeApi<K, T>) -> Self {
         Self {
             client,
             feed,
@@ -239,7 +239,7 @@ pub fn binding_api(
 }
 
 /// How the Shoot watch is built for a namespace.
-pub fn shoot_api(client: &Client, ns: &String) -> (Api<Shoot>, ()) {
+pub fn shoot_api(client: &Client, ns: &ShootTarget) -> (Api<Shoot>, ()) {
     (Api::namespaced(client.clone(), ns), ())
 }
 

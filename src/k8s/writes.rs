@@ -56,15 +56,22 @@ impl Writer {
         .map_err(|e| K8sError::classify("apply status of", format!("HapConfig {name}"), e))
     }
 
-    /// Applies an AccountClaim's status.
+    /// Applies an AccountClaim's status, conditioned on the resourceVersion the decision was
+    /// made on: a decision taken on a stale copy fails with a conflict and is taken again.
     pub async fn apply_claim_status(
         &self,
         ns: &str,
         name: &str,
+        resource_version: Option<&str>,
         status: &AccountClaimStatus,
     ) -> Result<(), K8sError> {
         let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
-        let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim", "status": status});
+        let body = json!({
+            "apiVersion": "accountpool.io/v1alpha1",
+            "kind": "AccountClaim",
+            "metadata": {"resourceVersion": resource_version},
+            "status": status,
+        });
         api.patch_status(
             name,
             &PatchParams::apply(FIELD_MANAGER).force(),
@@ -90,7 +97,7 @@ impl Writer {
         let api = binding_api(&self.client, kind, ns);
         let body =
             json!({"metadata": {"resourceVersion": resource_version, "labels": {key: value}}});
-        api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(body))
+        api.patch_metadata(name, &patch_params(), &Patch::Merge(body))
             .await
             .map(|obj| obj.metadata.resource_version)
             .map_err(|e| K8sError::classify("label", format!("{} {ns}/{name}", kind.gvk().2), e))
@@ -151,7 +158,7 @@ impl Writer {
                 source,
             })?;
         let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
-        api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+        api.patch(name, &patch_params(), &Patch::<()>::Json(patch))
             .await
             .map(|_| ())
             .map_err(|e| K8sError::classify(action, what, e))
@@ -180,6 +187,14 @@ impl Writer {
         if let Err(e) = self.recorder.publish(&ev, regarding).await {
             tracing::warn!(error = %e, reason, "cannot publish event");
         }
+    }
+}
+
+/// Plain patches, attributed to the operator in managedFields.
+fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
     }
 }
 
