@@ -146,30 +146,6 @@ async fn claims_wait_for_a_missing_config_and_bind_once_it_exists() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn other_configs_are_marked_ignored() {
-    let hap = Hap::without_operator(&["aws"], json!({})).await;
-    let mut args = hap.run_args();
-    args.mark_ignored_configs = true;
-    // A second HapConfig the operator is not configured for.
-    let other = Hap {
-        client: hap.client.clone(),
-        config: unique("other"),
-        bindings_ns: hap.bindings_ns.clone(),
-        claims_ns: hap.claims_ns.clone(),
-        operator: None,
-    };
-    other.apply_config(&["aws"], json!({})).await;
-    let op = Operator::start_with(&hap.client, args).await;
-    let ignored = other.config_condition("Ready", "False").await;
-    assert_eq!(ignored.reason, "Ignored");
-    assert!(ignored.message.contains(&hap.config));
-    hap.config_condition("Ready", "True").await;
-    op.stop().await;
-    let (ok, _, _) = kubectl(&["delete", "hapconfig", &other.config, "--wait=false"]);
-    assert!(ok);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_hap_shows_the_columns() {
     let hap = Hap::new(&["aws", "trial(shared)"], json!({})).await;
     hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])

@@ -182,7 +182,9 @@ fn fill_pools(input: &mut ConfigInputs, active: &ActiveConfig, inv: &Inventory, 
         .map(|d| MissingPool {
             index: d.index.and_then(|i| i32::try_from(i).ok()).unwrap_or(0),
             entry: d.entry.clone().unwrap_or_default(),
-            selector: d.message.clone(),
+            selector: between_backticks(&d.message)
+                .unwrap_or(&d.message)
+                .to_string(),
         })
         .collect();
     input.rules = active
@@ -211,6 +213,13 @@ fn fill_pools(input: &mut ConfigInputs, active: &ActiveConfig, inv: &Inventory, 
         .map(|f| f.bindings_in_use(Instant::now()))
         .unwrap_or_default();
     input.orphans = inv.orphans(&in_flight);
+}
+
+/// The first `quoted` part of a message (the selector of a MissingPool diagnostic).
+fn between_backticks(s: &str) -> Option<&str> {
+    let start = s.find('`')? + 1;
+    let len = s[start..].find('`')?;
+    Some(&s[start..start + len])
 }
 
 fn entry_reaches(e: &crate::rules::EntryInfo, key: &PoolKey) -> bool {

@@ -55,6 +55,14 @@ fn list(items: &[String]) -> String {
     items.join("; ")
 }
 
+fn entries(n: usize) -> String {
+    if n == 1 {
+        "1 entry".to_string()
+    } else {
+        format!("{n} entries")
+    }
+}
+
 fn count(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
@@ -208,12 +216,12 @@ pub fn desired_config_status(
                 .iter()
                 .map(|m| {
                     format!(
-                        "entry {} `{}`: no binding matches {}",
+                        "entry {} `{}`: no binding matches `{}`",
                         m.index, m.entry, m.selector
                     )
                 })
                 .collect();
-            let msg = format!("{} entr(ies) without a pool: {}", each.len(), list(&each));
+            let msg = format!("{} without a pool: {}", entries(each.len()), list(&each));
             let (t, r) = (types::POOLS_AVAILABLE, reasons::MISSING_POOL);
             set_condition(&mut conds, t, CondStatus::False, r, msg, gen_, now);
         }
@@ -221,7 +229,7 @@ pub fn desired_config_status(
     if valid && progressing.is_none() {
         let missing = match input.missing_pools.len() {
             0 => String::new(),
-            n => format!("; {n} entr(ies) have no pool (see PoolsAvailable)"),
+            n => format!("; {} without a pool (see PoolsAvailable)", entries(n)),
         };
         let msg = format!(
             "generation {} in force: {} rule(s), {free} free and {claimed} claimed bindings{missing}",

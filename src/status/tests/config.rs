@@ -121,8 +121,9 @@ fn missing_pools_are_listed_per_entry_without_unreadying_the_config() {
         ("False", reasons::MISSING_POOL)
     );
     assert!(
-        c.message
-            .contains("entry 2 `aws(PR=cf-eu11)`: no binding matches hyperscalerType=aws_cf-eu11"),
+        c.message.contains(
+            "entry 2 `aws(PR=cf-eu11)`: no binding matches `hyperscalerType=aws_cf-eu11`"
+        ),
         "{}",
         c.message
     );
@@ -130,7 +131,7 @@ fn missing_pools_are_listed_per_entry_without_unreadying_the_config() {
     let ready = cond(&s.conditions, types::READY).unwrap();
     assert_eq!(ready.status, "True");
     assert!(
-        ready.message.contains("2 entr(ies) have no pool"),
+        ready.message.contains("2 entries without a pool"),
         "{}",
         ready.message
     );
