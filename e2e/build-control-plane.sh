@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kubectl and etcd from the Go modules pinned in
 # e2e/tools/go.mod into a per-user cache keyed by the Kubernetes and Go versions (rebuilt only
-# when missing), and the small Go test tools (testenv, testhelper) next to them (cheap: the Go
+# when missing), and the launcher (testenv) next to them (cheap: the Go
 # build cache makes that a link). Prints the bin directory on stdout; progress goes to stderr.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -46,5 +46,5 @@ if [ "$need" = 1 ]; then
   for b in kube-apiserver kube-controller-manager kubectl etcd; do mv -f "$tmp/$b" "$bin/$b"; done
   echo "control plane built in $(( $(date +%s) - start ))s" >&2
 fi
-(cd "$tools" && go build -trimpath -o "$bin/" ./cmd/testenv ./cmd/testhelper) >&2
+(cd "$tools" && go build -trimpath -o "$bin/" ./cmd/testenv) >&2
 echo "$bin"
