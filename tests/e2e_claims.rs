@@ -180,13 +180,7 @@ async fn shared_pool_picks_the_least_used_binding() {
     }
     // Existing Shoots load shared-a twice and shared-b once.
     for (shoot, binding) in [("s1", "shared-a"), ("s2", "shared-a"), ("s3", "shared-b")] {
-        let (ok, _, err) = kubectl_stdin(
-            &["apply", "-n", &hap.bindings_ns, "-f", "-"],
-            Some(&format!(
-                "apiVersion: core.gardener.cloud/v1beta1\nkind: Shoot\nmetadata: {{name: {shoot}}}\nspec: {{credentialsBindingName: {binding}, region: eu-west-1, provider: {{type: aws}}}}\n"
-            )),
-        );
-        assert!(ok, "{err}");
+        hap.shoot(shoot, binding);
     }
     hap.claim(
         "t1",
@@ -277,13 +271,7 @@ async fn multi_account_fills_most_populated_below_the_limit() {
         ("o4", "aws-a"),
         ("o5", "aws-b"),
     ] {
-        let (ok, _, err) = kubectl_stdin(
-            &["apply", "-n", &hap.bindings_ns, "-f", "-"],
-            Some(&format!(
-                "apiVersion: core.gardener.cloud/v1beta1\nkind: Shoot\nmetadata: {{name: {shoot}}}\nspec: {{credentialsBindingName: {binding}}}\n"
-            )),
-        );
-        assert!(ok, "{err}");
+        hap.shoot(shoot, binding);
     }
     // aws-b (1) is the most populated below 3: it takes two more clusters, then is full.
     let mut got = Vec::new();
@@ -463,9 +451,7 @@ async fn release_waits_for_the_shoot() {
     )
     .await;
     assert_eq!(hap.bound("c1").await, "aws-1");
-    let shoot = "apiVersion: core.gardener.cloud/v1beta1\nkind: Shoot\nmetadata: {name: shoot-1}\nspec: {credentialsBindingName: aws-1}\n";
-    let (ok, _, err) = kubectl_stdin(&["apply", "-n", &hap.bindings_ns, "-f", "-"], Some(shoot));
-    assert!(ok, "{err}");
+    hap.shoot("shoot-1", "aws-1");
     let claims = hap.claims();
     claims.delete("c1", &DeleteParams::default()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;

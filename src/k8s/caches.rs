@@ -179,16 +179,28 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    let stream = watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(trim_metadata::<K>);
-    reflector::reflector(writer, stream).for_each(move |ev| {
-        match ev {
-            Ok(_) => feed.bump(),
-            Err(e) => tracing::warn!(error = %e, "watch error; retrying"),
+    reflected(api, writer, feed).for_each(|ev| {
+        if let Err(e) = ev {
+            tracing::warn!(error = %e, "watch error; retrying");
         }
         futures::future::ready(())
     })
+}
+
+/// A trimmed, backed-off watch feeding a store, each event also bumping the feed.
+fn reflected<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    feed: ChangeFeed,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    let stream = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(trim_metadata::<K>);
+    reflector::reflector(writer, stream).inspect_ok(move |_| feed.bump())
 }
 
 /// Whether a store has finished its first list (without waiting).
@@ -218,12 +230,7 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    let stream = watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(trim_metadata::<K>);
-    reflector::reflector(writer, stream)
-        .inspect_ok(move |_| feed.bump())
-        .touched_objects()
+    reflected(api, writer, feed).touched_objects()
 }
 
 /// How the binding watch is built for a target.

@@ -46,14 +46,7 @@ impl Writer {
         let api: Api<HapConfig> = Api::all(self.client.clone());
         let body =
             json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "status": status});
-        api.patch_status(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(body),
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| K8sError::classify("apply status of", format!("HapConfig {name}"), e))
+        apply_status(&api, name, body, format!("HapConfig {name}")).await
     }
 
     /// Applies an AccountClaim's status, conditioned on the resourceVersion the decision was
@@ -72,14 +65,7 @@ impl Writer {
             "metadata": {"resourceVersion": resource_version},
             "status": status,
         });
-        api.patch_status(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(body),
-        )
-        .await
-        .map(|_| ())
-        .map_err(|e| K8sError::classify("apply status of", format!("AccountClaim {ns}/{name}"), e))
+        apply_status(&api, name, body, format!("AccountClaim {ns}/{name}")).await
     }
 
     /// Sets one label on a binding only if the binding still has `resource_version`: the
@@ -188,6 +174,26 @@ impl Writer {
             tracing::warn!(error = %e, reason, "cannot publish event");
         }
     }
+}
+
+/// Server-side apply of `/status` under the operator's field manager.
+async fn apply_status<K>(
+    api: &Api<K>,
+    name: &str,
+    body: serde_json::Value,
+    what: String,
+) -> Result<(), K8sError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| K8sError::classify("apply status of", what, e))
 }
 
 /// Plain patches, attributed to the operator in managedFields.

@@ -356,6 +356,18 @@ impl Hap {
         create_binding(&self.client, &self.bindings_ns, name, provider, labels).await;
     }
 
+    /// Creates a Shoot in the binding namespace that uses `binding`.
+    pub fn shoot(&self, name: &str, binding: &str) {
+        let manifest = format!(
+            "apiVersion: core.gardener.cloud/v1beta1\nkind: Shoot\nmetadata: {{name: {name}}}\nspec: {{credentialsBindingName: {binding}, region: eu-west-1, provider: {{type: aws}}}}\n"
+        );
+        let (ok, _, err) = kubectl_stdin(
+            &["apply", "-n", &self.bindings_ns, "-f", "-"],
+            Some(&manifest),
+        );
+        assert!(ok, "creating Shoot {name}: {err}");
+    }
+
     pub async fn labels(&self, binding: &str) -> BTreeMap<String, String> {
         binding_labels(&self.client, &self.bindings_ns, binding).await
     }
