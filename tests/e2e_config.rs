@@ -193,3 +193,33 @@ async fn kubectl_get_hap_shows_the_columns() {
         assert!(row.contains(cell), "{cell} missing in {row}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_the_binding_namespace_retargets_the_watch() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-old", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.claim("c1", json!({"globalAccount": "ga-1", "plan": "aws"}))
+        .await;
+    assert_eq!(hap.bound("c1").await, "aws-old");
+    // A second Gardener project; the config moves there.
+    let project = namespace(&hap.client, "garden-new").await;
+    create_binding(
+        &hap.client,
+        &project,
+        "aws-new",
+        "aws",
+        &[("hyperscalerType", "aws")],
+    )
+    .await;
+    hap.apply_config(&["aws"], json!({"bindingNamespace": project}))
+        .await;
+    hap.config_condition("Ready", "True").await;
+    hap.claim("c2", json!({"globalAccount": "ga-2", "plan": "aws"}))
+        .await;
+    assert_eq!(hap.bound("c2").await, "aws-new");
+    let st = hap.claims().get("c2").await.unwrap().status.unwrap();
+    assert_eq!(st.binding_namespace.as_deref(), Some(project.as_str()));
+    let labels = binding_labels(&hap.client, &project, "aws-new").await;
+    assert_eq!(labels.get("tenantName").map(String::as_str), Some("ga-2"));
+}

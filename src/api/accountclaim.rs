@@ -18,6 +18,7 @@ pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
     group = "accountpool.io",
     version = "v1alpha1",
     kind = "AccountClaim",
+    doc = "AccountClaim: one cluster's request for hyperscaler credentials. The operator picks the pool from the HapConfig in force, claims a binding for the global account and records it in status.",
     namespaced,
     shortname = "aclaim",
     category = "hap",

@@ -23,6 +23,7 @@ pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
     group = "accountpool.io",
     version = "v1alpha1",
     kind = "HapConfig",
+    doc = "HapConfig: the rules that map a cluster request (plan, platform region, cluster region) to a pool of hyperscaler credentials, and the pool settings. Only the object named by the operator's --config-name (default `default`) is in force.",
     shortname = "hapcfg",
     category = "hap",
     status = "HapConfigStatus",

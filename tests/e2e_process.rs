@@ -1,0 +1,182 @@
+//! End-to-end (real kube-apiserver): `hap run` as a process — probes and metrics over HTTP, two
+//! replicas with leader election (only the leader acts; the standby takes over when the leader
+//! dies), and a clean exit on SIGTERM.
+
+mod support;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+use support::*;
+
+struct Replica {
+    child: Child,
+    port: u16,
+}
+
+impl Replica {
+    fn start(hap: &Hap, identity: &str, lease: &str) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
+        let log =
+            std::fs::File::create(std::env::temp_dir().join(format!("{lease}-{identity}.log")))
+                .expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_hap"))
+            .args([
+                "run",
+                "--config-name",
+                &hap.config,
+                "--claim-namespace",
+                &hap.claims_ns,
+                "--mark-ignored-configs=false",
+            ])
+            .args([
+                "--leader-elect=true",
+                "--lease-name",
+                lease,
+                "--lease-namespace",
+                &hap.claims_ns,
+                "--identity",
+                identity,
+            ])
+            .args([
+                "--lease-duration-seconds",
+                "4",
+                "--http-addr",
+                &format!("127.0.0.1:{port}"),
+                "--log-format",
+                "json",
+            ])
+            .env("KUBECONFIG", kubeconfig())
+            .stdout(log)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn hap run");
+        Self { child, port }
+    }
+
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let (port, path) = (self.port, path.to_string());
+        tokio::task::spawn_blocking(move || http_get(port, &path))
+            .await
+            .ok()?
+    }
+
+    async fn is_leader(&self) -> bool {
+        self.get("/metrics")
+            .await
+            .is_some_and(|(_, body)| body.lines().any(|l| l.trim() == "hap_leader 1"))
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success();
+        assert!(ok);
+        for _ in 0..150 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("hap run did not exit within 15s of SIGTERM");
+    }
+}
+
+/// A minimal HTTP/1.1 GET, enough for the operator's probe and metrics endpoints.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, buf))
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_elect_one_leader_and_fail_over() {
+    let hap = Hap::without_operator(&["aws"], json!({})).await;
+    for i in 0..4 {
+        hap.binding(&format!("aws-{i}"), "aws", &[("hyperscalerType", "aws")])
+            .await;
+    }
+    let lease = unique("lease");
+    let mut a = Replica::start(&hap, "replica-a", &lease);
+    eventually(Duration::from_secs(30), "replica a leads", || async {
+        a.is_leader().await.then_some(())
+    })
+    .await;
+    let b = Replica::start(&hap, "replica-b", &lease);
+    eventually(
+        Duration::from_secs(30),
+        "replica b serves /readyz",
+        || async {
+            b.get("/readyz")
+                .await
+                .filter(|(code, _)| *code == 200)
+                .map(|_| ())
+        },
+    )
+    .await;
+    assert!(!b.is_leader().await, "only one leader");
+    let (code, _) = a.get("/livez").await.expect("livez");
+    assert_eq!(code, 200);
+
+    hap.claim("c1", json!({"globalAccount": "ga-1", "plan": "aws"}))
+        .await;
+    let first = hap.bound("c1").await;
+    // Pool gauges follow the inventory on the next coalesced tick.
+    let names = [
+        "hap_available_credentials_bindings{hyperscaler_type=\"aws\"} 3",
+        "hap_claimed_credentials_bindings{hyperscaler_type=\"aws\"} 1",
+        "hap_credentials_bindings_per_global_account{global_account=\"ga-1\"} 1",
+        "hap_claim_outcomes_total{outcome=\"Claimed\"} 1",
+        "hap_reconcile_duration_seconds_count{controller=\"accountclaim\"}",
+    ];
+    eventually(
+        Duration::from_secs(20),
+        "pool and claim metrics on /metrics",
+        || async {
+            let body = a.get("/metrics").await?.1;
+            names.iter().all(|n| body.contains(n)).then_some(())
+        },
+    )
+    .await;
+
+    // SIGTERM: the leader drains, releases the lease and exits 0; the standby takes over.
+    let status = a.terminate();
+    assert!(status.success(), "clean exit on SIGTERM, got {status:?}");
+    eventually(Duration::from_secs(30), "replica b takes over", || async {
+        b.is_leader().await.then_some(())
+    })
+    .await;
+    hap.claim("c2", json!({"globalAccount": "ga-1", "plan": "aws"}))
+        .await;
+    assert_eq!(
+        hap.bound("c2").await,
+        first,
+        "the new leader reuses the tenant's binding"
+    );
+    hap.claim("c3", json!({"globalAccount": "ga-2", "plan": "aws"}))
+        .await;
+    assert_ne!(hap.bound("c3").await, first);
+}
