@@ -6,6 +6,10 @@
 //	testenv down    stop exactly the processes it started and remove its data
 //	testenv env     print the export line
 //	testenv status  exit 0 when every component is running and the apiserver is ready
+//	testenv restart-apiserver [--down-for D] [--grace D]
+//	                stop only kube-apiserver (TERM, KILL after --grace), keep it down for D, start it
+//	                again with the flags, ports and certificates recorded by `up`, and wait
+//	                for /readyz (fault injection for chaos tests)
 //
 // State lives in --dir (default .testenv in the working directory): pid files, logs,
 // certificates, the kubeconfig and etcd's data.
@@ -19,6 +23,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"flag"
@@ -47,6 +52,8 @@ func main() {
 	dir := fs.String("dir", ".testenv", "state directory (pid files, logs, certificates, kubeconfig, etcd data)")
 	bin := fs.String("bin", os.Getenv("HAP_K8S_BIN"), "directory with kube-apiserver, kube-controller-manager, kubectl and etcd")
 	timeout := fs.Duration("timeout", 90*time.Second, "how long `up` waits for each component")
+	downFor := fs.Duration("down-for", 0, "restart-apiserver: how long kube-apiserver stays stopped")
+	grace := fs.Duration("grace", 3*time.Second, "restart-apiserver: how long kube-apiserver may drain after TERM before KILL")
 	if len(os.Args) < 2 {
 		usage()
 	}
@@ -72,6 +79,19 @@ func main() {
 		}
 	case "env":
 		e.printEnv()
+	case "restart-apiserver":
+		if e.bin == "" {
+			// The binaries `up` used.
+			raw, err := os.ReadFile(e.path("run", "bin"))
+			if err != nil {
+				fail("no binaries: pass --bin or set HAP_K8S_BIN (e2e/testenv does this for you)")
+			}
+			e.bin = strings.TrimSpace(string(raw))
+		}
+		if err := e.restartAPIServer(*downFor, *grace, *timeout); err != nil {
+			fail("%v", err)
+		}
+		fmt.Println("testenv: kube-apiserver restarted; /readyz is ok")
 	case "status":
 		if err := e.status(); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: not healthy: %v\n", err)
@@ -84,7 +104,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: testenv up|down|env|status [--dir DIR] [--bin DIR] [--timeout D]")
+	fmt.Fprintln(os.Stderr, "usage: testenv up|down|env|status|restart-apiserver [--dir DIR] [--bin DIR] [--timeout D] [--down-for D] [--grace D]")
 	os.Exit(2)
 }
 
@@ -145,41 +165,43 @@ func (e env) up(timeout time.Duration) error {
 	}
 
 	pki := func(f string) string { return e.path("pki", f) }
-	if err := e.start("kube-apiserver",
+	apiArgs := []string{
 		fmt.Sprintf("--etcd-servers=http://127.0.0.1:%d", etcdClient),
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", apiPort),
 		"--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
-		"--cert-dir="+e.path("pki"),
-		"--tls-cert-file="+pki("apiserver.crt"),
-		"--tls-private-key-file="+pki("apiserver.key"),
-		"--client-ca-file="+pki("ca.crt"),
+		"--cert-dir=" + e.path("pki"),
+		"--tls-cert-file=" + pki("apiserver.crt"),
+		"--tls-private-key-file=" + pki("apiserver.key"),
+		"--client-ca-file=" + pki("ca.crt"),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--api-audiences=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+pki("sa.key"),
-		"--service-account-signing-key-file="+pki("sa.key"),
+		"--service-account-key-file=" + pki("sa.key"),
+		"--service-account-signing-key-file=" + pki("sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
-		"--token-auth-file="+pki("tokens.csv"),
+		"--token-auth-file=" + pki("tokens.csv"),
 		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--v=1",
-	); err != nil {
+	}
+	// Recorded so that restart-apiserver starts the very same server again.
+	if raw, err := json.Marshal(apiArgs); err != nil {
+		return err
+	} else if err := os.WriteFile(e.path("run", "kube-apiserver.args"), raw, 0o600); err != nil {
 		return err
 	}
-	client, token, err := e.adminClient()
-	if err != nil {
+	if err := os.WriteFile(e.path("run", "bin"), []byte(e.bin), 0o600); err != nil {
+		return err
+	}
+	if err := e.start("kube-apiserver", apiArgs...); err != nil {
 		return err
 	}
 	base := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	if err := e.waitFor(timeout, "kube-apiserver", func() error {
-		if err := httpOK(client, base+"/readyz"); err != nil {
-			return err
-		}
-		return authedOK(client, token, base+"/api/v1/namespaces/default")
-	}); err != nil {
+	token, err := e.waitAPIServer(timeout, base)
+	if err != nil {
 		return err
 	}
 	if err := e.writeKubeconfig(base, token); err != nil {
@@ -204,15 +226,70 @@ func (e env) up(timeout time.Duration) error {
 	})
 }
 
+// waitAPIServer waits until kube-apiserver answers /readyz and serves the `default` namespace
+// to the admin token; it returns that token.
+func (e env) waitAPIServer(timeout time.Duration, base string) (string, error) {
+	client, token, err := e.adminClient()
+	if err != nil {
+		return "", err
+	}
+	return token, e.waitFor(timeout, "kube-apiserver", func() error {
+		if err := httpOK(client, base+"/readyz"); err != nil {
+			return err
+		}
+		return authedOK(client, token, base+"/api/v1/namespaces/default")
+	})
+}
+
+// restartAPIServer stops only kube-apiserver, waits downFor, and starts it again with the
+// arguments `up` recorded (same ports, certificates, tokens and etcd), appending to its log.
+// etcd and kube-controller-manager keep running, as they would through an apiserver rollout.
+// Its graceful termination holds open watches for about a minute, hence the short grace.
+func (e env) restartAPIServer(downFor, grace, timeout time.Duration) error {
+	raw, err := os.ReadFile(e.path("run", "kube-apiserver.args"))
+	if err != nil {
+		return fmt.Errorf("no recorded kube-apiserver arguments in %s (was it started by `testenv up`?): %w", e.dir, err)
+	}
+	var args []string
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return fmt.Errorf("reading %s: %w", e.path("run", "kube-apiserver.args"), err)
+	}
+	if _, ok := e.pid("etcd"); !ok {
+		return errors.New("etcd is not running: run `testenv up` instead")
+	}
+	port, err := os.ReadFile(e.path("run", "apiserver-port"))
+	if err != nil {
+		return err
+	}
+	if pid, ok := e.pid("kube-apiserver"); ok {
+		stop(pid, grace)
+	}
+	time.Sleep(downFor)
+	if err := e.startLog("kube-apiserver", true, args...); err != nil {
+		return err
+	}
+	_, err = e.waitAPIServer(timeout, "https://127.0.0.1:"+strings.TrimSpace(string(port)))
+	return err
+}
+
 // start launches one component in its own session so that it outlives this command, and
 // records its pid so that `down` stops exactly it.
 func (e env) start(name string, args ...string) error {
+	return e.startLog(name, false, args...)
+}
+
+// startLog is start, appending to the component's log instead of truncating it when appendLog.
+func (e env) startLog(name string, appendLog bool, args ...string) error {
 	binary := filepath.Join(e.bin, name)
 	if _, err := os.Stat(binary); err != nil {
 		return fmt.Errorf("%s: binary not found at %s (run e2e/build-control-plane.sh)", name, binary)
 	}
 	logPath := e.path("logs", name+".log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	mode := os.O_TRUNC
+	if appendLog {
+		mode = os.O_APPEND
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|mode, 0o600)
 	if err != nil {
 		return err
 	}
@@ -239,22 +316,27 @@ func (e env) down() error {
 		if !ok {
 			continue
 		}
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		deadline := time.Now().Add(10 * time.Second)
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if alive(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			for j := 0; j < 50 && alive(pid); j++ {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
+		stop(pid, 10*time.Second)
 	}
 	if err := os.RemoveAll(e.dir); err != nil {
 		return fmt.Errorf("removing %s: %w", e.dir, err)
 	}
 	return nil
+}
+
+// stop sends TERM to a process we started, and KILL if it is still alive after grace.
+func stop(pid int, grace time.Duration) {
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		for j := 0; j < 50 && alive(pid); j++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 // pid returns the recorded pid of a component if that very process is still alive.
