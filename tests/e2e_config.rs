@@ -223,3 +223,28 @@ async fn changing_the_binding_namespace_retargets_the_watch() {
     let labels = binding_labels(&hap.client, &project, "aws-new").await;
     assert_eq!(labels.get("tenantName").map(String::as_str), Some("ga-2"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_config_keeps_bound_claims_and_holds_new_ones() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.claim("bound", json!({"globalAccount": "ga-1", "plan": "aws"}))
+        .await;
+    assert_eq!(hap.bound("bound").await, "aws-1");
+    let (ok, _, err) = kubectl(&["delete", "hapconfig", &hap.config]);
+    assert!(ok, "{err}");
+    hap.claim("new", json!({"globalAccount": "ga-2", "plan": "aws"}))
+        .await;
+    hap.ready_reason("new", "ConfigMissing").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let st = hap.claims().get("bound").await.unwrap().status.unwrap();
+    assert_eq!(st.phase, Some(hap_operator::api::ClaimPhase::Bound));
+    assert_eq!(st.credentials_binding_name.as_deref(), Some("aws-1"));
+    // The config comes back: the waiting claim binds, the bound one never moved.
+    hap.apply_config(&["aws"], json!({})).await;
+    hap.binding("aws-2", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    assert_eq!(hap.bound("new").await, "aws-2");
+    assert_eq!(hap.bound("bound").await, "aws-1");
+}

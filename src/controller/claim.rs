@@ -86,7 +86,14 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         // The update event brings the claim back with the finalizer in place.
         return Ok(Action::await_change());
     }
-    let active = match ctx.resolver.resolve() {
+    let state = ctx.resolver.resolve();
+    if !matches!(state, ConfigState::Active { .. })
+        && claim.status.as_ref().and_then(recorded_binding).is_some()
+    {
+        // Without rules in force nothing can be verified; a bound claim keeps its record.
+        return Ok(resync(ctx));
+    }
+    let active = match state {
         ConfigState::Missing => {
             let cause = format!(
                 "no HapConfig named `{}` exists; the claim waits for one",
