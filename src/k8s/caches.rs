@@ -97,6 +97,12 @@ where
 
     /// Points the watch at `target`; a no-op when it already points there.
     pub fn retarget(&self, target: &T) {
+        // Called on every reconcile: the common case (same target) only needs a read lock.
+        if let Ok(running) = self.running.read()
+            && running.as_ref().is_some_and(|r| &r.target == target)
+        {
+            return;
+        }
         let Ok(mut running) = self.running.write() else {
             return;
         };
