@@ -13,7 +13,9 @@ use super::validate::{Format, Source, load_spec, render, usage};
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Exit codes: 0 matched, 1 no pool (NoMatchingRule, AmbiguousMatch, InvalidConfig,\n\
-UnknownPlan, MissingProvider; invalid rules count as InvalidConfig), 2 usage error."
+UnknownPlan, MissingProvider; invalid rules count as InvalidConfig), 2 usage error (bad flags,\n\
+unreadable file or cluster). --live uses the rules the operator keeps in force: the current\n\
+generation, or the last valid one while the current one is invalid (said on stderr)."
 )]
 pub struct Args {
     #[command(flatten)]
@@ -69,7 +71,20 @@ struct FailedError<'a> {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let spec = match load_spec(&args.source) {
+    // --live explains with the rules the operator has in force (last-known-good included).
+    let loaded = if args.source.live {
+        super::live::explain_input(args.source.config_name())
+            .map(|f| {
+                if let Some(note) = f.note {
+                    eprintln!("hap: {note}");
+                }
+                f.spec
+            })
+            .map_err(|e| e.report())
+    } else {
+        load_spec(&args.source)
+    };
+    let spec = match loaded {
         Ok(s) => s,
         Err(e) => return usage(&e),
     };

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod explain;
+pub mod live;
 pub mod migrate;
+pub mod pools;
 pub mod run;
 pub mod validate;
 
@@ -29,6 +31,8 @@ pub enum Command {
     Explain(explain::Args),
     /// Turn KEB Helm values or the legacy properties into a HapConfig manifest.
     Migrate(migrate::Args),
+    /// Show every pool of the live cluster with its free, claimed and dirty bindings.
+    Pools(pools::Args),
 }
 
 /// Runs the chosen subcommand and maps its outcome to the process exit code.
@@ -48,5 +52,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Migrate(args) => migrate::run(args),
+        Command::Pools(args) => pools::run(args),
     }
 }

@@ -33,7 +33,7 @@ pub enum SyntaxArg {
 #[derive(clap::Args, Debug, Clone)]
 pub struct Source {
     /// HapConfig manifest (YAML, may hold several documents; the `kind: HapConfig` one is used).
-    #[arg(short = 'f', long = "file", value_name = "FILE", required_unless_present = "rules", conflicts_with_all = ["rules", "syntax"])]
+    #[arg(short = 'f', long = "file", value_name = "FILE", required_unless_present_any = ["rules", "live"], conflicts_with_all = ["rules", "syntax", "live"])]
     pub file: Option<PathBuf>,
     /// A rule entry; repeat for several (instead of -f).
     #[arg(long = "rule", value_name = "R")]
@@ -41,12 +41,27 @@ pub struct Source {
     /// Syntax of the --rule entries.
     #[arg(long, value_enum, requires = "rules")]
     pub syntax: Option<SyntaxArg>,
+    /// Read the HapConfig from the cluster of KUBECONFIG instead (see --config).
+    #[arg(long, conflicts_with = "rules")]
+    pub live: bool,
+    /// With --live: the HapConfig to read (the operator's --config-name) [default: default].
+    #[arg(long = "config", value_name = "NAME", conflicts_with_all = ["file", "rules"])]
+    pub config: Option<String>,
+}
+
+impl Source {
+    /// The HapConfig `--live` reads.
+    pub fn config_name(&self) -> &str {
+        self.config
+            .as_deref()
+            .unwrap_or(super::live::DEFAULT_CONFIG)
+    }
 }
 
 /// Check a rule set: every error at once, each with its entry, index and column.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Exit codes: 0 valid, 1 invalid, 2 usage error (bad flags, unreadable file).\n\
+    after_help = "Exit codes: 0 valid, 1 invalid, 2 usage error (bad flags, unreadable file or cluster).\n\
 With --bindings, a rule entry without `*` whose pool has no usable binding is an error (MissingPool):\n\
 you asked for the check. The operator only reports missing pools in the PoolsAvailable condition."
 )]
@@ -58,7 +73,8 @@ pub struct Args {
     pub required_plans: Vec<String>,
     /// Bindings as YAML (a `kind: List` with `items`, or one object per document); their
     /// `metadata.labels` decide which pools exist. Missing pools are errors (exit 1).
-    #[arg(long, value_name = "FILE")]
+    /// With --live, the cluster's bindings are used instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "live")]
     pub bindings: Option<PathBuf>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
@@ -74,7 +90,15 @@ struct Report<'a> {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let mut spec = match load_spec(&args.source) {
+    // --live: the applied spec and the cluster's bindings, so missing pools are checked too.
+    let loaded = if args.source.live {
+        super::live::validate_input(args.source.config_name())
+            .map(|(spec, bindings)| (spec, Some(bindings)))
+            .map_err(|e| e.report())
+    } else {
+        load_spec(&args.source).map(|spec| (spec, None))
+    };
+    let (mut spec, live_bindings) = match loaded {
         Ok(s) => s,
         Err(e) => return usage(&e),
     };
@@ -84,7 +108,7 @@ pub fn run(args: Args) -> ExitCode {
             .extend(args.required_plans.iter().cloned());
     }
     let bindings = match args.bindings.as_deref().map(load_bindings).transpose() {
-        Ok(b) => b,
+        Ok(b) => b.or(live_bindings),
         Err(e) => return usage(&e),
     };
     let (v, count) = match CompiledRules::from_spec(&spec) {

@@ -1,0 +1,318 @@
+//! The only part of the CLI that talks to the API server (`hap pools`, `hap validate --live`,
+//! `hap explain --live`). It lists once, turns what it read into the plain views the pure core
+//! takes (`HapConfigSpec`, label maps, `pools::*View`), and decides nothing itself.
+//!
+//! It reads the HapConfig, binding metadata (never the bindings' credentials references), Shoots
+//! and AccountClaims, and never Secrets; it writes nothing. The client comes from `KUBECONFIG`
+//! or the in-cluster config, as kubectl's does, so `kubectl hap ...` talks to kubectl's cluster.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::{Client, ResourceExt};
+
+use crate::api::{AccountClaim, BindingKind, ClaimPhase, HapConfig, HapConfigSpec, Shoot};
+use crate::k8s::writes::binding_resource;
+use crate::labels::ResolvedLabelKeys;
+use crate::pools::{BindingView, ClaimView, ShootView};
+use crate::rules::CompiledRules;
+
+/// The HapConfig read when `--config` is not given: the operator's default `--config-name`.
+pub const DEFAULT_CONFIG: &str = "default";
+
+/// Why the live cluster could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("cannot start the async runtime")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot build a Kubernetes client from KUBECONFIG or the in-cluster config")]
+    Client(#[source] kube::Error),
+    #[error(
+        "HapConfig `{0}` does not exist in this cluster (name it with --config; `kubectl get hapconfig` lists them)"
+    )]
+    ConfigNotFound(String),
+    #[error("cannot {action}")]
+    Api {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl LiveError {
+    /// The error with its causes, on one line, for the terminal.
+    pub fn report(&self) -> String {
+        let mut out = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cause = c.source();
+        }
+        out
+    }
+}
+
+fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> LiveError {
+    let action = action.into();
+    move |source| LiveError::Api { action, source }
+}
+
+/// Runs one CLI request against the cluster on a small runtime of its own.
+fn block_on<T, F>(f: impl FnOnce(Client) -> F) -> Result<T, LiveError>
+where
+    F: Future<Output = Result<T, LiveError>>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(LiveError::Runtime)?;
+    runtime.block_on(async move {
+        let client = Client::try_default().await.map_err(LiveError::Client)?;
+        f(client).await
+    })
+}
+
+async fn get_config(client: &Client, name: &str) -> Result<HapConfig, LiveError> {
+    Api::<HapConfig>::all(client.clone())
+        .get_opt(name)
+        .await
+        .map_err(api_error(format!("read HapConfig {name}")))?
+        .ok_or_else(|| LiveError::ConfigNotFound(name.to_string()))
+}
+
+/// The spec whose rules are in force, as the operator decides it: the current generation when
+/// its rules are valid, else the last valid one the operator recorded in `status.activeSpec`
+/// (last-known-good). `note` says when the second applies.
+pub struct InForce {
+    pub spec: HapConfigSpec,
+    pub note: Option<String>,
+}
+
+pub fn in_force(cfg: &HapConfig) -> InForce {
+    let current = || InForce {
+        spec: cfg.spec.clone(),
+        note: None,
+    };
+    if CompiledRules::from_spec(&cfg.spec).is_ok() {
+        return current();
+    }
+    let status = cfg.status.as_ref();
+    match status.and_then(|s| s.active_spec.as_deref()) {
+        Some(active) => InForce {
+            spec: active.clone(),
+            note: Some(format!(
+                "HapConfig {} generation {} is invalid; using generation {}, which the operator keeps in force",
+                cfg.name_any(),
+                cfg.metadata.generation.unwrap_or(0),
+                status
+                    .and_then(|s| s.active_generation)
+                    .map_or_else(|| "?".into(), |g| g.to_string()),
+            )),
+        },
+        None => current(),
+    }
+}
+
+/// The labels of every binding in the namespace and kind the spec names (metadata only).
+async fn binding_views(
+    client: &Client,
+    spec: &HapConfigSpec,
+) -> Result<Vec<BindingView>, LiveError> {
+    let kind = spec.binding_kind.unwrap_or_default();
+    let ns = &spec.binding_namespace;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &binding_resource(kind));
+    let list = api
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(api_error(format!("list {}s in {ns}", kind.gvk().2)))?;
+    Ok(list
+        .items
+        .into_iter()
+        .map(|b| BindingView {
+            name: b.name_any(),
+            resource_version: b.metadata.resource_version.clone(),
+            labels: b.metadata.labels.unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// `hap validate --live`: the current generation's spec (what was applied, valid or not) and the
+/// labels of the bindings its rules need pools in.
+pub fn validate_input(
+    config: &str,
+) -> Result<(HapConfigSpec, Vec<BTreeMap<String, String>>), LiveError> {
+    block_on(|client| async move {
+        let cfg = get_config(&client, config).await?;
+        let bindings = binding_views(&client, &cfg.spec).await?;
+        Ok((cfg.spec, bindings.into_iter().map(|b| b.labels).collect()))
+    })
+}
+
+/// `hap explain --live`: the spec in force.
+pub fn explain_input(config: &str) -> Result<InForce, LiveError> {
+    block_on(|client| async move { Ok(in_force(&get_config(&client, config).await?)) })
+}
+
+/// Everything `hap pools` counts, read once.
+pub struct PoolsInput {
+    pub config: String,
+    pub note: Option<String>,
+    pub binding_namespace: String,
+    pub binding_kind: BindingKind,
+    pub shoot_namespace: String,
+    pub keys: ResolvedLabelKeys,
+    pub bindings: Vec<BindingView>,
+    pub claims: Vec<ClaimView>,
+    pub shoots: Vec<ShootView>,
+}
+
+/// `hap pools`: the bindings, Shoots and claims of the pools the HapConfig in force describes.
+pub fn pools_input(config: &str) -> Result<PoolsInput, LiveError> {
+    block_on(|client| async move {
+        let cfg = get_config(&client, config).await?;
+        let InForce { spec, note } = in_force(&cfg);
+        let bindings = binding_views(&client, &spec).await?;
+        let shoot_namespace = spec
+            .shoot_namespace
+            .clone()
+            .unwrap_or_else(|| spec.binding_namespace.clone());
+        let shoots = Api::<Shoot>::namespaced(client.clone(), &shoot_namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(api_error(format!("list Shoots in {shoot_namespace}")))?;
+        let claims = Api::<AccountClaim>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(api_error("list AccountClaims"))?;
+        Ok(PoolsInput {
+            config: config.to_string(),
+            note,
+            binding_kind: spec.binding_kind.unwrap_or_default(),
+            keys: ResolvedLabelKeys::from_spec(spec.label_keys.as_ref()),
+            bindings,
+            claims: claims
+                .items
+                .iter()
+                .map(|c| claim_view(c, &spec.binding_namespace))
+                .collect(),
+            shoots: shoots
+                .items
+                .iter()
+                .map(|s| ShootView {
+                    name: s.name_any(),
+                    binding: s.spec.binding_name().map(str::to_string),
+                })
+                .collect(),
+            binding_namespace: spec.binding_namespace,
+            shoot_namespace,
+        })
+    })
+}
+
+/// The view of a claim that cluster counting takes. A claim bound in another binding namespace
+/// belongs to another pool set (several operator instances can share a cluster), so its binding
+/// is not counted here even when a binding of the same name exists in this namespace.
+fn claim_view(c: &AccountClaim, binding_namespace: &str) -> ClaimView {
+    let bound = c
+        .status
+        .as_ref()
+        .filter(|s| s.phase == Some(ClaimPhase::Bound))
+        .filter(|s| {
+            s.binding_namespace.as_deref().unwrap_or(binding_namespace) == binding_namespace
+        })
+        .and_then(|s| s.credentials_binding_name.clone());
+    ClaimView {
+        namespace: c.namespace().unwrap_or_default(),
+        name: c.name_any(),
+        uid: c.uid().unwrap_or_default(),
+        global_account: c.spec.global_account.clone(),
+        shoot_name: c.spec.shoot_name.clone(),
+        bound_binding: bound,
+        deleting: c.metadata.deletion_timestamp.is_some(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The pure parts: which spec is in force, and which claims count.
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn config(rules: &[&str], status: serde_json::Value) -> HapConfig {
+        serde_json::from_value(json!({
+            "apiVersion": "accountpool.io/v1alpha1",
+            "kind": "HapConfig",
+            "metadata": {"name": "default", "generation": 3},
+            "spec": {"bindingNamespace": "garden-now", "rules": rules},
+            "status": status,
+        }))
+        .expect("HapConfig")
+    }
+
+    #[test]
+    fn a_valid_current_generation_is_in_force() {
+        let cfg = config(
+            &["aws"],
+            json!({"activeGeneration": 2, "activeSpec": {"bindingNamespace": "garden-old", "rules": ["gcp"]}}),
+        );
+        let f = in_force(&cfg);
+        assert_eq!(f.spec.binding_namespace, "garden-now");
+        assert!(f.note.is_none());
+    }
+
+    #[test]
+    fn an_invalid_current_generation_falls_back_to_the_active_spec() {
+        let cfg = config(
+            &["aws(PR=)"],
+            json!({"activeGeneration": 2, "activeSpec": {"bindingNamespace": "garden-old", "rules": ["gcp"]}}),
+        );
+        let f = in_force(&cfg);
+        assert_eq!(f.spec.binding_namespace, "garden-old");
+        let note = f.note.expect("note");
+        assert!(
+            note.contains("generation 3") && note.contains("generation 2"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn an_invalid_config_without_an_active_spec_stays_as_applied() {
+        let f = in_force(&config(&["aws(PR=)"], json!({})));
+        assert_eq!(f.spec.rules, Some(vec!["aws(PR=)".to_string()]));
+        assert!(f.note.is_none());
+    }
+
+    fn claim(phase: &str, ns: Option<&str>, deleting: bool) -> AccountClaim {
+        let mut meta = json!({"name": "c", "namespace": "claims", "uid": "u1"});
+        if deleting {
+            meta["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "accountpool.io/v1alpha1",
+            "kind": "AccountClaim",
+            "metadata": meta,
+            "spec": {"globalAccount": "ga", "plan": "aws"},
+            "status": {"phase": phase, "credentialsBindingName": "b1", "bindingNamespace": ns},
+        }))
+        .expect("AccountClaim")
+    }
+
+    #[test]
+    fn only_claims_bound_in_this_binding_namespace_count() {
+        let here = claim_view(&claim("Bound", Some("garden"), false), "garden");
+        assert_eq!(here.bound_binding.as_deref(), Some("b1"));
+        assert_eq!(here.cluster_name(), "claims/c");
+        let elsewhere = claim_view(&claim("Bound", Some("garden-other"), false), "garden");
+        assert_eq!(elsewhere.bound_binding, None);
+        let failed = claim_view(&claim("Failed", Some("garden"), false), "garden");
+        assert_eq!(
+            failed.bound_binding, None,
+            "a lost binding is not a cluster"
+        );
+        assert!(claim_view(&claim("Bound", Some("garden"), true), "garden").deleting);
+    }
+}

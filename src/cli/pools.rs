@@ -1,0 +1,166 @@
+//! `hap pools` (`kubectl hap pools`): every pool in the live cluster with its figures, counted by
+//! the operator's own `pools::Inventory` from one list of bindings, Shoots and AccountClaims.
+
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use super::live::{self, DEFAULT_CONFIG};
+use super::validate::{Format, usage};
+use crate::api::{BindingKind, PoolFigures};
+use crate::pools::Inventory;
+
+/// Show every pool of the live cluster: bindings by hyperscaler type, EU access and sharing.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Reads the HapConfig (--config) for bindingNamespace, bindingKind, labelKeys and\n\
+shootNamespace, then lists binding metadata, Shoots and AccountClaims once. Never reads Secrets.\n\
+FREE: unclaimed bindings a claim can take; CLAIMED: held by a tenant; DIRTY: waiting for the\n\
+cleanup job; CLUSTERS: Shoots and bound claims on the pool's bindings. Shared pools show only\n\
+TOTAL and CLUSTERS. Exit codes: 0 shown, 2 the cluster could not be read."
+)]
+pub struct Args {
+    /// The HapConfig to read (the operator's --config-name).
+    #[arg(long = "config", value_name = "NAME", default_value = DEFAULT_CONFIG)]
+    pub config: String,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+}
+
+/// `hap pools -o json`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report<'a> {
+    config: &'a str,
+    binding_namespace: &'a str,
+    binding_kind: BindingKind,
+    shoot_namespace: &'a str,
+    pools: &'a [PoolFigures],
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let input = match live::pools_input(&args.config) {
+        Ok(i) => i,
+        Err(e) => return usage(&e.report()),
+    };
+    if let Some(note) = &input.note {
+        eprintln!("hap: {note}");
+    }
+    let inventory = Inventory::build(input.keys, input.bindings, input.claims, input.shoots);
+    let figures = inventory.all_figures();
+    match args.output {
+        Format::Json => {
+            let report = Report {
+                config: &input.config,
+                binding_namespace: &input.binding_namespace,
+                binding_kind: input.binding_kind,
+                shoot_namespace: &input.shoot_namespace,
+                pools: &figures,
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_default()
+            );
+        }
+        Format::Text if figures.is_empty() => {
+            println!(
+                "No pools: no {} in namespace {} carries a {} label.",
+                input.binding_kind.gvk().2,
+                input.binding_namespace,
+                inventory.keys().hyperscaler_type
+            );
+        }
+        Format::Text => print!("{}", table(&figures)),
+    }
+    ExitCode::SUCCESS
+}
+
+/// The pools as a kubectl-style table, columns padded to their widest cell.
+fn table(figures: &[PoolFigures]) -> String {
+    const HEADER: [&str; 8] = [
+        "HYPERSCALER-TYPE",
+        "EU",
+        "SHARED",
+        "TOTAL",
+        "FREE",
+        "CLAIMED",
+        "DIRTY",
+        "CLUSTERS",
+    ];
+    let rows: Vec<[String; 8]> = figures
+        .iter()
+        .map(|f| {
+            // A shared pool is never claimed, so free/claimed/dirty do not apply to it.
+            let dedicated = |n: i32| {
+                if f.shared {
+                    "-".to_string()
+                } else {
+                    n.to_string()
+                }
+            };
+            [
+                f.hyperscaler_type.clone(),
+                f.eu_access.to_string(),
+                f.shared.to_string(),
+                f.total.to_string(),
+                dedicated(f.free),
+                dedicated(f.claimed),
+                dedicated(f.dirty),
+                f.clusters.to_string(),
+            ]
+        })
+        .collect();
+    let mut widths = HEADER.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        format!("{}\n", padded.join("   ").trim_end())
+    };
+    let mut out = line(&HEADER.map(String::from));
+    for row in &rows {
+        out.push_str(&line(row));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_pads_columns_and_dashes_shared_figures() {
+        let figures = vec![
+            PoolFigures {
+                hyperscaler_type: "aws".into(),
+                total: 12,
+                free: 3,
+                claimed: 8,
+                dirty: 1,
+                clusters: 9,
+                ..Default::default()
+            },
+            PoolFigures {
+                hyperscaler_type: "openstack_eu-de-1".into(),
+                shared: true,
+                total: 2,
+                clusters: 40,
+                ..Default::default()
+            },
+        ];
+        let expected = "\
+HYPERSCALER-TYPE    EU      SHARED   TOTAL   FREE   CLAIMED   DIRTY   CLUSTERS
+aws                 false   false    12      3      8         1       9
+openstack_eu-de-1   false   true     2       -      -         -       40
+";
+        assert_eq!(table(&figures), expected);
+    }
+}
