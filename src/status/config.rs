@@ -2,7 +2,7 @@
 //!
 //! | situation | Ready | RulesValid | PoolsAvailable | Stalled / Reconciling | observedGeneration |
 //! |---|---|---|---|---|---|
-//! | not the config in force | False `Ignored` | computed | absent | absent | generation |
+//! | not the config in force | False `Ignored` | computed | absent | Stalled=True `Ignored` | generation |
 //! | current generation invalid | False `ConfigInvalid` | False `Invalid` | of the active rules, else Unknown | Stalled=True | generation |
 //! | still building state | Unknown `Progressing` | computed | Unknown `Progressing` | Reconciling=True | previous |
 //! | valid and in force | True `Ready` | True `Valid` | True / False `MissingPool` | absent | generation |
@@ -116,11 +116,22 @@ pub fn desired_config_status(
             types::READY,
             CondStatus::False,
             reasons::IGNORED,
+            msg.clone(),
+            gen_,
+            now,
+        );
+        // Stalled, not just un-Ready: only a person can change which config is in force, and
+        // without it kstatus reads InProgress, so a Flux `wait` hangs until its timeout.
+        set_condition(
+            &mut conds,
+            types::STALLED,
+            CondStatus::True,
+            reasons::IGNORED,
             msg,
             gen_,
             now,
         );
-        for t in [types::POOLS_AVAILABLE, types::RECONCILING, types::STALLED] {
+        for t in [types::POOLS_AVAILABLE, types::RECONCILING] {
             remove_condition(&mut conds, t);
         }
         return HapConfigStatus {

@@ -330,7 +330,12 @@ fn a_config_that_is_not_in_force_is_ignored() {
         sr(&s.conditions, types::RULES_VALID),
         is("True", reasons::VALID)
     );
-    for t in [types::POOLS_AVAILABLE, types::STALLED, types::RECONCILING] {
+    // Stalled, so that kstatus reads Failed rather than InProgress forever.
+    assert_eq!(
+        sr(&s.conditions, types::STALLED),
+        is("True", reasons::IGNORED)
+    );
+    for t in [types::POOLS_AVAILABLE, types::RECONCILING] {
         assert_eq!(sr(&s.conditions, t), None, "{t}");
     }
     assert_eq!(
