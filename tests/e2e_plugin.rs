@@ -1,0 +1,246 @@
+//! End-to-end (real kube-apiserver): the `hap` binary installed as `kubectl-hap` and run through
+//! kubectl's plugin mechanism. `kubectl hap pools` counts a known inventory exactly as the
+//! operator does; `validate --live` and `explain --live` read the cluster's HapConfig and keep
+//! the JSON contract of their file-based forms (DESIGN §6).
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+
+/// A directory holding `kubectl-hap` → the freshly built `hap`, as a user would install it.
+fn plugin_dir() -> &'static PathBuf {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let link = dir.path().join("kubectl-hap");
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_hap"), &link).expect("symlink kubectl-hap");
+        let path = dir.path().to_path_buf();
+        (dir, path)
+    })
+    .1
+}
+
+/// `kubectl hap ARGS`; returns (exit code, stdout, stderr).
+fn kubectl_hap(args: &[&str]) -> (i32, String, String) {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![plugin_dir().clone()];
+    dirs.extend(std::env::split_paths(&path));
+    let out = Command::new(kubectl_path())
+        .env("KUBECONFIG", kubeconfig())
+        .env("PATH", std::env::join_paths(dirs).expect("PATH"))
+        .arg("hap")
+        .args(args)
+        .output()
+        .expect("run kubectl hap");
+    (
+        out.status.code().expect("exit code"),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn json_of(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+fn pool(t: &str, eu: bool, shared: bool, figures: [i32; 5]) -> Value {
+    let [total, free, claimed, dirty, clusters] = figures;
+    json!({"hyperscalerType": t, "euAccess": eu, "shared": shared, "total": total, "free": free,
+           "claimed": claimed, "dirty": dirty, "clusters": clusters})
+}
+
+/// The pools of the operator's own HapConfig status, one entry per pool.
+fn operator_pools(status: &hap_operator::api::HapConfigStatus) -> Vec<Value> {
+    let mut pools: Vec<Value> = status
+        .rules
+        .iter()
+        .flat_map(|r| &r.pools)
+        .map(|p| serde_json::to_value(p).expect("figures"))
+        .collect();
+    pools.sort_by_key(|p| p.to_string());
+    pools.dedup();
+    pools
+}
+
+fn sorted(v: &Value) -> Vec<Value> {
+    let mut pools = v.as_array().expect("pools").clone();
+    pools.sort_by_key(|p| p.to_string());
+    pools
+}
+
+const RULES: [&str; 4] = ["aws", "aws(PR=cf-eu11, euAccess)", "azure(shared)", "gcp"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_hap_reads_the_live_cluster() {
+    let hap = Hap::new(&RULES, json!({})).await;
+    let aws = |extra: &[(&'static str, &'static str)]| {
+        let mut l = vec![("hyperscalerType", "aws")];
+        l.extend_from_slice(extra);
+        l
+    };
+    for (name, labels) in [
+        ("aws-free-1", aws(&[])),
+        ("aws-free-2", aws(&[])),
+        ("aws-owned", aws(&[("tenantName", "ga-x")])),
+        (
+            "aws-dirty",
+            aws(&[("tenantName", "ga-y"), ("dirty", "true")]),
+        ),
+        ("aws-internal", aws(&[("internal", "true")])),
+        (
+            "aws-eu-1",
+            vec![("hyperscalerType", "aws_cf-eu11"), ("euAccess", "true")],
+        ),
+    ] {
+        hap.binding(name, "aws", &labels).await;
+    }
+    hap.binding(
+        "azure-shared-1",
+        "azure",
+        &[("hyperscalerType", "azure"), ("shared", "true")],
+    )
+    .await;
+    hap.shoot("s-owned", "aws-owned");
+    hap.shoot("s-a", "azure-shared-1");
+    hap.shoot("s-b", "azure-shared-1");
+    hap.claim(
+        "c1",
+        json!({"globalAccount": "ga-1", "plan": "aws", "shootName": "c1"}),
+    )
+    .await;
+    let bound = hap.bound("c1").await;
+    assert!(bound.starts_with("aws-free-"), "{bound}");
+
+    // total = free + claimed + dirty + internal; clusters from bound claims and Shoots.
+    let expected = sorted(&json!([
+        pool("aws", false, false, [5, 1, 2, 1, 2]),
+        pool("aws_cf-eu11", true, false, [1, 1, 0, 0, 0]),
+        pool("azure", false, true, [1, 0, 0, 0, 2]),
+    ]));
+    // The operator's status agrees once it has seen everything...
+    eventually(
+        Duration::from_secs(60),
+        "operator status shows the inventory",
+        || async { (operator_pools(&hap.config_status().await) == expected).then_some(()) },
+    )
+    .await;
+
+    // ... and so does the plugin, counting on its own from one list of each kind.
+    let (code, out, err) = kubectl_hap(&["pools", "--config", &hap.config, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let report = json_of(&out);
+    assert_eq!(sorted(&report["pools"]), expected);
+    assert_eq!(report["config"], hap.config.as_str());
+    assert_eq!(report["bindingNamespace"], hap.bindings_ns.as_str());
+    assert_eq!(report["bindingKind"], "CredentialsBinding");
+
+    let (code, out, err) = kubectl_hap(&["pools", "--config", &hap.config]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                "HYPERSCALER-TYPE",
+                "EU",
+                "SHARED",
+                "TOTAL",
+                "FREE",
+                "CLAIMED",
+                "DIRTY",
+                "CLUSTERS"
+            ],
+            vec!["aws", "false", "false", "5", "1", "2", "1", "2"],
+            vec!["aws_cf-eu11", "true", "false", "1", "1", "0", "0", "0"],
+            vec!["azure", "false", "true", "1", "-", "-", "-", "2"],
+        ],
+        "{out}"
+    );
+
+    // validate --live checks the pools against the cluster's bindings: gcp has none.
+    let (code, out, err) =
+        kubectl_hap(&["validate", "--live", "--config", &hap.config, "-o", "json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let report = json_of(&out);
+    assert_eq!(report["valid"], false);
+    let errors = report["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 1, "{out}");
+    assert_eq!(
+        (
+            &errors[0]["reason"],
+            &errors[0]["index"],
+            &errors[0]["entry"]
+        ),
+        (&json!("MissingPool"), &json!(4), &json!("gcp"))
+    );
+
+    // explain --live answers exactly what explain -f answers for the same manifest.
+    let request = [
+        "--plan",
+        "aws",
+        "--platform-region",
+        "cf-eu11",
+        "--global-account",
+        "ga-1",
+        "-o",
+        "json",
+    ];
+    let mut live_args = vec!["explain", "--live", "--config", &hap.config];
+    live_args.extend(request);
+    let (code, live, err) = kubectl_hap(&live_args);
+    assert_eq!(code, 0, "{err}");
+    let manifest = tempfile::NamedTempFile::new().expect("temp file");
+    let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig",
+        "metadata": {"name": hap.config}, "spec": {"bindingNamespace": hap.bindings_ns, "rules": RULES}});
+    std::fs::write(manifest.path(), body.to_string()).expect("write manifest");
+    let file = manifest.path().to_str().expect("path");
+    let mut file_args = vec!["explain", "-f", file];
+    file_args.extend(request);
+    let (code, from_file, err) = kubectl_hap(&file_args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json_of(&live), json_of(&from_file));
+    assert_eq!(json_of(&live)["hyperscalerType"], "aws_cf-eu11");
+
+    // An invalid generation: validate --live reports it; explain --live keeps answering with
+    // the generation the operator keeps in force, and says so.
+    hap.apply_config(&["aws", "gcp(PR=)"], json!({})).await;
+    hap.config_condition("Stalled", "True").await;
+    let (code, out, _) =
+        kubectl_hap(&["validate", "--live", "--config", &hap.config, "-o", "json"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(json_of(&out)["errors"][0]["reason"], "ParseError");
+    let (code, out, err) = kubectl_hap(&[
+        "explain",
+        "--live",
+        "--config",
+        &hap.config,
+        "--plan",
+        "azure",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(json_of(&out)["rule"], "azure(shared)");
+    assert!(
+        err.contains("generation 2 is invalid; using generation 1"),
+        "{err}"
+    );
+
+    // A HapConfig that does not exist is a usage error (exit 2), as an unreadable file is.
+    let missing = unique("no-such-config");
+    let (code, _, err) = kubectl_hap(&["pools", "--config", &missing]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(&format!("HapConfig `{missing}` does not exist")),
+        "{err}"
+    );
+}
