@@ -42,6 +42,7 @@ lint: tools
 	cargo fmt --all --check
 	cargo clippy --all-targets --locked -- -D warnings
 	cd e2e/tools && test -z "$$(gofmt -l .)" || { echo "gofmt: run 'gofmt -w e2e/tools'"; gofmt -l .; exit 1; }
+	cd e2e/testhelper && test -z "$$(gofmt -l .)" || { echo "gofmt: run 'gofmt -w e2e/testhelper'"; gofmt -l .; exit 1; }
 
 .PHONY: test
 test: tools lint

@@ -6,6 +6,9 @@ cd "$root"
 start=$(date +%s)
 bin=$(e2e/build-control-plane.sh)
 export HAP_K8S_BIN="$bin"
+# Flux kstatus and Argo CD Lua health checks for tests/e2e_gitops.rs; built once per source hash.
+HAP_TESTHELPER=$(e2e/build-testhelper.sh)
+export HAP_TESTHELPER
 cleanup() { e2e/testenv down || true; }
 trap cleanup EXIT
 e2e/testenv up
