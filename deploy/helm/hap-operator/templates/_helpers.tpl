@@ -1,0 +1,55 @@
+{{/* Chart name. */}}
+{{- define "hap-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Full name: the release name when it already contains the chart name. */}}
+{{- define "hap-operator.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hap-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "hap-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "hap-operator.labels" -}}
+{{ include "hap-operator.selectorLabels" . }}
+app.kubernetes.io/part-of: hap-operator
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "hap-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "hap-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hap-operator.leaseName" -}}
+{{- default (include "hap-operator.fullname" .) .Values.leaderElection.leaseName -}}
+{{- end -}}
+
+{{/* Whether a HapConfig is rendered: rules given somewhere and config.create. */}}
+{{- define "hap-operator.renderConfig" -}}
+{{- if and .Values.config.create (or .Values.hap.rule .Values.config.rules .Values.config.legacyRules) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount as an RBAC subject. */}}
+{{- define "hap-operator.subject" -}}
+- kind: ServiceAccount
+  name: {{ include "hap-operator.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end -}}
