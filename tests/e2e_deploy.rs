@@ -1,0 +1,1606 @@
+//! End-to-end (real kube-apiserver): the shipped packaging. Every rendered manifest (kustomize
+//! base, the monitoring overlay, the Helm chart with default and with upstream KEB values) passes
+//! `kubectl apply --dry-run=server`; the shipped RBAC is sufficient (the `hap` binary runs under
+//! the ServiceAccount's own token, with leader election, through the whole claim flow without a
+//! single RBAC error) and no wider than documented (`kubectl auth can-i`); the CRD copies under
+//! deploy/ and the generated docs do not drift.
+//!
+//! Helm comes from `e2e/build-helm.sh` (built from the Go module proxy, cached); `scripts/test.sh`
+//! exports its path as `HAP_HELM`.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::events::v1::Event;
+use kube::Api;
+use kube::api::{DeleteParams, ListParams};
+use serde_json::{Value, json};
+use support::*;
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+/// The helm binary: `HAP_HELM`, else built (or found in the cache) by e2e/build-helm.sh.
+fn helm_path() -> PathBuf {
+    static HELM: OnceLock<PathBuf> = OnceLock::new();
+    HELM.get_or_init(|| {
+        if let Some(p) = std::env::var_os("HAP_HELM") {
+            return PathBuf::from(p);
+        }
+        let out = Command::new(repo_root().join("e2e/build-helm.sh"))
+            .output()
+            .expect("run e2e/build-helm.sh");
+        assert!(
+            out.status.success(),
+            "e2e/build-helm.sh failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+    .clone()
+}
+
+fn run(cmd: &mut Command) -> (bool, String, String) {
+    let out = cmd.output().expect("spawn");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// Parses a multi-document YAML stream into its objects (empty documents dropped).
+fn parse_stream(text: &str) -> Vec<Value> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).expect("parse YAML stream");
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// `kubectl kustomize <dir>` (no cluster needed).
+fn kustomize(dir: &str) -> Vec<Value> {
+    let (ok, out, err) = kubectl(&["kustomize", repo_root().join(dir).to_str().unwrap()]);
+    assert!(ok, "kubectl kustomize {dir}: {err}");
+    parse_stream(&out)
+}
+
+/// `helm template` of the chart with a release name, a namespace and extra arguments.
+fn helm_template(release: &str, ns: &str, args: &[&str]) -> Vec<Value> {
+    let chart = repo_root().join("deploy/helm/hap-operator");
+    let (ok, out, err) = run(Command::new(helm_path())
+        .args([
+            "template",
+            release,
+            chart.to_str().unwrap(),
+            "--namespace",
+            ns,
+        ])
+        .args(args));
+    assert!(ok, "helm template {args:?}: {err}");
+    parse_stream(&out)
+}
+
+fn kind(o: &Value) -> &str {
+    o["kind"].as_str().unwrap_or_default()
+}
+
+fn name(o: &Value) -> &str {
+    o["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn find<'a>(objs: &'a [Value], k: &str, n: &str) -> &'a Value {
+    objs.iter()
+        .find(|o| kind(o) == k && name(o) == n)
+        .unwrap_or_else(|| panic!("no {k} {n} in {:?}", summary(objs)))
+}
+
+fn summary(objs: &[Value]) -> Vec<String> {
+    objs.iter()
+        .map(|o| {
+            format!(
+                "{} {}/{}",
+                kind(o),
+                o["metadata"]["namespace"].as_str().unwrap_or("-"),
+                name(o)
+            )
+        })
+        .collect()
+}
+
+/// Objects as a YAML stream (JSON documents are YAML).
+fn stream(objs: &[Value]) -> String {
+    objs.iter()
+        .map(|o| serde_json::to_string(o).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+/// Where a test puts the kustomize base: its own operator and binding namespaces, and a suffix
+/// on the cluster-scoped RBAC names, so that parallel tests and repeated runs never collide.
+struct Place {
+    ns: String,
+    bindings_ns: String,
+    suffix: String,
+}
+
+/// Moves the base's objects from hap-system / garden-kyma into the test's namespaces and renames
+/// the cluster-scoped RBAC. Nothing else changes: the rules stay exactly as shipped.
+fn relocate(objs: &[Value], p: &Place) -> Vec<Value> {
+    let ns_of = |v: &Value| match v.as_str() {
+        Some("hap-system") => Some(json!(p.ns)),
+        Some("garden-kyma") => Some(json!(p.bindings_ns)),
+        _ => None,
+    };
+    objs.iter()
+        .map(|o| {
+            let mut o = o.clone();
+            let k = kind(&o).to_string();
+            if let Some(ns) = ns_of(&o["metadata"]["namespace"]) {
+                o["metadata"]["namespace"] = ns;
+            }
+            if k == "Namespace" && name(&o) == "hap-system" {
+                o["metadata"]["name"] = json!(p.ns);
+            }
+            if k == "ClusterRole" || k == "ClusterRoleBinding" {
+                o["metadata"]["name"] = json!(format!("{}-{}", name(&o), p.suffix));
+            }
+            if k == "ClusterRoleBinding" && o["roleRef"]["kind"] == "ClusterRole" {
+                let n = o["roleRef"]["name"].as_str().unwrap().to_string();
+                o["roleRef"]["name"] = json!(format!("{n}-{}", p.suffix));
+            }
+            if let Some(subjects) = o["subjects"].as_array_mut() {
+                for s in subjects {
+                    if let Some(ns) = ns_of(&s["namespace"]) {
+                        s["namespace"] = ns;
+                    }
+                }
+            }
+            o
+        })
+        .collect()
+}
+
+/// `kubectl apply --dry-run=server` of these objects; returns stderr (warnings).
+fn dry_run(objs: &[Value], what: &str) -> String {
+    let (ok, out, err) = kubectl_stdin(
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&stream(objs)),
+    );
+    assert!(ok, "{what}: server dry-run failed:\n{err}\n{out}");
+    let applied = out
+        .lines()
+        .filter(|l| l.contains("(server dry run)"))
+        .count();
+    assert_eq!(
+        applied,
+        objs.len(),
+        "{what}: every object is dry-run applied:\n{out}"
+    );
+    assert!(
+        !err.contains("would violate PodSecurity"),
+        "{what}: the Deployment must satisfy Pod Security `restricted`:\n{err}"
+    );
+    err
+}
+
+fn apply(objs: &[Value], what: &str) {
+    let (ok, out, err) = kubectl_stdin(&["apply", "-f", "-"], Some(&stream(objs)));
+    assert!(ok, "{what}: apply failed:\n{err}\n{out}");
+}
+
+fn is_rbac_or_sa(o: &Value) -> bool {
+    matches!(
+        kind(o),
+        "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
+    )
+}
+
+/// Deletes what a test created, also when it fails.
+struct Cleanup(Vec<Vec<String>>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for args in &self.0 {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let _ = kubectl(&args);
+        }
+    }
+}
+
+fn cleanup_for(objs: &[Value]) -> Vec<Vec<String>> {
+    objs.iter()
+        .filter(|o| matches!(kind(o), "ClusterRole" | "ClusterRoleBinding" | "Namespace"))
+        .map(|o| {
+            vec![
+                "delete".into(),
+                kind(o).to_lowercase(),
+                name(o).into(),
+                "--ignore-not-found".into(),
+                "--wait=false".into(),
+            ]
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Static checks: copies, versions, workload settings, RBAC shape
+
+#[test]
+fn crd_copies_under_deploy_match_crds() {
+    let original = std::fs::read_to_string(repo_root().join("crds/accountpool.io.yaml")).unwrap();
+    for copy in [
+        "deploy/kustomize/base/crds/accountpool.io.yaml",
+        "deploy/helm/hap-operator/crds/accountpool.io.yaml",
+    ] {
+        let text = std::fs::read_to_string(repo_root().join(copy)).unwrap();
+        assert!(
+            text == original,
+            "{copy} drifted from crds/accountpool.io.yaml: run `make crds` (it refreshes the copies)"
+        );
+    }
+}
+
+#[test]
+fn versions_follow_cargo() {
+    let version = env!("CARGO_PKG_VERSION");
+    let chart: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join("deploy/helm/hap-operator/Chart.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(chart["version"], version, "Chart.yaml version");
+    assert_eq!(chart["appVersion"], version, "Chart.yaml appVersion");
+    let base = kustomize("deploy/kustomize/base");
+    let image = find(&base, "Deployment", "hap-operator")["spec"]["template"]["spec"]["containers"]
+        [0]["image"]
+        .clone();
+    assert_eq!(
+        image,
+        json!(format!("ghcr.io/hap-operator/hap-operator:{version}"))
+    );
+    let dockerfile = std::fs::read_to_string(repo_root().join("Dockerfile")).unwrap();
+    assert!(dockerfile.contains(&format!("hap-operator:{version}")));
+}
+
+/// The workload settings the issue asks for, in both packagings.
+fn check_deployment(d: &Value, what: &str) {
+    let spec = &d["spec"];
+    assert_eq!(spec["replicas"], 2, "{what}: replicas");
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{what}");
+    assert!(
+        pod["securityContext"]["runAsUser"].as_i64().unwrap() > 0,
+        "{what}: numeric non-root user"
+    );
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+        "{what}"
+    );
+    let c = &pod["containers"][0];
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false, "{what}");
+    assert_eq!(sc["readOnlyRootFilesystem"], true, "{what}");
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{what}");
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault", "{what}");
+    for k in ["requests", "limits"] {
+        for r in ["cpu", "memory"] {
+            assert!(
+                c["resources"][k][r].is_string(),
+                "{what}: resources.{k}.{r}"
+            );
+        }
+    }
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/livez", "{what}");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz", "{what}");
+    assert_eq!(c["ports"][0]["containerPort"], 8080, "{what}");
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "run", "{what}");
+    for a in ["--log-format=json", "--leader-elect=true"] {
+        assert!(args.contains(&a), "{what}: {a} in {args:?}");
+    }
+    let env: BTreeMap<&str, &str> = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?,
+                e["valueFrom"]["fieldRef"]["fieldPath"].as_str()?,
+            ))
+        })
+        .collect();
+    assert_eq!(env.get("POD_NAME"), Some(&"metadata.name"), "{what}");
+    assert_eq!(
+        env.get("POD_NAMESPACE"),
+        Some(&"metadata.namespace"),
+        "{what}"
+    );
+}
+
+#[test]
+fn workload_settings_in_both_packagings() {
+    let base = kustomize("deploy/kustomize/base");
+    check_deployment(find(&base, "Deployment", "hap-operator"), "kustomize");
+    let chart = helm_template("hap-operator", "hap-system", &[]);
+    check_deployment(find(&chart, "Deployment", "hap-operator"), "helm");
+    for objs in [&base, &chart] {
+        let pdb = find(objs, "PodDisruptionBudget", "hap-operator");
+        assert_eq!(pdb["spec"]["minAvailable"], 1);
+        let svc = find(objs, "Service", "hap-operator-metrics");
+        assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
+    }
+}
+
+/// RBAC objects without labels: what grants what to whom.
+fn rbac_essence(objs: &[Value]) -> BTreeMap<String, Value> {
+    objs.iter()
+        .filter(|o| is_rbac_or_sa(o) && kind(o) != "ServiceAccount")
+        .map(|o| {
+            let key = format!(
+                "{} {}/{}",
+                kind(o),
+                o["metadata"]["namespace"].as_str().unwrap_or("-"),
+                name(o)
+            );
+            let body =
+                json!({"rules": o["rules"], "roleRef": o["roleRef"], "subjects": o["subjects"]});
+            (key, body)
+        })
+        .collect()
+}
+
+#[test]
+fn helm_and_kustomize_ship_the_same_rbac() {
+    let base = rbac_essence(&kustomize("deploy/kustomize/base"));
+    let chart = rbac_essence(&helm_template("hap-operator", "hap-system", &[]));
+    assert_eq!(
+        base.keys().collect::<Vec<_>>(),
+        chart.keys().collect::<Vec<_>>()
+    );
+    for (k, v) in &base {
+        assert_eq!(v, &chart[k], "{k} differs between kustomize and helm");
+    }
+}
+
+/// No wildcard, no Secrets, no non-resource URLs, and only the write verbs the code uses.
+fn check_least_privilege(objs: &[Value], what: &str) {
+    let writes: BTreeSet<&str> = ["create", "patch"].into();
+    for o in objs.iter().filter(|o| kind(o).ends_with("Role")) {
+        for rule in o["rules"].as_array().unwrap() {
+            let strings = |k: &str| -> Vec<String> {
+                rule[k]
+                    .as_array()
+                    .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+                    .unwrap_or_default()
+            };
+            assert!(rule.get("nonResourceURLs").is_none(), "{what}: {rule}");
+            for k in ["apiGroups", "resources", "verbs", "resourceNames"] {
+                assert!(
+                    !strings(k).iter().any(|s| s.contains('*')),
+                    "{what}: wildcard in {} {}: {rule}",
+                    kind(o),
+                    name(o)
+                );
+            }
+            assert!(
+                !strings("resources")
+                    .iter()
+                    .any(|r| r.starts_with("secrets")),
+                "{what}: {rule}"
+            );
+            for v in strings("verbs") {
+                assert!(
+                    ["get", "list", "watch"].contains(&v.as_str()) || writes.contains(v.as_str()),
+                    "{what}: verb {v} in {}: {rule}",
+                    name(o)
+                );
+            }
+            if strings("verbs").iter().any(|v| v == "create") {
+                let res = strings("resources");
+                assert!(
+                    res == ["leases"] || res == ["events"],
+                    "{what}: create only for leases and events: {rule}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn shipped_rbac_is_least_privilege() {
+    check_least_privilege(&kustomize("deploy/kustomize/base"), "kustomize");
+    check_least_privilege(&helm_template("hap", "hap-system", &[]), "helm");
+    check_least_privilege(
+        &helm_template(
+            "hap",
+            "hap-system",
+            &[
+                "--set",
+                "claimNamespace=claims",
+                "--set",
+                "shootNamespace=shoots",
+            ],
+        ),
+        "helm narrow",
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server-side dry runs
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kustomize_base_passes_server_dry_run() {
+    let client = client().await;
+    let base = kustomize("deploy/kustomize/base");
+    assert!(
+        !base.iter().any(|o| kind(o) == "ServiceMonitor"),
+        "the base must apply without the monitoring CRDs"
+    );
+    let kinds: BTreeSet<&str> = base.iter().map(kind).collect();
+    for k in [
+        "CustomResourceDefinition",
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+    ] {
+        assert!(kinds.contains(k), "the base has a {k}: {kinds:?}");
+    }
+    let place = Place {
+        ns: unique("hapsys"),
+        bindings_ns: namespace(&client, "garden").await,
+        suffix: unique("dry"),
+    };
+    let objs = relocate(&base, &place);
+    // The operator namespace for real, as shipped (with its Pod Security labels), so that the
+    // Deployment is checked against them.
+    let ns: Vec<Value> = objs
+        .iter()
+        .filter(|o| kind(o) == "Namespace")
+        .cloned()
+        .collect();
+    let _cleanup = Cleanup(cleanup_for(&ns));
+    apply(&ns, "namespace");
+    dry_run(&objs, "kustomize base");
+}
+
+const SERVICE_MONITOR_CRD: &str = r#"{
+  "apiVersion": "apiextensions.k8s.io/v1",
+  "kind": "CustomResourceDefinition",
+  "metadata": {"name": "servicemonitors.monitoring.coreos.com",
+               "annotations": {"hap-operator.test/stand-in": "minimal schema; the real one comes with the Prometheus Operator"}},
+  "spec": {
+    "group": "monitoring.coreos.com",
+    "names": {"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors", "singular": "servicemonitor"},
+    "scope": "Namespaced",
+    "versions": [{"name": "v1", "served": true, "storage": true,
+      "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
+        "type": "object", "required": ["selector", "endpoints"],
+        "properties": {
+          "selector": {"type": "object", "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+          "endpoints": {"type": "array", "items": {"type": "object", "properties": {
+            "port": {"type": "string"}, "path": {"type": "string"}, "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}}}}}}}}]
+  }
+}"#;
+
+/// A minimal stand-in for the Prometheus Operator's ServiceMonitor CRD (same group, kind and
+/// the fields the component uses), installed idempotently.
+fn install_service_monitor_crd() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let (ok, _, err) = kubectl_stdin(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=hap-e2e-deploy",
+                "-f",
+                "-",
+            ],
+            Some(SERVICE_MONITOR_CRD),
+        );
+        assert!(ok, "install the ServiceMonitor stand-in CRD: {err}");
+        let (ok, _, err) = kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/servicemonitors.monitoring.coreos.com",
+            "--timeout=60s",
+        ]);
+        assert!(ok, "{err}");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn monitoring_overlay_passes_server_dry_run() {
+    let client = client().await;
+    install_service_monitor_crd();
+    let base = kustomize("deploy/kustomize/base");
+    let overlay = kustomize("deploy/kustomize/overlays/monitoring");
+    assert_eq!(
+        overlay.len(),
+        base.len() + 1,
+        "the overlay is the base plus one object"
+    );
+    let sm = find(&overlay, "ServiceMonitor", "hap-operator");
+    let svc = find(&base, "Service", "hap-operator-metrics");
+    for (k, v) in sm["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(
+            &svc["metadata"]["labels"][k], v,
+            "the ServiceMonitor selects the metrics Service"
+        );
+    }
+    assert_eq!(
+        sm["spec"]["endpoints"][0]["port"],
+        svc["spec"]["ports"][0]["name"]
+    );
+    let place = Place {
+        ns: namespace(&client, "hapsys").await,
+        bindings_ns: namespace(&client, "garden").await,
+        suffix: unique("mon"),
+    };
+    let objs = relocate(&overlay, &place);
+    dry_run(&objs, "kustomize monitoring overlay");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_chart_with_default_values_passes_server_dry_run() {
+    let client = client().await;
+    let chart = repo_root().join("deploy/helm/hap-operator");
+    let (ok, out, err) = run(Command::new(helm_path())
+        .args(["lint", "--strict", chart.to_str().unwrap()])
+        .args([
+            "-f",
+            chart.join("examples/keb-values.yaml").to_str().unwrap(),
+        ]));
+    assert!(ok, "helm lint --strict: {out}\n{err}");
+    let ns = namespace(&client, "hapsys").await;
+    let bindings_ns = namespace(&client, "garden").await;
+    let release = unique("hap");
+    let objs = helm_template(
+        &release,
+        &ns,
+        &[
+            "--include-crds",
+            "--set",
+            &format!("bindingNamespace={bindings_ns}"),
+        ],
+    );
+    assert!(
+        !objs.iter().any(|o| kind(o) == "HapConfig"),
+        "no rules in the default values: no HapConfig is rendered"
+    );
+    assert!(!objs.iter().any(|o| kind(o) == "ServiceMonitor"));
+    assert!(
+        objs.iter().any(
+            |o| kind(o) == "CustomResourceDefinition" && name(o) == "hapconfigs.accountpool.io"
+        )
+    );
+    dry_run(&objs, "helm default values");
+
+    // With the ServiceMonitor and the narrow (claim-namespace) RBAC.
+    install_service_monitor_crd();
+    let claims_ns = namespace(&client, "claims").await;
+    let objs = helm_template(
+        &release,
+        &ns,
+        &[
+            "--set",
+            &format!("bindingNamespace={bindings_ns}"),
+            "--set",
+            &format!("claimNamespace={claims_ns}"),
+            "--set",
+            "serviceMonitor.enabled=true",
+        ],
+    );
+    assert!(objs.iter().any(|o| kind(o) == "ServiceMonitor"));
+    dry_run(&objs, "helm claimNamespace + serviceMonitor");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_chart_with_keb_values_renders_a_keb_hapconfig() {
+    let client = client().await;
+    let ns = namespace(&client, "hapsys").await;
+    let bindings_ns = namespace(&client, "garden").await;
+    let config = unique("hapkeb");
+    let values = repo_root().join("deploy/helm/hap-operator/examples/keb-values.yaml");
+    let objs = helm_template(
+        &unique("hap"),
+        &ns,
+        &[
+            "-f",
+            values.to_str().unwrap(),
+            "--set",
+            &format!("bindingNamespace={bindings_ns}"),
+            "--set",
+            &format!("config.name={config}"),
+        ],
+    );
+    let cfg = find(&objs, "HapConfig", &config);
+    let keb: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&values).unwrap()).expect("values");
+    let spec = &cfg["spec"];
+    assert_eq!(spec["ruleSyntax"], "KEB");
+    assert_eq!(spec["rules"], keb["hap"]["rule"], "hap.rule verbatim");
+    assert_eq!(spec["bindingNamespace"], json!(bindings_ns));
+    assert_eq!(
+        spec["multiHyperscalerAccount"],
+        json!({
+            "allowedGlobalAccounts": keb["hap"]["multiHyperscalerAccount"]["allowedGlobalAccounts"],
+            // gcp: 0 ("use default" upstream) left out; sapconvergedcloud is openstack.
+            "limits": {"default": 999999, "aws": 180, "azure": 999999, "openstack": 50},
+        })
+    );
+    // The operator's own validation accepts it, and the API server (schema, CEL) too.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hapconfig.json");
+    std::fs::write(&file, serde_json::to_string(cfg).unwrap()).unwrap();
+    let (ok, out, err) = run(Command::new(env!("CARGO_BIN_EXE_hap")).args([
+        "validate",
+        "-f",
+        file.to_str().unwrap(),
+        "-o",
+        "json",
+    ]));
+    assert!(ok, "hap validate of the rendered HapConfig: {out}\n{err}");
+    dry_run(&objs, "helm KEB values");
+
+    // Native values render the same way, in Seed syntax.
+    let objs = helm_template(
+        &unique("hap"),
+        &ns,
+        &[
+            "--set",
+            &format!("bindingNamespace={bindings_ns}"),
+            "--set",
+            &format!("config.name={config}"),
+            "--set-json",
+            r#"config.rules=["aws","aws(PR=cf-eu11, euAccess)"]"#,
+            "--set-json",
+            r#"config.spec={"release":{"mode":"Retain"}}"#,
+        ],
+    );
+    let spec = &find(&objs, "HapConfig", &config)["spec"];
+    assert_eq!(spec["ruleSyntax"], "Seed");
+    assert_eq!(spec["release"]["mode"], "Retain");
+    dry_run(&objs, "helm native values");
+
+    // Both rule sources at once is a mistake the chart names.
+    let chart = repo_root().join("deploy/helm/hap-operator");
+    let (ok, _, err) = run(Command::new(helm_path()).args([
+        "template",
+        "x",
+        chart.to_str().unwrap(),
+        "-f",
+        values.to_str().unwrap(),
+        "--set-json",
+        r#"config.rules=["aws"]"#,
+    ]));
+    assert!(!ok && err.contains("either in hap.rule"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The operator under its own ServiceAccount
+
+/// A kubeconfig with the ServiceAccount's token (TokenRequest via `kubectl create token`), and
+/// the server and CA of the test control plane.
+fn sa_kubeconfig(dir: &Path, ns: &str, sa: &str) -> PathBuf {
+    let (ok, token, err) = kubectl(&["create", "token", sa, "-n", ns, "--duration=2h"]);
+    assert!(ok, "kubectl create token: {err}");
+    let admin: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(kubeconfig()).unwrap()).unwrap();
+    let mut cluster = admin["clusters"][0]["cluster"].clone();
+    if let Some(ca) = cluster["certificate-authority"].as_str() {
+        // Relative paths are relative to the kubeconfig's directory.
+        let base = kubeconfig().parent().unwrap().to_path_buf();
+        cluster["certificate-authority"] = json!(base.join(ca).to_str().unwrap());
+    }
+    let cfg = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "testenv", "cluster": cluster}],
+        "users": [{"name": sa, "user": {"token": token.trim()}}],
+        "contexts": [{"name": sa, "context": {"cluster": "testenv", "user": sa, "namespace": ns}}],
+        "current-context": sa,
+    });
+    let path = dir.join("sa.kubeconfig");
+    std::fs::write(&path, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
+    path
+}
+
+fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
+    run(Command::new(kubectl_path())
+        .env("KUBECONFIG", kubeconfig)
+        .args(args))
+}
+
+/// GET over HTTP/1.0 (no chunking): (status, body).
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let status = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf.split_once("\r\n\r\n").map(|x| x.1.to_string())?;
+    Some((status, body))
+}
+
+fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// The `hap` binary as a process; killed if the test fails before stopping it.
+struct Process {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Process {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let (ok, _, err) = run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
+        assert!(ok, "kill -TERM: {err}");
+        for _ in 0..300 {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        panic!(
+            "the operator did not stop within 30 s of SIGTERM:\n{}",
+            self.log()
+        );
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+struct Run<'a> {
+    hap: &'a Hap,
+    /// The operator's namespace (Lease) and ServiceAccount, as the RBAC names them.
+    ns: String,
+    sa: String,
+    lease: String,
+}
+
+/// The main claim flow with the operator binary under the ServiceAccount's token: HapConfig
+/// Ready, a claim Bound and its binding labelled, a HapConfig event in `default`, the claim
+/// deleted and the binding marked dirty, events published, leader Lease held and handed back —
+/// and no RBAC error anywhere in the operator's log.
+async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
+    let hap = r.hap;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = sa_kubeconfig(dir.path(), &r.ns, &r.sa);
+    // The ServiceAccount cannot read Secrets, as the can-i test says; checked here with the very
+    // token the operator runs with.
+    let (ok, _, err) = kubectl_with(&kubeconfig, &["get", "secrets", "-n", &hap.bindings_ns]);
+    assert!(!ok && err.contains("forbidden"), "{err}");
+
+    let addr = free_addr();
+    let identity = unique("hap-operator-pod");
+    let log = dir.path().join("operator.log");
+    let logfile = std::fs::File::create(&log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_hap"))
+        .args([
+            "run",
+            &format!("--config-name={}", hap.config),
+            &format!("--claim-namespace={}", hap.claims_ns),
+            "--mark-ignored-configs=false",
+            &format!("--http-addr={addr}"),
+            "--leader-elect=true",
+            &format!("--lease-name={}", r.lease),
+            "--log-format=json",
+            "--pending-retry=2s",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("POD_NAMESPACE", &r.ns)
+        .env("POD_NAME", &identity)
+        .env("RUST_LOG", "info,kube=warn,hap_operator=info")
+        .stdin(Stdio::null())
+        .stdout(logfile.try_clone().unwrap())
+        .stderr(logfile)
+        .spawn()
+        .expect("spawn hap run");
+    let mut op = Process {
+        child: Some(child),
+        log,
+    };
+    eventually(Duration::from_secs(60), "/readyz 200", || async {
+        http_get(&addr, "/readyz").filter(|(s, _)| *s == 200)
+    })
+    .await;
+    assert_eq!(http_get(&addr, "/livez").map(|x| x.0), Some(200));
+
+    // Leader election on, in the operator's namespace.
+    let leases: Api<Lease> = Api::namespaced(hap.client.clone(), &r.ns);
+    eventually(
+        Duration::from_secs(30),
+        "Lease held by the operator",
+        || {
+            let (leases, lease, identity) = (leases.clone(), r.lease.clone(), identity.clone());
+            async move {
+                let l = leases.get(&lease).await.ok()?;
+                (l.spec?.holder_identity? == identity).then_some(())
+            }
+        },
+    )
+    .await;
+    eventually(Duration::from_secs(30), "hap_leader 1", || async {
+        let (_, body) = http_get(&addr, "/metrics")?;
+        body.lines()
+            .any(|l| l.trim() == "hap_leader 1")
+            .then_some(())
+    })
+    .await;
+
+    hap.config_condition("Ready", "True").await;
+    hap.claim(
+        "c1",
+        json!({"globalAccount": "ga-rbac", "plan": "aws", "shootName": "s1"}),
+    )
+    .await;
+    assert_eq!(hap.bound("c1").await, "aws-1");
+    assert_eq!(
+        hap.labels("aws-1")
+            .await
+            .get("tenantName")
+            .map(String::as_str),
+        Some("ga-rbac"),
+        "the binding is labelled through the Role in the binding namespace"
+    );
+
+    // A valid config turned invalid: an event about the cluster-scoped HapConfig, in `default`.
+    hap.apply_config(&["aws", "aws"], json!({})).await;
+    hap.config_condition("RulesValid", "False").await;
+    let default_events: Api<Event> = Api::namespaced(hap.client.clone(), "default");
+    eventually(
+        Duration::from_secs(30),
+        "ConfigInvalid event in default",
+        || {
+            let (api, cfg) = (default_events.clone(), hap.config.clone());
+            async move {
+                let evs = api.list(&ListParams::default()).await.ok()?;
+                evs.items
+                    .iter()
+                    .any(|e| {
+                        e.reason.as_deref() == Some("ConfigInvalid")
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref())
+                                == Some(cfg.as_str())
+                            && e.reporting_controller.as_deref() == Some("hap-operator")
+                    })
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    hap.apply_config(&["aws"], json!({})).await;
+    hap.config_condition("Ready", "True").await;
+
+    // Deleting the claim releases the binding (finalizer removed by JSON patch).
+    hap.claims()
+        .delete("c1", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(60), "claim c1 gone", || async {
+        hap.claims()
+            .get_opt("c1")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let labels = eventually(Duration::from_secs(60), "aws-1 dirty", || async {
+        let l = hap.labels("aws-1").await;
+        (l.get("dirty").map(String::as_str) == Some("true")).then_some(l)
+    })
+    .await;
+    assert_eq!(
+        labels.get("tenantName").map(String::as_str),
+        Some("ga-rbac")
+    );
+
+    let claim_events: Api<Event> = Api::namespaced(hap.client.clone(), &hap.claims_ns);
+    let reasons: BTreeSet<String> = claim_events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("hap-operator"))
+        .filter_map(|e| e.reason)
+        .collect();
+    for reason in ["Claimed", "Released"] {
+        assert!(
+            reasons.contains(reason),
+            "{reason} event in the claim namespace: {reasons:?}"
+        );
+    }
+
+    // A clean stop. Whether the Lease is handed back before exit is not asserted: leader.rs
+    // releases it in a task that `controller::run` does not await, so the process may exit first.
+    let status = op.terminate();
+    let log = op.log();
+    assert!(
+        status.success(),
+        "the operator exits 0 on SIGTERM: {status}\n{log}"
+    );
+    assert!(
+        log.contains("acquired the leader lease"),
+        "leader election ran:\n{log}"
+    );
+    for bad in ["forbidden", "cannot publish event", "Unauthorized"] {
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.to_lowercase().contains(&bad.to_lowercase()))
+            .collect();
+        assert!(
+            lines.is_empty(),
+            "RBAC trouble ({bad}) in the operator log:\n{}",
+            lines.join("\n")
+        );
+    }
+    // JSON logs, as the Deployment asks for.
+    assert!(
+        log.lines()
+            .filter(|l| !l.trim().is_empty())
+            .all(|l| serde_json::from_str::<Value>(l).is_ok()),
+        "--log-format=json: every line is JSON:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kustomize_rbac_is_sufficient_for_the_claim_flow() {
+    let hap = Hap::without_operator(&["aws"], json!({})).await;
+    let place = Place {
+        ns: unique("hapsys"),
+        bindings_ns: hap.bindings_ns.clone(),
+        suffix: unique("flow"),
+    };
+    let objs: Vec<Value> = relocate(&kustomize("deploy/kustomize/base"), &place)
+        .into_iter()
+        .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
+        .collect();
+    let mut cleanup = cleanup_for(&objs);
+    cleanup.push(vec![
+        "delete".into(),
+        "hapconfig".into(),
+        hap.config.clone(),
+        "--ignore-not-found".into(),
+        "--wait=false".into(),
+    ]);
+    let _cleanup = Cleanup(cleanup);
+    apply(&objs, "kustomize RBAC");
+    claim_flow_under_shipped_rbac(Run {
+        hap: &hap,
+        ns: place.ns.clone(),
+        sa: "hap-operator".into(),
+        lease: "hap-operator".into(),
+    })
+    .await;
+}
+
+/// The Helm chart's narrow mode (claimNamespace): claims and events through Roles, HapConfig
+/// events through a Role in `default`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_claim_namespace_rbac_is_sufficient_for_the_claim_flow() {
+    let hap = Hap::without_operator(&["aws"], json!({})).await;
+    let ns = namespace(&hap.client, "hapsys").await;
+    let release = unique("hap");
+    let objs: Vec<Value> = helm_template(
+        &release,
+        &ns,
+        &[
+            "--set",
+            &format!("bindingNamespace={}", hap.bindings_ns),
+            "--set",
+            &format!("claimNamespace={}", hap.claims_ns),
+        ],
+    )
+    .into_iter()
+    .filter(is_rbac_or_sa)
+    .collect();
+    let cluster_role = find(&objs, "ClusterRole", &format!("{release}-hap-operator"));
+    assert!(
+        !cluster_role.to_string().contains("accountclaims")
+            && !cluster_role.to_string().contains("events"),
+        "narrow mode: no cluster-wide claim or event rights: {cluster_role}"
+    );
+    let mut cleanup = cleanup_for(&objs);
+    cleanup.extend([
+        vec![
+            "delete".into(),
+            "-n".into(),
+            "default".into(),
+            "role,rolebinding".into(),
+            format!("{release}-hap-operator-events"),
+            "--ignore-not-found".into(),
+        ],
+        vec![
+            "delete".into(),
+            "hapconfig".into(),
+            hap.config.clone(),
+            "--ignore-not-found".into(),
+            "--wait=false".into(),
+        ],
+        vec![
+            "delete".into(),
+            "namespace".into(),
+            ns.clone(),
+            "--wait=false".into(),
+        ],
+    ]);
+    let _cleanup = Cleanup(cleanup);
+    apply(&objs, "helm RBAC");
+    claim_flow_under_shipped_rbac(Run {
+        hap: &hap,
+        ns,
+        sa: format!("{release}-hap-operator"),
+        lease: format!("{release}-hap-operator"),
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the ServiceAccount may not do
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
+    let client = client().await;
+    let place = Place {
+        ns: unique("hapsys"),
+        bindings_ns: namespace(&client, "garden").await,
+        suffix: unique("cani"),
+    };
+    let other_ns = namespace(&client, "other").await;
+    let objs: Vec<Value> = relocate(&kustomize("deploy/kustomize/base"), &place)
+        .into_iter()
+        .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
+        .collect();
+    let _cleanup = Cleanup(cleanup_for(&objs));
+    apply(&objs, "kustomize RBAC");
+    let who = format!("system:serviceaccount:{}:hap-operator", place.ns);
+    let (op, bns) = (place.ns.as_str(), place.bindings_ns.as_str());
+    let can = |args: &[&str]| -> bool {
+        let mut full = vec!["auth", "can-i"];
+        full.extend_from_slice(args);
+        full.push("--as");
+        full.push(&who);
+        let (ok, out, err) = kubectl(&full);
+        assert!(
+            out.trim() == "yes" || out.trim() == "no",
+            "can-i {args:?}: {out} {err}"
+        );
+        ok
+    };
+    let allowed: &[&[&str]] = &[
+        &["list", "hapconfigs.accountpool.io"],
+        &["watch", "hapconfigs.accountpool.io"],
+        &["patch", "hapconfigs.accountpool.io", "--subresource=status"],
+        &["list", "accountclaims.accountpool.io", "--all-namespaces"],
+        &["patch", "accountclaims.accountpool.io", "-n", &other_ns],
+        &[
+            "patch",
+            "accountclaims.accountpool.io",
+            "--subresource=status",
+            "-n",
+            &other_ns,
+        ],
+        &[
+            "watch",
+            "credentialsbindings.security.gardener.cloud",
+            "-n",
+            bns,
+        ],
+        &[
+            "patch",
+            "credentialsbindings.security.gardener.cloud",
+            "-n",
+            bns,
+        ],
+        &["patch", "secretbindings.core.gardener.cloud", "-n", bns],
+        &["list", "shoots.core.gardener.cloud", "-n", bns],
+        &["create", "leases.coordination.k8s.io", "-n", op],
+        &["patch", "leases.coordination.k8s.io/hap-operator", "-n", op],
+        &["get", "leases.coordination.k8s.io/hap-operator", "-n", op],
+        &["create", "events.events.k8s.io", "-n", "default"],
+        &["patch", "events.events.k8s.io", "-n", &other_ns],
+    ];
+    let denied: &[&[&str]] = &[
+        // Secrets, nowhere.
+        &["get", "secrets", "-n", bns],
+        &["list", "secrets", "-n", bns],
+        &["watch", "secrets", "-n", bns],
+        &["get", "secrets", "-n", op],
+        &["list", "secrets", "--all-namespaces"],
+        // Bindings only in the binding namespace, only patch among writes.
+        &[
+            "patch",
+            "credentialsbindings.security.gardener.cloud",
+            "-n",
+            &other_ns,
+        ],
+        &[
+            "patch",
+            "credentialsbindings.security.gardener.cloud",
+            "-n",
+            op,
+        ],
+        &[
+            "list",
+            "credentialsbindings.security.gardener.cloud",
+            "--all-namespaces",
+        ],
+        &[
+            "update",
+            "credentialsbindings.security.gardener.cloud",
+            "-n",
+            bns,
+        ],
+        &[
+            "create",
+            "credentialsbindings.security.gardener.cloud",
+            "-n",
+            bns,
+        ],
+        &[
+            "delete",
+            "credentialsbindings.security.gardener.cloud",
+            "-n",
+            bns,
+        ],
+        &[
+            "patch",
+            "secretbindings.core.gardener.cloud",
+            "-n",
+            &other_ns,
+        ],
+        &["patch", "shoots.core.gardener.cloud", "-n", bns],
+        &["delete", "shoots.core.gardener.cloud", "-n", bns],
+        &["list", "shoots.core.gardener.cloud", "-n", &other_ns],
+        // Workloads and config.
+        &["get", "deployments.apps", "-n", op],
+        &["patch", "deployments.apps", "-n", op],
+        &["create", "deployments.apps", "-n", "default"],
+        &["get", "configmaps", "-n", op],
+        &["create", "configmaps", "-n", op],
+        &["get", "pods", "-n", op],
+        &["create", "pods", "-n", op],
+        &["create", "pods", "--subresource=exec", "-n", op],
+        // Own API: no create/delete/update, no spec writes.
+        &["create", "hapconfigs.accountpool.io"],
+        &["delete", "hapconfigs.accountpool.io"],
+        &["update", "hapconfigs.accountpool.io"],
+        &["patch", "hapconfigs.accountpool.io"],
+        &[
+            "update",
+            "hapconfigs.accountpool.io",
+            "--subresource=status",
+        ],
+        &["create", "accountclaims.accountpool.io", "-n", &other_ns],
+        &["delete", "accountclaims.accountpool.io", "-n", &other_ns],
+        &["update", "accountclaims.accountpool.io", "-n", &other_ns],
+        // Leases: only its own, only in its namespace.
+        &["patch", "leases.coordination.k8s.io/someone-else", "-n", op],
+        &["get", "leases.coordination.k8s.io/someone-else", "-n", op],
+        &["list", "leases.coordination.k8s.io", "-n", op],
+        &[
+            "delete",
+            "leases.coordination.k8s.io/hap-operator",
+            "-n",
+            op,
+        ],
+        &["create", "leases.coordination.k8s.io", "-n", "default"],
+        &["create", "leases.coordination.k8s.io", "-n", "kube-system"],
+        // Events: write-only, events.k8s.io only.
+        &["create", "events", "-n", "default"],
+        &["list", "events.events.k8s.io", "-n", "default"],
+        &["delete", "events.events.k8s.io", "-n", "default"],
+        // No escalation.
+        &["create", "roles.rbac.authorization.k8s.io", "-n", op],
+        &[
+            "create",
+            "rolebindings.rbac.authorization.k8s.io",
+            "-n",
+            bns,
+        ],
+        &["create", "clusterrolebindings.rbac.authorization.k8s.io"],
+        &["bind", "clusterroles.rbac.authorization.k8s.io"],
+        &["escalate", "clusterroles.rbac.authorization.k8s.io"],
+        &["impersonate", "users"],
+        &["impersonate", "serviceaccounts", "-n", op],
+        &["create", "serviceaccounts", "--subresource=token", "-n", op],
+        &["create", "namespaces"],
+        &["create", "customresourcedefinitions.apiextensions.k8s.io"],
+        &["list", "nodes"],
+        &["*", "*"],
+    ];
+    let wrong_yes: Vec<String> = denied
+        .iter()
+        .filter(|a| can(a))
+        .map(|a| a.join(" "))
+        .collect();
+    let wrong_no: Vec<String> = allowed
+        .iter()
+        .filter(|a| !can(a))
+        .map(|a| a.join(" "))
+        .collect();
+    assert!(
+        wrong_yes.is_empty() && wrong_no.is_empty(),
+        "{who}\nallowed but must not be: {wrong_yes:#?}\ndenied but needed: {wrong_no:#?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Docs that must not drift: the RBAC table in docs/install.md, docs/configuration.md
+
+const RBAC_BEGIN: &str = "<!-- rbac-table:begin (checked by tests/e2e_deploy.rs) -->";
+const RBAC_END: &str = "<!-- rbac-table:end -->";
+const NARROW_BEGIN: &str = "<!-- rbac-narrow-table:begin (checked by tests/e2e_deploy.rs) -->";
+const NARROW_END: &str = "<!-- rbac-narrow-table:end -->";
+
+fn between<'a>(text: &'a str, begin: &str, end: &str) -> &'a str {
+    let start = text
+        .find(begin)
+        .unwrap_or_else(|| panic!("marker {begin} missing"))
+        + begin.len();
+    let stop = text[start..]
+        .find(end)
+        .unwrap_or_else(|| panic!("marker {end} missing"))
+        + start;
+    &text[start..stop]
+}
+
+/// One row per rule: object, API group, resources, names, verbs (the "why" column is prose).
+fn rule_rows(objs: &[Value], rename: &dyn Fn(&str) -> String) -> BTreeSet<String> {
+    let list = |v: &Value| -> String {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|s| s.as_str().unwrap().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    let mut rows = BTreeSet::new();
+    for o in objs
+        .iter()
+        .filter(|o| matches!(kind(o), "ClusterRole" | "Role"))
+    {
+        let object = match o["metadata"]["namespace"].as_str() {
+            Some(ns) => format!("Role {} in {}", name(o), rename(ns)),
+            None => format!("ClusterRole {}", name(o)),
+        };
+        for r in o["rules"].as_array().unwrap() {
+            let group = match list(&r["apiGroups"]).as_str() {
+                "" => "core".to_string(),
+                g => g.to_string(),
+            };
+            let names = match list(&r["resourceNames"]).as_str() {
+                "" => "any".to_string(),
+                n => n.to_string(),
+            };
+            rows.insert(format!(
+                "{object} | {group} | {} | {names} | {}",
+                list(&r["resources"]),
+                list(&r["verbs"])
+            ));
+        }
+    }
+    rows
+}
+
+/// The first five cells of each table row, backticks removed.
+fn doc_rows(section: &str) -> BTreeSet<String> {
+    section
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('|') && !l.starts_with("|--") && !l.starts_with("| Object"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .take(5)
+                .map(|c| c.trim().replace('`', ""))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .collect()
+}
+
+#[test]
+fn install_doc_rbac_tables_are_the_shipped_rules() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/install.md")).unwrap();
+    let same = |ns: &str| ns.to_string();
+    let shipped = rule_rows(&kustomize("deploy/kustomize/base"), &same);
+    let documented = doc_rows(between(&doc, RBAC_BEGIN, RBAC_END));
+    assert_eq!(
+        documented, shipped,
+        "docs/install.md RBAC table vs deploy/kustomize/base/rbac.yaml"
+    );
+    let narrow = helm_template(
+        "hap-operator",
+        "hap-system",
+        &["--set", "claimNamespace=claims-ns-placeholder"],
+    );
+    let placeholder = |ns: &str| {
+        if ns == "claims-ns-placeholder" {
+            "<claimNamespace>".to_string()
+        } else {
+            ns.to_string()
+        }
+    };
+    let shipped: BTreeSet<String> = rule_rows(&narrow, &placeholder);
+    let documented = doc_rows(between(&doc, NARROW_BEGIN, NARROW_END));
+    assert_eq!(
+        documented, shipped,
+        "docs/install.md narrow-mode RBAC table vs the Helm chart with claimNamespace"
+    );
+}
+
+mod config_reference {
+    //! Renders the field reference of docs/configuration.md from crds/accountpool.io.yaml.
+    //! `HAP_BLESS_DOCS=1 cargo test --test e2e_deploy config_reference` rewrites it.
+
+    use serde_json::Value;
+
+    pub const BEGIN: &str = "<!-- generated from crds/accountpool.io.yaml by tests/e2e_deploy.rs; do not edit: HAP_BLESS_DOCS=1 cargo test --test e2e_deploy config_reference -->";
+    pub const END: &str = "<!-- end of generated reference -->";
+
+    fn cell(s: &str) -> String {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace('|', "\\|")
+    }
+
+    /// Inline code; `|` is escaped later by `cell` (GFM splits cells before code spans).
+    fn code(v: &Value) -> String {
+        let s = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        format!("`{}`", s.replace('`', "'"))
+    }
+
+    fn type_of(s: &Value) -> String {
+        let t = s["type"].as_str().unwrap_or("any");
+        match t {
+            "array" => format!("[]{}", type_of(&s["items"])),
+            "object" if s["additionalProperties"].is_object() => {
+                format!("map[string]{}", type_of(&s["additionalProperties"]))
+            }
+            "integer" | "number" => match s["format"].as_str() {
+                Some(f) => format!("{t} ({f})"),
+                None => t.to_string(),
+            },
+            _ => t.to_string(),
+        }
+    }
+
+    fn constraints(s: &Value) -> String {
+        let mut c = Vec::new();
+        if let Some(e) = s["enum"].as_array() {
+            c.push(format!(
+                "one of {}",
+                e.iter().map(code).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if !s["default"].is_null() {
+            c.push(format!("default {}", code(&s["default"])));
+        }
+        for (k, label) in [
+            ("minLength", "min length"),
+            ("maxLength", "max length"),
+            ("minItems", "min items"),
+            ("maxItems", "max items"),
+            ("minimum", "min"),
+            ("maximum", "max"),
+        ] {
+            if let Some(n) = s[k].as_i64() {
+                c.push(format!("{label} {n}"));
+            }
+        }
+        if let Some(p) = s["pattern"].as_str() {
+            c.push(format!("pattern {}", code(&Value::String(p.into()))));
+        }
+        if let Some(t) = s["x-kubernetes-list-type"].as_str() {
+            let keys = s["x-kubernetes-list-map-keys"]
+                .as_array()
+                .map(|k| {
+                    k.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            c.push(if keys.is_empty() {
+                format!("list type {t}")
+            } else {
+                format!("list type {t} (keys: {keys})")
+            });
+        }
+        for v in s["x-kubernetes-validations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if let Some(m) = v["message"].as_str() {
+                c.push(format!("rule: {m}"));
+            }
+        }
+        cell(&c.join("; "))
+    }
+
+    /// One row per field, depth first. A sub-object with exactly the fields of `spec` (the
+    /// HapConfig's `status.activeSpec`) is not expanded again.
+    fn walk(path: &str, s: &Value, required: bool, spec: &Value, rows: &mut Vec<String>) {
+        let copy_of_spec = path != "spec" && s["properties"] == spec["properties"];
+        let mut description = s["description"].as_str().unwrap_or("").to_string();
+        if copy_of_spec {
+            description.push_str(" (The fields of `spec`.)");
+        }
+        rows.push(format!(
+            "| `{path}` | {} | {} | {} | {} |",
+            type_of(s),
+            if required { "yes" } else { "" },
+            constraints(s),
+            cell(&description)
+        ));
+        if copy_of_spec {
+            return;
+        }
+        let (inner, prefix) = if s["type"] == "array" {
+            (&s["items"], format!("{path}[]"))
+        } else if s["additionalProperties"].is_object() {
+            (&s["additionalProperties"], format!("{path}.<key>"))
+        } else {
+            (s, path.to_string())
+        };
+        let req: Vec<&str> = inner["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(props) = inner["properties"].as_object() {
+            for (k, v) in props {
+                walk(
+                    &format!("{prefix}.{k}"),
+                    v,
+                    req.contains(&k.as_str()),
+                    spec,
+                    rows,
+                );
+            }
+        }
+    }
+
+    /// The generated section (without markers).
+    pub fn render(crds_yaml: &str) -> String {
+        let docs: Vec<Value> = serde_saphyr::from_multiple(crds_yaml).expect("CRDs");
+        let mut out = String::new();
+        for crd in docs
+            .iter()
+            .filter(|d| d["kind"] == "CustomResourceDefinition")
+        {
+            let spec = &crd["spec"];
+            let kind = spec["names"]["kind"].as_str().unwrap();
+            for version in spec["versions"].as_array().unwrap() {
+                let schema = &version["schema"]["openAPIV3Schema"];
+                out.push_str(&format!(
+                    "\n### {kind} (`{}/{}`, {})\n\n",
+                    spec["group"].as_str().unwrap(),
+                    version["name"].as_str().unwrap(),
+                    if spec["scope"] == "Cluster" {
+                        "cluster-scoped".to_string()
+                    } else {
+                        "namespaced".to_string()
+                    }
+                ));
+                if let Some(short) = spec["names"]["shortNames"].as_array() {
+                    out.push_str(&format!(
+                        "Short names: {}. ",
+                        short.iter().map(code).collect::<Vec<_>>().join(", ")
+                    ));
+                }
+                out.push_str(&format!(
+                    "Printer columns: {}.\n",
+                    version["additionalPrinterColumns"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|c| c["name"].as_str().unwrap_or("").to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                let req: Vec<&str> = schema["required"]
+                    .as_array()
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                for part in ["spec", "status"] {
+                    let s = &schema["properties"][part];
+                    if s.is_null() {
+                        continue;
+                    }
+                    out.push_str(&format!("\n#### {kind} `{part}`\n\n"));
+                    out.push_str("| Field | Type | Required | Constraints | Description |\n");
+                    out.push_str("|---|---|---|---|---|\n");
+                    let mut rows = Vec::new();
+                    walk(
+                        part,
+                        s,
+                        req.contains(&part),
+                        &schema["properties"]["spec"],
+                        &mut rows,
+                    );
+                    for r in rows {
+                        out.push_str(&r);
+                        out.push('\n');
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+#[test]
+fn config_reference_matches_the_crd_schema() {
+    let crds = std::fs::read_to_string(repo_root().join("crds/accountpool.io.yaml")).unwrap();
+    let generated = config_reference::render(&crds);
+    let path = repo_root().join("docs/configuration.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let current = between(&doc, config_reference::BEGIN, config_reference::END);
+    let wanted = format!("\n{}\n", generated.trim());
+    if current != wanted {
+        if std::env::var_os("HAP_BLESS_DOCS").is_some() {
+            let head =
+                &doc[..doc.find(config_reference::BEGIN).unwrap() + config_reference::BEGIN.len()];
+            let tail = &doc[doc.find(config_reference::END).unwrap()..];
+            std::fs::write(&path, format!("{head}{wanted}{tail}")).unwrap();
+            return;
+        }
+        panic!(
+            "docs/configuration.md drifted from crds/accountpool.io.yaml; regenerate with \
+             `HAP_BLESS_DOCS=1 cargo test --test e2e_deploy config_reference`"
+        );
+    }
+    // Every spec field of both kinds is in there.
+    for field in [
+        "spec.bindingNamespace",
+        "spec.multiHyperscalerAccount.limits",
+        "spec.plans.<key>.providerType",
+        "spec.globalAccount",
+        "status.conditions[].reason",
+    ] {
+        assert!(wanted.contains(&format!("`{field}`")), "{field}");
+    }
+}
