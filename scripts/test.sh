@@ -9,6 +9,11 @@ export HAP_K8S_BIN="$bin"
 # Flux kstatus and Argo CD Lua health checks for tests/e2e_gitops.rs; built once per source hash.
 HAP_TESTHELPER=$(e2e/build-testhelper.sh)
 export HAP_TESTHELPER
+# helm for tests/e2e_deploy.rs (renders deploy/helm); built from Go modules, cached.
+HAP_HELM=$(e2e/build-helm.sh)
+export HAP_HELM
+# The Dockerfile is linted (hadolint from PyPI); no container engine here to build it.
+scripts/lint-dockerfile.sh
 cleanup() { e2e/testenv down || true; }
 trap cleanup EXIT
 e2e/testenv up
