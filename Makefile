@@ -16,7 +16,7 @@ help:
 	@echo "make demo        run the operator on a local control plane with sample pools, show 'kubectl get hap'"
 	@echo "make demo-down   stop the demo operator and the control plane"
 	@echo "make test        every test (fmt, clippy, unit, property, CLI, e2e, fuzz smoke)"
-	@echo "make crds        regenerate crds/ from the Rust types"
+	@echo "make crds        regenerate crds/ from the Rust types (and their copies under deploy/)"
 	@echo "make testenv-up / testenv-down   the local control plane alone"
 
 .PHONY: tools
@@ -30,6 +30,8 @@ build: tools
 .PHONY: crds
 crds: build
 	$(HAP) crd > crds/accountpool.io.yaml
+	cp crds/accountpool.io.yaml deploy/kustomize/base/crds/accountpool.io.yaml
+	cp crds/accountpool.io.yaml deploy/helm/hap-operator/crds/accountpool.io.yaml
 
 .PHONY: testenv-up testenv-down
 testenv-up: tools
