@@ -5,6 +5,7 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -100,12 +101,14 @@ async fn kubectl_hap_reads_the_live_cluster() {
     ] {
         hap.binding(name, "aws", &labels).await;
     }
-    hap.binding(
-        "azure-shared-1",
-        "azure",
-        &[("hyperscalerType", "azure"), ("shared", "true")],
-    )
-    .await;
+    for name in ["azure-shared-1", "azure-shared-2"] {
+        hap.binding(
+            name,
+            "azure",
+            &[("hyperscalerType", "azure"), ("shared", "true")],
+        )
+        .await;
+    }
     hap.shoot("s-owned", "aws-owned");
     hap.shoot("s-a", "azure-shared-1");
     hap.shoot("s-b", "azure-shared-1");
@@ -121,7 +124,7 @@ async fn kubectl_hap_reads_the_live_cluster() {
     let expected = sorted(&json!([
         pool("aws", false, false, [5, 1, 2, 1, 2]),
         pool("aws_cf-eu11", true, false, [1, 1, 0, 0, 0]),
-        pool("azure", false, true, [1, 0, 0, 0, 2]),
+        pool("azure", false, true, [2, 0, 0, 0, 2]),
     ]));
     // The operator's status agrees once it has seen everything...
     eventually(
@@ -161,10 +164,41 @@ async fn kubectl_hap_reads_the_live_cluster() {
             ],
             vec!["aws", "false", "false", "5", "1", "2", "1", "2"],
             vec!["aws_cf-eu11", "true", "false", "1", "1", "0", "0", "0"],
-            vec!["azure", "false", "true", "1", "-", "-", "-", "2"],
+            vec!["azure", "false", "true", "2", "-", "-", "-", "2"],
         ],
         "{out}"
     );
+
+    // The operator's pool gauges are the same figures summed per hyperscaler type.
+    let mut gauges = BTreeMap::<String, i64>::new();
+    for p in &expected {
+        let t = p["hyperscalerType"].as_str().expect("type");
+        let shared = p["shared"] == true;
+        for (metric, n) in [
+            ("available", p["free"].as_i64()),
+            ("claimed", p["claimed"].as_i64()),
+            ("dirty", p["dirty"].as_i64()),
+            ("shared", p["total"].as_i64().filter(|_| shared).or(Some(0))),
+        ] {
+            let key = format!("hap_{metric}_credentials_bindings{{hyperscaler_type=\"{t}\"}}");
+            *gauges.entry(key).or_default() += n.expect("figure");
+        }
+    }
+    let metrics = hap
+        .operator
+        .as_ref()
+        .expect("operator")
+        .handle
+        .metrics
+        .clone();
+    eventually(Duration::from_secs(20), "pool gauges", || async {
+        let text = metrics.encode();
+        gauges
+            .iter()
+            .all(|(k, v)| text.lines().any(|l| l == format!("{k} {v}")))
+            .then_some(())
+    })
+    .await;
 
     // validate --live checks the pools against the cluster's bindings: gcp has none.
     let (code, out, err) =

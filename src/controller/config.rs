@@ -253,9 +253,11 @@ fn export_metrics(ctx: &Context, inv: &Inventory) {
         m.dirty_bindings
             .get_or_create(&l)
             .inc_by(i64::from(f.dirty));
+        // Bindings, not pools: every binding of a shared pool is shared.
+        let shared = if f.shared { f.total } else { 0 };
         m.shared_bindings
             .get_or_create(&l)
-            .inc_by(i64::from(f.shared));
+            .inc_by(i64::from(shared));
     }
     for b in inv.bindings() {
         let n = inv.clusters_on(&b.view.name).len();
