@@ -1367,6 +1367,42 @@ fn install_doc_rbac_tables_are_the_shipped_rules() {
     );
 }
 
+/// The overlay shown in docs/install.md ("Your own overlay") renders as it says: the bindings
+/// Role in the other project namespace, the image from the other registry, nothing else moved.
+#[test]
+fn documented_overlay_renders_as_described() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/install.md")).unwrap();
+    let start = doc
+        .find("# my-overlay/kustomization.yaml\n")
+        .expect("overlay example in docs/install.md");
+    let body = &doc[start..];
+    let body = &body[..body.find("```").expect("end of the code block")];
+    // kustomize wants a relative path: from the temporary directory up to / and down again.
+    let dir = tempfile::tempdir().unwrap();
+    let up = "../".repeat(dir.path().components().count() - 1);
+    let base = repo_root().join("deploy/kustomize/base");
+    let base = format!("{up}{}", base.to_str().unwrap().trim_start_matches('/'));
+    let body = body.replace("../deploy/kustomize/base", &base);
+    std::fs::write(dir.path().join("kustomization.yaml"), body).unwrap();
+    let (ok, out, err) = kubectl(&["kustomize", dir.path().to_str().unwrap()]);
+    assert!(ok, "kubectl kustomize of the documented overlay: {err}");
+    let objs = parse_stream(&out);
+    for k in ["Role", "RoleBinding"] {
+        assert_eq!(
+            find(&objs, k, "hap-operator-bindings")["metadata"]["namespace"],
+            "garden-myproject"
+        );
+    }
+    assert_eq!(
+        find(&objs, "Role", "hap-operator-leader-election")["metadata"]["namespace"],
+        "hap-system"
+    );
+    let image = &find(&objs, "Deployment", "hap-operator")["spec"]["template"]["spec"]["containers"]
+        [0]["image"];
+    assert_eq!(image, "registry.example.com/hap-operator:0.1.0");
+    assert_eq!(objs.len(), kustomize("deploy/kustomize/base").len());
+}
+
 mod config_reference {
     //! Renders the field reference of docs/configuration.md from crds/accountpool.io.yaml.
     //! `HAP_BLESS_DOCS=1 cargo test --test e2e_deploy config_reference` rewrites it.
