@@ -690,6 +690,15 @@ async fn helm_chart_with_keb_values_renders_a_keb_hapconfig() {
         r#"config.rules=["aws"]"#,
     ]));
     assert!(!ok && err.contains("either in hap.rule"), "{err}");
+    // values.schema.json: `hap.rule` must be a list, as upstream.
+    let (ok, _, err) = run(Command::new(helm_path()).args([
+        "template",
+        "x",
+        chart.to_str().unwrap(),
+        "--set",
+        "hap.rule=aws",
+    ]));
+    assert!(!ok && err.contains("/hap/rule"), "{err}");
 }
 
 // ---------------------------------------------------------------------------------------------
