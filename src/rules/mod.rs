@@ -89,6 +89,7 @@ impl CompiledRules {
         let (plans, plan_errors) = PlanTable::from_spec(spec.plans.as_ref());
         v.errors.extend(plan_errors);
         let eu_regions = eu_regions(spec, &mut v);
+        refresh_cycle(spec, &mut v);
         let syntax = Syntax::from(spec.rule_syntax.unwrap_or_default());
         let entries = entries(spec, syntax, &plans, &mut v);
         let keb = syntax == Syntax::Keb || spec.legacy_rules.is_some();
@@ -177,16 +178,49 @@ fn eu_regions(spec: &HapConfigSpec, v: &mut Validation) -> Vec<String> {
     let Some(list) = &spec.eu_access_platform_regions else {
         return DEFAULT_EU_REGIONS.iter().map(|s| s.to_string()).collect();
     };
-    for r in list
-        .iter()
-        .filter(|r| r.trim().is_empty() || r.trim() != r.as_str())
-    {
-        v.errors.push(Diagnostic::global(
-            Reason::InvalidConfig,
-            format!("euAccessPlatformRegions: `{r}` is not a region name (empty or surrounded by spaces)"),
-        ));
+    for r in list {
+        let message = if r.trim().is_empty() || r.trim() != r.as_str() {
+            format!(
+                "euAccessPlatformRegions: `{r}` is not a region name (empty or surrounded by spaces)"
+            )
+        } else if let Some(problem) = label_value_problem(r) {
+            // A request's platformRegion is a label value, so this entry could never match one:
+            // requests from the region meant here would silently get non-EU accounts.
+            format!(
+                "euAccessPlatformRegions: `{r}` can never match a request's platformRegion, {problem}"
+            )
+        } else {
+            continue;
+        };
+        v.errors
+            .push(Diagnostic::global(Reason::InvalidConfig, message));
     }
     list.clone()
+}
+
+/// The shortest `internalStateRefreshCycleDuration` accepted (other than `0s`, never): each
+/// refresh drops every cache and lists bindings and Shoots again, so a cycle shorter than a list
+/// never lets the caches settle. Production cycles are hours (`24h`); tests use seconds.
+pub const MIN_REFRESH_CYCLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A refresh cycle the operator can honour: `0s` (never) or at least `MIN_REFRESH_CYCLE`, and
+/// parseable. The CRD pattern admits `1ns` (a refresh loop that never lets the caches settle)
+/// and `99999999999h` (beyond what a timer can wait, formerly ignored without a word).
+fn refresh_cycle(spec: &HapConfigSpec, v: &mut Validation) {
+    let Some(raw) = spec.internal_state_refresh_cycle_duration.as_deref() else {
+        return;
+    };
+    let problem = match crate::duration::parse(raw) {
+        Err(e) => e.to_string(),
+        Ok(d) if d.is_zero() || d >= MIN_REFRESH_CYCLE => return,
+        Ok(_) => format!(
+            "`{raw}` is shorter than 1s: every refresh drops the caches and lists the cluster again, so they would never settle; use 0s (never) or a longer cycle such as 24h"
+        ),
+    };
+    v.errors.push(Diagnostic::global(
+        Reason::InvalidConfig,
+        format!("internalStateRefreshCycleDuration: {problem}"),
+    ));
 }
 
 /// The entries of `rules` or `legacyRules`, recording parse errors and warnings.
@@ -307,6 +341,68 @@ mod tests {
         shareable::<CompiledRules>();
         shareable::<EntryInfo>();
         shareable::<Validation>();
+    }
+
+    fn with_refresh(d: &str) -> HapConfigSpec {
+        HapConfigSpec {
+            rules: Some(vec!["aws".into()]),
+            binding_namespace: "ns".into(),
+            internal_state_refresh_cycle_duration: Some(d.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn refresh_cycles_below_a_minute_or_beyond_a_timer_are_invalid() {
+        // Found by the bad-input corpus (tests/data/bad/config-status): `1ns` passes the CRD
+        // pattern and made the operator drop and re-list its caches in a loop.
+        for ok in ["0s", "0", "1s", "2s", "1m", "90m", "24h", "1h30m"] {
+            assert!(CompiledRules::from_spec(&with_refresh(ok)).is_ok(), "{ok}");
+        }
+        for (bad, why) in [
+            ("1ns", "shorter than 1s"),
+            ("999ms", "shorter than 1s"),
+            ("0.5s", "shorter than 1s"),
+            ("99999999999h", "too large"),
+        ] {
+            let v = CompiledRules::from_spec(&with_refresh(bad)).unwrap_err();
+            assert_eq!(v.errors.len(), 1, "{bad}: {v}");
+            assert_eq!(v.errors[0].reason, Reason::InvalidConfig);
+            assert!(
+                v.errors[0]
+                    .message
+                    .starts_with("internalStateRefreshCycleDuration: ")
+                    && v.errors[0].message.contains(why),
+                "{bad}: {}",
+                v.errors[0].message
+            );
+        }
+    }
+
+    #[test]
+    fn eu_access_regions_that_no_request_can_name_are_invalid() {
+        // Found by the bad-input corpus: `cf eu11` was accepted, so cf-eu11 requests would
+        // silently have been served from non-EU pools.
+        let spec = |regions: &[&str]| HapConfigSpec {
+            rules: Some(vec!["aws(euAccess=*)".into()]),
+            binding_namespace: "ns".into(),
+            eu_access_platform_regions: Some(regions.iter().map(|r| r.to_string()).collect()),
+            ..Default::default()
+        };
+        assert!(CompiledRules::from_spec(&spec(&["cf-eu11", "cf-ch20"])).is_ok());
+        for bad in ["cf eu11", "cf-eu11.", "cf/eu11", "c\u{fc}f"] {
+            let v = CompiledRules::from_spec(&spec(&["cf-ch20", bad])).unwrap_err();
+            assert_eq!(v.errors.len(), 1, "{bad}: {v}");
+            assert!(
+                v.errors[0]
+                    .message
+                    .contains(&format!("`{bad}` can never match")),
+                "{}",
+                v.errors[0].message
+            );
+        }
+        let v = CompiledRules::from_spec(&spec(&[" cf-eu11"])).unwrap_err();
+        assert_eq!(v.errors.len(), 1, "one message per region: {v}");
     }
 
     #[test]
