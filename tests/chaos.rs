@@ -1,0 +1,1312 @@
+//! Chaos (real control plane of its own): two `hap run` replicas with leader election serve N
+//! AccountClaims of T tenants over dedicated, EU, shared and multi-account pools that run out and
+//! are refilled mid-run, while a driver SIGKILLs the leader every few seconds (a supervisor
+//! restarts every dead replica, as a Deployment would) and restarts kube-apiserver. At the end an
+//! invariant checker reads the live API state (labels, statuses, managedFields) plus what a watch
+//! saw during the run, checks every invariant of DESIGN §5 and prints the counts.
+//!
+//! `cargo test --test chaos` runs the small variant (200 claims, 40 tenants, 3 leader kills, one
+//! apiserver restart, about two minutes). `make chaos` runs the full one:
+//! `HAP_CHAOS_CLAIMS=1000 HAP_CHAOS_TENANTS=200 HAP_CHAOS_KILLS=8 HAP_CHAOS_APISERVER_RESTARTS=2`.
+//!
+//! Determinism: the claim mix, the pools and the refills are fixed functions of N and T; pools
+//! are refilled with slack, so every claim that has a rule must end Bound whatever the timing of
+//! the faults. Only invariants and eventual convergence are asserted, never timings.
+
+#[path = "support/private_env.rs"]
+mod private_env;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use hap_operator::api::{AccountClaim, ClaimPhase, HapConfig};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::core::ApiResource;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use private_env::{OperatorProcess, PrivateEnv};
+use serde_json::json;
+
+const CONFIG: &str = "chaos";
+const LEASE: &str = "hap-chaos";
+const BINDINGS_NS: &str = "garden-chaos";
+const CLAIMS_NS: &str = "claims-chaos";
+const MANAGER: &str = hap_operator::api::FIELD_MANAGER;
+/// Multi-account limits of the run (seed 004, scaled down so tenants need several accounts).
+const LIMIT_AWS: usize = 2;
+const LIMIT_DEFAULT: usize = 3;
+
+// ---------------------------------------------------------------------------------------------
+// The scenario: a fixed function of (claims, tenants).
+
+struct Params {
+    claims: usize,
+    tenants: usize,
+    kills: usize,
+    apiserver_restarts: usize,
+    /// Claims are created evenly over this window; faults and refills happen inside it.
+    window: Duration,
+    settle: Duration,
+}
+
+impl Params {
+    fn from_env() -> Self {
+        let num = |k: &str, d: usize| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(d)
+        };
+        let claims = num("HAP_CHAOS_CLAIMS", 200).max(20);
+        let tenants = num("HAP_CHAOS_TENANTS", 40).clamp(4, claims);
+        let kills = num("HAP_CHAOS_KILLS", (claims / 70).max(3));
+        let apiserver_restarts = num("HAP_CHAOS_APISERVER_RESTARTS", 1);
+        // Room for every fault: a kill waits for a leader (lease 4 s), a restart takes ~7 s.
+        let secs = (claims as u64 / 8).max(8 * kills as u64 + 10 * apiserver_restarts as u64 + 6);
+        Self {
+            claims,
+            tenants,
+            kills,
+            apiserver_restarts,
+            window: Duration::from_secs(secs),
+            settle: Duration::from_secs(180 + claims as u64 / 4),
+        }
+    }
+}
+
+/// The pool a claim's rule leads to, as the checker groups bindings.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Pool {
+    htype: &'static str,
+    eu: bool,
+    shared: bool,
+    provider: &'static str,
+}
+
+const AWS: Pool = Pool {
+    htype: "aws",
+    eu: false,
+    shared: false,
+    provider: "aws",
+};
+const AWS_EU: Pool = Pool {
+    htype: "aws",
+    eu: true,
+    shared: false,
+    provider: "aws",
+};
+const AZURE: Pool = Pool {
+    htype: "azure",
+    eu: false,
+    shared: false,
+    provider: "azure",
+};
+const GCP: Pool = Pool {
+    htype: "gcp",
+    eu: false,
+    shared: false,
+    provider: "gcp",
+};
+const GCP_KSA: Pool = Pool {
+    htype: "gcp_cf-sa30",
+    eu: false,
+    shared: false,
+    provider: "gcp",
+};
+const TRIAL_AWS: Pool = Pool {
+    htype: "aws",
+    eu: false,
+    shared: true,
+    provider: "aws",
+};
+const TRIAL_AZURE: Pool = Pool {
+    htype: "azure",
+    eu: false,
+    shared: true,
+    provider: "azure",
+};
+const SCC_1: Pool = Pool {
+    htype: "openstack_eu-de-1",
+    eu: false,
+    shared: true,
+    provider: "openstack",
+};
+const SCC_2: Pool = Pool {
+    htype: "openstack_eu-de-2",
+    eu: false,
+    shared: true,
+    provider: "openstack",
+};
+const DEDICATED: [Pool; 5] = [AWS, AWS_EU, AZURE, GCP, GCP_KSA];
+
+const RULES: &[&str] = &[
+    "aws(euAccess=*)",
+    "azure",
+    "gcp",
+    "gcp(PR=cf-sa30)",
+    "trial(shared)",
+    "sap-converged-cloud(CR=*, shared)",
+];
+
+struct ClaimPlan {
+    name: String,
+    tenant: String,
+    spec: serde_json::Value,
+    /// `None`: the claim has no rule and must end with reason NoMatchingRule.
+    pool: Option<Pool>,
+}
+
+fn tenant(t: usize) -> String {
+    format!("ga-{t:04}")
+}
+
+/// Every eighth tenant may hold several accounts per pool.
+fn multi(t: usize) -> bool {
+    t.is_multiple_of(8)
+}
+
+fn limit_of(pool: &Pool) -> usize {
+    if pool.provider == "aws" {
+        LIMIT_AWS
+    } else {
+        LIMIT_DEFAULT
+    }
+}
+
+fn claim_plan(i: usize, tenants: usize) -> ClaimPlan {
+    let t = i % tenants;
+    let ga = tenant(t);
+    let kind = (i * 7 + i / tenants) % 20;
+    let shoot = format!("shoot-{i:05}");
+    let (spec, pool) = match kind {
+        0..=5 => (
+            json!({"plan": "aws", "platformRegion": "cf-us10", "clusterRegion": "us-east-1"}),
+            Some(AWS),
+        ),
+        6 | 7 => (
+            json!({"plan": "aws", "platformRegion": "cf-eu11", "clusterRegion": "eu-central-1"}),
+            Some(AWS_EU),
+        ),
+        8..=10 => (
+            json!({"plan": "azure", "platformRegion": "cf-us20", "clusterRegion": "eastus"}),
+            Some(AZURE),
+        ),
+        11 | 12 => (
+            json!({"plan": "gcp", "platformRegion": "cf-us30", "clusterRegion": "us-central1"}),
+            Some(GCP),
+        ),
+        13 => (
+            json!({"plan": "gcp", "platformRegion": "cf-sa30", "clusterRegion": "me-central2"}),
+            Some(GCP_KSA),
+        ),
+        14 | 15 => (
+            json!({"plan": "trial", "provider": "aws", "platformRegion": "cf-eu10"}),
+            Some(TRIAL_AWS),
+        ),
+        16 => (
+            json!({"plan": "trial", "provider": "azure", "platformRegion": "cf-eu20"}),
+            Some(TRIAL_AZURE),
+        ),
+        17 => (
+            json!({"plan": "sap-converged-cloud", "clusterRegion": "eu-de-1"}),
+            Some(SCC_1),
+        ),
+        18 => (
+            json!({"plan": "sap-converged-cloud", "clusterRegion": "eu-de-2"}),
+            Some(SCC_2),
+        ),
+        _ if i.is_multiple_of(2) => (json!({"plan": "azure_lite"}), None),
+        _ => (
+            json!({"plan": "trial", "provider": "aws", "platformRegion": "cf-us10"}),
+            Some(TRIAL_AWS),
+        ),
+    };
+    let mut spec = spec;
+    spec["globalAccount"] = json!(ga);
+    spec["subaccount"] = json!(format!("sa-{i:05}"));
+    spec["shootName"] = json!(shoot);
+    ClaimPlan {
+        name: format!("c-{i:05}"),
+        tenant: ga,
+        spec,
+        pool,
+    }
+}
+
+struct BindingPlan {
+    name: String,
+    provider: &'static str,
+    labels: BTreeMap<String, String>,
+}
+
+fn labels_of(pool: &Pool) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::from([("hyperscalerType".to_string(), pool.htype.to_string())]);
+    if pool.eu {
+        l.insert("euAccess".into(), "true".into());
+    }
+    if pool.shared {
+        l.insert("shared".into(), "true".into());
+    }
+    l
+}
+
+fn slug(pool: &Pool) -> String {
+    format!(
+        "{}{}",
+        pool.htype.replace('_', "-"),
+        if pool.eu { "-eu" } else { "" }
+    )
+}
+
+/// Everything the run creates besides claims, and what the checker must know about it.
+struct Inventory {
+    initial: Vec<BindingPlan>,
+    /// Refills, in two waves.
+    waves: [Vec<BindingPlan>; 2],
+    /// Bindings the operator must never write (shared, internal, dirty, foreign tenants).
+    untouchable: BTreeSet<String>,
+    /// Pre-existing Shoots: (name, binding).
+    shoots: Vec<(String, String)>,
+    /// The tenant whose claims in `AWS` use an internal binding it already holds.
+    internal_tenant: String,
+    /// The multi-account tenant that already holds an AWS binding over the limit.
+    over_tenant: String,
+    needed: BTreeMap<Pool, usize>,
+}
+
+fn inventory(claims: &[ClaimPlan], tenants: usize) -> Inventory {
+    // Clusters per (pool, tenant).
+    let mut per: BTreeMap<(Pool, usize), usize> = BTreeMap::new();
+    for (i, c) in claims.iter().enumerate() {
+        if let Some(p) = c.pool.as_ref().filter(|p| !p.shared) {
+            *per.entry((p.clone(), i % tenants)).or_default() += 1;
+        }
+    }
+    let internal_t = (0..tenants)
+        .find(|t| !multi(*t) && per.contains_key(&(AWS, *t)))
+        .expect("a single-account tenant with AWS claims");
+    let over_t = 0; // multi by construction
+    let mut needed: BTreeMap<Pool, usize> = BTreeMap::new();
+    for ((pool, t), n) in &per {
+        let need = if multi(*t) {
+            n.div_ceil(limit_of(pool))
+        } else if *pool == AWS && *t == internal_t {
+            0
+        } else {
+            1
+        };
+        *needed.entry(pool.clone()).or_default() += need;
+    }
+    let mut initial = Vec::new();
+    let (mut wave1, mut wave2) = (Vec::new(), Vec::new());
+    let mut untouchable = BTreeSet::new();
+    let add = |list: &mut Vec<BindingPlan>, name: String, pool: &Pool, extra: &[(&str, &str)]| {
+        let mut labels = labels_of(pool);
+        for (k, v) in extra {
+            labels.insert(k.to_string(), v.to_string());
+        }
+        list.push(BindingPlan {
+            name,
+            provider: pool.provider,
+            labels,
+        });
+    };
+    for pool in DEDICATED {
+        let need = needed.get(&pool).copied().unwrap_or(0);
+        // Half at the start (the pool runs out), most of the rest in wave one, the rest plus
+        // slack (orphans of killed leaders, rounding) in wave two.
+        let first = need / 2;
+        let second = (need * 4 / 5).max(first) - first;
+        let third = need - first - second + need / 5 + 3;
+        let mut n = 0;
+        for (list, count) in [
+            (&mut initial, first),
+            (&mut wave1, second),
+            (&mut wave2, third),
+        ] {
+            for _ in 0..count {
+                add(list, format!("{}-{n:04}", slug(&pool)), &pool, &[]);
+                n += 1;
+            }
+        }
+    }
+    // Never to be written: internal (free and owned), dirty, another tenant's, shared.
+    type Special = (String, Pool, Vec<(&'static str, String)>);
+    let specials: Vec<Special> = vec![
+        (
+            "aws-internal-free".into(),
+            AWS,
+            vec![("internal", "true".into())],
+        ),
+        (
+            "aws-internal-owned".into(),
+            AWS,
+            vec![
+                ("internal", "true".into()),
+                ("tenantName", tenant(internal_t)),
+            ],
+        ),
+        (
+            "azure-dirty".into(),
+            AZURE,
+            vec![("dirty", "true".into()), ("tenantName", "ga-gone".into())],
+        ),
+        (
+            "gcp-foreign".into(),
+            GCP,
+            vec![("tenantName", "ga-foreign".into())],
+        ),
+        ("trial-aws-1".into(), TRIAL_AWS, vec![]),
+        ("trial-aws-2".into(), TRIAL_AWS, vec![]),
+        ("trial-aws-3".into(), TRIAL_AWS, vec![]),
+        (
+            "trial-aws-internal".into(),
+            TRIAL_AWS,
+            vec![("internal", "true".into())],
+        ),
+        ("trial-azure-1".into(), TRIAL_AZURE, vec![]),
+        ("trial-azure-2".into(), TRIAL_AZURE, vec![]),
+        ("scc-eu-de-1-a".into(), SCC_1, vec![]),
+        ("scc-eu-de-1-b".into(), SCC_1, vec![]),
+        ("scc-eu-de-2-a".into(), SCC_2, vec![]),
+    ];
+    for (name, pool, extra) in &specials {
+        let extra: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        add(&mut initial, name.clone(), pool, &extra);
+        untouchable.insert(name.clone());
+    }
+    // The over-limit binding is the multi tenant's own: the operator may not write it either
+    // (it already carries the tenant), and no new cluster may land on it.
+    add(
+        &mut initial,
+        "aws-over".into(),
+        &AWS,
+        &[("tenantName", tenant(over_t).as_str())],
+    );
+    untouchable.insert("aws-over".into());
+    let shoots = (0..=LIMIT_AWS)
+        .map(|k| (format!("pre-shoot-{k}"), "aws-over".to_string()))
+        .collect();
+    Inventory {
+        initial,
+        waves: [wave1, wave2],
+        untouchable,
+        shoots,
+        internal_tenant: tenant(internal_t),
+        over_tenant: tenant(over_t),
+        needed,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// API helpers that ride out an apiserver restart.
+
+fn binding_resource() -> ApiResource {
+    ApiResource {
+        group: "security.gardener.cloud".into(),
+        version: "v1alpha1".into(),
+        api_version: "security.gardener.cloud/v1alpha1".into(),
+        kind: "CredentialsBinding".into(),
+        plural: "credentialsbindings".into(),
+    }
+}
+
+fn bindings_api(client: &Client) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), BINDINGS_NS, &binding_resource())
+}
+
+/// Creates `obj`, retrying while the API server is away; AlreadyExists counts as done.
+async fn create_retrying<K>(api: &Api<K>, obj: &K, what: &str)
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let start = Instant::now();
+    loop {
+        match api.create(&PostParams::default(), obj).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(s)) if s.code == 409 => return,
+            Err(e) => {
+                assert!(
+                    start.elapsed() < Duration::from_secs(120),
+                    "creating {what}: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    }
+}
+
+/// Lists, retrying while the API server is away.
+async fn list_retrying<K>(api: &Api<K>) -> Vec<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let start = Instant::now();
+    loop {
+        match api.list(&ListParams::default()).await {
+            Ok(l) => return l.items,
+            Err(e) => {
+                assert!(start.elapsed() < Duration::from_secs(120), "list: {e}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    }
+}
+
+async fn create_binding(client: &Client, b: &BindingPlan) {
+    let obj: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "security.gardener.cloud/v1alpha1",
+        "kind": "CredentialsBinding",
+        "metadata": {"name": b.name, "namespace": BINDINGS_NS, "labels": b.labels},
+        "provider": {"type": b.provider},
+        "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": format!("{}-secret", b.name), "namespace": BINDINGS_NS},
+    }))
+    .expect("binding");
+    create_retrying(&bindings_api(client), &obj, &b.name).await;
+}
+
+async fn create_bindings(client: &Client, list: &[BindingPlan]) {
+    futures::stream::iter(list)
+        .for_each_concurrent(8, |b| create_binding(client, b))
+        .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replicas, the supervisor and the fault driver.
+
+struct Replicas {
+    hap: PathBuf,
+    kubeconfig: PathBuf,
+    logs: PathBuf,
+    slots: Vec<OperatorProcess>,
+    incarnations: usize,
+    /// Exits the supervisor saw that the driver did not cause: (identity, status).
+    exits: Vec<(String, String)>,
+    kills: usize,
+}
+
+impl Replicas {
+    fn args() -> Vec<String> {
+        [
+            "--config-name",
+            CONFIG,
+            "--claim-namespace",
+            CLAIMS_NS,
+            "--mark-ignored-configs=false",
+            "--leader-elect=true",
+            "--lease-name",
+            LEASE,
+            "--lease-namespace",
+            CLAIMS_NS,
+            "--lease-duration-seconds",
+            "4",
+            "--log-format",
+            "text",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    fn spawn(&mut self, slot: char) -> OperatorProcess {
+        self.incarnations += 1;
+        let identity = format!("replica-{slot}-{}", self.incarnations);
+        let log = self.logs.join(format!("replica-{slot}.log"));
+        OperatorProcess::spawn(&self.hap, &self.kubeconfig, &identity, &Self::args(), &log)
+    }
+
+    fn slot_name(i: usize) -> char {
+        (b'a' + i as u8) as char
+    }
+
+    /// Restarts every replica that exited by itself (e.g. it lost the lease while the API
+    /// server was down and stopped, as it should).
+    fn supervise(&mut self) {
+        for i in 0..self.slots.len() {
+            if let Some(status) = self.slots[i].exited() {
+                let id = self.slots[i].identity.clone();
+                self.exits.push((id, status.to_string()));
+                let fresh = self.spawn(Self::slot_name(i));
+                self.slots[i] = fresh;
+            }
+        }
+    }
+
+    /// SIGKILLs the replica with this identity and starts a fresh one in its place.
+    fn kill(&mut self, identity: &str) -> bool {
+        let Some(i) = self.slots.iter().position(|s| s.identity == identity) else {
+            return false;
+        };
+        self.slots[i].kill();
+        self.kills += 1;
+        let fresh = self.spawn(Self::slot_name(i));
+        self.slots[i] = fresh;
+        true
+    }
+
+    fn identities(&self) -> Vec<String> {
+        self.slots.iter().map(|s| s.identity.clone()).collect()
+    }
+}
+
+async fn lease_holder(client: &Client) -> Option<String> {
+    let lease = Api::<Lease>::namespaced(client.clone(), CLAIMS_NS)
+        .get(LEASE)
+        .await
+        .ok()?;
+    lease.spec?.holder_identity.filter(|h| !h.is_empty())
+}
+
+/// Waits for a live replica to hold the lease, then SIGKILLs it.
+async fn kill_leader(client: &Client, replicas: &Mutex<Replicas>) -> Option<String> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if let Some(holder) = lease_holder(client).await {
+            let mut r = replicas.lock().unwrap();
+            if r.identities().contains(&holder) && r.kill(&holder) {
+                return Some(holder);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
+#[derive(Clone, Debug)]
+enum Fault {
+    KillLeader,
+    RestartApiserver,
+    Refill(usize),
+}
+
+fn schedule(p: &Params) -> Vec<(Duration, Fault)> {
+    let w = p.window.as_secs_f64();
+    let mut out = Vec::new();
+    for k in 0..p.kills {
+        out.push((
+            w * (k as f64 + 0.6) / (p.kills as f64 + 0.5),
+            Fault::KillLeader,
+        ));
+    }
+    for r in 0..p.apiserver_restarts {
+        out.push((
+            w * (r as f64 + 0.75) / (p.apiserver_restarts as f64 + 0.5),
+            Fault::RestartApiserver,
+        ));
+    }
+    out.push((w * 0.35, Fault::Refill(0)));
+    out.push((w * 0.70, Fault::Refill(1)));
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out.into_iter()
+        .map(|(t, f)| (Duration::from_secs_f64(t), f))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a watch saw during the run.
+
+#[derive(Clone, Default)]
+struct Observed {
+    /// Claim → every binding it was seen Bound to, in order of first sight.
+    bound_to: BTreeMap<String, Vec<String>>,
+    /// Claims seen leaving Bound.
+    left_bound: BTreeSet<String>,
+    /// Claims seen waiting with reason PoolExhausted (proof that the pools ran out).
+    exhausted: BTreeSet<String>,
+    /// Binding → tenantName values in order (consecutive duplicates folded).
+    tenant_history: BTreeMap<String, Vec<Option<String>>>,
+    /// Binding → resourceVersions seen.
+    versions: BTreeMap<String, BTreeSet<String>>,
+}
+
+fn spawn_watches(client: &Client, seen: Arc<Mutex<Observed>>) -> Vec<tokio::task::JoinHandle<()>> {
+    let claims = Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS);
+    let s = seen.clone();
+    let claim_task = tokio::spawn(async move {
+        let stream = watcher(claims, watcher::Config::default())
+            .default_backoff()
+            .applied_objects();
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            let Ok(c) = ev else { continue };
+            let name = c.name_any();
+            let st = c.status.as_ref();
+            let mut seen = s.lock().unwrap();
+            if st.and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
+                if let Some(b) = st.and_then(|s| s.credentials_binding_name.clone()) {
+                    let list = seen.bound_to.entry(name).or_default();
+                    if !list.contains(&b) {
+                        list.push(b);
+                    }
+                }
+            } else if seen.bound_to.contains_key(&name) {
+                seen.left_bound.insert(name);
+            } else if st.is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|r| r.type_ == "Ready" && r.reason == "PoolExhausted")
+            }) {
+                seen.exhausted.insert(name);
+            }
+        }
+    });
+    let bindings = bindings_api(client);
+    let binding_task = tokio::spawn(async move {
+        let stream = watcher(bindings, watcher::Config::default())
+            .default_backoff()
+            .applied_objects();
+        futures::pin_mut!(stream);
+        while let Some(ev) = stream.next().await {
+            let Ok(b) = ev else { continue };
+            let name = b.name_any();
+            let tenant = b.labels().get("tenantName").cloned();
+            let mut seen = seen.lock().unwrap();
+            let h = seen.tenant_history.entry(name.clone()).or_default();
+            if h.last() != Some(&tenant) {
+                h.push(tenant);
+            }
+            if let Some(rv) = b.resource_version() {
+                seen.versions.entry(name).or_default().insert(rv);
+            }
+        }
+    });
+    vec![claim_task, binding_task]
+}
+
+// ---------------------------------------------------------------------------------------------
+// The invariant checker.
+
+#[derive(Debug, Default)]
+struct Counts {
+    claims: usize,
+    expected_bound: usize,
+    bound: usize,
+    no_matching_rule: usize,
+    /// Neither Bound nor carrying a Ready reason (invariant 7).
+    lost: usize,
+    /// Not Bound although they have a rule and the pools were refilled with slack.
+    stuck: usize,
+    /// Extra bindings per (tenant, pool) of non-allowlisted tenants (invariant 2).
+    duplicate_bindings: usize,
+    /// Clusters placed on a binding at or over its limit (invariant 3).
+    limit_violations: usize,
+    /// Shared, internal, dirty or foreign bindings the operator wrote (invariant 4).
+    untouchable_written: usize,
+    /// Bound claims seen on a second binding, or leaving Bound (invariant 5).
+    bound_changed: usize,
+    bound_left: usize,
+    /// tenantName set more than once on a binding, or on one that had it (invariant 1).
+    tenant_written_twice: usize,
+    /// tenantName values the operator wrote for a tenant with no claim in that pool (invariant 1).
+    tenant_without_claim: usize,
+    /// managedFields of the operator outside labels, finalizers and /status (invariant 6).
+    foreign_writes: usize,
+    /// Figures, not violations.
+    claimed_in_run: usize,
+    orphaned: usize,
+    clusters_on_aws_over: usize,
+}
+
+fn pool_of_labels(l: &BTreeMap<String, String>) -> Option<PoolLabels> {
+    Some((
+        l.get("hyperscalerType")?.clone(),
+        l.get("euAccess").map(String::as_str) == Some("true"),
+        l.get("shared").map(String::as_str) == Some("true"),
+    ))
+}
+
+/// (hyperscalerType, euAccess, shared): a pool as the labels name it.
+type PoolLabels = (String, bool, bool);
+
+fn key_of(p: &Pool) -> PoolLabels {
+    (p.htype.to_string(), p.eu, p.shared)
+}
+
+/// Field paths (`f:...` keys) at the top of a managedFields entry.
+fn top_fields(
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
+) -> Vec<String> {
+    m.fields_v1
+        .as_ref()
+        .and_then(|f| f.0.as_object().map(|o| o.keys().cloned().collect()))
+        .unwrap_or_default()
+}
+
+fn metadata_fields(
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
+) -> Vec<String> {
+    m.fields_v1
+        .as_ref()
+        .and_then(|f| f.0.get("f:metadata"))
+        .and_then(|v| v.as_object().map(|o| o.keys().cloned().collect()))
+        .unwrap_or_default()
+}
+
+async fn check(
+    client: &Client,
+    plans: &[ClaimPlan],
+    inv: &Inventory,
+    initial_labels: &BTreeMap<String, BTreeMap<String, String>>,
+    seen: &Observed,
+) -> Counts {
+    let mut c = Counts {
+        claims: plans.len(),
+        expected_bound: plans.iter().filter(|p| p.pool.is_some()).count(),
+        ..Default::default()
+    };
+    let claims = list_retrying(&Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS)).await;
+    let bindings = list_retrying(&bindings_api(client)).await;
+    let by_name: BTreeMap<&str, &ClaimPlan> = plans.iter().map(|p| (p.name.as_str(), p)).collect();
+    let multi_tenants: BTreeSet<String> = plans
+        .iter()
+        .map(|p| p.tenant.clone())
+        .filter(|t| t[3..].parse::<usize>().is_ok_and(multi))
+        .collect();
+
+    // Claims: outcome, and clusters per binding.
+    let mut clusters: BTreeMap<String, usize> = BTreeMap::new();
+    let mut tenant_pool_bindings: BTreeMap<(String, PoolLabels), BTreeSet<String>> =
+        BTreeMap::new();
+    for claim in &claims {
+        let name = claim.name_any();
+        let plan = by_name.get(name.as_str()).expect("a claim of the run");
+        let st = claim.status.clone().unwrap_or_default();
+        let ready = st.conditions.iter().find(|c| c.type_ == "Ready");
+        if st.phase == Some(ClaimPhase::Bound) {
+            c.bound += 1;
+            let b = st.credentials_binding_name.clone().unwrap_or_default();
+            *clusters.entry(b.clone()).or_default() += 1;
+            if let Some(pool) = plan.pool.as_ref().filter(|p| !p.shared) {
+                tenant_pool_bindings
+                    .entry((plan.tenant.clone(), key_of(pool)))
+                    .or_default()
+                    .insert(b);
+            }
+        } else if ready.is_none_or(|r| r.reason.is_empty()) {
+            c.lost += 1;
+        } else if ready.is_some_and(|r| r.reason == "NoMatchingRule") && plan.pool.is_none() {
+            c.no_matching_rule += 1;
+        } else {
+            c.stuck += 1;
+            eprintln!(
+                "stuck: {name} ({:?}) reason {:?}: {:?}",
+                plan.pool,
+                ready.map(|r| &r.reason),
+                ready.map(|r| &r.message)
+            );
+        }
+        // Invariant 6 on claims: the operator's own entries are /status or finalizers only.
+        for m in claim.managed_fields() {
+            if m.manager.as_deref() != Some(MANAGER) || m.subresource.as_deref() == Some("status") {
+                continue;
+            }
+            if top_fields(m).iter().any(|f| f != "f:metadata")
+                || metadata_fields(m).iter().any(|f| f != "f:finalizers")
+            {
+                c.foreign_writes += 1;
+                eprintln!("foreign write on claim {name}: {:?}", m.fields_v1);
+            }
+        }
+    }
+    assert_eq!(claims.len(), plans.len(), "every claim of the run exists");
+
+    // Invariant 2, from the claims: one binding per (tenant, pool) without the allowlist.
+    for ((t, pool), set) in &tenant_pool_bindings {
+        if !multi_tenants.contains(t) && set.len() > 1 {
+            c.duplicate_bindings += set.len() - 1;
+            eprintln!("duplicate: {t} in {pool:?} on {set:?}");
+        }
+    }
+    // ... and from the labels.
+    let mut labelled: BTreeMap<(String, PoolLabels), usize> = BTreeMap::new();
+    let claim_pools: BTreeSet<(String, PoolLabels)> = plans
+        .iter()
+        .filter_map(|p| p.pool.as_ref().map(|pool| (p.tenant.clone(), key_of(pool))))
+        .collect();
+    for b in &bindings {
+        let name = b.name_any();
+        let labels = b.labels().clone();
+        let initial = initial_labels.get(&name);
+        let tenant = labels.get("tenantName").cloned();
+        let dirty = labels.contains_key("dirty");
+        if let (Some(t), Some(pool), false) = (&tenant, pool_of_labels(&labels), dirty) {
+            if !pool.2 && !multi_tenants.contains(t) {
+                *labelled.entry((t.clone(), pool.clone())).or_default() += 1;
+            }
+            let written = initial.is_none_or(|l| l.get("tenantName") != Some(t));
+            if written {
+                c.claimed_in_run += 1;
+                if !claim_pools.contains(&(t.clone(), pool)) {
+                    c.tenant_without_claim += 1;
+                    eprintln!(
+                        "binding {name} got tenantName={t} without a claim of {t} in its pool"
+                    );
+                }
+                if !clusters.contains_key(&name) {
+                    c.orphaned += 1;
+                }
+            }
+        }
+        // Invariant 4: untouchable bindings keep their labels and never change.
+        if inv.untouchable.contains(&name) {
+            let versions = seen.versions.get(&name).map_or(0, BTreeSet::len);
+            let ours = b
+                .managed_fields()
+                .iter()
+                .any(|m| m.manager.as_deref() == Some(MANAGER));
+            if Some(&labels) != initial || versions > 1 || ours {
+                c.untouchable_written += 1;
+                eprintln!(
+                    "untouchable {name} written: labels {labels:?}, {versions} versions, operator in managedFields: {ours}"
+                );
+            }
+        }
+        // Invariant 6 on bindings: the operator writes labels only.
+        for m in b.managed_fields() {
+            if m.manager.as_deref() != Some(MANAGER) {
+                continue;
+            }
+            if m.subresource.is_some()
+                || top_fields(m).iter().any(|f| f != "f:metadata")
+                || metadata_fields(m).iter().any(|f| f != "f:labels")
+            {
+                c.foreign_writes += 1;
+                eprintln!("foreign write on binding {name}: {:?}", m.fields_v1);
+            }
+        }
+        // Invariant 1: tenantName set once.
+        let history = seen.tenant_history.get(&name).cloned().unwrap_or_default();
+        let sets = history.windows(2).filter(|w| w[1].is_some()).count();
+        let had = initial.is_some_and(|l| l.contains_key("tenantName"));
+        if sets > 1 || (had && sets > 0) {
+            c.tenant_written_twice += 1;
+            eprintln!("tenantName of {name} changed: {history:?}");
+        }
+    }
+    for ((t, pool), n) in &labelled {
+        if *n > 1 {
+            c.duplicate_bindings += n - 1;
+            eprintln!("{t} holds {n} bindings in {pool:?}");
+        }
+    }
+    // Invariant 3: limits of allowlisted tenants. Pre-existing Shoots count; only new clusters
+    // beyond max(limit, pre-existing) are violations.
+    for b in &bindings {
+        let name = b.name_any();
+        let Some(t) = b.labels().get("tenantName") else {
+            continue;
+        };
+        if !multi_tenants.contains(t) {
+            continue;
+        }
+        let pool = pool_of_labels(b.labels());
+        let provider = if pool.as_ref().is_some_and(|p| p.0.starts_with("aws")) {
+            "aws"
+        } else {
+            "other"
+        };
+        let limit = if provider == "aws" {
+            LIMIT_AWS
+        } else {
+            LIMIT_DEFAULT
+        };
+        let pre = inv.shoots.iter().filter(|(_, sb)| *sb == name).count();
+        let new = clusters.get(&name).copied().unwrap_or(0);
+        if new > 0 && pre + new > limit.max(pre) {
+            c.limit_violations += pre + new - limit.max(pre);
+            eprintln!(
+                "limit: {name} of {t} has {pre} existing + {new} new clusters, limit {limit}"
+            );
+        }
+    }
+    c.clusters_on_aws_over = clusters.get("aws-over").copied().unwrap_or(0);
+    // Invariant 5, from the watch.
+    for (name, list) in &seen.bound_to {
+        if list.len() > 1 {
+            c.bound_changed += 1;
+            eprintln!("claim {name} bound to {list:?}");
+        }
+    }
+    c.bound_left = seen.left_bound.len();
+    // Invariant 6 on the HapConfig: the operator writes its status only.
+    let cfg = Api::<HapConfig>::all(client.clone())
+        .get(CONFIG)
+        .await
+        .expect("HapConfig");
+    for m in cfg.managed_fields() {
+        if m.manager.as_deref() == Some(MANAGER) && m.subresource.as_deref() != Some("status") {
+            c.foreign_writes += 1;
+            eprintln!(
+                "operator wrote HapConfig outside /status: {:?}",
+                m.fields_v1
+            );
+        }
+    }
+    // Shoots are never written.
+    let shoots = list_retrying(&Api::<hap_operator::api::Shoot>::namespaced(
+        client.clone(),
+        BINDINGS_NS,
+    ))
+    .await;
+    for s in &shoots {
+        if s.managed_fields()
+            .iter()
+            .any(|m| m.manager.as_deref() == Some(MANAGER))
+        {
+            c.foreign_writes += 1;
+        }
+    }
+    c
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn work_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-{}", std::process::id()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
+    let p = Params::from_env();
+    let dir = work_dir();
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("logs")).expect("work dir");
+    eprintln!(
+        "chaos: {} claims, {} tenants, {} leader kills, {} apiserver restarts over {:?}; state and logs in {}",
+        p.claims,
+        p.tenants,
+        p.kills,
+        p.apiserver_restarts,
+        p.window,
+        dir.display()
+    );
+    let env = PrivateEnv::up(&dir.join("testenv"));
+    let client = env.client().await;
+    let started = Instant::now();
+
+    for ns in [BINDINGS_NS, CLAIMS_NS] {
+        let obj = serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace");
+        create_retrying(
+            &Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()),
+            &obj,
+            ns,
+        )
+        .await;
+    }
+    let plans: Vec<ClaimPlan> = (0..p.claims).map(|i| claim_plan(i, p.tenants)).collect();
+    let inv = inventory(&plans, p.tenants);
+    let allowlisted: Vec<String> = (0..p.tenants).filter(|t| multi(*t)).map(tenant).collect();
+    let cfg: HapConfig = serde_json::from_value(json!({
+        "apiVersion": "accountpool.io/v1alpha1",
+        "kind": "HapConfig",
+        "metadata": {"name": CONFIG},
+        "spec": {
+            "bindingNamespace": BINDINGS_NS,
+            "rules": RULES,
+            "multiHyperscalerAccount": {
+                "allowedGlobalAccounts": allowlisted,
+                "limits": {"default": LIMIT_DEFAULT, "aws": LIMIT_AWS},
+            },
+        },
+    }))
+    .expect("HapConfig");
+    create_retrying(&Api::<HapConfig>::all(client.clone()), &cfg, CONFIG).await;
+    create_bindings(&client, &inv.initial).await;
+    for (shoot, binding) in &inv.shoots {
+        let obj: hap_operator::api::Shoot = serde_json::from_value(json!({
+            "apiVersion": "core.gardener.cloud/v1beta1",
+            "kind": "Shoot",
+            "metadata": {"name": shoot, "namespace": BINDINGS_NS},
+            "spec": {"credentialsBindingName": binding},
+        }))
+        .expect("Shoot");
+        create_retrying(&Api::namespaced(client.clone(), BINDINGS_NS), &obj, shoot).await;
+    }
+    let mut initial_labels: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for b in inv.initial.iter().chain(inv.waves.iter().flatten()) {
+        initial_labels.insert(b.name.clone(), b.labels.clone());
+    }
+    eprintln!(
+        "chaos: dedicated bindings needed per pool {:?}; {} at start, {} + {} in two refills; {} holds aws-internal-owned, {} holds aws-over (over the limit)",
+        inv.needed
+            .iter()
+            .map(|(p, n)| (slug(p), *n))
+            .collect::<Vec<_>>(),
+        inv.initial.len(),
+        inv.waves[0].len(),
+        inv.waves[1].len(),
+        inv.internal_tenant,
+        inv.over_tenant
+    );
+
+    let seen = Arc::new(Mutex::new(Observed::default()));
+    let watches = spawn_watches(&client, seen.clone());
+
+    let replicas = Arc::new(Mutex::new(Replicas {
+        hap: PathBuf::from(env!("CARGO_BIN_EXE_hap")),
+        kubeconfig: env.kubeconfig.clone(),
+        logs: dir.join("logs"),
+        slots: Vec::new(),
+        incarnations: 0,
+        exits: Vec::new(),
+        kills: 0,
+    }));
+    {
+        let mut r = replicas.lock().unwrap();
+        let a = r.spawn('a');
+        let b = r.spawn('b');
+        r.slots = vec![a, b];
+    }
+    // Supervisor: restart any replica that died on its own.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let supervisor = {
+        let (r, stop) = (replicas.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                r.lock().unwrap().supervise();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
+    // Wait for a leader before the clock starts.
+    let t0 = Instant::now();
+    while lease_holder(&client).await.is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no replica took the lease"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Claims, created evenly over the window.
+    let window_start = Instant::now();
+    let creator = {
+        let client = client.clone();
+        let specs: Vec<(String, serde_json::Value)> = plans
+            .iter()
+            .map(|c| (c.name.clone(), c.spec.clone()))
+            .collect();
+        let window = p.window;
+        tokio::spawn(async move {
+            let api = Api::<AccountClaim>::namespaced(client, CLAIMS_NS);
+            let n = specs.len();
+            futures::stream::iter(specs.into_iter().enumerate())
+                .for_each_concurrent(16, |(i, (name, spec))| {
+                    let api = api.clone();
+                    async move {
+                        let at = window_start + window.mul_f64(i as f64 / n as f64);
+                        tokio::time::sleep_until(at.into()).await;
+                        let obj: AccountClaim = serde_json::from_value(json!({
+                            "apiVersion": "accountpool.io/v1alpha1",
+                            "kind": "AccountClaim",
+                            "metadata": {"name": name},
+                            "spec": spec,
+                        }))
+                        .expect("claim");
+                        create_retrying(&api, &obj, &name).await;
+                    }
+                })
+                .await;
+        })
+    };
+
+    // Faults.
+    let mut fault_log = Vec::new();
+    let mut apiserver_down = Vec::new();
+    for (at, fault) in schedule(&p) {
+        tokio::time::sleep_until((window_start + at).into()).await;
+        let t = window_start.elapsed();
+        match fault {
+            Fault::KillLeader => {
+                let who = kill_leader(&client, &replicas).await;
+                fault_log.push(format!("{t:>6.1?} SIGKILL leader {who:?}"));
+            }
+            Fault::RestartApiserver => {
+                let took = env.restart_apiserver_async(Duration::from_secs(1)).await;
+                apiserver_down.push(took);
+                fault_log.push(format!(
+                    "{t:>6.1?} kube-apiserver restarted, unavailable {took:.1?}"
+                ));
+            }
+            Fault::Refill(w) => {
+                create_bindings(&client, &inv.waves[w]).await;
+                fault_log.push(format!(
+                    "{t:>6.1?} refill {w}: {} bindings",
+                    inv.waves[w].len()
+                ));
+            }
+        }
+    }
+    creator.await.expect("claim creator");
+    let created_in = window_start.elapsed();
+
+    // Convergence: every claim with a rule Bound, every other one with its reason.
+    let claims_api = Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS);
+    let settle_start = Instant::now();
+    let expected_bound = plans.iter().filter(|c| c.pool.is_some()).count();
+    let mut last = (0, 0);
+    while settle_start.elapsed() < p.settle {
+        let claims = list_retrying(&claims_api).await;
+        let bound = claims
+            .iter()
+            .filter(|c| c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound))
+            .count();
+        let reasoned = claims
+            .iter()
+            .filter(|c| {
+                c.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|r| r.type_ == "Ready" && r.reason == "NoMatchingRule")
+                })
+            })
+            .count();
+        last = (bound, reasoned);
+        if bound == expected_bound && reasoned == plans.len() - expected_bound {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let converged_in = settle_start.elapsed();
+    // Let in-flight writes land before reading the final state.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let observed = seen.lock().unwrap().clone();
+    let counts = check(&client, &plans, &inv, &initial_labels, &observed).await;
+
+    stop.cancel();
+    let _ = supervisor.await;
+    for w in watches {
+        w.abort();
+    }
+    let (exits, kills, incarnations) = {
+        let mut r = replicas.lock().unwrap();
+        for s in &mut r.slots {
+            s.kill();
+        }
+        (r.exits.clone(), r.kills, r.incarnations)
+    };
+    let mut panics = Vec::new();
+    for e in std::fs::read_dir(dir.join("logs")).expect("logs").flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        panics.extend(
+            text.lines()
+                .filter(|l| l.contains("panicked"))
+                .map(|l| format!("{}: {l}", e.file_name().to_string_lossy())),
+        );
+    }
+
+    println!(
+        "chaos run: {} claims, {} tenants ({} allowlisted for multi-account)",
+        p.claims,
+        p.tenants,
+        allowlisted.len()
+    );
+    for f in &fault_log {
+        println!("  fault {f}");
+    }
+    println!(
+        "  replicas started {incarnations}, SIGKILLed {kills}, exited by themselves {} {exits:?}",
+        exits.len()
+    );
+    println!(
+        "  claims created in {created_in:.1?}; converged {converged_in:.1?} later (last poll: {} bound, {} NoMatchingRule)",
+        last.0, last.1
+    );
+    println!("  ---- invariant counts (DESIGN §5) ----");
+    println!(
+        "  claims bound                                   {} / {} expected",
+        counts.bound, counts.expected_bound
+    );
+    println!(
+        "  claims with NoMatchingRule (no rule, expected) {}",
+        counts.no_matching_rule
+    );
+    println!(
+        "  lost claims (neither Bound nor a reason)   §5.7 {}",
+        counts.lost
+    );
+    println!(
+        "  stuck claims (rule, pools refilled, unbound)    {}",
+        counts.stuck
+    );
+    println!(
+        "  duplicate bindings per (tenant, pool)     §5.2 {}",
+        counts.duplicate_bindings
+    );
+    println!(
+        "  limit violations by a new cluster         §5.3 {}",
+        counts.limit_violations
+    );
+    println!(
+        "  shared/internal/dirty/foreign written     §5.4 {}",
+        counts.untouchable_written
+    );
+    println!(
+        "  bound claims that changed binding         §5.5 {}",
+        counts.bound_changed
+    );
+    println!(
+        "  bound claims that left Bound              §5.5 {}",
+        counts.bound_left
+    );
+    println!(
+        "  tenantName written twice on a binding     §5.1 {}",
+        counts.tenant_written_twice
+    );
+    println!(
+        "  tenantName written without a claim        §5.1 {}",
+        counts.tenant_without_claim
+    );
+    println!(
+        "  operator writes outside labels/finalizers/status §5.6 {}",
+        counts.foreign_writes
+    );
+    println!(
+        "  operator panics in logs                        {}",
+        panics.len()
+    );
+    println!(
+        "  (figures) claims that waited on an exhausted pool {}",
+        observed.exhausted.len()
+    );
+    println!(
+        "  (figures) bindings claimed in the run {}, of which unused (orphans) {}; new clusters on the over-limit binding {}",
+        counts.claimed_in_run, counts.orphaned, counts.clusters_on_aws_over
+    );
+    println!("  total {:.1?}", started.elapsed());
+    println!(
+        "reproduce: HAP_CHAOS_CLAIMS={} HAP_CHAOS_TENANTS={} HAP_CHAOS_KILLS={} HAP_CHAOS_APISERVER_RESTARTS={} cargo test --test chaos -- --nocapture",
+        p.claims, p.tenants, p.kills, p.apiserver_restarts
+    );
+
+    let clean = counts.lost == 0
+        && counts.stuck == 0
+        && counts.bound == counts.expected_bound
+        && counts.no_matching_rule == counts.claims - counts.expected_bound
+        && counts.duplicate_bindings == 0
+        && counts.limit_violations == 0
+        && counts.untouchable_written == 0
+        && counts.bound_changed == 0
+        && counts.bound_left == 0
+        && counts.tenant_written_twice == 0
+        && counts.tenant_without_claim == 0
+        && counts.foreign_writes == 0
+        && counts.clusters_on_aws_over == 0
+        && panics.is_empty()
+        && kills == p.kills;
+    if !clean {
+        env.save_logs(&dir.join("logs"));
+        panic!(
+            "chaos found violations: {counts:?}; panics {panics:?}; kills {kills}/{}. Logs kept in {}",
+            p.kills,
+            dir.join("logs").display()
+        );
+    }
+    drop(env);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,304 @@
+//! A control plane of one's own, for tests and benchmarks that must not share the one `make test`
+//! starts: the chaos test restarts kube-apiserver, the load benchmark reads the apiserver's own
+//! request counters. Started and stopped through the launcher (`testenv up|down|restart-apiserver
+//! --dir DIR`); `hap run` replicas run as child processes with that control plane's kubeconfig.
+//!
+//! Self-contained (no `super::` items) so that `examples/load.rs` can include it by path.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::{Client, Config};
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The directory of the control-plane binaries and the launcher: `HAP_K8S_BIN`, else whatever
+/// `e2e/build-control-plane.sh` prints (building them on first use).
+pub fn k8s_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("HAP_K8S_BIN") {
+        return PathBuf::from(bin);
+    }
+    let out = Command::new(repo_root().join("e2e/build-control-plane.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run e2e/build-control-plane.sh");
+    assert!(out.status.success(), "e2e/build-control-plane.sh failed");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// One control plane in its own state directory. Dropping the value `up` returned stops it
+/// (`testenv down`); handles from `handle()` do not.
+pub struct PrivateEnv {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    bin: PathBuf,
+    owner: bool,
+}
+
+impl PrivateEnv {
+    /// Starts etcd, kube-apiserver and kube-controller-manager in `dir` and installs the
+    /// product's and Gardener's CRDs.
+    pub fn up(dir: &Path) -> Self {
+        let bin = k8s_bin();
+        let env = Self {
+            dir: dir.to_path_buf(),
+            kubeconfig: dir.join("kubeconfig"),
+            bin,
+            owner: true,
+        };
+        let out = env.launcher(&["up"]);
+        assert!(out.0, "testenv up --dir {}: {}", dir.display(), out.1);
+        for crds in ["crds", "e2e/crds"] {
+            let path = repo_root().join(crds);
+            let (ok, _, err) = env.kubectl(&[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                path.to_str().expect("utf-8 path"),
+            ]);
+            assert!(ok, "installing {crds}: {err}");
+        }
+        let (ok, _, err) = env.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd",
+            "--all",
+            "--timeout=60s",
+        ]);
+        assert!(ok, "CRDs not established: {err}");
+        env
+    }
+
+    fn launcher(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(self.bin.join("testenv"))
+            .args(args)
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--bin")
+            .arg(&self.bin)
+            .output()
+            .expect("run the testenv launcher");
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+
+    /// Stops only kube-apiserver, keeps it down for `down_for`, starts it again with the same
+    /// flags and waits for /readyz. Returns how long the API was unavailable.
+    pub fn restart_apiserver(&self, down_for: Duration) -> Duration {
+        let started = Instant::now();
+        let down = format!("{}ms", down_for.as_millis());
+        let (ok, out) = self.launcher(&["restart-apiserver", "--down-for", &down]);
+        assert!(ok, "testenv restart-apiserver: {out}");
+        started.elapsed()
+    }
+
+    /// A handle on the same control plane that does not stop it when dropped.
+    pub fn handle(&self) -> Self {
+        Self {
+            dir: self.dir.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            bin: self.bin.clone(),
+            owner: false,
+        }
+    }
+
+    /// `restart_apiserver` off the async runtime's worker threads.
+    pub async fn restart_apiserver_async(&self, down_for: Duration) -> Duration {
+        let env = self.handle();
+        tokio::task::spawn_blocking(move || env.restart_apiserver(down_for))
+            .await
+            .expect("restart task")
+    }
+
+    /// Stops the control plane and removes its state directory (logs included).
+    pub fn down(&self) {
+        let _ = self.launcher(&["down"]);
+    }
+
+    /// Copies the control plane's logs to `to` (before `down` removes them).
+    pub fn save_logs(&self, to: &Path) {
+        let _ = std::fs::create_dir_all(to);
+        if let Ok(entries) = std::fs::read_dir(self.dir.join("logs")) {
+            for e in entries.flatten() {
+                let _ = std::fs::copy(e.path(), to.join(e.file_name()));
+            }
+        }
+    }
+
+    /// A client with the admin token of this control plane.
+    pub async fn client(&self) -> Client {
+        let kubeconfig =
+            kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("read kubeconfig");
+        let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("kubeconfig");
+        Client::try_from(config).expect("client")
+    }
+
+    /// Runs kubectl against this control plane; returns (success, stdout, stderr).
+    pub fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
+        let out = Command::new(self.bin.join("kubectl"))
+            .env("KUBECONFIG", &self.kubeconfig)
+            .args(args)
+            .output()
+            .expect("run kubectl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        )
+    }
+
+    /// kube-apiserver's own Prometheus metrics (`GET /metrics` as the admin).
+    pub fn apiserver_metrics(&self) -> String {
+        let (ok, out, err) = self.kubectl(&["get", "--raw", "/metrics"]);
+        assert!(ok, "GET /metrics: {err}");
+        out
+    }
+}
+
+impl Drop for PrivateEnv {
+    fn drop(&mut self) {
+        if self.owner {
+            self.down();
+        }
+    }
+}
+
+/// `apiserver_request_total` summed by (verb, resource), ignoring code, scope and the rest.
+pub fn request_counts(metrics: &str) -> std::collections::BTreeMap<(String, String), f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split("\",")
+                .find_map(|kv| kv.strip_prefix(&format!("{name}=\"")))
+                .map(|v| v.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let value: f64 = value.trim().parse().unwrap_or(0.0);
+        *out.entry((label("verb"), label("resource"))).or_insert(0.0) += value;
+    }
+    out
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// `hap run` as a child process, its stdout and stderr in `log`.
+pub struct OperatorProcess {
+    pub child: Child,
+    pub port: u16,
+    pub identity: String,
+    pub log: PathBuf,
+    pub started: Instant,
+}
+
+impl OperatorProcess {
+    /// Spawns `hap` (the binary at `hap`) with `run` and `args` plus `--http-addr` and
+    /// `--identity`.
+    pub fn spawn(
+        hap: &Path,
+        kubeconfig: &Path,
+        identity: &str,
+        args: &[String],
+        log: &Path,
+    ) -> Self {
+        let port = free_port();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("operator log file");
+        let child = Command::new(hap)
+            .arg("run")
+            .args(args)
+            .args(["--identity", identity])
+            .args(["--http-addr", &format!("127.0.0.1:{port}")])
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("RUST_LOG")
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("spawn hap run");
+        Self {
+            child,
+            port,
+            identity: identity.to_string(),
+            log: log.to_path_buf(),
+            started: Instant::now(),
+        }
+    }
+
+    /// `GET path` on the operator's HTTP port: (status code, whole response).
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        http_get(self.port, path)
+    }
+
+    /// Whether the process has exited (reaps it), with its status.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// (VmRSS, VmHWM) in KiB from /proc.
+    pub fn memory_kib(&self) -> Option<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        Some((field("VmRSS:")?, field("VmHWM:")?))
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A minimal HTTP/1.1 GET, enough for the operator's probes and metrics.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, buf))
+}
