@@ -23,7 +23,7 @@ if [ ! -x "$out/helm" ]; then
   tmp=$(mktemp -d "$cache/helm-build.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   start=$(date +%s)
-  echo "building helm $version with $go_version into $out (a cold build takes ~2-3 min on 2 cores)" >&2
+  echo "building helm $version with $go_version into $out (a cold build takes ~4-5 min on 2 cores)" >&2
   (cd "$mod" && go build -trimpath \
       -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$version" \
       -o "$tmp/helm" helm.sh/helm/v4/cmd/helm) >&2
