@@ -186,9 +186,23 @@ pub struct MultiHyperscalerAccount {
     pub allowed_global_accounts: Vec<String>,
     /// Clusters per account: `default` and per provider type (`aws`, `gcp`, `openstack`, ...).
     /// Without an entry for the provider and without `default` there is no limit.
-    #[serde(default)]
+    // The API server checks `type: integer` but not `format: int32`, so a limit beyond i32 is
+    // stored; it is read as i32::MAX (no practical limit) rather than failing to decode, which
+    // would stop the HapConfig watch of every operator in the cluster.
+    #[serde(default, deserialize_with = "saturating_limits")]
     #[x_kube(validation = Rule::new("self.all(k, self[k] >= 1)").message("every limit must be at least 1"))]
     pub limits: BTreeMap<String, i32>,
+}
+
+fn saturating_limits<'de, D>(d: D) -> Result<BTreeMap<String, i32>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let wide = BTreeMap::<String, i64>::deserialize(d)?;
+    Ok(wide
+        .into_iter()
+        .map(|(k, v)| (k, v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32))
+        .collect())
 }
 
 /// Release behaviour.
@@ -287,4 +301,31 @@ pub struct OrphanStatus {
     pub binding: String,
     pub tenant: String,
     pub hyperscaler_type: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_beyond_i32_decode_saturated_instead_of_failing_the_watch() {
+        // Found by the bad-input corpus: the API server stores `limits: {aws: 99999999999}`
+        // (`format: int32` is not enforced); decoding it as i32 failed, which broke the
+        // HapConfig watch of running operators and kept restarted ones from ever being ready.
+        let cfg: HapConfig = serde_json::from_value(serde_json::json!({
+            "apiVersion": "accountpool.io/v1alpha1",
+            "kind": "HapConfig",
+            "metadata": {"name": "other-team"},
+            "spec": {
+                "bindingNamespace": "garden",
+                "rules": ["aws"],
+                "multiHyperscalerAccount": {"limits": {"aws": 99_999_999_999_i64, "gcp": -99_999_999_999_i64, "default": 3}},
+            },
+        }))
+        .expect("decodes");
+        let limits = &cfg.spec.multi_hyperscaler_account.expect("multi").limits;
+        assert_eq!(limits["aws"], i32::MAX);
+        assert_eq!(limits["gcp"], i32::MIN);
+        assert_eq!(limits["default"], 3);
+    }
 }
