@@ -747,9 +747,17 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-fn free_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
+/// The address the operator serves HTTP on, from its JSON log (it binds port 0, so no two
+/// tests can race for a port).
+fn served_addr(log: &str) -> Option<String> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| {
+            v["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("serving /livez"))
+        })
+        .and_then(|v| v["fields"]["addr"].as_str().map(str::to_string))
 }
 
 /// The `hap` binary as a process; killed if the test fails before stopping it.
@@ -814,7 +822,6 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
     let (ok, _, err) = kubectl_with(&kubeconfig, &["get", "secrets", "-n", &hap.bindings_ns]);
     assert!(!ok && err.contains("forbidden"), "{err}");
 
-    let addr = free_addr();
     let identity = unique("hap-operator-pod");
     let log = dir.path().join("operator.log");
     let logfile = std::fs::File::create(&log).unwrap();
@@ -824,7 +831,7 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
             &format!("--config-name={}", hap.config),
             &format!("--claim-namespace={}", hap.claims_ns),
             "--mark-ignored-configs=false",
-            &format!("--http-addr={addr}"),
+            "--http-addr=127.0.0.1:0",
             "--leader-elect=true",
             &format!("--lease-name={}", r.lease),
             "--log-format=json",
@@ -843,6 +850,12 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
         child: Some(child),
         log,
     };
+    let addr = eventually(
+        Duration::from_secs(30),
+        "the HTTP address in the log",
+        || async { served_addr(&op.log()) },
+    )
+    .await;
     eventually(Duration::from_secs(60), "/readyz 200", || async {
         http_get(&addr, "/readyz").filter(|(s, _)| *s == 200)
     })
