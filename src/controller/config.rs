@@ -266,7 +266,8 @@ fn export_metrics(ctx: &Context, inv: &Inventory) {
                 credentials_binding: b.view.name.clone(),
             })
             .set(i64::try_from(n).unwrap_or(i64::MAX));
-        if let Some(t) = b.view.labels.get(&inv.keys().tenant_name) {
+        // Claimed accounts only: a dirty binding still names its last tenant for the cleanup job.
+        if let Some((_, crate::pools::BindingClass::Owned { tenant: t })) = &b.pool {
             m.bindings_per_global_account
                 .get_or_create(&TenantLabels {
                     global_account: t.clone(),

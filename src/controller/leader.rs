@@ -9,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 use super::{RunArgs, RunError};
 use crate::metrics::SharedMetrics;
 
-/// Waits until this replica holds the lease. Returns `Ok(false)` when asked to stop first.
+/// Waits until this replica holds the lease. Returns `Ok(None)` when asked to stop first,
+/// else the task that keeps the lease and releases it on `stop` (await it before exiting).
 /// While leading, a background task cancels `lost` when the lease is lost.
 pub async fn acquire(
     client: &Client,
@@ -17,7 +18,7 @@ pub async fn acquire(
     metrics: &SharedMetrics,
     stop: CancellationToken,
     lost: CancellationToken,
-) -> Result<bool, RunError> {
+) -> Result<Option<tokio::task::JoinHandle<()>>, RunError> {
     let duration = args.lease_duration_seconds.max(2);
     let manager = LeaseManagerBuilder::new(client.clone(), &args.lease_name)
         .with_namespace(&args.lease_namespace)
@@ -35,7 +36,7 @@ pub async fn acquire(
             break;
         }
         tokio::select! {
-            _ = stop.cancelled() => { task.abort(); return Ok(false); }
+            _ = stop.cancelled() => { task.abort(); return Ok(None); }
             changed = rx.changed() => {
                 if changed.is_err() {
                     return Err(RunError::Lease("the lease task ended".into()));
@@ -46,7 +47,7 @@ pub async fn acquire(
     tracing::info!("acquired the leader lease");
     metrics.leader.set(1);
     let metrics = metrics.clone();
-    tokio::spawn(async move {
+    let keeper = tokio::spawn(async move {
         loop {
             tokio::select! {
                 _ = stop.cancelled() => {
@@ -68,5 +69,5 @@ pub async fn acquire(
             }
         }
     });
-    Ok(true)
+    Ok(Some(keeper))
 }

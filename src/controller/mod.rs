@@ -124,15 +124,24 @@ pub async fn run_with(
     preflight(&client, &args).await?;
 
     let lost = CancellationToken::new();
+    let mut lease_task = None;
     if args.leader_elect {
         // A standby is healthy: it is ready to take over, so it reports ready.
         handle.ready.set_ready();
-        if !leader::acquire(&client, &args, &handle.metrics, stop.clone(), lost.clone()).await? {
-            return Ok(());
+        match leader::acquire(&client, &args, &handle.metrics, stop.clone(), lost.clone()).await? {
+            Some(task) => lease_task = Some(task),
+            None => return Ok(()),
         }
+    } else {
+        // The only replica is the one that writes.
+        handle.metrics.leader.set(1);
     }
     let result = run_controllers(client, args, handle, stop.clone(), lost.clone()).await;
     stop.cancel();
+    if let Some(task) = lease_task {
+        // Hand the lease over before exiting, so the standby need not wait for it to expire.
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
     if lost.is_cancelled() && result.is_ok() {
         return Err(RunError::LostLeadership);
     }
