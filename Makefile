@@ -18,6 +18,8 @@ help:
 	@echo "make test        every test (fmt, clippy, unit, property, CLI, e2e, fuzz smoke)"
 	@echo "make crds        regenerate crds/ from the Rust types (and their copies under deploy/)"
 	@echo "make testenv-up / testenv-down   the local control plane alone"
+	@echo "make chaos       full chaos test: 1000 claims, leader kills, apiserver restarts (own control plane)"
+	@echo "make bench       microbenchmarks and the load benchmark (own control plane); see BENCHMARKS.md"
 
 .PHONY: tools
 tools:
@@ -49,6 +51,14 @@ lint: tools
 .PHONY: test
 test: tools lint
 	scripts/test.sh
+
+.PHONY: chaos
+chaos: tools
+	scripts/chaos.sh
+
+.PHONY: bench
+bench: tools
+	scripts/bench.sh
 
 .PHONY: demo
 demo: build

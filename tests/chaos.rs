@@ -317,10 +317,10 @@ fn inventory(claims: &[ClaimPlan], tenants: usize) -> Inventory {
     };
     for pool in DEDICATED {
         let need = needed.get(&pool).copied().unwrap_or(0);
-        // Half at the start (the pool runs out), most of the rest in wave one, the rest plus
-        // slack (orphans of killed leaders, rounding) in wave two.
-        let first = need / 2;
-        let second = (need * 4 / 5).max(first) - first;
+        // A quarter at the start (the pool runs out early), most of the rest in wave one, the
+        // rest plus slack (orphans of killed leaders, rounding) in wave two.
+        let first = need / 4;
+        let second = (need * 3 / 5).max(first) - first;
         let third = need - first - second + need / 5 + 3;
         let mut n = 0;
         for (list, count) in [
@@ -1015,6 +1015,19 @@ async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
     }))
     .expect("HapConfig");
     create_retrying(&Api::<HapConfig>::all(client.clone()), &cfg, CONFIG).await;
+    // Another team's config, not in force, with a limit beyond i32 (the API server stores it):
+    // it once stopped the HapConfig watch of every replica.
+    let other: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "accountpool.io/v1alpha1",
+        "kind": "HapConfig",
+        "metadata": {"name": "other-team"},
+        "spec": {"bindingNamespace": "garden-other", "rules": ["aws"],
+                 "multiHyperscalerAccount": {"allowedGlobalAccounts": ["*"], "limits": {"aws": 99_999_999_999_i64}}},
+    }))
+    .expect("HapConfig");
+    let raw_configs: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::erase::<HapConfig>(&()));
+    create_retrying(&raw_configs, &other, "other-team").await;
     create_bindings(&client, &inv.initial).await;
     for (shoot, binding) in &inv.shoots {
         let obj: hap_operator::api::Shoot = serde_json::from_value(json!({

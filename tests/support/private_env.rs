@@ -177,8 +177,9 @@ impl Drop for PrivateEnv {
     }
 }
 
-/// `apiserver_request_total` summed by (verb, resource), ignoring code, scope and the rest.
-pub fn request_counts(metrics: &str) -> std::collections::BTreeMap<(String, String), f64> {
+/// `apiserver_request_total` summed by (verb, resource, subresource), ignoring code, scope and
+/// the rest.
+pub fn request_counts(metrics: &str) -> std::collections::BTreeMap<(String, String, String), f64> {
     let mut out = std::collections::BTreeMap::new();
     for line in metrics.lines() {
         let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
@@ -195,7 +196,8 @@ pub fn request_counts(metrics: &str) -> std::collections::BTreeMap<(String, Stri
                 .unwrap_or_default()
         };
         let value: f64 = value.trim().parse().unwrap_or(0.0);
-        *out.entry((label("verb"), label("resource"))).or_insert(0.0) += value;
+        *out.entry((label("verb"), label("resource"), label("subresource")))
+            .or_insert(0.0) += value;
     }
     out
 }

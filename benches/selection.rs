@@ -1,0 +1,216 @@
+//! Inventory index and binding selection at landscape size: 5,000 bindings, 10,000 Bound claims,
+//! 10,000 Shoots (the sizes of the load benchmark's scale phase). Prints µs per operation from a
+//! plain timing loop first, then runs the criterion benchmarks. Rule evaluation is in
+//! benches/rules.rs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hint::black_box;
+use std::time::Instant;
+
+use criterion::Criterion;
+use hap_operator::api::MultiHyperscalerAccount;
+use hap_operator::labels::{PoolKey, ResolvedLabelKeys};
+use hap_operator::pools::{BindingView, ClaimView, Inventory, ShootView};
+use hap_operator::selection::{Choice, InFlight, MultiAccountPolicy, Request, select};
+
+const BINDINGS: usize = 5_000;
+const OWNED: usize = 4_000;
+const SHARED: usize = 50;
+const CLAIMS: usize = 10_000;
+const SHOOTS: usize = 10_000;
+
+struct World {
+    bindings: Vec<BindingView>,
+    claims: Vec<ClaimView>,
+    shoots: Vec<ShootView>,
+}
+
+/// 4,000 owned and 950 claimable dedicated aws bindings, 50 shared ones; two Bound claims and two
+/// Shoots per owned binding (10,000 of each: 8,000 on owned bindings, the rest on shared ones).
+fn world() -> World {
+    let labels = |pairs: &[(&str, String)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    };
+    let mut bindings = Vec::with_capacity(BINDINGS);
+    for i in 0..BINDINGS {
+        let mut l = vec![("hyperscalerType", "aws".to_string())];
+        if i < OWNED {
+            l.push(("tenantName", format!("ga-{i:05}")));
+        } else if i >= BINDINGS - SHARED {
+            l.push(("shared", "true".to_string()));
+        }
+        bindings.push(BindingView {
+            name: format!("aws-{i:05}"),
+            resource_version: Some(format!("{}", 1000 + i)),
+            labels: labels(&l),
+        });
+    }
+    let target = |i: usize| {
+        if i < 2 * OWNED {
+            format!("aws-{:05}", i / 2)
+        } else {
+            format!("aws-{:05}", BINDINGS - SHARED + i % SHARED)
+        }
+    };
+    let claims = (0..CLAIMS)
+        .map(|i| ClaimView {
+            namespace: "claims".into(),
+            name: format!("c-{i:05}"),
+            uid: format!("uid-{i:05}"),
+            global_account: format!("ga-{:05}", if i < 2 * OWNED { i / 2 } else { i }),
+            shoot_name: Some(format!("claim-shoot-{i:05}")),
+            bound_binding: Some(target(i)),
+            deleting: false,
+        })
+        .collect();
+    let shoots = (0..SHOOTS)
+        .map(|i| ShootView {
+            name: format!("shoot-{i:05}"),
+            binding: Some(target(i)),
+        })
+        .collect();
+    World {
+        bindings,
+        claims,
+        shoots,
+    }
+}
+
+fn build(w: &World) -> Inventory {
+    Inventory::build(
+        ResolvedLabelKeys::default(),
+        w.bindings.iter().cloned(),
+        w.claims.iter().cloned(),
+        w.shoots.iter().cloned(),
+    )
+}
+
+fn new_claim(ga: &str, n: usize) -> ClaimView {
+    ClaimView {
+        namespace: "claims".into(),
+        name: format!("new-{n}"),
+        uid: format!("new-uid-{n}"),
+        global_account: ga.into(),
+        shoot_name: Some(format!("new-shoot-{n}")),
+        bound_binding: None,
+        deleting: false,
+    }
+}
+
+fn main() {
+    let w = world();
+    let dedicated = PoolKey {
+        hyperscaler_type: "aws".into(),
+        eu_access: false,
+        shared: false,
+    };
+    let shared = PoolKey {
+        shared: true,
+        ..dedicated.clone()
+    };
+    let policy = MultiAccountPolicy::from_spec(Some(&MultiHyperscalerAccount {
+        allowed_global_accounts: vec!["ga-00042".into()],
+        limits: BTreeMap::from([("aws".to_string(), 3)]),
+    }));
+    let inv = build(&w);
+    let inflight = InFlight::default();
+    let none = BTreeSet::new();
+    let cases: Vec<(&str, ClaimView, &PoolKey)> = vec![
+        (
+            "reuse (tenant holds a binding)",
+            new_claim("ga-00017", 1),
+            &dedicated,
+        ),
+        (
+            "claim (new tenant, 950 claimable)",
+            new_claim("ga-new", 2),
+            &dedicated,
+        ),
+        (
+            "multi-account (fill below the limit)",
+            new_claim("ga-00042", 3),
+            &dedicated,
+        ),
+        (
+            "shared (least used of 50)",
+            new_claim("ga-trial", 4),
+            &shared,
+        ),
+    ];
+    for (name, claim, pool) in &cases {
+        let req = Request {
+            claim,
+            pool,
+            provider_type: "aws",
+        };
+        let choice = select(&inv, &inflight, &req, &policy, &none, Instant::now());
+        assert!(
+            matches!(choice, Choice::Use { .. } | Choice::Claim { .. }),
+            "{name}: {choice:?}"
+        );
+    }
+
+    let start = Instant::now();
+    let rounds = 20;
+    for _ in 0..rounds {
+        black_box(build(black_box(&w)));
+    }
+    println!(
+        "Inventory::build ({BINDINGS} bindings, {CLAIMS} claims, {SHOOTS} Shoots): {:.2} ms",
+        start.elapsed().as_secs_f64() * 1e3 / rounds as f64
+    );
+    for (name, claim, pool) in &cases {
+        let req = Request {
+            claim,
+            pool,
+            provider_type: "aws",
+        };
+        let rounds = 2_000;
+        let start = Instant::now();
+        for _ in 0..rounds {
+            black_box(select(
+                &inv,
+                &inflight,
+                black_box(&req),
+                &policy,
+                &none,
+                Instant::now(),
+            ));
+        }
+        println!(
+            "select, {name}: {:.1} µs",
+            start.elapsed().as_secs_f64() * 1e6 / rounds as f64
+        );
+    }
+
+    let mut c = Criterion::default().configure_from_args();
+    c.bench_function(
+        "Inventory::build 5k bindings, 10k claims, 10k Shoots",
+        |b| b.iter(|| build(black_box(&w))),
+    );
+    let mut group = c.benchmark_group("select at 5k bindings, 10k claims, 10k Shoots");
+    for (name, claim, pool) in &cases {
+        let req = Request {
+            claim,
+            pool,
+            provider_type: "aws",
+        };
+        group.bench_function(*name, |b| {
+            b.iter(|| {
+                select(
+                    &inv,
+                    &inflight,
+                    black_box(&req),
+                    &policy,
+                    &none,
+                    Instant::now(),
+                )
+            })
+        });
+    }
+    group.finish();
+    c.final_summary();
+}

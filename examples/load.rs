@@ -1,0 +1,613 @@
+//! Load benchmark against a real control plane of its own (`make bench`, i.e. scripts/bench.sh;
+//! or `cargo run --release --example load`). Prints figures, asserts nothing about time.
+//!
+//! 1. Throughput: N claims (default 2000) of T tenants (default 500) created at concurrency C
+//!    (default 16) with `hap run` (release build) as a process; claims/s and p50/p99 time from
+//!    create to Bound, timed by a watch.
+//! 2. Ceiling: the same API writes with no logic at the same concurrency — per claim: create the
+//!    claim, merge-patch a binding label with its resourceVersion, apply the Bound status.
+//! 3. API requests per claim from kube-apiserver's own `apiserver_request_total` (by verb,
+//!    resource and subresource, before and after phase 1, the benchmark's own requests
+//!    subtracted); LIST per claim after the caches synced.
+//! 4. Scale: 10,000 Shoots, 5,000 bindings and 10,000 Bound claims; a fresh `hap run` is timed
+//!    from start to /readyz 200 and its VmRSS / VmHWM read from /proc.
+//!
+//! Environment: HAP_BENCH_CLAIMS, HAP_BENCH_TENANTS, HAP_BENCH_CONCURRENCY, HAP_BENCH_SHOOTS,
+//! HAP_BENCH_BINDINGS, HAP_BENCH_SCALE_CLAIMS, HAP_BENCH_DIR (control-plane state), HAP_BIN (the
+//! operator binary; default: `hap` next to this example's directory), HAP_K8S_BIN.
+
+#[path = "../tests/support/private_env.rs"]
+mod private_env;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use hap_operator::api::{AccountClaim, ClaimPhase, Decision, HapConfig, MatchedRule};
+use hap_operator::labels::PoolKey;
+use hap_operator::status::{BoundTo, ClaimOutcome, desired_claim_status};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::ApiResource;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use private_env::{OperatorProcess, PrivateEnv, request_counts};
+use serde_json::json;
+
+fn env_num(key: &str, default: usize) -> usize {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn hap_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("HAP_BIN") {
+        return PathBuf::from(p);
+    }
+    // target/<profile>/examples/load -> target/<profile>/hap
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("hap"))
+        .filter(|p| p.exists())
+        .expect("no hap binary next to this example: build it (cargo build --release --bin hap) or set HAP_BIN")
+}
+
+fn binding_ar() -> ApiResource {
+    ApiResource {
+        group: "security.gardener.cloud".into(),
+        version: "v1alpha1".into(),
+        api_version: "security.gardener.cloud/v1alpha1".into(),
+        kind: "CredentialsBinding".into(),
+        plural: "credentialsbindings".into(),
+    }
+}
+
+fn binding_obj(name: &str, ns: &str, labels: &BTreeMap<&str, String>) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "security.gardener.cloud/v1alpha1",
+        "kind": "CredentialsBinding",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "provider": {"type": "aws"},
+        "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": format!("{name}-secret"), "namespace": ns},
+    }))
+    .expect("binding")
+}
+
+fn claim_obj(name: &str, ga: &str, shoot: &str, finalizer: bool) -> AccountClaim {
+    let mut meta = json!({"name": name});
+    if finalizer {
+        meta["finalizers"] = json!([hap_operator::api::CLAIM_FINALIZER]);
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "accountpool.io/v1alpha1",
+        "kind": "AccountClaim",
+        "metadata": meta,
+        "spec": {"globalAccount": ga, "plan": "aws", "platformRegion": "cf-us10", "shootName": shoot},
+    }))
+    .expect("claim")
+}
+
+async fn namespace(client: &Client, name: &str) {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    api.create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+}
+
+async fn apply_config(client: &Client, name: &str, ns: &str) {
+    let api: Api<HapConfig> = Api::all(client.clone());
+    let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "metadata": {"name": name},
+        "spec": {"bindingNamespace": ns, "rules": ["aws"]}});
+    api.patch(
+        name,
+        &PatchParams::apply("bench").force(),
+        &Patch::Apply(body),
+    )
+    .await
+    .expect("apply HapConfig");
+}
+
+/// Runs `f` over `items` with `c` in flight; panics on the first error.
+async fn concurrently<T, F, Fut>(items: Vec<T>, c: usize, f: F)
+where
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    futures::stream::iter(items).for_each_concurrent(c, f).await;
+}
+
+/// Records when each claim of a namespace is first seen Bound.
+fn watch_bound(
+    client: &Client,
+    ns: &str,
+) -> (
+    Arc<Mutex<HashMap<String, Instant>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let seen: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let api: Api<AccountClaim> = Api::namespaced(client.clone(), ns);
+    let s = seen.clone();
+    let task = tokio::spawn(async move {
+        let stream = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .applied_objects();
+        futures::pin_mut!(stream);
+        while let Some(Ok(c)) = stream.next().await {
+            if c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
+                s.lock()
+                    .unwrap()
+                    .entry(c.name_any())
+                    .or_insert_with(Instant::now);
+            }
+        }
+    });
+    (seen, task)
+}
+
+async fn wait_all(seen: &Mutex<HashMap<String, Instant>>, n: usize, what: &str, limit: Duration) {
+    let start = Instant::now();
+    while seen.lock().unwrap().len() < n {
+        assert!(
+            start.elapsed() < limit,
+            "{what}: only {} of {n} claims Bound after {limit:?}",
+            seen.lock().unwrap().len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+struct Run {
+    claims_per_s: f64,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+    wall: Duration,
+}
+
+fn summarise(created: &HashMap<String, Instant>, bound: &HashMap<String, Instant>) -> Run {
+    let mut lat: Vec<Duration> = created
+        .iter()
+        .map(|(n, t0)| bound[n].saturating_duration_since(*t0))
+        .collect();
+    lat.sort();
+    let first = created.values().min().copied().expect("claims");
+    let last = bound.values().max().copied().expect("claims");
+    let wall = last - first;
+    let pick = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
+    Run {
+        claims_per_s: created.len() as f64 / wall.as_secs_f64(),
+        p50: pick(0.50),
+        p99: pick(0.99),
+        max: *lat.last().expect("claims"),
+        wall,
+    }
+}
+
+fn operator_args(config: &str, claims_ns: &str) -> Vec<String> {
+    [
+        "--config-name",
+        config,
+        "--claim-namespace",
+        claims_ns,
+        "--mark-ignored-configs=false",
+        "--leader-elect=false",
+        "--log-format",
+        "json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn wait_ready(op: &OperatorProcess, limit: Duration) -> Duration {
+    loop {
+        if op.get("/readyz").is_some_and(|(code, _)| code == 200) {
+            return op.started.elapsed();
+        }
+        assert!(
+            op.started.elapsed() < limit,
+            "operator not ready within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() {
+    let n = env_num("HAP_BENCH_CLAIMS", 2000);
+    let tenants = env_num("HAP_BENCH_TENANTS", 500).clamp(1, n);
+    let c = env_num("HAP_BENCH_CONCURRENCY", 16).max(1);
+    let shoots = env_num("HAP_BENCH_SHOOTS", 10_000);
+    let scale_bindings = env_num("HAP_BENCH_BINDINGS", 5_000).max(1);
+    let scale_claims = env_num("HAP_BENCH_SCALE_CLAIMS", 10_000);
+    let hap = hap_binary();
+    let dir = std::env::var_os("HAP_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("hap-bench-{}", std::process::id())));
+    let logs = dir.with_extension("logs");
+    std::fs::create_dir_all(&logs).expect("log dir");
+    println!(
+        "hap load benchmark: {n} claims / {tenants} tenants at concurrency {c}; scale {shoots} Shoots, {scale_bindings} bindings, {scale_claims} claims"
+    );
+    println!(
+        "machine: {} CPUs, {}",
+        std::thread::available_parallelism().map_or(0, |p| p.get()),
+        cpu_model()
+    );
+    println!("operator binary: {}", hap.display());
+    let total = Instant::now();
+    let env = PrivateEnv::up(&dir);
+    let client = env.client().await;
+    let post = PostParams::default();
+
+    // ---- 1. operator throughput ----------------------------------------------------------
+    let (garden, claims_ns) = ("garden-bench", "claims-bench");
+    namespace(&client, garden).await;
+    namespace(&client, claims_ns).await;
+    apply_config(&client, "bench", garden).await;
+    let bindings: Api<DynamicObject> = Api::namespaced_with(client.clone(), garden, &binding_ar());
+    let pool = tenants + tenants / 10 + 1;
+    let labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
+    concurrently((0..pool).collect(), 32, |i| {
+        let (b, post, labels) = (&bindings, &post, &labels);
+        async move {
+            b.create(post, &binding_obj(&format!("aws-{i:05}"), garden, labels))
+                .await
+                .expect("create binding");
+        }
+    })
+    .await;
+    let op = OperatorProcess::spawn(
+        &hap,
+        &env.kubeconfig,
+        "bench-1",
+        &operator_args("bench", claims_ns),
+        &logs.join("operator-throughput.log"),
+    );
+    let ready = wait_ready(&op, Duration::from_secs(120));
+    let (bound, watch) = watch_bound(&client, claims_ns);
+    // Let the caches and the watch settle before counting requests.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = request_counts(&env.apiserver_metrics());
+    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let claims: Api<AccountClaim> = Api::namespaced(client.clone(), claims_ns);
+    concurrently((0..n).collect(), c, |i| {
+        let (claims, post, created) = (&claims, &post, created.clone());
+        async move {
+            let name = format!("c-{i:05}");
+            let obj = claim_obj(
+                &name,
+                &format!("ga-{:04}", i % tenants),
+                &format!("shoot-{i:05}"),
+                false,
+            );
+            let t0 = Instant::now();
+            claims.create(post, &obj).await.expect("create claim");
+            created.lock().unwrap().insert(name, t0);
+        }
+    })
+    .await;
+    wait_all(&bound, n, "operator", Duration::from_secs(1200)).await;
+    // Trailing writes (events) land within a moment.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = request_counts(&env.apiserver_metrics());
+    let op_mem = op.memory_kib();
+    let operator_run = summarise(&created.lock().unwrap(), &bound.lock().unwrap());
+    watch.abort();
+    drop(op);
+
+    // ---- 2. the ceiling: the same writes without logic -----------------------------------
+    let (garden_b, claims_b) = ("garden-base", "claims-base");
+    namespace(&client, garden_b).await;
+    namespace(&client, claims_b).await;
+    let base_bindings: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), garden_b, &binding_ar());
+    let rvs: Arc<Mutex<HashMap<usize, String>>> = Arc::default();
+    concurrently((0..n).collect(), 32, |i| {
+        let (b, post, labels, rvs) = (&base_bindings, &post, &labels, rvs.clone());
+        async move {
+            let obj = b
+                .create(
+                    post,
+                    &binding_obj(&format!("base-{i:05}"), garden_b, labels),
+                )
+                .await
+                .expect("create binding");
+            rvs.lock()
+                .unwrap()
+                .insert(i, obj.resource_version().expect("rv"));
+        }
+    })
+    .await;
+    let (base_bound, base_watch) = watch_bound(&client, claims_b);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let base_claims: Api<AccountClaim> = Api::namespaced(client.clone(), claims_b);
+    let base_created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let now = Time(jiff::Timestamp::now());
+    concurrently((0..n).collect(), c, |i| {
+        let (claims, bindings, post, created, rvs, now) =
+            (&base_claims, &base_bindings, &post, base_created.clone(), rvs.clone(), &now);
+        async move {
+            let name = format!("c-{i:05}");
+            let ga = format!("ga-{:04}", i % tenants);
+            let obj = claim_obj(&name, &ga, &format!("shoot-{i:05}"), false);
+            let t0 = Instant::now();
+            let made = claims.create(post, &obj).await.expect("create claim");
+            let binding = format!("base-{i:05}");
+            let rv = rvs.lock().unwrap()[&i].clone();
+            bindings
+                .patch_metadata(
+                    &binding,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"resourceVersion": rv, "labels": {"tenantName": ga}}})),
+                )
+                .await
+                .expect("label binding");
+            let status = bound_status(&made, &binding, garden_b, now);
+            claims
+                .patch_status(
+                    &name,
+                    &PatchParams::apply("bench").force(),
+                    &Patch::Apply(json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim",
+                        "metadata": {"resourceVersion": made.resource_version()}, "status": status})),
+                )
+                .await
+                .expect("apply status");
+            created.lock().unwrap().insert(name, t0);
+        }
+    })
+    .await;
+    wait_all(&base_bound, n, "ceiling", Duration::from_secs(600)).await;
+    let ceiling = summarise(&base_created.lock().unwrap(), &base_bound.lock().unwrap());
+    base_watch.abort();
+
+    // ---- 4. scale: memory and start-to-ready --------------------------------------------
+    let (garden_s, claims_s) = ("garden-scale", "claims-scale");
+    namespace(&client, garden_s).await;
+    namespace(&client, claims_s).await;
+    apply_config(&client, "scale", garden_s).await;
+    let setup = Instant::now();
+    let scale_b: Api<DynamicObject> = Api::namespaced_with(client.clone(), garden_s, &binding_ar());
+    concurrently((0..scale_bindings).collect(), 32, |i| {
+        let (b, post) = (&scale_b, &post);
+        async move {
+            let labels = BTreeMap::from([
+                ("hyperscalerType", "aws".to_string()),
+                ("tenantName", format!("ga-{i:05}")),
+            ]);
+            b.create(
+                post,
+                &binding_obj(&format!("aws-{i:05}"), garden_s, &labels),
+            )
+            .await
+            .expect("create binding");
+        }
+    })
+    .await;
+    let shoot_api: Api<hap_operator::api::Shoot> = Api::namespaced(client.clone(), garden_s);
+    concurrently((0..shoots).collect(), 32, |i| {
+        let (s, post) = (&shoot_api, &post);
+        async move {
+            let obj: hap_operator::api::Shoot = serde_json::from_value(json!({
+                "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+                "metadata": {"name": format!("shoot-{i:05}")},
+                "spec": {"credentialsBindingName": format!("aws-{:05}", i % scale_bindings)},
+            }))
+            .expect("shoot");
+            s.create(post, &obj).await.expect("create Shoot");
+        }
+    })
+    .await;
+    let scale_api: Api<AccountClaim> = Api::namespaced(client.clone(), claims_s);
+    let now = Time(jiff::Timestamp::now());
+    concurrently((0..scale_claims).collect(), 32, |i| {
+        let (claims, post, now) = (&scale_api, &post, &now);
+        async move {
+            let b = i % scale_bindings;
+            let name = format!("c-{i:05}");
+            let obj = claim_obj(&name, &format!("ga-{b:05}"), &format!("shoot-{i:05}"), true);
+            let made = claims.create(post, &obj).await.expect("create claim");
+            let status = bound_status(&made, &format!("aws-{b:05}"), garden_s, now);
+            claims
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(hap_operator::api::FIELD_MANAGER).force(),
+                    &Patch::Apply(json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim", "status": status})),
+                )
+                .await
+                .expect("apply status");
+        }
+    })
+    .await;
+    let setup_time = setup.elapsed();
+    let objects = scale_bindings + shoots + scale_claims;
+    let before_scale = request_counts(&env.apiserver_metrics());
+    let op = OperatorProcess::spawn(
+        &hap,
+        &env.kubeconfig,
+        "bench-scale",
+        &operator_args("scale", claims_s),
+        &logs.join("operator-scale.log"),
+    );
+    let scale_ready = tokio::task::spawn_blocking({
+        let port = op.port;
+        let started = op.started;
+        move || loop {
+            if private_env::http_get(port, "/readyz").is_some_and(|(code, _)| code == 200) {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(300),
+                "scale operator not ready in 300s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+    .await
+    .expect("ready wait");
+    let mem_ready = op.memory_kib();
+    // Settled: every claim has been reconciled once (a no-op for claims already Bound).
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let mem_settled = op.memory_kib();
+    let after_scale = request_counts(&env.apiserver_metrics());
+    drop(op);
+
+    // ---- report --------------------------------------------------------------------------
+    println!();
+    println!("== 1. operator throughput ({n} claims, {tenants} tenants, concurrency {c}) ==");
+    println!("operator ready {ready:.2?} after start (caches synced)");
+    println!(
+        "claims/s {:.1}; create -> Bound p50 {:.0?}, p99 {:.0?}, max {:.0?}; wall {:.1?}",
+        operator_run.claims_per_s,
+        operator_run.p50,
+        operator_run.p99,
+        operator_run.max,
+        operator_run.wall
+    );
+    if let Some((rss, hwm)) = op_mem {
+        println!(
+            "operator VmRSS {:.1} MiB, VmHWM {:.1} MiB after the run",
+            mib(rss),
+            mib(hwm)
+        );
+    }
+    println!("== 2. ceiling: same writes, no logic, concurrency {c} ==");
+    println!(
+        "claims/s {:.1}; create -> Bound p50 {:.0?}, p99 {:.0?}, max {:.0?}; wall {:.1?}",
+        ceiling.claims_per_s, ceiling.p50, ceiling.p99, ceiling.max, ceiling.wall
+    );
+    println!(
+        "operator / ceiling = {:.2}",
+        operator_run.claims_per_s / ceiling.claims_per_s
+    );
+    println!(
+        "== 3. kube-apiserver requests during phase 1, per claim (benchmark client's own subtracted) =="
+    );
+    let mut list_total = 0.0;
+    let mut total_req = 0.0;
+    let delta = diff(&before, &after);
+    for ((verb, resource, sub), d) in &delta {
+        // The benchmark itself: one POST per claim and its own watch.
+        let own = match (verb.as_str(), resource.as_str(), sub.as_str()) {
+            ("POST", "accountclaims", "") => n as f64,
+            ("WATCH", "accountclaims", "") => *d,
+            _ => 0.0,
+        };
+        let op_d = d - own;
+        if op_d <= 0.0 {
+            continue;
+        }
+        if verb == "LIST" {
+            list_total += op_d;
+        }
+        total_req += op_d;
+        let sub = if sub.is_empty() {
+            String::new()
+        } else {
+            format!("/{sub}")
+        };
+        println!(
+            "  {verb:<7} {resource}{sub:<10} {:>8.0} total  {:>6.3} per claim",
+            op_d,
+            op_d / n as f64
+        );
+    }
+    println!(
+        "  all verbs: {:.2} requests per claim; LIST per claim after caches synced: {:.4}",
+        total_req / n as f64,
+        list_total / n as f64
+    );
+    println!(
+        "== 4. scale: {shoots} Shoots, {scale_bindings} bindings, {scale_claims} Bound claims cached =="
+    );
+    println!("setup: {objects} objects (+{scale_claims} status writes) in {setup_time:.1?}");
+    println!("start -> /readyz 200: {scale_ready:.2?}");
+    if let (Some((r1, _)), Some((r2, h2))) = (mem_ready, mem_settled) {
+        println!(
+            "VmRSS at ready {:.1} MiB, 20 s later {:.1} MiB; VmHWM {:.1} MiB",
+            mib(r1),
+            mib(r2),
+            mib(h2)
+        );
+    }
+    let scale_delta = diff(&before_scale, &after_scale);
+    let writes: f64 = scale_delta
+        .iter()
+        .filter(|((v, r, _), _)| {
+            matches!(v.as_str(), "PATCH" | "PUT" | "POST") && r == "accountclaims"
+        })
+        .map(|(_, d)| d)
+        .sum();
+    let lists: Vec<String> = scale_delta
+        .iter()
+        .filter(|((v, _, _), _)| v == "LIST")
+        .map(|((_, r, _), d)| format!("{r} {d:.0}"))
+        .collect();
+    println!(
+        "requests from start to 20 s after ready: claim writes {writes:.0}; LIST {}",
+        lists.join(", ")
+    );
+    println!("total benchmark time {:.1?}", total.elapsed());
+    println!();
+    println!(
+        "reproduce: make bench   (or: cargo build --release --bin hap --example load && HAP_BENCH_CLAIMS={n} HAP_BENCH_TENANTS={tenants} HAP_BENCH_CONCURRENCY={c} target/release/examples/load)"
+    );
+    drop(env);
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+type Counts = BTreeMap<(String, String, String), f64>;
+
+fn diff(before: &Counts, after: &Counts) -> Counts {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, d)| *d > 0.0)
+        .collect()
+}
+
+/// The Bound status the operator itself would write for this claim (so that it finds nothing to
+/// change when it starts over a cluster prepared by the benchmark).
+fn bound_status(
+    claim: &AccountClaim,
+    binding: &str,
+    ns: &str,
+    now: &Time,
+) -> hap_operator::api::AccountClaimStatus {
+    let outcome = ClaimOutcome::Bound(BoundTo {
+        binding: binding.to_string(),
+        namespace: ns.to_string(),
+        pool: PoolKey {
+            hyperscaler_type: "aws".into(),
+            eu_access: false,
+            shared: false,
+        },
+        matched_rule: MatchedRule {
+            index: 1,
+            entry: "aws".into(),
+        },
+        decision: Decision::Claimed,
+    });
+    desired_claim_status(None, &claim.spec, claim.metadata.generation, &outcome, now)
+}

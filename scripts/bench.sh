@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# make bench: the criterion microbenchmarks (rule evaluation, inventory index and selection) and
+# the load benchmark (examples/load.rs) against a control plane of its own. Prints figures and the
+# commands to reproduce them; asserts nothing about time. Takes ~10 minutes on 2 cores.
+#   scripts/bench.sh          everything
+#   scripts/bench.sh micro    criterion only
+#   scripts/bench.sh load     the load benchmark only (HAP_BENCH_* variables: see examples/load.rs)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+what=${1:-all}
+target=${CARGO_TARGET_DIR:-$root/target}
+echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), kernel $(uname -r)"
+echo "toolchain: $(rustc --version), $(go version | cut -d' ' -f3)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$what" = all ] || [ "$what" = micro ]; then
+  echo "== microbenchmarks: cargo bench --bench rules --bench selection =="
+  cargo bench --locked --bench rules --bench selection
+fi
+if [ "$what" = all ] || [ "$what" = load ]; then
+  HAP_K8S_BIN=$(e2e/build-control-plane.sh)
+  export HAP_K8S_BIN
+  echo "== load benchmark: cargo build --release --bin hap --example load && $target/release/examples/load =="
+  cargo build --locked --release --bin hap --example load
+  "$target/release/examples/load"
+fi
