@@ -217,6 +217,36 @@ fn wait_ready(op: &OperatorProcess, limit: Duration) -> Duration {
     }
 }
 
+/// CPU seconds (user + system) a process has used, from /proc/<pid>/stat.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 of stat (utime, stime), counted after the command; USER_HZ is 100.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// CPU seconds of the operator, kube-apiserver, etcd and this benchmark process.
+fn cpu_split(env_dir: &Path, operator: u32) -> [f64; 4] {
+    let pid_of = |c: &str| {
+        std::fs::read_to_string(env_dir.join("run").join(format!("{c}.pid")))
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse().ok()))
+            .unwrap_or(0)
+    };
+    [
+        cpu_seconds(operator),
+        cpu_seconds(pid_of("kube-apiserver")),
+        cpu_seconds(pid_of("etcd")),
+        cpu_seconds(std::process::id()),
+    ]
+}
+
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
@@ -290,6 +320,7 @@ async fn main() {
     // Let the caches and the watch settle before counting requests.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = request_counts(&env.apiserver_metrics());
+    let cpu_before = cpu_split(&dir, op.child.id());
     let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let claims: Api<AccountClaim> = Api::namespaced(client.clone(), claims_ns);
     concurrently((0..n).collect(), c, |i| {
@@ -309,6 +340,7 @@ async fn main() {
     })
     .await;
     wait_all(&bound, n, "operator", Duration::from_secs(1200)).await;
+    let cpu_after = cpu_split(&dir, op.child.id());
     // Trailing writes (events) land within a moment.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = request_counts(&env.apiserver_metrics());
@@ -344,6 +376,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let base_claims: Api<AccountClaim> = Api::namespaced(client.clone(), claims_b);
     let base_created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let base_cpu_before = cpu_split(&dir, 0);
     let now = Time(jiff::Timestamp::now());
     concurrently((0..n).collect(), c, |i| {
         let (claims, bindings, post, created, rvs, now) =
@@ -379,6 +412,11 @@ async fn main() {
     })
     .await;
     wait_all(&base_bound, n, "ceiling", Duration::from_secs(600)).await;
+    let base_cpu: Vec<f64> = cpu_split(&dir, 0)
+        .iter()
+        .zip(base_cpu_before)
+        .map(|(a, b)| a - b)
+        .collect();
     let ceiling = summarise(&base_created.lock().unwrap(), &base_bound.lock().unwrap());
     base_watch.abort();
 
@@ -485,6 +523,19 @@ async fn main() {
         operator_run.max,
         operator_run.wall
     );
+    let cpu: Vec<f64> = cpu_after
+        .iter()
+        .zip(cpu_before)
+        .map(|(a, b)| a - b)
+        .collect();
+    println!(
+        "CPU seconds while the claims were served: operator {:.1} ({:.2} ms/claim), kube-apiserver {:.1}, etcd {:.1}, benchmark client {:.1}",
+        cpu[0],
+        cpu[0] * 1e3 / n as f64,
+        cpu[1],
+        cpu[2],
+        cpu[3]
+    );
     if let Some((rss, hwm)) = op_mem {
         println!(
             "operator VmRSS {:.1} MiB, VmHWM {:.1} MiB after the run",
@@ -498,6 +549,10 @@ async fn main() {
         ceiling.claims_per_s, ceiling.p50, ceiling.p99, ceiling.max, ceiling.wall
     );
     println!(
+        "CPU seconds: kube-apiserver {:.1}, etcd {:.1}, benchmark client {:.1}",
+        base_cpu[1], base_cpu[2], base_cpu[3]
+    );
+    println!(
         "operator / ceiling = {:.2}",
         operator_run.claims_per_s / ceiling.claims_per_s
     );
@@ -508,10 +563,12 @@ async fn main() {
     let mut total_req = 0.0;
     let delta = diff(&before, &after);
     for ((verb, resource, sub), d) in &delta {
-        // The benchmark itself: one POST per claim and its own watch.
+        // The benchmark itself (one POST per claim, its own watch) and kube-apiserver's identity
+        // lease heartbeat (the operator runs without leader election here).
         let own = match (verb.as_str(), resource.as_str(), sub.as_str()) {
             ("POST", "accountclaims", "") => n as f64,
             ("WATCH", "accountclaims", "") => *d,
+            ("PUT", "leases", "") => *d,
             _ => 0.0,
         };
         let op_d = d - own;
@@ -522,13 +579,13 @@ async fn main() {
             list_total += op_d;
         }
         total_req += op_d;
-        let sub = if sub.is_empty() {
-            String::new()
+        let what = if sub.is_empty() {
+            resource.clone()
         } else {
-            format!("/{sub}")
+            format!("{resource}/{sub}")
         };
         println!(
-            "  {verb:<7} {resource}{sub:<10} {:>8.0} total  {:>6.3} per claim",
+            "  {verb:<6} {what:<28} {:>8.0} total  {:>6.3} per claim",
             op_d,
             op_d / n as f64
         );
@@ -558,7 +615,8 @@ async fn main() {
             matches!(v.as_str(), "PATCH" | "PUT" | "POST") && r == "accountclaims"
         })
         .map(|(_, d)| d)
-        .sum();
+        .sum::<f64>()
+        .abs();
     let lists: Vec<String> = scale_delta
         .iter()
         .filter(|((v, _, _), _)| v == "LIST")
