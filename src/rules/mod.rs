@@ -353,7 +353,7 @@ mod tests {
     }
 
     #[test]
-    fn refresh_cycles_below_a_minute_or_beyond_a_timer_are_invalid() {
+    fn refresh_cycles_below_a_second_or_beyond_a_timer_are_invalid() {
         // Found by the bad-input corpus (tests/data/bad/config-status): `1ns` passes the CRD
         // pattern and made the operator drop and re-list its caches in a loop.
         for ok in ["0s", "0", "1s", "2s", "1m", "90m", "24h", "1h30m"] {
