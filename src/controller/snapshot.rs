@@ -1,7 +1,15 @@
 //! The inventory index over the watch caches, rebuilt only when a watch event arrived since the
-//! last build: reconciles share one index instead of scanning every claim and Shoot each time.
+//! last build, and at most once per `MAX_LAG`: reconciles share one index instead of scanning
+//! every claim and Shoot each time.
+//!
+//! Why a bounded lag is safe: the index is already a watch cache, which lags the API server by
+//! more than a few milliseconds; the operator's own writes that the index does not show yet are
+//! covered by the in-flight records (selection and release read both), and every binding write
+//! is a compare-and-swap. Under a burst of claims the rebuild was most of the operator's CPU
+//! (BENCHMARKS.md, "Where the operator's CPU goes").
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 
@@ -10,9 +18,19 @@ use crate::k8s::Caches;
 use crate::labels::ResolvedLabelKeys;
 use crate::pools::{BindingView, ClaimView, Inventory, ShootView};
 
+/// How stale a shared index may be before a changed cache forces a rebuild.
+const MAX_LAG: Duration = Duration::from_millis(20);
+
+struct Built {
+    version: u64,
+    keys: ResolvedLabelKeys,
+    at: Instant,
+    inventory: Arc<Inventory>,
+}
+
 #[derive(Default)]
 pub struct SnapshotCache {
-    last: Mutex<Option<(u64, ResolvedLabelKeys, Arc<Inventory>)>>,
+    last: Mutex<Option<Built>>,
 }
 
 impl SnapshotCache {
@@ -22,17 +40,23 @@ impl SnapshotCache {
         // call rebuild, never the reverse.
         let version = caches.feed.current();
         if let Ok(last) = self.last.lock()
-            && let Some((v, k, inv)) = last.as_ref()
-            && *v == version
-            && k == keys
+            && let Some(b) = last.as_ref()
+            && b.keys == *keys
+            && (b.version == version || b.at.elapsed() < MAX_LAG)
         {
-            return inv.clone();
+            return b.inventory.clone();
         }
-        let inv = Arc::new(build(caches, keys));
+        let at = Instant::now();
+        let inventory = Arc::new(build(caches, keys));
         if let Ok(mut last) = self.last.lock() {
-            *last = Some((version, keys.clone(), inv.clone()));
+            *last = Some(Built {
+                version,
+                keys: keys.clone(),
+                at,
+                inventory: inventory.clone(),
+            });
         }
-        inv
+        inventory
     }
 
     /// Forgets the index (the refresh cycle).
