@@ -90,7 +90,7 @@ pub enum Decision {
 #[serde(rename_all = "camelCase")]
 pub struct MatchedRule {
     /// 1-based index in the rule list.
-    pub index: i32,
+    pub index: i64,
     /// The entry as written.
     pub entry: String,
 }

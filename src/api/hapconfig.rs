@@ -243,13 +243,13 @@ pub struct HapConfigStatus {
     pub active_spec: Option<Box<HapConfigSpec>>,
     /// Number of rule entries in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule_count: Option<i32>,
+    pub rule_count: Option<i64>,
     /// Unclaimed dedicated bindings across the pools of the rules in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub free_bindings: Option<i32>,
+    pub free_bindings: Option<i64>,
     /// Dedicated bindings claimed by a tenant across those pools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claimed_bindings: Option<i32>,
+    pub claimed_bindings: Option<i64>,
     /// Per rule entry: what it produces and the figures of its pools.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleStatus>,
@@ -266,7 +266,7 @@ pub struct HapConfigStatus {
 #[serde(rename_all = "camelCase")]
 pub struct RuleStatus {
     /// 1-based position of the entry in the rule list.
-    pub index: i32,
+    pub index: i64,
     /// The entry as written.
     pub entry: String,
     /// The hyperscalerType it produces, or its pattern (`openstack_<clusterRegion>`).
@@ -287,11 +287,11 @@ pub struct PoolFigures {
     pub hyperscaler_type: String,
     pub eu_access: bool,
     pub shared: bool,
-    pub total: i32,
-    pub free: i32,
-    pub claimed: i32,
-    pub dirty: i32,
-    pub clusters: i32,
+    pub total: i64,
+    pub free: i64,
+    pub claimed: i64,
+    pub dirty: i64,
+    pub clusters: i64,
 }
 
 /// A binding labelled for a tenant that no claim or Shoot uses.
@@ -327,5 +327,36 @@ mod tests {
         assert_eq!(limits["aws"], i32::MAX);
         assert_eq!(limits["gcp"], i32::MIN);
         assert_eq!(limits["default"], 3);
+    }
+
+    #[test]
+    fn status_numbers_beyond_32_bits_decode() {
+        // The API server enforces the int64 range of `type: integer` but not `format: int32`;
+        // with i64 fields no value it stores can fail to decode and stop the watch.
+        let big = 99_999_999_999_i64;
+        let cfg: HapConfig = serde_json::from_value(serde_json::json!({
+            "apiVersion": "accountpool.io/v1alpha1",
+            "kind": "HapConfig",
+            "metadata": {"name": "x"},
+            "spec": {"bindingNamespace": "garden", "rules": ["aws"]},
+            "status": {"ruleCount": big, "freeBindings": big, "claimedBindings": big,
+                "rules": [{"index": big, "entry": "aws", "hyperscalerType": "aws", "euAccess": "false", "shared": false,
+                    "pools": [{"hyperscalerType": "aws", "euAccess": false, "shared": false,
+                        "total": big, "free": big, "claimed": big, "dirty": big, "clusters": big}]}]},
+        }))
+        .expect("decodes");
+        assert_eq!(cfg.status.expect("status").rules[0].pools[0].clusters, big);
+        let claim: crate::api::AccountClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "accountpool.io/v1alpha1",
+            "kind": "AccountClaim",
+            "metadata": {"name": "c", "namespace": "n"},
+            "spec": {"globalAccount": "ga", "plan": "aws"},
+            "status": {"matchedRule": {"index": big, "entry": "aws"}},
+        }))
+        .expect("decodes");
+        assert_eq!(
+            claim.status.and_then(|s| s.matched_rule).map(|m| m.index),
+            Some(big)
+        );
     }
 }

@@ -92,7 +92,7 @@ fn table(figures: &[PoolFigures]) -> String {
         .iter()
         .map(|f| {
             // A shared pool is never claimed, so free/claimed/dirty do not apply to it.
-            let dedicated = |n: i32| {
+            let dedicated = |n: i64| {
                 if f.shared {
                     "-".to_string()
                 } else {

@@ -158,7 +158,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
     };
     let pool = outcome.pool();
     let matched = MatchedRule {
-        index: i32::try_from(outcome.index).unwrap_or(i32::MAX),
+        index: i64::try_from(outcome.index).unwrap_or(i64::MAX),
         entry: outcome.entry.clone(),
     };
     let policy = MultiAccountPolicy::from_spec(active.spec.multi_hyperscaler_account.as_ref());

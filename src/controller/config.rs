@@ -180,7 +180,7 @@ fn fill_pools(input: &mut ConfigInputs, active: &ActiveConfig, inv: &Inventory, 
         .missing_pools(label_sets.iter())
         .into_iter()
         .map(|d| MissingPool {
-            index: d.index.and_then(|i| i32::try_from(i).ok()).unwrap_or(0),
+            index: d.index.and_then(|i| i64::try_from(i).ok()).unwrap_or(0),
             entry: d.entry.clone().unwrap_or_default(),
             selector: between_backticks(&d.message)
                 .unwrap_or(&d.message)
@@ -198,7 +198,7 @@ fn fill_pools(input: &mut ConfigInputs, active: &ActiveConfig, inv: &Inventory, 
                 .map(|(key, _)| inv.figures(key))
                 .collect();
             RuleStatus {
-                index: i32::try_from(e.index).unwrap_or(i32::MAX),
+                index: i64::try_from(e.index).unwrap_or(i64::MAX),
                 entry: e.entry.clone(),
                 hyperscaler_type: e.hyperscaler_type.clone(),
                 eu_access: e.eu_access.clone(),
@@ -244,20 +244,12 @@ fn export_metrics(ctx: &Context, inv: &Inventory) {
         let l = TypeLabels {
             hyperscaler_type: f.hyperscaler_type.clone(),
         };
-        m.available_bindings
-            .get_or_create(&l)
-            .inc_by(i64::from(f.free));
-        m.claimed_bindings
-            .get_or_create(&l)
-            .inc_by(i64::from(f.claimed));
-        m.dirty_bindings
-            .get_or_create(&l)
-            .inc_by(i64::from(f.dirty));
+        m.available_bindings.get_or_create(&l).inc_by(f.free);
+        m.claimed_bindings.get_or_create(&l).inc_by(f.claimed);
+        m.dirty_bindings.get_or_create(&l).inc_by(f.dirty);
         // Bindings, not pools: every binding of a shared pool is shared.
         let shared = if f.shared { f.total } else { 0 };
-        m.shared_bindings
-            .get_or_create(&l)
-            .inc_by(i64::from(shared));
+        m.shared_bindings.get_or_create(&l).inc_by(shared);
     }
     for b in inv.bindings() {
         let n = inv.clusters_on(&b.view.name).len();

@@ -19,8 +19,8 @@ use super::Inventory;
 use crate::api::{OrphanStatus, PoolFigures};
 use crate::labels::PoolKey;
 
-fn count(n: usize) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 impl Inventory {

@@ -23,7 +23,7 @@ use crate::api::{HapConfigSpec, HapConfigStatus, OrphanStatus, RuleStatus};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MissingPool {
     /// 1-based index of the entry.
-    pub index: i32,
+    pub index: i64,
     pub entry: String,
     /// The selector that matches no binding, as `kubectl get -l` takes it.
     pub selector: String,
@@ -63,8 +63,8 @@ fn entries(n: usize) -> String {
     }
 }
 
-fn count(n: usize) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// The status to write, starting from the current one so that transition times survive.
@@ -280,8 +280,8 @@ pub fn desired_config_status(
 
 /// Free and claimed bindings over the distinct dedicated pools of the rules (pools shared by
 /// several entries count once).
-fn totals(rules: &[RuleStatus]) -> (i32, i32) {
-    let pools: BTreeMap<(&str, bool, bool), (i32, i32)> = rules
+fn totals(rules: &[RuleStatus]) -> (i64, i64) {
+    let pools: BTreeMap<(&str, bool, bool), (i64, i64)> = rules
         .iter()
         .flat_map(|r| &r.pools)
         .map(|p| {

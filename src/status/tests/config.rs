@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn figures(t: &str, free: i32, claimed: i32) -> PoolFigures {
+fn figures(t: &str, free: i64, claimed: i64) -> PoolFigures {
     PoolFigures {
         hyperscaler_type: t.into(),
         free,
@@ -12,7 +12,7 @@ fn figures(t: &str, free: i32, claimed: i32) -> PoolFigures {
     }
 }
 
-fn rule(index: i32, entry: &str, pools: Vec<PoolFigures>) -> RuleStatus {
+fn rule(index: i64, entry: &str, pools: Vec<PoolFigures>) -> RuleStatus {
     RuleStatus {
         index,
         entry: entry.into(),
