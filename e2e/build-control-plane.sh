@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kubectl and etcd from the Go modules pinned in
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl and
+# etcd from the Go modules pinned in
 # e2e/tools/go.mod into a per-user cache keyed by the Kubernetes and Go versions (rebuilt only
 # when missing), and the launcher (testenv) next to them (cheap: the Go
 # build cache makes that a link). Prints the bin directory on stdout; progress goes to stderr.
@@ -19,8 +20,9 @@ export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
 export GOMODCACHE="${GOMODCACHE:-$cache/gomod}"
 export GOCACHE="${GOCACHE:-$cache/gobuild}"
 
+bins="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl etcd"
 need=0
-for b in kube-apiserver kube-controller-manager kubectl etcd; do
+for b in $bins; do
   [ -x "$bin/$b" ] || need=1
 done
 if [ "$need" = 1 ]; then
@@ -39,11 +41,14 @@ if [ "$need" = 1 ]; then
   (cd "$tools" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler \
+      k8s.io/kubernetes/cmd/kubelet \
+      k8s.io/kubernetes/cmd/kube-proxy \
       k8s.io/kubernetes/cmd/kubectl \
       go.etcd.io/etcd/server/v3) >&2
   # A module path ending in /vN names its binary after the element before it.
   if [ -e "$tmp/v3" ]; then mv "$tmp/v3" "$tmp/etcd"; else mv "$tmp/server" "$tmp/etcd"; fi
-  for b in kube-apiserver kube-controller-manager kubectl etcd; do mv -f "$tmp/$b" "$bin/$b"; done
+  for b in $bins; do mv -f "$tmp/$b" "$bin/$b"; done
   echo "control plane built in $(( $(date +%s) - start ))s" >&2
 fi
 (cd "$tools" && go build -trimpath -o "$bin/" ./cmd/testenv) >&2
