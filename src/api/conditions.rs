@@ -8,6 +8,8 @@ pub mod types {
     pub const RECONCILING: &str = "Reconciling";
     pub const STALLED: &str = "Stalled";
     pub const BOUND: &str = "Bound";
+    /// On a claim being deleted: whether its binding has been released.
+    pub const RELEASED: &str = "Released";
 }
 
 /// Condition reasons (CamelCase, as metav1.Condition requires).
@@ -29,4 +31,6 @@ pub mod reasons {
     pub const BINDING_LOST: &str = "BindingLost";
     pub const BOUND: &str = "Bound";
     pub const PENDING: &str = "Pending";
+    /// The garden refused a binding write (RBAC, or admission: the referenced Secret).
+    pub const FORBIDDEN: &str = "Forbidden";
 }

@@ -4,10 +4,12 @@
 //!
 //! It reads the HapConfig, binding metadata (never the bindings' credentials references), Shoots
 //! and AccountClaims, and never Secrets; it writes nothing. The client comes from `KUBECONFIG`
-//! or the in-cluster config, as kubectl's does, so `kubectl hap ...` talks to kubectl's cluster.
+//! or the in-cluster config, as kubectl's does, so `kubectl hap ...` talks to kubectl's cluster;
+//! bindings and Shoots are read from the garden (`--garden-kubeconfig`) when that is another one.
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::path::Path;
 
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
@@ -28,6 +30,8 @@ pub enum LiveError {
     Runtime(#[source] std::io::Error),
     #[error("cannot build a Kubernetes client from KUBECONFIG or the in-cluster config")]
     Client(#[source] kube::Error),
+    #[error("cannot build the garden client")]
+    Garden(#[source] crate::k8s::ClientError),
     #[error(
         "HapConfig `{0}` does not exist in this cluster (name it with --config; `kubectl get hapconfig` lists them)"
     )]
@@ -59,8 +63,14 @@ fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> LiveError
     move |source| LiveError::Api { action, source }
 }
 
-/// Runs one CLI request against the cluster on a small runtime of its own.
-fn block_on<T, F>(f: impl FnOnce(Client) -> F) -> Result<T, LiveError>
+/// The operator's cluster (HapConfig, AccountClaims) and the garden (bindings, Shoots).
+struct Clients {
+    own: Client,
+    garden: Client,
+}
+
+/// Runs one CLI request against the clusters on a small runtime of its own.
+fn block_on<T, F>(garden: Option<&Path>, f: impl FnOnce(Clients) -> F) -> Result<T, LiveError>
 where
     F: Future<Output = Result<T, LiveError>>,
 {
@@ -69,8 +79,11 @@ where
         .build()
         .map_err(LiveError::Runtime)?;
     runtime.block_on(async move {
-        let client = Client::try_default().await.map_err(LiveError::Client)?;
-        f(client).await
+        let own = Client::try_default().await.map_err(LiveError::Client)?;
+        let garden = crate::k8s::clients::garden(&own, garden)
+            .await
+            .map_err(LiveError::Garden)?;
+        f(Clients { own, garden }).await
     })
 }
 
@@ -142,17 +155,20 @@ async fn binding_views(
 /// labels of the bindings its rules need pools in.
 pub fn validate_input(
     config: &str,
+    garden: Option<&Path>,
 ) -> Result<(HapConfigSpec, Vec<BTreeMap<String, String>>), LiveError> {
-    block_on(|client| async move {
-        let cfg = get_config(&client, config).await?;
-        let bindings = binding_views(&client, &cfg.spec).await?;
+    block_on(garden, |c| async move {
+        let cfg = get_config(&c.own, config).await?;
+        let bindings = binding_views(&c.garden, &cfg.spec).await?;
         Ok((cfg.spec, bindings.into_iter().map(|b| b.labels).collect()))
     })
 }
 
 /// `hap explain --live`: the spec in force.
 pub fn explain_input(config: &str) -> Result<InForce, LiveError> {
-    block_on(|client| async move { Ok(in_force(&get_config(&client, config).await?)) })
+    block_on(None, |c| async move {
+        Ok(in_force(&get_config(&c.own, config).await?))
+    })
 }
 
 /// Everything `hap pools` counts, read once.
@@ -169,16 +185,17 @@ pub struct PoolsInput {
 }
 
 /// `hap pools`: the bindings, Shoots and claims of the pools the HapConfig in force describes.
-pub fn pools_input(config: &str) -> Result<PoolsInput, LiveError> {
-    block_on(|client| async move {
+pub fn pools_input(config: &str, garden: Option<&Path>) -> Result<PoolsInput, LiveError> {
+    block_on(garden, |c| async move {
+        let (client, garden) = (c.own, c.garden);
         let cfg = get_config(&client, config).await?;
         let InForce { spec, note } = in_force(&cfg);
-        let bindings = binding_views(&client, &spec).await?;
+        let bindings = binding_views(&garden, &spec).await?;
         let shoot_namespace = spec
             .shoot_namespace
             .clone()
             .unwrap_or_else(|| spec.binding_namespace.clone());
-        let shoots = Api::<Shoot>::namespaced(client.clone(), &shoot_namespace)
+        let shoots = Api::<Shoot>::namespaced(garden.clone(), &shoot_namespace)
             .list(&ListParams::default())
             .await
             .map_err(api_error(format!("list Shoots in {shoot_namespace}")))?;

@@ -23,6 +23,10 @@ pub struct Args {
     /// The HapConfig to read (the operator's --config-name).
     #[arg(long = "config", value_name = "NAME", default_value = DEFAULT_CONFIG)]
     pub config: String,
+    /// Kubeconfig of the garden holding the bindings and Shoots, when it is not the cluster of
+    /// KUBECONFIG (as the operator's --garden-kubeconfig).
+    #[arg(long, env = "HAP_GARDEN_KUBECONFIG", value_name = "PATH")]
+    pub garden_kubeconfig: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     pub output: Format,
@@ -40,7 +44,7 @@ struct Report<'a> {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let input = match live::pools_input(&args.config) {
+    let input = match live::pools_input(&args.config, args.garden_kubeconfig.as_deref()) {
         Ok(i) => i,
         Err(e) => return usage(&e.report()),
     };

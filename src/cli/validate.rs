@@ -47,6 +47,10 @@ pub struct Source {
     /// With --live: the HapConfig to read (the operator's --config-name) [default: default].
     #[arg(long = "config", value_name = "NAME", conflicts_with_all = ["file", "rules"])]
     pub config: Option<String>,
+    /// With --live: kubeconfig of the garden holding the bindings and Shoots, when it is not the
+    /// cluster of KUBECONFIG (as the operator's --garden-kubeconfig).
+    #[arg(long, env = "HAP_GARDEN_KUBECONFIG", value_name = "PATH")]
+    pub garden_kubeconfig: Option<PathBuf>,
 }
 
 impl Source {
@@ -92,9 +96,12 @@ struct Report<'a> {
 pub fn run(args: Args) -> ExitCode {
     // --live: the applied spec and the cluster's bindings, so missing pools are checked too.
     let loaded = if args.source.live {
-        super::live::validate_input(args.source.config_name())
-            .map(|(spec, bindings)| (spec, Some(bindings)))
-            .map_err(|e| e.report())
+        super::live::validate_input(
+            args.source.config_name(),
+            args.source.garden_kubeconfig.as_deref(),
+        )
+        .map(|(spec, bindings)| (spec, Some(bindings)))
+        .map_err(|e| e.report())
     } else {
         load_spec(&args.source).map(|spec| (spec, None))
     };

@@ -1,6 +1,7 @@
 //! Settings of `hap run`, from flags or environment.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, ValueEnum};
@@ -26,6 +27,12 @@ pub struct RunArgs {
     /// when several operator instances share a cluster, so they do not overwrite each other.
     #[arg(long, env = "HAP_MARK_IGNORED_CONFIGS", default_value_t = true, action = ArgAction::Set)]
     pub mark_ignored_configs: bool,
+    /// Kubeconfig of the garden (the cluster serving CredentialsBindings, SecretBindings and
+    /// Shoots) when it is not the operator's own cluster. Bindings and Shoots are read and
+    /// written through it; HapConfigs, AccountClaims, the Lease and events stay in the
+    /// operator's cluster. Default: the operator's cluster is the garden.
+    #[arg(long, env = "HAP_GARDEN_KUBECONFIG", value_name = "PATH")]
+    pub garden_kubeconfig: Option<PathBuf>,
     /// Address of /livez, /readyz and /metrics.
     #[arg(long, env = "HAP_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
@@ -70,6 +77,7 @@ impl RunArgs {
             config_name: config_name.to_string(),
             claim_namespace: None,
             mark_ignored_configs: true,
+            garden_kubeconfig: None,
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             leader_elect: false,
             lease_name: "hap-operator".into(),

@@ -2,7 +2,6 @@
 //! the rules, choose a binding over the cached inventory seen through the in-flight writes,
 //! claim it with a compare-and-swap, and record the result in status. On deletion, release.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -162,6 +161,8 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         entry: outcome.entry.clone(),
     };
     let policy = MultiAccountPolicy::from_spec(active.spec.multi_hyperscaler_account.as_ref());
+    // Bindings the garden just refused to let us write are tried last.
+    let paused = ctx.denials.paused_bindings(now);
     let choice = {
         let mut inflight = lock(ctx);
         inflight.observe(&inv, now);
@@ -178,7 +179,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
             pool: &pool,
             provider_type: &outcome.provider_type,
         };
-        let choice = select(&inv, &inflight, &request, &policy, &BTreeSet::new(), now);
+        let choice = select(&inv, &inflight, &request, &policy, &paused, now);
         // Recorded under the same lock as the decision, so a sibling claim decided right after
         // sees this one even though nothing has been written yet.
         inflight.record(&view, &pool, &choice, now);
@@ -199,7 +200,19 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
             binding,
             expected_resource_version,
         } => {
-            claim_binding(
+            if let Some(paused) = ctx.denials.paused(&binding, now) {
+                // Only refused bindings are left; do not ask the garden again before its time.
+                lock(ctx).claim_failed(&binding);
+                return forbidden(
+                    claim,
+                    ctx,
+                    paused.message,
+                    Some((matched, pool)),
+                    paused.retry_at,
+                )
+                .await;
+            }
+            let claimed = claim_binding(
                 claim,
                 ctx,
                 &active,
@@ -207,7 +220,21 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
                 &binding,
                 expected_resource_version.as_deref(),
             )
-            .await?;
+            .await;
+            if let Err(ClaimError::K8s {
+                source: K8sError::Forbidden { message, .. },
+                ..
+            }) = &claimed
+            {
+                let retry_at = refused(claim, ctx, &active, &binding, "claim", message).await;
+                let cause = ctx
+                    .denials
+                    .paused(&binding, Instant::now())
+                    .map(|p| p.message);
+                let cause = cause.unwrap_or_else(|| message.clone());
+                return forbidden(claim, ctx, cause, Some((matched, pool)), retry_at).await;
+            }
+            claimed?;
             bind(
                 claim,
                 ctx,
@@ -299,6 +326,9 @@ async fn claim_binding(
     match result {
         Ok(_) => {
             lock(ctx).claim_written(binding, Instant::now());
+            if ctx.denials.allowed(binding) {
+                ctx.caches.feed.bump();
+            }
             let note = format!(
                 "claimed binding {}/{binding} for global account {}",
                 target.namespace, view.global_account
@@ -381,6 +411,59 @@ async fn pending(
     .await?;
     // Config changes and inventory changes re-trigger pending claims; this is the safety net.
     Ok(Action::requeue(ctx.args.pending_retry))
+}
+
+/// The garden refused a write of `binding`: remember it (writes of it pause), tell people once,
+/// and return when the next attempt may be made.
+async fn refused(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    binding: &str,
+    what: &str,
+    message: &str,
+) -> Instant {
+    let target = active.binding_target();
+    let plural = target.kind.gvk().3;
+    let cause = format!(
+        "cannot {what} binding {}/{binding}: {}",
+        target.namespace,
+        crate::k8s::forbidden_hint(message, plural, &target.namespace)
+    );
+    let (retry_at, news) = ctx.denials.refused(binding, cause.clone(), Instant::now());
+    if news {
+        tracing::warn!(binding, %cause, "binding write refused by the garden");
+        ctx.writer
+            .event(&claim.object_ref(&()), true, "Forbidden", "Claim", cause)
+            .await;
+        // The HapConfig status lists refusals; the feed wakes its reconcile.
+        ctx.caches.feed.bump();
+    }
+    count(ctx, "Forbidden");
+    retry_at
+}
+
+/// A claim that can only get a binding the garden refuses to let us write: Pending with reason
+/// `Forbidden`, retried when the pause ends (not in a hot loop).
+async fn forbidden(
+    claim: &AccountClaim,
+    ctx: &Context,
+    cause: String,
+    matched: Option<(MatchedRule, crate::labels::PoolKey)>,
+    retry_at: Instant,
+) -> Result<Action, ClaimError> {
+    write_outcome(
+        claim,
+        ctx,
+        &ClaimOutcome::Pending {
+            reason: PendingReason::Forbidden,
+            cause,
+            matched,
+        },
+    )
+    .await?;
+    let wait = retry_at.saturating_duration_since(Instant::now());
+    Ok(Action::requeue(wait.max(Duration::from_millis(100))))
 }
 
 async fn lost(claim: &AccountClaim, ctx: &Context, cause: String) -> Result<Action, ClaimError> {
@@ -491,6 +574,9 @@ async fn release(claim: &AccountClaim, ctx: &Context, key: &str) -> Result<Actio
             let Some(rv) = expected_resource_version else {
                 return Ok(Action::requeue(Duration::from_millis(300)));
             };
+            if let Some(paused) = ctx.denials.paused(&binding, Instant::now()) {
+                return release_blocked(claim, ctx, paused.message, paused.retry_at).await;
+            }
             let target = active.binding_target();
             lock(ctx).release_started(&binding, Some(rv.clone()), Instant::now());
             let dirty_key = &active.rules.label_keys().dirty;
@@ -508,6 +594,9 @@ async fn release(claim: &AccountClaim, ctx: &Context, key: &str) -> Result<Actio
             {
                 Ok(_) => {
                     lock(ctx).release_written(&binding, Instant::now());
+                    if ctx.denials.allowed(&binding) {
+                        ctx.caches.feed.bump();
+                    }
                     let note = format!(
                         "released binding {}/{binding}: marked {dirty_key}=true for the cleanup job",
                         target.namespace
@@ -516,6 +605,16 @@ async fn release(claim: &AccountClaim, ctx: &Context, key: &str) -> Result<Actio
                         .event(&claim.object_ref(&()), false, "Released", "Release", note)
                         .await;
                     count(ctx, "Released");
+                }
+                Err(K8sError::Forbidden { message, .. }) => {
+                    lock(ctx).release_failed(&binding);
+                    let retry_at =
+                        refused(claim, ctx, &active, &binding, "release", &message).await;
+                    let cause = ctx
+                        .denials
+                        .paused(&binding, Instant::now())
+                        .map_or(message, |p| p.message);
+                    return release_blocked(claim, ctx, cause, retry_at).await;
                 }
                 Err(e) => {
                     lock(ctx).release_failed(&binding);
@@ -530,6 +629,23 @@ async fn release(claim: &AccountClaim, ctx: &Context, key: &str) -> Result<Actio
         .map_err(k8s(key, "removing the finalizer"))?;
     lock(ctx).forget_claim(&view.uid);
     Ok(Action::await_change())
+}
+
+/// A deleted claim whose binding the garden refuses to let us mark dirty: the finalizer stays
+/// (the account must not go back unwiped), `Released=False` says why, retried after the pause.
+async fn release_blocked(
+    claim: &AccountClaim,
+    ctx: &Context,
+    cause: String,
+    retry_at: Instant,
+) -> Result<Action, ClaimError> {
+    let outcome = ClaimOutcome::ReleaseBlocked {
+        reason: crate::api::conditions::reasons::FORBIDDEN,
+        cause,
+    };
+    write_outcome(claim, ctx, &outcome).await?;
+    let wait = retry_at.saturating_duration_since(Instant::now());
+    Ok(Action::requeue(wait.max(Duration::from_millis(100))))
 }
 
 /// The binding a claim recorded, whether it is Bound or Failed (lost) now.

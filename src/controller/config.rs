@@ -121,7 +121,10 @@ async fn reconcile_in_force(
     }
     let mut requeue = ctx.args.resync;
     if let Some(active) = &active {
-        ctx.caches.bindings.retarget(&active.binding_target());
+        if ctx.caches.bindings.retarget(&active.binding_target()) {
+            // Refusals were about bindings of the old namespace or kind.
+            ctx.denials.clear();
+        }
         ctx.caches.shoots.retarget(&active.shoot_namespace());
         if !(ctx.caches.bindings.is_ready() && ctx.caches.shoots.is_ready()) {
             input.progressing = Some("listing bindings and Shoots".into());
@@ -132,6 +135,7 @@ async fn reconcile_in_force(
             }
             let inv = ctx.snapshot.get(&ctx.caches, active.rules.label_keys());
             fill_pools(&mut input, active, &inv, ctx);
+            input.refused_writes = ctx.denials.refusals();
             export_metrics(ctx, &inv);
         }
         input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {

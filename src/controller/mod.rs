@@ -7,6 +7,7 @@ pub mod args;
 pub mod backoff;
 mod claim;
 mod config;
+mod denials;
 mod leader;
 mod snapshot;
 
@@ -47,6 +48,8 @@ pub enum RunError {
     LostLeadership,
     #[error("the {0} CRD is not installed or not readable: install crds/ first")]
     CrdMissing(&'static str, #[source] kube::Error),
+    #[error("cannot reach the garden (--garden-kubeconfig)")]
+    Garden(#[source] crate::k8s::ClientError),
 }
 
 /// Shared state of one operator process.
@@ -62,6 +65,8 @@ pub struct Context {
     /// Claims to reconcile now (all claims after a refresh).
     pub claim_kick: futures::channel::mpsc::UnboundedSender<ObjectRef<AccountClaim>>,
     pub refresh: Mutex<config::RefreshClock>,
+    /// Binding writes the garden refused (RBAC or admission), paused until they may be retried.
+    pub denials: denials::Denials,
 }
 
 /// A handle on a running operator: its readiness and metrics (for tests and the HTTP server).
@@ -122,6 +127,9 @@ pub async fn run_with(
         });
     }
     preflight(&client, &args).await?;
+    let garden = crate::k8s::clients::garden(&client, args.garden_kubeconfig.as_deref())
+        .await
+        .map_err(RunError::Garden)?;
 
     let lost = CancellationToken::new();
     let mut lease_task = None;
@@ -136,7 +144,7 @@ pub async fn run_with(
         // The only replica is the one that writes.
         handle.metrics.leader.set(1);
     }
-    let result = run_controllers(client, args, handle, stop.clone(), lost.clone()).await;
+    let result = run_controllers(client, garden, args, handle, stop.clone(), lost.clone()).await;
     stop.cancel();
     if let Some(task) = lease_task {
         // Hand the lease over before exiting, so the standby need not wait for it to expire.
@@ -172,6 +180,7 @@ async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
 
 async fn run_controllers(
     client: Client,
+    garden: Client,
     args: RunArgs,
     handle: Handle,
     stop: CancellationToken,
@@ -189,13 +198,14 @@ async fn run_controllers(
     let (kick_tx, kick_rx) = futures::channel::mpsc::unbounded();
 
     let ctx = Arc::new(Context {
-        writer: Writer::new(client.clone(), Some(args.identity())),
+        writer: Writer::new(client.clone(), garden.clone(), Some(args.identity())),
         caches: Caches {
             feed: feed.clone(),
             configs: config_store.clone(),
             claims: claim_store.clone(),
-            bindings: Retargetable::new(client.clone(), feed.clone(), binding_api),
-            shoots: Retargetable::new(client.clone(), feed.clone(), shoot_api),
+            // Bindings and Shoots live in the garden, which may be another cluster.
+            bindings: Retargetable::new(garden.clone(), feed.clone(), binding_api),
+            shoots: Retargetable::new(garden.clone(), feed.clone(), shoot_api),
         },
         resolver: ConfigResolver::new(args.config_name.clone(), config_store.clone()),
         inflight: Mutex::new(InFlight::default()),
@@ -204,6 +214,7 @@ async fn run_controllers(
         snapshot: snapshot::SnapshotCache::default(),
         claim_kick: kick_tx,
         refresh: Mutex::new(config::RefreshClock::default()),
+        denials: denials::Denials::default(),
         args: args.clone(),
     });
 

@@ -95,19 +95,20 @@ where
         }
     }
 
-    /// Points the watch at `target`; a no-op when it already points there.
-    pub fn retarget(&self, target: &T) {
+    /// Points the watch at `target`; a no-op when it already points there. Returns whether the
+    /// target changed.
+    pub fn retarget(&self, target: &T) -> bool {
         // Called on every reconcile: the common case (same target) only needs a read lock.
         if let Ok(running) = self.running.read()
             && running.as_ref().is_some_and(|r| &r.target == target)
         {
-            return;
+            return false;
         }
         let Ok(mut running) = self.running.write() else {
-            return;
+            return false;
         };
         if running.as_ref().is_some_and(|r| &r.target == target) {
-            return;
+            return false;
         }
         if let Some(old) = running.take() {
             old.task.abort();
@@ -125,6 +126,7 @@ where
             task,
         });
         self.feed.bump();
+        true
     }
 
     /// The current target and its store, if the watch has been started.

@@ -3,9 +3,11 @@
 //! kube-rs; decisions live in the pure modules.
 
 pub mod caches;
+pub mod clients;
 pub mod writes;
 
 pub use caches::{BindingCache, BindingTarget, Caches, ChangeFeed, Retargetable};
+pub use clients::ClientError;
 pub use writes::Writer;
 
 /// The message of kube-apiserver 1.35 when a JSON patch cannot be applied (a `test` failed).
@@ -20,6 +22,14 @@ pub enum K8sError {
     /// The object is gone.
     #[error("{what} not found")]
     NotFound { what: String },
+    /// The API server (RBAC or an admission plugin) refused the operator's request. `message` is
+    /// the server's, which names the verb, resource and namespace, or the admission rule.
+    #[error("{action} {what} is forbidden: {message}")]
+    Forbidden {
+        action: &'static str,
+        what: String,
+        message: String,
+    },
     /// Any other failure of an API call.
     #[error("{action} {what} failed")]
     Api {
@@ -55,6 +65,13 @@ impl K8sError {
             if status.is_not_found() {
                 return K8sError::NotFound { what };
             }
+            if status.code == 403 {
+                return K8sError::Forbidden {
+                    action,
+                    what,
+                    message: status.message.clone(),
+                };
+            }
         }
         K8sError::Api {
             action,
@@ -68,15 +85,57 @@ impl K8sError {
         match self {
             K8sError::Conflict { .. } => "conflict",
             K8sError::NotFound { .. } => "not_found",
+            K8sError::Forbidden { .. } => "forbidden",
             K8sError::Api { .. } => "api",
             K8sError::Encode { .. } => "encode",
         }
     }
 }
 
+/// What a refused binding write needs, in words for the person who fixes it: the server's own
+/// message (RBAC names the verb, resource and namespace) and, for gardener-apiserver's check of
+/// the Secret a binding references, the permission or object that check wants.
+pub fn forbidden_hint(message: &str, plural: &str, namespace: &str) -> String {
+    let hint = if message.contains("not allowed to read") {
+        format!(
+            "gardener-apiserver lets only callers that may `get` the Secret a binding references update the binding: grant the operator's identity in the garden `get` on secrets in namespace {namespace} (docs/install.md, RBAC)"
+        )
+    } else if message.contains("not found") {
+        "the Secret (or WorkloadIdentity) this binding references does not exist, so gardener-apiserver refuses every update of the binding: restore it, or take the binding out of the pool".to_string()
+    } else if message.contains("cannot patch") {
+        format!(
+            "grant the operator's identity in the garden `patch` on {plural} in namespace {namespace} (docs/install.md, RBAC)"
+        )
+    } else {
+        format!(
+            "check the operator's permissions on {plural} in namespace {namespace} (docs/install.md, RBAC)"
+        )
+    };
+    format!("the garden refused the write: {message}; {hint}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forbidden_hints_name_what_is_missing() {
+        let rbac = r#"credentialsbindings.security.gardener.cloud "b1" is forbidden: User "system:serviceaccount:hap-system:hap-operator" cannot patch resource "credentialsbindings" in API group "security.gardener.cloud" in the namespace "garden-kyma""#;
+        let h = forbidden_hint(rbac, "credentialsbindings", "garden-kyma");
+        assert!(
+            h.contains(rbac)
+                && h.contains("`patch` on credentialsbindings in namespace garden-kyma"),
+            "{h}"
+        );
+        let secret = "admission webhook \"x\" denied: CredentialsBinding cannot reference a Secret you are not allowed to read";
+        let h = forbidden_hint(secret, "credentialsbindings", "garden-kyma");
+        assert!(
+            h.contains("`get` on secrets in namespace garden-kyma"),
+            "{h}"
+        );
+        let gone = r#"secrets "aws-1" not found"#;
+        assert!(forbidden_hint(gone, "credentialsbindings", "g").contains("does not exist"));
+    }
 
     fn status(code: u16, message: &str, causes: usize) -> kube::Error {
         let body = serde_json::json!({

@@ -14,15 +14,17 @@ use crate::api::{
     HapConfigStatus,
 };
 
-/// Every write the operator makes goes through here.
+/// Every write the operator makes goes through here: binding labels through the garden client,
+/// everything else (status, finalizers, events) through the operator's own.
 #[derive(Clone)]
 pub struct Writer {
     client: Client,
+    garden: Client,
     recorder: Recorder,
 }
 
 impl Writer {
-    pub fn new(client: Client, instance: Option<String>) -> Self {
+    pub fn new(client: Client, garden: Client, instance: Option<String>) -> Self {
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance,
@@ -30,6 +32,7 @@ impl Writer {
         Self {
             recorder: Recorder::new(client.clone(), reporter),
             client,
+            garden,
         }
     }
 
@@ -80,7 +83,7 @@ impl Writer {
         key: &str,
         value: &str,
     ) -> Result<Option<String>, K8sError> {
-        let api = binding_api(&self.client, kind, ns);
+        let api = binding_api(&self.garden, kind, ns);
         let body =
             json!({"metadata": {"resourceVersion": resource_version, "labels": {key: value}}});
         api.patch_metadata(name, &patch_params(), &Patch::Merge(body))

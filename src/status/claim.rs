@@ -34,6 +34,8 @@ pub enum PendingReason {
     UnknownPlan,
     /// Another claim of the tenant is claiming a binding in the pool right now.
     Progressing,
+    /// The garden refused the binding write; a person must grant the permission it names.
+    Forbidden,
 }
 
 impl PendingReason {
@@ -48,6 +50,7 @@ impl PendingReason {
             PendingReason::MissingProvider => reasons::MISSING_PROVIDER,
             PendingReason::UnknownPlan => reasons::UNKNOWN_PLAN,
             PendingReason::Progressing => reasons::PROGRESSING,
+            PendingReason::Forbidden => reasons::FORBIDDEN,
         }
     }
 
@@ -84,6 +87,12 @@ pub enum ClaimOutcome {
     },
     /// The bound binding is gone or no longer the tenant's.
     Lost {
+        cause: String,
+    },
+    /// The claim is being deleted and its binding cannot be released yet; the record of the
+    /// binding stays, `Released=False` says why.
+    ReleaseBlocked {
+        reason: &'static str,
         cause: String,
     },
 }
@@ -202,6 +211,17 @@ pub fn desired_claim_status(
                 matched_rule: rule,
                 ..Default::default()
             }
+        }
+        ClaimOutcome::ReleaseBlocked { reason, cause } => {
+            set(
+                &mut conds,
+                types::RELEASED,
+                CondStatus::False,
+                reason,
+                cause,
+            );
+            set(&mut conds, types::STALLED, CondStatus::True, reason, cause);
+            current.cloned().unwrap_or_default()
         }
         ClaimOutcome::Lost { cause } => {
             let msg = format!("{cause}; the claim is not rebound: delete it and create a new one");

@@ -49,6 +49,8 @@ pub struct ConfigInputs {
     pub last_refresh_time: Option<Time>,
     /// `Some(message)` while the operator is still building its state (caches not synced).
     pub progressing: Option<String>,
+    /// Binding writes the garden refused and no later write has allowed, binding → message.
+    pub refused_writes: BTreeMap<String, String>,
 }
 
 fn list(items: &[String]) -> String {
@@ -237,7 +239,39 @@ pub fn desired_config_status(
             set_condition(&mut conds, t, CondStatus::False, r, msg, gen_, now);
         }
     }
-    if valid && progressing.is_none() {
+    if valid && progressing.is_none() && !input.refused_writes.is_empty() {
+        // The rules are fine, but the operator cannot do its work: a person must grant what
+        // the garden wants, so kstatus must read Failed, not InProgress.
+        let each: Vec<String> = input
+            .refused_writes
+            .iter()
+            .map(|(b, m)| format!("binding {b}: {m}"))
+            .collect();
+        let msg = format!(
+            "{} binding write(s) refused by the garden: {}",
+            each.len(),
+            list(&each)
+        );
+        let r = reasons::FORBIDDEN;
+        set_condition(
+            &mut conds,
+            types::READY,
+            CondStatus::False,
+            r,
+            &msg,
+            gen_,
+            now,
+        );
+        set_condition(
+            &mut conds,
+            types::STALLED,
+            CondStatus::True,
+            r,
+            msg,
+            gen_,
+            now,
+        );
+    } else if valid && progressing.is_none() {
         let missing = match input.missing_pools.len() {
             0 => String::new(),
             n => format!("; {} without a pool (see PoolsAvailable)", entries(n)),

@@ -266,3 +266,56 @@ fn recomputing_the_same_claim_status_later_is_not_a_change() {
     let d = desired_claim_status(Some(&a), &spec(), Some(1), &bound(), &at(50));
     assert!(claim_status_changed(Some(&a), &d));
 }
+
+#[test]
+fn a_forbidden_claim_write_stalls_the_claim_with_the_message() {
+    let cause =
+        "cannot claim binding garden-kyma/cb-1: the garden refused the write: no".to_string();
+    let outcome = ClaimOutcome::Pending {
+        reason: PendingReason::Forbidden,
+        cause,
+        matched: Some((rule1(), aws())),
+    };
+    let s = desired_claim_status(None, &spec(), Some(1), &outcome, &at(1));
+    assert_eq!(s.phase, Some(ClaimPhase::Pending));
+    assert_eq!(
+        sr(&s.conditions, types::READY),
+        is("False", reasons::FORBIDDEN)
+    );
+    assert_eq!(
+        sr(&s.conditions, types::STALLED),
+        is("True", reasons::FORBIDDEN)
+    );
+    assert_eq!(sr(&s.conditions, types::RECONCILING), None);
+    assert!(
+        cond(&s.conditions, types::READY)
+            .unwrap()
+            .message
+            .contains("garden-kyma/cb-1")
+    );
+}
+
+#[test]
+fn a_blocked_release_keeps_the_binding_record_and_says_why() {
+    let b = desired_claim_status(None, &spec(), Some(1), &bound(), &at(1));
+    let blocked = ClaimOutcome::ReleaseBlocked {
+        reason: reasons::FORBIDDEN,
+        cause: "cannot release binding garden-kyma/cb-1: the garden refused the write".into(),
+    };
+    let s = desired_claim_status(Some(&b), &spec(), Some(1), &blocked, &at(2));
+    assert_eq!(s.phase, Some(ClaimPhase::Bound));
+    assert_eq!(s.credentials_binding_name.as_deref(), Some("cb-1"));
+    assert_eq!(
+        sr(&s.conditions, types::RELEASED),
+        is("False", reasons::FORBIDDEN)
+    );
+    assert_eq!(
+        sr(&s.conditions, types::STALLED),
+        is("True", reasons::FORBIDDEN)
+    );
+    assert_eq!(sr(&s.conditions, types::READY), is("True", reasons::BOUND));
+    assert!(
+        bound_from_status(&s).is_some(),
+        "still bound until released"
+    );
+}

@@ -374,3 +374,33 @@ fn recomputing_the_same_config_status_later_is_not_a_change() {
     );
     assert!(config_status_changed(Some(&a), &refreshed));
 }
+
+#[test]
+fn refused_binding_writes_make_a_valid_config_unready_and_stalled() {
+    let mut input = valid_inputs(3);
+    input.refused_writes.insert(
+        "aws-1".into(),
+        "cannot claim binding garden-kyma/aws-1: the garden refused the write: no".into(),
+    );
+    let s = desired_config_status(None, &input, &at(100));
+    assert_eq!(
+        sr(&s.conditions, types::READY),
+        is("False", reasons::FORBIDDEN)
+    );
+    assert_eq!(
+        sr(&s.conditions, types::STALLED),
+        is("True", reasons::FORBIDDEN)
+    );
+    let msg = &cond(&s.conditions, types::READY).unwrap().message;
+    assert!(
+        msg.contains("1 binding write(s) refused") && msg.contains("binding aws-1"),
+        "{msg}"
+    );
+    // The next write that goes through clears it.
+    let again = desired_config_status(Some(&s), &valid_inputs(3), &at(101));
+    assert_eq!(
+        sr(&again.conditions, types::READY),
+        is("True", reasons::READY)
+    );
+    assert_eq!(sr(&again.conditions, types::STALLED), None);
+}
