@@ -666,6 +666,7 @@ fn bound_status(
             entry: "aws".into(),
         },
         decision: Decision::Claimed,
+        preference: Some(1),
     });
     desired_claim_status(None, &claim.spec, claim.metadata.generation, &outcome, now)
 }

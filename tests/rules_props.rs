@@ -1,8 +1,12 @@
-//! Property tests of the rules engine: canonical printing round-trips, results do not depend on
-//! rule order, matching and NoMatchingRule never contradict, and parsing never panics.
+//! Property tests of the rules engine: canonical printing round-trips (Seed, KEB and the
+//! structured form, ordered pools and deny included), results do not depend on rule order,
+//! matching and NoMatchingRule never contradict, fallbacks never leave EU access, and parsing
+//! never panics.
 
 use hap_operator::api::{HapConfigSpec, LegacyRules, RuleSyntax};
-use hap_operator::rules::{CompiledRules, Cond, EuAccess, Rule, Syntax, parse_entry};
+use hap_operator::rules::{
+    CompiledRules, Cond, EuAccess, PoolResult, Rule, Syntax, parse_entry, to_structured,
+};
 use proptest::prelude::*;
 
 fn cond() -> impl Strategy<Value = Cond> {
@@ -22,28 +26,47 @@ fn eu() -> impl Strategy<Value = EuAccess> {
     ])
 }
 
+fn pool() -> impl Strategy<Value = PoolResult> {
+    (any::<[bool; 4]>(), eu()).prop_map(|([pr_suffix, cr_suffix, shared, consent], eu_access)| {
+        PoolResult {
+            pr_suffix,
+            cr_suffix,
+            shared,
+            eu_access,
+            shared_fallback: shared && consent,
+        }
+    })
+}
+
+fn message() -> impl Strategy<Value = Option<String>> {
+    prop::option::of(prop::sample::select(vec![
+        "frozen while the pool is set up",
+        r#"say "no" | \ twice"#,
+        "é -> DENY ( ) ,",
+    ]))
+    .prop_map(|m| m.map(str::to_string))
+}
+
+/// Any rule: up to three preferences, or a deny (no preferences) with or without a message.
 fn rule() -> impl Strategy<Value = Rule> {
     (
         prop::sample::select(vec!["aws", "gcp", "trial", "sap-converged-cloud"]),
         cond(),
         cond(),
-        any::<[bool; 3]>(),
-        eu(),
+        prop::collection::vec(pool(), 0..4),
+        message(),
     )
-        .prop_map(
-            |(plan, pr, cr, [pr_suffix, cr_suffix, shared], eu_access)| Rule {
-                plan: plan.to_string(),
-                pr,
-                cr,
-                pr_suffix,
-                cr_suffix,
-                shared,
-                eu_access,
-            },
-        )
+        .prop_map(|(plan, pr, cr, pools, message)| Rule {
+            plan: plan.to_string(),
+            pr,
+            cr,
+            deny_message: message.filter(|_| pools.is_empty()),
+            pools,
+        })
 }
 
-/// A KEB rule set over two plans and a two-region alphabet, so that collisions are frequent.
+/// A KEB rule set over two plans and a two-region alphabet, so that collisions are frequent;
+/// entries may have fallbacks or deny.
 fn keb_set() -> impl Strategy<Value = Vec<String>> {
     let small = prop_oneof![
         Just(Cond::Absent),
@@ -51,21 +74,26 @@ fn keb_set() -> impl Strategy<Value = Vec<String>> {
         Just(Cond::Exact("a".into())),
         Just(Cond::Exact("b".into()))
     ];
+    let pool = any::<[bool; 4]>().prop_map(|[ps, cs, sh, e]| PoolResult {
+        pr_suffix: ps,
+        cr_suffix: cs,
+        shared: sh,
+        eu_access: if e { EuAccess::Always } else { EuAccess::Never },
+        shared_fallback: sh,
+    });
     let r = (
         prop::sample::select(vec!["aws", "gcp"]),
         small.clone(),
         small,
-        any::<[bool; 4]>(),
+        prop::collection::vec(pool, 0..3),
     )
-        .prop_map(|(plan, pr, cr, [ps, cs, sh, e])| {
+        .prop_map(|(plan, pr, cr, pools)| {
             let rule = Rule {
                 plan: plan.into(),
                 pr,
                 cr,
-                pr_suffix: ps,
-                cr_suffix: cs,
-                shared: sh,
-                eu_access: if e { EuAccess::Always } else { EuAccess::Never },
+                pools,
+                deny_message: None,
             };
             rule.to_keb().unwrap_or_default()
         });
@@ -83,8 +111,8 @@ fn keb_spec(rules: Vec<String>) -> HapConfigSpec {
 
 const REGIONS: [Option<&str>; 4] = [None, Some("a"), Some("b"), Some("c")];
 
-/// The matched entry's text and pool, or the error reason.
-type Comparable = Result<(String, String, bool, bool), &'static str>;
+/// The matched entry's text and its pools in order, or the error reason.
+type Comparable = Result<(String, Vec<(String, bool, bool)>), &'static str>;
 
 fn results(r: &CompiledRules) -> Vec<Comparable> {
     let mut out = Vec::new();
@@ -99,7 +127,20 @@ fn results(r: &CompiledRules) -> Vec<Comparable> {
                 };
                 out.push(
                     r.evaluate(&req)
-                        .map(|o| (o.entry, o.hyperscaler_type, o.eu_access, o.shared))
+                        .map(|o| {
+                            let pools = o
+                                .preferences
+                                .iter()
+                                .map(|p| {
+                                    (
+                                        p.pool.hyperscaler_type.clone(),
+                                        p.pool.eu_access,
+                                        p.pool.shared,
+                                    )
+                                })
+                                .collect();
+                            (o.entry, pools)
+                        })
                         .map_err(|e| e.reason()),
                 );
             }
@@ -128,7 +169,72 @@ proptest! {
             let (parsed, _) = parse_entry(Syntax::Keb, &text).map_err(|e| TestCaseError::fail(format!("{text}: {e:?}")))?;
             prop_assert_eq!(parsed, r);
         } else {
-            prop_assert_eq!(r.eu_access, EuAccess::FromRequest);
+            prop_assert!(r.pools.iter().any(|p| p.eu_access == EuAccess::FromRequest));
+        }
+    }
+
+    #[test]
+    fn structured_form_round_trips(r in rule()) {
+        let spec = HapConfigSpec {
+            structured_rules: Some(vec![to_structured(&r)]),
+            binding_namespace: "ns".into(),
+            ..Default::default()
+        };
+        // Validation may reject the rule (a plan condition, a fallback constraint); when it
+        // compiles, it is the same rule.
+        if let Ok((compiled, _)) = CompiledRules::from_spec(&spec) {
+            let back: Vec<&Rule> = compiled.rules().collect();
+            prop_assert_eq!(back, vec![&r]);
+        }
+    }
+
+    #[test]
+    fn fallbacks_never_leave_eu_access(set in keb_set()) {
+        let Ok((r, _)) = CompiledRules::from_spec(&keb_spec(set)) else { return Ok(()) };
+        for plan in ["aws", "gcp"] {
+            for pr in REGIONS {
+                for cr in REGIONS {
+                    let req = hap_operator::rules::Request { plan, platform_region: pr, cluster_region: cr, provider: None };
+                    let Ok(o) = r.evaluate(&req) else { continue };
+                    let eu: Vec<bool> = o.preferences.iter().map(|p| p.pool.eu_access).collect();
+                    prop_assert!(eu.windows(2).all(|w| w[0] <= w[1]), "{:?}", eu);
+                    let shared: Vec<bool> = o.preferences.iter().map(|p| p.pool.shared).collect();
+                    // keb_set writes every shared fallback as SF, so dedicated then shared is allowed;
+                    // what must hold is that a valid set never repeats a pool.
+                    let distinct: std::collections::BTreeSet<_> = o.preferences.iter().map(|p| &p.pool).collect();
+                    prop_assert_eq!(distinct.len(), shared.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn result_does_not_depend_on_rule_order_across_rules_and_structured_rules(set in keb_set(), split in 0usize..8, seed in any::<u64>()) {
+        // The same entries, some as strings and some structured, in two orders.
+        let parsed: Vec<Rule> = set.iter().filter_map(|t| parse_entry(Syntax::Keb, t).ok().map(|p| p.0)).collect();
+        let mut shuffled = parsed.clone();
+        let mut x = seed | 1;
+        for i in (1..shuffled.len()).rev() {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            shuffled.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        let mixed = |rules: &[Rule]| {
+            let at = split.min(rules.len());
+            HapConfigSpec {
+                rule_syntax: Some(RuleSyntax::Keb),
+                rules: (at > 0).then(|| rules[..at].iter().filter_map(Rule::to_keb).collect()),
+                structured_rules: (at < rules.len()).then(|| rules[at..].iter().map(to_structured).collect()),
+                binding_namespace: "ns".into(),
+                ..Default::default()
+            }
+        };
+        let a = CompiledRules::from_spec(&mixed(&parsed));
+        let b = CompiledRules::from_spec(&mixed(&shuffled));
+        prop_assert_eq!(a.is_ok(), b.is_ok());
+        if let (Ok((a, _)), Ok((b, _))) = (a, b) {
+            // Entry texts may differ in index only; compare pools and reasons.
+            let strip = |v: Vec<Comparable>| v.into_iter().map(|c| c.map(|(_, p)| p)).collect::<Vec<_>>();
+            prop_assert_eq!(strip(results(&a)), strip(results(&b)));
         }
     }
 

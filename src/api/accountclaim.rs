@@ -83,6 +83,8 @@ pub enum Decision {
     SharedLeastUsed,
     /// Multi-account: the tenant's binding with the most clusters below the limit.
     FilledMostPopulated,
+    /// The binding pinned to the global account (`spec.pins` of the HapConfig).
+    Pinned,
 }
 
 /// The rule entry that decided the pool.
@@ -118,6 +120,10 @@ pub struct AccountClaimStatus {
     pub matched_rule: Option<MatchedRule>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<Decision>,
+    /// Which of the matched entry's ordered pools served the claim (1-based; above 1 is a
+    /// fallback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preference: Option<i64>,
     /// Ready and Bound.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]

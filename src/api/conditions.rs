@@ -29,6 +29,8 @@ pub mod reasons {
     pub const MISSING_PROVIDER: &str = "MissingProvider";
     pub const UNKNOWN_PLAN: &str = "UnknownPlan";
     pub const BINDING_LOST: &str = "BindingLost";
+    pub const DENIED: &str = "Denied";
+    pub const PINNED_BINDING_UNAVAILABLE: &str = "PinnedBindingUnavailable";
     pub const BOUND: &str = "Bound";
     pub const PENDING: &str = "Pending";
     /// The garden refused a binding write (RBAC, or admission: the referenced Secret).

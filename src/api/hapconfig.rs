@@ -8,6 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::gardener::BindingKind;
+use super::policy::{
+    PINS_ONE_TENANT_MESSAGE, PINS_ONE_TENANT_RULE, Pin, StructuredRule, rule_items,
+};
 
 /// DNS-1123 label, as Kubernetes namespaces are named.
 pub const NAMESPACE_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
@@ -36,7 +39,8 @@ pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
     printcolumn = r#"{"name":"Active","type":"integer","priority":1,"jsonPath":".status.activeGeneration"}"#
 )]
 #[x_kube(validation = Rule::new("!(has(self.rules) && has(self.legacyRules))").message("rules and legacyRules are mutually exclusive: set one of them"))]
-#[x_kube(validation = Rule::new("has(self.rules) || has(self.legacyRules)").message("one of rules or legacyRules is required"))]
+#[x_kube(validation = Rule::new("has(self.rules) || has(self.legacyRules) || has(self.structuredRules)").message("one of rules or legacyRules is required (structuredRules count as rules)"))]
+#[x_kube(validation = Rule::new("!(has(self.structuredRules) && has(self.legacyRules))").message("structuredRules and legacyRules are mutually exclusive: set one of them"))]
 #[x_kube(validation = Rule::new("!has(self.legacyRules) || !has(self.ruleSyntax) || self.ruleSyntax == 'Seed'").message("ruleSyntax applies to rules only; remove it when using legacyRules"))]
 #[serde(rename_all = "camelCase")]
 pub struct HapConfigSpec {
@@ -45,11 +49,20 @@ pub struct HapConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_syntax: Option<RuleSyntax>,
 
-    /// Rule entries, one pool each. The most specific matching entry wins; order does not matter.
+    /// Rule entries. Each names a pool, an ordered list of pools (`| (...)`: the first with a
+    /// usable binding serves), or denies what it matches (`deny "message"`). The most specific
+    /// matching entry wins; order does not matter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 1000))]
+    #[schemars(length(min = 1, max = 1000), transform = rule_items)]
     #[x_kube(validation = Rule::new("self.all(r, size(r) <= 256)").message("a rule entry is at most 256 characters"))]
     pub rules: Option<Vec<String>>,
+
+    /// Rule entries written as objects (plan, platformRegion, clusterRegion, oneOf, message):
+    /// the same model as `rules`, and entries of one rule set with them; they are numbered after
+    /// the entries of `rules`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 200))]
+    pub structured_rules: Option<Vec<StructuredRule>>,
 
     /// The older four-property rule format (`plan[:region];...` per property). Exclusive with `rules`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,6 +103,13 @@ pub struct HapConfigSpec {
     /// Several accounts per global account, filled most-populated-first under per-provider limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub multi_hyperscaler_account: Option<MultiHyperscalerAccount>,
+
+    /// Global accounts pinned to named bindings (optionally per pool): the binding is used or
+    /// claimed for that tenant only, and reported when it is missing or held by another tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 500))]
+    #[x_kube(validation = Rule::new(PINS_ONE_TENANT_RULE).message(Message::Expression(PINS_ONE_TENANT_MESSAGE.into())))]
+    pub pins: Option<Vec<Pin>>,
 
     /// What happens to a dedicated binding when its tenant's last cluster leaves it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -256,6 +276,9 @@ pub struct HapConfigStatus {
     /// Bindings labelled for a tenant that no claim or Shoot uses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphans: Vec<OrphanStatus>,
+    /// Every pin of the spec in force and the state of its binding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pins: Vec<PinStatus>,
     /// When the in-memory state was last rebuilt from the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_refresh_time: Option<Time>,
@@ -275,9 +298,46 @@ pub struct RuleStatus {
     pub eu_access: String,
     /// Whether the entry uses the shared pool.
     pub shared: bool,
-    /// Pools this entry can reach, with their figures.
+    /// Pools this entry can reach, with their figures (of the first preference).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<PoolFigures>,
+    /// Entries with fallbacks: every preference in order, with the figures of its pools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferences: Vec<PreferenceStatus>,
+    /// The entry denies what it matches (`hyperscalerType` is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deny: Option<bool>,
+    /// The deny entry's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One preference of a rule entry and its pools.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreferenceStatus {
+    /// 1-based position in the entry's ordered pools; 1 is the primary.
+    pub index: i64,
+    /// The hyperscalerType, or its pattern.
+    pub hyperscaler_type: String,
+    /// `true`, `false` or `fromRequest`.
+    pub eu_access: String,
+    pub shared: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolFigures>,
+}
+
+/// A pin and the state of its binding.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PinStatus {
+    pub global_account: String,
+    pub binding: String,
+    /// `Held` (labelled for the tenant), `Free` (claimable: the next claim takes it), `Missing`,
+    /// `HeldByOther`, or `Unusable` (shared, dirty, internal and free, or in another pool).
+    pub state: String,
+    /// What the state means for the tenant's claims.
+    pub message: String,
 }
 
 /// Figures of one pool (bindings with the same hyperscalerType, euAccess and shared labels).

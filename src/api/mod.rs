@@ -5,6 +5,7 @@ pub mod accountclaim;
 pub mod conditions;
 pub mod gardener;
 pub mod hapconfig;
+pub mod policy;
 
 pub use accountclaim::{
     AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule,
@@ -12,8 +13,10 @@ pub use accountclaim::{
 pub use gardener::{BindingKind, Shoot, ShootSpec};
 pub use hapconfig::{
     HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules, MultiHyperscalerAccount,
-    OrphanStatus, PlanSpec, PoolFigures, ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
+    OrphanStatus, PinStatus, PlanSpec, PoolFigures, PreferenceStatus, ReleaseMode, ReleaseSpec,
+    RuleStatus, RuleSyntax,
 };
+pub use policy::{EuAccessMode, Pin, PinPool, PoolPreference, StructuredRule};
 
 /// API group of every resource hap-operator owns.
 pub const GROUP: &str = "accountpool.io";

@@ -22,7 +22,7 @@ use crate::rules::{EvalError, Request as RuleRequest};
 use crate::selection::{Choice, MultiAccountPolicy, Request, select};
 use crate::status::{
     BoundTo, ClaimOutcome, PendingReason, bound_from_status, claim_status_changed,
-    desired_claim_status,
+    desired_claim_status, is_denied,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +83,10 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
             .await
             .map_err(k8s(&key, "adding the release finalizer"))?;
         // The update event brings the claim back with the finalizer in place.
+        return Ok(Action::await_change());
+    }
+    if claim.status.as_ref().is_some_and(is_denied) {
+        // A denial is final: a later change of the rules does not revisit it.
         return Ok(Action::await_change());
     }
     let state = ctx.resolver.resolve();
@@ -153,6 +157,18 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
     };
     let outcome = match active.rules.evaluate(&req) {
         Ok(o) => o,
+        Err(EvalError::Denied {
+            index,
+            entry,
+            message,
+            ..
+        }) => {
+            let matched = MatchedRule {
+                index: i64::try_from(index).unwrap_or(i64::MAX),
+                entry,
+            };
+            return denied(claim, ctx, message, matched).await;
+        }
         Err(e) => return pending(claim, ctx, eval_reason(&e), e.to_string(), None).await,
     };
     let pool = outcome.pool();
@@ -191,6 +207,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         pool: pool.clone(),
         matched_rule: matched.clone(),
         decision,
+        preference: Some(1),
     };
     match choice {
         Choice::Use { binding, decision } => {
@@ -466,6 +483,29 @@ async fn forbidden(
     Ok(Action::requeue(wait.max(Duration::from_millis(100))))
 }
 
+/// A deny entry matched: the claim ends Failed with reason Denied (final, see status::claim).
+async fn denied(
+    claim: &AccountClaim,
+    ctx: &Context,
+    cause: String,
+    matched: MatchedRule,
+) -> Result<Action, ClaimError> {
+    if pending_reason(claim) != Some(crate::api::conditions::reasons::DENIED) {
+        ctx.writer
+            .event(
+                &claim.object_ref(&()),
+                true,
+                "Denied",
+                "Evaluate",
+                cause.clone(),
+            )
+            .await;
+        count(ctx, "Denied");
+    }
+    write_outcome(claim, ctx, &ClaimOutcome::Denied { cause, matched }).await?;
+    Ok(Action::await_change())
+}
+
 async fn lost(claim: &AccountClaim, ctx: &Context, cause: String) -> Result<Action, ClaimError> {
     if claim.status.as_ref().and_then(|s| s.phase) != Some(crate::api::ClaimPhase::Failed) {
         ctx.writer
@@ -667,6 +707,8 @@ fn eval_reason(e: &EvalError) -> PendingReason {
         EvalError::UnknownPlan { .. } => PendingReason::UnknownPlan,
         EvalError::MissingProvider { .. } => PendingReason::MissingProvider,
         EvalError::InvalidConfig { .. } => PendingReason::ConfigInvalid,
+        // Handled before: a denial is final, not pending.
+        EvalError::Denied { .. } => PendingReason::ConfigInvalid,
     }
 }
 

@@ -208,6 +208,7 @@ fn fill_pools(input: &mut ConfigInputs, active: &ActiveConfig, inv: &Inventory, 
                 eu_access: e.eu_access.clone(),
                 shared: e.shared,
                 pools,
+                ..Default::default()
             }
         })
         .collect();
@@ -227,12 +228,7 @@ fn between_backticks(s: &str) -> Option<&str> {
 }
 
 fn entry_reaches(e: &crate::rules::EntryInfo, key: &PoolKey) -> bool {
-    let eu_ok = match e.eu_access.as_str() {
-        "true" => key.eu_access,
-        "false" => !key.eu_access,
-        _ => true,
-    };
-    eu_ok && key.shared == e.shared && e.matches_type(&key.hyperscaler_type)
+    e.preferences.first().is_some_and(|p| p.reaches(key))
 }
 
 fn export_metrics(ctx: &Context, inv: &Inventory) {

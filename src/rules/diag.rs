@@ -17,6 +17,12 @@ pub enum Reason {
     EmptyRules,
     InvalidConfig,
     MissingPool,
+    /// An ordered pool list breaks a fallback constraint (EU access, shared) or repeats a pool.
+    InvalidFallback,
+    /// Warning: a fallback pool is the first pool of another entry.
+    FallbackOverlap,
+    /// A pin conflicts with another (a binding pinned to two tenants, a tenant pinned twice).
+    PinConflict,
 }
 
 impl Reason {
@@ -30,6 +36,9 @@ impl Reason {
             Reason::EmptyRules => "EmptyRules",
             Reason::InvalidConfig => "InvalidConfig",
             Reason::MissingPool => "MissingPool",
+            Reason::InvalidFallback => "InvalidFallback",
+            Reason::FallbackOverlap => "FallbackOverlap",
+            Reason::PinConflict => "PinConflict",
         }
     }
 }
@@ -40,7 +49,9 @@ impl fmt::Display for Reason {
     }
 }
 
-/// One problem. `index` is 1-based; `column` is 1-based and counts characters of `entry`.
+/// One problem. `index` is 1-based; `column` is 1-based and counts characters of `entry`;
+/// `field` is the spec path of the problem (`rules[2]`, `structuredRules[0].oneOf[1]`,
+/// `pins[3]`), which for structured entries and pins takes the place of the column.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
     pub index: Option<usize>,
@@ -48,6 +59,8 @@ pub struct Diagnostic {
     pub reason: Reason,
     pub message: String,
     pub column: Option<usize>,
+    #[serde(default)]
+    pub field: Option<String>,
 }
 
 impl Diagnostic {
@@ -59,7 +72,21 @@ impl Diagnostic {
             reason,
             message: message.into(),
             column: None,
+            field: None,
         }
+    }
+
+    /// A problem of one spec field that is not a rule entry (`pins[2]`).
+    pub fn field(field: impl Into<String>, reason: Reason, message: impl Into<String>) -> Self {
+        Self {
+            field: Some(field.into()),
+            ..Self::global(reason, message)
+        }
+    }
+
+    /// The same problem, located at a spec path.
+    pub fn with_field(self, field: Option<String>) -> Self {
+        Self { field, ..self }
     }
 
     /// A problem of entry `index` (1-based).
@@ -76,18 +103,27 @@ impl Diagnostic {
             reason,
             message: message.into(),
             column,
+            field: None,
         }
     }
 }
 
 impl fmt::Display for Diagnostic {
     /// `rule 3 `aws(PR=)`: column 8: PR is empty`; the prefix parts are left out when unknown.
+    /// Structured entries and pins name their field instead of a column.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.index, &self.entry) {
-            (Some(i), Some(e)) => write!(f, "rule {i} `{e}`: ")?,
-            (Some(i), None) => write!(f, "rule {i}: ")?,
-            (None, Some(e)) => write!(f, "`{e}`: ")?,
-            (None, None) => {}
+        // `rules[i]` says no more than the index; other paths say where in an object.
+        let field = self.field.as_deref().filter(|p| !p.starts_with("rules["));
+        let at = |i: usize| match field {
+            Some(p) => format!("rule {i} ({p})"),
+            None => format!("rule {i}"),
+        };
+        match (self.index, &self.entry, field) {
+            (Some(i), Some(e), _) => write!(f, "{} `{e}`: ", at(i))?,
+            (Some(i), None, _) => write!(f, "{}: ", at(i))?,
+            (None, Some(e), _) => write!(f, "`{e}`: ")?,
+            (None, None, Some(p)) => write!(f, "{p}: ")?,
+            (None, None, None) => {}
         }
         if let Some(c) = self.column {
             write!(f, "column {c}: ")?;

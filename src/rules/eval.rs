@@ -1,10 +1,12 @@
 //! Evaluation of one request against compiled rules: plan → provider, the most specific
-//! matching entry, and the resulting hyperscalerType, euAccess and shared flags.
+//! matching entry, and either its ordered pools (hyperscalerType, euAccess and shared per
+//! preference) or its denial. `EvalError::Denied` is the one definition of a denial: whatever
+//! the request's source, it is denied with this reason and message.
 
 use crate::labels::PoolKey;
 
 use super::labelcheck::label_value_problem;
-use super::model::EuAccess;
+use super::model::{EuAccess, PoolResult};
 use super::plans::Provider;
 use super::{CompiledRules, Entry};
 
@@ -17,7 +19,8 @@ pub struct Request<'a> {
     pub provider: Option<&'a str>,
 }
 
-/// The matched entry and the pool it points at.
+/// The matched entry and the pools it points at. The top-level pool fields are those of the
+/// first preference (the only one for entries without fallbacks).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
     /// 1-based index of the matched entry.
@@ -27,9 +30,20 @@ pub struct Outcome {
     pub hyperscaler_type: String,
     pub eu_access: bool,
     pub shared: bool,
+    /// Every preference in order, the first one included; never empty.
+    pub preferences: Vec<Preference>,
+}
+
+/// One of the pools a request may use, in the order of the entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preference {
+    /// 1-based position in the entry's ordered pools; 1 is the primary.
+    pub index: usize,
+    pub pool: PoolKey,
 }
 
 impl Outcome {
+    /// The first preference's pool.
     pub fn pool(&self) -> PoolKey {
         PoolKey {
             hyperscaler_type: self.hyperscaler_type.clone(),
@@ -60,6 +74,16 @@ pub enum EvalError {
     MissingProvider { plan: String, message: String },
     #[error("{message}")]
     InvalidConfig { message: String },
+    /// The matching entry denies the request (`deny`, `-> DENY`, `oneOf: []`).
+    #[error("{message}")]
+    Denied {
+        /// 1-based index of the deny entry.
+        index: usize,
+        entry: String,
+        /// The entry's own message, if it has one.
+        reason_text: Option<String>,
+        message: String,
+    },
 }
 
 impl EvalError {
@@ -70,6 +94,7 @@ impl EvalError {
             EvalError::UnknownPlan { .. } => "UnknownPlan",
             EvalError::MissingProvider { .. } => "MissingProvider",
             EvalError::InvalidConfig { .. } => "InvalidConfig",
+            EvalError::Denied { .. } => "Denied",
         }
     }
 }
@@ -163,7 +188,24 @@ pub fn evaluate(rules: &CompiledRules, req: &Request<'_>) -> Result<Outcome, Eva
             candidates: names,
         });
     }
+    if best.rule.is_deny() {
+        return Err(denied(best, req));
+    }
     outcome(rules, best, provider, pr, cr)
+}
+
+/// The denial of `req` by deny entry `e`.
+fn denied(e: &Entry, req: &Request<'_>) -> EvalError {
+    let why = match &e.rule.deny_message {
+        Some(m) => m.clone(),
+        None => "the HapConfig allows no pool for these requests".to_string(),
+    };
+    EvalError::Denied {
+        index: e.index,
+        entry: e.text.clone(),
+        reason_text: e.rule.deny_message.clone(),
+        message: format!("{} denies {}: {why}", label(e), describe(req)),
+    }
 }
 
 fn outcome(
@@ -173,11 +215,45 @@ fn outcome(
     pr: Option<&str>,
     cr: Option<&str>,
 ) -> Result<Outcome, EvalError> {
+    let mut preferences = Vec::with_capacity(e.rule.pools.len());
+    for (k, p) in e.rule.pools.iter().enumerate() {
+        let pool = pool_of(rules, e, p, provider, pr, cr)?;
+        // `euAccess=*` then `euAccess` name one pool for an EU request: it is tried once.
+        if !preferences.iter().any(|q: &Preference| q.pool == pool) {
+            preferences.push(Preference { index: k + 1, pool });
+        }
+    }
+    let Some(first) = preferences.first() else {
+        // Deny entries were handled by the caller; an entry without pools has nothing to give.
+        return Err(EvalError::InvalidConfig {
+            message: format!("{} names no pool", label(e)),
+        });
+    };
+    Ok(Outcome {
+        index: e.index,
+        entry: e.text.clone(),
+        provider_type: provider.to_string(),
+        hyperscaler_type: first.pool.hyperscaler_type.clone(),
+        eu_access: first.pool.eu_access,
+        shared: first.pool.shared,
+        preferences,
+    })
+}
+
+/// The pool one preference names for this request.
+fn pool_of(
+    rules: &CompiledRules,
+    e: &Entry,
+    p: &PoolResult,
+    provider: &str,
+    pr: Option<&str>,
+    cr: Option<&str>,
+) -> Result<PoolKey, EvalError> {
     let mut t = String::with_capacity(provider.len() + 24);
     t.push_str(provider);
     for (on, value, name) in [
-        (e.rule.pr_suffix, pr, "platform region"),
-        (e.rule.cr_suffix, cr, "cluster region"),
+        (p.pr_suffix, pr, "platform region"),
+        (p.cr_suffix, cr, "cluster region"),
     ] {
         if !on {
             continue;
@@ -198,17 +274,14 @@ fn outcome(
             message: format!("{} produces hyperscalerType `{t}`, {problem}", label(e)),
         });
     }
-    let eu_access = match e.rule.eu_access {
+    let eu_access = match p.eu_access {
         EuAccess::Never => false,
         EuAccess::Always => true,
         EuAccess::FromRequest => pr.is_some_and(|p| rules.eu_regions.iter().any(|r| r == p)),
     };
-    Ok(Outcome {
-        index: e.index,
-        entry: e.text.clone(),
-        provider_type: provider.to_string(),
+    Ok(PoolKey {
         hyperscaler_type: t,
         eu_access,
-        shared: e.rule.shared,
+        shared: p.shared,
     })
 }

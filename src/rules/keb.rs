@@ -1,9 +1,12 @@
 //! Parser of the KEB syntax (DESIGN §2.2): `PLAN[(PR=v[,HR=v])] [-> OUT[,OUT...]]`, matching
 //! upstream's grammar and error cases except `*` (any value here) and text after `)` (an error).
+//! Extended (docs/rules.md §2.4) by ordered fallbacks, `-> OUTS | OUTS | -` (`-`: no outputs,
+//! `SF`: a shared pool accepted as the fallback of a dedicated one), and by
+//! `-> DENY ["message"]`; upstream has neither, so no upstream entry changes meaning.
 
 use super::lexer::{Kind, Token};
-use super::model::{Cond, EuAccess, Rule};
-use super::parse::{Cursor, Issue, ParseResult, Parsed, did_you_mean, reject_foreign};
+use super::model::{Cond, EuAccess, PoolResult, Rule};
+use super::parse::{Cursor, Issue, ParseResult, Parsed, did_you_mean, message, reject_foreign};
 
 /// Parses one KEB entry.
 pub fn parse(input: &str) -> ParseResult {
@@ -33,9 +36,12 @@ pub fn parse(input: &str) -> ParseResult {
             ));
         }
     }
+    let mut pref_cols = vec![plan_col];
     match c.bump() {
         None => {}
-        Some(t) if t.kind == Kind::Arrow => outputs(&mut c, &mut rule, &mut warnings)?,
+        Some(t) if t.kind == Kind::Arrow => {
+            pref_cols = preferences(&mut c, &mut rule, &mut warnings, plan_col)?;
+        }
         Some(t) => {
             return Err(Issue::new(
                 t.col,
@@ -49,8 +55,46 @@ pub fn parse(input: &str) -> ParseResult {
     Ok(Parsed {
         rule,
         plan_col,
+        pref_cols,
         warnings,
     })
+}
+
+/// Everything after `->`: `DENY ["message"]`, or output lists separated by `|`. Returns the
+/// column of each preference (the plan for the first, then each `|`).
+fn preferences(
+    c: &mut Cursor<'_>,
+    rule: &mut Rule,
+    warnings: &mut Vec<Issue>,
+    plan_col: usize,
+) -> Result<Vec<usize>, Issue> {
+    if c.eat(Kind::Word("DENY")) {
+        rule.pools.clear();
+        if let Some(m) = c.peek()
+            && let Kind::Str { raw, closed } = m.kind
+        {
+            c.bump();
+            rule.deny_message = Some(message(raw, closed, m.col)?);
+        }
+        return match c.peek() {
+            None => Ok(Vec::new()),
+            Some(n) => Err(Issue::new(
+                n.col,
+                format!(
+                    "unexpected {} after `DENY`: a deny entry has no other outputs and no fallbacks, only an optional message in double quotes",
+                    n.describe()
+                ),
+            )),
+        };
+    }
+    let mut cols = vec![plan_col];
+    rule.pools[0] = outputs(c, warnings, true)?;
+    while let Some(bar) = c.bump() {
+        cols.push(bar.col);
+        let pool = outputs(c, warnings, false)?;
+        rule.pools.push(pool);
+    }
+    Ok(cols)
 }
 
 /// Upstream's structural checks, which run before anything else.
@@ -191,16 +235,48 @@ fn unknown_input(key: &str) -> String {
     format!("unknown attribute `{key}`{hint}; inputs are PR and HR")
 }
 
-fn outputs(c: &mut Cursor<'_>, rule: &mut Rule, warnings: &mut Vec<Issue>) -> Result<(), Issue> {
+/// One preference's outputs up to the next `|` (consumed by the caller) or the end; `-` alone
+/// stands for no outputs. `first`: this is the primary, where upstream's empty-output error
+/// applies as written.
+fn outputs(
+    c: &mut Cursor<'_>,
+    warnings: &mut Vec<Issue>,
+    first: bool,
+) -> Result<PoolResult, Issue> {
+    let mut pool = PoolResult::default();
+    if let Some(t) = c.peek().filter(|t| t.kind == Kind::Word("-")) {
+        c.bump();
+        return match c.peek() {
+            None
+            | Some(Token {
+                kind: Kind::Bar, ..
+            }) => Ok(pool),
+            Some(n) => Err(Issue::new(
+                n.col,
+                format!(
+                    "`-` stands for a preference without outputs and stands alone; found {} after it (column {})",
+                    n.describe(),
+                    t.col
+                ),
+            )),
+        };
+    }
     let mut seen: Vec<String> = Vec::new();
     loop {
         let col = c.col();
         let name = words(c, "an output", warnings);
         if name.is_empty() {
             return Err(match c.peek() {
+                Some(t) if t.kind == Kind::Bar && !first => Issue::new(
+                    t.col,
+                    "output attribute is empty: write `-` for a fallback without outputs",
+                ),
                 Some(t) if t.kind != Kind::Comma => Issue::new(
                     t.col,
-                    format!("expected an output (EU, S, PR, HR), found {}", t.describe()),
+                    format!(
+                        "expected an output (EU, S, SF, PR, HR), found {}",
+                        t.describe()
+                    ),
                 ),
                 _ => Issue::new(col, "output attribute is empty"),
             });
@@ -208,33 +284,49 @@ fn outputs(c: &mut Cursor<'_>, rule: &mut Rule, warnings: &mut Vec<Issue>) -> Re
         let name = name.as_str();
         let long = match name {
             "EU" => "EuAccess",
-            "S" => "Shared",
+            "S" | "SF" => "Shared",
             "PR" => "PlatformRegionSuffix",
             "HR" => "HyperscalerRegionSuffix",
             _ => {
-                let hint = did_you_mean(name, ["EU", "S", "PR", "HR"]);
+                let hint = match name {
+                    "DENY" => " (`DENY` stands alone right after `->`)".to_string(),
+                    _ => did_you_mean(name, ["EU", "S", "SF", "PR", "HR"]),
+                };
                 return Err(Issue::new(
                     col,
-                    format!("unknown attribute `{name}`{hint}; outputs are EU, S, PR and HR"),
+                    format!("unknown attribute `{name}`{hint}; outputs are EU, S, SF, PR and HR"),
                 ));
             }
         };
-        if seen.iter().any(|s| s == name) {
-            return Err(Issue::new(
-                col,
-                format!("{long} already set (`{name}` appears twice)"),
-            ));
+        let key = if name == "SF" { "S" } else { name };
+        if let Some(prev) = seen
+            .iter()
+            .find(|s| s.as_str() == key || (key == "S" && s == &"SF"))
+        {
+            let what = if prev == name {
+                format!("`{name}` appears twice")
+            } else {
+                "`S` and `SF` both say shared".to_string()
+            };
+            return Err(Issue::new(col, format!("{long} already set ({what})")));
         }
         seen.push(name.to_string());
         match name {
-            "EU" => rule.eu_access = EuAccess::Always,
-            "S" => rule.shared = true,
-            "PR" => rule.pr_suffix = true,
-            _ => rule.cr_suffix = true,
+            "EU" => pool.eu_access = EuAccess::Always,
+            "S" => pool.shared = true,
+            "SF" => {
+                pool.shared = true;
+                pool.shared_fallback = true;
+            }
+            "PR" => pool.pr_suffix = true,
+            _ => pool.cr_suffix = true,
         }
-        match c.bump() {
-            None => return Ok(()),
-            Some(t) if t.kind == Kind::Comma => {}
+        match c.peek() {
+            None => return Ok(pool),
+            Some(t) if t.kind == Kind::Bar => return Ok(pool),
+            Some(t) if t.kind == Kind::Comma => {
+                c.bump();
+            }
             Some(t) if t.kind == Kind::Eq => {
                 return Err(Issue::new(t.col, "outputs take no values"));
             }
@@ -257,7 +349,8 @@ mod tests {
         let r = parse("gcp(HR=us1,PR=cf-sa30)->HR,PR,S,EU").unwrap().rule;
         assert_eq!(r.pr, Cond::Exact("cf-sa30".into()));
         assert_eq!(r.cr, Cond::Exact("us1".into()));
-        assert!(r.pr_suffix && r.cr_suffix && r.shared && r.eu_access == EuAccess::Always);
+        let p = &r.pools[0];
+        assert!(p.pr_suffix && p.cr_suffix && p.shared && p.eu_access == EuAccess::Always);
     }
 
     #[test]
@@ -273,5 +366,35 @@ mod tests {
         let p = parse("sap-converged-cloud(HR=*)->S").unwrap();
         assert_eq!(p.rule.cr, Cond::Any);
         assert!(p.warnings[0].message.contains("literal"));
+    }
+
+    #[test]
+    fn ordered_fallbacks_and_deny() {
+        let p = parse("gcp(PR=cf-sa30) -> PR | - | SF").unwrap();
+        assert_eq!(p.rule.pools.len(), 3);
+        assert!(p.rule.pools[0].pr_suffix);
+        assert_eq!(p.rule.pools[1], PoolResult::default());
+        assert!(p.rule.pools[2].shared_fallback && p.rule.pools[2].shared);
+        assert_eq!(p.pref_cols, vec![1, 23, 27]);
+        let p = parse("aws -> - | EU").unwrap();
+        assert_eq!(p.rule.pools[1].eu_access, EuAccess::Always);
+        let r = parse(r#"aws(PR=cf-eu11) -> DENY "frozen | for now""#)
+            .unwrap()
+            .rule;
+        assert!(r.is_deny());
+        assert_eq!(r.deny_message.as_deref(), Some("frozen | for now"));
+        assert!(parse("aws -> DENY").unwrap().rule.is_deny());
+    }
+
+    #[test]
+    fn fallback_errors() {
+        let e = |s: &str| parse(s).unwrap_err();
+        assert!(e("aws -> EU |").message.contains("empty"));
+        assert!(e("aws -> EU | | S").message.contains("write `-`"));
+        assert!(e("aws -> S,SF").message.contains("both say shared"));
+        assert!(e("aws -> DENY,S").message.contains("after `DENY`"));
+        assert!(e("aws -> EU | DENY").message.contains("stands alone"));
+        assert!(e("aws -> - S").message.contains("stands alone"));
+        assert!(e(r#"aws -> DENY "x"#).message.contains("closing"));
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use crate::api::LegacyRules;
 
 use super::diag::{Diagnostic, Reason};
-use super::model::{Cond, EuAccess, Rule};
+use super::model::{Cond, EuAccess, PoolResult, Rule};
 use super::plans::PlanTable;
 
 /// The four properties, in the order their suffixes and labels apply.
@@ -79,6 +79,7 @@ pub fn parse(
                     reason,
                     message: format!("{}: {msg}", prop.name()),
                     column: Some(col + offset),
+                    field: None,
                 }),
             }
         }
@@ -220,23 +221,22 @@ pub fn expand(props: &[(Property, Vec<Item>)], table: &PlanTable) -> Vec<Rule> {
 }
 
 fn same_outputs(a: &Rule, b: &Rule) -> bool {
-    (a.pr_suffix, a.cr_suffix, a.shared, a.eu_access)
-        == (b.pr_suffix, b.cr_suffix, b.shared, b.eu_access)
+    a.pools == b.pools
 }
 
 fn outcome(props: &[(Property, Vec<Item>)], plan: &str, region: Option<&str>) -> Rule {
-    let mut r = Rule::plain(plan);
+    let mut pool = PoolResult::default();
     for (prop, items) in props {
         if items.iter().any(|i| i.applies(plan, region)) {
             match prop {
-                Property::PlatformRegion => r.pr_suffix = true,
-                Property::ClusterRegion => r.cr_suffix = true,
-                Property::Shared => r.shared = true,
-                Property::EuAccess => r.eu_access = EuAccess::Always,
+                Property::PlatformRegion => pool.pr_suffix = true,
+                Property::ClusterRegion => pool.cr_suffix = true,
+                Property::Shared => pool.shared = true,
+                Property::EuAccess => pool.eu_access = EuAccess::Always,
             }
         }
     }
-    r
+    Rule::single(plan, pool)
 }
 
 #[cfg(test)]

@@ -28,8 +28,10 @@ pub fn to_seed(expanded: &[Rule], default_eu: &[&str]) -> Result<SeedTranslation
         };
         let mut eu_regions = BTreeSet::new();
         for r in rules.iter().filter(|r| !r.pr.is_absent()) {
-            let Cond::Exact(region) = &r.pr else { continue };
-            if r.pr_suffix {
+            let (Cond::Exact(region), Some(pool)) = (&r.pr, r.primary()) else {
+                continue;
+            };
+            if pool.pr_suffix {
                 out.push(with_wildcards(r));
             } else if only_eu_differs(r, base) {
                 eu_regions.insert(region.as_str());
@@ -42,7 +44,9 @@ pub fn to_seed(expanded: &[Rule], default_eu: &[&str]) -> Result<SeedTranslation
         }
         let mut b = with_wildcards(base);
         if !eu_regions.is_empty() {
-            b.eu_access = EuAccess::FromRequest;
+            for p in &mut b.pools {
+                p.eu_access = EuAccess::FromRequest;
+            }
             eu_sets.insert(plan, eu_regions);
         }
         out.push(b);
@@ -75,16 +79,23 @@ pub fn to_seed(expanded: &[Rule], default_eu: &[&str]) -> Result<SeedTranslation
 /// (an invalid hyperscalerType before, no matching rule after).
 fn with_wildcards(r: &Rule) -> Rule {
     let mut r = r.clone();
-    if r.pr_suffix && r.pr.is_absent() {
+    let (pr, cr) = (
+        r.pools.iter().any(|p| p.pr_suffix),
+        r.pools.iter().any(|p| p.cr_suffix),
+    );
+    if pr && r.pr.is_absent() {
         r.pr = Cond::Any;
     }
-    if r.cr_suffix && r.cr.is_absent() {
+    if cr && r.cr.is_absent() {
         r.cr = Cond::Any;
     }
     r
 }
 
 fn only_eu_differs(r: &Rule, base: &Rule) -> bool {
+    let (Some(r), Some(base)) = (r.primary(), base.primary()) else {
+        return false;
+    };
     r.eu_access == EuAccess::Always
         && base.eu_access == EuAccess::Never
         && (r.pr_suffix, r.cr_suffix, r.shared) == (base.pr_suffix, base.cr_suffix, base.shared)

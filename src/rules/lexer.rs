@@ -1,5 +1,6 @@
-//! Tokenizer shared by the Seed and KEB parsers: words, punctuation and the `->` arrow, each
-//! with its 1-based character column so that every parse error can point at the culprit.
+//! Tokenizer shared by the Seed and KEB parsers: words, punctuation, the `->` arrow, the `|`
+//! between ordered preferences and quoted deny messages, each with its 1-based character column
+//! so that every parse error can point at the culprit.
 
 /// Kinds of token. A word is a run of `[A-Za-z0-9._-]` (a `-` directly followed by `>` is the
 /// arrow instead); any other non-blank character is `Other` and becomes a parse error.
@@ -12,6 +13,14 @@ pub enum Kind<'a> {
     Eq,
     Star,
     Arrow,
+    /// `|` between the ordered pool preferences of one entry.
+    Bar,
+    /// A double-quoted message; `raw` is the text between the quotes with escapes unresolved,
+    /// `closed` whether the closing quote was found.
+    Str {
+        raw: &'a str,
+        closed: bool,
+    },
     Other(char),
 }
 
@@ -35,6 +44,8 @@ impl Token<'_> {
             Kind::Eq => "`=`".into(),
             Kind::Star => "`*`".into(),
             Kind::Arrow => "`->`".into(),
+            Kind::Bar => "`|`".into(),
+            Kind::Str { .. } => "a quoted message".into(),
             Kind::Other(c) => format!("`{}`", c.escape_debug()),
         }
     }
@@ -66,6 +77,29 @@ pub fn lex(input: &str) -> Vec<Token<'_>> {
             ',' => Kind::Comma,
             '=' => Kind::Eq,
             '*' => Kind::Star,
+            '|' => Kind::Bar,
+            '"' => {
+                // A backslash escapes the next character, so `\"` does not end the message.
+                let start = bi + 1;
+                let mut end = input.len();
+                let mut closed = false;
+                let mut escaped = false;
+                for (_, (nbi, n)) in chars.by_ref() {
+                    if escaped {
+                        escaped = false;
+                    } else if n == '\\' {
+                        escaped = true;
+                    } else if n == '"' {
+                        end = nbi;
+                        closed = true;
+                        break;
+                    }
+                }
+                Kind::Str {
+                    raw: &input[start..end],
+                    closed,
+                }
+            }
             c if is_word_char(c) => {
                 let mut end = bi + c.len_utf8();
                 while let Some(&(_, (nbi, n))) = chars.peek() {
@@ -113,6 +147,35 @@ mod tests {
         let t = lex("é(PR=x)");
         assert_eq!(t[0].kind, Kind::Other('é'));
         assert_eq!(t[1].col, 2);
+    }
+
+    #[test]
+    fn messages_and_bars() {
+        assert_eq!(
+            kinds(r#"aws deny "a \" | b" | x"#),
+            vec![
+                Kind::Word("aws"),
+                Kind::Word("deny"),
+                Kind::Str {
+                    raw: r#"a \" | b"#,
+                    closed: true
+                },
+                Kind::Bar,
+                Kind::Word("x")
+            ]
+        );
+        assert_eq!(
+            kinds(r#"x "open"#),
+            vec![
+                Kind::Word("x"),
+                Kind::Str {
+                    raw: "open",
+                    closed: false
+                }
+            ]
+        );
+        // Columns after a message count its characters.
+        assert_eq!(lex(r#""é" |"#)[1].col, 5);
     }
 
     #[test]

@@ -68,11 +68,13 @@ pub fn from_keb_values(values: &Value, target: &Target) -> Result<Migration, Mig
             continue;
         };
         if rule.pr == Cond::Any || rule.cr == Cond::Any {
-            let fix = if rule.cr == Cond::Any && !rule.cr_suffix {
+            let single = rule.pools.len() == 1;
+            let primary = rule.primary().cloned().unwrap_or_default();
+            let fix = if rule.cr == Cond::Any && !primary.cr_suffix && single {
                 format!(
                     " For pools labelled `<provider>_<region>` write `{} -> HR{}`.",
                     rule.plan,
-                    if rule.shared { ",S" } else { "" }
+                    if primary.shared { ",S" } else { "" }
                 )
             } else {
                 String::new()

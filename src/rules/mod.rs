@@ -1,8 +1,11 @@
-//! The rules engine (DESIGN §2–§3): Seed, KEB and legacy syntaxes parsed into one model,
-//! validated all at once, indexed by plan, and evaluated without Kubernetes I/O.
+//! The rules engine (DESIGN §2–§3): Seed, KEB, structured and legacy entries parsed into one
+//! model, validated all at once (with the fallback constraints and pins of issue 13), indexed by
+//! plan, and evaluated without Kubernetes I/O.
 
 mod diag;
+mod entries;
 mod eval;
+mod fallback;
 mod keb;
 mod labelcheck;
 mod legacy;
@@ -11,6 +14,7 @@ mod lexer;
 pub mod migrate;
 mod model;
 mod parse;
+mod pins;
 mod plans;
 mod pools;
 mod seed;
@@ -22,11 +26,14 @@ use crate::api::{HapConfigSpec, RuleSyntax};
 use crate::labels::ResolvedLabelKeys;
 
 pub use diag::{Diagnostic, Reason, Validation};
-pub use eval::{EvalError, Outcome, Request};
+pub(crate) use entries::Entry;
+pub use entries::to_structured;
+pub use eval::{EvalError, Outcome, Preference, Request};
 pub use labelcheck::label_value_problem;
-pub use model::{Cond, EuAccess, Rule, Specificity};
+pub use model::{Cond, EuAccess, PoolResult, Rule, Specificity};
+pub use pins::PinRule;
 pub use plans::{PlanTable, Provider};
-pub use pools::EntryInfo;
+pub use pools::{EntryInfo, PreferenceInfo};
 
 /// EU-access platform regions when the spec names none.
 pub const DEFAULT_EU_REGIONS: [&str; 2] = ["cf-eu11", "cf-ch20"];
@@ -59,15 +66,6 @@ pub fn parse_entry(syntax: Syntax, text: &str) -> Result<(Rule, Vec<ParseIssue>)
     Ok((p.rule, p.warnings))
 }
 
-/// One entry of the rule set in force. Legacy rules become entries written in canonical KEB text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Entry {
-    pub index: usize,
-    pub text: String,
-    pub rule: Rule,
-    pub plan_col: usize,
-}
-
 /// Parsed, validated and indexed rules, ready for evaluation.
 #[derive(Clone, Debug)]
 pub struct CompiledRules {
@@ -78,6 +76,7 @@ pub struct CompiledRules {
     eu_regions: Vec<String>,
     keys: ResolvedLabelKeys,
     legacy: bool,
+    pins: Vec<PinRule>,
 }
 
 impl CompiledRules {
@@ -91,7 +90,7 @@ impl CompiledRules {
         let eu_regions = eu_regions(spec, &mut v);
         refresh_cycle(spec, &mut v);
         let syntax = Syntax::from(spec.rule_syntax.unwrap_or_default());
-        let entries = entries(spec, syntax, &plans, &mut v);
+        let entries = entries::entries(spec, syntax, &plans, &mut v);
         let keb = syntax == Syntax::Keb || spec.legacy_rules.is_some();
         v.errors.extend(validate::unknown_plans(&entries, &plans));
         v.errors.extend(validate::duplicates(&entries));
@@ -102,6 +101,8 @@ impl CompiledRules {
             &plans,
         ));
         v.errors.extend(validate::fixed_types(&entries, &plans));
+        fallback::check(&entries, &plans, &mut v);
+        let pins = pins::compile(spec.pins.as_deref().unwrap_or_default(), &mut v);
         // Entry errors in entry order, then the ones about the configuration as a whole.
         v.errors.sort_by_key(|d| d.index.unwrap_or(usize::MAX));
         if !v.errors.is_empty() {
@@ -122,6 +123,7 @@ impl CompiledRules {
                 eu_regions,
                 keys,
                 legacy,
+                pins,
             },
             v.warnings,
         ))
@@ -151,6 +153,11 @@ impl CompiledRules {
 
     pub fn eu_access_platform_regions(&self) -> &[String] {
         &self.eu_regions
+    }
+
+    /// The pins of the spec, validated.
+    pub fn pins(&self) -> &[PinRule] {
+        &self.pins
     }
 
     /// Whether the entries were derived from `legacyRules`.
@@ -221,105 +228,6 @@ fn refresh_cycle(spec: &HapConfigSpec, v: &mut Validation) {
         Reason::InvalidConfig,
         format!("internalStateRefreshCycleDuration: {problem}"),
     ));
-}
-
-/// The entries of `rules` or `legacyRules`, recording parse errors and warnings.
-fn entries(
-    spec: &HapConfigSpec,
-    syntax: Syntax,
-    plans: &PlanTable,
-    v: &mut Validation,
-) -> Vec<Entry> {
-    match (&spec.rules, &spec.legacy_rules) {
-        (Some(_), Some(_)) => {
-            v.errors.push(Diagnostic::global(
-                Reason::InvalidConfig,
-                "rules and legacyRules are mutually exclusive: set one of them",
-            ));
-            Vec::new()
-        }
-        (None, None) => {
-            v.errors.push(Diagnostic::global(
-                Reason::EmptyRules,
-                "no rules: set rules (or legacyRules)",
-            ));
-            Vec::new()
-        }
-        (Some(list), None) if list.is_empty() => {
-            v.errors.push(Diagnostic::global(
-                Reason::EmptyRules,
-                "the rule list is empty: every request would fail",
-            ));
-            Vec::new()
-        }
-        (Some(list), None) => parse_list(list, syntax, v),
-        (None, Some(legacy)) => {
-            if spec.rule_syntax.is_some_and(|s| s != RuleSyntax::Seed) {
-                v.errors.push(Diagnostic::global(
-                    Reason::InvalidConfig,
-                    "ruleSyntax applies to rules only; remove it when using legacyRules",
-                ));
-            }
-            match legacy::parse(legacy, plans) {
-                Ok(props) => legacy_entries(&legacy::expand(&props, plans)),
-                Err(errors) => {
-                    v.errors.extend(errors);
-                    Vec::new()
-                }
-            }
-        }
-    }
-}
-
-fn parse_list(list: &[String], syntax: Syntax, v: &mut Validation) -> Vec<Entry> {
-    let mut out = Vec::new();
-    for (i, text) in list.iter().enumerate() {
-        let index = i + 1;
-        let parsed = match syntax {
-            Syntax::Seed => seed::parse(text),
-            Syntax::Keb => keb::parse(text),
-        };
-        match parsed {
-            Ok(p) => {
-                for w in p.warnings {
-                    v.warnings.push(Diagnostic::at(
-                        index,
-                        text,
-                        Reason::ParseError,
-                        Some(w.col),
-                        w.message,
-                    ));
-                }
-                out.push(Entry {
-                    index,
-                    text: text.clone(),
-                    rule: p.rule,
-                    plan_col: p.plan_col,
-                });
-            }
-            Err(e) => v.errors.push(Diagnostic::at(
-                index,
-                text,
-                Reason::ParseError,
-                Some(e.col),
-                e.message,
-            )),
-        }
-    }
-    out
-}
-
-fn legacy_entries(rules: &[Rule]) -> Vec<Entry> {
-    rules
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Entry {
-            index: i + 1,
-            text: r.to_keb().unwrap_or_else(|| r.plan.clone()),
-            rule: r.clone(),
-            plan_col: 1,
-        })
-        .collect()
 }
 
 /// Expands legacy rules into rules of the one model (for `hap migrate` and tests).

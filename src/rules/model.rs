@@ -1,5 +1,10 @@
-//! The one rule model all three syntaxes parse into, and its canonical printing in the Seed and
-//! KEB syntaxes (each printer re-parses to the same model).
+//! The one rule model all syntaxes parse into (Seed, KEB, legacy and the structured
+//! `structuredRules`), and its canonical printing in the Seed and KEB syntaxes (each printer
+//! re-parses to the same model).
+//!
+//! An entry matches requests by plan and region conditions and then either names an ordered list
+//! of pool results (`oneOf` of seed 002: the first preference with a usable binding serves) or,
+//! with an empty list, denies what it matches.
 
 use std::fmt::Write as _;
 
@@ -60,18 +65,43 @@ impl EuAccess {
     }
 }
 
-/// One parsed rule entry: which requests it matches and which pool it points them at.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Rule {
-    pub plan: String,
-    pub pr: Cond,
-    pub cr: Cond,
+/// What one preference of an entry produces: the labels of one pool.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct PoolResult {
     /// Append `_<platform region>` to the hyperscalerType.
     pub pr_suffix: bool,
     /// Append `_<cluster region>` after the platform region part.
     pub cr_suffix: bool,
     pub shared: bool,
     pub eu_access: EuAccess,
+    /// The entry explicitly accepts this shared pool as the fallback of a dedicated preference
+    /// (Seed `shared=fallback`, KEB `SF`); implies `shared`.
+    pub shared_fallback: bool,
+}
+
+impl PoolResult {
+    /// Whether two preferences name the same pool (the fallback consent does not count).
+    pub fn same_pool(&self, other: &PoolResult) -> bool {
+        (self.pr_suffix, self.cr_suffix, self.shared, self.eu_access)
+            == (
+                other.pr_suffix,
+                other.cr_suffix,
+                other.shared,
+                other.eu_access,
+            )
+    }
+}
+
+/// One parsed rule entry: which requests it matches and what it does with them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Rule {
+    pub plan: String,
+    pub pr: Cond,
+    pub cr: Cond,
+    /// The ordered preferences (`oneOf`), primary first. Empty: the entry denies what it matches.
+    pub pools: Vec<PoolResult>,
+    /// What a denied request is told (deny entries only).
+    pub deny_message: Option<String>,
 }
 
 /// Specificity: exact conditions first, then wildcards (DESIGN §2.4); derived ordering compares
@@ -83,17 +113,40 @@ pub struct Specificity {
 }
 
 impl Rule {
-    /// A rule for `plan` with no conditions and default outputs.
+    /// A rule for `plan` with no conditions and one default pool.
     pub fn plain(plan: impl Into<String>) -> Self {
+        Self::single(plan, PoolResult::default())
+    }
+
+    /// A rule for `plan` with no conditions and the one pool `pool`.
+    pub fn single(plan: impl Into<String>, pool: PoolResult) -> Self {
         Self {
             plan: plan.into(),
             pr: Cond::Absent,
             cr: Cond::Absent,
-            pr_suffix: false,
-            cr_suffix: false,
-            shared: false,
-            eu_access: EuAccess::Never,
+            pools: vec![pool],
+            deny_message: None,
         }
+    }
+
+    /// A rule for `plan` with no conditions that denies what it matches.
+    pub fn deny(plan: impl Into<String>, message: Option<String>) -> Self {
+        Self {
+            plan: plan.into(),
+            pr: Cond::Absent,
+            cr: Cond::Absent,
+            pools: Vec::new(),
+            deny_message: message,
+        }
+    }
+
+    pub fn is_deny(&self) -> bool {
+        self.pools.is_empty()
+    }
+
+    /// The first preference; `None` for a deny entry.
+    pub fn primary(&self) -> Option<&PoolResult> {
+        self.pools.first()
     }
 
     pub fn specificity(&self) -> Specificity {
@@ -112,9 +165,17 @@ impl Rule {
         matches!(self.pr, Cond::Any) || matches!(self.cr, Cond::Any)
     }
 
-    /// Whether the Seed syntax can say exactly this: there a condition always adds its suffix.
+    /// Whether the Seed syntax can say exactly this: there a condition always adds its suffix to
+    /// the primary pool, and a fallback can append only a region the entry requires.
     pub fn seed_expressible(&self) -> bool {
-        self.pr_suffix != self.pr.is_absent() && self.cr_suffix != self.cr.is_absent()
+        let Some((primary, fallbacks)) = self.pools.split_first() else {
+            return true;
+        };
+        primary.pr_suffix != self.pr.is_absent()
+            && primary.cr_suffix != self.cr.is_absent()
+            && fallbacks.iter().all(|p| {
+                (!p.pr_suffix || !self.pr.is_absent()) && (!p.cr_suffix || !self.cr.is_absent())
+            })
     }
 
     /// Canonical Seed text, `None` when the Seed syntax cannot express the rule.
@@ -129,20 +190,37 @@ impl Rule {
         if let Some(v) = self.cr.text() {
             attrs.push(format!("CR={v}"));
         }
-        if self.shared {
-            attrs.push("shared".into());
+        let Some((primary, fallbacks)) = self.pools.split_first() else {
+            let mut out = with_args(&self.plan, &attrs, ", ");
+            out.push_str(" deny");
+            if let Some(m) = &self.deny_message {
+                let _ = write!(out, " {}", quote(m));
+            }
+            return Some(out);
+        };
+        seed_outputs(primary, &mut attrs);
+        let mut out = with_args(&self.plan, &attrs, ", ");
+        for p in fallbacks {
+            let mut attrs = Vec::new();
+            if p.pr_suffix {
+                attrs.push("PR".to_string());
+            }
+            if p.cr_suffix {
+                attrs.push("CR".to_string());
+            }
+            seed_outputs(p, &mut attrs);
+            let _ = write!(out, " | ({})", attrs.join(", "));
         }
-        match self.eu_access {
-            EuAccess::Never => {}
-            EuAccess::Always => attrs.push("euAccess".into()),
-            EuAccess::FromRequest => attrs.push("euAccess=*".into()),
-        }
-        Some(with_args(&self.plan, &attrs, ", "))
+        Some(out)
     }
 
     /// Canonical KEB text, `None` for `euAccess=*`, which the KEB syntax has no way to say.
     pub fn to_keb(&self) -> Option<String> {
-        if self.eu_access == EuAccess::FromRequest {
+        if self
+            .pools
+            .iter()
+            .any(|p| p.eu_access == EuAccess::FromRequest)
+        {
             return None;
         }
         let mut inputs: Vec<String> = Vec::new();
@@ -153,18 +231,26 @@ impl Rule {
             inputs.push(format!("HR={v}"));
         }
         let mut out = with_args(&self.plan, &inputs, ",");
-        let outputs: Vec<&str> = [
-            (self.eu_access == EuAccess::Always, "EU"),
-            (self.shared, "S"),
-            (self.pr_suffix, "PR"),
-            (self.cr_suffix, "HR"),
-        ]
-        .iter()
-        .filter(|(on, _)| *on)
-        .map(|(_, name)| *name)
-        .collect();
-        if !outputs.is_empty() {
-            let _ = write!(out, " -> {}", outputs.join(","));
+        if self.is_deny() {
+            out.push_str(" -> DENY");
+            if let Some(m) = &self.deny_message {
+                let _ = write!(out, " {}", quote(m));
+            }
+            return Some(out);
+        }
+        let lists: Vec<String> = self.pools.iter().map(keb_outputs).collect();
+        match lists.as_slice() {
+            [only] if only.is_empty() => {}
+            [only] => {
+                let _ = write!(out, " -> {only}");
+            }
+            many => {
+                let shown: Vec<&str> = many
+                    .iter()
+                    .map(|l| if l.is_empty() { "-" } else { l.as_str() })
+                    .collect();
+                let _ = write!(out, " -> {}", shown.join(" | "));
+            }
         }
         Some(out)
     }
@@ -183,6 +269,50 @@ impl Rule {
     }
 }
 
+/// The Seed output attributes of one preference (its suffixes are said elsewhere).
+fn seed_outputs(p: &PoolResult, attrs: &mut Vec<String>) {
+    if p.shared_fallback {
+        attrs.push("shared=fallback".into());
+    } else if p.shared {
+        attrs.push("shared".into());
+    }
+    match p.eu_access {
+        EuAccess::Never => {}
+        EuAccess::Always => attrs.push("euAccess".into()),
+        EuAccess::FromRequest => attrs.push("euAccess=*".into()),
+    }
+}
+
+/// The KEB outputs of one preference, in canonical order.
+fn keb_outputs(p: &PoolResult) -> String {
+    [
+        (p.eu_access == EuAccess::Always, "EU"),
+        (p.shared && !p.shared_fallback, "S"),
+        (p.shared_fallback, "SF"),
+        (p.pr_suffix, "PR"),
+        (p.cr_suffix, "HR"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, name)| *name)
+    .collect::<Vec<_>>()
+    .join(",")
+}
+
+/// A deny message as the entry syntaxes write it: in double quotes, `"` and `\` escaped.
+pub fn quote(message: &str) -> String {
+    let mut out = String::with_capacity(message.len() + 2);
+    out.push('"');
+    for c in message.chars() {
+        if matches!(c, '"' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
 fn with_args(plan: &str, args: &[String], sep: &str) -> String {
     if args.is_empty() {
         plan.to_string()
@@ -194,6 +324,12 @@ fn with_args(plan: &str, args: &[String], sep: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pool(f: impl FnOnce(&mut PoolResult)) -> PoolResult {
+        let mut p = PoolResult::default();
+        f(&mut p);
+        p
+    }
 
     #[test]
     fn specificity_ranks_exact_before_wildcard() {
@@ -208,20 +344,61 @@ mod tests {
 
     #[test]
     fn seed_printing_needs_suffix_with_every_condition() {
-        let mut r = Rule::plain("aws");
+        let mut r = Rule::single("aws", pool(|p| p.eu_access = EuAccess::Always));
         r.pr = Cond::Exact("cf-eu11".into());
-        r.eu_access = EuAccess::Always;
         assert_eq!(r.to_seed(), None);
         assert_eq!(r.to_keb().as_deref(), Some("aws(PR=cf-eu11) -> EU"));
-        r.pr_suffix = true;
+        r.pools[0].pr_suffix = true;
         assert_eq!(r.to_seed().as_deref(), Some("aws(PR=cf-eu11, euAccess)"));
     }
 
     #[test]
     fn keb_cannot_say_eu_from_request() {
-        let mut r = Rule::plain("azure");
-        r.eu_access = EuAccess::FromRequest;
+        let r = Rule::single("azure", pool(|p| p.eu_access = EuAccess::FromRequest));
         assert_eq!(r.to_keb(), None);
         assert_eq!(r.to_seed().as_deref(), Some("azure(euAccess=*)"));
+    }
+
+    #[test]
+    fn ordered_pools_print_in_both_syntaxes() {
+        let mut r = Rule::single("gcp", pool(|p| p.pr_suffix = true));
+        r.pr = Cond::Exact("cf-sa30".into());
+        r.pools.push(PoolResult::default());
+        r.pools.push(pool(|p| {
+            p.shared = true;
+            p.shared_fallback = true;
+        }));
+        assert_eq!(
+            r.to_seed().as_deref(),
+            Some("gcp(PR=cf-sa30) | () | (shared=fallback)")
+        );
+        assert_eq!(
+            r.to_keb().as_deref(),
+            Some("gcp(PR=cf-sa30) -> PR | - | SF")
+        );
+        // A fallback may append only a region the entry requires, in Seed.
+        let mut r = Rule::plain("gcp");
+        r.pools.push(pool(|p| p.pr_suffix = true));
+        assert_eq!(r.to_seed(), None);
+        assert_eq!(r.to_keb().as_deref(), Some("gcp -> - | PR"));
+    }
+
+    #[test]
+    fn deny_prints_its_message_quoted() {
+        let mut r = Rule::deny("aws", Some(r#"frozen: "eu11" \ soon"#.into()));
+        r.pr = Cond::Exact("cf-eu11".into());
+        assert_eq!(
+            r.to_seed().as_deref(),
+            Some(r#"aws(PR=cf-eu11) deny "frozen: \"eu11\" \\ soon""#)
+        );
+        assert_eq!(
+            r.to_keb().as_deref(),
+            Some(r#"aws(PR=cf-eu11) -> DENY "frozen: \"eu11\" \\ soon""#)
+        );
+        assert_eq!(
+            Rule::deny("aws", None).to_seed().as_deref(),
+            Some("aws deny")
+        );
+        assert!(Rule::deny("aws", None).is_deny());
     }
 }

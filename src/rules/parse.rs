@@ -25,6 +25,9 @@ pub struct Parsed {
     pub rule: Rule,
     /// Column of the plan name, where plan errors point.
     pub plan_col: usize,
+    /// Per preference of `rule.pools`: the column where it is written (the plan for the primary,
+    /// the `|` for each fallback), where errors about one preference point.
+    pub pref_cols: Vec<usize>,
     pub warnings: Vec<Issue>,
 }
 
@@ -104,6 +107,62 @@ pub fn reject_foreign(cursor: &Cursor<'_>) -> Result<(), Issue> {
     Ok(())
 }
 
+/// The longest deny message; the whole entry is at most 256 characters anyway (CRD).
+pub const MAX_MESSAGE_CHARS: usize = 200;
+
+/// The message of a `Kind::Str` token at `col`, with `\"` and `\\` resolved, then checked.
+pub fn message(raw: &str, closed: bool, col: usize) -> Result<String, Issue> {
+    if !closed {
+        return Err(Issue::new(
+            col,
+            "the message has no closing `\"` (write `\\\"` for a quote inside it)",
+        ));
+    }
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().enumerate();
+    while let Some((i, c)) = chars.next() {
+        let at = col + 1 + i;
+        match c {
+            '\\' => match chars.next() {
+                Some((_, e @ ('"' | '\\'))) => out.push(e),
+                _ => {
+                    return Err(Issue::new(
+                        at,
+                        "unknown escape in the message: only `\\\"` and `\\\\` are escapes",
+                    ));
+                }
+            },
+            c if c.is_control() => {
+                return Err(Issue::new(
+                    at,
+                    "the message contains a control character (a line break or a tab)",
+                ));
+            }
+            c => out.push(c),
+        }
+    }
+    message_text(&out).map_err(|m| Issue::new(col, m))
+}
+
+/// Checks a deny message as written in a structured entry (no escapes there): not blank, no
+/// control characters, not too long.
+pub fn message_text(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err(
+            "the message is empty: say why the request is denied, or leave the message out".into(),
+        );
+    }
+    if text.chars().any(char::is_control) {
+        return Err("the message contains a control character (a line break or a tab)".into());
+    }
+    if text.chars().count() > MAX_MESSAGE_CHARS {
+        return Err(format!(
+            "the message is longer than {MAX_MESSAGE_CHARS} characters"
+        ));
+    }
+    Ok(text.to_string())
+}
+
 /// Edit distance counting a swap of two neighbours as one edit (optimal string alignment),
 /// for did-you-mean hints on attribute and plan names.
 pub fn edit_distance(a: &str, b: &str) -> usize {
@@ -153,6 +212,26 @@ pub fn did_you_mean<'c>(word: &str, candidates: impl IntoIterator<Item = &'c str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_resolve_escapes_and_reject_junk() {
+        assert_eq!(message(r#"a \"b\" \\ c"#, true, 1).unwrap(), r#"a "b" \ c"#);
+        assert_eq!(message("x", false, 7).unwrap_err().col, 7);
+        assert_eq!(message(r"a\n", true, 10).unwrap_err().col, 12);
+        assert!(
+            message("  ", true, 1)
+                .unwrap_err()
+                .message
+                .contains("empty")
+        );
+        assert!(
+            message("a\tb", true, 1)
+                .unwrap_err()
+                .message
+                .contains("control")
+        );
+        assert!(message(&"x".repeat(201), true, 1).is_err());
+    }
 
     #[test]
     fn distance_and_suggestions() {

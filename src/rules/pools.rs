@@ -1,5 +1,5 @@
-//! What each entry produces as data (EntryInfo, with hyperscalerType patterns such as
-//! `openstack_<clusterRegion>`) and the pool-existence check of seed 000 (MissingPool).
+//! What each entry produces as data (EntryInfo: per preference a hyperscalerType or a pattern such
+//! as `openstack_<clusterRegion>`) and the pool-existence check of seed 000 (MissingPool).
 
 use std::collections::BTreeMap;
 
@@ -9,10 +9,11 @@ use crate::labels::{PoolKey, ResolvedLabelKeys};
 
 use super::Entry;
 use super::diag::{Diagnostic, Reason};
-use super::model::{Cond, EuAccess};
+use super::model::{Cond, EuAccess, PoolResult, Rule};
 use super::plans::{PlanTable, Provider};
 
-/// One rule entry as the status reports it.
+/// One rule entry as the status reports it. The top-level pool fields describe the first
+/// preference (empty type, `false`, `false` for a deny entry).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EntryInfo {
@@ -26,17 +27,36 @@ pub struct EntryInfo {
     pub shared: bool,
     /// Whether a condition is `*`.
     pub has_wildcard: bool,
+    /// Every preference in order, the first one included; empty for a deny entry.
+    pub preferences: Vec<PreferenceInfo>,
+    /// The entry denies what it matches.
+    pub deny: bool,
+    /// The deny entry's message.
+    pub message: Option<String>,
 }
 
-impl EntryInfo {
-    pub(crate) fn new(e: &Entry, table: &PlanTable) -> Self {
-        let mut t = match table.get(&e.rule.plan) {
+/// One preference of an entry as data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreferenceInfo {
+    /// 1-based position in the entry's ordered pools.
+    pub index: usize,
+    /// The hyperscalerType, or its pattern.
+    pub hyperscaler_type: String,
+    /// `true`, `false` or `fromRequest`.
+    pub eu_access: String,
+    pub shared: bool,
+}
+
+impl PreferenceInfo {
+    pub(crate) fn new(index: usize, rule: &Rule, pool: &PoolResult, table: &PlanTable) -> Self {
+        let mut t = match table.get(&rule.plan) {
             Some(Provider::Fixed(p)) => p.clone(),
             _ => "<provider>".to_string(),
         };
         for (on, cond, hole) in [
-            (e.rule.pr_suffix, &e.rule.pr, "<platformRegion>"),
-            (e.rule.cr_suffix, &e.rule.cr, "<clusterRegion>"),
+            (pool.pr_suffix, &rule.pr, "<platformRegion>"),
+            (pool.cr_suffix, &rule.cr, "<clusterRegion>"),
         ] {
             if on {
                 t.push('_');
@@ -44,12 +64,10 @@ impl EntryInfo {
             }
         }
         Self {
-            index: e.index,
-            entry: e.text.clone(),
+            index,
             hyperscaler_type: t,
-            eu_access: e.rule.eu_access.as_str().to_string(),
-            shared: e.rule.shared,
-            has_wildcard: e.rule.has_wildcard(),
+            eu_access: pool.eu_access.as_str().to_string(),
+            shared: pool.shared,
         }
     }
 
@@ -58,10 +76,70 @@ impl EntryInfo {
         self.hyperscaler_type.contains('<')
     }
 
-    /// Whether a binding's hyperscalerType label value can belong to this entry's pools: equality
-    /// for fixed types, and for patterns each `<...>` stands for one or more characters.
+    /// Whether a binding's hyperscalerType label value can belong to this preference's pools:
+    /// equality for fixed types, and for patterns each `<...>` stands for one or more characters.
     pub fn matches_type(&self, hyperscaler_type: &str) -> bool {
         glob(&parts(&self.hyperscaler_type), hyperscaler_type)
+    }
+
+    /// Whether a pool (by its labels) is one this preference can reach.
+    pub fn reaches(&self, key: &PoolKey) -> bool {
+        let eu_ok = match self.eu_access.as_str() {
+            "true" => key.eu_access,
+            "false" => !key.eu_access,
+            _ => true,
+        };
+        eu_ok && key.shared == self.shared && self.matches_type(&key.hyperscaler_type)
+    }
+
+    /// Whether some request could get the same pool from both preferences.
+    pub fn overlaps(&self, other: &PreferenceInfo) -> bool {
+        let eu = self.eu_access == other.eu_access
+            || self.eu_access == "fromRequest"
+            || other.eu_access == "fromRequest";
+        let types = self.hyperscaler_type == other.hyperscaler_type
+            || (!self.is_pattern() && other.matches_type(&self.hyperscaler_type))
+            || (!other.is_pattern() && self.matches_type(&other.hyperscaler_type));
+        eu && types && self.shared == other.shared
+    }
+}
+
+impl EntryInfo {
+    pub(crate) fn new(e: &Entry, table: &PlanTable) -> Self {
+        let preferences: Vec<PreferenceInfo> = e
+            .rule
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(k, p)| PreferenceInfo::new(k + 1, &e.rule, p, table))
+            .collect();
+        let (hyperscaler_type, eu_access, shared) = match preferences.first() {
+            Some(p) => (p.hyperscaler_type.clone(), p.eu_access.clone(), p.shared),
+            None => (String::new(), EuAccess::Never.as_str().to_string(), false),
+        };
+        Self {
+            index: e.index,
+            entry: e.text.clone(),
+            hyperscaler_type,
+            eu_access,
+            shared,
+            has_wildcard: e.rule.has_wildcard(),
+            deny: e.rule.is_deny(),
+            message: e.rule.deny_message.clone(),
+            preferences,
+        }
+    }
+
+    /// Whether the first preference's hyperscalerType depends on the request.
+    pub fn is_pattern(&self) -> bool {
+        self.hyperscaler_type.contains('<')
+    }
+
+    /// Whether a binding's hyperscalerType can belong to the first preference's pools.
+    pub fn matches_type(&self, hyperscaler_type: &str) -> bool {
+        self.preferences
+            .first()
+            .is_some_and(|p| p.matches_type(hyperscaler_type))
     }
 }
 
@@ -103,7 +181,8 @@ fn glob(parts: &[Part<'_>], s: &str) -> bool {
 }
 
 /// MissingPool for each entry without `*` whose pool (both pools for `euAccess=*`) has no usable
-/// binding. Entries whose type comes from the request need at least one binding of the pattern.
+/// binding; for an entry with fallbacks, when none of its preferences has one. Entries whose type
+/// comes from the request need at least one binding of the pattern.
 pub fn missing(
     entries: &[EntryInfo],
     rules: &[Entry],
@@ -113,44 +192,60 @@ pub fn missing(
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for (info, e) in entries.iter().zip(rules) {
-        if info.has_wildcard {
+        if info.has_wildcard || info.deny {
             continue;
         }
-        let eu_variants: &[bool] = match e.rule.eu_access {
-            EuAccess::Never => &[false],
-            EuAccess::Always => &[true],
-            EuAccess::FromRequest if eu_regions.is_empty() => &[false],
-            EuAccess::FromRequest => &[false, true],
-        };
-        for &eu in eu_variants {
-            let found = bindings.iter().any(|b| {
-                let Some(t) = b.get(&keys.hyperscaler_type) else {
-                    return false;
-                };
-                let pool = PoolKey {
-                    hyperscaler_type: t.clone(),
-                    eu_access: eu,
-                    shared: info.shared,
-                };
-                info.matches_type(t) && pool.selectors(keys, "").any.matches(b)
-            });
-            if !found {
-                let pool = PoolKey {
-                    hyperscaler_type: info.hyperscaler_type.clone(),
-                    eu_access: eu,
-                    shared: info.shared,
-                };
-                out.push(Diagnostic::at(
-                    info.index,
-                    &info.entry,
-                    Reason::MissingPool,
-                    None,
-                    format!(
-                        "no usable binding in the pool `{}`",
-                        pool.selectors(keys, "").any
-                    ),
-                ));
+        let mut empty = Vec::new();
+        for (pref, pool) in info.preferences.iter().zip(&e.rule.pools) {
+            let eu_variants: &[bool] = match pool.eu_access {
+                EuAccess::Never => &[false],
+                EuAccess::Always => &[true],
+                EuAccess::FromRequest if eu_regions.is_empty() => &[false],
+                EuAccess::FromRequest => &[false, true],
+            };
+            for &eu in eu_variants {
+                let found = bindings.iter().any(|b| {
+                    let Some(t) = b.get(&keys.hyperscaler_type) else {
+                        return false;
+                    };
+                    let key = PoolKey {
+                        hyperscaler_type: t.clone(),
+                        eu_access: eu,
+                        shared: pref.shared,
+                    };
+                    pref.matches_type(t) && key.selectors(keys, "").any.matches(b)
+                });
+                if !found {
+                    let key = PoolKey {
+                        hyperscaler_type: pref.hyperscaler_type.clone(),
+                        eu_access: eu,
+                        shared: pref.shared,
+                    };
+                    empty.push(key.selectors(keys, "").any.to_string());
+                }
             }
+        }
+        let variants: usize = e
+            .rule
+            .pools
+            .iter()
+            .map(|p| match p.eu_access {
+                EuAccess::FromRequest if !eu_regions.is_empty() => 2,
+                _ => 1,
+            })
+            .sum();
+        // With fallbacks an entry serves while any of its pools has a binding.
+        if empty.is_empty() || (info.preferences.len() > 1 && empty.len() < variants) {
+            continue;
+        }
+        for selector in empty {
+            out.push(Diagnostic::at(
+                info.index,
+                &info.entry,
+                Reason::MissingPool,
+                None,
+                format!("no usable binding in the pool `{selector}`"),
+            ));
         }
     }
     out
@@ -160,14 +255,12 @@ pub fn missing(
 mod tests {
     use super::*;
 
-    fn info(t: &str) -> EntryInfo {
-        EntryInfo {
+    fn info(t: &str) -> PreferenceInfo {
+        PreferenceInfo {
             index: 1,
-            entry: String::new(),
             hyperscaler_type: t.into(),
             eu_access: "false".into(),
             shared: false,
-            has_wildcard: true,
         }
     }
 
@@ -180,5 +273,23 @@ mod tests {
         assert!(!info("<provider>_<platformRegion>").matches_type("aws"));
         assert!(info("gcp_cf-sa30").matches_type("gcp_cf-sa30"));
         assert!(!info("gcp").matches_type("gcp_cf-sa30"));
+    }
+
+    #[test]
+    fn overlaps_need_type_eu_and_sharing_in_common() {
+        let eu = |t: &str, e: &str| PreferenceInfo {
+            eu_access: e.into(),
+            ..info(t)
+        };
+        assert!(info("aws").overlaps(&info("aws")));
+        assert!(info("aws_cf-eu11").overlaps(&info("aws_<platformRegion>")));
+        assert!(!info("aws").overlaps(&info("aws_<platformRegion>")));
+        assert!(!eu("aws", "true").overlaps(&info("aws")));
+        assert!(eu("aws", "fromRequest").overlaps(&eu("aws", "true")));
+        let shared = PreferenceInfo {
+            shared: true,
+            ..info("aws")
+        };
+        assert!(!shared.overlaps(&info("aws")));
     }
 }

@@ -1,8 +1,10 @@
-//! Parser of the Seed syntax (DESIGN §2.1): `PLAN` or `PLAN(PR=v|*, CR=v|*, shared, euAccess[=*])`.
+//! Parser of the Seed syntax (DESIGN §2.1): `PLAN` or `PLAN(PR=v|*, CR=v|*, shared, euAccess[=*])`,
+//! extended by ordered fallback pools (`PLAN(...) | (OUTPUTS) | (OUTPUTS)`) and by deny
+//! (`PLAN(CONDITIONS) deny ["message"]`), see docs/rules.md §2.4.
 
 use super::lexer::Kind;
-use super::model::{Cond, EuAccess, Rule};
-use super::parse::{Cursor, Issue, ParseResult, Parsed, did_you_mean, reject_foreign};
+use super::model::{Cond, EuAccess, PoolResult, Rule};
+use super::parse::{Cursor, Issue, ParseResult, Parsed, did_you_mean, message, reject_foreign};
 
 const ATTRS: [&str; 5] = ["PR", "CR", "HR", "shared", "euAccess"];
 
@@ -32,32 +34,97 @@ pub fn parse(input: &str) -> ParseResult {
         ));
     };
     let mut rule = Rule::plain(plan);
+    let mut outputs = Vec::new();
     let parens = c.eat(Kind::LParen);
     if parens {
-        attributes(&mut c, &mut rule)?;
+        attributes(&mut c, &mut rule, &mut outputs)?;
     }
-    if let Some(t) = c.peek() {
-        let message = if parens {
-            format!(
-                "unexpected {} after `)`: nothing may follow the attribute list",
-                t.describe()
-            )
-        } else {
-            format!(
-                "unexpected {} after the plan name: a plan name has no spaces, attributes go in parentheses",
-                t.describe()
-            )
-        };
-        return Err(Issue::new(t.col, message));
+    let mut pref_cols = vec![head.col];
+    match c.peek() {
+        None => {}
+        Some(t) if t.kind == Kind::Word("deny") => {
+            c.bump();
+            deny(&mut c, &mut rule, &outputs)?;
+            pref_cols.clear();
+        }
+        Some(t) if t.kind == Kind::Bar => {
+            while let Some(bar) = c.peek().filter(|t| t.kind == Kind::Bar) {
+                c.bump();
+                pref_cols.push(bar.col);
+                let pool = fallback(&mut c, &rule)?;
+                rule.pools.push(pool);
+            }
+            if let Some(t) = c.peek() {
+                return Err(Issue::new(
+                    t.col,
+                    format!(
+                        "unexpected {} after a fallback: write `| (OUTPUTS)` for another one",
+                        t.describe()
+                    ),
+                ));
+            }
+        }
+        Some(t) => {
+            let message = if parens {
+                format!(
+                    "unexpected {} after `)`: only `| (OUTPUTS)` fallbacks or `deny` may follow the attribute list",
+                    t.describe()
+                )
+            } else {
+                format!(
+                    "unexpected {} after the plan name: a plan name has no spaces, attributes go in parentheses",
+                    t.describe()
+                )
+            };
+            return Err(Issue::new(t.col, message));
+        }
     }
     Ok(Parsed {
         rule,
         plan_col: head.col,
+        pref_cols,
         warnings: Vec::new(),
     })
 }
 
-fn attributes(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
+/// `deny` was read: an optional message, nothing else; the head may only hold conditions.
+fn deny(c: &mut Cursor<'_>, rule: &mut Rule, outputs: &[(&str, usize)]) -> Result<(), Issue> {
+    if let Some((name, col)) = outputs.first() {
+        return Err(Issue::new(
+            *col,
+            format!(
+                "a deny entry has no pool: remove `{name}` (only PR and CR conditions go with `deny`)"
+            ),
+        ));
+    }
+    rule.pools.clear();
+    if let Some(t) = c.peek()
+        && let Kind::Str { raw, closed } = t.kind
+    {
+        c.bump();
+        rule.deny_message = Some(message(raw, closed, t.col)?);
+    }
+    match c.peek() {
+        None => Ok(()),
+        Some(t) if t.kind == Kind::Bar => Err(Issue::new(
+            t.col,
+            "a deny entry has no fallbacks: it denies every request it matches",
+        )),
+        Some(t) => Err(Issue::new(
+            t.col,
+            format!(
+                "unexpected {} after `deny`: only a message in double quotes may follow",
+                t.describe()
+            ),
+        )),
+    }
+}
+
+fn attributes<'a>(
+    c: &mut Cursor<'a>,
+    rule: &mut Rule,
+    outputs: &mut Vec<(&'a str, usize)>,
+) -> Result<(), Issue> {
     if c.eat(Kind::RParen) {
         return Ok(());
     }
@@ -70,7 +137,12 @@ fn attributes(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
             ));
         };
         match t.kind {
-            Kind::Word(key) => attribute(c, rule, key, t.col, &mut seen)?,
+            Kind::Word(key) => {
+                attribute(c, rule, key, t.col, &mut seen)?;
+                if matches!(key, "shared" | "euAccess") {
+                    outputs.push((key, t.col));
+                }
+            }
             Kind::Comma | Kind::RParen => {
                 return Err(Issue::new(t.col, "empty attribute: remove the extra `,`"));
             }
@@ -84,35 +156,40 @@ fn attributes(c: &mut Cursor<'_>, rule: &mut Rule) -> Result<(), Issue> {
                 ));
             }
         }
-        match c.bump() {
-            Some(t) if t.kind == Kind::Comma => {}
-            Some(t) if t.kind == Kind::RParen => return Ok(()),
-            Some(t) => {
-                return Err(Issue::new(
-                    t.col,
-                    format!(
-                        "expected `,` or `)` after the attribute, found {}",
-                        t.describe()
-                    ),
-                ));
-            }
-            None => {
-                return Err(Issue::new(
-                    c.end(),
-                    "missing `)` at the end of the attribute list",
-                ));
-            }
+        if !list_continues(c)? {
+            return Ok(());
         }
     }
 }
 
-fn attribute<'a>(
-    c: &mut Cursor<'a>,
-    rule: &mut Rule,
-    key: &'a str,
-    col: usize,
-    seen: &mut Vec<&'a str>,
-) -> Result<(), Issue> {
+/// After an attribute: `,` (another attribute follows: true) or `)` (the list ends: false),
+/// consumed either way.
+fn list_continues(c: &mut Cursor<'_>) -> Result<bool, Issue> {
+    match c.peek() {
+        Some(t) if t.kind == Kind::Comma => {
+            c.bump();
+            Ok(true)
+        }
+        Some(t) if t.kind == Kind::RParen => {
+            c.bump();
+            Ok(false)
+        }
+        Some(t) => Err(Issue::new(
+            t.col,
+            format!(
+                "expected `,` or `)` after the attribute, found {}",
+                t.describe()
+            ),
+        )),
+        None => Err(Issue::new(
+            c.end(),
+            "missing `)` at the end of the attribute list",
+        )),
+    }
+}
+
+/// A repeated attribute; `HR` counts as `CR`.
+fn repeated(key: &str, col: usize, seen: &[&str]) -> Result<(), Issue> {
     let canonical = if key == "HR" { "CR" } else { key };
     if ATTRS.contains(&key) && seen.contains(&canonical) {
         let alias = if canonical == "CR" {
@@ -125,35 +202,151 @@ fn attribute<'a>(
             format!("`{canonical}` is already set in this entry{alias}"),
         ));
     }
+    Ok(())
+}
+
+fn attribute<'a>(
+    c: &mut Cursor<'a>,
+    rule: &mut Rule,
+    key: &'a str,
+    col: usize,
+    seen: &mut Vec<&'a str>,
+) -> Result<(), Issue> {
+    repeated(key, col, seen)?;
+    let canonical = if key == "HR" { "CR" } else { key };
+    let pool = &mut rule.pools[0];
     match key {
         "PR" | "CR" | "HR" => {
             let cond = region(c, key)?;
             if canonical == "PR" {
                 rule.pr = cond;
-                rule.pr_suffix = true;
+                pool.pr_suffix = true;
             } else {
                 rule.cr = cond;
-                rule.cr_suffix = true;
+                pool.cr_suffix = true;
             }
         }
-        "shared" => rule.shared = flag(c, key, false)? == Some(true),
-        "euAccess" => {
-            rule.eu_access = match flag(c, key, true)? {
-                Some(true) => EuAccess::Always,
-                Some(false) => EuAccess::Never,
-                None => EuAccess::FromRequest,
-            }
-        }
+        "shared" | "euAccess" => output(c, pool, key)?,
         _ => return Err(Issue::new(col, unknown(key))),
     }
     seen.push(canonical);
     Ok(())
 }
 
+/// `shared[=true|false|fallback]` or `euAccess[=true|false|*]` into `pool`.
+fn output(c: &mut Cursor<'_>, pool: &mut PoolResult, key: &str) -> Result<(), Issue> {
+    if key == "shared" {
+        let v = flag(c, key, &["true", "false", "fallback"])?;
+        pool.shared = v != "false";
+        pool.shared_fallback = v == "fallback";
+    } else {
+        pool.eu_access = match flag(c, key, &["true", "false", "*"])? {
+            "true" => EuAccess::Always,
+            "false" => EuAccess::Never,
+            _ => EuAccess::FromRequest,
+        };
+    }
+    Ok(())
+}
+
+/// `| (OUTPUTS)`: the `|` was read. A fallback names outputs only: `PR`, `CR` (append the
+/// request's region, which the head must require), `shared[=fallback]`, `euAccess[=*]`.
+fn fallback(c: &mut Cursor<'_>, rule: &Rule) -> Result<PoolResult, Issue> {
+    let mut pool = PoolResult::default();
+    match c.peek() {
+        Some(t) if t.kind == Kind::LParen => {
+            c.bump();
+        }
+        Some(t) if matches!(t.kind, Kind::Word(w) if w == rule.plan) => {
+            return Err(Issue::new(
+                t.col,
+                "a fallback names only its outputs, not the plan again: write `| (shared)`, `| (euAccess)` or `| ()`",
+            ));
+        }
+        Some(t) => {
+            return Err(Issue::new(
+                t.col,
+                format!(
+                    "expected `(` after `|`, found {}: a fallback is written `| (OUTPUTS)`, e.g. `| (shared=fallback)`",
+                    t.describe()
+                ),
+            ));
+        }
+        None => {
+            return Err(Issue::new(
+                c.end(),
+                "missing fallback after `|`: write `| (OUTPUTS)`, or remove the `|`",
+            ));
+        }
+    }
+    if c.eat(Kind::RParen) {
+        return Ok(pool);
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    loop {
+        let Some(t) = c.bump() else {
+            return Err(Issue::new(
+                c.end(),
+                "missing `)` at the end of the fallback",
+            ));
+        };
+        let Kind::Word(key) = t.kind else {
+            let message = if matches!(t.kind, Kind::Comma | Kind::RParen) {
+                "empty attribute: remove the extra `,`".to_string()
+            } else {
+                format!(
+                    "expected an output (PR, CR, shared, euAccess), found {}",
+                    t.describe()
+                )
+            };
+            return Err(Issue::new(t.col, message));
+        };
+        repeated(key, t.col, &seen)?;
+        match key {
+            "PR" | "CR" | "HR" => {
+                let pr = key == "PR";
+                if c.peek_kind() == Some(Kind::Eq) {
+                    return Err(Issue::new(
+                        t.col,
+                        format!(
+                            "conditions go in the head, before the first `|`; in a fallback `{key}` alone appends the request's region"
+                        ),
+                    ));
+                }
+                let (cond, name) = if pr {
+                    (&rule.pr, "platform")
+                } else {
+                    (&rule.cr, "cluster")
+                };
+                if cond.is_absent() {
+                    return Err(Issue::new(
+                        t.col,
+                        format!(
+                            "`{key}` appends the request's {name} region, which this entry does not require: add `{key}=*` or `{key}=<region>` to the head"
+                        ),
+                    ));
+                }
+                if pr {
+                    pool.pr_suffix = true;
+                } else {
+                    pool.cr_suffix = true;
+                }
+            }
+            "shared" | "euAccess" => output(c, &mut pool, key)?,
+            _ => return Err(Issue::new(t.col, unknown(key))),
+        }
+        seen.push(if key == "HR" { "CR" } else { key });
+        if !list_continues(c)? {
+            return Ok(pool);
+        }
+    }
+}
+
 fn unknown(key: &str) -> String {
     let hint = match key {
         "S" => " (`S` is a KEB output; in the Seed syntax write `shared`)".to_string(),
         "EU" => " (`EU` is a KEB output; in the Seed syntax write `euAccess`)".to_string(),
+        "deny" => " (`deny` follows the attribute list: `PLAN(PR=...) deny`)".to_string(),
         _ => did_you_mean(key, ATTRS),
     };
     format!("unknown attribute `{key}`{hint}; attributes are PR, CR (or HR), shared and euAccess")
@@ -184,27 +377,29 @@ fn region(c: &mut Cursor<'_>, key: &str) -> Result<Cond, Issue> {
     }
 }
 
-/// A flag: bare (`true`), `=true`, `=false`, or `=*` (`None`) where `star` allows it.
-fn flag(c: &mut Cursor<'_>, key: &str, star: bool) -> Result<Option<bool>, Issue> {
+/// A flag: bare (`true`) or `=<one of allowed>`; returns the value as written.
+fn flag<'a>(c: &mut Cursor<'_>, key: &str, allowed: &[&'a str]) -> Result<&'a str, Issue> {
     if !c.eat(Kind::Eq) {
-        return Ok(Some(true));
+        return Ok("true");
     }
     let col = c.col();
-    let value = match c.peek_kind() {
-        Some(Kind::Word("true")) => Some(true),
-        Some(Kind::Word("false")) => Some(false),
-        Some(Kind::Star) if star => None,
-        _ => {
-            let allowed = if star {
-                "`true`, `false` or `*`"
-            } else {
-                "`true` or `false`"
-            };
-            return Err(Issue::new(col, format!("`{key}` takes {allowed}")));
-        }
+    let written = match c.peek_kind() {
+        Some(Kind::Word(w)) => Some(w),
+        Some(Kind::Star) => Some("*"),
+        _ => None,
     };
-    c.bump();
-    Ok(value)
+    if let Some(v) = written.and_then(|w| allowed.iter().find(|a| **a == w)) {
+        c.bump();
+        return Ok(v);
+    }
+    let list: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
+    let (last, rest) = list
+        .split_last()
+        .map_or(("", &[][..]), |(l, r)| (l.as_str(), r));
+    Err(Issue::new(
+        col,
+        format!("`{key}` takes {} or {last}", rest.join(", ")),
+    ))
 }
 
 #[cfg(test)]
@@ -222,8 +417,9 @@ mod tests {
             .rule;
         assert_eq!(r.pr, Cond::Exact("cf-sa30".into()));
         assert_eq!(r.cr, Cond::Any);
-        assert!(r.pr_suffix && r.cr_suffix && r.shared);
-        assert_eq!(r.eu_access, EuAccess::FromRequest);
+        let p = &r.pools[0];
+        assert!(p.pr_suffix && p.cr_suffix && p.shared);
+        assert_eq!(p.eu_access, EuAccess::FromRequest);
     }
 
     #[test]
@@ -251,9 +447,79 @@ mod tests {
         assert!(err("aws(pr=x)").message.contains("did you mean `PR`"));
         assert!(err("aws -> S").message.contains("KEB"));
         assert!(err("").message.contains("empty"));
-        assert!(err("aws(shared=yes)").message.contains("`true` or `false`"));
+        assert!(
+            err("aws(shared=yes)")
+                .message
+                .contains("`true`, `false` or `fallback`")
+        );
+        assert!(
+            err("aws(euAccess=no)")
+                .message
+                .contains("`true`, `false` or `*`")
+        );
         assert!(err("aws(,)").message.contains("empty attribute"));
         assert!(err("aws(PR=a,)").message.contains("empty attribute"));
         assert!(err("a ws").message.contains("after the plan name"));
+    }
+
+    #[test]
+    fn ordered_fallbacks() {
+        let p = parse("gcp(PR=cf-sa30) | () | (shared=fallback, euAccess=false)").unwrap();
+        let r = p.rule;
+        assert_eq!(r.pools.len(), 3);
+        assert!(r.pools[0].pr_suffix && !r.pools[1].pr_suffix);
+        assert!(r.pools[2].shared && r.pools[2].shared_fallback);
+        assert_eq!(p.pref_cols, vec![1, 17, 22]);
+        let r = parse("aws(PR=*, euAccess) | (euAccess) | (PR, euAccess)")
+            .unwrap()
+            .rule;
+        assert_eq!(r.pools[1].eu_access, EuAccess::Always);
+        assert!(r.pools[2].pr_suffix);
+    }
+
+    #[test]
+    fn fallback_errors_point_at_the_culprit() {
+        let e = err("gcp(PR=a) | (CR)");
+        assert_eq!(e.col, 14);
+        assert!(e.message.contains("does not require"), "{}", e.message);
+        assert!(
+            err("gcp(PR=a) | (PR=b)")
+                .message
+                .contains("conditions go in the head")
+        );
+        assert!(
+            err("gcp | gcp(shared)")
+                .message
+                .contains("not the plan again")
+        );
+        assert_eq!(err("gcp |").col, 6);
+        assert!(err("gcp | shared").message.contains("expected `(`"));
+        assert!(
+            err("gcp | (shared, shared)")
+                .message
+                .contains("already set")
+        );
+        assert!(err("gcp | (S)").message.contains("KEB output"));
+        assert!(err("gcp | () x").message.contains("after a fallback"));
+    }
+
+    #[test]
+    fn deny_with_and_without_message() {
+        let r = parse("aws(PR=cf-eu11) deny").unwrap().rule;
+        assert!(r.is_deny() && r.deny_message.is_none());
+        assert_eq!(r.pr, Cond::Exact("cf-eu11".into()));
+        let r = parse(r#"aws deny "frozen: \"x\"""#).unwrap().rule;
+        assert_eq!(r.deny_message.as_deref(), Some(r#"frozen: "x""#));
+        let e = err("aws(PR=a, shared) deny");
+        assert_eq!(e.col, 11);
+        assert!(e.message.contains("no pool"));
+        assert!(err("aws deny | ()").message.contains("no fallbacks"));
+        assert!(err(r#"aws deny "x" y"#).message.contains("after `deny`"));
+        assert!(err(r#"aws deny "x"#).message.contains("closing"));
+        assert!(
+            err("aws(deny)")
+                .message
+                .contains("follows the attribute list")
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::Entry;
 use super::diag::{Diagnostic, Reason};
 use super::labelcheck::label_value_problem;
-use super::model::{Cond, Rule};
+use super::model::{Cond, PoolResult, Rule};
 use super::plans::{PlanTable, Provider};
 
 /// Same plan and conditions, whatever the outputs: each later copy is an error.
@@ -16,14 +16,18 @@ pub fn duplicates(entries: &[Entry]) -> Vec<Diagnostic> {
     for e in entries {
         let key = (e.rule.plan.as_str(), &e.rule.pr, &e.rule.cr);
         match first.get(&key) {
-            Some(orig) => out.push(Diagnostic::at(
-                e.index,
-                &e.text,
+            Some(orig) => out.push(e.diag(
                 Reason::DuplicateRule,
                 None,
                 format!(
-                    "same plan and conditions as rule {} `{}` (outputs do not count): remove one of them",
-                    orig.index, orig.text
+                    "same plan and conditions as rule {} `{}` (outputs, fallbacks and deny do not count): remove one of them{}",
+                    orig.index,
+                    orig.text,
+                    if orig.rule.is_deny() != e.rule.is_deny() {
+                        ", or give the deny entry a condition that sets it apart"
+                    } else {
+                        ""
+                    }
                 ),
             )),
             None => {
@@ -89,9 +93,7 @@ fn ambiguous_pair(
     missing.pr = pr;
     missing.cr = cr;
     let (pr_name, cr_name) = if keb { ("PR", "HR") } else { ("PR", "CR") };
-    Some(Diagnostic::at(
-        b.index,
-        &b.text,
+    Some(b.diag(
         Reason::AmbiguousRules,
         None,
         format!(
@@ -137,15 +139,7 @@ pub fn unknown_plans(entries: &[Entry], table: &PlanTable) -> Vec<Diagnostic> {
     entries
         .iter()
         .filter(|e| table.get(&e.rule.plan).is_none())
-        .map(|e| {
-            Diagnostic::at(
-                e.index,
-                &e.text,
-                Reason::UnknownPlan,
-                Some(e.plan_col),
-                table.unknown_message(&e.rule.plan),
-            )
-        })
+        .map(|e| e.plan_diag(Reason::UnknownPlan, table.unknown_message(&e.rule.plan)))
         .collect()
 }
 
@@ -168,33 +162,35 @@ pub fn coverage(entries: &[Entry], required: &[String], table: &PlanTable) -> Ve
     out
 }
 
-/// Entries whose hyperscalerType is fixed (no request value in it) must produce a valid label value.
+/// Preferences whose hyperscalerType is fixed (no request value in it) must produce a valid
+/// label value.
 pub fn fixed_types(entries: &[Entry], table: &PlanTable) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for e in entries {
         let Some(Provider::Fixed(provider)) = table.get(&e.rule.plan) else {
             continue;
         };
-        let Some(t) = fixed_type(&e.rule, provider) else {
-            continue;
-        };
-        if let Some(problem) = label_value_problem(&t) {
-            out.push(Diagnostic::at(
-                e.index,
-                &e.text,
-                Reason::InvalidConfig,
-                None,
-                format!("the entry produces hyperscalerType `{t}`, {problem}"),
-            ));
+        for (k, pool) in e.rule.pools.iter().enumerate() {
+            let Some(t) = fixed_type(&e.rule, pool, provider) else {
+                continue;
+            };
+            if let Some(problem) = label_value_problem(&t) {
+                let pref = (e.rule.pools.len() > 1).then_some(k);
+                out.push(e.diag(
+                    Reason::InvalidConfig,
+                    pref,
+                    format!("the entry produces hyperscalerType `{t}`, {problem}"),
+                ));
+            }
         }
     }
     out
 }
 
-/// The hyperscalerType when no request value goes into it.
-pub fn fixed_type(rule: &Rule, provider: &str) -> Option<String> {
+/// The hyperscalerType of one preference when no request value goes into it.
+pub fn fixed_type(rule: &Rule, pool: &PoolResult, provider: &str) -> Option<String> {
     let mut t = provider.to_string();
-    for (suffix, cond) in [(rule.pr_suffix, &rule.pr), (rule.cr_suffix, &rule.cr)] {
+    for (suffix, cond) in [(pool.pr_suffix, &rule.pr), (pool.cr_suffix, &rule.cr)] {
         if suffix {
             let Cond::Exact(v) = cond else { return None };
             t.push('_');

@@ -6,13 +6,16 @@
 //! | pending, retried: `ConfigMissing`, `PoolExhausted`, `Progressing` | Pending | False, reason | Reconciling=True |
 //! | pending, terminal: `ConfigInvalid`, `NoMatchingRule`, `AmbiguousMatch`, `MissingProvider`, `UnknownPlan` | Pending | False, reason | Stalled=True |
 //! | binding lost | Failed | False `BindingLost` | Stalled=True |
+//! | denied by a rule entry | Failed | False `Denied` | Stalled=True |
 //!
 //! Retried reasons fix themselves (the HapConfig is applied in the same sync, the cleanup job
 //! returns bindings, a claim write finishes). Terminal ones need a person: the claim's spec is
 //! immutable, so a new HapConfig (a rule, a plan, a valid generation) or a new claim. Terminal
 //! pending claims are still re-evaluated whenever the HapConfig changes, and leave `Stalled` when
 //! they bind; they stay `Pending` rather than `Failed` for that reason. A lost binding is
-//! `Failed`: the operator never rebinds (DESIGN §4.1), so the record of the binding stays.
+//! `Failed`: the operator never rebinds (DESIGN §4.1), so the record of the binding stays. A
+//! denied claim is `Failed` too: the denial is a decision, recorded once, and a later change of
+//! the rules does not revisit it (as a bound claim never moves); a new claim is decided anew.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -36,6 +39,8 @@ pub enum PendingReason {
     Progressing,
     /// The garden refused the binding write; a person must grant the permission it names.
     Forbidden,
+    /// The binding pinned to the tenant is missing or held by another tenant.
+    PinnedBindingUnavailable,
 }
 
 impl PendingReason {
@@ -51,6 +56,7 @@ impl PendingReason {
             PendingReason::UnknownPlan => reasons::UNKNOWN_PLAN,
             PendingReason::Progressing => reasons::PROGRESSING,
             PendingReason::Forbidden => reasons::FORBIDDEN,
+            PendingReason::PinnedBindingUnavailable => reasons::PINNED_BINDING_UNAVAILABLE,
         }
     }
 
@@ -61,6 +67,7 @@ impl PendingReason {
             PendingReason::ConfigMissing
                 | PendingReason::PoolExhausted
                 | PendingReason::Progressing
+                | PendingReason::PinnedBindingUnavailable
         )
     }
 }
@@ -73,6 +80,8 @@ pub struct BoundTo {
     pub pool: PoolKey,
     pub matched_rule: MatchedRule,
     pub decision: Decision,
+    /// 1-based preference of the matched entry that served the claim.
+    pub preference: Option<usize>,
 }
 
 /// What happened to the claim in this pass.
@@ -95,6 +104,11 @@ pub enum ClaimOutcome {
         reason: &'static str,
         cause: String,
     },
+    /// A deny entry matched; `cause` is the denial's message (`EvalError::Denied`).
+    Denied {
+        cause: String,
+        matched: MatchedRule,
+    },
 }
 
 /// The binding record of a status that says Bound, to pass back as `ClaimOutcome::Bound`.
@@ -112,7 +126,16 @@ pub fn bound_from_status(s: &AccountClaimStatus) -> Option<BoundTo> {
         },
         matched_rule: s.matched_rule.clone().unwrap_or_default(),
         decision: s.decision?,
+        preference: s.preference.and_then(|p| usize::try_from(p).ok()),
     })
+}
+
+/// Whether a status records a denial (`ClaimOutcome::Denied`), which is final.
+pub fn is_denied(s: &AccountClaimStatus) -> bool {
+    s.phase == Some(ClaimPhase::Failed)
+        && s.conditions
+            .iter()
+            .any(|c| c.type_ == types::READY && c.reason == reasons::DENIED)
 }
 
 /// `globalAccount=ga, plan=aws, platformRegion=cf-eu11, ...`: the inputs the rules saw.
@@ -149,8 +172,12 @@ pub fn desired_claim_status(
     };
     let status = match outcome {
         ClaimOutcome::Bound(b) => {
+            let preference = match b.preference {
+                Some(p) if p > 1 => format!("; fallback preference {p}"),
+                _ => String::new(),
+            };
             let msg = format!(
-                "bound to {}/{} ({}; rule {} `{}`; decision {:?})",
+                "bound to {}/{} ({}; rule {} `{}`{preference}; decision {:?})",
                 b.namespace,
                 b.binding,
                 describe_pool(&b.pool),
@@ -183,6 +210,24 @@ pub fn desired_claim_status(
                 shared: Some(b.pool.shared),
                 matched_rule: Some(b.matched_rule.clone()),
                 decision: Some(b.decision),
+                preference: b.preference.and_then(|p| i64::try_from(p).ok()),
+                ..Default::default()
+            }
+        }
+        ClaimOutcome::Denied { cause, matched } => {
+            let msg = format!("{cause} (request: {})", describe_request(spec));
+            for t in [types::READY, types::BOUND, types::STALLED] {
+                let st = if t == types::STALLED {
+                    CondStatus::True
+                } else {
+                    CondStatus::False
+                };
+                set(&mut conds, t, st, reasons::DENIED, &msg);
+            }
+            remove_condition(&mut conds, types::RECONCILING);
+            AccountClaimStatus {
+                phase: Some(ClaimPhase::Failed),
+                matched_rule: Some(matched.clone()),
                 ..Default::default()
             }
         }

@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{CondStatus, remove_condition, set_condition};
 use crate::api::conditions::{reasons, types};
-use crate::api::{HapConfigSpec, HapConfigStatus, OrphanStatus, RuleStatus};
+use crate::api::{HapConfigSpec, HapConfigStatus, OrphanStatus, PinStatus, RuleStatus};
 
 /// A rule entry whose pool has no binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +46,8 @@ pub struct ConfigInputs {
     pub rules: Vec<RuleStatus>,
     pub missing_pools: Vec<MissingPool>,
     pub orphans: Vec<OrphanStatus>,
+    /// Every pin in force and the state of its binding.
+    pub pins: Vec<PinStatus>,
     pub last_refresh_time: Option<Time>,
     /// `Some(message)` while the operator is still building its state (caches not synced).
     pub progressing: Option<String>,
@@ -308,6 +310,11 @@ pub fn desired_config_status(
             Vec::new()
         },
         orphans: input.orphans.clone(),
+        pins: if in_force {
+            input.pins.clone()
+        } else {
+            Vec::new()
+        },
         last_refresh_time: input.last_refresh_time.clone(),
     }
 }

@@ -11,7 +11,9 @@ mod config;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-pub use claim::{BoundTo, ClaimOutcome, PendingReason, bound_from_status, desired_claim_status};
+pub use claim::{
+    BoundTo, ClaimOutcome, PendingReason, bound_from_status, desired_claim_status, is_denied,
+};
 pub use config::{ConfigInputs, MissingPool, desired_config_status};
 
 use crate::api::{AccountClaimStatus, HapConfigStatus};

@@ -35,6 +35,7 @@ fn bound() -> ClaimOutcome {
         pool: aws(),
         matched_rule: rule1(),
         decision: Decision::Claimed,
+        preference: Some(1),
     })
 }
 

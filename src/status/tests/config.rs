@@ -20,6 +20,7 @@ fn rule(index: i64, entry: &str, pools: Vec<PoolFigures>) -> RuleStatus {
         eu_access: "false".into(),
         shared: false,
         pools,
+        ..Default::default()
     }
 }
 
