@@ -26,10 +26,40 @@ pub fn render_yaml() -> Result<String, RenderError> {
     for crd in all() {
         let mut value = serde_json::to_value(&crd)?;
         reflow_descriptions(&mut value);
+        unvalidated_status(&mut value);
         out.push_str("---\n");
         out.push_str(&serde_saphyr::to_string(&value)?);
     }
     Ok(out)
+}
+
+/// The status only holds what the operator computed, and `status.activeSpec` a copy of a spec
+/// the API server already validated: validation rules there would check nothing new, and the
+/// API server's cost budget for the whole schema counts them (the policy rules of the spec need
+/// most of it). Schema types, patterns and limits stay.
+fn unvalidated_status(v: &mut Value) {
+    let Some(versions) = v
+        .pointer_mut("/spec/versions")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for version in versions {
+        if let Some(status) = version.pointer_mut("/schema/openAPIV3Schema/properties/status") {
+            strip_validations(status);
+        }
+    }
+}
+
+fn strip_validations(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.remove("x-kubernetes-validations");
+            map.values_mut().for_each(strip_validations);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_validations),
+        _ => {}
+    }
 }
 
 /// Doc comments are wrapped at 100 columns in the source; `kubectl explain` wraps on its own, so
@@ -65,6 +95,23 @@ fn reflow(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_has_no_validation_rules_and_the_spec_keeps_them() {
+        let mut v = serde_json::json!({"spec": {"versions": [{"schema": {"openAPIV3Schema": {"properties": {
+            "spec": {"x-kubernetes-validations": [{"rule": "true"}]},
+            "status": {"properties": {"activeSpec": {"x-kubernetes-validations": [{"rule": "true"}],
+                "properties": {"rules": {"items": {"x-kubernetes-validations": [], "maxLength": 256}}}}}}
+        }}}}]}});
+        unvalidated_status(&mut v);
+        let schema = &v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"];
+        assert!(schema["spec"]["x-kubernetes-validations"].is_array());
+        let text = schema["status"].to_string();
+        assert!(
+            !text.contains("x-kubernetes-validations") && text.contains("maxLength"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn reflow_joins_lines_and_keeps_paragraphs() {

@@ -71,7 +71,7 @@ fn validate_reports_every_error_with_position() {
         v["errors"][0],
         json!({
             "index": 1, "entry": "aws(PR=)", "reason": "ParseError",
-            "message": "PR is empty: write `PR=<region>` or `PR=*`", "column": 8
+            "message": "PR is empty: write `PR=<region>` or `PR=*`", "column": 8, "field": "rules[0]"
         })
     );
     assert_eq!(v["errors"][1]["reason"], "UnknownPlan");
@@ -117,7 +117,7 @@ fn validate_keb_syntax_warns_about_star_and_required_plans() {
         json_out(&o)["errors"][0],
         json!({
             "index": null, "entry": null, "reason": "UncoveredPlan",
-            "message": "required plan `gdch` is not covered by any rule: add an entry for it, e.g. `gdch`", "column": null
+            "message": "required plan `gdch` is not covered by any rule: add an entry for it, e.g. `gdch`", "column": null, "field": null
         })
     );
 }
@@ -148,7 +148,8 @@ fn validate_with_bindings_reports_missing_pools() {
         v["errors"],
         json!([{
             "index": 3, "entry": "gcp(PR=cf-sa30)", "reason": "MissingPool",
-            "message": "no usable binding in the pool `hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty`", "column": null
+            "message": "no usable binding in the pool `hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty`", "column": null,
+            "field": "rules[2]"
         }])
     );
     let docs = file(
@@ -201,17 +202,23 @@ fn explain_json_shape_in_all_three_syntaxes() {
         let v = json_out(&o);
         let rule = v["rule"].as_str().unwrap().to_string();
         assert!(rule.starts_with("gcp(PR=cf-sa30)"), "{rule}");
+        let selectors = json!({
+            "tenant": "hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty,tenantName=ga-1",
+            "claim": "hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty,!tenantName",
+            "any": "hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty"
+        });
         assert_eq!(
             v,
             json!({
                 "rule": rule, "index": v["index"], "hyperscalerType": "gcp_cf-sa30", "euAccess": false, "shared": false,
-                "selectors": {
-                    "tenant": "hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty,tenantName=ga-1",
-                    "claim": "hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty,!tenantName",
-                    "any": "hyperscalerType=gcp_cf-sa30,!euAccess,shared!=true,!dirty"
-                }
+                "selectors": selectors,
+                "preferences": [{"index": 1, "hyperscalerType": "gcp_cf-sa30", "euAccess": false, "shared": false, "selectors": selectors}]
             })
         );
+        // The documented keys come first, in their order; `preferences` was added after them.
+        let text = String::from_utf8_lossy(&o.stdout);
+        let at = |k: &str| text.find(&format!("\"{k}\"")).unwrap();
+        assert!(at("rule") < at("index") && at("selectors") < at("preferences"));
         assert!(v["index"].as_u64().unwrap() >= 1);
     }
 }
@@ -230,12 +237,14 @@ fn explain_shared_result_has_null_tenant_and_claim() {
         "json",
     ]);
     assert_eq!(code(&o), 0);
+    let selectors = json!({"tenant": null, "claim": null, "any": "hyperscalerType=openstack_eu-de-1,!euAccess,shared=true"});
     assert_eq!(
         json_out(&o),
         json!({
             "rule": "sap-converged-cloud(CR=*, shared)", "index": 6, "hyperscalerType": "openstack_eu-de-1",
             "euAccess": false, "shared": true,
-            "selectors": {"tenant": null, "claim": null, "any": "hyperscalerType=openstack_eu-de-1,!euAccess,shared=true"}
+            "selectors": selectors,
+            "preferences": [{"index": 1, "hyperscalerType": "openstack_eu-de-1", "euAccess": false, "shared": true, "selectors": selectors}]
         })
     );
     let o = hap(&[

@@ -551,3 +551,56 @@ fn s001_initial_configuration() {
     assert_eq!(at(&r, "aws", Some("cf-eu11"), None), "aws,eu");
     assert_eq!(at(&r, "aws", Some("cf-ch20"), None), "aws");
 }
+
+// ---- seed 002: ordered preferences (`oneOf`), deny (`oneOf: []`), one named instance ----
+
+/// Seed 002's policy rules map onto entries: `oneOf` preferences become ordered pools (the first
+/// one with a usable binding serves, so evaluation lists them all in order), `oneOf: []` denies,
+/// and the injected instance becomes a pin (a HapConfig field, tested in rules::pins and e2e).
+#[test]
+fn seed_002_ordered_preferences_and_deny() {
+    let r = compile(&seed(&[
+        "gcp(PR=*) | () | (shared=fallback)",
+        "gcp",
+        r#"gcp(PR=cf-me20) deny "frozen""#,
+    ]));
+    let req = |pr| Request {
+        plan: "gcp",
+        platform_region: pr,
+        cluster_region: None,
+        provider: None,
+    };
+    let o = r.evaluate(&req(Some("cf-sa30"))).expect("matches");
+    let pools: Vec<String> = o
+        .preferences
+        .iter()
+        .map(|p| {
+            format!(
+                "{}{}",
+                p.pool.hyperscaler_type,
+                if p.pool.shared { ",shared" } else { "" }
+            )
+        })
+        .collect();
+    assert_eq!(pools, ["gcp_cf-sa30", "gcp", "gcp,shared"]);
+    // The more specific deny wins over the wildcard entry; its message is the one users see.
+    let e = r.evaluate(&req(Some("cf-me20"))).unwrap_err();
+    assert_eq!(e.reason(), "Denied");
+    assert!(e.to_string().ends_with(": frozen"), "{e}");
+    // Deny all of a plan: the structured `oneOf: []` of seed 002.
+    let spec = HapConfigSpec {
+        structured_rules: Some(vec![
+            serde_json::from_value(serde_json::json!({"plan": "aws", "oneOf": []})).unwrap(),
+        ]),
+        ..seed(&["gcp"])
+    };
+    let r = compile(&spec);
+    let e = r
+        .evaluate(&Request {
+            plan: "aws",
+            ..req(None)
+        })
+        .unwrap_err();
+    assert_eq!(e.reason(), "Denied");
+    assert_eq!(at(&r, "gcp", None, None), "gcp");
+}

@@ -107,8 +107,8 @@ pub struct HapConfigSpec {
     /// Global accounts pinned to named bindings (optionally per pool): the binding is used or
     /// claimed for that tenant only, and reported when it is missing or held by another tenant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 500))]
-    #[x_kube(validation = Rule::new(PINS_ONE_TENANT_RULE).message(Message::Expression(PINS_ONE_TENANT_MESSAGE.into())))]
+    #[schemars(length(max = 200))]
+    #[x_kube(validation = Rule::new(PINS_ONE_TENANT_RULE).message(PINS_ONE_TENANT_MESSAGE))]
     pub pins: Option<Vec<Pin>>,
 
     /// What happens to a dedicated binding when its tenant's last cluster leaves it.

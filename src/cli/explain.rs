@@ -1,11 +1,13 @@
-//! `hap explain`: which rule entry a request matches, the pool it reaches and the selectors the
-//! operator uses for it — the operator's own evaluation, as a dry run.
+//! `hap explain`: which rule entry a request matches, the pools it reaches in order (or that it is
+//! denied) and the selectors the operator uses for them — the operator's own evaluation, as a dry
+//! run. With `--live`, also which preference and binding would serve the request now.
 
 use std::process::ExitCode;
 
 use serde::Serialize;
 
-use crate::rules::{CompiledRules, Outcome, Request};
+use crate::labels::PoolKey;
+use crate::rules::{CompiledRules, EvalError, Outcome, Request};
 
 use super::validate::{Format, Source, load_spec, render, usage};
 
@@ -13,7 +15,7 @@ use super::validate::{Format, Source, load_spec, render, usage};
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Exit codes: 0 matched, 1 no pool (NoMatchingRule, AmbiguousMatch, InvalidConfig,\n\
-UnknownPlan, MissingProvider; invalid rules count as InvalidConfig), 2 usage error (bad flags,\n\
+UnknownPlan, MissingProvider, Denied; invalid rules count as InvalidConfig), 2 usage error (bad flags,\n\
 unreadable file or cluster). --live uses the rules the operator keeps in force: the current\n\
 generation, or the last valid one while the current one is invalid (said on stderr)."
 )]
@@ -40,7 +42,8 @@ pub struct Args {
     pub output: Format,
 }
 
-/// The JSON contract of `hap explain -o json` (DESIGN §6), in its documented key order.
+/// The JSON contract of `hap explain -o json` (DESIGN §6), in its documented key order; the
+/// top-level pool fields are the first preference's, `preferences` lists every one in order.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Explained<'a> {
@@ -49,14 +52,36 @@ struct Explained<'a> {
     hyperscaler_type: &'a str,
     eu_access: bool,
     shared: bool,
-    selectors: Selectors<'a>,
+    selectors: Selectors,
+    preferences: Vec<ExplainedPreference>,
 }
 
 #[derive(Serialize)]
-struct Selectors<'a> {
-    tenant: Option<&'a str>,
-    claim: Option<&'a str>,
-    any: &'a str,
+#[serde(rename_all = "camelCase")]
+struct ExplainedPreference {
+    index: usize,
+    hyperscaler_type: String,
+    eu_access: bool,
+    shared: bool,
+    selectors: Selectors,
+}
+
+#[derive(Serialize)]
+struct Selectors {
+    tenant: Option<String>,
+    claim: Option<String>,
+    any: String,
+}
+
+impl Selectors {
+    fn of(rules: &CompiledRules, pool: &PoolKey, ga: &str) -> Self {
+        let s = pool.selectors(rules.label_keys(), ga);
+        Self {
+            tenant: s.tenant.map(|x| x.to_string()),
+            claim: s.claim.map(|x| x.to_string()),
+            any: s.any.to_string(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -68,6 +93,11 @@ struct Failed<'a> {
 struct FailedError<'a> {
     reason: &'a str,
     message: &'a str,
+    /// `Denied` only: the deny entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entry: Option<&'a str>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -116,17 +146,37 @@ pub fn run(args: Args) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
+        Err(EvalError::Denied {
+            index,
+            entry,
+            message,
+            ..
+        }) => {
+            let error = FailedError {
+                reason: "Denied",
+                message: &message,
+                index: Some(index),
+                entry: Some(&entry),
+            };
+            report_failure(args.output, error)
+        }
         Err(e) => failure(args.output, e.reason(), &e.to_string()),
     }
 }
 
 fn success(rules: &CompiledRules, o: &Outcome, ga: &str, format: Format) {
-    let s = o.pool().selectors(rules.label_keys(), ga);
-    let (tenant, claim, any) = (
-        s.tenant.map(|x| x.to_string()),
-        s.claim.map(|x| x.to_string()),
-        s.any.to_string(),
-    );
+    let preferences: Vec<ExplainedPreference> = o
+        .preferences
+        .iter()
+        .map(|p| ExplainedPreference {
+            index: p.index,
+            hyperscaler_type: p.pool.hyperscaler_type.clone(),
+            eu_access: p.pool.eu_access,
+            shared: p.pool.shared,
+            selectors: Selectors::of(rules, &p.pool, ga),
+        })
+        .collect();
+    let selectors = Selectors::of(rules, &o.pool(), ga);
     if format == Format::Json {
         let out = Explained {
             rule: &o.entry,
@@ -134,11 +184,8 @@ fn success(rules: &CompiledRules, o: &Outcome, ga: &str, format: Format) {
             hyperscaler_type: &o.hyperscaler_type,
             eu_access: o.eu_access,
             shared: o.shared,
-            selectors: Selectors {
-                tenant: tenant.as_deref(),
-                claim: claim.as_deref(),
-                any: &any,
-            },
+            selectors,
+            preferences,
         };
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return;
@@ -148,22 +195,58 @@ fn success(rules: &CompiledRules, o: &Outcome, ga: &str, format: Format) {
     println!("  hyperscalerType: {}", o.hyperscaler_type);
     println!("  euAccess:        {}", o.eu_access);
     println!("  shared:          {}", o.shared);
-    println!("selectors:");
+    print_selectors("selectors:", "  ", &selectors);
+    if preferences.len() > 1 {
+        println!(
+            "ordered pools (a binding the tenant holds in any of them is reused first; else the first with a claimable binding serves):"
+        );
+        for p in &preferences {
+            println!(
+                "  {}. hyperscalerType={}, euAccess={}, shared={}{}",
+                p.index,
+                p.hyperscaler_type,
+                p.eu_access,
+                p.shared,
+                if p.index == 1 {
+                    " (primary)"
+                } else {
+                    " (fallback)"
+                }
+            );
+            print_selectors("", "     ", &p.selectors);
+        }
+    }
+}
+
+fn print_selectors(title: &str, indent: &str, s: &Selectors) {
+    if !title.is_empty() {
+        println!("{title}");
+    }
     let none = "(none: shared bindings are never claimed)";
-    println!("  tenant: {}", tenant.as_deref().unwrap_or(none));
-    println!("  claim:  {}", claim.as_deref().unwrap_or(none));
-    println!("  any:    {any}");
+    println!("{indent}tenant: {}", s.tenant.as_deref().unwrap_or(none));
+    println!("{indent}claim:  {}", s.claim.as_deref().unwrap_or(none));
+    println!("{indent}any:    {}", s.any);
 }
 
 fn failure(format: Format, reason: &str, message: &str) -> ExitCode {
+    report_failure(
+        format,
+        FailedError {
+            reason,
+            message,
+            index: None,
+            entry: None,
+        },
+    )
+}
+
+fn report_failure(format: Format, error: FailedError<'_>) -> ExitCode {
     match format {
         Format::Json => {
-            let out = Failed {
-                error: FailedError { reason, message },
-            };
+            let out = Failed { error };
             println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         }
-        Format::Text => println!("error[{reason}]: {message}"),
+        Format::Text => println!("error[{}]: {}", error.reason, error.message),
     }
     ExitCode::from(1)
 }

@@ -1,5 +1,6 @@
 //! `hap migrate`: turns upstream KEB Helm values or the legacy four properties into a HapConfig
-//! manifest on stdout; whatever is not exact is said in comments and on stderr.
+//! manifest on stdout, or rewrites a HapConfig's entries in another form (`--hapconfig FILE --to
+//! seed|keb|structured`); whatever is not exact is said in comments and on stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,9 +8,18 @@ use std::process::ExitCode;
 use serde_json::Value;
 
 use crate::api::LegacyRules;
+use crate::rules::convert::{self, Form};
 use crate::rules::migrate::{self, Migration, Target};
 
 use super::validate::{read_yaml, render, usage};
+
+/// The form `--to` writes entries in.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormArg {
+    Seed,
+    Keb,
+    Structured,
+}
 
 /// Print a HapConfig manifest equivalent to KEB Helm values or the legacy properties.
 #[derive(clap::Args, Debug)]
@@ -22,14 +32,22 @@ pub struct Args {
     #[arg(
         long = "keb-values",
         value_name = "FILE",
-        required_unless_present = "legacy",
-        conflicts_with = "legacy"
+        required_unless_present_any = ["legacy", "hapconfig"],
+        conflicts_with_all = ["legacy", "hapconfig"]
     )]
     pub keb_values: Option<PathBuf>,
     /// YAML with platformRegionRule, clusterRegionRule, sharedRule and euAccessRule (top level
     /// or under `hap:`). Printed as Seed rules where exact, otherwise kept as legacyRules.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "hapconfig")]
     pub legacy: Option<PathBuf>,
+    /// A HapConfig manifest whose entries (rules, structuredRules or legacyRules) are rewritten
+    /// in the form of --to; the rest of its spec is kept.
+    #[arg(long, value_name = "FILE", requires = "to")]
+    pub hapconfig: Option<PathBuf>,
+    /// With --hapconfig: `seed` or `keb` (entries the syntax cannot say stay in
+    /// structuredRules), or `structured` (every entry in structuredRules).
+    #[arg(long, value_enum, requires = "hapconfig")]
+    pub to: Option<FormArg>,
     /// Namespace of the bindings (the Gardener project namespace).
     #[arg(long = "binding-namespace", default_value = "garden-kyma")]
     pub binding_namespace: String,
@@ -39,6 +57,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
+    if let (Some(path), Some(to)) = (&args.hapconfig, args.to) {
+        return rewrite(path, to);
+    }
     let target = Target {
         name: args.name.clone(),
         binding_namespace: args.binding_namespace.clone(),
@@ -46,7 +67,9 @@ pub fn run(args: Args) -> ExitCode {
     let (path, keb) = match (&args.keb_values, &args.legacy) {
         (Some(p), _) => (p, true),
         (None, Some(p)) => (p, false),
-        (None, None) => return usage("one of --keb-values or --legacy is required"),
+        (None, None) => {
+            return usage("one of --keb-values, --legacy or --hapconfig (with --to) is required");
+        }
     };
     let doc = match read_yaml(path) {
         Ok(docs) => docs.into_iter().next().unwrap_or(Value::Null),
@@ -67,6 +90,81 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `--hapconfig FILE --to FORM`: the manifest with its entries rewritten.
+fn rewrite(path: &std::path::Path, to: FormArg) -> ExitCode {
+    let docs = match read_yaml(path) {
+        Ok(d) => d,
+        Err(e) => return usage(&e),
+    };
+    let Some(doc) = docs
+        .iter()
+        .find(|d| d.get("kind").and_then(Value::as_str) == Some("HapConfig"))
+    else {
+        return usage(&format!(
+            "{}: no document of kind HapConfig",
+            path.display()
+        ));
+    };
+    let spec: crate::api::HapConfigSpec =
+        match serde_json::from_value(doc.get("spec").cloned().unwrap_or(Value::Null)) {
+            Ok(s) => s,
+            Err(e) => {
+                return usage(&format!(
+                    "{}: the HapConfig spec is malformed: {e}",
+                    path.display()
+                ));
+            }
+        };
+    let form = match to {
+        FormArg::Seed => Form::Seed,
+        FormArg::Keb => Form::Keb,
+        FormArg::Structured => Form::Structured,
+    };
+    let c = match convert::convert(&spec, form) {
+        Ok(c) => c,
+        Err(v) => {
+            eprintln!(
+                "hap migrate: the rules of {} are invalid; fix them first:",
+                path.display()
+            );
+            for e in &v.errors {
+                eprintln!("{}", render("error", e));
+            }
+            return ExitCode::from(1);
+        }
+    };
+    let name = doc
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let manifest = serde_json::json!({
+        "apiVersion": "accountpool.io/v1alpha1",
+        "kind": "HapConfig",
+        "metadata": {"name": name},
+        "spec": c.spec,
+    });
+    let yaml = match serde_saphyr::to_string(&manifest) {
+        Ok(y) => y,
+        Err(e) => {
+            eprintln!("hap migrate: cannot write YAML: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    println!(
+        "# Generated by `hap migrate --hapconfig {} --to {}`. Check it with `hap validate -f FILE`.",
+        path.display(),
+        format!("{to:?}").to_lowercase()
+    );
+    print!("{yaml}");
+    for n in &c.notes {
+        eprintln!("note: {n}");
+    }
+    for w in &c.warnings {
+        eprintln!("{}", render("warning", w));
+    }
+    ExitCode::SUCCESS
 }
 
 fn report(m: &Migration) -> ExitCode {

@@ -168,11 +168,16 @@ fn print_text(v: &Validation, count: usize) {
     }
 }
 
-/// `error[ParseError]: rule 3: column 8: PR is empty`, then the entry with a caret under the column.
+/// `error[ParseError]: rule 3: column 8: PR is empty`, then the entry with a caret under the
+/// column. Structured entries and pins say their field (`structuredRules[0].oneOf[1]`).
 pub(crate) fn render(level: &str, d: &Diagnostic) -> String {
     let mut out = format!("{level}[{}]: ", d.reason);
-    if let Some(i) = d.index {
-        out.push_str(&format!("rule {i}: "));
+    let field = d.field.as_deref().filter(|f| !f.starts_with("rules["));
+    match (d.index, field) {
+        (Some(i), Some(f)) => out.push_str(&format!("rule {i} ({f}): ")),
+        (Some(i), None) => out.push_str(&format!("rule {i}: ")),
+        (None, Some(f)) => out.push_str(&format!("{f}: ")),
+        (None, None) => {}
     }
     if let Some(c) = d.column {
         out.push_str(&format!("column {c}: "));

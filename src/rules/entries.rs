@@ -237,7 +237,7 @@ pub(crate) fn structured_rule(s: &StructuredRule, item: usize) -> Result<Rule, V
             )),
         }
     }
-    let deny_message = match s.message.as_deref().map(|m| super::parse::message_text(m)) {
+    let deny_message = match s.message.as_deref().map(super::parse::message_text) {
         Some(Err(m)) => {
             errors.push(Diagnostic::field(at("message"), Reason::InvalidConfig, m));
             None

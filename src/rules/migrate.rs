@@ -306,7 +306,7 @@ fn same_results(a: &HapConfigSpec, b: &HapConfigSpec) -> bool {
                     provider: Some("aws"),
                 };
                 match (ra.evaluate(&req), rb.evaluate(&req)) {
-                    (Ok(x), Ok(y)) => x.pool() == y.pool(),
+                    (Ok(x), Ok(y)) => x.preferences == y.preferences,
                     (Err(_), Err(_)) => true,
                     _ => false,
                 }

@@ -2,6 +2,7 @@
 //! model, validated all at once (with the fallback constraints and pins of issue 13), indexed by
 //! plan, and evaluated without Kubernetes I/O.
 
+pub mod convert;
 mod diag;
 mod entries;
 mod eval;

@@ -239,9 +239,7 @@ pub fn missing(
             continue;
         }
         for selector in empty {
-            out.push(Diagnostic::at(
-                info.index,
-                &info.entry,
+            out.push(e.diag(
                 Reason::MissingPool,
                 None,
                 format!("no usable binding in the pool `{selector}`"),
