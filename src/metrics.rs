@@ -31,6 +31,13 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+/// A fallback preference (2, 3, ...) of an entry and the pool type it gave.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FallbackLabels {
+    pub preference: String,
+    pub hyperscaler_type: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
     pub controller: String,
@@ -46,6 +53,7 @@ pub struct Metrics {
     pub dirty_bindings: Family<TypeLabels, Gauge>,
     pub shared_bindings: Family<TypeLabels, Gauge>,
     pub claim_outcomes: Family<OutcomeLabels, Counter>,
+    pub fallback_bindings: Family<FallbackLabels, Counter>,
     pub reconcile_seconds: Family<ControllerLabels, Histogram>,
     pub reconcile_errors: Family<OutcomeLabels, Counter>,
     pub leader: Gauge,
@@ -68,6 +76,7 @@ impl Metrics {
             dirty_bindings: Family::default(),
             shared_bindings: Family::default(),
             claim_outcomes: Family::default(),
+            fallback_bindings: Family::default(),
             reconcile_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
@@ -109,6 +118,11 @@ impl Metrics {
             "claim_outcomes",
             "AccountClaim reconcile outcomes by decision or reason",
             m.claim_outcomes.clone(),
+        );
+        registry.register(
+            "fallback_bindings",
+            "Claims bound through a fallback pool of their entry, by preference (2 = first fallback) and hyperscaler type",
+            m.fallback_bindings.clone(),
         );
         registry.register(
             "reconcile_duration_seconds",

@@ -19,7 +19,7 @@ use crate::metrics::{ControllerLabels, OutcomeLabels};
 use crate::pools::ClaimView;
 use crate::release::{Release, decide_release};
 use crate::rules::{EvalError, Request as RuleRequest};
-use crate::selection::{Choice, MultiAccountPolicy, Request, select};
+use crate::selection::{Choice, MultiAccountPolicy, OrderedRequest, Placement, select_ordered};
 use crate::status::{
     BoundTo, ClaimOutcome, PendingReason, bound_from_status, claim_status_changed,
     desired_claim_status, is_denied,
@@ -171,7 +171,6 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         }
         Err(e) => return pending(claim, ctx, eval_reason(&e), e.to_string(), None).await,
     };
-    let pool = outcome.pool();
     let matched = MatchedRule {
         index: i64::try_from(outcome.index).unwrap_or(i64::MAX),
         entry: outcome.entry.clone(),
@@ -179,7 +178,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
     let policy = MultiAccountPolicy::from_spec(active.spec.multi_hyperscaler_account.as_ref());
     // Bindings the garden just refused to let us write are tried last.
     let paused = ctx.denials.paused_bindings(now);
-    let choice = {
+    let placement = {
         let mut inflight = lock(ctx);
         inflight.observe(&inv, now);
         // This claim's Bound status was written but the cache does not show it yet: deciding
@@ -190,24 +189,36 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         {
             return Ok(Action::requeue(Duration::from_millis(200)));
         }
-        let request = Request {
+        let request = OrderedRequest {
             claim: &view,
-            pool: &pool,
+            preferences: &outcome.preferences,
             provider_type: &outcome.provider_type,
+            pins: active.rules.pins(),
         };
-        let choice = select(&inv, &inflight, &request, &policy, &paused, now);
+        let placement = select_ordered(&inv, &inflight, &request, &policy, &paused, now);
         // Recorded under the same lock as the decision, so a sibling claim decided right after
         // sees this one even though nothing has been written yet.
-        inflight.record(&view, &pool, &choice, now);
-        choice
+        inflight.record(&view, &placement.pool, &placement.choice, now);
+        placement
     };
+    let Placement {
+        choice,
+        preference,
+        pool,
+        pinned,
+    } = placement;
     let bound_to = |binding: String, decision| BoundTo {
         binding,
         namespace: active.spec.binding_namespace.clone(),
         pool: pool.clone(),
         matched_rule: matched.clone(),
         decision,
-        preference: Some(1),
+        preference: Some(preference),
+    };
+    let claimed_decision = if pinned {
+        crate::api::Decision::Pinned
+    } else {
+        crate::api::Decision::Claimed
     };
     match choice {
         Choice::Use { binding, decision } => {
@@ -252,13 +263,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
                 return forbidden(claim, ctx, cause, Some((matched, pool)), retry_at).await;
             }
             claimed?;
-            bind(
-                claim,
-                ctx,
-                &view,
-                bound_to(binding, crate::api::Decision::Claimed),
-            )
-            .await
+            bind(claim, ctx, &view, bound_to(binding, claimed_decision)).await
         }
         Choice::Wait { binding } => {
             let cause = format!(
@@ -274,6 +279,23 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
             )
             .await?;
             Ok(Action::requeue(Duration::from_millis(200)))
+        }
+        Choice::Exhausted { message, .. } if pinned => {
+            let reason = PendingReason::PinnedBindingUnavailable;
+            if pending_reason(claim) != Some(reason.as_str()) {
+                ctx.writer
+                    .event(
+                        &claim.object_ref(&()),
+                        true,
+                        reason.as_str(),
+                        "Select",
+                        message.clone(),
+                    )
+                    .await;
+            }
+            count(ctx, reason.as_str());
+            pending(claim, ctx, reason, message, Some((matched, pool))).await?;
+            Ok(Action::requeue(ctx.args.pending_retry))
         }
         Choice::Exhausted { message, .. } => {
             let was_exhausted =
@@ -372,10 +394,23 @@ async fn bind(
 ) -> Result<Action, ClaimError> {
     let decision = to.decision;
     let binding = to.binding.clone();
+    let fallback = to
+        .preference
+        .filter(|p| *p > 1)
+        .map(|p| (p, to.pool.hyperscaler_type.clone()));
     match write_outcome(claim, ctx, &ClaimOutcome::Bound(to)).await {
         Ok(()) => {
             lock(ctx).assignment_written(&view.uid, Instant::now());
             count(ctx, &format!("{decision:?}"));
+            if let Some((preference, hyperscaler_type)) = fallback {
+                ctx.metrics
+                    .fallback_bindings
+                    .get_or_create(&crate::metrics::FallbackLabels {
+                        preference: preference.to_string(),
+                        hyperscaler_type,
+                    })
+                    .inc();
+            }
             if decision != crate::api::Decision::Claimed {
                 let note = format!("bound to binding {binding} ({decision:?})");
                 ctx.writer

@@ -13,9 +13,8 @@ use kube::{Resource, ResourceExt};
 
 use super::Context;
 use super::active::{ActiveConfig, ConfigState};
-use crate::api::{HapConfig, PoolFigures, RuleStatus};
+use crate::api::{HapConfig, PoolFigures, PreferenceStatus, RuleStatus};
 use crate::k8s::K8sError;
-use crate::labels::PoolKey;
 use crate::pools::Inventory;
 use crate::status::{ConfigInputs, MissingPool, config_status_changed, desired_config_status};
 
@@ -191,16 +190,33 @@ fn fill_pools(input: &mut ConfigInputs, active: &ActiveConfig, inv: &Inventory, 
                 .to_string(),
         })
         .collect();
+    let reaching = |p: &crate::rules::PreferenceInfo| -> Vec<PoolFigures> {
+        inv.pools()
+            .filter(|(key, _)| p.reaches(key))
+            .map(|(key, _)| inv.figures(key))
+            .collect()
+    };
     input.rules = active
         .rules
         .entries()
         .iter()
         .map(|e| {
-            let pools: Vec<PoolFigures> = inv
-                .pools()
-                .filter(|(key, _)| entry_reaches(e, key))
-                .map(|(key, _)| inv.figures(key))
-                .collect();
+            let pools = e.preferences.first().map(&reaching).unwrap_or_default();
+            // Per preference only for entries with fallbacks; the top level is the first one.
+            let preferences = if e.preferences.len() > 1 {
+                e.preferences
+                    .iter()
+                    .map(|p| PreferenceStatus {
+                        index: i64::try_from(p.index).unwrap_or(i64::MAX),
+                        hyperscaler_type: p.hyperscaler_type.clone(),
+                        eu_access: p.eu_access.clone(),
+                        shared: p.shared,
+                        pools: reaching(p),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             RuleStatus {
                 index: i64::try_from(e.index).unwrap_or(i64::MAX),
                 entry: e.entry.clone(),
@@ -208,10 +224,13 @@ fn fill_pools(input: &mut ConfigInputs, active: &ActiveConfig, inv: &Inventory, 
                 eu_access: e.eu_access.clone(),
                 shared: e.shared,
                 pools,
-                ..Default::default()
+                preferences,
+                deny: e.deny.then_some(true),
+                message: e.message.clone(),
             }
         })
         .collect();
+    input.pins = crate::selection::pinned::states(active.rules.pins(), inv);
     let in_flight = ctx
         .inflight
         .lock()
@@ -225,10 +244,6 @@ fn between_backticks(s: &str) -> Option<&str> {
     let start = s.find('`')? + 1;
     let len = s[start..].find('`')?;
     Some(&s[start..start + len])
-}
-
-fn entry_reaches(e: &crate::rules::EntryInfo, key: &PoolKey) -> bool {
-    e.preferences.first().is_some_and(|p| p.reaches(key))
 }
 
 fn export_metrics(ctx: &Context, inv: &Inventory) {

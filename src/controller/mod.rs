@@ -305,6 +305,8 @@ fn claims_to_revisit(
             .claims
             .state()
             .iter()
+            // A denial is final: nothing in the inventory can change it.
+            .filter(|c| !c.status.as_ref().is_some_and(crate::status::is_denied))
             .filter(|c| {
                 let recorded = c.status.as_ref().and_then(claim::recorded_binding);
                 let Some(recorded) = recorded.filter(|_| c.metadata.deletion_timestamp.is_none())

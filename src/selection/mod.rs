@@ -18,6 +18,8 @@
 
 mod hash;
 mod inflight;
+mod ordered;
+pub mod pinned;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -26,6 +28,7 @@ pub use hash::weight;
 pub use inflight::{
     DEFAULT_TTL, InFlight, PendingAssignment, PendingClaim, PendingRelease, WriteState,
 };
+pub use ordered::{OrderedRequest, Placement, select_ordered};
 
 use crate::api::{Decision, MultiHyperscalerAccount};
 use crate::labels::PoolKey;
@@ -40,6 +43,8 @@ pub enum UseReason {
     SharedLeastUsed,
     /// Multi-account: the tenant's binding with the most clusters below the limit.
     FilledMostPopulated,
+    /// The binding pinned to the tenant, already labelled for it.
+    Pinned,
 }
 
 impl From<UseReason> for Decision {
@@ -48,6 +53,7 @@ impl From<UseReason> for Decision {
             UseReason::Reused => Decision::Reused,
             UseReason::SharedLeastUsed => Decision::SharedLeastUsed,
             UseReason::FilledMostPopulated => Decision::FilledMostPopulated,
+            UseReason::Pinned => Decision::Pinned,
         }
     }
 }
@@ -242,6 +248,19 @@ pub fn select(
     exclude: &BTreeSet<String>,
     now: Instant,
 ) -> Choice {
+    select_with(inv, inflight, req, policy, exclude, &BTreeSet::new(), now)
+}
+
+/// As `select`; `reserved` bindings (pinned to other tenants) are never claimed.
+pub(crate) fn select_with(
+    inv: &Inventory,
+    inflight: &InFlight,
+    req: &Request<'_>,
+    policy: &MultiAccountPolicy,
+    exclude: &BTreeSet<String>,
+    reserved: &BTreeSet<String>,
+    now: Instant,
+) -> Choice {
     if let Some(bound) = check_bound(inv, inflight, req.claim, now) {
         return bound;
     }
@@ -277,18 +296,31 @@ pub fn select(
             }
         };
     }
-    select_dedicated(inv, inflight, req, policy, exclude, now, &counts)
+    let limits = Limits {
+        policy,
+        exclude,
+        reserved,
+    };
+    select_dedicated(inv, inflight, req, &limits, now, &counts)
+}
+
+/// What keeps bindings from a claim: the multi-account policy, bindings to try last, bindings
+/// pinned to other tenants.
+struct Limits<'a> {
+    policy: &'a MultiAccountPolicy,
+    exclude: &'a BTreeSet<String>,
+    reserved: &'a BTreeSet<String>,
 }
 
 fn select_dedicated(
     inv: &Inventory,
     inflight: &InFlight,
     req: &Request<'_>,
-    policy: &MultiAccountPolicy,
-    exclude: &BTreeSet<String>,
+    limits: &Limits<'_>,
     now: Instant,
     counts: &Counts<'_>,
 ) -> Choice {
+    let (policy, exclude) = (limits.policy, limits.exclude);
     let (pool, ga) = (req.pool, req.claim.global_account.as_str());
     let mut mine: BTreeSet<&str> = inv
         .owned_by(pool, ga)
@@ -342,9 +374,11 @@ fn select_dedicated(
         };
     }
     let claimable = inv.pool(pool).map(|m| &m.claimable).into_iter().flatten();
-    let (mut taken, mut candidates) = (0usize, Vec::new());
+    let (mut taken, mut pinned, mut candidates) = (0usize, 0usize, Vec::new());
     for b in claimable {
-        if inflight.claim_of(b, now).is_some() || inflight.is_releasing(b, now) {
+        if limits.reserved.contains(b) {
+            pinned += 1;
+        } else if inflight.claim_of(b, now).is_some() || inflight.is_releasing(b, now) {
             taken += 1;
         } else {
             candidates.push(b);
@@ -377,6 +411,11 @@ fn select_dedicated(
     if taken > 0 {
         message.push_str(&format!(
             " ({taken} being claimed right now by other requests)"
+        ));
+    }
+    if pinned > 0 {
+        message.push_str(&format!(
+            " ({pinned} free but pinned to other global accounts)"
         ));
     }
     if !mine.is_empty() {

@@ -319,12 +319,16 @@ pub fn desired_config_status(
     }
 }
 
-/// Free and claimed bindings over the distinct dedicated pools of the rules (pools shared by
-/// several entries count once).
+/// Free and claimed bindings over the distinct dedicated pools of the rules, fallback pools
+/// included (pools shared by several entries or preferences count once).
 fn totals(rules: &[RuleStatus]) -> (i64, i64) {
     let pools: BTreeMap<(&str, bool, bool), (i64, i64)> = rules
         .iter()
-        .flat_map(|r| &r.pools)
+        .flat_map(|r| {
+            r.pools
+                .iter()
+                .chain(r.preferences.iter().flat_map(|p| &p.pools))
+        })
         .map(|p| {
             (
                 (p.hyperscaler_type.as_str(), p.eu_access, p.shared),
