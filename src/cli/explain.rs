@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
+use super::serving::Serving;
 use crate::labels::PoolKey;
 use crate::rules::{CompiledRules, EvalError, Outcome, Request};
 
@@ -54,6 +55,9 @@ struct Explained<'a> {
     shared: bool,
     selectors: Selectors,
     preferences: Vec<ExplainedPreference>,
+    /// `--live` only: what the operator would do with the request now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live: Option<Serving>,
 }
 
 #[derive(Serialize)]
@@ -101,16 +105,23 @@ struct FailedError<'a> {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    // --live explains with the rules the operator has in force (last-known-good included).
+    // --live explains with the rules the operator has in force (last-known-good included), and
+    // says which pool and binding would serve given the cluster's inventory.
+    let mut live = None;
     let loaded = if args.source.live {
-        super::live::explain_input(args.source.config_name())
-            .map(|f| {
-                if let Some(note) = f.note {
-                    eprintln!("hap: {note}");
-                }
-                f.spec
-            })
-            .map_err(|e| e.report())
+        super::live::pools_input(
+            args.source.config_name(),
+            args.source.garden_kubeconfig.as_deref(),
+        )
+        .map(|input| {
+            if let Some(note) = &input.note {
+                eprintln!("hap: {note}");
+            }
+            let spec = input.spec.clone();
+            live = Some(input);
+            spec
+        })
+        .map_err(|e| e.report())
     } else {
         load_spec(&args.source)
     };
@@ -138,12 +149,11 @@ pub fn run(args: Args) -> ExitCode {
     };
     match rules.evaluate(&req) {
         Ok(o) => {
-            success(
-                &rules,
-                &o,
-                args.global_account.as_deref().unwrap_or("<tenant>"),
-                args.output,
-            );
+            let ga = args.global_account.as_deref().unwrap_or("<tenant>");
+            let serving = live
+                .as_ref()
+                .map(|input| super::serving::serving(&rules, &o, input, ga));
+            success(&rules, &o, ga, serving, args.output);
             ExitCode::SUCCESS
         }
         Err(EvalError::Denied {
@@ -164,7 +174,7 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn success(rules: &CompiledRules, o: &Outcome, ga: &str, format: Format) {
+fn success(rules: &CompiledRules, o: &Outcome, ga: &str, live: Option<Serving>, format: Format) {
     let preferences: Vec<ExplainedPreference> = o
         .preferences
         .iter()
@@ -186,6 +196,7 @@ fn success(rules: &CompiledRules, o: &Outcome, ga: &str, format: Format) {
             shared: o.shared,
             selectors,
             preferences,
+            live,
         };
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return;
@@ -215,6 +226,9 @@ fn success(rules: &CompiledRules, o: &Outcome, ga: &str, format: Format) {
             );
             print_selectors("", "     ", &p.selectors);
         }
+    }
+    if let Some(s) = &live {
+        println!("{}", super::serving::describe(s));
     }
 }
 

@@ -164,16 +164,11 @@ pub fn validate_input(
     })
 }
 
-/// `hap explain --live`: the spec in force.
-pub fn explain_input(config: &str) -> Result<InForce, LiveError> {
-    block_on(None, |c| async move {
-        Ok(in_force(&get_config(&c.own, config).await?))
-    })
-}
-
-/// Everything `hap pools` counts, read once.
+/// Everything `hap pools` counts (and `hap explain --live` decides on), read once.
 pub struct PoolsInput {
     pub config: String,
+    /// The spec in force (last-known-good included).
+    pub spec: HapConfigSpec,
     pub note: Option<String>,
     pub binding_namespace: String,
     pub binding_kind: BindingKind,
@@ -222,8 +217,9 @@ pub fn pools_input(config: &str, garden: Option<&Path>) -> Result<PoolsInput, Li
                     binding: s.spec.binding_name().map(str::to_string),
                 })
                 .collect(),
-            binding_namespace: spec.binding_namespace,
+            binding_namespace: spec.binding_namespace.clone(),
             shoot_namespace,
+            spec,
         })
     })
 }

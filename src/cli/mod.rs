@@ -9,6 +9,7 @@ pub mod live;
 pub mod migrate;
 pub mod pools;
 pub mod run;
+pub mod serving;
 pub mod validate;
 
 /// hap — Hyperscaler Account Pool operator and tools.

@@ -320,3 +320,78 @@ fn a_blocked_release_keeps_the_binding_record_and_says_why() {
         "still bound until released"
     );
 }
+
+#[test]
+fn a_fallback_binding_records_its_preference() {
+    let ClaimOutcome::Bound(b) = bound() else {
+        unreachable!()
+    };
+    let fallback = ClaimOutcome::Bound(BoundTo {
+        preference: Some(2),
+        ..b
+    });
+    let s = desired_claim_status(None, &spec(), Some(1), &fallback, &at(1));
+    assert_eq!(s.preference, Some(2));
+    let m = &cond(&s.conditions, types::READY).unwrap().message;
+    assert!(m.contains("; fallback preference 2;"), "{m}");
+    assert_eq!(
+        ClaimOutcome::Bound(bound_from_status(&s).unwrap()),
+        fallback
+    );
+    // The primary says nothing about fallbacks.
+    let s = desired_claim_status(None, &spec(), Some(1), &bound(), &at(1));
+    let m = &cond(&s.conditions, types::READY).unwrap().message;
+    assert!(!m.contains("fallback"), "{m}");
+}
+
+#[test]
+fn a_denied_claim_fails_with_the_entry_and_the_message_and_stays_denied() {
+    let pending = desired_claim_status(
+        None,
+        &spec(),
+        Some(1),
+        &pending(PendingReason::PoolExhausted),
+        &at(1),
+    );
+    let denied = ClaimOutcome::Denied {
+        cause: "rule 3 `aws(PR=cf-eu11) deny \"frozen\"` denies plan `aws` ...: frozen".into(),
+        matched: MatchedRule {
+            index: 3,
+            entry: "aws(PR=cf-eu11) deny \"frozen\"".into(),
+        },
+    };
+    let s = desired_claim_status(Some(&pending), &spec(), Some(1), &denied, &at(2));
+    assert_eq!(s.phase, Some(ClaimPhase::Failed));
+    assert_eq!(s.matched_rule.as_ref().map(|m| m.index), Some(3));
+    assert_eq!(s.credentials_binding_name, None);
+    for t in [types::READY, types::BOUND] {
+        assert_eq!(sr(&s.conditions, t), is("False", reasons::DENIED));
+    }
+    assert_eq!(
+        sr(&s.conditions, types::STALLED),
+        is("True", reasons::DENIED)
+    );
+    assert_eq!(sr(&s.conditions, types::RECONCILING), None);
+    let m = &cond(&s.conditions, types::READY).unwrap().message;
+    assert!(m.ends_with("frozen (request: globalAccount=ga-1, plan=aws, platformRegion=cf-eu11, clusterRegion=eu-central-1, shootName=c-123)"), "{m}");
+    assert!(is_denied(&s));
+    assert!(!is_denied(&pending));
+    // A denial is no binding: nothing to keep or verify.
+    assert_eq!(bound_from_status(&s), None);
+}
+
+#[test]
+fn a_pin_that_cannot_serve_is_retried() {
+    assert!(!PendingReason::PinnedBindingUnavailable.is_terminal());
+    let s = desired_claim_status(
+        None,
+        &spec(),
+        Some(1),
+        &pending(PendingReason::PinnedBindingUnavailable),
+        &at(1),
+    );
+    assert_eq!(
+        sr(&s.conditions, types::RECONCILING),
+        is("True", reasons::PINNED_BINDING_UNAVAILABLE)
+    );
+}
