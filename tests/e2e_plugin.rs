@@ -241,8 +241,22 @@ async fn kubectl_hap_reads_the_live_cluster() {
     file_args.extend(request);
     let (code, from_file, err) = kubectl_hap(&file_args);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(json_of(&live), json_of(&from_file));
-    assert_eq!(json_of(&live)["hyperscalerType"], "aws_cf-eu11");
+    // --live adds what the operator would do now, decided on the cluster's inventory.
+    let mut live = json_of(&live);
+    let serving = live
+        .as_object_mut()
+        .and_then(|o| o.remove("live"))
+        .expect("live");
+    assert_eq!(live, json_of(&from_file));
+    assert_eq!(live["hyperscalerType"], "aws_cf-eu11");
+    assert_eq!(
+        (&serving["preference"], &serving["hyperscalerType"]),
+        (&json!(1), &json!("aws_cf-eu11"))
+    );
+    assert!(
+        ["Claimed", "Reused"].contains(&serving["decision"].as_str().unwrap_or_default()),
+        "{serving}"
+    );
 
     // An invalid generation: validate --live reports it; explain --live keeps answering with
     // the generation the operator keeps in force, and says so.

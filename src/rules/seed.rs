@@ -51,7 +51,7 @@ pub fn parse(input: &str) -> ParseResult {
             while let Some(bar) = c.peek().filter(|t| t.kind == Kind::Bar) {
                 c.bump();
                 pref_cols.push(bar.col);
-                let pool = fallback(&mut c, &rule)?;
+                let pool = fallback(&mut c, &rule, bar.col)?;
                 rule.pools.push(pool);
             }
             if let Some(t) = c.peek() {
@@ -67,7 +67,7 @@ pub fn parse(input: &str) -> ParseResult {
         Some(t) => {
             let message = if parens {
                 format!(
-                    "unexpected {} after `)`: only `| (OUTPUTS)` fallbacks or `deny` may follow the attribute list",
+                    "unexpected {} after `)`: nothing may follow the attribute list but `| (OUTPUTS)` fallbacks or `deny`",
                     t.describe()
                 )
             } else {
@@ -251,7 +251,7 @@ fn output(c: &mut Cursor<'_>, pool: &mut PoolResult, key: &str) -> Result<(), Is
 
 /// `| (OUTPUTS)`: the `|` was read. A fallback names outputs only: `PR`, `CR` (append the
 /// request's region, which the head must require), `shared[=fallback]`, `euAccess[=*]`.
-fn fallback(c: &mut Cursor<'_>, rule: &Rule) -> Result<PoolResult, Issue> {
+fn fallback(c: &mut Cursor<'_>, rule: &Rule, bar: usize) -> Result<PoolResult, Issue> {
     let mut pool = PoolResult::default();
     match c.peek() {
         Some(t) if t.kind == Kind::LParen => {
@@ -265,17 +265,17 @@ fn fallback(c: &mut Cursor<'_>, rule: &Rule) -> Result<PoolResult, Issue> {
         }
         Some(t) => {
             return Err(Issue::new(
-                t.col,
+                bar,
                 format!(
-                    "expected `(` after `|`, found {}: a fallback is written `| (OUTPUTS)`, e.g. `| (shared=fallback)`",
+                    "`|` starts a fallback, written `| (OUTPUTS)` (e.g. `| (shared=fallback)`), and {} follows it",
                     t.describe()
                 ),
             ));
         }
         None => {
             return Err(Issue::new(
-                c.end(),
-                "missing fallback after `|`: write `| (OUTPUTS)`, or remove the `|`",
+                bar,
+                "`|` starts a fallback and nothing follows it: write `| (OUTPUTS)`, or remove the `|`",
             ));
         }
     }
@@ -492,8 +492,9 @@ mod tests {
                 .message
                 .contains("not the plan again")
         );
-        assert_eq!(err("gcp |").col, 6);
-        assert!(err("gcp | shared").message.contains("expected `(`"));
+        assert_eq!(err("gcp |").col, 5);
+        assert_eq!(err("gcp | shared").col, 5);
+        assert!(err("gcp | shared").message.contains("starts a fallback"));
         assert!(
             err("gcp | (shared, shared)")
                 .message

@@ -410,7 +410,7 @@ cfg_apply("no-rules", with_(rules=DELETE), "spec", "neither rules nor legacyRule
 cfg_apply("syntax-with-legacy", {"bindingNamespace": PLACEHOLDER_NS, "ruleSyntax": "KEB", "legacyRules": {"sharedRule": "trial"}}, "spec", "ruleSyntax with legacyRules", "ruleSyntax applies to rules only")
 cfg_apply("empty-rules", with_(rules=[]), "spec.rules", "an empty rule list", "at least 1")
 cfg_apply("huge-rules", with_(rules=[f"aws(PR=cf-r{i})" for i in range(1001)]), "spec.rules", "1001 entries (at most 1000)", "at most 1000")
-cfg_apply("long-entry", with_(rules=["aws(PR=" + "r" * 250 + ")"]), "spec.rules", "an entry of 258 characters", "at most 256 characters")
+cfg_apply("long-entry", with_(rules=["aws(PR=" + "r" * 250 + ")"]), "spec.rules[0]", "an entry of 258 characters", "256")
 cfg_apply("rules-string", with_(rules="aws"), "spec.rules", "a string instead of a list", "must be of type array")
 cfg_apply("rules-numbers", with_(rules=[1, 2]), "spec.rules[0]", "numbers as entries", "must be of type string")
 cfg_apply("rules-null-entry", with_(rules=["aws", None]), "spec.rules[1]", "a null entry")
@@ -471,6 +471,21 @@ cfg_apply("spec-string", None, "spec", "spec is a string", "must be of type obje
           raw={"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "metadata": {"name": "bad-cfg-spec-string"}, "spec": "rules: [aws]"})
 cfg_apply("bad-name", GOOD, "metadata.name", "an object name with uppercase and `_`", name="Bad_Config")
 
+# Issue 13: the fallback constraints and pins the CRD's rules see (entry and column named).
+cfg_apply("fallback-eu-to-none", with_(rules=["aws", "aws(PR=cf-eu11, euAccess) | ()"]), "spec.rules[1]", "an EU-access preference falling back to a pool without EU access", "column 27: a fallback from an EU-access pool")
+cfg_apply("fallback-eu-star-to-none", with_(rules=["aws(euAccess=*) | ()"]), "spec.rules[0]", "euAccess=* falling back to a pool without EU access", "column 17: a fallback from an EU-access pool")
+cfg_apply("fallback-dedicated-to-shared", with_(rules=["gcp(PR=cf-sa30) | () | (shared)"]), "spec.rules[0]", "a dedicated pool falling back to a shared one unasked", "column 22: a fallback from a dedicated pool to a shared one")
+cfg_apply("fallback-keb-eu", {"bindingNamespace": PLACEHOLDER_NS, "ruleSyntax": "KEB", "rules": ["aws(PR=cf-eu11) -> EU,PR | EU | -"]}, "spec.rules[0]", "KEB: EU, then EU, then none", "column 31:")
+cfg_apply("fallback-keb-shared", {"bindingNamespace": PLACEHOLDER_NS, "ruleSyntax": "KEB", "rules": ["gcp -> - | S"]}, "spec.rules[0]", "KEB: dedicated, then S instead of SF", "column 10:")
+cfg_apply("structured-eu", with_(rules=DELETE, structuredRules=[{"plan": "azure", "oneOf": [{"euAccess": "Required"}, {}]}]), "spec.structuredRules[0]", "a structured EU-access preference falling back", "oneOf[1]: preference 2 falls back from an EU-access pool")
+cfg_apply("structured-shared", with_(structuredRules=[{"plan": "gcp", "platformRegion": "cf-eu10", "oneOf": [{}, {"shared": True}]}]), "spec.structuredRules[0]", "a structured dedicated preference falling back to shared", "sharedFallback: true")
+cfg_apply("structured-message-with-pools", with_(structuredRules=[{"plan": "gcp", "oneOf": [{}], "message": "closed"}]), "spec.structuredRules[0]", "a deny message on an entry that names pools", "only with oneOf: []")
+cfg_apply("structured-no-one-of", with_(structuredRules=[{"plan": "gcp"}]), "spec.structuredRules[0].oneOf", "oneOf is required (`[]` denies)", "Required value")
+cfg_apply("structured-eu-unknown", with_(structuredRules=[{"plan": "gcp", "oneOf": [{"euAccess": "true"}]}]), "spec.structuredRules[0].oneOf[0].euAccess", "euAccess is Required, FromRequest or Absent", "Unsupported value")
+cfg_apply("structured-with-legacy", {"bindingNamespace": PLACEHOLDER_NS, "legacyRules": {"sharedRule": "trial"}, "structuredRules": [{"plan": "gcp", "oneOf": [{}]}]}, "spec", "structuredRules with legacyRules", "structuredRules and legacyRules are mutually exclusive")
+cfg_apply("pin-two-tenants", with_(pins=[{"globalAccount": "ga-1", "binding": "cb-1"}, {"globalAccount": "ga-2", "binding": "cb-1"}]), "spec.pins", "one binding pinned to two tenants", "pinned to two global accounts")
+cfg_apply("pin-binding-name", with_(pins=[{"globalAccount": "ga-1", "binding": "CB_1"}]), "spec.pins[0].binding", "a binding name that is no object name")
+
 # ----------------------------------------------------------------------------------------------
 # 3. HapConfigs the API server accepts and the operator rejects (status).
 
@@ -495,6 +510,13 @@ cfg_status("keb-seed-mix", {"ruleSyntax": "KEB", "rules": ["aws(euAccess)"]}, "S
 cfg_status("eu-regions-invalid", {"rules": ["aws(euAccess=*)"], "euAccessPlatformRegions": ["cf eu11"]}, "a platform region that is no label value", "cf eu11")
 cfg_status("duration-nanosecond", {"rules": ["aws"], "internalStateRefreshCycleDuration": "1ns"}, "a refresh every nanosecond would re-list the cluster without pause", "internalStateRefreshCycleDuration")
 cfg_status("duration-too-large", {"rules": ["aws"], "internalStateRefreshCycleDuration": "99999999999h"}, "a duration beyond what the operator can wait", "internalStateRefreshCycleDuration")
+
+# Issue 13: what the CRD does not see, the operator reports.
+cfg_status("pin-tenant-twice", {"rules": ["aws"], "pins": [{"globalAccount": "ga-1", "binding": "cb-1"}, {"globalAccount": "ga-1", "binding": "cb-2"}]}, "a tenant pinned twice for one pool", "pinned twice")
+cfg_status("fallback-eu-tab", {"rules": ["aws", "aws(PR=cf-eu11,\teuAccess) | ()"]}, "an EU-access fallback the CRD does not see (a tab)", "falls back from an EU-access pool", index=2)
+cfg_status("fallback-same-pool", {"rules": ["aws", "aws(PR=cf-eu10) | (PR)"]}, "one pool twice in an entry", "same pool as preference 1", index=2)
+cfg_status("deny-ties-allow", {"rules": ["aws", "aws deny \"closed\""]}, "a deny with the same conditions as an allow", "same plan and conditions", index=2)
+cfg_status("deny-message-open", {"rules": ["aws", "aws(PR=x) deny \"closed"]}, "a deny message without its closing quote", "no closing", index=2)
 
 # ----------------------------------------------------------------------------------------------
 # 4. AccountClaims rejected by the API server (apply).
