@@ -11,7 +11,10 @@ use criterion::Criterion;
 use hap_operator::api::MultiHyperscalerAccount;
 use hap_operator::labels::{PoolKey, ResolvedLabelKeys};
 use hap_operator::pools::{BindingView, ClaimView, Inventory, ShootView};
-use hap_operator::selection::{Choice, InFlight, MultiAccountPolicy, Request, select};
+use hap_operator::rules::{PinRule, Preference};
+use hap_operator::selection::{
+    Choice, InFlight, MultiAccountPolicy, OrderedRequest, Request, select, select_ordered,
+};
 
 const BINDINGS: usize = 5_000;
 const OWNED: usize = 4_000;
@@ -188,6 +191,8 @@ fn main() {
         );
     }
 
+    ordered(&inv, &inflight, &policy, &dedicated, &shared, bench);
+
     let mut c = Criterion::default().configure_from_args();
     c.bench_function(
         "Inventory::build 5k bindings, 10k claims, 10k Shoots",
@@ -215,4 +220,77 @@ fn main() {
     }
     group.finish();
     c.final_summary();
+}
+
+/// Selection over an entry's ordered pools (issue 13): two empty pools before the one with
+/// room, then a shared fallback; without pins and with 1,000 pins of other tenants (the
+/// bindings they reserve are skipped).
+fn ordered(
+    inv: &Inventory,
+    inflight: &InFlight,
+    policy: &MultiAccountPolicy,
+    dedicated: &PoolKey,
+    shared: &PoolKey,
+    bench: bool,
+) {
+    let empty = |t: &str| PoolKey {
+        hyperscaler_type: t.into(),
+        eu_access: false,
+        shared: false,
+    };
+    let preferences: Vec<Preference> = [
+        empty("aws_ksa"),
+        empty("aws_x"),
+        dedicated.clone(),
+        shared.clone(),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, pool)| Preference { index: i + 1, pool })
+    .collect();
+    let pins: Vec<PinRule> = (0..1_000)
+        .map(|i| PinRule {
+            item: i,
+            global_account: format!("ga-pinned-{i}"),
+            binding: format!("aws-{:05}", OWNED + i / 2),
+            pool: None,
+        })
+        .collect();
+    let none = BTreeSet::new();
+    for (name, pins) in [
+        ("ordered, 4 pools, the 3rd serves", &[][..]),
+        (
+            "ordered, 4 pools, the 3rd serves, 1,000 pins of others",
+            &pins[..],
+        ),
+    ] {
+        let claim = new_claim("ga-ordered", 9);
+        let req = OrderedRequest {
+            claim: &claim,
+            preferences: &preferences,
+            provider_type: "aws",
+            pins,
+        };
+        let p = select_ordered(inv, inflight, &req, policy, &none, Instant::now());
+        assert!(
+            matches!(p.choice, Choice::Claim { .. }) && p.preference == 3,
+            "{name}: {p:?}"
+        );
+        let rounds = if bench { 2_000 } else { 1 };
+        let start = Instant::now();
+        for _ in 0..rounds {
+            black_box(select_ordered(
+                inv,
+                inflight,
+                black_box(&req),
+                policy,
+                &none,
+                Instant::now(),
+            ));
+        }
+        println!(
+            "select_ordered, {name}: {:.1} µs",
+            start.elapsed().as_secs_f64() * 1e6 / rounds as f64
+        );
+    }
 }
