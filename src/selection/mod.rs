@@ -1,5 +1,6 @@
 //! Choosing a binding for one AccountClaim, in the order of DESIGN §4, over an `Inventory` seen
-//! through the in-flight writes (`InFlight`).
+//! through the in-flight writes (`InFlight`): `select` for one pool, `select_ordered` over an
+//! entry's ordered pools with pins (issue 13, see `ordered` and `pinned`).
 //!
 //! Decisions where the design is silent:
 //! - `internal=true` bindings are never claimed (upstream ignores the label when selecting; we
