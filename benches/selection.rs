@@ -11,7 +11,7 @@ use criterion::Criterion;
 use hap_operator::api::MultiHyperscalerAccount;
 use hap_operator::labels::{PoolKey, ResolvedLabelKeys};
 use hap_operator::pools::{BindingView, ClaimView, Inventory, ShootView};
-use hap_operator::rules::{PinRule, Preference};
+use hap_operator::rules::{PinRule, Pins, Preference};
 use hap_operator::selection::{
     Choice, InFlight, MultiAccountPolicy, OrderedRequest, Request, select, select_ordered,
 };
@@ -248,20 +248,23 @@ fn ordered(
     .enumerate()
     .map(|(i, pool)| Preference { index: i + 1, pool })
     .collect();
-    let pins: Vec<PinRule> = (0..1_000)
-        .map(|i| PinRule {
-            item: i,
-            global_account: format!("ga-pinned-{i}"),
-            binding: format!("aws-{:05}", OWNED + i / 2),
-            pool: None,
-        })
-        .collect();
+    let pins = Pins::new(
+        (0..1_000)
+            .map(|i| PinRule {
+                item: i,
+                global_account: format!("ga-pinned-{i}"),
+                binding: format!("aws-{:05}", OWNED + i / 2),
+                pool: None,
+            })
+            .collect(),
+    );
+    let no_pins = Pins::default();
     let none = BTreeSet::new();
     for (name, pins) in [
-        ("ordered, 4 pools, the 3rd serves", &[][..]),
+        ("ordered, 4 pools, the 3rd serves", &no_pins),
         (
             "ordered, 4 pools, the 3rd serves, 1,000 pins of others",
-            &pins[..],
+            &pins,
         ),
     ] {
         let claim = new_claim("ga-ordered", 9);

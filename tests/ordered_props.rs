@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use hap_operator::labels::{PoolKey, ResolvedLabelKeys};
 use hap_operator::pools::{BindingView, ClaimView, Inventory};
-use hap_operator::rules::{PinRule, Preference};
+use hap_operator::rules::{PinRule, Pins, Preference};
 use hap_operator::selection::{
     Choice, InFlight, MultiAccountPolicy, OrderedRequest, select_ordered,
 };
@@ -180,6 +180,7 @@ fn run(
         now: Instant::now(),
     };
     w.sync();
+    let pin_index = Pins::new(pins.clone());
     let entries = entries();
     let policy = MultiAccountPolicy::default();
     for ev in events {
@@ -199,7 +200,7 @@ fn run(
                     claim: &view,
                     preferences: prefs,
                     provider_type: "gcp",
-                    pins: &pins,
+                    pins: &pin_index,
                 };
                 let p = select_ordered(
                     &w.cache,

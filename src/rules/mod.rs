@@ -32,7 +32,7 @@ pub use entries::to_structured;
 pub use eval::{EvalError, Outcome, Preference, Request};
 pub use labelcheck::label_value_problem;
 pub use model::{Cond, EuAccess, PoolResult, Rule, Specificity};
-pub use pins::PinRule;
+pub use pins::{PinRule, Pins};
 pub use plans::{PlanTable, Provider};
 pub use pools::{EntryInfo, PreferenceInfo};
 
@@ -77,7 +77,7 @@ pub struct CompiledRules {
     eu_regions: Vec<String>,
     keys: ResolvedLabelKeys,
     legacy: bool,
-    pins: Vec<PinRule>,
+    pins: Pins,
 }
 
 impl CompiledRules {
@@ -157,7 +157,7 @@ impl CompiledRules {
     }
 
     /// The pins of the spec, validated.
-    pub fn pins(&self) -> &[PinRule] {
+    pub fn pins(&self) -> &Pins {
         &self.pins
     }
 

@@ -2,6 +2,8 @@
 //! the binding's labels put it in. Validation here; what a pin does to a claim is
 //! `selection::pinned`.
 
+use std::collections::HashMap;
+
 use crate::api::Pin;
 use crate::labels::PoolKey;
 
@@ -33,6 +35,52 @@ impl PinRule {
     }
 }
 
+/// The validated pins, indexed by tenant and by binding (selection asks both for every claim).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pins {
+    list: Vec<PinRule>,
+    by_tenant: HashMap<String, Vec<usize>>,
+    tenant_of: HashMap<String, String>,
+}
+
+impl Pins {
+    pub fn new(list: Vec<PinRule>) -> Self {
+        let mut by_tenant: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut tenant_of = HashMap::new();
+        for (i, p) in list.iter().enumerate() {
+            by_tenant
+                .entry(p.global_account.clone())
+                .or_default()
+                .push(i);
+            tenant_of.insert(p.binding.clone(), p.global_account.clone());
+        }
+        Self {
+            list,
+            by_tenant,
+            tenant_of,
+        }
+    }
+
+    /// Every pin, in the order of `spec.pins`.
+    pub fn list(&self) -> &[PinRule] {
+        &self.list
+    }
+
+    /// The pins of one global account, in spec order.
+    pub fn of<'a>(&'a self, ga: &str) -> impl Iterator<Item = &'a PinRule> + 'a {
+        self.by_tenant
+            .get(ga)
+            .into_iter()
+            .flatten()
+            .filter_map(|i| self.list.get(*i))
+    }
+
+    /// Whether `binding` is pinned to a global account other than `ga`.
+    pub fn reserved_from(&self, binding: &str, ga: &str) -> bool {
+        self.tenant_of.get(binding).is_some_and(|t| t != ga)
+    }
+}
+
 /// Why `name` is not a Kubernetes object name (DNS-1123 subdomain), or `None`.
 fn object_name_problem(name: &str) -> Option<&'static str> {
     let label_ok = |l: &str| {
@@ -51,7 +99,11 @@ fn object_name_problem(name: &str) -> Option<&'static str> {
 }
 
 /// The pins of a spec, or an error per problem (each naming `pins[i]`).
-pub(crate) fn compile(pins: &[Pin], v: &mut Validation) -> Vec<PinRule> {
+pub(crate) fn compile(pins: &[Pin], v: &mut Validation) -> Pins {
+    Pins::new(compile_list(pins, v))
+}
+
+fn compile_list(pins: &[Pin], v: &mut Validation) -> Vec<PinRule> {
     let mut out: Vec<PinRule> = Vec::new();
     for (i, p) in pins.iter().enumerate() {
         let at = |f: &str| format!("pins[{i}].{f}");
@@ -162,7 +214,7 @@ mod tests {
 
     fn errors(pins: &[Pin]) -> Vec<(Option<String>, Reason, String)> {
         let mut v = Validation::default();
-        compile(pins, &mut v);
+        compile_list(pins, &mut v);
         v.errors
             .into_iter()
             .map(|d| (d.field, d.reason, d.message))
@@ -217,5 +269,24 @@ mod tests {
                 "pins[0].pool.hyperscalerType"
             ]
         );
+    }
+
+    #[test]
+    fn the_index_answers_by_tenant_and_by_binding() {
+        let mut v = Validation::default();
+        let p = compile(
+            &[
+                pin("ga", "a", Some("aws")),
+                pin("gb", "b", None),
+                pin("ga", "c", Some("gcp")),
+            ],
+            &mut v,
+        );
+        let mine: Vec<&str> = p.of("ga").map(|r| r.binding.as_str()).collect();
+        assert_eq!(mine, ["a", "c"]);
+        assert!(p.of("nobody").next().is_none());
+        assert!(p.reserved_from("a", "gb") && !p.reserved_from("a", "ga"));
+        assert!(!p.reserved_from("free", "gb"));
+        assert_eq!(p.list().len(), 3);
     }
 }

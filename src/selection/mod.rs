@@ -249,17 +249,23 @@ pub fn select(
     exclude: &BTreeSet<String>,
     now: Instant,
 ) -> Choice {
-    select_with(inv, inflight, req, policy, exclude, &BTreeSet::new(), now)
+    select_with(inv, inflight, req, policy, exclude, None, now)
 }
 
-/// As `select`; `reserved` bindings (pinned to other tenants) are never claimed.
+/// Bindings pinned to other tenants than `tenant`: never claimed for it.
+pub(crate) struct Reserved<'a> {
+    pub pins: &'a crate::rules::Pins,
+    pub tenant: &'a str,
+}
+
+/// As `select`, keeping `reserved` bindings from the claim.
 pub(crate) fn select_with(
     inv: &Inventory,
     inflight: &InFlight,
     req: &Request<'_>,
     policy: &MultiAccountPolicy,
     exclude: &BTreeSet<String>,
-    reserved: &BTreeSet<String>,
+    reserved: Option<&Reserved<'_>>,
     now: Instant,
 ) -> Choice {
     if let Some(bound) = check_bound(inv, inflight, req.claim, now) {
@@ -310,7 +316,7 @@ pub(crate) fn select_with(
 struct Limits<'a> {
     policy: &'a MultiAccountPolicy,
     exclude: &'a BTreeSet<String>,
-    reserved: &'a BTreeSet<String>,
+    reserved: Option<&'a Reserved<'a>>,
 }
 
 fn select_dedicated(
@@ -377,7 +383,10 @@ fn select_dedicated(
     let claimable = inv.pool(pool).map(|m| &m.claimable).into_iter().flatten();
     let (mut taken, mut pinned, mut candidates) = (0usize, 0usize, Vec::new());
     for b in claimable {
-        if limits.reserved.contains(b) {
+        if limits
+            .reserved
+            .is_some_and(|r| r.pins.reserved_from(b, r.tenant))
+        {
             pinned += 1;
         } else if inflight.claim_of(b, now).is_some() || inflight.is_releasing(b, now) {
             taken += 1;

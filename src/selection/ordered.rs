@@ -10,7 +10,7 @@ use super::pinned::{self, Applied};
 use super::{Choice, InFlight, MultiAccountPolicy, Request, UseReason, check_bound, describe_pool};
 use crate::labels::PoolKey;
 use crate::pools::{ClaimView, Inventory};
-use crate::rules::{PinRule, Preference};
+use crate::rules::{Pins, Preference};
 
 /// One claim to place over its entry's pools.
 #[derive(Clone, Copy, Debug)]
@@ -21,7 +21,7 @@ pub struct OrderedRequest<'a> {
     /// The provider type of the plan (for the multi-account limit).
     pub provider_type: &'a str,
     /// Every pin in force.
-    pub pins: &'a [PinRule],
+    pub pins: &'a Pins,
 }
 
 /// What to do with one claim, and with which of its pools.
@@ -84,7 +84,10 @@ pub fn select_ordered(
     if let Some(applied) = pinned::applies(req.pins, inv, ga, req.preferences) {
         return pinned_placement(&applied, req, inv, inflight, now);
     }
-    let reserved = pinned::reserved_from(req.pins, ga);
+    let reserved = super::Reserved {
+        pins: req.pins,
+        tenant: ga,
+    };
     let choices: Vec<(&Preference, Choice)> = req
         .preferences
         .iter()
@@ -96,7 +99,7 @@ pub fn select_ordered(
             };
             (
                 p,
-                super::select_with(inv, inflight, &r, policy, exclude, &reserved, now),
+                super::select_with(inv, inflight, &r, policy, exclude, Some(&reserved), now),
             )
         })
         .collect();

@@ -10,14 +10,13 @@
 //! - The pinned binding is used whatever its cluster count (a pin wins over multi-account
 //!   limits), and no other binding or fallback is ever taken instead.
 
-use std::collections::BTreeSet;
 use std::time::Instant;
 
 use super::{Choice, InFlight, UseReason, WriteState};
 use crate::api::PinStatus;
 use crate::labels::PoolKey;
 use crate::pools::{BindingClass, Inventory};
-use crate::rules::{PinRule, Preference};
+use crate::rules::{PinRule, Pins, Preference};
 
 /// A pin that applies to a claim, and the preference (position in the list) whose pool it is for.
 #[derive(Clone, Copy, Debug)]
@@ -39,12 +38,12 @@ pub fn pool_of(pin: &PinRule, inv: &Inventory) -> Option<PoolKey> {
 
 /// The pin of `ga` that applies to a request with these preferences, if any.
 pub fn applies<'a>(
-    pins: &'a [PinRule],
+    pins: &'a Pins,
     inv: &Inventory,
     ga: &str,
     preferences: &[Preference],
 ) -> Option<Applied<'a>> {
-    let mine: Vec<&PinRule> = pins.iter().filter(|p| p.global_account == ga).collect();
+    let mine: Vec<&PinRule> = pins.of(ga).collect();
     let scoped = mine.iter().filter(|p| p.pool.is_some());
     let unscoped = mine.iter().filter(|p| p.pool.is_none());
     for pin in scoped.chain(unscoped) {
@@ -64,14 +63,6 @@ pub fn applies<'a>(
         }
     }
     None
-}
-
-/// Bindings pinned to other tenants than `ga`: never offered to `ga`.
-pub fn reserved_from(pins: &[PinRule], ga: &str) -> BTreeSet<String> {
-    pins.iter()
-        .filter(|p| p.global_account != ga)
-        .map(|p| p.binding.clone())
-        .collect()
 }
 
 /// Why a pinned binding cannot serve `ga` now, or `None` when it can.
@@ -171,8 +162,9 @@ pub fn choose(
 }
 
 /// The state of every pin, for the HapConfig status.
-pub fn states(pins: &[PinRule], inv: &Inventory) -> Vec<PinStatus> {
-    pins.iter()
+pub fn states(pins: &Pins, inv: &Inventory) -> Vec<PinStatus> {
+    pins.list()
+        .iter()
         .map(|pin| {
             let (state, message) = state(pin, inv);
             PinStatus {

@@ -7,6 +7,7 @@ use std::time::Instant;
 use super::*;
 use crate::pools::tests::{binding, claim, inventory, pool};
 use crate::pools::{BindingView, ClaimView};
+use crate::rules::Pins;
 use crate::selection::{InFlight, MultiAccountPolicy, OrderedRequest, Placement, select_ordered};
 
 fn pin(ga: &str, b: &str, scope: Option<PoolKey>) -> PinRule {
@@ -45,11 +46,12 @@ fn place(
     pins: &[PinRule],
 ) -> Placement {
     let p = prefs(pools);
+    let pins = Pins::new(pins.to_vec());
     let req = OrderedRequest {
         claim: c,
         preferences: &p,
         provider_type: "gcp",
-        pins,
+        pins: &pins,
     };
     select_ordered(
         inv,
@@ -272,9 +274,18 @@ fn a_pin_applies_only_where_its_pool_is_one_of_the_entrys() {
     let (aws, gcp) = (pool("aws", false, false), pool("gcp", false, false));
     let inv = inventory(vec![t("a1", "aws"), t("g1", "gcp")], vec![], vec![]);
     let pins = [pin("bank", "a1", None)];
+    let index = Pins::new(pins.to_vec());
     // The pin is for aws (the binding's labels); a gcp request of the tenant is not held by it.
-    assert!(applies(&pins, &inv, "bank", &prefs(std::slice::from_ref(&gcp))).is_none());
-    let a = applies(&pins, &inv, "bank", &prefs(&[gcp.clone(), aws.clone()])).expect("applies");
+    assert!(
+        applies(
+            &Pins::new(pins.to_vec()),
+            &inv,
+            "bank",
+            &prefs(std::slice::from_ref(&gcp))
+        )
+        .is_none()
+    );
+    let a = applies(&index, &inv, "bank", &prefs(&[gcp.clone(), aws.clone()])).expect("applies");
     assert_eq!(a.at, 1);
     // A scoped pin wins over an unscoped one of the same tenant.
     let both = [
@@ -282,7 +293,7 @@ fn a_pin_applies_only_where_its_pool_is_one_of_the_entrys() {
         pin("bank", "a2", Some(aws.clone())),
     ];
     assert_eq!(
-        applies(&both, &inv, "bank", &prefs(&[aws]))
+        applies(&Pins::new(both.to_vec()), &inv, "bank", &prefs(&[aws]))
             .expect("applies")
             .pin
             .binding,
@@ -290,8 +301,16 @@ fn a_pin_applies_only_where_its_pool_is_one_of_the_entrys() {
     );
     // Shared-only requests are not held by a missing unscoped pin.
     let missing = [pin("bank", "gone", None)];
-    assert!(applies(&missing, &inv, "bank", &prefs(&[pool("gcp", false, true)])).is_none());
-    assert!(applies(&missing, &inv, "bank", &prefs(&[gcp])).is_some());
+    assert!(
+        applies(
+            &Pins::new(missing.to_vec()),
+            &inv,
+            "bank",
+            &prefs(&[pool("gcp", false, true)])
+        )
+        .is_none()
+    );
+    assert!(applies(&Pins::new(missing.to_vec()), &inv, "bank", &prefs(&[gcp])).is_some());
 }
 
 #[test]
@@ -313,7 +332,7 @@ fn pin_states_for_the_status() {
         pin("b4", "dirty", None),
         pin("b5", "gone", None),
     ];
-    let s: Vec<(String, String)> = states(&pins, &inv)
+    let s: Vec<(String, String)> = states(&Pins::new(pins.to_vec()), &inv)
         .into_iter()
         .map(|p| (p.binding, p.state))
         .collect();
