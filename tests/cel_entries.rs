@@ -4,7 +4,9 @@
 //! expressions for real in tests/e2e_policy.rs; the `regex` crate has RE2's syntax and
 //! leftmost-first matching, so the columns agree there too.
 
-use hap_operator::api::policy::entry_checks;
+use std::sync::OnceLock;
+
+use hap_operator::api::policy::{EntryCheck, entry_checks};
 use hap_operator::api::{HapConfigSpec, RuleSyntax};
 use hap_operator::rules::{CompiledRules, Cond, EuAccess, PoolResult, Reason, Rule};
 use proptest::prelude::*;
@@ -128,7 +130,7 @@ fn spacings(text: &str) -> [String; 3] {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig::with_cases(600))]
 
     #[test]
     fn the_crd_and_the_operator_find_the_same_fallback_mistakes(r in rule()) {
