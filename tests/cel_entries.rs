@@ -25,17 +25,28 @@ fn kind(message: &str) -> &'static str {
 /// The CRD's view, computed as the CEL rules and messages do; per kind the smallest column (two
 /// checks of one kind may both fire; the first mistake is the one the operator reports).
 fn by_cel(entry: &str) -> Vec<Finding> {
+    // The CRD's checks with their expressions, and the head test, compiled once.
+    type Compiled = (Vec<(EntryCheck, regex::Regex)>, regex::Regex);
+    static COMPILED: OnceLock<Compiled> = OnceLock::new();
+    let (checks, head) = COMPILED.get_or_init(|| {
+        let checks = entry_checks()
+            .into_iter()
+            .map(|c| {
+                let re = regex::Regex::new(&c.violation).expect("pattern compiles");
+                (c, re)
+            })
+            .collect();
+        let head = regex::Regex::new("[(,]shared(?:=true|=fallback)?[,)]").expect("pattern");
+        (checks, head)
+    });
     let keb = entry.contains("->");
     let normalized = entry.replace(' ', "");
-    let head_shared = regex::Regex::new("[(,]shared(?:=true|=fallback)?[,)]")
-        .expect("pattern")
-        .is_match(&entry.split('|').next().unwrap_or_default().replace(' ', ""));
+    let head_shared = head.is_match(&entry.split('|').next().unwrap_or_default().replace(' ', ""));
     let mut out: Vec<Finding> = Vec::new();
-    for check in entry_checks() {
+    for (check, re) in checks {
         if check.keb != keb || entry.contains('"') || (check.head_dedicated && head_shared) {
             continue;
         }
-        let re = regex::Regex::new(&check.violation).expect("pattern compiles");
         let Some(m) = re.find(&normalized) else {
             continue;
         };
