@@ -141,7 +141,7 @@ fn spacings(text: &str) -> [String; 3] {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(600))]
+    #![proptest_config(ProptestConfig::with_cases(3000))]
 
     #[test]
     fn the_crd_and_the_operator_find_the_same_fallback_mistakes(r in rule()) {
