@@ -1519,10 +1519,26 @@ mod config_reference {
         cell(&c.join("; "))
     }
 
+    /// `v` without its validation rules (the status copy of the spec carries none).
+    fn without_rules(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(k, _)| *k != "x-kubernetes-validations")
+                    .map(|(k, v)| (k.clone(), without_rules(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(without_rules).collect()),
+            other => other.clone(),
+        }
+    }
+
     /// One row per field, depth first. A sub-object with exactly the fields of `spec` (the
-    /// HapConfig's `status.activeSpec`) is not expanded again.
+    /// HapConfig's `status.activeSpec`, which has the fields without their validation rules) is
+    /// not expanded again.
     fn walk(path: &str, s: &Value, required: bool, spec: &Value, rows: &mut Vec<String>) {
-        let copy_of_spec = path != "spec" && s["properties"] == spec["properties"];
+        let copy_of_spec =
+            path != "spec" && without_rules(&s["properties"]) == without_rules(&spec["properties"]);
         let mut description = s["description"].as_str().unwrap_or("").to_string();
         if copy_of_spec {
             description.push_str(" (The fields of `spec`.)");
