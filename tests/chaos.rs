@@ -1,9 +1,10 @@
-//! Chaos (real control plane of its own): two `hap run` replicas with leader election serve N
-//! AccountClaims of T tenants over dedicated, EU, shared and multi-account pools that run out and
-//! are refilled mid-run, while a driver SIGKILLs the leader every few seconds (a supervisor
-//! restarts every dead replica, as a Deployment would) and restarts kube-apiserver. At the end an
-//! invariant checker reads the live API state (labels, statuses, managedFields) plus what a watch
-//! saw during the run, checks every invariant of DESIGN §5 and prints the counts.
+//! Chaos (real control plane of its own, with the real gardener-apiserver): two `hap run`
+//! replicas with leader election serve N AccountClaims of T tenants over dedicated, EU, shared and
+//! multi-account pools that run out and are refilled mid-run, while a driver SIGKILLs the leader
+//! every few seconds (a supervisor restarts every dead replica, as a Deployment would), restarts
+//! kube-apiserver and, once, gardener-apiserver. At the end an invariant checker reads the live
+//! API state (labels, statuses, managedFields) plus what a watch saw during the run, checks every
+//! invariant of DESIGN §5 and prints the counts.
 //!
 //! `cargo test --test chaos` runs the small variant (200 claims, 40 tenants, 3 leader kills, one
 //! apiserver restart, about two minutes). `make chaos` runs the full one:
@@ -13,6 +14,8 @@
 //! are refilled with slack, so every claim that has a rule must end Bound whatever the timing of
 //! the faults. Only invariants and eventual convergence are asserted, never timings.
 
+#[path = "support/garden.rs"]
+mod garden;
 #[path = "support/private_env.rs"]
 mod private_env;
 
@@ -33,6 +36,8 @@ use serde_json::json;
 
 const CONFIG: &str = "chaos";
 const LEASE: &str = "hap-chaos";
+/// The Gardener project of the run; its namespace holds the bindings, their Secrets and Shoots.
+const PROJECT: &str = "chaos";
 const BINDINGS_NS: &str = "garden-chaos";
 const CLAIMS_NS: &str = "claims-chaos";
 const MANAGER: &str = hap_operator::api::FIELD_MANAGER;
@@ -405,18 +410,20 @@ fn inventory(claims: &[ClaimPlan], tenants: usize) -> Inventory {
 // ---------------------------------------------------------------------------------------------
 // API helpers that ride out an apiserver restart.
 
-fn binding_resource() -> ApiResource {
-    ApiResource {
-        group: "security.gardener.cloud".into(),
-        version: "v1alpha1".into(),
-        api_version: "security.gardener.cloud/v1alpha1".into(),
-        kind: "CredentialsBinding".into(),
-        plural: "credentialsbindings".into(),
-    }
+/// The operator's cluster (HapConfig, claims, Lease) and the garden (bindings, their Secrets,
+/// Shoots): one cluster, or two when the run has a separate garden.
+#[derive(Clone)]
+struct Clusters {
+    ops: Client,
+    garden: Client,
 }
 
-fn bindings_api(client: &Client) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), BINDINGS_NS, &binding_resource())
+fn bindings_api(garden: &Client) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        garden.clone(),
+        BINDINGS_NS,
+        &garden::credentials_binding_resource(),
+    )
 }
 
 /// Creates `obj`, retrying while the API server is away; AlreadyExists counts as done.
@@ -457,21 +464,29 @@ where
     }
 }
 
-async fn create_binding(client: &Client, b: &BindingPlan) {
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "security.gardener.cloud/v1alpha1",
-        "kind": "CredentialsBinding",
-        "metadata": {"name": b.name, "namespace": BINDINGS_NS, "labels": b.labels},
-        "provider": {"type": b.provider},
-        "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": format!("{}-secret", b.name), "namespace": BINDINGS_NS},
-    }))
+/// The Secret first: admission refuses a binding whose Secret does not exist.
+async fn create_binding(garden: &Client, b: &BindingPlan) {
+    let secret = serde_json::from_value(garden::secret_object(BINDINGS_NS, &b.name, b.provider))
+        .expect("secret");
+    create_retrying(
+        &Api::<k8s_openapi::api::core::v1::Secret>::namespaced(garden.clone(), BINDINGS_NS),
+        &secret,
+        &b.name,
+    )
+    .await;
+    let obj: DynamicObject = serde_json::from_value(garden::binding_object(
+        BINDINGS_NS,
+        &b.name,
+        b.provider,
+        &b.labels,
+    ))
     .expect("binding");
-    create_retrying(&bindings_api(client), &obj, &b.name).await;
+    create_retrying(&bindings_api(garden), &obj, &b.name).await;
 }
 
-async fn create_bindings(client: &Client, list: &[BindingPlan]) {
+async fn create_bindings(garden: &Client, list: &[BindingPlan]) {
     futures::stream::iter(list)
-        .for_each_concurrent(8, |b| create_binding(client, b))
+        .for_each_concurrent(8, |b| create_binding(garden, b))
         .await;
 }
 
@@ -481,6 +496,8 @@ async fn create_bindings(client: &Client, list: &[BindingPlan]) {
 struct Replicas {
     hap: PathBuf,
     kubeconfig: PathBuf,
+    /// The separate garden's kubeconfig, if the run has one.
+    garden: Option<PathBuf>,
     logs: PathBuf,
     slots: Vec<OperatorProcess>,
     incarnations: usize,
@@ -490,8 +507,8 @@ struct Replicas {
 }
 
 impl Replicas {
-    fn args() -> Vec<String> {
-        [
+    fn args(&self) -> Vec<String> {
+        let mut args: Vec<String> = [
             "--config-name",
             CONFIG,
             "--claim-namespace",
@@ -509,14 +526,18 @@ impl Replicas {
         ]
         .iter()
         .map(|s| s.to_string())
-        .collect()
+        .collect();
+        if let Some(garden) = &self.garden {
+            args.push(format!("--garden-kubeconfig={}", garden.display()));
+        }
+        args
     }
 
     fn spawn(&mut self, slot: char) -> OperatorProcess {
         self.incarnations += 1;
         let identity = format!("replica-{slot}-{}", self.incarnations);
         let log = self.logs.join(format!("replica-{slot}.log"));
-        OperatorProcess::spawn(&self.hap, &self.kubeconfig, &identity, &Self::args(), &log)
+        OperatorProcess::spawn(&self.hap, &self.kubeconfig, &identity, &self.args(), &log)
     }
 
     fn slot_name(i: usize) -> char {
@@ -579,11 +600,18 @@ async fn kill_leader(client: &Client, replicas: &Mutex<Replicas>) -> Option<Stri
 #[derive(Clone, Debug)]
 enum Fault {
     KillLeader,
-    RestartApiserver,
+    /// kube-apiserver of the operator's cluster (`false`) or of the separate garden (`true`).
+    RestartApiserver {
+        garden: bool,
+    },
+    /// gardener-apiserver alone (the bindings' and Shoots' API), once per run.
+    RestartGardenerApiserver,
     Refill(usize),
 }
 
-fn schedule(p: &Params) -> Vec<(Duration, Fault)> {
+/// With a separate garden, restarts alternate between the garden's and the operator's
+/// kube-apiserver, the garden's first.
+fn schedule(p: &Params, two_clusters: bool) -> Vec<(Duration, Fault)> {
     let w = p.window.as_secs_f64();
     let mut out = Vec::new();
     for k in 0..p.kills {
@@ -595,9 +623,12 @@ fn schedule(p: &Params) -> Vec<(Duration, Fault)> {
     for r in 0..p.apiserver_restarts {
         out.push((
             w * (r as f64 + 0.75) / (p.apiserver_restarts as f64 + 0.5),
-            Fault::RestartApiserver,
+            Fault::RestartApiserver {
+                garden: two_clusters && r % 2 == 0,
+            },
         ));
     }
+    out.push((w * 0.5, Fault::RestartGardenerApiserver));
     out.push((w * 0.35, Fault::Refill(0)));
     out.push((w * 0.70, Fault::Refill(1)));
     out.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -621,10 +652,15 @@ struct Observed {
     tenant_history: BTreeMap<String, Vec<Option<String>>>,
     /// Binding → resourceVersions seen.
     versions: BTreeMap<String, BTreeSet<String>>,
+    /// Binding → its labels when first seen (as created: admission adds a provider label).
+    first_labels: BTreeMap<String, BTreeMap<String, String>>,
 }
 
-fn spawn_watches(client: &Client, seen: Arc<Mutex<Observed>>) -> Vec<tokio::task::JoinHandle<()>> {
-    let claims = Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS);
+fn spawn_watches(
+    clusters: &Clusters,
+    seen: Arc<Mutex<Observed>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let claims = Api::<AccountClaim>::namespaced(clusters.ops.clone(), CLAIMS_NS);
     let s = seen.clone();
     let claim_task = tokio::spawn(async move {
         let stream = watcher(claims, watcher::Config::default())
@@ -654,7 +690,7 @@ fn spawn_watches(client: &Client, seen: Arc<Mutex<Observed>>) -> Vec<tokio::task
             }
         }
     });
-    let bindings = bindings_api(client);
+    let bindings = bindings_api(&clusters.garden);
     let binding_task = tokio::spawn(async move {
         let stream = watcher(bindings, watcher::Config::default())
             .default_backoff()
@@ -665,6 +701,9 @@ fn spawn_watches(client: &Client, seen: Arc<Mutex<Observed>>) -> Vec<tokio::task
             let name = b.name_any();
             let tenant = b.labels().get("tenantName").cloned();
             let mut seen = seen.lock().unwrap();
+            seen.first_labels
+                .entry(name.clone())
+                .or_insert_with(|| b.labels().clone());
             let h = seen.tenant_history.entry(name.clone()).or_default();
             if h.last() != Some(&tenant) {
                 h.push(tenant);
@@ -747,7 +786,7 @@ fn metadata_fields(
 }
 
 async fn check(
-    client: &Client,
+    at: &Clusters,
     plans: &[ClaimPlan],
     inv: &Inventory,
     initial_labels: &BTreeMap<String, BTreeMap<String, String>>,
@@ -758,8 +797,8 @@ async fn check(
         expected_bound: plans.iter().filter(|p| p.pool.is_some()).count(),
         ..Default::default()
     };
-    let claims = list_retrying(&Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS)).await;
-    let bindings = list_retrying(&bindings_api(client)).await;
+    let claims = list_retrying(&Api::<AccountClaim>::namespaced(at.ops.clone(), CLAIMS_NS)).await;
+    let bindings = list_retrying(&bindings_api(&at.garden)).await;
     let by_name: BTreeMap<&str, &ClaimPlan> = plans.iter().map(|p| (p.name.as_str(), p)).collect();
     let multi_tenants: BTreeSet<String> = plans
         .iter()
@@ -858,7 +897,7 @@ async fn check(
                 .managed_fields()
                 .iter()
                 .any(|m| m.manager.as_deref() == Some(MANAGER));
-            if Some(&labels) != initial || versions > 1 || ours {
+            if Some(&labels) != seen.first_labels.get(&name) || versions > 1 || ours {
                 c.untouchable_written += 1;
                 eprintln!(
                     "untouchable {name} written: labels {labels:?}, {versions} versions, operator in managedFields: {ours}"
@@ -933,7 +972,7 @@ async fn check(
     }
     c.bound_left = seen.left_bound.len();
     // Invariant 6 on the HapConfig: the operator writes its status only.
-    let cfg = Api::<HapConfig>::all(client.clone())
+    let cfg = Api::<HapConfig>::all(at.ops.clone())
         .get(CONFIG)
         .await
         .expect("HapConfig");
@@ -948,7 +987,7 @@ async fn check(
     }
     // Shoots are never written.
     let shoots = list_retrying(&Api::<hap_operator::api::Shoot>::namespaced(
-        client.clone(),
+        at.garden.clone(),
         BINDINGS_NS,
     ))
     .await;
@@ -965,14 +1004,22 @@ async fn check(
 
 // ---------------------------------------------------------------------------------------------
 
-fn work_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-{}", std::process::id()))
+fn work_dir(variant: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-{variant}-{}", std::process::id()))
 }
+
+/// The two variants run one after the other: each brings control planes and two replicas of
+/// its own, too much for two cores at once.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
-    let p = Params::from_env();
-    let dir = work_dir();
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    run(Params::from_env(), false).await;
+}
+
+async fn run(p: Params, two_clusters: bool) {
+    let dir = work_dir(if two_clusters { "garden" } else { "one" });
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("logs")).expect("work dir");
     eprintln!(
@@ -984,19 +1031,46 @@ async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
         p.window,
         dir.display()
     );
-    let env = PrivateEnv::up(&dir.join("testenv"));
-    let client = env.client().await;
+    let env = if two_clusters {
+        PrivateEnv::up_with_garden(&dir.join("testenv"))
+    } else {
+        PrivateEnv::up(&dir.join("testenv"))
+    };
+    let garden_env = if two_clusters {
+        env.garden()
+    } else {
+        env.handle()
+    };
+    let clusters = Clusters {
+        ops: env.client().await,
+        garden: garden_env.client().await,
+    };
+    let client = clusters.ops.clone();
     let started = Instant::now();
 
-    for ns in [BINDINGS_NS, CLAIMS_NS] {
-        let obj = serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace");
-        create_retrying(
-            &Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()),
-            &obj,
-            ns,
-        )
-        .await;
-    }
+    let claims_ns = serde_json::from_value(json!({"metadata": {"name": CLAIMS_NS}})).expect("ns");
+    create_retrying(
+        &Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()),
+        &claims_ns,
+        CLAIMS_NS,
+    )
+    .await;
+    let project_ns =
+        serde_json::from_value(garden::project_namespace_object(PROJECT)).expect("namespace");
+    create_retrying(
+        &Api::<k8s_openapi::api::core::v1::Namespace>::all(clusters.garden.clone()),
+        &project_ns,
+        BINDINGS_NS,
+    )
+    .await;
+    let project: DynamicObject =
+        serde_json::from_value(garden::project_object(PROJECT)).expect("project");
+    create_retrying(
+        &Api::all_with(clusters.garden.clone(), &garden::project_resource()),
+        &project,
+        PROJECT,
+    )
+    .await;
     let plans: Vec<ClaimPlan> = (0..p.claims).map(|i| claim_plan(i, p.tenants)).collect();
     let inv = inventory(&plans, p.tenants);
     let allowlisted: Vec<String> = (0..p.tenants).filter(|t| multi(*t)).map(tenant).collect();
@@ -1028,16 +1102,23 @@ async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
     let raw_configs: Api<DynamicObject> =
         Api::all_with(client.clone(), &ApiResource::erase::<HapConfig>(&()));
     create_retrying(&raw_configs, &other, "other-team").await;
-    create_bindings(&client, &inv.initial).await;
+    create_bindings(&clusters.garden, &inv.initial).await;
+    let aws = garden::profile(&clusters.garden, "aws").await;
     for (shoot, binding) in &inv.shoots {
-        let obj: hap_operator::api::Shoot = serde_json::from_value(json!({
-            "apiVersion": "core.gardener.cloud/v1beta1",
-            "kind": "Shoot",
-            "metadata": {"name": shoot, "namespace": BINDINGS_NS},
-            "spec": {"credentialsBindingName": binding},
-        }))
+        let obj: DynamicObject = serde_json::from_value(garden::shoot_object(
+            BINDINGS_NS,
+            shoot,
+            binding,
+            garden::BindingRef::CredentialsBinding,
+            &aws,
+        ))
         .expect("Shoot");
-        create_retrying(&Api::namespaced(client.clone(), BINDINGS_NS), &obj, shoot).await;
+        let shoots = Api::namespaced_with(
+            clusters.garden.clone(),
+            BINDINGS_NS,
+            &garden::shoot_resource(),
+        );
+        create_retrying(&shoots, &obj, shoot).await;
     }
     let mut initial_labels: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for b in inv.initial.iter().chain(inv.waves.iter().flatten()) {
@@ -1057,11 +1138,12 @@ async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
     );
 
     let seen = Arc::new(Mutex::new(Observed::default()));
-    let watches = spawn_watches(&client, seen.clone());
+    let watches = spawn_watches(&clusters, seen.clone());
 
     let replicas = Arc::new(Mutex::new(Replicas {
         hap: PathBuf::from(env!("CARGO_BIN_EXE_hap")),
         kubeconfig: env.kubeconfig.clone(),
+        garden: two_clusters.then(|| garden_env.kubeconfig.clone()),
         logs: dir.join("logs"),
         slots: Vec::new(),
         incarnations: 0,
@@ -1130,7 +1212,7 @@ async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
     // Faults.
     let mut fault_log = Vec::new();
     let mut apiserver_down = Vec::new();
-    for (at, fault) in schedule(&p) {
+    for (at, fault) in schedule(&p, two_clusters) {
         tokio::time::sleep_until((window_start + at).into()).await;
         let t = window_start.elapsed();
         match fault {
@@ -1138,15 +1220,29 @@ async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
                 let who = kill_leader(&client, &replicas).await;
                 fault_log.push(format!("{t:>6.1?} SIGKILL leader {who:?}"));
             }
-            Fault::RestartApiserver => {
-                let took = env.restart_apiserver_async(Duration::from_secs(1)).await;
+            Fault::RestartApiserver { garden } => {
+                let which = if garden { &garden_env } else { &env };
+                let took = which.restart_apiserver_async(Duration::from_secs(1)).await;
                 apiserver_down.push(took);
+                let whose = if garden {
+                    "the garden's"
+                } else {
+                    "the operator's"
+                };
                 fault_log.push(format!(
-                    "{t:>6.1?} kube-apiserver restarted, unavailable {took:.1?}"
+                    "{t:>6.1?} {whose} kube-apiserver restarted, unavailable {took:.1?}"
+                ));
+            }
+            Fault::RestartGardenerApiserver => {
+                let took = garden_env
+                    .restart_gardener_apiserver_async(Duration::from_secs(1))
+                    .await;
+                fault_log.push(format!(
+                    "{t:>6.1?} gardener-apiserver restarted, its APIServices Available after {took:.1?}"
                 ));
             }
             Fault::Refill(w) => {
-                create_bindings(&client, &inv.waves[w]).await;
+                create_bindings(&clusters.garden, &inv.waves[w]).await;
                 fault_log.push(format!(
                     "{t:>6.1?} refill {w}: {} bindings",
                     inv.waves[w].len()
@@ -1189,7 +1285,7 @@ async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let observed = seen.lock().unwrap().clone();
-    let counts = check(&client, &plans, &inv, &initial_labels, &observed).await;
+    let counts = check(&clusters, &plans, &inv, &initial_labels, &observed).await;
 
     stop.cancel();
     let _ = supervisor.await;
@@ -1214,7 +1310,12 @@ async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
     }
 
     println!(
-        "chaos run: {} claims, {} tenants ({} allowlisted for multi-account)",
+        "chaos run{}: {} claims, {} tenants ({} allowlisted for multi-account)",
+        if two_clusters {
+            " with a separate garden"
+        } else {
+            ""
+        },
         p.claims,
         p.tenants,
         allowlisted.len()

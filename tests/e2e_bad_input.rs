@@ -298,7 +298,7 @@ async fn every_bad_input_is_rejected_where_the_corpus_says_and_the_operator_keep
     let cases = load_cases();
     assert!(cases.len() >= 200, "the corpus has {} cases", cases.len());
     let client = client().await;
-    let bindings_ns = namespace(&client, "bad-garden").await;
+    let bindings_ns = project(&client).await;
     let claims_ns = namespace(&client, "bad-claims").await;
     let config = unique("bad-input");
 

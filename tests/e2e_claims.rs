@@ -180,7 +180,7 @@ async fn shared_pool_picks_the_least_used_binding() {
     }
     // Existing Shoots load shared-a twice and shared-b once.
     for (shoot, binding) in [("s1", "shared-a"), ("s2", "shared-a"), ("s3", "shared-b")] {
-        hap.shoot(shoot, binding);
+        hap.shoot(shoot, binding).await;
     }
     hap.claim(
         "t1",
@@ -271,7 +271,7 @@ async fn multi_account_fills_most_populated_below_the_limit() {
         ("o4", "aws-a"),
         ("o5", "aws-b"),
     ] {
-        hap.shoot(shoot, binding);
+        hap.shoot(shoot, binding).await;
     }
     // aws-b (1) is the most populated below 3: it takes two more clusters, then is full.
     let mut got = Vec::new();
@@ -451,7 +451,7 @@ async fn release_waits_for_the_shoot() {
     )
     .await;
     assert_eq!(hap.bound("c1").await, "aws-1");
-    hap.shoot("shoot-1", "aws-1");
+    hap.shoot("shoot-1", "aws-1").await;
     let claims = hap.claims();
     claims.delete("c1", &DeleteParams::default()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -460,8 +460,7 @@ async fn release_waits_for_the_shoot() {
         "the claim waits while its Shoot exists"
     );
     assert!(!hap.labels("aws-1").await.contains_key("dirty"));
-    let (ok, _, err) = kubectl(&["delete", "shoot", "shoot-1", "-n", &hap.bindings_ns]);
-    assert!(ok, "{err}");
+    hap.delete_shoot("shoot-1").await;
     wait_gone(&claims, "c1").await;
     assert_eq!(
         hap.labels("aws-1").await.get("dirty").map(String::as_str),

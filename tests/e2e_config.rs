@@ -125,9 +125,10 @@ async fn missing_pool_is_reported_without_invalidating_rules() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_wait_for_a_missing_config_and_bind_once_it_exists() {
     let client = client().await;
-    let bindings_ns = namespace(&client, "garden").await;
+    let bindings_ns = project(&client).await;
     let claims_ns = namespace(&client, "claims").await;
     let mut hap = Hap {
+        garden: client.clone(),
         client,
         config: unique("hap"),
         bindings_ns,
@@ -203,7 +204,7 @@ async fn changing_the_binding_namespace_retargets_the_watch() {
         .await;
     assert_eq!(hap.bound("c1").await, "aws-old");
     // A second Gardener project; the config moves there.
-    let project = namespace(&hap.client, "garden-new").await;
+    let project = project(&hap.client).await;
     create_binding(
         &hap.client,
         &project,

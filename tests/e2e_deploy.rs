@@ -463,7 +463,7 @@ async fn kustomize_base_passes_server_dry_run() {
     }
     let place = Place {
         ns: unique("hapsys"),
-        bindings_ns: namespace(&client, "garden").await,
+        bindings_ns: project(&client).await,
         suffix: unique("dry"),
     };
     let objs = relocate(&base, &place);
@@ -549,7 +549,7 @@ async fn monitoring_overlay_passes_server_dry_run() {
     );
     let place = Place {
         ns: namespace(&client, "hapsys").await,
-        bindings_ns: namespace(&client, "garden").await,
+        bindings_ns: project(&client).await,
         suffix: unique("mon"),
     };
     let objs = relocate(&overlay, &place);
@@ -568,7 +568,7 @@ async fn helm_chart_with_default_values_passes_server_dry_run() {
         ]));
     assert!(ok, "helm lint --strict: {out}\n{err}");
     let ns = namespace(&client, "hapsys").await;
-    let bindings_ns = namespace(&client, "garden").await;
+    let bindings_ns = project(&client).await;
     let release = unique("hap");
     let objs = helm_template(
         &release,
@@ -614,7 +614,7 @@ async fn helm_chart_with_default_values_passes_server_dry_run() {
 async fn helm_chart_with_keb_values_renders_a_keb_hapconfig() {
     let client = client().await;
     let ns = namespace(&client, "hapsys").await;
-    let bindings_ns = namespace(&client, "garden").await;
+    let bindings_ns = project(&client).await;
     let config = unique("hapkeb");
     let values = repo_root().join("deploy/helm/hap-operator/examples/keb-values.yaml");
     let objs = helm_template(
@@ -1100,7 +1100,7 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
     let client = client().await;
     let place = Place {
         ns: unique("hapsys"),
-        bindings_ns: namespace(&client, "garden").await,
+        bindings_ns: project(&client).await,
         suffix: unique("cani"),
     };
     let other_ns = namespace(&client, "other").await;

@@ -532,9 +532,10 @@ fn flux_apply(manifest: &Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flux_server_side_apply_never_conflicts_with_the_operator() {
     let client = client().await;
-    let bindings_ns = namespace(&client, "garden").await;
+    let bindings_ns = project(&client).await;
     let claims_ns = namespace(&client, "claims").await;
     let mut hap = Hap {
+        garden: client.clone(),
         client,
         config: unique("hap"),
         bindings_ns,

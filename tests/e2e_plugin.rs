@@ -109,9 +109,9 @@ async fn kubectl_hap_reads_the_live_cluster() {
         )
         .await;
     }
-    hap.shoot("s-owned", "aws-owned");
-    hap.shoot("s-a", "azure-shared-1");
-    hap.shoot("s-b", "azure-shared-1");
+    hap.shoot("s-owned", "aws-owned").await;
+    hap.shoot("s-a", "azure-shared-1").await;
+    hap.shoot("s-b", "azure-shared-1").await;
     hap.claim(
         "c1",
         json!({"globalAccount": "ga-1", "plan": "aws", "shootName": "c1"}),

@@ -15,6 +15,7 @@ async fn other_configs_are_marked_ignored() {
     // A second HapConfig the operator is not configured for.
     let other = Hap {
         client: hap.client.clone(),
+        garden: hap.garden.clone(),
         config: unique("other"),
         bindings_ns: hap.bindings_ns.clone(),
         claims_ns: hap.claims_ns.clone(),

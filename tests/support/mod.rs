@@ -1,8 +1,11 @@
 //! Shared harness of the e2e tests: a client for the real control plane started by
-//! `e2e/testenv up` (via `make test`), CRD installation, unique names, an in-process operator,
-//! and polling helpers. Tests isolate themselves by namespace and HapConfig name, so they share
-//! one control plane and run in parallel.
+//! `e2e/testenv up` (via `make test`; it serves the real Gardener API), CRD installation, unique
+//! names, Gardener projects, bindings and Shoots (`garden`), an in-process operator, and polling
+//! helpers. Tests isolate themselves by namespace (bindings: a project of their own) and
+//! HapConfig name, so they share one control plane and run in parallel.
 #![allow(dead_code)]
+
+pub mod garden;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -13,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use hap_operator::controller::{Handle, RunArgs};
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::ApiResource;
 use kube::{Client, Config};
 use serde_json::json;
 use tokio::sync::OnceCell;
@@ -85,7 +87,7 @@ pub fn kubectl_stdin(args: &[&str], stdin: Option<&str>) -> (bool, String, Strin
     )
 }
 
-/// A client for the test control plane, with the product's and Gardener's CRDs installed.
+/// A client for the test control plane, with the product's CRDs installed.
 pub async fn client() -> Client {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
@@ -97,17 +99,15 @@ pub async fn client() -> Client {
         .expect("kubeconfig");
     let client = Client::try_from(config).expect("client");
     CRDS.get_or_init(|| async {
-        for dir in ["crds", "e2e/crds"] {
-            let path = repo_root().join(dir);
-            let (ok, _, err) = kubectl(&[
-                "apply",
-                "--server-side",
-                "--force-conflicts",
-                "-f",
-                path.to_str().expect("path"),
-            ]);
-            assert!(ok, "installing {dir}: {err}");
-        }
+        let path = repo_root().join("crds");
+        let (ok, _, err) = kubectl(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            path.to_str().expect("path"),
+        ]);
+        assert!(ok, "installing crds/: {err}");
         let (ok, _, err) = kubectl(&[
             "wait",
             "--for=condition=Established",
@@ -138,41 +138,10 @@ pub async fn namespace(client: &Client, prefix: &str) -> String {
     name
 }
 
-pub fn credentials_binding_resource() -> ApiResource {
-    ApiResource {
-        group: "security.gardener.cloud".into(),
-        version: "v1alpha1".into(),
-        api_version: "security.gardener.cloud/v1alpha1".into(),
-        kind: "CredentialsBinding".into(),
-        plural: "credentialsbindings".into(),
-    }
-}
+pub use garden::{create_binding, credentials_binding_resource, project};
 
 pub fn bindings_api(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &credentials_binding_resource())
-}
-
-/// Creates a CredentialsBinding with these labels.
-pub async fn create_binding(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    provider: &str,
-    labels: &[(&str, &str)],
-) {
-    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
-    let obj: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "security.gardener.cloud/v1alpha1",
-        "kind": "CredentialsBinding",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "provider": {"type": provider},
-        "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": format!("{name}-secret"), "namespace": ns},
-    }))
-    .expect("binding");
-    bindings_api(client, ns)
-        .create(&PostParams::default(), &obj)
-        .await
-        .expect("create binding");
 }
 
 /// Labels of a binding as the API server has them now.
@@ -280,6 +249,9 @@ pub fn condition<'a>(
 /// operator that watches only those.
 pub struct Hap {
     pub client: Client,
+    /// Where bindings and Shoots live: the same cluster as `client` unless the test runs with a
+    /// separate garden.
+    pub garden: Client,
     pub config: String,
     pub bindings_ns: String,
     pub claims_ns: String,
@@ -296,10 +268,11 @@ impl Hap {
 
     pub async fn without_operator(rules: &[&str], extra_spec: serde_json::Value) -> Self {
         let client = client().await;
-        let bindings_ns = namespace(&client, "garden").await;
+        let bindings_ns = project(&client).await;
         let claims_ns = namespace(&client, "claims").await;
         let config = unique("hap");
         let hap = Self {
+            garden: client.clone(),
             client,
             config,
             bindings_ns,
@@ -352,24 +325,23 @@ impl Hap {
         .expect("apply HapConfig");
     }
 
+    /// Creates a CredentialsBinding (and its Secret) in the binding namespace.
     pub async fn binding(&self, name: &str, provider: &str, labels: &[(&str, &str)]) {
-        create_binding(&self.client, &self.bindings_ns, name, provider, labels).await;
+        create_binding(&self.garden, &self.bindings_ns, name, provider, labels).await;
     }
 
-    /// Creates a Shoot in the binding namespace that uses `binding`.
-    pub fn shoot(&self, name: &str, binding: &str) {
-        let manifest = format!(
-            "apiVersion: core.gardener.cloud/v1beta1\nkind: Shoot\nmetadata: {{name: {name}}}\nspec: {{credentialsBindingName: {binding}, region: eu-west-1, provider: {{type: aws}}}}\n"
-        );
-        let (ok, _, err) = kubectl_stdin(
-            &["apply", "-n", &self.bindings_ns, "-f", "-"],
-            Some(&manifest),
-        );
-        assert!(ok, "creating Shoot {name}: {err}");
+    /// Creates a valid Shoot in the binding namespace that uses `binding`.
+    pub async fn shoot(&self, name: &str, binding: &str) {
+        garden::create_shoot(&self.garden, &self.bindings_ns, name, binding).await;
+    }
+
+    /// Deletes a Shoot of the binding namespace (with Gardener's deletion confirmation).
+    pub async fn delete_shoot(&self, name: &str) {
+        garden::delete_shoot(&self.garden, &self.bindings_ns, name).await;
     }
 
     pub async fn labels(&self, binding: &str) -> BTreeMap<String, String> {
-        binding_labels(&self.client, &self.bindings_ns, binding).await
+        binding_labels(&self.garden, &self.bindings_ns, binding).await
     }
 
     pub fn claims(&self) -> Api<hap_operator::api::AccountClaim> {

@@ -1,7 +1,8 @@
 //! A control plane of one's own, for tests and benchmarks that must not share the one `make test`
-//! starts: the chaos test restarts kube-apiserver, the load benchmark reads the apiserver's own
-//! request counters. Started and stopped through the launcher (`testenv up|down|restart-apiserver
-//! --dir DIR`); `hap run` replicas run as child processes with that control plane's kubeconfig.
+//! starts: the chaos test restarts kube-apiserver and gardener-apiserver, the load benchmark reads
+//! the apiserver's own request counters. Started and stopped through the launcher (`testenv
+//! up|down|restart-apiserver|restart-gardener-apiserver --dir DIR`, optionally with a separate
+//! garden); `hap run` replicas run as child processes with that control plane's kubeconfig.
 //!
 //! Self-contained (no `super::` items) so that `examples/load.rs` can include it by path.
 #![allow(dead_code)]
@@ -31,39 +32,65 @@ pub fn k8s_bin() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-/// One control plane in its own state directory. Dropping the value `up` returned stops it
-/// (`testenv down`); handles from `handle()` do not.
+/// gardener-apiserver: `HAP_GARDENER_APISERVER`, else whatever `e2e/build-gardener.sh` prints
+/// (building it on first use).
+pub fn gardener_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("HAP_GARDENER_APISERVER") {
+        return PathBuf::from(bin);
+    }
+    let out = Command::new(repo_root().join("e2e/build-gardener.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run e2e/build-gardener.sh");
+    assert!(out.status.success(), "e2e/build-gardener.sh failed");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// One control plane in its own state directory, serving the real Gardener API (the launcher
+/// bootstraps CloudProfiles, ControllerRegistrations and the project `kyma`). Dropping the value
+/// `up` returned stops it (`testenv down`); handles from `handle()` and `garden()` do not.
 pub struct PrivateEnv {
     pub dir: PathBuf,
     pub kubeconfig: PathBuf,
     bin: PathBuf,
+    gardener: PathBuf,
     owner: bool,
 }
 
 impl PrivateEnv {
-    /// Starts etcd, kube-apiserver and kube-controller-manager in `dir` and installs the
-    /// product's and Gardener's CRDs.
+    /// Starts etcd, kube-apiserver, kube-controller-manager and gardener-apiserver in `dir` and
+    /// installs the product's CRDs.
     pub fn up(dir: &Path) -> Self {
-        let bin = k8s_bin();
+        Self::start(dir, &[])
+    }
+
+    /// Two clusters, as in a real landscape: the operator's (the product's CRDs, no Gardener
+    /// API) in `dir` and a separate garden in `dir/garden` (see [`PrivateEnv::garden`]).
+    pub fn up_with_garden(dir: &Path) -> Self {
+        Self::start(dir, &["--garden"])
+    }
+
+    fn start(dir: &Path, flags: &[&str]) -> Self {
         let env = Self {
             dir: dir.to_path_buf(),
             kubeconfig: dir.join("kubeconfig"),
-            bin,
+            bin: k8s_bin(),
+            gardener: gardener_bin(),
             owner: true,
         };
-        let out = env.launcher(&["up"]);
+        let mut args = vec!["up"];
+        args.extend_from_slice(flags);
+        let out = env.launcher(&args);
         assert!(out.0, "testenv up --dir {}: {}", dir.display(), out.1);
-        for crds in ["crds", "e2e/crds"] {
-            let path = repo_root().join(crds);
-            let (ok, _, err) = env.kubectl(&[
-                "apply",
-                "--server-side",
-                "--force-conflicts",
-                "-f",
-                path.to_str().expect("utf-8 path"),
-            ]);
-            assert!(ok, "installing {crds}: {err}");
-        }
+        let path = repo_root().join("crds");
+        let (ok, _, err) = env.kubectl(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            path.to_str().expect("utf-8 path"),
+        ]);
+        assert!(ok, "installing crds/: {err}");
         let (ok, _, err) = env.kubectl(&[
             "wait",
             "--for=condition=Established",
@@ -75,6 +102,24 @@ impl PrivateEnv {
         env
     }
 
+    /// The separate garden started by [`PrivateEnv::up_with_garden`]: a handle (stopped with
+    /// the outer control plane).
+    pub fn garden(&self) -> Self {
+        let dir = self.dir.join("garden");
+        assert!(
+            dir.join("kubeconfig").exists(),
+            "no separate garden in {}: start with PrivateEnv::up_with_garden",
+            self.dir.display()
+        );
+        Self {
+            kubeconfig: dir.join("kubeconfig"),
+            dir,
+            bin: self.bin.clone(),
+            gardener: self.gardener.clone(),
+            owner: false,
+        }
+    }
+
     fn launcher(&self, args: &[&str]) -> (bool, String) {
         let out = Command::new(self.bin.join("testenv"))
             .args(args)
@@ -82,6 +127,8 @@ impl PrivateEnv {
             .arg(&self.dir)
             .arg("--bin")
             .arg(&self.bin)
+            .arg("--gardener-bin")
+            .arg(&self.gardener)
             .output()
             .expect("run the testenv launcher");
         (
@@ -104,14 +151,38 @@ impl PrivateEnv {
         started.elapsed()
     }
 
+    /// Stops only gardener-apiserver, keeps it down for `down_for`, starts it again and waits
+    /// until its APIServices are Available. Returns how long the Gardener API was unavailable.
+    pub fn restart_gardener_apiserver(&self, down_for: Duration) -> Duration {
+        let started = Instant::now();
+        let down = format!("{}ms", down_for.as_millis());
+        let (ok, out) = self.launcher(&["restart-gardener-apiserver", "--down-for", &down]);
+        assert!(ok, "testenv restart-gardener-apiserver: {out}");
+        started.elapsed()
+    }
+
+    /// `restart_gardener_apiserver` off the async runtime's worker threads.
+    pub async fn restart_gardener_apiserver_async(&self, down_for: Duration) -> Duration {
+        let env = self.handle();
+        tokio::task::spawn_blocking(move || env.restart_gardener_apiserver(down_for))
+            .await
+            .expect("restart task")
+    }
+
     /// A handle on the same control plane that does not stop it when dropped.
     pub fn handle(&self) -> Self {
         Self {
             dir: self.dir.clone(),
             kubeconfig: self.kubeconfig.clone(),
             bin: self.bin.clone(),
+            gardener: self.gardener.clone(),
             owner: false,
         }
+    }
+
+    /// kube-apiserver's audit log (every request not made with the admin token).
+    pub fn audit_log(&self) -> PathBuf {
+        self.dir.join("logs").join("audit.log")
     }
 
     /// `restart_apiserver` off the async runtime's worker threads.
@@ -134,6 +205,9 @@ impl PrivateEnv {
             for e in entries.flatten() {
                 let _ = std::fs::copy(e.path(), to.join(e.file_name()));
             }
+        }
+        if self.dir.join("garden/logs").exists() {
+            self.garden().save_logs(&to.join("garden"));
         }
     }
 
@@ -241,6 +315,9 @@ impl OperatorProcess {
             .args(["--identity", identity])
             .args(["--http-addr", &format!("127.0.0.1:{port}")])
             .env("KUBECONFIG", kubeconfig)
+            // The topology is the caller's choice (`--garden-kubeconfig` in `args`), never
+            // inherited.
+            .env_remove("HAP_GARDEN_KUBECONFIG")
             .env_remove("RUST_LOG")
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
