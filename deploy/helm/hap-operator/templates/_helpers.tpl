@@ -53,3 +53,24 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   name: {{ include "hap-operator.serviceAccountName" . }}
   namespace: {{ .Release.Namespace }}
 {{- end -}}
+
+{{/* The garden ServiceAccount (garden.rbacOnly): the operator's identity in a separate garden,
+in the Gardener project namespace. */}}
+{{- define "hap-operator.gardenServiceAccountName" -}}
+{{- default (include "hap-operator.fullname" .) .Values.garden.serviceAccount.name -}}
+{{- end -}}
+
+{{/* Who the garden-side rules are for: the operator's ServiceAccount when the garden is this
+cluster, the garden ServiceAccount when rendering for a separate garden. */}}
+{{- define "hap-operator.gardenSubject" -}}
+{{- if .Values.garden.rbacOnly -}}
+- kind: ServiceAccount
+  name: {{ include "hap-operator.gardenServiceAccountName" . }}
+  namespace: {{ .Values.bindingNamespace }}
+{{- else -}}
+{{ include "hap-operator.subject" . }}
+{{- end -}}
+{{- end -}}
+
+{{/* Where the garden kubeconfig Secret is mounted (read-only). */}}
+{{- define "hap-operator.gardenKubeconfigDir" -}}/etc/hap-operator/garden{{- end -}}
