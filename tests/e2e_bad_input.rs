@@ -9,6 +9,10 @@
 //! Meanwhile valid claims keep arriving and must bind (the last valid generation keeps serving),
 //! and at the end the operator must still be alive, answering /livez and /readyz, with no panic
 //! in its log.
+//!
+//! Besides the corpus: Gardener objects the real gardener-apiserver accepts but no pool can use
+//! (bindings without the pool labels, a Shoot naming a binding that is gone), and what the
+//! operator shows for them.
 
 mod support;
 
@@ -543,4 +547,95 @@ async fn every_bad_input_is_rejected_where_the_corpus_says_and_the_operator_keep
     assert!(bound.len() >= 3 && bound.iter().all(|b| b.1.is_some()));
     let _ = configs.delete(&config, &Default::default()).await;
     let _ = std::fs::remove_file(&log);
+}
+
+/// Gardener objects the real gardener-apiserver accepts but no pool can use:
+/// - a binding without the pool labels, and one whose `hyperscalerType` no rule names. They are
+///   in no pool: the operator never writes them, the pool figures do not count them, and a claim
+///   for the pool waits with `PoolExhausted` naming the selector that matched nothing;
+/// - a Shoot naming a binding that does not exist. gardener-apiserver refuses such a Shoot at
+///   creation, but the binding can be deleted under a running Shoot (in a landscape a
+///   gardener-controller-manager finalizer holds it back; none runs here). The Shoot counts on no
+///   binding: the pool figures ignore it, the claim bound to the deleted binding reports
+///   `BindingLost`, and claims of the pool bind to the bindings that exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gardener_objects_no_pool_can_use_are_left_alone() {
+    let hap = Hap::new(&["aws", "gcp"], json!({})).await;
+    hap.binding("nolabels", "aws", &[]).await;
+    hap.binding("aws-typo", "aws", &[("hyperscalerType", "aws_typo")])
+        .await;
+    hap.binding("gcp-1", "gcp", &[("hyperscalerType", "gcp")])
+        .await;
+    let bindings = bindings_api(&hap.garden, &hap.bindings_ns);
+    let version = |b: &str| {
+        let bindings = bindings.clone();
+        let b = b.to_string();
+        async move {
+            bindings
+                .get(&b)
+                .await
+                .expect("binding")
+                .metadata
+                .resource_version
+        }
+    };
+    let before = (version("nolabels").await, version("aws-typo").await);
+
+    // The Shoot's binding goes away under it.
+    hap.claim(
+        "gcp-a",
+        json!({"globalAccount": "ga-1", "plan": "gcp", "shootName": "s-gcp"}),
+    )
+    .await;
+    assert_eq!(hap.bound("gcp-a").await, "gcp-1");
+    hap.shoot("s-gcp", "gcp-1").await;
+    bindings
+        .delete("gcp-1", &Default::default())
+        .await
+        .expect("the API lets the binding go while a Shoot names it");
+    let lost = hap.ready_reason("gcp-a", "BindingLost").await;
+    assert!(lost.contains("gcp-1"), "{lost}");
+
+    // No binding of the aws pool exists; the unlabelled ones are not taken instead.
+    hap.claim("aws-a", json!({"globalAccount": "ga-2", "plan": "aws"}))
+        .await;
+    let msg = hap.ready_reason("aws-a", "PoolExhausted").await;
+    assert!(msg.contains("hyperscalerType=aws"), "{msg}");
+
+    // A new gcp binding serves the pool; the orphaned Shoot counts on nothing.
+    hap.binding("gcp-2", "gcp", &[("hyperscalerType", "gcp")])
+        .await;
+    hap.claim("gcp-b", json!({"globalAccount": "ga-3", "plan": "gcp"}))
+        .await;
+    assert_eq!(hap.bound("gcp-b").await, "gcp-2");
+    let gcp = eventually(
+        Duration::from_secs(30),
+        "pool figures with gcp-2",
+        || async {
+            let st = hap.config_status().await;
+            let pools: Vec<_> = st.rules.iter().flat_map(|r| r.pools.clone()).collect();
+            assert!(
+                !pools.iter().any(|p| p.hyperscaler_type != "gcp"),
+                "bindings without the pool labels form no pool: {pools:?}"
+            );
+            let gcp = pools.iter().find(|p| p.hyperscaler_type == "gcp")?.clone();
+            (gcp.total == 1 && gcp.claimed == 1).then_some(gcp)
+        },
+    )
+    .await;
+    assert_eq!(gcp.clusters, 1, "only gcp-b's cluster: {gcp:?}");
+    // The HapConfig says the aws entry has no pool, although two aws bindings exist.
+    let missing = hap.config_condition("PoolsAvailable", "False").await;
+    assert!(
+        missing.reason == "MissingPool" && missing.message.contains("`aws`"),
+        "{missing:?}"
+    );
+    assert_eq!(
+        (version("nolabels").await, version("aws-typo").await),
+        before,
+        "bindings in no pool are never written"
+    );
+    for b in ["nolabels", "aws-typo"] {
+        assert!(!hap.labels(b).await.contains_key("tenantName"));
+    }
 }
