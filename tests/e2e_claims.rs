@@ -1,6 +1,9 @@
-//! End-to-end (real kube-apiserver): claiming bindings — the seeds' Initial Configuration, EU
-//! access, shared least-used, concurrency, multi-account limits, exhaustion, apply-once,
-//! release, restart and the refresh cycle.
+//! End-to-end (real kube-apiserver and gardener-apiserver): claiming bindings — the seeds'
+//! Initial Configuration, EU access, shared least-used, concurrency, multi-account limits,
+//! exhaustion, apply-once, release, restart and the refresh cycle. The main claim flow, release
+//! and multi-account also run with a separate garden (`*_with_a_separate_garden`): bindings and
+//! Shoots in a second control plane, the operator reading and writing them through its garden
+//! kubeconfig, HapConfig and claims in its own cluster.
 
 mod support;
 
@@ -23,7 +26,35 @@ const INITIAL: &[&str] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initial_configuration_reaches_its_pools() {
-    let hap = Hap::new(INITIAL, json!({})).await;
+    initial_configuration_in(Hap::new(INITIAL, json!({})).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_configuration_reaches_its_pools_with_a_separate_garden() {
+    let hap = Hap::with_separate_garden(INITIAL, json!({})).await;
+    initial_configuration_in(hap).await;
+}
+
+/// With a separate garden, nothing of the Gardener project exists in the operator's cluster.
+async fn assert_bindings_only_in_the_garden(hap: &Hap) {
+    if hap.garden_kubeconfig.is_none() {
+        return;
+    }
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(hap.client.clone());
+    assert!(
+        namespaces
+            .get_opt(&hap.bindings_ns)
+            .await
+            .expect("get namespace")
+            .is_none(),
+        "the project namespace {} exists only in the garden",
+        hap.bindings_ns
+    );
+}
+
+async fn initial_configuration_in(hap: Hap) {
+    assert_bindings_only_in_the_garden(&hap).await;
     for (name, provider, labels) in [
         ("azure-1", "azure", vec![("hyperscalerType", "azure")]),
         (
@@ -243,26 +274,30 @@ async fn fifty_concurrent_claims_of_one_tenant_get_exactly_one_binding() {
     assert_eq!(tenants, 1, "exactly one binding labelled");
 }
 
+/// Seed 004 with the AWS limit scaled from 200 down to 3.
+fn multi_account_spec() -> serde_json::Value {
+    json!({"multiHyperscalerAccount": {"allowedGlobalAccounts": ["ga-multi"], "limits": {"default": 10, "aws": 3}}})
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_account_fills_most_populated_below_the_limit() {
-    // Seed 004 with the AWS limit scaled from 200 down to 3.
-    let spec = json!({"multiHyperscalerAccount": {"allowedGlobalAccounts": ["ga-multi"], "limits": {"default": 10, "aws": 3}}});
-    let hap = Hap::new(&["aws"], spec).await;
+    multi_account_in(Hap::new(&["aws"], multi_account_spec()).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_account_fills_most_populated_below_the_limit_with_a_separate_garden() {
+    multi_account_in(Hap::with_separate_garden(&["aws"], multi_account_spec()).await).await;
+}
+
+async fn multi_account_in(hap: Hap) {
+    assert_bindings_only_in_the_garden(&hap).await;
     for name in ["aws-a", "aws-b", "aws-c", "aws-d"] {
         hap.binding(name, "aws", &[("hyperscalerType", "aws")])
             .await;
     }
     // The tenant already holds aws-a with 4 clusters (over the limit) and aws-b with 1.
     for (b, tenant) in [("aws-a", "ga-multi"), ("aws-b", "ga-multi")] {
-        let (ok, _, err) = kubectl(&[
-            "label",
-            "credentialsbinding",
-            b,
-            "-n",
-            &hap.bindings_ns,
-            &format!("tenantName={tenant}"),
-        ]);
-        assert!(ok, "{err}");
+        hap.label(b, "tenantName", Some(tenant)).await;
     }
     for (shoot, binding) in [
         ("o1", "aws-a"),
@@ -372,7 +407,16 @@ async fn rule_change_never_moves_a_bound_claim() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_marks_dirty_only_after_the_last_cluster_leaves() {
-    let hap = Hap::new(&["aws", "trial(shared)"], json!({})).await;
+    release_in(Hap::new(&["aws", "trial(shared)"], json!({})).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_marks_dirty_only_after_the_last_cluster_leaves_with_a_separate_garden() {
+    release_in(Hap::with_separate_garden(&["aws", "trial(shared)"], json!({})).await).await;
+}
+
+async fn release_in(hap: Hap) {
+    assert_bindings_only_in_the_garden(&hap).await;
     hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
         .await;
     hap.binding(
@@ -442,7 +486,15 @@ async fn release_marks_dirty_only_after_the_last_cluster_leaves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_waits_for_the_shoot() {
-    let hap = Hap::new(&["aws"], json!({})).await;
+    release_waits_for_the_shoot_in(Hap::new(&["aws"], json!({})).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_waits_for_the_shoot_with_a_separate_garden() {
+    release_waits_for_the_shoot_in(Hap::with_separate_garden(&["aws"], json!({})).await).await;
+}
+
+async fn release_waits_for_the_shoot_in(hap: Hap) {
     hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
         .await;
     hap.claim(

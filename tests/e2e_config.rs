@@ -129,6 +129,7 @@ async fn claims_wait_for_a_missing_config_and_bind_once_it_exists() {
     let claims_ns = namespace(&client, "claims").await;
     let mut hap = Hap {
         garden: client.clone(),
+        garden_kubeconfig: None,
         client,
         config: unique("hap"),
         bindings_ns,

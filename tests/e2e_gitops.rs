@@ -536,6 +536,7 @@ async fn flux_server_side_apply_never_conflicts_with_the_operator() {
     let claims_ns = namespace(&client, "claims").await;
     let mut hap = Hap {
         garden: client.clone(),
+        garden_kubeconfig: None,
         client,
         config: unique("hap"),
         bindings_ns,

@@ -16,6 +16,7 @@ async fn other_configs_are_marked_ignored() {
     let other = Hap {
         client: hap.client.clone(),
         garden: hap.garden.clone(),
+        garden_kubeconfig: hap.garden_kubeconfig.clone(),
         config: unique("other"),
         bindings_ns: hap.bindings_ns.clone(),
         claims_ns: hap.claims_ns.clone(),

@@ -40,6 +40,58 @@ pub fn kubeconfig() -> PathBuf {
     path
 }
 
+/// The separate garden of the test control plane (`e2e/testenv up --garden --gardener`, as
+/// `make test` starts it): a second control plane serving the Gardener API, for the tests of the
+/// two-cluster topology. Fails loudly when it is missing: those tests are never skipped.
+pub fn garden_kubeconfig() -> PathBuf {
+    let path = std::env::var_os("HAP_TEST_GARDEN_KUBECONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            kubeconfig()
+                .parent()
+                .expect("kubeconfig dir")
+                .join("garden/kubeconfig")
+        });
+    assert!(
+        path.exists(),
+        "no separate garden: {} does not exist. Run `make test`, or `e2e/testenv up --garden --gardener`",
+        path.display()
+    );
+    path
+}
+
+async fn client_for(path: &std::path::Path) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).expect("read kubeconfig");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+/// A client for the separate garden (admin).
+pub async fn garden_client() -> Client {
+    client_for(&garden_kubeconfig()).await
+}
+
+/// kube-apiserver's audit log of the control plane of `kubeconfig` (the launcher writes it next
+/// to the kubeconfig): every request not made with the admin token, at Metadata level.
+pub fn audit_log(kubeconfig: &std::path::Path) -> PathBuf {
+    kubeconfig
+        .parent()
+        .expect("kubeconfig dir")
+        .join("logs/audit.log")
+}
+
+/// The audit events of `user` (one JSON object per request, stage ResponseComplete).
+pub fn audit_events(log: &std::path::Path, user: &str) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(log)
+        .unwrap_or_else(|e| panic!("read the audit log {}: {e}", log.display()));
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["user"]["username"] == user && e["stage"] == "ResponseComplete")
+        .collect()
+}
+
 /// kubectl built from the same Kubernetes release as the control plane.
 pub fn kubectl_path() -> PathBuf {
     if let Some(bin) = std::env::var_os("HAP_K8S_BIN") {
@@ -93,11 +145,7 @@ pub async fn client() -> Client {
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .with_test_writer()
         .try_init();
-    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig()).expect("read kubeconfig");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("kubeconfig");
-    let client = Client::try_from(config).expect("client");
+    let client = client_for(&kubeconfig()).await;
     CRDS.get_or_init(|| async {
         let path = repo_root().join("crds");
         let (ok, _, err) = kubectl(&[
@@ -252,6 +300,8 @@ pub struct Hap {
     /// Where bindings and Shoots live: the same cluster as `client` unless the test runs with a
     /// separate garden.
     pub garden: Client,
+    /// The garden's kubeconfig when it is a separate cluster (passed to the operator).
+    pub garden_kubeconfig: Option<PathBuf>,
     pub config: String,
     pub bindings_ns: String,
     pub claims_ns: String,
@@ -273,6 +323,7 @@ impl Hap {
         let config = unique("hap");
         let hap = Self {
             garden: client.clone(),
+            garden_kubeconfig: None,
             client,
             config,
             bindings_ns,
@@ -281,6 +332,26 @@ impl Hap {
         };
         hap.apply_config(rules, extra_spec).await;
         hap
+    }
+
+    /// Like [`Hap::new`], with bindings and Shoots in the separate garden: the project is
+    /// created there and the operator reads and writes bindings through the garden's kubeconfig.
+    pub async fn with_separate_garden(rules: &[&str], extra_spec: serde_json::Value) -> Self {
+        let client = client().await;
+        let garden = garden_client().await;
+        let bindings_ns = project(&garden).await;
+        let claims_ns = namespace(&client, "claims").await;
+        let hap = Self {
+            client,
+            garden,
+            garden_kubeconfig: Some(garden_kubeconfig()),
+            config: unique("hap"),
+            bindings_ns,
+            claims_ns,
+            operator: None,
+        };
+        hap.apply_config(rules, extra_spec).await;
+        hap.with_operator().await
     }
 
     pub async fn with_operator(mut self) -> Self {
@@ -293,6 +364,7 @@ impl Hap {
         args.claim_namespace = Some(self.claims_ns.clone());
         args.mark_ignored_configs = false;
         args.pending_retry = Duration::from_secs(2);
+        args.garden_kubeconfig = self.garden_kubeconfig.clone();
         args
     }
 
@@ -338,6 +410,19 @@ impl Hap {
     /// Deletes a Shoot of the binding namespace (with Gardener's deletion confirmation).
     pub async fn delete_shoot(&self, name: &str) {
         garden::delete_shoot(&self.garden, &self.bindings_ns, name).await;
+    }
+
+    /// Sets (or with `None` removes) a label of a binding, as an account team would with kubectl.
+    pub async fn label(&self, binding: &str, key: &str, value: Option<&str>) {
+        let patch = json!({"metadata": {"labels": {key: value}}});
+        bindings_api(&self.garden, &self.bindings_ns)
+            .patch(
+                binding,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("label {binding} {key}={value:?}: {e}"));
     }
 
     pub async fn labels(&self, binding: &str) -> BTreeMap<String, String> {
