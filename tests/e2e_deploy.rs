@@ -1,232 +1,26 @@
-//! End-to-end (real kube-apiserver): the shipped packaging. Every rendered manifest (kustomize
-//! base, the monitoring overlay, the Helm chart with default and with upstream KEB values) passes
-//! `kubectl apply --dry-run=server`; the shipped RBAC is sufficient (the `hap` binary runs under
-//! the ServiceAccount's own token, with leader election, through the whole claim flow without a
-//! single RBAC error) and no wider than documented (`kubectl auth can-i`); the CRD copies under
-//! deploy/ and the generated docs do not drift.
+//! End-to-end (real kube-apiserver and gardener-apiserver): the shipped packaging. Every rendered
+//! manifest (kustomize base, the monitoring and separate-garden overlays, the garden side, the
+//! Helm chart with default, KEB, separate-garden and garden-side values) passes
+//! `kubectl apply --dry-run=server`; kustomize and Helm ship the same RBAC in each topology; the
+//! RBAC is no wider than documented (`kubectl auth can-i`, and Secrets only as the `get`
+//! gardener-apiserver's admission demands); the CRD copies under deploy/ and the generated docs
+//! do not drift. That the RBAC is sufficient is tests/e2e_rbac.rs.
 //!
 //! Helm comes from `e2e/build-helm.sh` (built from the Go module proxy, cached); `scripts/test.sh`
 //! exports its path as `HAP_HELM`.
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
-use std::time::Duration;
+#[path = "support/deploy.rs"]
+mod deploy;
 
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::events::v1::Event;
-use kube::Api;
-use kube::api::{DeleteParams, ListParams};
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use deploy::*;
 use serde_json::{Value, json};
 use support::*;
-
-// ---------------------------------------------------------------------------------------------
-// Rendering
-
-/// The helm binary: `HAP_HELM`, else built (or found in the cache) by e2e/build-helm.sh.
-fn helm_path() -> PathBuf {
-    static HELM: OnceLock<PathBuf> = OnceLock::new();
-    HELM.get_or_init(|| {
-        if let Some(p) = std::env::var_os("HAP_HELM") {
-            return PathBuf::from(p);
-        }
-        let out = Command::new(repo_root().join("e2e/build-helm.sh"))
-            .output()
-            .expect("run e2e/build-helm.sh");
-        assert!(
-            out.status.success(),
-            "e2e/build-helm.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    })
-    .clone()
-}
-
-fn run(cmd: &mut Command) -> (bool, String, String) {
-    let out = cmd.output().expect("spawn");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-/// Parses a multi-document YAML stream into its objects (empty documents dropped).
-fn parse_stream(text: &str) -> Vec<Value> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).expect("parse YAML stream");
-    docs.into_iter().filter(|d| !d.is_null()).collect()
-}
-
-/// `kubectl kustomize <dir>` (no cluster needed).
-fn kustomize(dir: &str) -> Vec<Value> {
-    let (ok, out, err) = kubectl(&["kustomize", repo_root().join(dir).to_str().unwrap()]);
-    assert!(ok, "kubectl kustomize {dir}: {err}");
-    parse_stream(&out)
-}
-
-/// `helm template` of the chart with a release name, a namespace and extra arguments.
-fn helm_template(release: &str, ns: &str, args: &[&str]) -> Vec<Value> {
-    let chart = repo_root().join("deploy/helm/hap-operator");
-    let (ok, out, err) = run(Command::new(helm_path())
-        .args([
-            "template",
-            release,
-            chart.to_str().unwrap(),
-            "--namespace",
-            ns,
-        ])
-        .args(args));
-    assert!(ok, "helm template {args:?}: {err}");
-    parse_stream(&out)
-}
-
-fn kind(o: &Value) -> &str {
-    o["kind"].as_str().unwrap_or_default()
-}
-
-fn name(o: &Value) -> &str {
-    o["metadata"]["name"].as_str().unwrap_or_default()
-}
-
-fn find<'a>(objs: &'a [Value], k: &str, n: &str) -> &'a Value {
-    objs.iter()
-        .find(|o| kind(o) == k && name(o) == n)
-        .unwrap_or_else(|| panic!("no {k} {n} in {:?}", summary(objs)))
-}
-
-fn summary(objs: &[Value]) -> Vec<String> {
-    objs.iter()
-        .map(|o| {
-            format!(
-                "{} {}/{}",
-                kind(o),
-                o["metadata"]["namespace"].as_str().unwrap_or("-"),
-                name(o)
-            )
-        })
-        .collect()
-}
-
-/// Objects as a YAML stream (JSON documents are YAML).
-fn stream(objs: &[Value]) -> String {
-    objs.iter()
-        .map(|o| serde_json::to_string(o).unwrap())
-        .collect::<Vec<_>>()
-        .join("\n---\n")
-}
-
-/// Where a test puts the kustomize base: its own operator and binding namespaces, and a suffix
-/// on the cluster-scoped RBAC names, so that parallel tests and repeated runs never collide.
-struct Place {
-    ns: String,
-    bindings_ns: String,
-    suffix: String,
-}
-
-/// Moves the base's objects from hap-system / garden-kyma into the test's namespaces and renames
-/// the cluster-scoped RBAC. Nothing else changes: the rules stay exactly as shipped.
-fn relocate(objs: &[Value], p: &Place) -> Vec<Value> {
-    let ns_of = |v: &Value| match v.as_str() {
-        Some("hap-system") => Some(json!(p.ns)),
-        Some("garden-kyma") => Some(json!(p.bindings_ns)),
-        _ => None,
-    };
-    objs.iter()
-        .map(|o| {
-            let mut o = o.clone();
-            let k = kind(&o).to_string();
-            if let Some(ns) = ns_of(&o["metadata"]["namespace"]) {
-                o["metadata"]["namespace"] = ns;
-            }
-            if k == "Namespace" && name(&o) == "hap-system" {
-                o["metadata"]["name"] = json!(p.ns);
-            }
-            if k == "ClusterRole" || k == "ClusterRoleBinding" {
-                o["metadata"]["name"] = json!(format!("{}-{}", name(&o), p.suffix));
-            }
-            if k == "ClusterRoleBinding" && o["roleRef"]["kind"] == "ClusterRole" {
-                let n = o["roleRef"]["name"].as_str().unwrap().to_string();
-                o["roleRef"]["name"] = json!(format!("{n}-{}", p.suffix));
-            }
-            if let Some(subjects) = o["subjects"].as_array_mut() {
-                for s in subjects {
-                    if let Some(ns) = ns_of(&s["namespace"]) {
-                        s["namespace"] = ns;
-                    }
-                }
-            }
-            o
-        })
-        .collect()
-}
-
-/// `kubectl apply --dry-run=server` of these objects; returns stderr (warnings).
-fn dry_run(objs: &[Value], what: &str) -> String {
-    let (ok, out, err) = kubectl_stdin(
-        &["apply", "--dry-run=server", "-f", "-"],
-        Some(&stream(objs)),
-    );
-    assert!(ok, "{what}: server dry-run failed:\n{err}\n{out}");
-    let applied = out
-        .lines()
-        .filter(|l| l.contains("(server dry run)"))
-        .count();
-    assert_eq!(
-        applied,
-        objs.len(),
-        "{what}: every object is dry-run applied:\n{out}"
-    );
-    assert!(
-        !err.contains("would violate PodSecurity"),
-        "{what}: the Deployment must satisfy Pod Security `restricted`:\n{err}"
-    );
-    err
-}
-
-fn apply(objs: &[Value], what: &str) {
-    let (ok, out, err) = kubectl_stdin(&["apply", "-f", "-"], Some(&stream(objs)));
-    assert!(ok, "{what}: apply failed:\n{err}\n{out}");
-}
-
-fn is_rbac_or_sa(o: &Value) -> bool {
-    matches!(
-        kind(o),
-        "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
-    )
-}
-
-/// Deletes what a test created, also when it fails.
-struct Cleanup(Vec<Vec<String>>);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        for args in &self.0 {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let _ = kubectl(&args);
-        }
-    }
-}
-
-fn cleanup_for(objs: &[Value]) -> Vec<Vec<String>> {
-    objs.iter()
-        .filter(|o| matches!(kind(o), "ClusterRole" | "ClusterRoleBinding" | "Namespace"))
-        .map(|o| {
-            vec![
-                "delete".into(),
-                kind(o).to_lowercase(),
-                name(o).into(),
-                "--ignore-not-found".into(),
-                "--wait=false".into(),
-            ]
-        })
-        .collect()
-}
 
 // ---------------------------------------------------------------------------------------------
 // Static checks: copies, versions, workload settings, RBAC shape
@@ -341,6 +135,54 @@ fn workload_settings_in_both_packagings() {
     }
 }
 
+/// With a separate garden, both packagings mount the garden kubeconfig from a Secret read-only
+/// and pass `--garden-kubeconfig` to it; the rest of the workload is unchanged.
+#[test]
+fn separate_garden_mounts_the_garden_kubeconfig_read_only() {
+    let overlay = kustomize("deploy/kustomize/overlays/separate-garden");
+    let chart = helm_template(
+        "hap-operator",
+        "hap-system",
+        &["--set", "garden.kubeconfigSecret=hap-operator-garden"],
+    );
+    for (objs, what) in [(&overlay, "kustomize"), (&chart, "helm")] {
+        let d = find(objs, "Deployment", "hap-operator");
+        check_deployment(d, what);
+        let pod = &d["spec"]["template"]["spec"];
+        let c = &pod["containers"][0];
+        let mount = &c["volumeMounts"][0];
+        assert_eq!(mount["readOnly"], true, "{what}: {mount}");
+        let dir = mount["mountPath"].as_str().unwrap();
+        let args: Vec<&str> = c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a.as_str())
+            .collect();
+        assert!(
+            args.contains(&format!("--garden-kubeconfig={dir}/kubeconfig").as_str()),
+            "{what}: {args:?}"
+        );
+        let volume = &pod["volumes"][0];
+        assert_eq!(volume["name"], mount["name"], "{what}");
+        assert_eq!(
+            volume["secret"]["secretName"], "hap-operator-garden",
+            "{what}"
+        );
+        assert_eq!(volume["secret"]["items"][0]["path"], "kubeconfig", "{what}");
+        // Readable by the non-root user without an fsGroup, writable by nobody.
+        assert_eq!(volume["secret"]["defaultMode"], 0o444, "{what}");
+    }
+    // The default topology mounts nothing.
+    for objs in [
+        kustomize("deploy/kustomize/base"),
+        helm_template("hap-operator", "hap-system", &[]),
+    ] {
+        let pod = &find(&objs, "Deployment", "hap-operator")["spec"]["template"]["spec"];
+        assert!(pod["volumes"].is_null(), "{pod}");
+    }
+}
+
 /// RBAC objects without labels: what grants what to whom.
 fn rbac_essence(objs: &[Value]) -> BTreeMap<String, Value> {
     objs.iter()
@@ -359,20 +201,49 @@ fn rbac_essence(objs: &[Value]) -> BTreeMap<String, Value> {
         .collect()
 }
 
+/// In each topology: one cluster (base / default values), the operator's cluster of a separate
+/// garden (overlays/separate-garden / garden.kubeconfigSecret) and the garden side (garden /
+/// garden.rbacOnly).
 #[test]
 fn helm_and_kustomize_ship_the_same_rbac() {
-    let base = rbac_essence(&kustomize("deploy/kustomize/base"));
-    let chart = rbac_essence(&helm_template("hap-operator", "hap-system", &[]));
-    assert_eq!(
-        base.keys().collect::<Vec<_>>(),
-        chart.keys().collect::<Vec<_>>()
-    );
-    for (k, v) in &base {
-        assert_eq!(v, &chart[k], "{k} differs between kustomize and helm");
+    for (dir, values, what) in [
+        ("deploy/kustomize/base", vec![], "one cluster"),
+        (
+            "deploy/kustomize/overlays/separate-garden",
+            vec!["--set", "garden.kubeconfigSecret=hap-operator-garden"],
+            "the operator's cluster of a separate garden",
+        ),
+        (
+            "deploy/kustomize/garden",
+            vec!["--set", "garden.rbacOnly=true"],
+            "the garden side",
+        ),
+    ] {
+        let base = rbac_essence(&kustomize(dir));
+        let chart = rbac_essence(&helm_template("hap-operator", "hap-system", &values));
+        assert_eq!(
+            base.keys().collect::<Vec<_>>(),
+            chart.keys().collect::<Vec<_>>(),
+            "{what}"
+        );
+        for (k, v) in &base {
+            assert_eq!(
+                v, &chart[k],
+                "{what}: {k} differs between kustomize and helm"
+            );
+        }
+    }
+    // The garden side is the same rules whichever cluster it is in.
+    let one = rbac_essence(&kustomize("deploy/kustomize/base"));
+    let garden = rbac_essence(&kustomize("deploy/kustomize/garden"));
+    for (k, v) in &garden {
+        assert_eq!(v["rules"], one[k]["rules"], "{k}");
     }
 }
 
-/// No wildcard, no Secrets, no non-resource URLs, and only the write verbs the code uses.
+/// No wildcard, no non-resource URLs, only the write verbs the code uses, and Secrets only as a
+/// `get` in a namespaced Role: gardener-apiserver admits a binding update only if the caller may
+/// `get` the Secret it references; `list` or `watch` would let it read them all.
 fn check_least_privilege(objs: &[Value], what: &str) {
     let writes: BTreeSet<&str> = ["create", "patch"].into();
     for o in objs.iter().filter(|o| kind(o).ends_with("Role")) {
@@ -392,12 +263,20 @@ fn check_least_privilege(objs: &[Value], what: &str) {
                     name(o)
                 );
             }
-            assert!(
-                !strings("resources")
-                    .iter()
-                    .any(|r| r.starts_with("secrets")),
-                "{what}: {rule}"
-            );
+            if strings("resources")
+                .iter()
+                .any(|r| r.starts_with("secrets"))
+            {
+                assert!(
+                    kind(o) == "Role"
+                        && strings("resources") == ["secrets"]
+                        && strings("apiGroups") == [""]
+                        && strings("verbs") == ["get"],
+                    "{what}: Secrets only as `get`, alone in its rule, in a namespaced Role: {} {}: {rule}",
+                    kind(o),
+                    name(o)
+                );
+            }
             for v in strings("verbs") {
                 assert!(
                     ["get", "list", "watch"].contains(&v.as_str()) || writes.contains(v.as_str()),
@@ -419,6 +298,26 @@ fn check_least_privilege(objs: &[Value], what: &str) {
 #[test]
 fn shipped_rbac_is_least_privilege() {
     check_least_privilege(&kustomize("deploy/kustomize/base"), "kustomize");
+    check_least_privilege(
+        &kustomize("deploy/kustomize/overlays/separate-garden"),
+        "kustomize separate-garden",
+    );
+    check_least_privilege(
+        &kustomize("deploy/kustomize/garden"),
+        "kustomize garden side",
+    );
+    check_least_privilege(
+        &helm_template(
+            "hap",
+            "hap-system",
+            &["--set", "garden.kubeconfigSecret=garden"],
+        ),
+        "helm separate garden",
+    );
+    check_least_privilege(
+        &helm_template("hap", "hap-system", &["--set", "garden.rbacOnly=true"]),
+        "helm garden side",
+    );
     check_least_privilege(&helm_template("hap", "hap-system", &[]), "helm");
     check_least_privilege(
         &helm_template(
@@ -522,6 +421,53 @@ fn install_service_monitor_crd() {
         ]);
         assert!(ok, "{err}");
     });
+}
+
+/// A separate garden: the operator's cluster gets the overlay (no Gardener API needed there),
+/// the garden gets the garden side, from kustomize and from Helm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn separate_garden_packaging_passes_server_dry_run_in_both_clusters() {
+    let client = client().await;
+    let garden = garden_client().await;
+    let place = Place {
+        ns: unique("hapsys"),
+        bindings_ns: project(&garden).await,
+        suffix: unique("sep"),
+    };
+    let ops = relocate(
+        &kustomize("deploy/kustomize/overlays/separate-garden"),
+        &place,
+    );
+    let ns: Vec<Value> = ops
+        .iter()
+        .filter(|o| kind(o) == "Namespace")
+        .cloned()
+        .collect();
+    let _cleanup = Cleanup(cleanup_for(&ns));
+    apply(&ns, "namespace");
+    dry_run(&ops, "kustomize separate-garden overlay");
+    let side = relocate(&kustomize("deploy/kustomize/garden"), &place);
+    dry_run_in(&garden_kubeconfig(), &side, "kustomize garden side");
+
+    let hapsys = namespace(&client, "hapsys").await;
+    let binding_ns = format!("bindingNamespace={}", place.bindings_ns);
+    let chart = helm_template(
+        &unique("hap"),
+        &hapsys,
+        &[
+            "--set",
+            &binding_ns,
+            "--set",
+            "garden.kubeconfigSecret=hap-operator-garden",
+        ],
+    );
+    dry_run(&chart, "helm separate garden");
+    let chart = helm_template(
+        &unique("hap"),
+        &hapsys,
+        &["--set", &binding_ns, "--set", "garden.rbacOnly=true"],
+    );
+    dry_run_in(&garden_kubeconfig(), &chart, "helm garden side");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -702,397 +648,6 @@ async fn helm_chart_with_keb_values_renders_a_keb_hapconfig() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The operator under its own ServiceAccount
-
-/// A kubeconfig with the ServiceAccount's token (TokenRequest via `kubectl create token`), and
-/// the server and CA of the test control plane.
-fn sa_kubeconfig(dir: &Path, ns: &str, sa: &str) -> PathBuf {
-    let (ok, token, err) = kubectl(&["create", "token", sa, "-n", ns, "--duration=2h"]);
-    assert!(ok, "kubectl create token: {err}");
-    let admin: Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(kubeconfig()).unwrap()).unwrap();
-    let mut cluster = admin["clusters"][0]["cluster"].clone();
-    if let Some(ca) = cluster["certificate-authority"].as_str() {
-        // Relative paths are relative to the kubeconfig's directory.
-        let base = kubeconfig().parent().unwrap().to_path_buf();
-        cluster["certificate-authority"] = json!(base.join(ca).to_str().unwrap());
-    }
-    let cfg = json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "testenv", "cluster": cluster}],
-        "users": [{"name": sa, "user": {"token": token.trim()}}],
-        "contexts": [{"name": sa, "context": {"cluster": "testenv", "user": sa, "namespace": ns}}],
-        "current-context": sa,
-    });
-    let path = dir.join("sa.kubeconfig");
-    std::fs::write(&path, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
-    path
-}
-
-fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
-    run(Command::new(kubectl_path())
-        .env("KUBECONFIG", kubeconfig)
-        .args(args))
-}
-
-/// GET over HTTP/1.0 (no chunking): (status, body).
-fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    let status = buf.split_whitespace().nth(1)?.parse().ok()?;
-    let body = buf.split_once("\r\n\r\n").map(|x| x.1.to_string())?;
-    Some((status, body))
-}
-
-/// The address the operator serves HTTP on, from its JSON log (it binds port 0, so no two
-/// tests can race for a port).
-fn served_addr(log: &str) -> Option<String> {
-    log.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| {
-            v["fields"]["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with("serving /livez"))
-        })
-        .and_then(|v| v["fields"]["addr"].as_str().map(str::to_string))
-}
-
-/// The `hap` binary as a process; killed if the test fails before stopping it.
-struct Process {
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl Process {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGTERM, then wait for a clean exit.
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("running");
-        let (ok, _, err) = run(Command::new("kill").args(["-TERM", &child.id().to_string()]));
-        assert!(ok, "kill -TERM: {err}");
-        for _ in 0..300 {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = child.kill();
-        panic!(
-            "the operator did not stop within 30 s of SIGTERM:\n{}",
-            self.log()
-        );
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-struct Run<'a> {
-    hap: &'a Hap,
-    /// The operator's namespace (Lease) and ServiceAccount, as the RBAC names them.
-    ns: String,
-    sa: String,
-    lease: String,
-}
-
-/// The main claim flow with the operator binary under the ServiceAccount's token: HapConfig
-/// Ready, a claim Bound and its binding labelled, a HapConfig event in `default`, the claim
-/// deleted and the binding marked dirty, events published, leader Lease held and handed back —
-/// and no RBAC error anywhere in the operator's log.
-async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
-    let hap = r.hap;
-    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = sa_kubeconfig(dir.path(), &r.ns, &r.sa);
-    // The ServiceAccount cannot read Secrets, as the can-i test says; checked here with the very
-    // token the operator runs with.
-    let (ok, _, err) = kubectl_with(&kubeconfig, &["get", "secrets", "-n", &hap.bindings_ns]);
-    assert!(!ok && err.contains("forbidden"), "{err}");
-
-    let identity = unique("hap-operator-pod");
-    let log = dir.path().join("operator.log");
-    let logfile = std::fs::File::create(&log).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_hap"))
-        .args([
-            "run",
-            &format!("--config-name={}", hap.config),
-            &format!("--claim-namespace={}", hap.claims_ns),
-            "--mark-ignored-configs=false",
-            "--http-addr=127.0.0.1:0",
-            "--leader-elect=true",
-            &format!("--lease-name={}", r.lease),
-            "--log-format=json",
-            "--pending-retry=2s",
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("POD_NAMESPACE", &r.ns)
-        .env("POD_NAME", &identity)
-        .env("RUST_LOG", "info,kube=warn,hap_operator=info")
-        .stdin(Stdio::null())
-        .stdout(logfile.try_clone().unwrap())
-        .stderr(logfile)
-        .spawn()
-        .expect("spawn hap run");
-    let mut op = Process {
-        child: Some(child),
-        log,
-    };
-    let addr = eventually(
-        Duration::from_secs(30),
-        "the HTTP address in the log",
-        || async { served_addr(&op.log()) },
-    )
-    .await;
-    eventually(Duration::from_secs(60), "/readyz 200", || async {
-        http_get(&addr, "/readyz").filter(|(s, _)| *s == 200)
-    })
-    .await;
-    assert_eq!(http_get(&addr, "/livez").map(|x| x.0), Some(200));
-
-    // Leader election on, in the operator's namespace.
-    let leases: Api<Lease> = Api::namespaced(hap.client.clone(), &r.ns);
-    eventually(
-        Duration::from_secs(30),
-        "Lease held by the operator",
-        || {
-            let (leases, lease, identity) = (leases.clone(), r.lease.clone(), identity.clone());
-            async move {
-                let l = leases.get(&lease).await.ok()?;
-                (l.spec?.holder_identity? == identity).then_some(())
-            }
-        },
-    )
-    .await;
-    eventually(Duration::from_secs(30), "hap_leader 1", || async {
-        let (_, body) = http_get(&addr, "/metrics")?;
-        body.lines()
-            .any(|l| l.trim() == "hap_leader 1")
-            .then_some(())
-    })
-    .await;
-
-    hap.config_condition("Ready", "True").await;
-    hap.claim(
-        "c1",
-        json!({"globalAccount": "ga-rbac", "plan": "aws", "shootName": "s1"}),
-    )
-    .await;
-    assert_eq!(hap.bound("c1").await, "aws-1");
-    assert_eq!(
-        hap.labels("aws-1")
-            .await
-            .get("tenantName")
-            .map(String::as_str),
-        Some("ga-rbac"),
-        "the binding is labelled through the Role in the binding namespace"
-    );
-
-    // A valid config turned invalid: an event about the cluster-scoped HapConfig, in `default`.
-    hap.apply_config(&["aws", "aws"], json!({})).await;
-    hap.config_condition("RulesValid", "False").await;
-    let default_events: Api<Event> = Api::namespaced(hap.client.clone(), "default");
-    eventually(
-        Duration::from_secs(30),
-        "ConfigInvalid event in default",
-        || {
-            let (api, cfg) = (default_events.clone(), hap.config.clone());
-            async move {
-                let evs = api.list(&ListParams::default()).await.ok()?;
-                evs.items
-                    .iter()
-                    .any(|e| {
-                        e.reason.as_deref() == Some("ConfigInvalid")
-                            && e.regarding.as_ref().and_then(|r| r.name.as_deref())
-                                == Some(cfg.as_str())
-                            && e.reporting_controller.as_deref() == Some("hap-operator")
-                    })
-                    .then_some(())
-            }
-        },
-    )
-    .await;
-    hap.apply_config(&["aws"], json!({})).await;
-    hap.config_condition("Ready", "True").await;
-
-    // Deleting the claim releases the binding (finalizer removed by JSON patch).
-    hap.claims()
-        .delete("c1", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually(Duration::from_secs(60), "claim c1 gone", || async {
-        hap.claims()
-            .get_opt("c1")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    let labels = eventually(Duration::from_secs(60), "aws-1 dirty", || async {
-        let l = hap.labels("aws-1").await;
-        (l.get("dirty").map(String::as_str) == Some("true")).then_some(l)
-    })
-    .await;
-    assert_eq!(
-        labels.get("tenantName").map(String::as_str),
-        Some("ga-rbac")
-    );
-
-    let claim_events: Api<Event> = Api::namespaced(hap.client.clone(), &hap.claims_ns);
-    let reasons: BTreeSet<String> = claim_events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reporting_controller.as_deref() == Some("hap-operator"))
-        .filter_map(|e| e.reason)
-        .collect();
-    for reason in ["Claimed", "Released"] {
-        assert!(
-            reasons.contains(reason),
-            "{reason} event in the claim namespace: {reasons:?}"
-        );
-    }
-
-    // A clean stop. Whether the Lease is handed back before exit is not asserted: leader.rs
-    // releases it in a task that `controller::run` does not await, so the process may exit first.
-    let status = op.terminate();
-    let log = op.log();
-    assert!(
-        status.success(),
-        "the operator exits 0 on SIGTERM: {status}\n{log}"
-    );
-    assert!(
-        log.contains("acquired the leader lease"),
-        "leader election ran:\n{log}"
-    );
-    for bad in ["forbidden", "cannot publish event", "Unauthorized"] {
-        let lines: Vec<&str> = log
-            .lines()
-            .filter(|l| l.to_lowercase().contains(&bad.to_lowercase()))
-            .collect();
-        assert!(
-            lines.is_empty(),
-            "RBAC trouble ({bad}) in the operator log:\n{}",
-            lines.join("\n")
-        );
-    }
-    // JSON logs, as the Deployment asks for.
-    assert!(
-        log.lines()
-            .filter(|l| !l.trim().is_empty())
-            .all(|l| serde_json::from_str::<Value>(l).is_ok()),
-        "--log-format=json: every line is JSON:\n{log}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kustomize_rbac_is_sufficient_for_the_claim_flow() {
-    let hap = Hap::without_operator(&["aws"], json!({})).await;
-    let place = Place {
-        ns: unique("hapsys"),
-        bindings_ns: hap.bindings_ns.clone(),
-        suffix: unique("flow"),
-    };
-    let objs: Vec<Value> = relocate(&kustomize("deploy/kustomize/base"), &place)
-        .into_iter()
-        .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
-        .collect();
-    let mut cleanup = cleanup_for(&objs);
-    cleanup.push(vec![
-        "delete".into(),
-        "hapconfig".into(),
-        hap.config.clone(),
-        "--ignore-not-found".into(),
-        "--wait=false".into(),
-    ]);
-    let _cleanup = Cleanup(cleanup);
-    apply(&objs, "kustomize RBAC");
-    claim_flow_under_shipped_rbac(Run {
-        hap: &hap,
-        ns: place.ns.clone(),
-        sa: "hap-operator".into(),
-        lease: "hap-operator".into(),
-    })
-    .await;
-}
-
-/// The Helm chart's narrow mode (claimNamespace): claims and events through Roles, HapConfig
-/// events through a Role in `default`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn helm_claim_namespace_rbac_is_sufficient_for_the_claim_flow() {
-    let hap = Hap::without_operator(&["aws"], json!({})).await;
-    let ns = namespace(&hap.client, "hapsys").await;
-    let release = unique("hap");
-    let objs: Vec<Value> = helm_template(
-        &release,
-        &ns,
-        &[
-            "--set",
-            &format!("bindingNamespace={}", hap.bindings_ns),
-            "--set",
-            &format!("claimNamespace={}", hap.claims_ns),
-        ],
-    )
-    .into_iter()
-    .filter(is_rbac_or_sa)
-    .collect();
-    let cluster_role = find(&objs, "ClusterRole", &format!("{release}-hap-operator"));
-    assert!(
-        !cluster_role.to_string().contains("accountclaims")
-            && !cluster_role.to_string().contains("events"),
-        "narrow mode: no cluster-wide claim or event rights: {cluster_role}"
-    );
-    let mut cleanup = cleanup_for(&objs);
-    cleanup.extend([
-        vec![
-            "delete".into(),
-            "-n".into(),
-            "default".into(),
-            "role,rolebinding".into(),
-            format!("{release}-hap-operator-events"),
-            "--ignore-not-found".into(),
-        ],
-        vec![
-            "delete".into(),
-            "hapconfig".into(),
-            hap.config.clone(),
-            "--ignore-not-found".into(),
-            "--wait=false".into(),
-        ],
-        vec![
-            "delete".into(),
-            "namespace".into(),
-            ns.clone(),
-            "--wait=false".into(),
-        ],
-    ]);
-    let _cleanup = Cleanup(cleanup);
-    apply(&objs, "helm RBAC");
-    claim_flow_under_shipped_rbac(Run {
-        hap: &hap,
-        ns,
-        sa: format!("{release}-hap-operator"),
-        lease: format!("{release}-hap-operator"),
-    })
-    .await;
-}
-
-// ---------------------------------------------------------------------------------------------
 // What the ServiceAccount may not do
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1151,6 +706,8 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         ],
         &["patch", "secretbindings.core.gardener.cloud", "-n", bns],
         &["list", "shoots.core.gardener.cloud", "-n", bns],
+        // What gardener-apiserver's admission asks before it admits a binding update.
+        &["get", "secrets", "-n", bns],
         &["create", "leases.coordination.k8s.io", "-n", op],
         &["patch", "leases.coordination.k8s.io/hap-operator", "-n", op],
         &["get", "leases.coordination.k8s.io/hap-operator", "-n", op],
@@ -1158,8 +715,8 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["patch", "events.events.k8s.io", "-n", &other_ns],
     ];
     let denied: &[&[&str]] = &[
-        // Secrets, nowhere.
-        &["get", "secrets", "-n", bns],
+        // Secrets: only the `get` above, nowhere else, no list or watch.
+        &["get", "secrets", "-n", &other_ns],
         &["list", "secrets", "-n", bns],
         &["watch", "secrets", "-n", bns],
         &["get", "secrets", "-n", op],
@@ -1282,6 +839,175 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
     );
 }
 
+/// `kubectl auth can-i --as` against one cluster: the lists of what must be allowed and what
+/// denied; returns the mismatches.
+fn can_i(
+    kubeconfig: &std::path::Path,
+    who: &str,
+    allowed: &[&[&str]],
+    denied: &[&[&str]],
+) -> (Vec<String>, Vec<String>) {
+    let path = kubeconfig.to_str().expect("utf-8 path");
+    let can = |args: &[&str]| -> bool {
+        let mut full = vec!["--kubeconfig", path, "auth", "can-i"];
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["--as", who]);
+        let (ok, out, err) = kubectl(&full);
+        assert!(
+            out.trim() == "yes" || out.trim() == "no",
+            "can-i {args:?}: {out} {err}"
+        );
+        ok
+    };
+    (
+        denied
+            .iter()
+            .filter(|a| can(a))
+            .map(|a| a.join(" "))
+            .collect(),
+        allowed
+            .iter()
+            .filter(|a| !can(a))
+            .map(|a| a.join(" "))
+            .collect(),
+    )
+}
+
+/// A separate garden: the operator's ServiceAccount may do nothing with Gardener objects in its
+/// own cluster, and its garden identity exactly the garden-side rules, in the project namespace
+/// only, and nothing of the operator's own API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn separate_garden_identities_can_do_nothing_beyond_their_side() {
+    let client = client().await;
+    let garden = garden_client().await;
+    let place = Place {
+        ns: unique("hapsys"),
+        bindings_ns: project(&garden).await,
+        suffix: unique("gcani"),
+    };
+    let other_project = project(&garden).await;
+    let ops: Vec<Value> = relocate(
+        &kustomize("deploy/kustomize/overlays/separate-garden"),
+        &place,
+    )
+    .into_iter()
+    .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
+    .collect();
+    let _cleanup = Cleanup(cleanup_for(&ops));
+    apply(&ops, "separate-garden overlay RBAC");
+    apply_to(
+        &garden_kubeconfig(),
+        &relocate(&kustomize("deploy/kustomize/garden"), &place),
+        "garden side",
+    );
+    let bns = place.bindings_ns.as_str();
+    // In the operator's cluster (which serves the Gardener API in the test environment too).
+    let ops_user = format!("system:serviceaccount:{}:hap-operator", place.ns);
+    let ops_ns = namespace(&client, "garden-side").await;
+    let (yes, no) = can_i(
+        &kubeconfig(),
+        &ops_user,
+        &[
+            &["list", "hapconfigs.accountpool.io"],
+            &["patch", "accountclaims.accountpool.io", "-n", &ops_ns],
+        ],
+        &[
+            &[
+                "list",
+                "credentialsbindings.security.gardener.cloud",
+                "-n",
+                bns,
+            ],
+            &[
+                "patch",
+                "credentialsbindings.security.gardener.cloud",
+                "-n",
+                bns,
+            ],
+            &["list", "shoots.core.gardener.cloud", "-n", bns],
+            &["get", "secrets", "-n", bns],
+        ],
+    );
+    assert!(
+        yes.is_empty() && no.is_empty(),
+        "{ops_user}\nallowed but must not be: {yes:#?}\ndenied but needed: {no:#?}"
+    );
+    let garden_user = format!("system:serviceaccount:{bns}:hap-operator");
+    let (yes, no) = can_i(
+        &garden_kubeconfig(),
+        &garden_user,
+        &[
+            &[
+                "watch",
+                "credentialsbindings.security.gardener.cloud",
+                "-n",
+                bns,
+            ],
+            &[
+                "patch",
+                "credentialsbindings.security.gardener.cloud",
+                "-n",
+                bns,
+            ],
+            &["patch", "secretbindings.core.gardener.cloud", "-n", bns],
+            &["list", "shoots.core.gardener.cloud", "-n", bns],
+            &["get", "secrets", "-n", bns],
+        ],
+        &[
+            &["list", "secrets", "-n", bns],
+            &["watch", "secrets", "-n", bns],
+            &["get", "secrets", "-n", &other_project],
+            &[
+                "patch",
+                "credentialsbindings.security.gardener.cloud",
+                "-n",
+                &other_project,
+            ],
+            &[
+                "list",
+                "credentialsbindings.security.gardener.cloud",
+                "--all-namespaces",
+            ],
+            &[
+                "create",
+                "credentialsbindings.security.gardener.cloud",
+                "-n",
+                bns,
+            ],
+            &[
+                "delete",
+                "credentialsbindings.security.gardener.cloud",
+                "-n",
+                bns,
+            ],
+            &["patch", "shoots.core.gardener.cloud", "-n", bns],
+            &["create", "shoots.core.gardener.cloud", "-n", bns],
+            &["get", "projects.core.gardener.cloud"],
+            &["list", "hapconfigs.accountpool.io"],
+            &["create", "leases.coordination.k8s.io", "-n", bns],
+            &["create", "events.events.k8s.io", "-n", bns],
+            &[
+                "create",
+                "serviceaccounts",
+                "--subresource=token",
+                "-n",
+                bns,
+            ],
+            &[
+                "create",
+                "rolebindings.rbac.authorization.k8s.io",
+                "-n",
+                bns,
+            ],
+            &["*", "*"],
+        ],
+    );
+    assert!(
+        yes.is_empty() && no.is_empty(),
+        "{garden_user}\nallowed but must not be: {yes:#?}\ndenied but needed: {no:#?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Docs that must not drift: the RBAC table in docs/install.md, docs/configuration.md
 
@@ -1368,6 +1094,23 @@ fn install_doc_rbac_tables_are_the_shipped_rules() {
     assert_eq!(
         documented, shipped,
         "docs/install.md RBAC table vs deploy/kustomize/base/rbac.yaml"
+    );
+    // A separate garden splits exactly these rules between the two clusters.
+    let ops = rule_rows(
+        &kustomize("deploy/kustomize/overlays/separate-garden"),
+        &same,
+    );
+    let garden = rule_rows(&kustomize("deploy/kustomize/garden"), &same);
+    assert!(ops.is_disjoint(&garden), "{ops:#?}\n{garden:#?}");
+    assert_eq!(
+        ops.union(&garden).cloned().collect::<BTreeSet<_>>(),
+        shipped,
+        "the operator's cluster and the garden side together are the one-cluster rules"
+    );
+    assert!(
+        garden
+            .iter()
+            .all(|r| r.starts_with("Role hap-operator-bindings in garden-kyma"))
     );
     let narrow = helm_template(
         "hap-operator",

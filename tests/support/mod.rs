@@ -337,6 +337,14 @@ impl Hap {
     /// Like [`Hap::new`], with bindings and Shoots in the separate garden: the project is
     /// created there and the operator reads and writes bindings through the garden's kubeconfig.
     pub async fn with_separate_garden(rules: &[&str], extra_spec: serde_json::Value) -> Self {
+        let hap = Self::without_operator_with_separate_garden(rules, extra_spec).await;
+        hap.with_operator().await
+    }
+
+    pub async fn without_operator_with_separate_garden(
+        rules: &[&str],
+        extra_spec: serde_json::Value,
+    ) -> Self {
         let client = client().await;
         let garden = garden_client().await;
         let bindings_ns = project(&garden).await;
@@ -351,7 +359,7 @@ impl Hap {
             operator: None,
         };
         hap.apply_config(rules, extra_spec).await;
-        hap.with_operator().await
+        hap
     }
 
     pub async fn with_operator(mut self) -> Self {
