@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# `make demo`: local control plane, CRDs, a sample Gardener project with bindings, the seeds'
-# Initial Configuration, the operator, some claims — then `kubectl get hap`.
+# `make demo`: a local control plane serving the real Gardener API (gardener-apiserver with the
+# landscape's CloudProfiles and the project `kyma`), the CRDs, bindings with their Secrets in the
+# project namespace, the seeds' Initial Configuration, the operator, some claims — then
+# `kubectl get hap -A` and why the pending claims wait.
 # `scripts/demo.sh down` stops the demo operator (the Makefile then stops the control plane).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,7 +17,7 @@ export HAP_K8S_BIN="$bin" KUBECONFIG="$root/.testenv/kubeconfig"
 kubectl="$bin/kubectl"
 hap="${CARGO_TARGET_DIR:-$HOME/.cache/hap-operator/target}/debug/hap"
 e2e/testenv up >/dev/null
-"$kubectl" apply --server-side -f crds/ -f e2e/crds/ >/dev/null
+"$kubectl" apply --server-side -f crds/ >/dev/null
 "$kubectl" wait --for=condition=Established crd --all --timeout=60s >/dev/null
 "$kubectl" apply -f examples/demo/00-namespaces.yaml >/dev/null
 "$kubectl" apply -f examples/demo/10-credentialsbindings.yaml >/dev/null
@@ -32,15 +34,21 @@ else
   done
 fi
 "$kubectl" apply -f examples/demo/30-accountclaims.yaml >/dev/null
-"$kubectl" wait --for=jsonpath='{.status.phase}'=Bound aclaim --all -n provisioning --timeout=60s >/dev/null || true
-"$kubectl" wait --for=condition=Ready hapconfig/default --timeout=30s >/dev/null || true
+# Every claim decided (Bound, or Pending with a reason), whatever the outcome.
+"$kubectl" wait --for=condition=Ready hapconfig/default --timeout=60s >/dev/null
+"$kubectl" wait --for=jsonpath='{.status.phase}' aclaim --all -n provisioning --timeout=60s >/dev/null
 echo "\$ kubectl get hap -A"
 "$kubectl" get hap -A
+pending='{range .items[?(@.status.phase=="Pending")]}{.metadata.name}: {.status.conditions[?(@.type=="Ready")].reason}: {.status.conditions[?(@.type=="Ready")].message}{"\n"}{end}'
+echo
+echo "\$ kubectl get aclaim -n provisioning -o jsonpath='<Pending claims: Ready reason and message>'"
+"$kubectl" get aclaim -n provisioning -o jsonpath="$pending"
 cat <<TXT
 
 The operator keeps running (log: .testenv/logs/hap-operator.log, metrics: http://127.0.0.1:18080/metrics).
 Try:  export KUBECONFIG=$KUBECONFIG; alias kubectl=$kubectl
       kubectl get credentialsbindings -n garden-kyma -L tenantName
       kubectl get hapconfig default -o yaml
+      kubectl get shoots,cloudprofiles -A          # the real Gardener API
 Stop: make demo-down
 TXT

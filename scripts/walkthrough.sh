@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Replays the README walk-through on a fresh local control plane and prints the transcript:
-# bindings, a HapConfig, claims, their status, then an invalid rule change.
+# Replays the README walk-through on a fresh local control plane (with the real gardener-apiserver
+# and the landscape's project `kyma`) and prints the transcript: bindings, a HapConfig, claims,
+# their status, then an invalid rule change.
 # Usage: scripts/walkthrough.sh > transcript.txt   (stops its control plane at the end)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 bin=$(e2e/build-control-plane.sh)
+gardener=$(e2e/build-gardener.sh)
 dir=$(mktemp -d)
 hapbin="${CARGO_TARGET_DIR:-$HOME/.cache/hap-operator/target}/debug/hap"
-HAP_K8S_BIN="$bin" "$bin/testenv" up --dir "$dir" >/dev/null
+HAP_K8S_BIN="$bin" HAP_GARDENER_APISERVER="$gardener" "$bin/testenv" up --dir "$dir" >/dev/null 2>&1
 export KUBECONFIG="$dir/kubeconfig" PATH="$bin:$PATH"
-kubectl apply --server-side -f crds/ -f e2e/crds/ >/dev/null
+kubectl apply --server-side -f crds/ >/dev/null
 kubectl wait --for=condition=Established crd --all >/dev/null
 "$hapbin" run --leader-elect=false --http-addr 127.0.0.1:0 >"$dir/operator.log" 2>&1 &
 operator=$!
@@ -18,7 +20,7 @@ trap 'kill $operator 2>/dev/null || true; HAP_K8S_BIN="$bin" "$bin/testenv" down
 cd examples/walkthrough
 hap() { "$hapbin" "$@"; }
 run() { echo "\$ $*"; eval "$@" 2>&1; echo; }
-run kubectl create namespace garden-kyma
+run kubectl get project kyma
 run kubectl create namespace provisioning
 run kubectl apply -f bindings.yaml
 run hap validate -f hapconfig.yaml
