@@ -1,6 +1,6 @@
 # hap-operator — one entry point for people and CI.
-#   make demo   local control plane + CRDs + sample Gardener project + operator, then `kubectl get hap`
-#   make test   everything CI runs: fmt, clippy, unit, property, CLI, e2e (real control plane), fuzz smoke
+#   make demo   local control plane with the real Gardener API + CRDs + sample bindings + operator, then `kubectl get hap -A`
+#   make test   everything CI runs: fmt, clippy, unit, property, CLI, e2e (real control plane, gardener-apiserver, a separate garden), fuzz smoke
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -13,11 +13,11 @@ HAP := $(CARGO_TARGET_DIR)/debug/hap
 
 .PHONY: help
 help:
-	@echo "make demo        run the operator on a local control plane with sample pools, show 'kubectl get hap'"
+	@echo "make demo        run the operator on a local control plane (real Gardener API) with sample pools, show 'kubectl get hap -A'"
 	@echo "make demo-down   stop the demo operator and the control plane"
 	@echo "make test        every test (fmt, clippy, unit, property, CLI, e2e, fuzz smoke)"
 	@echo "make crds        regenerate crds/ from the Rust types (and their copies under deploy/)"
-	@echo "make testenv-up / testenv-down   the local control plane alone"
+	@echo "make testenv-up / testenv-down   the local control plane alone (with gardener-apiserver)"
 	@echo "make chaos       full chaos test: 1000 claims, leader kills, apiserver restarts (own control plane)"
 	@echo "make bench       microbenchmarks and the load benchmark (own control plane); see BENCHMARKS.md"
 
