@@ -2,8 +2,9 @@
 # Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl and
 # etcd from the Go modules pinned in
 # e2e/tools/go.mod into a per-user cache keyed by the Kubernetes and Go versions (rebuilt only
-# when missing), and the launcher (testenv) next to them (cheap: the Go
-# build cache makes that a link). Prints the bin directory on stdout; progress goes to stderr.
+# when missing), and the launcher (testenv) into a directory keyed by its source, with links to
+# those binaries (cheap: the Go build cache makes that a link). Prints that directory on stdout
+# (the binaries and the launcher are in it); progress goes to stderr.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tools="$here/tools"
@@ -51,5 +52,16 @@ if [ "$need" = 1 ]; then
   for b in $bins; do mv -f "$tmp/$b" "$bin/$b"; done
   echo "control plane built in $(( $(date +%s) - start ))s" >&2
 fi
-(cd "$tools" && go build -trimpath -o "$bin/" ./cmd/testenv) >&2
-echo "$bin"
+# The launcher is built per source version, next to links to the shared binaries: worktrees with
+# different launcher sources (several engineers, branches) must never overwrite each other's
+# launcher in the shared bin directory. Same sources share one directory (the build is atomic).
+src_hash=$( (cd "$tools" && cat go.mod go.sum cmd/testenv/*.go && echo "$go_version") | sha256sum | cut -c1-16)
+launcher="$cache/k8s-$k8s_version-$go_version/launcher-$src_hash"
+if [ ! -x "$launcher/testenv" ]; then
+  mkdir -p "$launcher"
+  for b in $bins; do ln -sfn "$bin/$b" "$launcher/$b"; done
+  tmp_launcher=$(mktemp "$launcher/.testenv.XXXXXX")
+  (cd "$tools" && go build -trimpath -o "$tmp_launcher" ./cmd/testenv) >&2
+  mv -f "$tmp_launcher" "$launcher/testenv"
+fi
+echo "$launcher"

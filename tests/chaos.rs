@@ -7,7 +7,8 @@
 //! invariant of DESIGN §5 and prints the counts.
 //!
 //! `cargo test --test chaos` runs the small variant (200 claims, 40 tenants, 3 leader kills, one
-//! apiserver restart, about two minutes). `make chaos` runs the full one:
+//! apiserver restart, one gardener-apiserver restart, about two minutes), then the same with a
+//! separate garden (120 claims, two control planes). `make chaos` runs the full one:
 //! `HAP_CHAOS_CLAIMS=1000 HAP_CHAOS_TENANTS=200 HAP_CHAOS_KILLS=8 HAP_CHAOS_APISERVER_RESTARTS=2`.
 //!
 //! Determinism: the claim mix, the pools and the refills are fixed functions of N and T; pools
@@ -60,18 +61,24 @@ struct Params {
 
 impl Params {
     fn from_env() -> Self {
+        Self::with_claims("HAP_CHAOS_CLAIMS", 200)
+    }
+
+    /// The claim count from `var`, `default` without it; the rest from the common variables.
+    fn with_claims(var: &str, default: usize) -> Self {
         let num = |k: &str, d: usize| {
             std::env::var(k)
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(d)
         };
-        let claims = num("HAP_CHAOS_CLAIMS", 200).max(20);
+        let claims = num(var, default).max(20);
         let tenants = num("HAP_CHAOS_TENANTS", 40).clamp(4, claims);
         let kills = num("HAP_CHAOS_KILLS", (claims / 70).max(3));
         let apiserver_restarts = num("HAP_CHAOS_APISERVER_RESTARTS", 1);
-        // Room for every fault: a kill waits for a leader (lease 4 s), a restart takes ~7 s.
-        let secs = (claims as u64 / 8).max(8 * kills as u64 + 10 * apiserver_restarts as u64 + 6);
+        // Room for every fault: a kill waits for a leader (lease 4 s), a kube-apiserver restart
+        // takes ~7 s, the gardener-apiserver restart ~3 s.
+        let secs = (claims as u64 / 8).max(8 * kills as u64 + 10 * apiserver_restarts as u64 + 10);
         Self {
             claims,
             tenants,
@@ -1018,6 +1025,15 @@ async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
     run(Params::from_env(), false).await;
 }
 
+/// The same with bindings and Shoots in a separate garden (the replicas get
+/// `--garden-kubeconfig`); the apiserver restarts alternate between the garden's and the
+/// operator's kube-apiserver. 120 claims by default (`HAP_CHAOS_GARDEN_CLAIMS`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leader_kills_and_restarts_break_no_invariant_with_a_separate_garden() {
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    run(Params::with_claims("HAP_CHAOS_GARDEN_CLAIMS", 120), true).await;
+}
+
 async fn run(p: Params, two_clusters: bool) {
     let dir = work_dir(if two_clusters { "garden" } else { "one" });
     let _ = std::fs::remove_dir_all(&dir);
@@ -1394,8 +1410,21 @@ async fn run(p: Params, two_clusters: bool) {
     );
     println!("  total {:.1?}", started.elapsed());
     println!(
-        "reproduce: HAP_CHAOS_CLAIMS={} HAP_CHAOS_TENANTS={} HAP_CHAOS_KILLS={} HAP_CHAOS_APISERVER_RESTARTS={} cargo test --test chaos -- --nocapture",
-        p.claims, p.tenants, p.kills, p.apiserver_restarts
+        "reproduce: {}={} HAP_CHAOS_TENANTS={} HAP_CHAOS_KILLS={} HAP_CHAOS_APISERVER_RESTARTS={} cargo test --test chaos {} -- --nocapture",
+        if two_clusters {
+            "HAP_CHAOS_GARDEN_CLAIMS"
+        } else {
+            "HAP_CHAOS_CLAIMS"
+        },
+        p.claims,
+        p.tenants,
+        p.kills,
+        p.apiserver_restarts,
+        if two_clusters {
+            "with_a_separate_garden"
+        } else {
+            "leader_kills_and_an_apiserver_restart"
+        }
     );
 
     let clean = counts.lost == 0
