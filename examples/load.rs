@@ -12,10 +12,15 @@
 //! 4. Scale: 10,000 Shoots, 5,000 bindings and 10,000 Bound claims; a fresh `hap run` is timed
 //!    from start to /readyz 200 and its VmRSS / VmHWM read from /proc.
 //!
+//! Bindings (each after its Secret) and valid Shoots are served by the real gardener-apiserver,
+//! in Gardener projects of their own (`bench`, `base`, `scale`).
+//!
 //! Environment: HAP_BENCH_CLAIMS, HAP_BENCH_TENANTS, HAP_BENCH_CONCURRENCY, HAP_BENCH_SHOOTS,
 //! HAP_BENCH_BINDINGS, HAP_BENCH_SCALE_CLAIMS, HAP_BENCH_DIR (control-plane state), HAP_BIN (the
 //! operator binary; default: `hap` next to this example's directory), HAP_K8S_BIN.
 
+#[path = "../tests/support/garden.rs"]
+mod garden;
 #[path = "../tests/support/private_env.rs"]
 mod private_env;
 
@@ -57,24 +62,30 @@ fn hap_binary() -> PathBuf {
 }
 
 fn binding_ar() -> ApiResource {
-    ApiResource {
-        group: "security.gardener.cloud".into(),
-        version: "v1alpha1".into(),
-        api_version: "security.gardener.cloud/v1alpha1".into(),
-        kind: "CredentialsBinding".into(),
-        plural: "credentialsbindings".into(),
-    }
+    garden::credentials_binding_resource()
 }
 
-fn binding_obj(name: &str, ns: &str, labels: &BTreeMap<&str, String>) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "security.gardener.cloud/v1alpha1",
-        "kind": "CredentialsBinding",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "provider": {"type": "aws"},
-        "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": format!("{name}-secret"), "namespace": ns},
-    }))
-    .expect("binding")
+/// Creates the binding's Secret, then the aws binding; returns the binding.
+async fn create_binding(
+    client: &Client,
+    name: &str,
+    ns: &str,
+    labels: &BTreeMap<&str, String>,
+) -> DynamicObject {
+    let post = PostParams::default();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    let secret = serde_json::from_value(garden::secret_object(ns, name, "aws")).expect("secret");
+    secrets.create(&post, &secret).await.expect("create Secret");
+    let labels: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    let obj: DynamicObject =
+        serde_json::from_value(garden::binding_object(ns, name, "aws", &labels)).expect("binding");
+    Api::namespaced_with(client.clone(), ns, &binding_ar())
+        .create(&post, &obj)
+        .await
+        .expect("create binding")
 }
 
 fn claim_obj(name: &str, ga: &str, shoot: &str, finalizer: bool) -> AccountClaim {
@@ -97,6 +108,12 @@ async fn namespace(client: &Client, name: &str) {
     api.create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
+}
+
+/// A Gardener project and its namespace (`garden-<project>`), where bindings may live.
+async fn project(client: &Client, project: &str) -> &'static str {
+    let ns = garden::create_project(client, project).await;
+    Box::leak(ns.into_boxed_str())
 }
 
 async fn apply_config(client: &Client, name: &str, ns: &str) {
@@ -292,19 +309,15 @@ async fn main() {
     let post = PostParams::default();
 
     // ---- 1. operator throughput ----------------------------------------------------------
-    let (garden, claims_ns) = ("garden-bench", "claims-bench");
-    namespace(&client, garden).await;
+    let (garden, claims_ns) = (project(&client, "bench").await, "claims-bench");
     namespace(&client, claims_ns).await;
     apply_config(&client, "bench", garden).await;
-    let bindings: Api<DynamicObject> = Api::namespaced_with(client.clone(), garden, &binding_ar());
     let pool = tenants + tenants / 10 + 1;
     let labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
     concurrently((0..pool).collect(), 32, |i| {
-        let (b, post, labels) = (&bindings, &post, &labels);
+        let (client, labels) = (&client, &labels);
         async move {
-            b.create(post, &binding_obj(&format!("aws-{i:05}"), garden, labels))
-                .await
-                .expect("create binding");
+            create_binding(client, &format!("aws-{i:05}"), garden, labels).await;
         }
     })
     .await;
@@ -320,6 +333,7 @@ async fn main() {
     // Let the caches and the watch settle before counting requests.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = request_counts(&env.apiserver_metrics());
+    let gardener_before = request_counts(&env.gardener_metrics());
     let cpu_before = cpu_split(&dir, op.child.id());
     let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let claims: Api<AccountClaim> = Api::namespaced(client.clone(), claims_ns);
@@ -344,28 +358,22 @@ async fn main() {
     // Trailing writes (events) land within a moment.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = request_counts(&env.apiserver_metrics());
+    let gardener_after = request_counts(&env.gardener_metrics());
     let op_mem = op.memory_kib();
     let operator_run = summarise(&created.lock().unwrap(), &bound.lock().unwrap());
     watch.abort();
     drop(op);
 
     // ---- 2. the ceiling: the same writes without logic -----------------------------------
-    let (garden_b, claims_b) = ("garden-base", "claims-base");
-    namespace(&client, garden_b).await;
+    let (garden_b, claims_b) = (project(&client, "base").await, "claims-base");
     namespace(&client, claims_b).await;
     let base_bindings: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), garden_b, &binding_ar());
     let rvs: Arc<Mutex<HashMap<usize, String>>> = Arc::default();
     concurrently((0..n).collect(), 32, |i| {
-        let (b, post, labels, rvs) = (&base_bindings, &post, &labels, rvs.clone());
+        let (client, labels, rvs) = (&client, &labels, rvs.clone());
         async move {
-            let obj = b
-                .create(
-                    post,
-                    &binding_obj(&format!("base-{i:05}"), garden_b, labels),
-                )
-                .await
-                .expect("create binding");
+            let obj = create_binding(client, &format!("base-{i:05}"), garden_b, labels).await;
             rvs.lock()
                 .unwrap()
                 .insert(i, obj.resource_version().expect("rv"));
@@ -421,37 +429,34 @@ async fn main() {
     base_watch.abort();
 
     // ---- 4. scale: memory and start-to-ready --------------------------------------------
-    let (garden_s, claims_s) = ("garden-scale", "claims-scale");
-    namespace(&client, garden_s).await;
+    let (garden_s, claims_s) = (project(&client, "scale").await, "claims-scale");
     namespace(&client, claims_s).await;
     apply_config(&client, "scale", garden_s).await;
     let setup = Instant::now();
-    let scale_b: Api<DynamicObject> = Api::namespaced_with(client.clone(), garden_s, &binding_ar());
     concurrently((0..scale_bindings).collect(), 32, |i| {
-        let (b, post) = (&scale_b, &post);
+        let client = &client;
         async move {
             let labels = BTreeMap::from([
                 ("hyperscalerType", "aws".to_string()),
                 ("tenantName", format!("ga-{i:05}")),
             ]);
-            b.create(
-                post,
-                &binding_obj(&format!("aws-{i:05}"), garden_s, &labels),
-            )
-            .await
-            .expect("create binding");
+            create_binding(client, &format!("aws-{i:05}"), garden_s, &labels).await;
         }
     })
     .await;
-    let shoot_api: Api<hap_operator::api::Shoot> = Api::namespaced(client.clone(), garden_s);
+    let shoot_api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), garden_s, &garden::shoot_resource());
+    let aws = garden::profile(&client, "aws").await;
     concurrently((0..shoots).collect(), 32, |i| {
-        let (s, post) = (&shoot_api, &post);
+        let (s, post, aws) = (&shoot_api, &post, &aws);
         async move {
-            let obj: hap_operator::api::Shoot = serde_json::from_value(json!({
-                "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
-                "metadata": {"name": format!("shoot-{i:05}")},
-                "spec": {"credentialsBindingName": format!("aws-{:05}", i % scale_bindings)},
-            }))
+            let obj: DynamicObject = serde_json::from_value(garden::shoot_object(
+                garden_s,
+                &format!("shoot-{i:05}"),
+                &format!("aws-{:05}", i % scale_bindings),
+                garden::BindingRef::CredentialsBinding,
+                aws,
+            ))
             .expect("shoot");
             s.create(post, &obj).await.expect("create Shoot");
         }
@@ -557,18 +562,29 @@ async fn main() {
         operator_run.claims_per_s / ceiling.claims_per_s
     );
     println!(
-        "== 3. kube-apiserver requests during phase 1, per claim (benchmark client's own subtracted) =="
+        "== 3. requests during phase 1, per claim: kube-apiserver, then gardener-apiserver (bindings, Shoots); the benchmark client's own and gardener-apiserver's admission reads subtracted =="
     );
     let mut list_total = 0.0;
     let mut total_req = 0.0;
-    let delta = diff(&before, &after);
+    let mut delta = diff(&before, &after);
+    // gardener-apiserver serves the binding writes; kube-apiserver only proxies them.
+    for ((verb, resource, sub), d) in diff(&gardener_before, &gardener_after) {
+        delta.insert((verb, format!("{resource} (gardener)"), sub), d);
+    }
+    let mut admission = 0.0;
     for ((verb, resource, sub), d) in &delta {
-        // The benchmark itself (one POST per claim, its own watch) and kube-apiserver's identity
-        // lease heartbeat (the operator runs without leader election here).
+        // The benchmark itself (one POST per claim, its own watch), kube-apiserver's identity
+        // lease heartbeat (the operator runs without leader election here), and
+        // gardener-apiserver's ResourceReferenceManager: per binding write it reads the Secret
+        // and dry-run-creates a copy (as gardener-apiserver, never as the operator).
         let own = match (verb.as_str(), resource.as_str(), sub.as_str()) {
             ("POST", "accountclaims", "") => n as f64,
             ("WATCH", "accountclaims", "") => *d,
             ("PUT", "leases", "") => *d,
+            (_, "secrets", _) => {
+                admission += d;
+                *d
+            }
             _ => 0.0,
         };
         let op_d = d - own;
@@ -591,9 +607,10 @@ async fn main() {
         );
     }
     println!(
-        "  all verbs: {:.2} requests per claim; LIST per claim after caches synced: {:.4}",
+        "  all verbs: {:.2} requests per claim; LIST per claim after caches synced: {:.4}; gardener-apiserver's own Secret checks {:.2} per claim",
         total_req / n as f64,
-        list_total / n as f64
+        list_total / n as f64,
+        admission / n as f64
     );
     println!(
         "== 4. scale: {shoots} Shoots, {scale_bindings} bindings, {scale_claims} Bound claims cached =="

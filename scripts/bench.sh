@@ -19,7 +19,8 @@ if [ "$what" = all ] || [ "$what" = micro ]; then
 fi
 if [ "$what" = all ] || [ "$what" = load ]; then
   HAP_K8S_BIN=$(e2e/build-control-plane.sh)
-  export HAP_K8S_BIN
+  HAP_GARDENER_APISERVER=$(e2e/build-gardener.sh)
+  export HAP_K8S_BIN HAP_GARDENER_APISERVER
   echo "== load benchmark: cargo build --release --bin hap --example load && $target/release/examples/load =="
   cargo build --locked --release --bin hap --example load
   "$target/release/examples/load"

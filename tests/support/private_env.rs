@@ -241,6 +241,17 @@ impl PrivateEnv {
         assert!(ok, "GET /metrics: {err}");
         out
     }
+
+    /// gardener-apiserver's own Prometheus metrics, straight from its port (requests to the
+    /// Gardener API are counted there; kube-apiserver only proxies them).
+    pub fn gardener_metrics(&self) -> String {
+        let port = std::fs::read_to_string(self.dir.join("run/gardener-port"))
+            .expect("gardener-apiserver port (is the Gardener API served here?)");
+        let server = format!("--server=https://127.0.0.1:{}", port.trim());
+        let (ok, out, err) = self.kubectl(&[&server, "get", "--raw", "/metrics"]);
+        assert!(ok, "GET gardener-apiserver /metrics: {err}");
+        out
+    }
 }
 
 impl Drop for PrivateEnv {
