@@ -1,7 +1,8 @@
-//! End-to-end (real kube-apiserver): the `hap` binary installed as `kubectl-hap` and run through
-//! kubectl's plugin mechanism. `kubectl hap pools` counts a known inventory exactly as the
-//! operator does; `validate --live` and `explain --live` read the cluster's HapConfig and keep
-//! the JSON contract of their file-based forms (DESIGN §6).
+//! End-to-end (real kube-apiserver and gardener-apiserver): the `hap` binary installed as
+//! `kubectl-hap` and run through kubectl's plugin mechanism. `kubectl hap pools` counts a known
+//! inventory exactly as the operator does; `validate --live` and `explain --live` read the
+//! cluster's HapConfig and keep the JSON contract of their file-based forms (DESIGN §6). Also with
+//! a separate garden (`--garden-kubeconfig`): bindings and Shoots read there.
 
 mod support;
 
@@ -34,6 +35,7 @@ fn kubectl_hap(args: &[&str]) -> (i32, String, String) {
     dirs.extend(std::env::split_paths(&path));
     let out = Command::new(kubectl_path())
         .env("KUBECONFIG", kubeconfig())
+        .env_remove("HAP_GARDEN_KUBECONFIG")
         .env("PATH", std::env::join_paths(dirs).expect("PATH"))
         .arg("hap")
         .args(args)
@@ -79,7 +81,26 @@ const RULES: [&str; 4] = ["aws", "aws(PR=cf-eu11, euAccess)", "azure(shared)", "
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_hap_reads_the_live_cluster() {
-    let hap = Hap::new(&RULES, json!({})).await;
+    reads_the_live_cluster(Hap::new(&RULES, json!({})).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_hap_reads_the_live_cluster_with_a_separate_garden() {
+    reads_the_live_cluster(Hap::with_separate_garden(&RULES, json!({})).await).await;
+}
+
+async fn reads_the_live_cluster(hap: Hap) {
+    // With a separate garden, the commands that read bindings and Shoots get its kubeconfig
+    // (`in_garden`); explain reads the HapConfig only.
+    let garden_flag = hap
+        .garden_kubeconfig
+        .as_ref()
+        .map(|g| format!("--garden-kubeconfig={}", g.display()));
+    let in_garden = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(garden_flag.as_deref());
+        kubectl_hap(&all)
+    };
     let aws = |extra: &[(&'static str, &'static str)]| {
         let mut l = vec![("hyperscalerType", "aws")];
         l.extend_from_slice(extra);
@@ -135,7 +156,7 @@ async fn kubectl_hap_reads_the_live_cluster() {
     .await;
 
     // ... and so does the plugin, counting on its own from one list of each kind.
-    let (code, out, err) = kubectl_hap(&["pools", "--config", &hap.config, "-o", "json"]);
+    let (code, out, err) = in_garden(&["pools", "--config", &hap.config, "-o", "json"]);
     assert_eq!(code, 0, "{err}");
     let report = json_of(&out);
     assert_eq!(sorted(&report["pools"]), expected);
@@ -143,7 +164,7 @@ async fn kubectl_hap_reads_the_live_cluster() {
     assert_eq!(report["bindingNamespace"], hap.bindings_ns.as_str());
     assert_eq!(report["bindingKind"], "CredentialsBinding");
 
-    let (code, out, err) = kubectl_hap(&["pools", "--config", &hap.config]);
+    let (code, out, err) = in_garden(&["pools", "--config", &hap.config]);
     assert_eq!(code, 0, "{err}");
     let rows: Vec<Vec<&str>> = out
         .lines()
@@ -202,7 +223,7 @@ async fn kubectl_hap_reads_the_live_cluster() {
 
     // validate --live checks the pools against the cluster's bindings: gcp has none.
     let (code, out, err) =
-        kubectl_hap(&["validate", "--live", "--config", &hap.config, "-o", "json"]);
+        in_garden(&["validate", "--live", "--config", &hap.config, "-o", "json"]);
     assert_eq!(code, 1, "{out}{err}");
     let report = json_of(&out);
     assert_eq!(report["valid"], false);
@@ -262,8 +283,7 @@ async fn kubectl_hap_reads_the_live_cluster() {
     // the generation the operator keeps in force, and says so.
     hap.apply_config(&["aws", "gcp(PR=)"], json!({})).await;
     hap.config_condition("Stalled", "True").await;
-    let (code, out, _) =
-        kubectl_hap(&["validate", "--live", "--config", &hap.config, "-o", "json"]);
+    let (code, out, _) = in_garden(&["validate", "--live", "--config", &hap.config, "-o", "json"]);
     assert_eq!(code, 1, "{out}");
     assert_eq!(json_of(&out)["errors"][0]["reason"], "ParseError");
     let (code, out, err) = kubectl_hap(&[
@@ -285,7 +305,7 @@ async fn kubectl_hap_reads_the_live_cluster() {
 
     // A HapConfig that does not exist is a usage error (exit 2), as an unreadable file is.
     let missing = unique("no-such-config");
-    let (code, _, err) = kubectl_hap(&["pools", "--config", &missing]);
+    let (code, _, err) = in_garden(&["pools", "--config", &missing]);
     assert_eq!(code, 2);
     assert!(
         err.contains(&format!("HapConfig `{missing}` does not exist")),
