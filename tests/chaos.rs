@@ -1017,11 +1017,11 @@ fn work_dir(variant: &str) -> PathBuf {
 
 /// The two variants run one after the other: each brings control planes and two replicas of
 /// its own, too much for two cores at once.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = ONE_AT_A_TIME.lock().await;
     run(Params::from_env(), false).await;
 }
 
@@ -1030,7 +1030,7 @@ async fn leader_kills_and_an_apiserver_restart_break_no_invariant() {
 /// operator's kube-apiserver. 120 claims by default (`HAP_CHAOS_GARDEN_CLAIMS`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leader_kills_and_restarts_break_no_invariant_with_a_separate_garden() {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = ONE_AT_A_TIME.lock().await;
     run(Params::with_claims("HAP_CHAOS_GARDEN_CLAIMS", 120), true).await;
 }
 

@@ -312,3 +312,137 @@ async fn reads_the_live_cluster(hap: Hap) {
         "{err}"
     );
 }
+
+/// The read-only role of docs/operating.md §4, as written there: the `accountpool.io` rules in
+/// the operator's cluster (ClusterRole), the Gardener ones in the binding namespace of the
+/// garden (Role).
+fn documented_plugin_rules() -> (Vec<Value>, Vec<Value>) {
+    let doc = std::fs::read_to_string(repo_root().join("docs/operating.md")).expect("doc");
+    let start = doc
+        .find("A read-only role for it:\n\n```yaml\n")
+        .expect("the plugin's role in docs/operating.md")
+        + "A read-only role for it:\n\n```yaml\n".len();
+    let block = &doc[start..start + doc[start..].find("```").expect("end of block")];
+    let role: Value = serde_saphyr::from_str(block).expect("the documented rules parse");
+    role["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .cloned()
+        .partition(|r| r["apiGroups"] == json!(["accountpool.io"]))
+}
+
+/// `kubectl hap pools` as a person holding only the documented read-only role; with a separate
+/// garden the role is split between the clusters as the doc says.
+async fn pools_under_the_documented_role(hap: Hap) {
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.shoot("s1", "aws-1").await;
+    let (own, gardener) = documented_plugin_rules();
+    assert!(!own.is_empty() && !gardener.is_empty());
+    let viewer_ns = namespace(&hap.client, "viewer").await;
+    let garden_admin = hap.garden_kubeconfig.clone().unwrap_or_else(kubeconfig);
+    let name = unique("hap-viewer");
+    let meta = |ns: Option<&str>| match ns {
+        Some(ns) => json!({"name": name, "namespace": ns}),
+        None => json!({"name": name}),
+    };
+    let subject = |ns: &str| json!([{"kind": "ServiceAccount", "name": "viewer", "namespace": ns}]);
+    let sa = |ns: &str| json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "viewer", "namespace": ns}});
+    let ops = vec![
+        sa(&viewer_ns),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta(None), "rules": own}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta(None),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": subject(&viewer_ns)}),
+    ];
+    // The garden identity lives in the project namespace (in one cluster: the same viewer).
+    let (garden_sa_ns, mut garden_objs) = match hap.garden_kubeconfig {
+        Some(_) => (hap.bindings_ns.clone(), vec![sa(&hap.bindings_ns)]),
+        None => (viewer_ns.clone(), vec![]),
+    };
+    garden_objs.extend([
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(Some(&hap.bindings_ns)), "rules": gardener}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(Some(&hap.bindings_ns)),
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": subject(&garden_sa_ns)}),
+    ]);
+    let apply = |kubeconfig: &std::path::Path, objs: &[Value]| {
+        let text: Vec<String> = objs.iter().map(Value::to_string).collect();
+        let (ok, out, err) = kubectl_stdin(
+            &[
+                "--kubeconfig",
+                kubeconfig.to_str().expect("path"),
+                "apply",
+                "-f",
+                "-",
+            ],
+            Some(&text.join("\n---\n")),
+        );
+        assert!(ok, "{out}{err}");
+    };
+    apply(&kubeconfig(), &ops);
+    apply(&garden_admin, &garden_objs);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let own_kc = sa_kubeconfig(
+        &kubeconfig(),
+        dir.path(),
+        &viewer_ns,
+        "viewer",
+        "viewer.kubeconfig",
+    );
+    let garden_kc = sa_kubeconfig(
+        &garden_admin,
+        dir.path(),
+        &garden_sa_ns,
+        "viewer",
+        "garden.kubeconfig",
+    );
+    let mut args = vec![
+        "pools".to_string(),
+        "--config".into(),
+        hap.config.clone(),
+        "-o".into(),
+        "json".into(),
+    ];
+    if hap.garden_kubeconfig.is_some() {
+        args.push(format!("--garden-kubeconfig={}", garden_kc.display()));
+    }
+    // RBAC changes reach gardener-apiserver's authorization cache within 10 s.
+    let report = eventually(
+        Duration::from_secs(30),
+        "kubectl hap pools as the viewer",
+        || {
+            let args = args.clone();
+            let own_kc = own_kc.clone();
+            async move {
+                let out = Command::new(env!("CARGO_BIN_EXE_hap"))
+                    .args(&args)
+                    .env("KUBECONFIG", &own_kc)
+                    .env_remove("HAP_GARDEN_KUBECONFIG")
+                    .output()
+                    .expect("run hap pools");
+                out.status
+                    .success()
+                    .then(|| json_of(&String::from_utf8_lossy(&out.stdout)))
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        sorted(&report["pools"]),
+        vec![pool("aws", false, false, [1, 1, 0, 0, 1])],
+        "{report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_hap_needs_only_the_documented_read_only_role() {
+    pools_under_the_documented_role(Hap::without_operator(&["aws"], json!({})).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_hap_needs_only_the_documented_read_only_role_with_a_separate_garden() {
+    let hap = Hap::without_operator_with_separate_garden(&["aws"], json!({})).await;
+    pools_under_the_documented_role(hap).await;
+}

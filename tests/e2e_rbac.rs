@@ -27,30 +27,6 @@ use kube::api::{DeleteParams, ListParams};
 use serde_json::{Value, json};
 use support::*;
 
-/// A kubeconfig for the cluster of `admin` with the ServiceAccount's token (TokenRequest via
-/// `kubectl create token`), written to `dir/file`.
-fn sa_kubeconfig(admin: &Path, dir: &Path, ns: &str, sa: &str, file: &str) -> PathBuf {
-    let (ok, token, err) = kubectl_with(admin, &["create", "token", sa, "-n", ns, "--duration=2h"]);
-    assert!(ok, "kubectl create token: {err}");
-    let cfg: Value = serde_saphyr::from_str(&std::fs::read_to_string(admin).unwrap()).unwrap();
-    let mut cluster = cfg["clusters"][0]["cluster"].clone();
-    if let Some(ca) = cluster["certificate-authority"].as_str() {
-        // Relative paths are relative to the kubeconfig's directory.
-        let base = admin.parent().unwrap().to_path_buf();
-        cluster["certificate-authority"] = json!(base.join(ca).to_str().unwrap());
-    }
-    let cfg = json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "testenv", "cluster": cluster}],
-        "users": [{"name": sa, "user": {"token": token.trim()}}],
-        "contexts": [{"name": sa, "context": {"cluster": "testenv", "user": sa, "namespace": ns}}],
-        "current-context": sa,
-    });
-    let path = dir.join(file);
-    std::fs::write(&path, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
-    path
-}
-
 fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
     run(Command::new(kubectl_path())
         .env("KUBECONFIG", kubeconfig)

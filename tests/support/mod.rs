@@ -92,6 +92,47 @@ pub fn audit_events(log: &std::path::Path, user: &str) -> Vec<serde_json::Value>
         .collect()
 }
 
+/// A kubeconfig for the cluster of `admin` with the ServiceAccount's token (TokenRequest via
+/// `kubectl create token`), written to `dir/file`.
+pub fn sa_kubeconfig(
+    admin: &std::path::Path,
+    dir: &std::path::Path,
+    ns: &str,
+    sa: &str,
+    file: &str,
+) -> PathBuf {
+    let admin_path = admin.to_str().expect("utf-8 path");
+    let (ok, token, err) = kubectl(&[
+        "--kubeconfig",
+        admin_path,
+        "create",
+        "token",
+        sa,
+        "-n",
+        ns,
+        "--duration=2h",
+    ]);
+    assert!(ok, "kubectl create token: {err}");
+    let cfg = serde_saphyr::from_str::<serde_json::Value>(&std::fs::read_to_string(admin).unwrap())
+        .unwrap();
+    let mut cluster = cfg["clusters"][0]["cluster"].clone();
+    if let Some(ca) = cluster["certificate-authority"].as_str() {
+        // Relative paths are relative to the kubeconfig's directory.
+        let base = admin.parent().unwrap().to_path_buf();
+        cluster["certificate-authority"] = json!(base.join(ca).to_str().unwrap());
+    }
+    let cfg = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "testenv", "cluster": cluster}],
+        "users": [{"name": sa, "user": {"token": token.trim()}}],
+        "contexts": [{"name": sa, "context": {"cluster": "testenv", "user": sa, "namespace": ns}}],
+        "current-context": sa,
+    });
+    let path = dir.join(file);
+    std::fs::write(&path, serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
+    path
+}
+
 /// kubectl built from the same Kubernetes release as the control plane.
 pub fn kubectl_path() -> PathBuf {
     if let Some(bin) = std::env::var_os("HAP_K8S_BIN") {
