@@ -168,6 +168,18 @@ func (a adminAPI) apiServicesAvailable() error {
 		sort.Strings(missing)
 		return errors.New("APIServices not Available: " + strings.Join(missing, "; "))
 	}
+	// Available is set before every kube-apiserver handler routes the group (a moment of
+	// "404 page not found"): each group-version must answer through the aggregator too.
+	for name := range gardenerAPIServices {
+		version, group, _ := strings.Cut(name, ".")
+		if err := a.ok("/apis/" + group + "/" + version); err != nil {
+			missing = append(missing, err.Error())
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return errors.New("Gardener API not routed yet: " + strings.Join(missing, "; "))
+	}
 	return nil
 }
 
