@@ -219,32 +219,47 @@ func (e env) up(opts options) (bool, error) {
 	if err := e.writeAuditPolicy(); err != nil {
 		return false, err
 	}
-	free, err := freePorts(5)
+	// The garden comes up beside this control plane: most of a start is waiting. Its result is
+	// awaited whatever happens here, so no process of it is left half-recorded.
+	garden := make(chan error, 1)
+	if opts.Garden {
+		go func() { garden <- e.upGarden() }()
+	} else {
+		garden <- nil
+	}
+	err := e.upOwn(opts)
+	if gerr := <-garden; err == nil && gerr != nil {
+		err = fmt.Errorf("garden: %w", gerr)
+	}
 	if err != nil {
 		return false, err
 	}
+	// Only a complete `up` is kept by the next one; a failed one is started afresh.
+	return true, e.writeRun("complete", "yes")
+}
+
+// upOwn starts this control plane's own components (not the garden's).
+func (e env) upOwn(opts options) error {
+	free, err := freePorts(5)
+	if err != nil {
+		return err
+	}
 	p := portSet{etcdClient: free[0], etcdPeer: free[1], api: free[2], kcm: free[3], gardener: free[4]}
 	if err := e.startControlPlane(p); err != nil {
-		return false, err
+		return err
 	}
 	if opts.Gardener {
 		if err := e.writeRun("gardener-bin", e.gardenerBin); err != nil {
-			return false, err
+			return err
 		}
 		if err := e.startGardener(p); err != nil {
-			return false, err
+			return err
 		}
 		if err := e.bootstrapLandscape(); err != nil {
-			return false, fmt.Errorf("creating the landscape's objects: %w", err)
+			return fmt.Errorf("creating the landscape's objects: %w", err)
 		}
 	}
-	if opts.Garden {
-		if err := e.upGarden(); err != nil {
-			return false, err
-		}
-	}
-	// Only a complete `up` is kept by the next one; a failed one is started afresh.
-	return true, e.writeRun("complete", "yes")
+	return nil
 }
 
 // components are the processes of this control plane (not the garden's), in start order.

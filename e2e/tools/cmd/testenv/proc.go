@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -145,7 +146,17 @@ func (e env) logTail(what string) string {
 	return "read its log: " + logPath + tail
 }
 
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// freePorts returns n free loopback ports, never one it returned before in this process (the
+// garden and the first control plane pick theirs concurrently, and a port is free again the
+// moment its probe closes).
 func freePorts(n int) ([]int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	var ports []int
 	var listeners []net.Listener
 	defer func() {
@@ -153,13 +164,17 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	for i := 0; i < n; i++ {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
 		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		if !handedOut[port] {
+			handedOut[port] = true
+			ports = append(ports, port)
+		}
 	}
 	return ports, nil
 }
