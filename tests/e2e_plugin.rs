@@ -91,7 +91,7 @@ async fn kubectl_hap_reads_the_live_cluster_with_a_separate_garden() {
 
 async fn reads_the_live_cluster(hap: Hap) {
     // With a separate garden, the commands that read bindings and Shoots get its kubeconfig
-    // (`in_garden`); explain reads the HapConfig only.
+    // (`in_garden`): pools, validate --live, and explain --live (what selection would pick).
     let garden_flag = hap
         .garden_kubeconfig
         .as_ref()
@@ -251,7 +251,7 @@ async fn reads_the_live_cluster(hap: Hap) {
     ];
     let mut live_args = vec!["explain", "--live", "--config", &hap.config];
     live_args.extend(request);
-    let (code, live, err) = kubectl_hap(&live_args);
+    let (code, live, err) = in_garden(&live_args);
     assert_eq!(code, 0, "{err}");
     let manifest = tempfile::NamedTempFile::new().expect("temp file");
     let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig",
@@ -286,7 +286,7 @@ async fn reads_the_live_cluster(hap: Hap) {
     let (code, out, _) = in_garden(&["validate", "--live", "--config", &hap.config, "-o", "json"]);
     assert_eq!(code, 1, "{out}");
     assert_eq!(json_of(&out)["errors"][0]["reason"], "ParseError");
-    let (code, out, err) = kubectl_hap(&[
+    let (code, out, err) = in_garden(&[
         "explain",
         "--live",
         "--config",
