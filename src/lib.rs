@@ -16,4 +16,5 @@ pub mod pools;
 pub mod release;
 pub mod rules;
 pub mod selection;
+pub mod sources;
 pub mod status;

@@ -29,7 +29,10 @@ pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
     printcolumn = r#"{"name":"Binding","type":"string","jsonPath":".status.credentialsBindingName"}"#,
     printcolumn = r#"{"name":"Type","type":"string","jsonPath":".status.hyperscalerType"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    printcolumn = r#"{"name":"Reason","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#
+    printcolumn = r#"{"name":"Reason","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Source","type":"string","priority":1,"jsonPath":".metadata.labels.accountpool\\.io/source-kind"}"#,
+    printcolumn = r#"{"name":"Source-Namespace","type":"string","priority":1,"jsonPath":".metadata.labels.accountpool\\.io/source-namespace"}"#,
+    printcolumn = r#"{"name":"Source-Name","type":"string","priority":1,"jsonPath":".metadata.labels.accountpool\\.io/source-name"}"#
 )]
 #[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable: delete the AccountClaim and create a new one"))]
 #[serde(rename_all = "camelCase")]
@@ -61,6 +64,12 @@ pub struct AccountClaimSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
     pub shoot_name: Option<String>,
+    /// A binding the cluster already uses (its provisioner chose it): recorded as this claim's
+    /// binding instead of choosing one, and reported when it does not carry the global account.
+    /// Set by the operator for requests it adopts (a Kyma Runtime created with a binding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub adopt_binding: Option<String>,
 }
 
 /// Where a claim stands.
@@ -85,6 +94,8 @@ pub enum Decision {
     FilledMostPopulated,
     /// The binding pinned to the global account (`spec.pins` of the HapConfig).
     Pinned,
+    /// The binding the request already named (`spec.adoptBinding`), recorded as it is.
+    Adopted,
 }
 
 /// The rule entry that decided the pool.

@@ -10,6 +10,7 @@ pub mod types {
     pub const BOUND: &str = "Bound";
     /// On a claim being deleted: whether its binding has been released.
     pub const RELEASED: &str = "Released";
+    pub const SOURCES_AVAILABLE: &str = "SourcesAvailable";
 }
 
 /// Condition reasons (CamelCase, as metav1.Condition requires).
@@ -35,4 +36,8 @@ pub mod reasons {
     pub const PENDING: &str = "Pending";
     /// The garden refused a binding write (RBAC, or admission: the referenced Secret).
     pub const FORBIDDEN: &str = "Forbidden";
+    pub const SOURCES_WATCHED: &str = "SourcesWatched";
+    pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
+    /// An adopted binding (`spec.adoptBinding`) that does not carry the claim's global account.
+    pub const BINDING_NOT_TENANT: &str = "BindingNotTenant";
 }

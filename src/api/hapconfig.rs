@@ -11,6 +11,7 @@ use super::gardener::BindingKind;
 use super::policy::{
     PINS_ONE_TENANT_MESSAGE, PINS_ONE_TENANT_RULE, Pin, StructuredRule, rule_items,
 };
+use super::sources::{RequestSource, SourceStatus};
 
 /// DNS-1123 label, as Kubernetes namespaces are named.
 pub const NAMESPACE_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
@@ -42,6 +43,8 @@ pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
 #[x_kube(validation = Rule::new("has(self.rules) || has(self.legacyRules) || has(self.structuredRules)").message("one of rules or legacyRules is required (structuredRules count as rules)"))]
 #[x_kube(validation = Rule::new("!(has(self.structuredRules) && has(self.legacyRules))").message("structuredRules and legacyRules are mutually exclusive: set one of them"))]
 #[x_kube(validation = Rule::new("!has(self.legacyRules) || !has(self.ruleSyntax) || self.ruleSyntax == 'Seed'").message("ruleSyntax applies to rules only; remove it when using legacyRules"))]
+#[x_kube(validation = Rule::new("!has(self.requestSources) || self.requestSources.all(s, self.requestSources.filter(t, t.id == s.id).size() == 1)").message("requestSources: every id must be unique"))]
+#[x_kube(validation = Rule::new("!has(self.requestSources) || !self.requestSources.exists(s, s.kind == 'Shoot') || !has(self.shootNamespace) || self.shootNamespace == self.bindingNamespace").message("a Shoot request source needs shootNamespace equal to bindingNamespace: a Shoot can only use a binding of its own project namespace"))]
 #[serde(rename_all = "camelCase")]
 pub struct HapConfigSpec {
     /// Syntax of the entries in `rules`: `Seed` (default; `PLAN(PR=..., CR=..., shared, euAccess)`)
@@ -120,6 +123,12 @@ pub struct HapConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DURATION_PATTERN), length(max = 32))]
     pub internal_state_refresh_cycle_duration: Option<String>,
+
+    /// Foreign requests to serve besides AccountClaims: Gardener Shoots, openmcp Clusters, Kyma
+    /// Runtimes (docs/sources.md). Each becomes an AccountClaim the operator creates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub request_sources: Option<Vec<RequestSource>>,
 }
 
 /// Syntax of rule entries.
@@ -282,6 +291,9 @@ pub struct HapConfigStatus {
     /// When the in-memory state was last rebuilt from the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_refresh_time: Option<Time>,
+    /// Per request source: whether it is watched and what it serves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_sources: Vec<SourceStatus>,
 }
 
 /// One rule entry and its pools.

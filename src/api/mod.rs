@@ -6,6 +6,7 @@ pub mod conditions;
 pub mod gardener;
 pub mod hapconfig;
 pub mod policy;
+pub mod sources;
 
 pub use accountclaim::{
     AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule,
@@ -17,6 +18,10 @@ pub use hapconfig::{
     RuleStatus, RuleSyntax,
 };
 pub use policy::{EuAccessMode, Pin, PinPool, PoolPreference, StructuredRule};
+pub use sources::{
+    FieldSource, LabelOperator, LabelRequirement, ObjectIdentity, PurposeOperator,
+    PurposeRequirement, RequestFields, RequestSource, SourceKind, SourceStatus,
+};
 
 /// API group of every resource hap-operator owns.
 pub const GROUP: &str = "accountpool.io";

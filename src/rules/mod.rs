@@ -30,7 +30,7 @@ pub use diag::{Diagnostic, Reason, Validation};
 pub(crate) use entries::Entry;
 pub use entries::to_structured;
 pub use eval::{EvalError, Outcome, Preference, Request};
-pub use labelcheck::label_value_problem;
+pub use labelcheck::{label_key_problem, label_value_problem};
 pub use model::{Cond, EuAccess, PoolResult, Rule, Specificity};
 pub use pins::{PinRule, Pins};
 pub use plans::{PlanTable, Provider};
@@ -104,6 +104,7 @@ impl CompiledRules {
         v.errors.extend(validate::fixed_types(&entries, &plans));
         fallback::check(&entries, &plans, &mut v);
         let pins = pins::compile(spec.pins.as_deref().unwrap_or_default(), &mut v);
+        v.errors.extend(crate::sources::validate(spec));
         // Entry errors in entry order, then the ones about the configuration as a whole.
         v.errors.sort_by_key(|d| d.index.unwrap_or(usize::MAX));
         if !v.errors.is_empty() {

@@ -53,6 +53,8 @@ pub struct ConfigInputs {
     pub progressing: Option<String>,
     /// Binding writes the garden refused and no later write has allowed, binding → message.
     pub refused_writes: BTreeMap<String, String>,
+    /// Per request source of the rules in force.
+    pub sources: Vec<crate::api::SourceStatus>,
 }
 
 fn list(items: &[String]) -> String {
@@ -296,6 +298,11 @@ pub fn desired_config_status(
         );
     }
 
+    if in_force {
+        super::sources::set_sources_condition(&mut conds, &input.sources, gen_, now);
+    } else {
+        remove_condition(&mut conds, types::SOURCES_AVAILABLE);
+    }
     HapConfigStatus {
         observed_generation: observed,
         active_generation: input.active_generation,
@@ -316,6 +323,11 @@ pub fn desired_config_status(
             Vec::new()
         },
         last_refresh_time: input.last_refresh_time.clone(),
+        request_sources: if in_force {
+            input.sources.clone()
+        } else {
+            Vec::new()
+        },
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod claim;
 mod config;
+mod sources;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 

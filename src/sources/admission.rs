@@ -1,0 +1,443 @@
+//! The admission decision for a request object, in two pure steps around the I/O:
+//! [`plan`] reads the object and says what to do (leave it, deny it, or create/find its
+//! AccountClaim), the webhook does that and waits for the leader's decision, and [`finish`]
+//! turns the claim's state into the answer: a JSON patch that writes the binding where the
+//! platform reads it, or a denial that names the field and the reason.
+//!
+//! Rules (docs/sources.md):
+//! - An object no source matches, a Shoot outside the binding namespace, and a Shoot or Runtime
+//!   that already names a binding are left as they are (a Runtime's binding is adopted by the
+//!   operator afterwards, not here).
+//! - A CREATE is served through the claim `<kind>.<namespace>.<name>`; an openmcp Cluster whose
+//!   name the API server generates gets its ClusterConfig reference now and its claim once it
+//!   exists (the claim needs the name: it derives the Shoot name from it).
+//! - A dry run never creates a claim: it reports what would happen, and uses a decision that
+//!   already exists.
+//! - An UPDATE that changes or clears a binding name the operator set, or drops the
+//!   ClusterConfig reference of a served Cluster, is denied: a second binding would move a
+//!   running cluster to another account (Gardener itself allows that change).
+
+use serde_json::{Value, json};
+
+use super::CompiledSources;
+use super::naming::{
+    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_CLUSTER_CONFIG, SourceRef, claim_name,
+    cluster_config_name, generated_cluster_config_name,
+};
+use crate::api::conditions::{reasons, types};
+use crate::api::{AccountClaim, AccountClaimSpec, BindingKind, ClaimPhase, SourceKind};
+
+/// The admission operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Other,
+}
+
+/// One admission request, as plain data.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub operation: Operation,
+    pub dry_run: bool,
+    pub kind: SourceKind,
+    pub namespace: &'a str,
+    pub object: &'a Value,
+    pub old_object: Option<&'a Value>,
+}
+
+/// What the config in force says about serving requests.
+#[derive(Clone, Copy, Debug)]
+pub struct Serving<'a> {
+    pub sources: &'a CompiledSources,
+    pub binding_kind: BindingKind,
+    pub binding_namespace: &'a str,
+    /// Where the operator creates the AccountClaims of served objects.
+    pub claim_namespace: &'a str,
+    /// A random suffix (lowercase letters and digits) for the ClusterConfig of a Cluster whose
+    /// name is generated; drawn by the caller so that this stays pure.
+    pub random: &'a str,
+}
+
+/// Step one: what to do with the request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    /// Not a request of any source: admit unchanged.
+    Untouched,
+    /// Refuse, with this message.
+    Deny(String),
+    /// Admit with these JSON-patch operations and warnings; nothing to claim now.
+    Patch {
+        ops: Vec<Value>,
+        warnings: Vec<String>,
+    },
+    /// Serve through an AccountClaim: find or create it, wait for its decision, then [`finish`].
+    Claim(Box<ClaimPlan>),
+    /// Refuse with `message` if `claim` exists (the object is served), else admit unchanged.
+    DenyIfServed { claim: String, message: String },
+}
+
+/// The claim a CREATE is served through, and how to write its result into the object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimPlan {
+    pub source: SourceRef,
+    pub claim_namespace: String,
+    pub claim_name: String,
+    pub spec: AccountClaimSpec,
+    pub dry_run: bool,
+    /// Where the binding name goes in the object (`None` for Clusters).
+    pub binding_path: Option<&'static str>,
+    /// The ClusterConfig to reference (Clusters only).
+    pub cluster_config: Option<String>,
+    pub(super) has_annotations: bool,
+    pub(super) has_cluster_configs: bool,
+}
+
+impl ClaimPlan {
+    /// `<namespace>/<name>` of the claim.
+    pub fn claim_ref(&self) -> String {
+        format!("{}/{}", self.claim_namespace, self.claim_name)
+    }
+
+    /// The AccountClaim to create (with the release finalizer already, which saves the leader a
+    /// write before it can decide).
+    pub fn claim_object(&self) -> Value {
+        json!({
+            "apiVersion": "accountpool.io/v1alpha1",
+            "kind": "AccountClaim",
+            "metadata": {
+                "name": self.claim_name,
+                "namespace": self.claim_namespace,
+                "labels": self.source.labels(),
+                "annotations": {super::naming::ANNOTATION_SOURCE: self.source.describe()},
+                "finalizers": [crate::api::CLAIM_FINALIZER],
+            },
+            "spec": self.spec,
+        })
+    }
+}
+
+/// What the webhook learnt about the claim.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimState {
+    Bound {
+        binding: String,
+    },
+    /// The operator decided it cannot serve the request (Ready=False with a final reason).
+    Refused {
+        reason: String,
+        message: String,
+    },
+    /// No decision (yet): the wait ended, or, in a dry run, there is no claim.
+    Undecided {
+        reason: Option<String>,
+        message: Option<String>,
+    },
+    /// A claim of this name exists for a different request (an earlier object of the same name
+    /// whose claim is still being released).
+    Conflict {
+        existing: Box<AccountClaimSpec>,
+    },
+}
+
+/// The answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Allow {
+        ops: Vec<Value>,
+        warnings: Vec<String>,
+    },
+    Deny(String),
+}
+
+/// Reasons under which the leader is still working on a claim: keep waiting.
+const UNDECIDED_REASONS: [&str; 2] = [reasons::PROGRESSING, reasons::CONFIG_MISSING];
+
+/// Where a claim stands, for the webhook.
+pub fn claim_state(claim: &AccountClaim) -> ClaimState {
+    let status = claim.status.as_ref();
+    if let Some(s) = status
+        && s.phase == Some(ClaimPhase::Bound)
+        && let Some(b) = &s.credentials_binding_name
+    {
+        return ClaimState::Bound { binding: b.clone() };
+    }
+    let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == types::READY));
+    match ready {
+        Some(c) if c.status == "False" && !UNDECIDED_REASONS.contains(&c.reason.as_str()) => {
+            ClaimState::Refused {
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+            }
+        }
+        Some(c) => ClaimState::Undecided {
+            reason: Some(c.reason.clone()),
+            message: Some(c.message.clone()),
+        },
+        None => ClaimState::Undecided {
+            reason: None,
+            message: None,
+        },
+    }
+}
+
+fn describe(kind: SourceKind, ns: &str, name: Option<&str>) -> String {
+    format!(
+        "{} {ns}/{}",
+        kind.as_str(),
+        name.unwrap_or("(name to be generated)")
+    )
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn annotation_ops(has_annotations: bool, entries: &[(&str, String)]) -> Vec<Value> {
+    if has_annotations {
+        entries
+            .iter()
+            .map(|(k, v)| json!({"op": "add", "path": format!("/metadata/annotations/{}", escape(k)), "value": v}))
+            .collect()
+    } else {
+        let map: serde_json::Map<String, Value> = entries
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        vec![json!({"op": "add", "path": "/metadata/annotations", "value": map})]
+    }
+}
+
+fn cluster_config_ops(has_cluster_configs: bool, name: &str) -> Value {
+    if has_cluster_configs {
+        json!({"op": "add", "path": "/spec/clusterConfigs/-", "value": {"name": name}})
+    } else {
+        json!({"op": "add", "path": "/spec/clusterConfigs", "value": [{"name": name}]})
+    }
+}
+
+fn references(obj: &Value, config: &str) -> bool {
+    obj.pointer("/spec/clusterConfigs")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .any(|r| r.get("name").and_then(Value::as_str) == Some(config))
+        })
+}
+
+fn annotation<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// Step one.
+pub fn plan(req: &Request<'_>, serving: &Serving<'_>) -> Plan {
+    match req.operation {
+        Operation::Create => plan_create(req, serving),
+        Operation::Update => plan_update(req, serving),
+        Operation::Other => Plan::Untouched,
+    }
+}
+
+fn plan_create(req: &Request<'_>, serving: &Serving<'_>) -> Plan {
+    let obj = req.object;
+    if req.kind == SourceKind::Shoot && req.namespace != serving.binding_namespace {
+        return Plan::Untouched;
+    }
+    let mut facts = req.kind.facts(obj);
+    if facts.namespace.is_empty() {
+        facts.namespace = req.namespace.to_string();
+    }
+    let Some(source) = serving.sources.serving(req.kind, &facts) else {
+        return Plan::Untouched;
+    };
+    if req.kind.existing_binding(obj).is_some() {
+        return Plan::Untouched;
+    }
+    let what = describe(req.kind, &facts.namespace, facts.name.as_deref());
+    let spec = match source.derive(obj) {
+        Ok(spec) => spec,
+        Err(problems) => {
+            let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            return Plan::Deny(format!(
+                "hap-operator cannot serve {what} (request source `{}`): {}",
+                source.id,
+                list.join("; ")
+            ));
+        }
+    };
+    let has_annotations = obj
+        .pointer("/metadata/annotations")
+        .is_some_and(Value::is_object);
+    let has_cluster_configs = obj
+        .pointer("/spec/clusterConfigs")
+        .is_some_and(Value::is_array);
+    let Some(name) = facts.name.clone() else {
+        if req.kind != SourceKind::Cluster {
+            return Plan::Deny(format!(
+                "hap-operator cannot serve {what} (request source `{}`): metadata.name: set a name; generateName is not supported for a {} that needs a binding at creation",
+                source.id,
+                req.kind.as_str()
+            ));
+        }
+        let generate = obj
+            .pointer("/metadata/generateName")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let config = generated_cluster_config_name(generate, serving.random);
+        let mut ops = vec![cluster_config_ops(has_cluster_configs, &config)];
+        ops.extend(annotation_ops(
+            has_annotations,
+            &[(ANNOTATION_CLUSTER_CONFIG, config.clone())],
+        ));
+        return Plan::Patch {
+            ops,
+            warnings: vec![format!(
+                "hap-operator: ClusterConfig {}/{config} will carry this Cluster's binding once the Cluster exists and its AccountClaim is bound (request source `{}`)",
+                facts.namespace, source.id
+            )],
+        };
+    };
+    let cluster_config = (req.kind == SourceKind::Cluster).then(|| cluster_config_name(&name));
+    if let Some(c) = &cluster_config
+        && references(obj, c)
+    {
+        return Plan::Untouched;
+    }
+    Plan::Claim(Box::new(ClaimPlan {
+        claim_name: claim_name(req.kind, &facts.namespace, &name),
+        source: SourceRef {
+            source_id: source.id.clone(),
+            kind: req.kind,
+            namespace: facts.namespace.clone(),
+            name: Some(name),
+            uid: None,
+        },
+        claim_namespace: serving.claim_namespace.to_string(),
+        spec,
+        dry_run: req.dry_run,
+        binding_path: req.kind.binding_path(serving.binding_kind),
+        cluster_config,
+        has_annotations,
+        has_cluster_configs,
+    }))
+}
+
+fn plan_update(req: &Request<'_>, serving: &Serving<'_>) -> Plan {
+    let Some(old) = req.old_object else {
+        return Plan::Untouched;
+    };
+    let facts = req.kind.facts(old);
+    let Some(name) = facts.name.as_deref() else {
+        return Plan::Untouched;
+    };
+    let ns = if facts.namespace.is_empty() {
+        req.namespace
+    } else {
+        &facts.namespace
+    };
+    let claim = claim_name(req.kind, ns, name);
+    let what = describe(req.kind, ns, Some(name));
+    if req.kind == SourceKind::Cluster {
+        let Some(config) = annotation(old, ANNOTATION_CLUSTER_CONFIG) else {
+            return Plan::Untouched;
+        };
+        if references(old, config) && !references(req.object, config) {
+            return Plan::DenyIfServed {
+                claim: format!("{}/{claim}", serving.claim_namespace),
+                message: format!(
+                    "{what}: spec.clusterConfigs must keep `{config}`: that ClusterConfig carries the binding hap-operator assigned (AccountClaim {}/{claim}); without it the Shoot would move to another account. Delete the Cluster to release it",
+                    serving.claim_namespace
+                ),
+            };
+        }
+        return Plan::Untouched;
+    }
+    let before = req.kind.existing_binding(old);
+    let after = req.kind.existing_binding(req.object);
+    match before {
+        Some(b) if after.as_deref() != Some(b.as_str()) => {
+            let field = req
+                .kind
+                .binding_path(serving.binding_kind)
+                .map(|p| p.trim_start_matches('/').replace('/', "."))
+                .unwrap_or_default();
+            let to = after.map_or_else(|| "nothing".to_string(), |a| format!("`{a}`"));
+            Plan::DenyIfServed {
+                claim: format!("{}/{claim}", serving.claim_namespace),
+                message: format!(
+                    "{what}: {field} cannot change from `{b}` to {to}: hap-operator assigned it (AccountClaim {}/{claim}) and a second binding would move the running cluster to another account. Delete the {} to release it",
+                    serving.claim_namespace,
+                    req.kind.as_str()
+                ),
+            }
+        }
+        _ => Plan::Untouched,
+    }
+}
+
+/// Whether an existing claim was made for this same request (an object re-created under the same
+/// name with the same request may reuse its claim; any other difference must wait for release).
+pub fn same_request(existing: &AccountClaimSpec, wanted: &AccountClaimSpec) -> bool {
+    existing == wanted
+}
+
+/// Step three: the answer for a CREATE, given what became of its claim.
+pub fn finish(plan: &ClaimPlan, state: &ClaimState) -> Verdict {
+    let what = plan.source.describe();
+    let via = format!("request source `{}`", plan.source.source_id);
+    match state {
+        ClaimState::Bound { binding } => {
+            let mut ops = Vec::new();
+            if let Some(path) = plan.binding_path {
+                ops.push(json!({"op": "add", "path": path, "value": binding}));
+            }
+            let mut notes = vec![(ANNOTATION_ACCOUNT_CLAIM, plan.claim_ref())];
+            if let Some(c) = &plan.cluster_config {
+                ops.push(cluster_config_ops(plan.has_cluster_configs, c));
+                notes.push((ANNOTATION_CLUSTER_CONFIG, c.clone()));
+            }
+            ops.extend(annotation_ops(plan.has_annotations, &notes));
+            let warnings = if plan.dry_run {
+                vec![format!(
+                    "hap-operator (dry run): AccountClaim {} is bound to {binding}; nothing was claimed",
+                    plan.claim_ref()
+                )]
+            } else {
+                Vec::new()
+            };
+            Verdict::Allow { ops, warnings }
+        }
+        ClaimState::Refused { reason, message } => Verdict::Deny(format!(
+            "hap-operator cannot serve {what} ({via}): {reason}: {message}; nothing was claimed"
+        )),
+        ClaimState::Undecided { reason, message } if plan.dry_run => {
+            let _ = (reason, message);
+            Verdict::Allow {
+                ops: Vec::new(),
+                warnings: vec![format!(
+                    "hap-operator (dry run): no binding assigned; a real request would create AccountClaim {} for globalAccount={}, plan={} ({via})",
+                    plan.claim_ref(),
+                    plan.spec.global_account,
+                    plan.spec.plan
+                )],
+            }
+        }
+        ClaimState::Undecided { reason, message } => {
+            let why = match (reason, message) {
+                (Some(r), Some(m)) => format!(" (last state: {r}: {m})"),
+                _ => " (the leader has not picked it up; is an operator replica leading?)".into(),
+            };
+            Verdict::Deny(format!(
+                "hap-operator could not decide a binding for {what} in time ({via}){why}; nothing was claimed, retry"
+            ))
+        }
+        ClaimState::Conflict { existing } => Verdict::Deny(format!(
+            "hap-operator cannot serve {what} ({via}) yet: AccountClaim {} still holds the request of an earlier object of this name (globalAccount={}, plan={}); it goes once that object is released. Retry",
+            plan.claim_ref(),
+            existing.global_account,
+            existing.plan
+        )),
+    }
+}
