@@ -18,3 +18,4 @@ pub mod rules;
 pub mod selection;
 pub mod sources;
 pub mod status;
+pub mod webhook;

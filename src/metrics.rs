@@ -43,6 +43,14 @@ pub struct ControllerLabels {
     pub controller: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AdmissionLabels {
+    /// Shoot, Cluster, Runtime.
+    pub kind: String,
+    /// untouched, patched, denied, error.
+    pub outcome: String,
+}
+
 /// Every metric the operator exports.
 pub struct Metrics {
     pub registry: Registry,
@@ -57,6 +65,7 @@ pub struct Metrics {
     pub reconcile_seconds: Family<ControllerLabels, Histogram>,
     pub reconcile_errors: Family<OutcomeLabels, Counter>,
     pub leader: Gauge,
+    pub admission_seconds: Family<AdmissionLabels, Histogram>,
 }
 
 impl Default for Metrics {
@@ -82,6 +91,9 @@ impl Metrics {
             }),
             reconcile_errors: Family::default(),
             leader: Gauge::default(),
+            admission_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+            }),
             registry: Registry::default(),
         };
         registry.register(
@@ -138,6 +150,11 @@ impl Metrics {
             "leader",
             "1 while this replica holds the leader lease",
             m.leader.clone(),
+        );
+        registry.register(
+            "admission_duration_seconds",
+            "Admission webhook calls of request sources, by kind and outcome",
+            m.admission_seconds.clone(),
         );
         Self { registry, ..m }
     }

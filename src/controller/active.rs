@@ -19,6 +19,8 @@ pub struct ActiveConfig {
     pub spec: HapConfigSpec,
     pub rules: CompiledRules,
     pub warnings: Vec<Diagnostic>,
+    /// The request sources of this generation (validated with the rules).
+    pub sources: crate::sources::CompiledSources,
 }
 
 impl ActiveConfig {
@@ -119,6 +121,7 @@ impl ConfigResolver {
                 let active = Arc::new(ActiveConfig {
                     uid,
                     generation,
+                    sources: compile_sources(&cfg.spec),
                     spec: cfg.spec.clone(),
                     rules,
                     warnings,
@@ -151,10 +154,17 @@ fn recover_from_status(cfg: &HapConfig, uid: &str) -> Option<Arc<ActiveConfig>> 
     Some(Arc::new(ActiveConfig {
         uid: uid.to_string(),
         generation,
+        sources: compile_sources(spec),
         spec: spec.clone(),
         rules,
         warnings,
     }))
+}
+
+/// The sources of a spec that passed validation (which checks them), so this cannot fail; an
+/// empty set would only mean nothing is served.
+fn compile_sources(spec: &HapConfigSpec) -> crate::sources::CompiledSources {
+    crate::sources::CompiledSources::from_spec(spec).unwrap_or_default()
 }
 
 fn invalid_state(memo: &Memo, generation: i64, validation: Arc<Validation>) -> ConfigState {

@@ -63,6 +63,32 @@ pub struct RunArgs {
     /// AccountClaims reconciled at once.
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
+    /// Serve the admission webhooks of request sources (HapConfig `requestSources`) on this
+    /// address, over TLS, on every replica. Unset: no webhooks.
+    #[arg(long, env = "HAP_WEBHOOK_ADDR")]
+    pub webhook_addr: Option<SocketAddr>,
+    /// PEM certificate chain of the webhook; re-read when it changes.
+    #[arg(
+        long,
+        env = "HAP_WEBHOOK_CERT_FILE",
+        default_value = "/etc/hap-operator/webhook/tls.crt"
+    )]
+    pub webhook_cert_file: PathBuf,
+    /// PEM private key of the webhook; re-read when it changes.
+    #[arg(
+        long,
+        env = "HAP_WEBHOOK_KEY_FILE",
+        default_value = "/etc/hap-operator/webhook/tls.key"
+    )]
+    pub webhook_key_file: PathBuf,
+    /// How long an admission call waits for the leader to bind its AccountClaim before it
+    /// denies the request (keep it below the webhook's timeoutSeconds).
+    #[arg(long, default_value = "8s", value_parser = parse_duration)]
+    pub webhook_decision_timeout: Duration,
+    /// How long a claim a request source created may wait for its object to appear before the
+    /// operator treats the object as never created (and deletes the claim).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub source_grace: Duration,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -88,7 +114,20 @@ impl RunArgs {
             resync: Duration::from_secs(300),
             pending_retry: Duration::from_secs(30),
             concurrency: 16,
+            webhook_addr: None,
+            webhook_cert_file: PathBuf::from("/etc/hap-operator/webhook/tls.crt"),
+            webhook_key_file: PathBuf::from("/etc/hap-operator/webhook/tls.key"),
+            webhook_decision_timeout: Duration::from_secs(8),
+            source_grace: Duration::from_secs(60),
         }
+    }
+
+    /// Where request sources create their AccountClaims: `--claim-namespace` when set (the
+    /// claim controller watches only there), else the operator's own namespace.
+    pub fn source_claim_namespace(&self) -> String {
+        self.claim_namespace
+            .clone()
+            .unwrap_or_else(|| self.lease_namespace.clone())
     }
 
     pub fn identity(&self) -> String {

@@ -149,6 +149,12 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         };
     }
 
+    // A request that named its binding already (adopted from its source) is recorded, never
+    // chosen again.
+    if let Some(adopted) = claim.spec.adopt_binding.as_deref() {
+        return super::sources_adopt::reconcile(claim, ctx, &active, &inv, &view, adopted).await;
+    }
+
     let req = RuleRequest {
         plan: &claim.spec.plan,
         platform_region: claim.spec.platform_region.as_deref(),
@@ -432,7 +438,7 @@ async fn bind(
     }
 }
 
-async fn pending(
+pub(super) async fn pending(
     claim: &AccountClaim,
     ctx: &Context,
     reason: PendingReason,
@@ -558,7 +564,7 @@ async fn lost(claim: &AccountClaim, ctx: &Context, cause: String) -> Result<Acti
     Ok(resync(ctx))
 }
 
-async fn write_outcome(
+pub(super) async fn write_outcome(
     claim: &AccountClaim,
     ctx: &Context,
     outcome: &ClaimOutcome,
@@ -757,12 +763,12 @@ fn pending_reason(claim: &AccountClaim) -> Option<&str> {
         .map(|c| c.reason.as_str())
 }
 
-fn lock(ctx: &Context) -> std::sync::MutexGuard<'_, crate::selection::InFlight> {
+pub(super) fn lock(ctx: &Context) -> std::sync::MutexGuard<'_, crate::selection::InFlight> {
     // A poisoned lock means a panic elsewhere; the data is still the best knowledge we have.
     ctx.inflight.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn count(ctx: &Context, outcome: &str) {
+pub(super) fn count(ctx: &Context, outcome: &str) {
     ctx.metrics
         .claim_outcomes
         .get_or_create(&OutcomeLabels {

@@ -137,6 +137,7 @@ async fn reconcile_in_force(
             input.refused_writes = ctx.denials.refusals();
             export_metrics(ctx, &inv);
         }
+        input.sources = ctx.sources.statuses();
         input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {
             c.last
                 .as_ref()

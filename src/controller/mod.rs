@@ -10,6 +10,8 @@ mod config;
 mod denials;
 mod leader;
 mod snapshot;
+mod sources;
+mod sources_adopt;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -50,6 +52,8 @@ pub enum RunError {
     CrdMissing(&'static str, #[source] kube::Error),
     #[error("cannot reach the garden (--garden-kubeconfig)")]
     Garden(#[source] crate::k8s::ClientError),
+    #[error("cannot start the admission webhook")]
+    Webhook(#[source] crate::webhook::WebhookError),
 }
 
 /// Shared state of one operator process.
@@ -67,13 +71,17 @@ pub struct Context {
     pub refresh: Mutex<config::RefreshClock>,
     /// Binding writes the garden refused (RBAC or admission), paused until they may be retried.
     pub denials: denials::Denials,
+    /// Request sources: foreign watches and per-source status.
+    pub sources: sources::SourceRuntime,
 }
 
 /// A handle on a running operator: its readiness and metrics (for tests and the HTTP server).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Handle {
     pub ready: Readiness,
     pub metrics: SharedMetrics,
+    /// The admission webhook's address, once it listens.
+    pub webhook: crate::webhook::WebhookAddr,
 }
 
 /// Runs the operator until `shutdown` resolves, leadership is lost, or a fatal error occurs.
@@ -85,6 +93,7 @@ pub async fn run(
     let handle = Handle {
         ready: Readiness::default(),
         metrics: Arc::new(Metrics::new()),
+        webhook: Default::default(),
     };
     run_with(client, args, handle, shutdown).await
 }
@@ -130,6 +139,28 @@ pub async fn run_with(
     let garden = crate::k8s::clients::garden(&client, args.garden_kubeconfig.as_deref())
         .await
         .map_err(RunError::Garden)?;
+    // Every replica serves the webhooks, the standby too: it creates claims and waits for the
+    // leader's decision.
+    if let Some(addr) = args.webhook_addr {
+        let settings = crate::webhook::Settings {
+            addr,
+            cert_file: args.webhook_cert_file.clone(),
+            key_file: args.webhook_key_file.clone(),
+            config_name: args.config_name.clone(),
+            claim_namespace: args.source_claim_namespace(),
+            decision_timeout: args.webhook_decision_timeout,
+        };
+        let hook = crate::webhook::start(
+            &client,
+            settings,
+            handle.metrics.clone(),
+            &handle.webhook,
+            stop.clone(),
+        )
+        .await
+        .map_err(RunError::Webhook)?;
+        hook.wait_ready().await;
+    }
 
     let lost = CancellationToken::new();
     let mut lease_task = None;
@@ -215,6 +246,7 @@ async fn run_controllers(
         claim_kick: kick_tx,
         refresh: Mutex::new(config::RefreshClock::default()),
         denials: denials::Denials::default(),
+        sources: sources::SourceRuntime::default(),
         args: args.clone(),
     });
 
@@ -265,7 +297,25 @@ async fn run_controllers(
             tracing::info!("caches synced; ready");
         }
     };
-    tokio::join!(config_controller, claim_controller, readiness);
+    let source_controller = sources::run(ctx.clone(), {
+        let (stop, lost) = (stop.clone(), lost.clone());
+        let token = CancellationToken::new();
+        let t = token.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {},
+                _ = lost.cancelled() => {},
+            }
+            t.cancel();
+        });
+        token
+    });
+    tokio::join!(
+        config_controller,
+        claim_controller,
+        readiness,
+        source_controller
+    );
     tracing::info!("controllers stopped");
     Ok(())
 }

@@ -4,6 +4,8 @@
 
 pub mod caches;
 pub mod clients;
+pub mod source_claims;
+pub mod sources;
 pub mod writes;
 
 pub use caches::{BindingCache, BindingTarget, Caches, ChangeFeed, Retargetable};

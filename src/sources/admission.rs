@@ -99,21 +99,14 @@ impl ClaimPlan {
         format!("{}/{}", self.claim_namespace, self.claim_name)
     }
 
-    /// The AccountClaim to create (with the release finalizer already, which saves the leader a
-    /// write before it can decide).
+    /// The AccountClaim to create.
     pub fn claim_object(&self) -> Value {
-        json!({
-            "apiVersion": "accountpool.io/v1alpha1",
-            "kind": "AccountClaim",
-            "metadata": {
-                "name": self.claim_name,
-                "namespace": self.claim_namespace,
-                "labels": self.source.labels(),
-                "annotations": {super::naming::ANNOTATION_SOURCE: self.source.describe()},
-                "finalizers": [crate::api::CLAIM_FINALIZER],
-            },
-            "spec": self.spec,
-        })
+        super::naming::claim_object(
+            &self.source,
+            &self.claim_namespace,
+            &self.claim_name,
+            &self.spec,
+        )
     }
 }
 

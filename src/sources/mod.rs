@@ -5,12 +5,14 @@
 //! the admission answer is and what is written back. Pure: plain data in, decisions out.
 
 pub mod admission;
+pub mod adopt;
 pub mod clusterconfig;
 pub mod derive;
 pub mod fieldpath;
 pub mod kinds;
 pub mod naming;
 pub mod selector;
+pub mod sync;
 mod validate;
 
 #[cfg(test)]

@@ -116,6 +116,28 @@ pub fn openmcp_shoot_name(
     }
 }
 
+/// The AccountClaim the operator creates for an object, with the release finalizer already in
+/// place (which saves the leader a write before it can decide).
+pub fn claim_object(
+    source: &SourceRef,
+    namespace: &str,
+    name: &str,
+    spec: &crate::api::AccountClaimSpec,
+) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "accountpool.io/v1alpha1",
+        "kind": "AccountClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": source.labels(),
+            "annotations": {ANNOTATION_SOURCE: source.describe()},
+            "finalizers": [crate::api::CLAIM_FINALIZER],
+        },
+        "spec": spec,
+    })
+}
+
 /// The identity of the object a claim serves, as its labels record it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceRef {

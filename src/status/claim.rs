@@ -4,7 +4,7 @@
 //! |---|---|---|---|
 //! | bound | Bound | True `Bound` | absent |
 //! | pending, retried: `ConfigMissing`, `PoolExhausted`, `Progressing` | Pending | False, reason | Reconciling=True |
-//! | pending, terminal: `ConfigInvalid`, `NoMatchingRule`, `AmbiguousMatch`, `MissingProvider`, `UnknownPlan` | Pending | False, reason | Stalled=True |
+//! | pending, terminal: `ConfigInvalid`, `NoMatchingRule`, `AmbiguousMatch`, `MissingProvider`, `UnknownPlan`, `BindingNotTenant` | Pending | False, reason | Stalled=True |
 //! | binding lost | Failed | False `BindingLost` | Stalled=True |
 //! | denied by a rule entry | Failed | False `Denied` | Stalled=True |
 //!
@@ -41,6 +41,8 @@ pub enum PendingReason {
     Forbidden,
     /// The binding pinned to the tenant is missing or held by another tenant.
     PinnedBindingUnavailable,
+    /// The binding the request adopted (`spec.adoptBinding`) is not the tenant's.
+    BindingNotTenant,
 }
 
 impl PendingReason {
@@ -57,6 +59,7 @@ impl PendingReason {
             PendingReason::Progressing => reasons::PROGRESSING,
             PendingReason::Forbidden => reasons::FORBIDDEN,
             PendingReason::PinnedBindingUnavailable => reasons::PINNED_BINDING_UNAVAILABLE,
+            PendingReason::BindingNotTenant => reasons::BINDING_NOT_TENANT,
         }
     }
 

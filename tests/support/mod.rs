@@ -20,6 +20,8 @@ use kube::{Client, Config};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
+pub mod platform;
+
 static CRDS: OnceCell<()> = OnceCell::const_new();
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -257,10 +259,7 @@ impl Operator {
     }
 
     pub async fn start_with(client: &Client, args: RunArgs) -> Self {
-        let handle = Handle {
-            ready: Default::default(),
-            metrics: Default::default(),
-        };
+        let handle = Handle::default();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = {
             let (client, handle) = (client.clone(), handle.clone());

@@ -1,0 +1,289 @@
+//! The source controller (leader only): keeps the watches of the foreign request objects the
+//! config needs, runs `sources::sync` over them after every burst of changes, and carries out
+//! its plan — claims created, labelled or deleted, ClusterConfigs written or deleted — and
+//! keeps each source's status for the HapConfig.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::Client;
+use kube::core::ApiResource;
+use tokio_util::sync::CancellationToken;
+
+use super::Context;
+use super::active::ConfigState;
+use crate::api::{AccountClaim, BindingKind, SourceKind, SourceStatus};
+use crate::k8s::sources::{ForeignCache, SourceWrites};
+use crate::sources::kinds::cluster_config_resource;
+use crate::sources::naming::{ANNOTATION_SOURCE, SourceRef};
+use crate::sources::sync::{Action, ClaimRecord, KindView, PassInput, plan_pass};
+
+/// The leader's state for request sources.
+#[derive(Default)]
+pub struct SourceRuntime {
+    foreign: Mutex<BTreeMap<SourceKind, ForeignCache>>,
+    cluster_configs: Mutex<Option<ForeignCache>>,
+    statuses: Mutex<Vec<SourceStatus>>,
+}
+
+impl SourceRuntime {
+    /// The status of each configured source, as of the last pass.
+    pub fn statuses(&self) -> Vec<SourceStatus> {
+        self.statuses.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+/// Runs passes until `stop`.
+pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
+    let ticks = super::coalesced_ticks(
+        ctx.caches.feed.clone(),
+        Duration::from_millis(250),
+        stop.clone(),
+    );
+    futures::pin_mut!(ticks);
+    let mut resync = tokio::time::interval(ctx.args.source_grace.max(Duration::from_secs(1)));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            t = futures::StreamExt::next(&mut ticks) => if t.is_none() { return },
+            // Claims whose object never appeared are noticed without any event.
+            _ = resync.tick() => {},
+        }
+        pass(&ctx).await;
+    }
+}
+
+fn ensure_caches(ctx: &Context, client: &Client, kinds: &BTreeSet<SourceKind>) {
+    let rt = &ctx.sources;
+    if let Ok(mut foreign) = rt.foreign.lock() {
+        for k in [SourceKind::Runtime, SourceKind::Cluster] {
+            if kinds.contains(&k) {
+                foreign.entry(k).or_insert_with(|| {
+                    ForeignCache::start(client, k.resource(), ctx.caches.feed.clone())
+                });
+            } else {
+                foreign.remove(&k);
+            }
+        }
+    }
+    if let Ok(mut cfg) = rt.cluster_configs.lock() {
+        if kinds.contains(&SourceKind::Cluster) {
+            if cfg.is_none() {
+                *cfg = Some(ForeignCache::start(
+                    client,
+                    cluster_config_resource(),
+                    ctx.caches.feed.clone(),
+                ));
+            }
+        } else {
+            *cfg = None;
+        }
+    }
+}
+
+fn age(c: &AccountClaim) -> Duration {
+    c.metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| jiff::Timestamp::now().duration_since(t.0).try_into().ok())
+        .unwrap_or_default()
+}
+
+async fn pass(ctx: &Context) {
+    let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
+        return;
+    };
+    let client = ctx.writer.client().clone();
+    let claim_ns = ctx.args.source_claim_namespace();
+    let claims: Vec<ClaimRecord> = ctx
+        .caches
+        .claims
+        .state()
+        .iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(claim_ns.as_str()))
+        .filter_map(|c| ClaimRecord::from_claim(c, age(c)))
+        .collect();
+    let mut kinds: BTreeSet<SourceKind> = active.sources.iter().map(|s| s.kind).collect();
+    kinds.extend(claims.iter().map(|c| c.source.kind));
+    if kinds.is_empty() {
+        if let Ok(mut s) = ctx.sources.statuses.lock() {
+            s.clear();
+        }
+        ensure_caches(ctx, &client, &kinds);
+        return;
+    }
+    ensure_caches(ctx, &client, &kinds);
+
+    let mut views = BTreeMap::new();
+    if kinds.contains(&SourceKind::Shoot) {
+        // Shoots come from the counting cache, which watches the binding namespace of the
+        // config in force (a Shoot can only use a binding of its own namespace).
+        let objects = ctx
+            .caches
+            .shoots
+            .current()
+            .map(|(_, s)| s.state())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|s| serde_json::to_value(s.as_ref()).ok())
+            .collect();
+        views.insert(
+            SourceKind::Shoot,
+            KindView {
+                ready: ctx.caches.shoots.is_ready(),
+                error: None,
+                objects,
+            },
+        );
+    }
+    if let Ok(foreign) = ctx.sources.foreign.lock() {
+        for (k, cache) in foreign.iter() {
+            views.insert(
+                *k,
+                KindView {
+                    ready: cache.is_ready(),
+                    error: cache.error(),
+                    objects: cache
+                        .objects()
+                        .iter()
+                        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+                        .collect(),
+                },
+            );
+        }
+    }
+    let cluster_configs = ctx.sources.cluster_configs.lock().ok().and_then(|c| {
+        c.as_ref().filter(|c| c.is_ready()).map(|c| {
+            c.objects()
+                .iter()
+                .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+                .collect()
+        })
+    });
+    let binding_kind = active
+        .spec
+        .binding_kind
+        .unwrap_or(BindingKind::CredentialsBinding);
+    let plan = plan_pass(&PassInput {
+        sources: &active.sources,
+        binding_kind,
+        claim_namespace: &claim_ns,
+        kinds: views,
+        claims,
+        cluster_configs,
+        grace: ctx.args.source_grace,
+    });
+    if let Ok(mut s) = ctx.sources.statuses.lock() {
+        *s = plan.statuses;
+    }
+    let writes = SourceWrites::new(client.clone());
+    for action in plan.actions {
+        if let Err(e) = act(ctx, &writes, &client, &claim_ns, action).await {
+            tracing::warn!(error = %e, cause = ?std::error::Error::source(&e).map(ToString::to_string), "request source action failed; retrying on the next pass");
+        }
+    }
+}
+
+async fn act(
+    ctx: &Context,
+    writes: &SourceWrites,
+    client: &Client,
+    claim_ns: &str,
+    action: Action,
+) -> Result<(), crate::k8s::K8sError> {
+    let encode = |what: &str, source| crate::k8s::K8sError::Encode {
+        what: what.to_string(),
+        source,
+    };
+    match action {
+        Action::CreateClaim { claim } => {
+            let claim: AccountClaim =
+                serde_json::from_value(claim).map_err(|e| encode("an AccountClaim", e))?;
+            tracing::info!(claim = ?claim.metadata.name, adopt = ?claim.spec.adopt_binding, "creating the claim of a request object");
+            writes.create_claim(claim_ns, &claim).await
+        }
+        Action::LabelClaim { name, labels } => writes.label_claim(claim_ns, &name, &labels).await,
+        Action::PutClusterConfig { object, existing } => {
+            let res = cluster_config_resource();
+            let version = if existing {
+                match current_cluster_config(ctx, &object).and_then(|o| o.metadata.resource_version)
+                {
+                    Some(v) => Some(v),
+                    None => return Ok(()),
+                }
+            } else {
+                None
+            };
+            writes.put_cluster_config(&res, &object, version).await
+        }
+        Action::DeleteClusterConfig { namespace, name } => {
+            writes
+                .delete_cluster_config(&cluster_config_resource(), &namespace, &name)
+                .await
+        }
+        Action::DeleteIfGone {
+            claim,
+            uid,
+            source,
+            cluster_configs,
+        } => {
+            let Some(name) = object_name(writes, claim_ns, &claim, &source).await? else {
+                return Ok(());
+            };
+            let resource: ApiResource = source.kind.resource();
+            // Shoots live in the garden: read them through the client that watches them.
+            let exists =
+                SourceWrites::object_exists(client, &resource, &source.namespace, &name).await?;
+            if exists {
+                return Ok(());
+            }
+            for (ns, cfg) in cluster_configs {
+                writes
+                    .delete_cluster_config(&cluster_config_resource(), &ns, &cfg)
+                    .await?;
+            }
+            tracing::info!(claim, object = %source.describe(), "request object is gone; deleting its claim (its finalizer releases the binding)");
+            writes.delete_claim(claim_ns, &claim, uid).await
+        }
+    }
+}
+
+/// The object a claim serves: its name label, or (for names too long for a label) the source
+/// annotation, read from the API server since the cache drops annotations.
+async fn object_name(
+    writes: &SourceWrites,
+    claim_ns: &str,
+    claim: &str,
+    source: &SourceRef,
+) -> Result<Option<String>, crate::k8s::K8sError> {
+    if let Some(n) = &source.name {
+        return Ok(Some(n.clone()));
+    }
+    let Some(c) = writes.get_claim(claim_ns, claim).await? else {
+        return Ok(None);
+    };
+    Ok(c.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_SOURCE))
+        .and_then(|d| d.rsplit_once('/'))
+        .map(|(_, name)| name.to_string()))
+}
+
+fn current_cluster_config(
+    ctx: &Context,
+    want: &serde_json::Value,
+) -> Option<kube::api::DynamicObject> {
+    let ns = want.pointer("/metadata/namespace")?.as_str()?;
+    let name = want.pointer("/metadata/name")?.as_str()?;
+    let guard = ctx.sources.cluster_configs.lock().ok()?;
+    guard
+        .as_ref()?
+        .objects()
+        .into_iter()
+        .find(|o| {
+            o.metadata.namespace.as_deref() == Some(ns) && o.metadata.name.as_deref() == Some(name)
+        })
+        .map(|o| (*o).clone())
+}

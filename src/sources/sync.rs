@@ -1,0 +1,382 @@
+//! One pass of the source controller over everything it watches, as a pure plan: which claims
+//! to create (adoptions, Clusters named by the API server), label or delete (their object is
+//! gone), which ClusterConfigs to write or delete, and the status of each source.
+//!
+//! Level-based: the pass is computed from the caches as they are, and repeating it after its
+//! actions finished plans nothing. A claim is deleted only when its kind's cache is synced, the
+//! claim is older than the grace period (the webhook creates a claim before the API server
+//! stores its object, and the object may be refused by a later admission step), and the caller
+//! has confirmed with a read that the object is gone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::CompiledSources;
+use super::clusterconfig::{ClusterConfigFor, cluster_config, sets_binding};
+use super::naming::{
+    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_CLUSTER_CONFIG, LABEL_MANAGED_BY, MANAGED_BY, SourceRef,
+    claim_name, claim_object, cluster_config_name,
+};
+use crate::api::{AccountClaim, BindingKind, ClaimPhase, SourceKind, SourceStatus};
+
+/// A source-created claim, as the pass sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimRecord {
+    pub name: String,
+    pub uid: Option<String>,
+    pub source: SourceRef,
+    pub phase: Option<ClaimPhase>,
+    pub binding: Option<String>,
+    pub age: Duration,
+    pub deleting: bool,
+}
+
+impl ClaimRecord {
+    /// `None` for claims no source created.
+    pub fn from_claim(c: &AccountClaim, age: Duration) -> Option<Self> {
+        let source = SourceRef::from_labels(c.metadata.labels.as_ref()?)?;
+        let status = c.status.as_ref();
+        Some(Self {
+            name: c.metadata.name.clone()?,
+            uid: c.metadata.uid.clone(),
+            source,
+            phase: status.and_then(|s| s.phase),
+            binding: status.and_then(|s| s.credentials_binding_name.clone()),
+            age,
+            deleting: c.metadata.deletion_timestamp.is_some(),
+        })
+    }
+}
+
+/// What a kind's watch shows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KindView {
+    /// Synced once; otherwise nothing of this kind is decided.
+    pub ready: bool,
+    /// Why it cannot watch, if it cannot.
+    pub error: Option<String>,
+    pub objects: Vec<Value>,
+}
+
+/// Everything one pass reads.
+#[derive(Clone, Debug)]
+pub struct PassInput<'a> {
+    pub sources: &'a CompiledSources,
+    pub binding_kind: BindingKind,
+    pub claim_namespace: &'a str,
+    pub kinds: BTreeMap<SourceKind, KindView>,
+    pub claims: Vec<ClaimRecord>,
+    /// ClusterConfigs the operator manages; `None` while their watch is not synced.
+    pub cluster_configs: Option<Vec<Value>>,
+    pub grace: Duration,
+}
+
+/// One thing to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Create this AccountClaim (an adoption, or the claim of a Cluster named by the server).
+    CreateClaim { claim: Value },
+    /// Merge these labels into the claim (the object's UID).
+    LabelClaim {
+        name: String,
+        labels: BTreeMap<String, String>,
+    },
+    /// The claim's object is missing from the cache: if a read confirms it is gone, delete the
+    /// claim and these ClusterConfigs `(namespace, name)`.
+    DeleteIfGone {
+        claim: String,
+        uid: Option<String>,
+        source: SourceRef,
+        cluster_configs: Vec<(String, String)>,
+    },
+    /// Create (`existing: false`) or rewrite this ClusterConfig.
+    PutClusterConfig { object: Value, existing: bool },
+    /// A ClusterConfig the operator made whose claim and Cluster are both gone.
+    DeleteClusterConfig { namespace: String, name: String },
+}
+
+/// The plan of one pass.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pass {
+    pub actions: Vec<Action>,
+    pub statuses: Vec<SourceStatus>,
+}
+
+fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
+    v.pointer(ptr)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+fn key(ns: &str, name: &str) -> (String, String) {
+    (ns.to_string(), name.to_string())
+}
+
+/// The ClusterConfig a served Cluster references: the one its annotation names, or
+/// `<name>--hap`, if `spec.clusterConfigs` lists it.
+fn referenced_config(cluster: &Value, name: &str) -> Option<String> {
+    let wanted = str_at(
+        cluster,
+        &format!(
+            "/metadata/annotations/{}",
+            ANNOTATION_CLUSTER_CONFIG.replace('/', "~1")
+        ),
+    )
+    .map(str::to_string)
+    .unwrap_or_else(|| cluster_config_name(name));
+    cluster
+        .pointer("/spec/clusterConfigs")
+        .and_then(Value::as_array)?
+        .iter()
+        .any(|r| str_at(r, "/name") == Some(wanted.as_str()))
+        .then_some(wanted)
+}
+
+#[derive(Default)]
+struct Counts {
+    matching: i64,
+    unserved: i64,
+}
+
+/// Plans one pass.
+pub fn plan_pass(input: &PassInput<'_>) -> Pass {
+    let mut actions = Vec::new();
+    let mut counts: BTreeMap<&str, Counts> = BTreeMap::new();
+    let by_name: BTreeMap<&str, &ClaimRecord> =
+        input.claims.iter().map(|c| (c.name.as_str(), c)).collect();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let configs: BTreeMap<(String, String), &Value> = input
+        .cluster_configs
+        .iter()
+        .flatten()
+        .filter_map(|c| {
+            Some((
+                key(
+                    str_at(c, "/metadata/namespace")?,
+                    str_at(c, "/metadata/name")?,
+                ),
+                c,
+            ))
+        })
+        .collect();
+    let mut referenced_configs: BTreeSet<(String, String)> = BTreeSet::new();
+
+    for (kind, view) in &input.kinds {
+        if !view.ready {
+            continue;
+        }
+        for obj in &view.objects {
+            let facts = kind.facts(obj);
+            let Some(name) = facts.name.clone() else {
+                continue;
+            };
+            let ns = facts.namespace.clone();
+            let cname = claim_name(*kind, &ns, &name);
+            let claim = by_name.get(cname.as_str()).copied();
+            if let Some(c) = claim {
+                seen.insert(c.name.as_str());
+            }
+            let config = (*kind == SourceKind::Cluster)
+                .then(|| referenced_config(obj, &name))
+                .flatten();
+            if let Some(c) = &config {
+                referenced_configs.insert(key(&ns, c));
+            }
+            let source = input.sources.serving(*kind, &facts);
+            if let Some(s) = source {
+                counts.entry(s.id.as_str()).or_default().matching += 1;
+            }
+            let uid = str_at(obj, "/metadata/uid").map(str::to_string);
+            match claim {
+                Some(c) => {
+                    if uid.is_some() && c.source.uid != uid && !c.deleting {
+                        let mut r = c.source.clone();
+                        r.uid = uid;
+                        r.name = Some(name.clone());
+                        actions.push(Action::LabelClaim {
+                            name: c.name.clone(),
+                            labels: r.labels(),
+                        });
+                    }
+                    if let (Some(cfg), Some(ClaimPhase::Bound), Some(binding)) =
+                        (&config, c.phase, &c.binding)
+                        && input.cluster_configs.is_some()
+                    {
+                        let claim_ref = format!("{}/{}", input.claim_namespace, c.name);
+                        let want = cluster_config(&ClusterConfigFor {
+                            name: cfg,
+                            namespace: &ns,
+                            binding,
+                            binding_kind: input.binding_kind,
+                            source_id: &c.source.source_id,
+                            claim: &claim_ref,
+                        });
+                        match configs.get(&key(&ns, cfg)) {
+                            None => actions.push(Action::PutClusterConfig {
+                                object: want,
+                                existing: false,
+                            }),
+                            Some(have) if !sets_binding(have, binding, input.binding_kind) => {
+                                actions.push(Action::PutClusterConfig {
+                                    object: want,
+                                    existing: true,
+                                })
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                }
+                None => {
+                    let Some(s) = source else { continue };
+                    let existing_binding = kind.existing_binding(obj);
+                    let adopt = *kind == SourceKind::Runtime && existing_binding.is_some();
+                    let cluster_needs_claim = config.is_some();
+                    if !(adopt || cluster_needs_claim) {
+                        if existing_binding.is_none() && *kind != SourceKind::Cluster {
+                            counts.entry(s.id.as_str()).or_default().unserved += 1;
+                        }
+                        continue;
+                    }
+                    let Ok(mut spec) = s.derive(obj) else {
+                        counts.entry(s.id.as_str()).or_default().unserved += 1;
+                        continue;
+                    };
+                    if adopt {
+                        spec.adopt_binding = existing_binding;
+                    }
+                    let r = SourceRef {
+                        source_id: s.id.clone(),
+                        kind: *kind,
+                        namespace: ns.clone(),
+                        name: Some(name.clone()),
+                        uid,
+                    };
+                    actions.push(Action::CreateClaim {
+                        claim: claim_object(&r, input.claim_namespace, &cname, &spec),
+                    });
+                }
+            }
+        }
+    }
+
+    // Claims whose object the synced cache does not show.
+    for c in &input.claims {
+        let ready = input.kinds.get(&c.source.kind).is_some_and(|v| v.ready);
+        if seen.contains(c.name.as_str()) || c.deleting || !ready || c.age < input.grace {
+            continue;
+        }
+        let claim_ref = format!("{}/{}", input.claim_namespace, c.name);
+        let cluster_configs = input
+            .cluster_configs
+            .iter()
+            .flatten()
+            .filter(|cfg| {
+                str_at(
+                    cfg,
+                    &format!(
+                        "/metadata/annotations/{}",
+                        ANNOTATION_ACCOUNT_CLAIM.replace('/', "~1")
+                    ),
+                ) == Some(claim_ref.as_str())
+            })
+            .filter_map(|cfg| {
+                Some(key(
+                    str_at(cfg, "/metadata/namespace")?,
+                    str_at(cfg, "/metadata/name")?,
+                ))
+            })
+            .collect();
+        actions.push(Action::DeleteIfGone {
+            claim: c.name.clone(),
+            uid: c.uid.clone(),
+            source: c.source.clone(),
+            cluster_configs,
+        });
+    }
+
+    // ClusterConfigs of ours that neither a Cluster references nor a claim explains.
+    let clusters_ready = input
+        .kinds
+        .get(&SourceKind::Cluster)
+        .is_some_and(|v| v.ready);
+    if clusters_ready {
+        let claim_refs: BTreeSet<String> = input
+            .claims
+            .iter()
+            .map(|c| format!("{}/{}", input.claim_namespace, c.name))
+            .collect();
+        for cfg in input.cluster_configs.iter().flatten() {
+            let ours = str_at(
+                cfg,
+                &format!("/metadata/labels/{}", LABEL_MANAGED_BY.replace('/', "~1")),
+            ) == Some(MANAGED_BY);
+            let (Some(ns), Some(name)) = (
+                str_at(cfg, "/metadata/namespace"),
+                str_at(cfg, "/metadata/name"),
+            ) else {
+                continue;
+            };
+            let claimed = str_at(
+                cfg,
+                &format!(
+                    "/metadata/annotations/{}",
+                    ANNOTATION_ACCOUNT_CLAIM.replace('/', "~1")
+                ),
+            )
+            .is_some_and(|r| claim_refs.contains(r));
+            if ours && !claimed && !referenced_configs.contains(&key(ns, name)) {
+                actions.push(Action::DeleteClusterConfig {
+                    namespace: ns.into(),
+                    name: name.into(),
+                });
+            }
+        }
+    }
+
+    let statuses = input
+        .sources
+        .iter()
+        .map(|s| {
+            let view = input.kinds.get(&s.kind);
+            let mine: Vec<&ClaimRecord> = input
+                .claims
+                .iter()
+                .filter(|c| c.source.source_id == s.id)
+                .collect();
+            let phase = |p| mine.iter().filter(|c| c.phase == Some(p)).count() as i64;
+            let c = counts.get(s.id.as_str());
+            let watching = view.is_some_and(|v| v.ready && v.error.is_none());
+            let message = match view {
+                None => "not watched yet".to_string(),
+                Some(v) if v.error.is_some() => format!(
+                    "cannot watch {} ({}): {}",
+                    s.kind.resource().plural,
+                    s.kind.resource().api_version,
+                    v.error.clone().unwrap_or_default()
+                ),
+                Some(v) if !v.ready => "listing objects".to_string(),
+                Some(_) => format!(
+                    "{} matching object(s), {} claim(s)",
+                    c.map_or(0, |c| c.matching),
+                    mine.len()
+                ),
+            };
+            SourceStatus {
+                id: s.id.clone(),
+                kind: s.kind.as_str().into(),
+                watching,
+                message,
+                matching: c.map_or(0, |c| c.matching),
+                claims: mine.len() as i64,
+                bound: phase(ClaimPhase::Bound),
+                pending: phase(ClaimPhase::Pending)
+                    + mine.iter().filter(|c| c.phase.is_none()).count() as i64,
+                failed: phase(ClaimPhase::Failed),
+                unserved: c.map_or(0, |c| c.unserved),
+            }
+        })
+        .collect();
+    Pass { actions, statuses }
+}

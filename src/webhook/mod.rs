@@ -1,0 +1,202 @@
+//! The admission webhooks of request sources, served by `hap run` on every replica over TLS:
+//! `POST /mutate/shoots`, `/mutate/clusters`, `/mutate/runtimes` (any of them accepts any of
+//! the three kinds; the paths keep webhook configurations readable). Each replica keeps its own
+//! watch of the HapConfig in force and of the claims sources created, so a standby answers as
+//! fast as the leader; only the leader decides.
+
+mod admit;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use futures::StreamExt;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::HapConfig;
+use crate::controller::active::ConfigResolver;
+use crate::k8s::caches::store_ready;
+use crate::k8s::source_claims::SourceClaims;
+use crate::metrics::SharedMetrics;
+
+/// Where the webhook listens, once it does (tests bind port 0 and read it here).
+#[derive(Clone, Default)]
+pub struct WebhookAddr(Arc<OnceLock<SocketAddr>>);
+
+impl WebhookAddr {
+    pub fn get(&self) -> Option<SocketAddr> {
+        self.0.get().copied()
+    }
+}
+
+/// Why the webhook could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error("cannot load the webhook certificate (the webhook serves TLS only)")]
+    Tls(#[from] tls::TlsError),
+    #[error("cannot listen for webhook calls on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Shared state of the webhook of one replica.
+pub struct Webhook {
+    resolver: ConfigResolver,
+    configs: Store<HapConfig>,
+    claims: SourceClaims,
+    decision_timeout: Duration,
+    metrics: SharedMetrics,
+}
+
+impl Webhook {
+    fn is_ready(&self) -> bool {
+        store_ready(&self.configs) && self.claims.is_ready()
+    }
+
+    /// Waits until both caches have listed once.
+    pub async fn wait_ready(&self) {
+        let _ = self.configs.wait_until_ready().await;
+        self.claims.wait_ready().await;
+    }
+}
+
+/// What the webhook needs from `hap run`'s settings.
+pub struct Settings {
+    pub addr: SocketAddr,
+    pub cert_file: std::path::PathBuf,
+    pub key_file: std::path::PathBuf,
+    pub config_name: String,
+    pub claim_namespace: String,
+    pub decision_timeout: Duration,
+}
+
+/// Loads the certificate, binds, starts the watches and serves until `stop`. Returns once
+/// listening; the serving runs in the background.
+pub async fn start(
+    client: &Client,
+    settings: Settings,
+    metrics: SharedMetrics,
+    addr_out: &WebhookAddr,
+    stop: CancellationToken,
+) -> Result<Arc<Webhook>, WebhookError> {
+    let cert = Arc::new(tls::ReloadingCert::new(
+        settings.cert_file.clone(),
+        settings.key_file.clone(),
+    )?);
+    let acceptor = TlsAcceptor::from(tls::server_config(cert)?);
+    let listener =
+        TcpListener::bind(settings.addr)
+            .await
+            .map_err(|source| WebhookError::Listen {
+                addr: settings.addr,
+                source,
+            })?;
+    if let Ok(addr) = listener.local_addr() {
+        let _ = addr_out.0.set(addr);
+        tracing::info!(%addr, "serving the request-source admission webhooks (TLS)");
+    }
+    let (configs, writer) = reflector::store();
+    let config_watch = reflector::reflector(
+        writer,
+        watcher(
+            Api::<HapConfig>::all(client.clone()),
+            watcher::Config::default().any_semantic(),
+        )
+        .default_backoff(),
+    )
+    .for_each(|_| futures::future::ready(()));
+    let (claims, claims_task) = SourceClaims::start(client, &settings.claim_namespace);
+    let hook = Arc::new(Webhook {
+        resolver: ConfigResolver::new(settings.config_name, configs.clone()),
+        configs,
+        claims,
+        decision_timeout: settings.decision_timeout,
+        metrics,
+    });
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {},
+                _ = config_watch => {},
+            }
+            claims_task.abort();
+        });
+    }
+    let app = Router::new()
+        .route("/mutate/shoots", post(handle))
+        .route("/mutate/clusters", post(handle))
+        .route("/mutate/runtimes", post(handle))
+        .with_state(hook.clone());
+    tokio::spawn(accept_loop(listener, acceptor, app, stop));
+    Ok(hook)
+}
+
+async fn handle(State(hook): State<Arc<Webhook>>, body: Bytes) -> impl IntoResponse {
+    let out = admit::review(&hook, &body).await;
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        out,
+    )
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    app: Router,
+    stop: CancellationToken,
+) {
+    loop {
+        let (tcp, _) = tokio::select! {
+            _ = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhook accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let (acceptor, app, stop) = (acceptor.clone(), app.clone(), stop.clone());
+        tokio::spawn(async move {
+            let tls =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "webhook TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => return,
+                };
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), TowerToHyperService::new(app));
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {},
+                _ = stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,325 @@
+//! Helpers for request-source tests: the openmcp and Kyma CRDs (e2e/platform-crds, written from
+//! the upstream types because the Go module proxy refuses those modules), a webhook serving
+//! certificate from a test CA, webhook registrations scoped to one test's namespaces, and
+//! builders for Runtimes and Clusters.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hap_operator::controller::RunArgs;
+use kube::Client;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::ApiResource;
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use super::{eventually, kubectl, kubectl_stdin, repo_root, unique};
+
+static PLATFORM_CRDS: OnceCell<()> = OnceCell::const_new();
+
+/// Installs the Runtime, Cluster and ClusterConfig CRDs once per test process.
+pub async fn install_platform_crds() {
+    PLATFORM_CRDS
+        .get_or_init(|| async {
+            let dir = repo_root().join("e2e/platform-crds");
+            let (ok, _, err) = kubectl(&[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "-f",
+                dir.to_str().expect("path"),
+            ]);
+            assert!(ok, "installing e2e/platform-crds: {err}");
+            let (ok, _, err) = kubectl(&[
+                "wait",
+                "--for=condition=Established",
+                "crd/runtimes.infrastructuremanager.kyma-project.io",
+                "crd/clusters.clusters.openmcp.cloud",
+                "crd/clusterconfigs.gardener.clusters.openmcp.cloud",
+                "--timeout=60s",
+            ]);
+            assert!(ok, "platform CRDs not established: {err}");
+        })
+        .await;
+}
+
+/// A CA and a serving certificate for 127.0.0.1, in files the operator reads.
+pub struct Certs {
+    pub dir: tempfile::TempDir,
+    pub ca_pem: String,
+    ca: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl Certs {
+    pub fn new() -> Self {
+        let ca_key = rcgen::KeyPair::generate().expect("CA key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "hap-test-ca");
+        let ca_cert = params.self_signed(&ca_key).expect("CA cert");
+        let ca_pem = ca_cert.pem();
+        let ca = rcgen::Issuer::new(params, ca_key);
+        let certs = Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+            ca_pem,
+            ca,
+        };
+        certs.issue("hap-webhook");
+        certs
+    }
+
+    /// Writes a fresh serving certificate with this common name (a rotation).
+    pub fn issue(&self, cn: &str) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params =
+            rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::IpAddress("127.0.0.1".parse().expect("ip")));
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        let cert = params.signed_by(&key, &self.ca).expect("sign");
+        // Written next to the target and renamed, as the kubelet swaps a mounted Secret.
+        let write = |name: &str, data: &str| {
+            let tmp = self.dir.path().join(format!(".{name}.tmp"));
+            std::fs::write(&tmp, data).expect("write");
+            std::fs::rename(&tmp, self.dir.path().join(name)).expect("rename");
+        };
+        write("tls.key", &key.serialize_pem());
+        write("tls.crt", &cert.pem());
+    }
+
+    pub fn cert_file(&self) -> PathBuf {
+        self.dir.path().join("tls.crt")
+    }
+
+    pub fn key_file(&self) -> PathBuf {
+        self.dir.path().join("tls.key")
+    }
+
+    pub fn ca_bundle(&self) -> String {
+        use base64_engine::encode;
+        encode(self.ca_pem.as_bytes())
+    }
+
+    /// Webhook settings for an operator of this test.
+    pub fn args(&self, mut args: RunArgs) -> RunArgs {
+        args.webhook_addr = Some("127.0.0.1:0".parse().expect("addr"));
+        args.webhook_cert_file = self.cert_file();
+        args.webhook_key_file = self.key_file();
+        args.source_grace = Duration::from_secs(3);
+        args
+    }
+}
+
+impl Default for Certs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Minimal standard base64, to put the CA into a caBundle without another dependency.
+mod base64_engine {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    pub fn encode(data: &[u8]) -> String {
+        let mut out = String::new();
+        for chunk in data.chunks(3) {
+            let b = [
+                chunk[0],
+                *chunk.get(1).unwrap_or(&0),
+                *chunk.get(2).unwrap_or(&0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(char::from(T[((n >> (18 - 6 * i)) & 63) as usize]));
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A MutatingWebhookConfiguration for one kind, calling `url`, for objects in namespaces that
+/// carry `scope=<value>` (so that concurrent tests never call each other's webhooks). Deleted
+/// when dropped.
+pub struct WebhookRegistration {
+    pub name: String,
+}
+
+impl WebhookRegistration {
+    pub fn register(
+        kind: &str,
+        url: &str,
+        ca_bundle: &str,
+        scope: &str,
+        object_selector: Value,
+    ) -> Self {
+        let (group, version, resource) = match kind {
+            "Runtime" => ("infrastructuremanager.kyma-project.io", "v1", "runtimes"),
+            "Cluster" => ("clusters.openmcp.cloud", "v1alpha1", "clusters"),
+            "Shoot" => ("core.gardener.cloud", "v1beta1", "shoots"),
+            other => panic!("unknown kind {other}"),
+        };
+        let name = unique(&format!("hap-{resource}"));
+        let body = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": name},
+            "webhooks": [{
+                "name": format!("{resource}.accountpool.io"),
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "NoneOnDryRun",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "reinvocationPolicy": "Never",
+                "clientConfig": {"url": url, "caBundle": ca_bundle},
+                "rules": [{"apiGroups": [group], "apiVersions": [version], "resources": [resource], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
+                "namespaceSelector": {"matchLabels": {"hap-test-scope": scope}},
+                "objectSelector": object_selector,
+            }],
+        });
+        let (ok, _, err) = kubectl_stdin(&["apply", "-f", "-"], Some(&body.to_string()));
+        assert!(ok, "registering the webhook: {err}");
+        Self { name }
+    }
+}
+
+impl Drop for WebhookRegistration {
+    fn drop(&mut self) {
+        let _ = kubectl(&[
+            "delete",
+            "mutatingwebhookconfiguration",
+            &self.name,
+            "--ignore-not-found",
+        ]);
+    }
+}
+
+/// A namespace whose objects the test's webhooks see.
+pub async fn scoped_namespace(client: &Client, prefix: &str, scope: &str) -> String {
+    let name = unique(prefix);
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"hap-test-scope": scope}}}),
+    )
+    .expect("namespace");
+    api.create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    name
+}
+
+pub fn runtime_resource() -> ApiResource {
+    ApiResource {
+        group: "infrastructuremanager.kyma-project.io".into(),
+        version: "v1".into(),
+        api_version: "infrastructuremanager.kyma-project.io/v1".into(),
+        kind: "Runtime".into(),
+        plural: "runtimes".into(),
+    }
+}
+
+pub fn cluster_resource() -> ApiResource {
+    ApiResource {
+        group: "clusters.openmcp.cloud".into(),
+        version: "v1alpha1".into(),
+        api_version: "clusters.openmcp.cloud/v1alpha1".into(),
+        kind: "Cluster".into(),
+        plural: "clusters".into(),
+    }
+}
+
+pub fn cluster_config_resource() -> ApiResource {
+    ApiResource {
+        group: "gardener.clusters.openmcp.cloud".into(),
+        version: "v1alpha1".into(),
+        api_version: "gardener.clusters.openmcp.cloud/v1alpha1".into(),
+        kind: "ClusterConfig".into(),
+        plural: "clusterconfigs".into(),
+    }
+}
+
+pub fn api(client: &Client, ns: &str, ar: &ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, ar)
+}
+
+/// The fields of a Kyma Runtime a test varies.
+pub struct RuntimeSpec<'a> {
+    pub name: &'a str,
+    pub global_account: Option<&'a str>,
+    pub plan: &'a str,
+    pub platform_region: &'a str,
+    pub region: &'a str,
+    pub provider: &'a str,
+    pub binding: &'a str,
+    pub extra_labels: &'a [(&'a str, &'a str)],
+}
+
+/// A Runtime as KEB creates it (`spec.shoot.name` = the Runtime name, for short).
+pub fn runtime(ns: &str, r: &RuntimeSpec<'_>) -> DynamicObject {
+    let mut labels = serde_json::Map::new();
+    if let Some(ga) = r.global_account {
+        labels.insert("kyma-project.io/global-account-id".into(), json!(ga));
+    }
+    labels.insert(
+        "kyma-project.io/subaccount-id".into(),
+        json!(format!("sa-{}", r.name)),
+    );
+    labels.insert("kyma-project.io/broker-plan-name".into(), json!(r.plan));
+    labels.insert(
+        "kyma-project.io/platform-region".into(),
+        json!(r.platform_region),
+    );
+    for (k, v) in r.extra_labels {
+        labels.insert((*k).into(), json!(v));
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+        "kind": "Runtime",
+        "metadata": {"name": r.name, "namespace": ns, "labels": labels},
+        "spec": {
+            "shoot": {
+                "name": r.name, "purpose": "production", "platformRegion": r.platform_region,
+                "region": r.region, "secretBindingName": r.binding,
+                "provider": {"type": r.provider, "workers": [{"name": "cpu-worker-0", "machine": {"type": "m6i.large"}, "minimum": 1, "maximum": 3}]},
+                "networking": {"pods": "100.64.0.0/12", "nodes": "10.250.0.0/16", "services": "100.104.0.0/13"},
+            },
+            "security": {"administrators": ["admin@example.com"], "networking": {"filter": {"egress": {"enabled": false}}}},
+        },
+    }))
+    .expect("runtime")
+}
+
+/// The binding name a Runtime carries now.
+pub async fn runtime_binding(client: &Client, ns: &str, name: &str) -> String {
+    let rt = api(client, ns, &runtime_resource())
+        .get(name)
+        .await
+        .expect("get runtime");
+    rt.data
+        .pointer("/spec/shoot/secretBindingName")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Waits until `f` holds, polling.
+pub async fn until<F, Fut>(what: &str, f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut f = f;
+    eventually(Duration::from_secs(60), what, || {
+        let fut = f();
+        async move { fut.await.then_some(()) }
+    })
+    .await;
+}
