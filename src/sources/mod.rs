@@ -17,6 +17,8 @@ mod validate;
 
 #[cfg(test)]
 mod admission_tests;
+#[cfg(test)]
+mod sync_tests;
 
 use serde_json::Value;
 

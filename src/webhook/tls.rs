@@ -155,3 +155,113 @@ pub fn server_config(cert: Arc<ReloadingCert>) -> Result<Arc<rustls::ServerConfi
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_rustls::rustls::pki_types::ServerName;
+    use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+    struct Ca {
+        issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+        pem: String,
+    }
+
+    fn ca() -> Ca {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let pem = p.self_signed(&key).expect("ca").pem();
+        Ca {
+            issuer: rcgen::Issuer::new(p, key),
+            pem,
+        }
+    }
+
+    /// Writes a serving certificate for `localhost` and returns its DER.
+    fn issue(ca: &Ca, dir: &Path) -> Vec<u8> {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let p = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+        let cert = p.signed_by(&key, &ca.issuer).expect("cert");
+        std::fs::write(dir.join("tls.key.tmp"), key.serialize_pem()).expect("key");
+        std::fs::rename(dir.join("tls.key.tmp"), dir.join("tls.key")).expect("rename");
+        std::fs::write(dir.join("tls.crt.tmp"), cert.pem()).expect("cert");
+        std::fs::rename(dir.join("tls.crt.tmp"), dir.join("tls.crt")).expect("rename");
+        cert.der().to_vec()
+    }
+
+    /// One handshake over an in-memory pipe; the certificate the server presented.
+    async fn served(server: Arc<rustls::ServerConfig>, ca: &Ca) -> Vec<u8> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca.pem.as_bytes()) {
+            roots.add(c.expect("ca pem")).expect("root");
+        }
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let accept =
+            tokio::spawn(async move { TlsAcceptor::from(server).accept(b).await.map(|_| ()) });
+        let name = ServerName::try_from("localhost").expect("name");
+        let conn = TlsConnector::from(Arc::new(client))
+            .connect(name, a)
+            .await
+            .expect("handshake verified against the CA");
+        let _ = accept.await;
+        conn.get_ref().1.peer_certificates().expect("certs")[0].to_vec()
+    }
+
+    #[tokio::test]
+    async fn a_renewed_certificate_is_served_without_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca = ca();
+        let first = issue(&ca, dir.path());
+        let cert = Arc::new(
+            ReloadingCert::new(dir.path().join("tls.crt"), dir.path().join("tls.key"))
+                .expect("loads"),
+        );
+        let cfg = server_config(cert.clone()).expect("config");
+        assert_eq!(served(cfg.clone(), &ca).await, first);
+        let second = issue(&ca, dir.path());
+        assert_ne!(first, second);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if served(cfg.clone(), &ca).await == second {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the renewed certificate was never served"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A broken file keeps the current certificate serving. Once the check interval has
+        // passed, `current` reads the files before it answers, so the failed reload has happened
+        // by the time it returns.
+        std::fs::write(dir.path().join("tls.crt"), "not a certificate").expect("write");
+        tokio::time::sleep(CHECK_EVERY + Duration::from_millis(50)).await;
+        let now = cert.current().expect("a certificate");
+        assert_eq!(now.cert[0].to_vec(), second);
+        assert_eq!(served(cfg, &ca).await, second);
+    }
+
+    #[test]
+    fn missing_or_invalid_files_are_errors_at_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (c, k) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        assert!(matches!(
+            ReloadingCert::new(c.clone(), k.clone()),
+            Err(TlsError::Read { .. })
+        ));
+        std::fs::write(&c, "x").expect("write");
+        std::fs::write(&k, "y").expect("write");
+        assert!(matches!(
+            ReloadingCert::new(c, k),
+            Err(TlsError::NoCertificate { .. })
+        ));
+    }
+}

@@ -1,0 +1,345 @@
+//! Unit tests of one source-controller pass.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::CompiledSources;
+use super::naming::SourceRef;
+use super::sync::*;
+use crate::api::{AccountClaim, BindingKind, ClaimPhase, HapConfigSpec, RequestSource, SourceKind};
+
+fn sources() -> CompiledSources {
+    let list: Vec<RequestSource> = serde_saphyr::from_str(
+        r#"
+- {id: kyma, kind: Runtime}
+- {id: mcp, kind: Cluster, request: {plan: {constant: gcp}}}
+"#,
+    )
+    .expect("yaml");
+    CompiledSources::from_spec(&HapConfigSpec {
+        binding_namespace: "garden".into(),
+        rules: Some(vec!["aws".into()]),
+        request_sources: Some(list),
+        ..Default::default()
+    })
+    .expect("valid")
+}
+
+fn runtime(name: &str, binding: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": "kcp", "uid": format!("uid-{name}"), "labels": {
+            "kyma-project.io/global-account-id": "ga", "kyma-project.io/subaccount-id": "sa",
+            "kyma-project.io/broker-plan-name": "aws", "kyma-project.io/platform-region": "cf-eu10"}},
+        "spec": {"shoot": {"name": name, "region": "eu-1", "provider": {"type": "aws"}, "secretBindingName": binding}},
+    })
+}
+
+fn cluster(name: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": "p", "uid": format!("uid-{name}"),
+            "labels": {"metadata.open-control-plane.io/project": "acme"},
+            "annotations": {"accountpool.io/cluster-config": format!("{name}--hap")}},
+        "spec": {"clusterConfigs": [{"name": format!("{name}--hap")}], "purposes": ["mcp"], "tenancy": "Exclusive"},
+    })
+}
+
+fn record(
+    kind: SourceKind,
+    ns: &str,
+    name: &str,
+    phase: Option<ClaimPhase>,
+    binding: Option<&str>,
+) -> ClaimRecord {
+    ClaimRecord {
+        name: super::naming::claim_name(kind, ns, name),
+        uid: Some(format!("claim-uid-{name}")),
+        source: SourceRef {
+            source_id: if kind == SourceKind::Cluster {
+                "mcp"
+            } else {
+                "kyma"
+            }
+            .into(),
+            kind,
+            namespace: ns.into(),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+        },
+        phase,
+        binding: binding.map(String::from),
+        age: Duration::from_secs(600),
+        deleting: false,
+    }
+}
+
+fn input<'a>(
+    s: &'a CompiledSources,
+    runtimes: Vec<Value>,
+    clusters: Vec<Value>,
+    claims: Vec<ClaimRecord>,
+    configs: Vec<Value>,
+) -> PassInput<'a> {
+    let view = |objects| KindView {
+        ready: true,
+        error: None,
+        objects,
+    };
+    PassInput {
+        sources: s,
+        binding_kind: BindingKind::CredentialsBinding,
+        claim_namespace: "hap",
+        kinds: BTreeMap::from([
+            (SourceKind::Runtime, view(runtimes)),
+            (SourceKind::Cluster, view(clusters)),
+        ]),
+        claims,
+        cluster_configs: Some(configs),
+        grace: Duration::from_secs(60),
+    }
+}
+
+#[test]
+fn a_runtime_with_a_binding_is_adopted_and_one_without_is_counted_unserved() {
+    let s = sources();
+    let pass = plan_pass(&input(
+        &s,
+        vec![runtime("r1", "aws-7"), runtime("r2", "")],
+        vec![],
+        vec![],
+        vec![],
+    ));
+    assert_eq!(pass.actions.len(), 1);
+    let Action::CreateClaim { claim } = &pass.actions[0] else {
+        panic!("create")
+    };
+    let claim: AccountClaim = serde_json::from_value(claim.clone()).expect("claim");
+    assert_eq!(claim.metadata.name.as_deref(), Some("runtime.kcp.r1"));
+    assert_eq!(claim.spec.adopt_binding.as_deref(), Some("aws-7"));
+    assert_eq!(claim.spec.global_account, "ga");
+    let kyma = pass
+        .statuses
+        .iter()
+        .find(|s| s.id == "kyma")
+        .expect("status");
+    assert_eq!((kyma.matching, kyma.unserved, kyma.claims), (2, 1, 0));
+}
+
+#[test]
+fn a_bound_cluster_gets_its_clusterconfig_and_it_is_kept_as_it_should_be() {
+    let s = sources();
+    let claim = record(
+        SourceKind::Cluster,
+        "p",
+        "c1",
+        Some(ClaimPhase::Bound),
+        Some("gcp-1"),
+    );
+    let pass = plan_pass(&input(
+        &s,
+        vec![],
+        vec![cluster("c1")],
+        vec![claim.clone()],
+        vec![],
+    ));
+    let [
+        Action::PutClusterConfig {
+            object,
+            existing: false,
+        },
+    ] = pass.actions.as_slice()
+    else {
+        panic!("{:?}", pass.actions)
+    };
+    assert_eq!(object["metadata"]["name"], "c1--hap");
+    assert_eq!(
+        object["metadata"]["annotations"]["accountpool.io/account-claim"],
+        "hap/cluster.p.c1"
+    );
+    // Applied: nothing more to do. Edited: put back.
+    let again = plan_pass(&input(
+        &s,
+        vec![],
+        vec![cluster("c1")],
+        vec![claim.clone()],
+        vec![object.clone()],
+    ));
+    assert!(again.actions.is_empty(), "{:?}", again.actions);
+    let mut edited = object.clone();
+    edited["spec"]["patches"] = json!([]);
+    let fix = plan_pass(&input(
+        &s,
+        vec![],
+        vec![cluster("c1")],
+        vec![claim.clone()],
+        vec![edited],
+    ));
+    assert!(matches!(
+        fix.actions.as_slice(),
+        [Action::PutClusterConfig { existing: true, .. }]
+    ));
+    // Pending: nothing yet.
+    let pending = ClaimRecord {
+        phase: Some(ClaimPhase::Pending),
+        binding: None,
+        ..claim
+    };
+    assert!(
+        plan_pass(&input(
+            &s,
+            vec![],
+            vec![cluster("c1")],
+            vec![pending],
+            vec![]
+        ))
+        .actions
+        .is_empty()
+    );
+}
+
+#[test]
+fn a_cluster_referencing_its_config_without_a_claim_gets_one() {
+    let s = sources();
+    let pass = plan_pass(&input(
+        &s,
+        vec![],
+        vec![cluster("workload-x1")],
+        vec![],
+        vec![],
+    ));
+    let [Action::CreateClaim { claim }] = pass.actions.as_slice() else {
+        panic!("{:?}", pass.actions)
+    };
+    assert_eq!(claim["metadata"]["name"], "cluster.p.workload-x1");
+    assert_eq!(claim["spec"]["plan"], "gcp");
+    assert!(
+        claim["spec"]["shootName"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("s-"))
+    );
+}
+
+#[test]
+fn claims_of_vanished_objects_are_deleted_only_after_the_grace_and_with_a_synced_cache() {
+    let s = sources();
+    let gone = record(
+        SourceKind::Runtime,
+        "kcp",
+        "old",
+        Some(ClaimPhase::Bound),
+        Some("aws-1"),
+    );
+    let young = ClaimRecord {
+        age: Duration::from_secs(5),
+        ..record(SourceKind::Runtime, "kcp", "new", None, None)
+    };
+    let cfg = json!({"metadata": {"namespace": "p", "name": "c9--hap",
+        "labels": {"openmcp.cloud/managed-by": "hap-operator"},
+        "annotations": {"accountpool.io/account-claim": "hap/cluster.p.c9"}}});
+    let c9 = record(
+        SourceKind::Cluster,
+        "p",
+        "c9",
+        Some(ClaimPhase::Bound),
+        Some("gcp-1"),
+    );
+    let pass = plan_pass(&input(&s, vec![], vec![], vec![gone, young, c9], vec![cfg]));
+    let deletes: Vec<(&str, &Vec<(String, String)>)> = pass
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeleteIfGone {
+                claim,
+                cluster_configs,
+                ..
+            } => Some((claim.as_str(), cluster_configs)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        deletes,
+        vec![
+            ("runtime.kcp.old", &vec![]),
+            (
+                "cluster.p.c9",
+                &vec![("p".to_string(), "c9--hap".to_string())]
+            ),
+        ]
+    );
+    let mut unsynced = input(
+        &s,
+        vec![],
+        vec![],
+        vec![record(SourceKind::Runtime, "kcp", "old", None, None)],
+        vec![],
+    );
+    unsynced
+        .kinds
+        .get_mut(&SourceKind::Runtime)
+        .expect("runtime")
+        .ready = false;
+    assert!(plan_pass(&unsynced).actions.is_empty());
+}
+
+#[test]
+fn labels_follow_the_object_and_orphan_clusterconfigs_go() {
+    let s = sources();
+    let stale = ClaimRecord {
+        source: SourceRef {
+            uid: Some("old-uid".into()),
+            ..record(SourceKind::Runtime, "kcp", "r1", None, None).source
+        },
+        ..record(
+            SourceKind::Runtime,
+            "kcp",
+            "r1",
+            Some(ClaimPhase::Bound),
+            Some("aws-1"),
+        )
+    };
+    let orphan = json!({"metadata": {"namespace": "p", "name": "x--hap", "labels": {"openmcp.cloud/managed-by": "hap-operator"}}});
+    let foreign = json!({"metadata": {"namespace": "p", "name": "ipam", "labels": {"openmcp.cloud/managed-by": "gardener-ipam"}}});
+    let pass = plan_pass(&input(
+        &s,
+        vec![runtime("r1", "aws-1")],
+        vec![],
+        vec![stale],
+        vec![orphan, foreign],
+    ));
+    assert_eq!(pass.actions.len(), 2, "{:?}", pass.actions);
+    assert!(
+        matches!(&pass.actions[0], Action::LabelClaim { name, labels }
+        if name == "runtime.kcp.r1" && labels.get("accountpool.io/source-uid").map(String::as_str) == Some("uid-r1"))
+    );
+    assert!(
+        matches!(&pass.actions[1], Action::DeleteClusterConfig { name, .. } if name == "x--hap")
+    );
+}
+
+#[test]
+fn a_source_that_cannot_watch_says_why() {
+    let s = sources();
+    let mut i = input(&s, vec![], vec![], vec![], vec![]);
+    i.kinds.insert(
+        SourceKind::Cluster,
+        KindView {
+            ready: false,
+            error: Some("404 Not Found".into()),
+            objects: vec![],
+        },
+    );
+    let pass = plan_pass(&i);
+    let mcp = pass
+        .statuses
+        .iter()
+        .find(|s| s.id == "mcp")
+        .expect("status");
+    assert!(!mcp.watching);
+    assert!(
+        mcp.message
+            .contains("cannot watch clusters (clusters.openmcp.cloud/v1alpha1): 404"),
+        "{}",
+        mcp.message
+    );
+}
