@@ -12,8 +12,8 @@ use hap_operator::api::{ClaimPhase, Decision};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::platform::{
-    Certs, RuntimeSpec, WebhookRegistration, api, install_platform_crds, runtime, runtime_binding,
-    runtime_resource, scoped_namespace, until,
+    Certs, RuntimeSpec, SCOPE_LABEL, WebhookRegistration, api, install_platform_crds, runtime,
+    runtime_binding, runtime_resource, scoped_namespace, until,
 };
 use support::{Hap, eventually, unique};
 
@@ -42,6 +42,7 @@ async fn denial(result: Result<kube::api::DynamicObject, kube::Error>) -> String
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kyma_runtimes_get_bindings_chosen_by_the_rules() {
     install_platform_crds().await;
+    let scope = unique("kyma");
     let mut hap = Hap::without_operator(
         &RULES,
         json!({
@@ -50,6 +51,7 @@ async fn kyma_runtimes_get_bindings_chosen_by_the_rules() {
             "requestSources": [{
                 "id": "kyma",
                 "kind": "Runtime",
+                "matchLabels": {SCOPE_LABEL: scope},
                 "matchExpressions": [{"key": "hap-test/skip", "operator": "DoesNotExist"}],
             }],
         }),
@@ -78,7 +80,6 @@ async fn kyma_runtimes_get_bindings_chosen_by_the_rules() {
         .as_ref()
         .and_then(|o| o.handle.webhook.get())
         .expect("webhook address");
-    let scope = unique("kyma");
     let ns = scoped_namespace(&hap.client, "kcp", &scope).await;
     let _hook = WebhookRegistration::register(
         "Runtime",
@@ -89,7 +90,7 @@ async fn kyma_runtimes_get_bindings_chosen_by_the_rules() {
     );
     let runtimes = api(&hap.client, &ns, &runtime_resource());
     let create = |r: RuntimeSpec<'_>| {
-        let (runtimes, obj) = (runtimes.clone(), runtime(&ns, &r));
+        let (runtimes, obj) = (runtimes.clone(), runtime(&ns, &scope, &r));
         async move { runtimes.create(&PostParams::default(), &obj).await }
     };
     let claim_of = |name: &str| format!("runtime.{ns}.{name}");
@@ -171,7 +172,10 @@ async fn kyma_runtimes_get_bindings_chosen_by_the_rules() {
         ..Default::default()
     };
     let out = runtimes
-        .create(&dry, &runtime(&ns, &rt("rt-d", "ga-9", "aws", "cf-us10")))
+        .create(
+            &dry,
+            &runtime(&ns, &scope, &rt("rt-d", "ga-9", "aws", "cf-us10")),
+        )
         .await
         .expect("dry run admitted");
     assert_eq!(
@@ -252,7 +256,7 @@ async fn kyma_runtimes_get_bindings_chosen_by_the_rules() {
         &["aws", "trial(shared)"],
         json!({
             "plans": {"trial": {"providerFromRequest": true}},
-            "requestSources": [{"id": "kyma", "kind": "Runtime"}],
+            "requestSources": [{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}}],
         }),
     )
     .await;

@@ -11,8 +11,8 @@ use hap_operator::sources::naming::openmcp_shoot_name;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::platform::{
-    Certs, WebhookRegistration, api, cluster_config_resource, cluster_resource,
-    install_platform_crds, scoped_namespace, until,
+    Certs, SCOPE_LABEL, WebhookRegistration, api, cluster_config_resource, cluster_resource,
+    install_platform_crds, scoped_namespace_named, until,
 };
 use support::{Hap, unique};
 
@@ -23,7 +23,8 @@ fn cluster(
     purposes: &[&str],
     tenancy: &str,
 ) -> DynamicObject {
-    let mut meta = json!({"namespace": ns, "labels": {}});
+    // Each test's Clusters carry their namespace as the scope its source selects.
+    let mut meta = json!({"namespace": ns, "labels": {SCOPE_LABEL: ns}});
     match name {
         Some(n) => meta["name"] = json!(n),
         None => meta["generateName"] = json!("workload-"),
@@ -64,12 +65,15 @@ fn patched_binding(cfg: &DynamicObject) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openmcp_clusters_get_their_binding_through_a_clusterconfig() {
     install_platform_crds().await;
+    let scope = unique("mcp");
+    let ns_name = unique("platform");
     let mut hap = Hap::without_operator(
         &["gcp", "gcp(PR=cf-eu11, euAccess)"],
         json!({
             "requestSources": [{
                 "id": "mcp",
                 "kind": "Cluster",
+                "matchLabels": {SCOPE_LABEL: ns_name},
                 "matchPurposes": [{"operator": "ContainsAny", "values": ["mcp", "workload"]}],
                 "request": {"plan": {"constant": "gcp"}},
             }],
@@ -87,8 +91,7 @@ async fn openmcp_clusters_get_their_binding_through_a_clusterconfig() {
         .as_ref()
         .and_then(|o| o.handle.webhook.get())
         .expect("webhook");
-    let scope = unique("mcp");
-    let ns = scoped_namespace(&hap.client, "platform", &scope).await;
+    let ns = scoped_namespace_named(&hap.client, &ns_name, &scope).await;
     let _hook = WebhookRegistration::register(
         "Cluster",
         &format!("https://{addr}/mutate/clusters"),
@@ -248,7 +251,7 @@ async fn openmcp_clusters_get_their_binding_through_a_clusterconfig() {
     // A HapConfig change never moves an assigned binding.
     hap.apply_config(
         &["gcp(euAccess=*)"],
-        json!({"requestSources": [{"id": "mcp", "kind": "Cluster", "request": {"plan": {"constant": "gcp"}}}]}),
+        json!({"requestSources": [{"id": "mcp", "kind": "Cluster", "matchLabels": {SCOPE_LABEL: ns}, "request": {"plan": {"constant": "gcp"}}}]}),
     )
     .await;
     hap.config_condition("Ready", "True").await;

@@ -9,17 +9,18 @@ use std::time::Duration;
 use kube::api::PostParams;
 use serde_json::json;
 use support::platform::{
-    Certs, RuntimeSpec, WebhookRegistration, api, install_platform_crds, runtime, runtime_binding,
-    runtime_resource, scoped_namespace,
+    Certs, RuntimeSpec, SCOPE_LABEL, WebhookRegistration, api, install_platform_crds, runtime,
+    runtime_binding, runtime_resource, scoped_namespace,
 };
 use support::{Hap, Operator, eventually, unique};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_serve_the_webhook_while_one_decides() {
     install_platform_crds().await;
+    let scope = unique("two");
     let hap = Hap::without_operator(
         &["azure"],
-        json!({"requestSources": [{"id": "kyma", "kind": "Runtime"}]}),
+        json!({"requestSources": [{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}}]}),
     )
     .await;
     for i in 0..4 {
@@ -43,7 +44,6 @@ async fn two_replicas_serve_the_webhook_while_one_decides() {
     .await;
     let b = Operator::start_with(&hap.client, replica("replica-b")).await;
     assert_eq!(b.handle.metrics.leader.get(), 0, "replica-b is the standby");
-    let scope = unique("two");
     let ns = scoped_namespace(&hap.client, "kcp", &scope).await;
     let url = |op: &Operator| {
         format!(
@@ -81,7 +81,7 @@ async fn two_replicas_serve_the_webhook_while_one_decides() {
             extra_labels: &labels,
         };
         runtimes
-            .create(&PostParams::default(), &runtime(&ns, &spec))
+            .create(&PostParams::default(), &runtime(&ns, &scope, &spec))
             .await
             .unwrap_or_else(|e| panic!("{name} via replica {via}: {e}"));
     }

@@ -233,8 +233,13 @@ async fn act(
             };
             let resource: ApiResource = source.kind.resource();
             // Shoots live in the garden: read them through the client that watches them.
+            let reader = if source.kind == SourceKind::Shoot {
+                ctx.writer.garden()
+            } else {
+                client
+            };
             let exists =
-                SourceWrites::object_exists(client, &resource, &source.namespace, &name).await?;
+                SourceWrites::object_exists(reader, &resource, &source.namespace, &name).await?;
             if exists {
                 return Ok(());
             }

@@ -40,6 +40,11 @@ impl Writer {
         &self.client
     }
 
+    /// The client of the garden (bindings and Shoots); the operator's own when they are one.
+    pub fn garden(&self) -> &Client {
+        &self.garden
+    }
+
     /// Applies a HapConfig's status; the operator is the only owner of status, hence `force`.
     pub async fn apply_config_status(
         &self,

@@ -110,6 +110,14 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The JSON pointer of a metadata label or annotation.
+fn pointer(map: &str, key: &str) -> String {
+    format!(
+        "/metadata/{map}/{}",
+        key.replace('~', "~0").replace('/', "~1")
+    )
+}
+
 fn key(ns: &str, name: &str) -> (String, String) {
     (ns.to_string(), name.to_string())
 }
@@ -307,26 +315,23 @@ pub fn plan_pass(input: &PassInput<'_>) -> Pass {
             .iter()
             .map(|c| format!("{}/{}", input.claim_namespace, c.name))
             .collect();
+        let prefix = format!("{}/", input.claim_namespace);
         for cfg in input.cluster_configs.iter().flatten() {
-            let ours = str_at(
-                cfg,
-                &format!("/metadata/labels/{}", LABEL_MANAGED_BY.replace('/', "~1")),
-            ) == Some(MANAGED_BY);
             let (Some(ns), Some(name)) = (
                 str_at(cfg, "/metadata/namespace"),
                 str_at(cfg, "/metadata/name"),
             ) else {
                 continue;
             };
-            let claimed = str_at(
-                cfg,
-                &format!(
-                    "/metadata/annotations/{}",
-                    ANNOTATION_ACCOUNT_CLAIM.replace('/', "~1")
-                ),
-            )
-            .is_some_and(|r| claim_refs.contains(r));
-            if ours && !claimed && !referenced_configs.contains(&key(ns, name)) {
+            let managed = str_at(cfg, &pointer("labels", LABEL_MANAGED_BY)) == Some(MANAGED_BY);
+            // Another operator instance (its own claim namespace) may manage ClusterConfigs in
+            // the same cluster: only those whose claim would live here are this one's.
+            let claim = str_at(cfg, &pointer("annotations", ANNOTATION_ACCOUNT_CLAIM))
+                .filter(|r| r.starts_with(&prefix));
+            let Some(claim) = claim.filter(|_| managed) else {
+                continue;
+            };
+            if !claim_refs.contains(claim) && !referenced_configs.contains(&key(ns, name)) {
                 actions.push(Action::DeleteClusterConfig {
                     namespace: ns.into(),
                     name: name.into(),

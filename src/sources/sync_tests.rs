@@ -298,14 +298,18 @@ fn labels_follow_the_object_and_orphan_clusterconfigs_go() {
             Some("aws-1"),
         )
     };
-    let orphan = json!({"metadata": {"namespace": "p", "name": "x--hap", "labels": {"openmcp.cloud/managed-by": "hap-operator"}}});
+    let orphan = json!({"metadata": {"namespace": "p", "name": "x--hap", "labels": {"openmcp.cloud/managed-by": "hap-operator"},
+        "annotations": {"accountpool.io/account-claim": "hap/cluster.p.x"}}});
+    // Another instance's (its claims live elsewhere) is not this one's to delete.
+    let other = json!({"metadata": {"namespace": "p", "name": "y--hap", "labels": {"openmcp.cloud/managed-by": "hap-operator"},
+        "annotations": {"accountpool.io/account-claim": "elsewhere/cluster.p.y"}}});
     let foreign = json!({"metadata": {"namespace": "p", "name": "ipam", "labels": {"openmcp.cloud/managed-by": "gardener-ipam"}}});
     let pass = plan_pass(&input(
         &s,
         vec![runtime("r1", "aws-1")],
         vec![],
         vec![stale],
-        vec![orphan, foreign],
+        vec![orphan, other, foreign],
     ));
     assert_eq!(pass.actions.len(), 2, "{:?}", pass.actions);
     assert!(

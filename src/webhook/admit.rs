@@ -146,7 +146,9 @@ async fn decide(
         object: &object,
         old_object: old.as_ref(),
     };
-    match plan(&request, &serving) {
+    let planned = plan(&request, &serving);
+    tracing::debug!(kind = kind.as_str(), namespace = request.namespace, name = %req.name, plan = ?planned, "admission");
+    match planned {
         Plan::Untouched => (resp, "untouched"),
         Plan::Deny(m) => deny(resp, m),
         Plan::Patch { ops, warnings } => allow(resp, ops, warnings),

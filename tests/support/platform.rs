@@ -181,7 +181,7 @@ impl WebhookRegistration {
                 "reinvocationPolicy": "Never",
                 "clientConfig": {"url": url, "caBundle": ca_bundle},
                 "rules": [{"apiGroups": [group], "apiVersions": [version], "resources": [resource], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
-                "namespaceSelector": {"matchLabels": {"hap-test-scope": scope}},
+                "namespaceSelector": {"matchLabels": {SCOPE_LABEL: scope}},
                 "objectSelector": object_selector,
             }],
         });
@@ -204,12 +204,16 @@ impl Drop for WebhookRegistration {
 
 /// A namespace whose objects the test's webhooks see.
 pub async fn scoped_namespace(client: &Client, prefix: &str, scope: &str) -> String {
-    let name = unique(prefix);
+    scoped_namespace_named(client, &unique(prefix), scope).await
+}
+
+/// As [`scoped_namespace`], with the name chosen by the caller.
+pub async fn scoped_namespace_named(client: &Client, name: &str, scope: &str) -> String {
+    let name = name.to_string();
     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let ns = serde_json::from_value(
-        json!({"metadata": {"name": name, "labels": {"hap-test-scope": scope}}}),
-    )
-    .expect("namespace");
+    let ns =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {SCOPE_LABEL: scope}}}))
+            .expect("namespace");
     api.create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
@@ -262,9 +266,16 @@ pub struct RuntimeSpec<'a> {
     pub extra_labels: &'a [(&'a str, &'a str)],
 }
 
-/// A Runtime as KEB creates it (`spec.shoot.name` = the Runtime name, for short).
-pub fn runtime(ns: &str, r: &RuntimeSpec<'_>) -> DynamicObject {
+/// The label that scopes a test's objects, for its webhooks (on the namespace) and its request
+/// sources (on the objects): every source watches the whole cluster, so concurrent tests must
+/// not select each other's objects.
+pub const SCOPE_LABEL: &str = "hap-test-scope";
+
+/// A Runtime as KEB creates it (`spec.shoot.name` = the Runtime name, for short), carrying the
+/// test's scope label.
+pub fn runtime(ns: &str, scope: &str, r: &RuntimeSpec<'_>) -> DynamicObject {
     let mut labels = serde_json::Map::new();
+    labels.insert(SCOPE_LABEL.into(), json!(scope));
     if let Some(ga) = r.global_account {
         labels.insert("kyma-project.io/global-account-id".into(), json!(ga));
     }
