@@ -334,3 +334,77 @@ where
     })
     .await;
 }
+
+/// A client that acts as a ServiceAccount (a TokenRequest token, the test control plane's
+/// server and CA), to prove shipped RBAC against the real API server.
+pub async fn service_account_client(dir: &std::path::Path, ns: &str, sa: &str) -> Client {
+    let (ok, token, err) = kubectl(&["create", "token", sa, "-n", ns, "--duration=2h"]);
+    assert!(ok, "kubectl create token: {err}");
+    let admin: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(super::kubeconfig()).expect("kubeconfig"))
+            .expect("kubeconfig yaml");
+    let mut cluster = admin["clusters"][0]["cluster"].clone();
+    if let Some(ca) = cluster["certificate-authority"].as_str() {
+        let base = super::kubeconfig()
+            .parent()
+            .expect("kubeconfig dir")
+            .to_path_buf();
+        cluster["certificate-authority"] = json!(base.join(ca).to_str().expect("path"));
+    }
+    let cfg = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "testenv", "cluster": cluster}],
+        "users": [{"name": sa, "user": {"token": token.trim()}}],
+        "contexts": [{"name": sa, "context": {"cluster": "testenv", "user": sa, "namespace": ns}}],
+        "current-context": sa,
+    });
+    let path = dir.join(format!("{sa}.kubeconfig"));
+    std::fs::write(&path, serde_json::to_string_pretty(&cfg).expect("json")).expect("write");
+    let kc = kube::config::Kubeconfig::read_from(&path).expect("read");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
+    Client::try_from(config).expect("client")
+}
+
+/// `helm template` of the chart with these settings (the helm CLI from e2e/build-helm.sh).
+pub fn helm_template(release: &str, ns: &str, args: &[&str]) -> Vec<Value> {
+    let helm = match std::env::var_os("HAP_HELM") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let out = std::process::Command::new(repo_root().join("e2e/build-helm.sh"))
+                .output()
+                .expect("run e2e/build-helm.sh");
+            assert!(out.status.success(), "e2e/build-helm.sh failed");
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        }
+    };
+    let out = std::process::Command::new(helm)
+        .args(["template", release])
+        .arg(repo_root().join("deploy/helm/hap-operator"))
+        .args(["--namespace", ns])
+        .args(args)
+        .output()
+        .expect("helm");
+    assert!(
+        out.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    yaml_stream(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `kubectl kustomize` of a directory of the repository.
+pub fn kustomize(dir: &str) -> Vec<Value> {
+    let (ok, out, err) = kubectl(&["kustomize", repo_root().join(dir).to_str().expect("path")]);
+    assert!(ok, "kustomize {dir}: {err}");
+    yaml_stream(&out)
+}
+
+fn yaml_stream(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .expect("yaml stream")
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}

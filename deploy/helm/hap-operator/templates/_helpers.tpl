@@ -74,3 +74,12 @@ cluster, the garden ServiceAccount when rendering for a separate garden. */}}
 
 {{/* Where the garden kubeconfig Secret is mounted (read-only). */}}
 {{- define "hap-operator.gardenKubeconfigDir" -}}/etc/hap-operator/garden{{- end -}}
+
+{{/* Whether any request source is on (then the webhook runs). */}}
+{{- define "hap-operator.webhookEnabled" -}}
+{{- if or .Values.sources.runtimes.enabled .Values.sources.clusters.enabled .Values.sources.shoots.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{- define "hap-operator.webhookSecret" -}}
+{{- default (printf "%s-webhook-tls" (include "hap-operator.fullname" .)) .Values.webhook.secretName -}}
+{{- end -}}
