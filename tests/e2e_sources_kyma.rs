@@ -322,6 +322,26 @@ async fn kyma_runtimes_get_bindings_chosen_by_the_rules() {
     })
     .await;
 
+    // `kubectl hap claims` shows which object each claim serves.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hap"))
+        .args(["claims", "-n", &hap.claims_ns, "-o", "json"])
+        .env("KUBECONFIG", support::kubeconfig())
+        .output()
+        .expect("hap claims");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("json");
+    let a_row = rows
+        .iter()
+        .find(|r| r["name"] == claim_of("rt-a"))
+        .expect("rt-a's claim listed");
+    assert_eq!(a_row["source"], "kyma");
+    assert_eq!(a_row["sourceObject"], format!("Runtime {ns}/rt-a"));
+    assert_eq!(a_row["binding"], json!(a));
+
     // The source reports what it serves.
     until("the source status", || async {
         hap.config_status()

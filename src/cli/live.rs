@@ -247,6 +247,21 @@ fn claim_view(c: &AccountClaim, binding_namespace: &str) -> ClaimView {
     }
 }
 
+/// Every AccountClaim in `namespace` (all namespaces when `None`), read once, with annotations
+/// (the source annotation names objects whose names are too long for a label).
+pub fn claims(namespace: Option<&str>) -> Result<Vec<AccountClaim>, LiveError> {
+    block_on(None, |c| async move {
+        let api: Api<AccountClaim> = match namespace {
+            Some(ns) => Api::namespaced(c.own.clone(), ns),
+            None => Api::all(c.own.clone()),
+        };
+        api.list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .map_err(api_error("list AccountClaims"))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     //! The pure parts: which spec is in force, and which claims count.

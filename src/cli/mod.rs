@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod claims;
 pub mod explain;
 pub mod live;
 pub mod migrate;
@@ -34,6 +35,8 @@ pub enum Command {
     Migrate(migrate::Args),
     /// Show every pool of the live cluster with its free, claimed and dirty bindings.
     Pools(pools::Args),
+    /// List AccountClaims with their binding and the request source each came from.
+    Claims(claims::Args),
 }
 
 /// Runs the chosen subcommand and maps its outcome to the process exit code.
@@ -54,5 +57,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::Migrate(args) => migrate::run(args),
         Command::Pools(args) => pools::run(args),
+        Command::Claims(args) => claims::run(args),
     }
 }
