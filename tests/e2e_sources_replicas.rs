@@ -20,10 +20,13 @@ async fn two_replicas_serve_the_webhook_while_one_decides() {
     let scope = unique("two");
     let hap = Hap::without_operator(
         &["azure"],
-        json!({"requestSources": [{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}}]}),
+        json!({"requestSources": [
+            {"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}},
+            {"id": "mcp", "kind": "Cluster", "matchLabels": {SCOPE_LABEL: scope}, "request": {"plan": {"constant": "azure"}}},
+        ]}),
     )
     .await;
-    for i in 0..4 {
+    for i in 0..6 {
         hap.binding(&format!("az-{i}"), "azure", &[("hyperscalerType", "azure")])
             .await;
     }
@@ -51,6 +54,26 @@ async fn two_replicas_serve_the_webhook_while_one_decides() {
             op.handle.webhook.get().expect("webhook")
         )
     };
+    let cluster_url = |op: &Operator| {
+        format!(
+            "https://{}/mutate/clusters",
+            op.handle.webhook.get().expect("webhook")
+        )
+    };
+    let _clusters_to_a = WebhookRegistration::register(
+        "Cluster",
+        &cluster_url(&a),
+        &certs.ca_bundle(),
+        &scope,
+        json!({"matchLabels": {"hap-test/replica": "a"}}),
+    );
+    let _clusters_to_b = WebhookRegistration::register(
+        "Cluster",
+        &cluster_url(&b),
+        &certs.ca_bundle(),
+        &scope,
+        json!({"matchLabels": {"hap-test/replica": "b"}}),
+    );
     let _to_a = WebhookRegistration::register(
         "Runtime",
         &url(&a),
@@ -94,29 +117,69 @@ async fn two_replicas_serve_the_webhook_while_one_decides() {
     bindings.sort();
     bindings.dedup();
     assert_eq!(bindings.len(), 4, "four tenants, four accounts");
+    // openmcp Clusters through either replica: a ClusterConfig each, decided by the leader.
+    let clusters = api(&hap.client, &ns, &support::platform::cluster_resource());
+    let configs = api(
+        &hap.client,
+        &ns,
+        &support::platform::cluster_config_resource(),
+    );
+    for (i, via) in ["a", "b"].iter().enumerate() {
+        let c: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "clusters.openmcp.cloud/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": format!("c-{i}"), "namespace": ns, "labels": {
+                SCOPE_LABEL: scope, "hap-test/replica": via, "metadata.open-control-plane.io/project": format!("p-{i}")}},
+            "spec": {"profile": "azure", "purposes": ["mcp"], "tenancy": "Exclusive"},
+        }))
+        .expect("cluster");
+        clusters
+            .create(&PostParams::default(), &c)
+            .await
+            .unwrap_or_else(|e| panic!("c-{i} via replica {via}: {e}"));
+    }
+    for i in 0..2 {
+        let name = format!("c-{i}--hap");
+        eventually(
+            Duration::from_secs(30),
+            &format!("ClusterConfig {name}"),
+            || async { configs.get_opt(&name).await.ok().flatten().map(|_| ()) },
+        )
+        .await;
+    }
+
     // Read from the /metrics exposition, as Prometheus would.
-    let served = |op: &Operator| {
+    let served = |op: &Operator, kind: &str| {
         op.handle
             .metrics
             .encode()
             .lines()
             .find(|l| {
                 l.starts_with("hap_admission_duration_seconds_count")
-                    && l.contains(r#"kind="Runtime""#)
+                    && l.contains(&format!(r#"kind="{kind}""#))
                     && l.contains(r#"outcome="patched""#)
             })
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .unwrap_or(0)
     };
     assert_eq!(
-        served(&a),
+        served(&a, "Runtime"),
         2,
         "the leader's webhook patched its two Runtimes"
     );
     assert_eq!(
-        served(&b),
+        served(&b, "Runtime"),
         2,
         "the standby's webhook patched its two Runtimes"
+    );
+    assert_eq!(
+        served(&a, "Cluster"),
+        1,
+        "the leader's webhook patched its Cluster"
+    );
+    assert_eq!(
+        served(&b, "Cluster"),
+        1,
+        "the standby's webhook patched its Cluster"
     );
     assert_eq!(
         b.handle.metrics.leader.get(),

@@ -17,10 +17,16 @@ fn served(config: &str, object: &str, kind: SourceKind) -> hap_operator::api::Ac
     CompiledRules::from_spec(&cfg.spec).unwrap_or_else(|v| panic!("{config}: {v}"));
     let sources = CompiledSources::from_spec(&cfg.spec).expect("sources");
     let obj: Value = read(object);
-    let ns = obj["metadata"]["namespace"].as_str().expect("namespace").to_string();
+    let ns = obj["metadata"]["namespace"]
+        .as_str()
+        .expect("namespace")
+        .to_string();
     let serving = Serving {
         sources: &sources,
-        binding_kind: cfg.spec.binding_kind.unwrap_or(BindingKind::CredentialsBinding),
+        binding_kind: cfg
+            .spec
+            .binding_kind
+            .unwrap_or(BindingKind::CredentialsBinding),
         binding_namespace: &cfg.spec.binding_namespace,
         claim_namespace: "hap-system",
         random: "abcd1234",
@@ -43,14 +49,31 @@ fn served(config: &str, object: &str, kind: SourceKind) -> hap_operator::api::Ac
 fn the_examples_are_served_as_documented() {
     let rt = served("hapconfig-kyma.yaml", "runtime.yaml", SourceKind::Runtime);
     assert_eq!(
-        (rt.global_account.as_str(), rt.plan.as_str(), rt.platform_region.as_deref(), rt.cluster_region.as_deref()),
+        (
+            rt.global_account.as_str(),
+            rt.plan.as_str(),
+            rt.platform_region.as_deref(),
+            rt.cluster_region.as_deref()
+        ),
         ("ga-acme", "aws", Some("cf-eu10"), Some("eu-central-1"))
     );
-    let c = served("hapconfig-openmcp.yaml", "cluster.yaml", SourceKind::Cluster);
-    assert_eq!((c.global_account.as_str(), c.plan.as_str()), ("acme", "gcp"));
+    let c = served(
+        "hapconfig-openmcp.yaml",
+        "cluster.yaml",
+        SourceKind::Cluster,
+    );
+    assert_eq!(
+        (c.global_account.as_str(), c.plan.as_str()),
+        ("acme", "gcp")
+    );
     let s = served("hapconfig-shoots.yaml", "shoot.yaml", SourceKind::Shoot);
     assert_eq!(
-        (s.global_account.as_str(), s.plan.as_str(), s.platform_region.as_deref(), s.shoot_name.as_deref()),
+        (
+            s.global_account.as_str(),
+            s.plan.as_str(),
+            s.platform_region.as_deref(),
+            s.shoot_name.as_deref()
+        ),
         ("ga-acme", "aws", Some("cf-eu11"), Some("dev-1"))
     );
 }
