@@ -277,7 +277,7 @@ async fn kyma_runtimes_get_bindings_chosen_by_the_rules() {
     );
 
     // Release: the Runtime goes, its claim waits for the Shoot, then the binding is dirty.
-    hap.shoot("rt-b", "aws-eu-1");
+    hap.shoot("rt-b", "aws-eu-1").await;
     runtimes
         .delete("rt-b", &DeleteParams::default())
         .await
@@ -295,15 +295,7 @@ async fn kyma_runtimes_get_bindings_chosen_by_the_rules() {
         !hap.labels("aws-eu-1").await.contains_key("dirty"),
         "released while its Shoot exists"
     );
-    let (ok, _, err) = support::kubectl(&[
-        "delete",
-        "shoot",
-        "rt-b",
-        "-n",
-        &hap.bindings_ns,
-        "--wait=false",
-    ]);
-    assert!(ok, "{err}");
+    hap.delete_shoot("rt-b").await;
     until("aws-eu-1 released", || async {
         hap.labels("aws-eu-1")
             .await

@@ -275,7 +275,7 @@ async fn openmcp_clusters_get_their_binding_through_a_clusterconfig() {
     })
     .await;
     let shoot = openmcp_shoot_name(&ns, "c2", &Default::default());
-    hap.shoot(&shoot, &b2);
+    hap.shoot(&shoot, &b2).await;
     clusters
         .delete("c2", &DeleteParams::default())
         .await
@@ -293,15 +293,7 @@ async fn openmcp_clusters_get_their_binding_through_a_clusterconfig() {
     })
     .await;
     assert!(!hap.labels(&b2).await.contains_key("dirty"));
-    let (ok, _, err) = support::kubectl(&[
-        "delete",
-        "shoot",
-        &shoot,
-        "-n",
-        &hap.bindings_ns,
-        "--wait=false",
-    ]);
-    assert!(ok, "{err}");
+    hap.delete_shoot(&shoot).await;
     until("c2's binding released", || async {
         hap.labels(&b2).await.get("dirty").map(String::as_str) == Some("true")
     })

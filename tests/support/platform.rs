@@ -14,7 +14,7 @@ use kube::core::ApiResource;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use super::{eventually, kubectl, kubectl_stdin, repo_root, unique};
+use super::{eventually, kubectl, repo_root, unique};
 
 static PLATFORM_CRDS: OnceCell<()> = OnceCell::const_new();
 
@@ -151,10 +151,59 @@ mod base64_engine {
 /// when dropped.
 pub struct WebhookRegistration {
     pub name: String,
+    kubeconfig: PathBuf,
+}
+
+/// kubectl against the cluster of `kubeconfig` (the test control plane, or the separate garden).
+pub fn kubectl_at(
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(super::kubectl_path())
+        .env("KUBECONFIG", kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn kubectl");
+    let mut input = child.stdin.take().expect("stdin");
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).expect("write stdin");
+    }
+    drop(input);
+    let out = child.wait_with_output().expect("kubectl output");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 impl WebhookRegistration {
+    /// Registers in the test control plane.
     pub fn register(
+        kind: &str,
+        url: &str,
+        ca_bundle: &str,
+        scope: &str,
+        object_selector: Value,
+    ) -> Self {
+        Self::register_in(
+            &super::kubeconfig(),
+            kind,
+            url,
+            ca_bundle,
+            scope,
+            object_selector,
+        )
+    }
+
+    /// Registers in the cluster of `kubeconfig` (a separate garden, for Shoots).
+    pub fn register_in(
+        kubeconfig: &std::path::Path,
         kind: &str,
         url: &str,
         ca_bundle: &str,
@@ -185,20 +234,27 @@ impl WebhookRegistration {
                 "objectSelector": object_selector,
             }],
         });
-        let (ok, _, err) = kubectl_stdin(&["apply", "-f", "-"], Some(&body.to_string()));
+        let (ok, _, err) = kubectl_at(kubeconfig, &["apply", "-f", "-"], Some(&body.to_string()));
         assert!(ok, "registering the webhook: {err}");
-        Self { name }
+        Self {
+            name,
+            kubeconfig: kubeconfig.to_path_buf(),
+        }
     }
 }
 
 impl Drop for WebhookRegistration {
     fn drop(&mut self) {
-        let _ = kubectl(&[
-            "delete",
-            "mutatingwebhookconfiguration",
-            &self.name,
-            "--ignore-not-found",
-        ]);
+        let _ = kubectl_at(
+            &self.kubeconfig,
+            &[
+                "delete",
+                "mutatingwebhookconfiguration",
+                &self.name,
+                "--ignore-not-found",
+            ],
+            None,
+        );
     }
 }
 
