@@ -15,6 +15,8 @@
 //! are refilled with slack, so every claim that has a rule must end Bound whatever the timing of
 //! the faults. Only invariants and eventual convergence are asserted, never timings.
 
+#[path = "support/chaos_sources.rs"]
+mod chaos_sources;
 #[path = "support/garden.rs"]
 mod garden;
 #[path = "support/private_env.rs"]
@@ -241,8 +243,15 @@ fn claim_plan(i: usize, tenants: usize) -> ClaimPlan {
     spec["globalAccount"] = json!(ga);
     spec["subaccount"] = json!(format!("sa-{i:05}"));
     spec["shootName"] = json!(shoot);
+    let name = format!("c-{i:05}");
     ClaimPlan {
-        name: format!("c-{i:05}"),
+        // A share of the requests with a rule arrives as Kyma Runtimes through the webhook; the
+        // claim the webhook creates is named after the Runtime.
+        name: if pool.is_some() && chaos_sources::is_runtime(i) {
+            chaos_sources::claim_name(&name)
+        } else {
+            name
+        },
         tenant: ga,
         spec,
         pool,
@@ -511,6 +520,8 @@ struct Replicas {
     /// Exits the supervisor saw that the driver did not cause: (identity, status).
     exits: Vec<(String, String)>,
     kills: usize,
+    /// The admission webhooks of the replica slots (webhook-created requests).
+    webhooks: chaos_sources::Webhooks,
 }
 
 impl Replicas {
@@ -544,7 +555,9 @@ impl Replicas {
         self.incarnations += 1;
         let identity = format!("replica-{slot}-{}", self.incarnations);
         let log = self.logs.join(format!("replica-{slot}.log"));
-        OperatorProcess::spawn(&self.hap, &self.kubeconfig, &identity, &self.args(), &log)
+        let mut args = self.args();
+        args.extend(self.webhooks.args(slot));
+        OperatorProcess::spawn(&self.hap, &self.kubeconfig, &identity, &args, &log)
     }
 
     fn slot_name(i: usize) -> char {
@@ -1101,6 +1114,7 @@ async fn run(p: Params, two_clusters: bool) {
                 "allowedGlobalAccounts": allowlisted,
                 "limits": {"default": LIMIT_DEFAULT, "aws": LIMIT_AWS},
             },
+            "requestSources": [chaos_sources::source()],
         },
     }))
     .expect("HapConfig");
@@ -1155,6 +1169,25 @@ async fn run(p: Params, two_clusters: bool) {
 
     let seen = Arc::new(Mutex::new(Observed::default()));
     let watches = spawn_watches(&clusters, seen.clone());
+    let webhooks = chaos_sources::Webhooks::new(&dir.join("webhook"));
+    {
+        let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/platform-crds");
+        let (ok, _, err) =
+            env.kubectl(&["apply", "--server-side", "-f", crds.to_str().expect("path")]);
+        assert!(ok, "platform CRDs: {err}");
+        let (ok, _, err) = env.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "crd/runtimes.infrastructuremanager.kyma-project.io",
+            "--timeout=60s",
+        ]);
+        assert!(ok, "Runtime CRD: {err}");
+        let file = dir.join("webhook/registrations.json");
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": webhooks.registrations()});
+        std::fs::write(&file, list.to_string()).expect("write registrations");
+        let (ok, _, err) = env.kubectl(&["apply", "-f", file.to_str().expect("path")]);
+        assert!(ok, "webhook registrations: {err}");
+    }
 
     let replicas = Arc::new(Mutex::new(Replicas {
         hap: PathBuf::from(env!("CARGO_BIN_EXE_hap")),
@@ -1165,6 +1198,7 @@ async fn run(p: Params, two_clusters: bool) {
         incarnations: 0,
         exits: Vec::new(),
         kills: 0,
+        webhooks,
     }));
     {
         let mut r = replicas.lock().unwrap();
@@ -1202,15 +1236,28 @@ async fn run(p: Params, two_clusters: bool) {
             .map(|c| (c.name.clone(), c.spec.clone()))
             .collect();
         let window = p.window;
+        let settle = p.settle;
         tokio::spawn(async move {
-            let api = Api::<AccountClaim>::namespaced(client, CLAIMS_NS);
+            let api = Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS);
             let n = specs.len();
             futures::stream::iter(specs.into_iter().enumerate())
                 .for_each_concurrent(16, |(i, (name, spec))| {
-                    let api = api.clone();
+                    let (api, client) = (api.clone(), client.clone());
                     async move {
                         let at = window_start + window.mul_f64(i as f64 / n as f64);
                         tokio::time::sleep_until(at.into()).await;
+                        if let Some(runtime) =
+                            name.strip_prefix(&format!("runtime.{}.", chaos_sources::RUNTIMES_NS))
+                        {
+                            chaos_sources::create_until_admitted(
+                                &client,
+                                runtime,
+                                &spec,
+                                window + settle,
+                            )
+                            .await;
+                            return;
+                        }
                         let obj: AccountClaim = serde_json::from_value(json!({
                             "apiVersion": "accountpool.io/v1alpha1",
                             "kind": "AccountClaim",
@@ -1302,6 +1349,11 @@ async fn run(p: Params, two_clusters: bool) {
 
     let observed = seen.lock().unwrap().clone();
     let counts = check(&clusters, &plans, &inv, &initial_labels, &observed).await;
+    let runtime_counts = chaos_sources::check(
+        &client,
+        &list_retrying(&Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS)).await,
+    )
+    .await;
 
     stop.cancel();
     let _ = supervisor.await;
@@ -1401,6 +1453,22 @@ async fn run(p: Params, two_clusters: bool) {
         panics.len()
     );
     println!(
+        "  webhook-admitted Runtimes                      {} / {} expected",
+        runtime_counts.admitted,
+        plans
+            .iter()
+            .filter(|p| p.name.starts_with("runtime."))
+            .count()
+    );
+    println!(
+        "  Runtimes whose binding is not their claim's    {}",
+        runtime_counts.mismatched
+    );
+    println!(
+        "  (figures) webhook calls refused and retried (pool exhausted, replica restarting) {}",
+        chaos_sources::REFUSED.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    println!(
         "  (figures) claims that waited on an exhausted pool {}",
         observed.exhausted.len()
     );
@@ -1441,11 +1509,17 @@ async fn run(p: Params, two_clusters: bool) {
         && counts.foreign_writes == 0
         && counts.clusters_on_aws_over == 0
         && panics.is_empty()
+        && runtime_counts.mismatched == 0
+        && runtime_counts.admitted
+            == plans
+                .iter()
+                .filter(|p| p.name.starts_with("runtime."))
+                .count()
         && kills == p.kills;
     if !clean {
         env.save_logs(&dir.join("logs"));
         panic!(
-            "chaos found violations: {counts:?}; panics {panics:?}; kills {kills}/{}. Logs kept in {}",
+            "chaos found violations: {counts:?}; {runtime_counts:?}; panics {panics:?}; kills {kills}/{}. Logs kept in {}",
             p.kills,
             dir.join("logs").display()
         );

@@ -30,5 +30,9 @@ pub const VERSION: &str = "v1alpha1";
 /// Field manager for every write the operator makes; one fixed name for all replicas so that
 /// server-side apply never sees two owners of the same status.
 pub const FIELD_MANAGER: &str = "hap-operator";
+/// Field manager of the AccountClaims request sources create (and label): the operator acting
+/// for the request's owner, kept apart from the decisions it writes as `FIELD_MANAGER` (status,
+/// finalizer), so managedFields show which role wrote what.
+pub const SOURCE_FIELD_MANAGER: &str = "hap-operator-sources";
 /// Finalizer the operator puts on AccountClaims so that it can release the binding.
 pub const CLAIM_FINALIZER: &str = "accountpool.io/release";

@@ -12,7 +12,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 
 use super::K8sError;
-use crate::api::{AccountClaim, FIELD_MANAGER};
+use crate::api::{AccountClaim, SOURCE_FIELD_MANAGER};
 use crate::sources::naming::LABEL_SOURCE_ID;
 
 /// A cached view of source-created claims and the calls on them.
@@ -101,7 +101,7 @@ impl SourceClaims {
         let what = format!("AccountClaim {}/{name}", self.namespace);
         let pp = PostParams {
             dry_run: false,
-            field_manager: Some(FIELD_MANAGER.into()),
+            field_manager: Some(SOURCE_FIELD_MANAGER.into()),
         };
         match self.api.create(&pp, claim).await {
             Ok(c) => Ok(CreateOutcome::Created(c)),

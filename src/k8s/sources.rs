@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::K8sError;
 use super::caches::{ChangeFeed, store_ready};
-use crate::api::{AccountClaim, FIELD_MANAGER};
+use crate::api::{AccountClaim, FIELD_MANAGER, SOURCE_FIELD_MANAGER};
 
 /// A watch of one foreign resource in all namespaces.
 pub struct ForeignCache {
@@ -133,7 +133,7 @@ impl SourceWrites {
         let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
         let pp = PostParams {
             dry_run: false,
-            field_manager: Some(FIELD_MANAGER.into()),
+            field_manager: Some(SOURCE_FIELD_MANAGER.into()),
         };
         let name = claim.metadata.name.clone().unwrap_or_default();
         match api.create(&pp, claim).await {
@@ -155,9 +155,13 @@ impl SourceWrites {
         labels: &BTreeMap<String, String>,
     ) -> Result<(), K8sError> {
         let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
+        let pp = PatchParams {
+            field_manager: Some(SOURCE_FIELD_MANAGER.into()),
+            ..Default::default()
+        };
         api.patch_metadata(
             name,
-            &params(),
+            &pp,
             &Patch::Merge(json!({"metadata": {"labels": labels}})),
         )
         .await

@@ -1,0 +1,314 @@
+//! Admission latency of request sources (`make bench`, i.e. scripts/bench.sh; or
+//! `cargo run --release --example admission`): Shoot CREATEs through the real gardener-apiserver,
+//! which calls hap-operator's webhook, on a control plane of its own. Prints figures, asserts
+//! nothing about time.
+//!
+//! Phases, each N Shoots (default 100) issued at a fixed rate (default 10/s), every CREATE timed
+//! from request to response:
+//! 1. `first claim`: N tenants' first Shoots — the leader claims a free binding for each (a
+//!    compare-and-swap label write on the binding) before the webhook answers.
+//! 2. `warm pool`: a second Shoot of each tenant — the tenant's binding is reused.
+//! 3. `no decision`: Shoots that name their binding and do not opt in (the webhook is not
+//!    called): what gardener-apiserver takes for the CREATE alone.
+//!
+//! Environment: HAP_BENCH_SHOOTS (N), HAP_BENCH_RATE (Shoots per second), HAP_BENCH_DIR
+//! (control-plane state), HAP_BIN (the operator binary; default: `hap` next to this example's
+//! directory), HAP_K8S_BIN, HAP_GARDENER_BIN.
+
+#[path = "../tests/support/garden.rs"]
+mod garden;
+#[path = "../tests/support/private_env.rs"]
+mod private_env;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use private_env::{OperatorProcess, PrivateEnv, free_port};
+use serde_json::{Value, json};
+
+const PROJECT: &str = "bench";
+const CONFIG: &str = "bench";
+const CLAIMS_NS: &str = "hap-bench";
+
+fn env_num(key: &str, default: usize) -> usize {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn hap_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("HAP_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("hap"))
+        .filter(|p| p.exists())
+        .expect("no hap binary next to this example: build it (cargo build --release --bin hap) or set HAP_BIN")
+}
+
+/// A CA and a serving certificate for 127.0.0.1; returns the CA's PEM.
+fn certificates(dir: &Path) -> String {
+    let ca_key = rcgen::KeyPair::generate().expect("key");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_pem = ca.self_signed(&ca_key).expect("ca").pem();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut p = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+    p.subject_alt_names
+        .push(rcgen::SanType::IpAddress("127.0.0.1".parse().expect("ip")));
+    let cert = p.signed_by(&key, &issuer).expect("cert");
+    std::fs::write(dir.join("tls.key"), key.serialize_pem()).expect("key");
+    std::fs::write(dir.join("tls.crt"), cert.pem()).expect("cert");
+    ca_pem
+}
+
+fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                char::from(T[((n >> (18 - 6 * i)) & 63) as usize])
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Creates `objs` at `rate` per second, each on its own task; returns every CREATE's latency
+/// and the number refused.
+async fn paced(
+    api: &Api<DynamicObject>,
+    objs: Vec<DynamicObject>,
+    rate: usize,
+) -> (Vec<Duration>, usize) {
+    let every = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    let start = tokio::time::Instant::now();
+    let mut tasks = Vec::new();
+    for (i, obj) in objs.into_iter().enumerate() {
+        tokio::time::sleep_until(start + every * i as u32).await;
+        let api = api.clone();
+        tasks.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let r = api.create(&PostParams::default(), &obj).await;
+            (t.elapsed(), r.map_err(|e| e.to_string()))
+        }));
+    }
+    let mut times = Vec::new();
+    let mut refused = 0;
+    for t in tasks {
+        let (d, r) = t.await.expect("task");
+        match r {
+            Ok(_) => times.push(d),
+            Err(e) => {
+                refused += 1;
+                eprintln!("refused: {e}");
+            }
+        }
+    }
+    times.sort();
+    (times, refused)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n = env_num("HAP_BENCH_SHOOTS", 100);
+    let rate = env_num("HAP_BENCH_RATE", 10);
+    let dir = std::env::var_os("HAP_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("hap-admission-bench-{}", std::process::id()))
+        });
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    println!(
+        "admission benchmark: {n} Shoots per phase at {rate}/s, control plane in {}",
+        dir.display()
+    );
+    let started = Instant::now();
+    let env = PrivateEnv::up(&dir);
+    println!(
+        "control plane with gardener-apiserver up in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let client = env.client().await;
+    let ns = garden::create_project(&client, PROJECT).await;
+    env.kubectl(&["create", "namespace", CLAIMS_NS]);
+    for i in 0..(n + 10) {
+        garden::create_binding(
+            &client,
+            &ns,
+            &format!("aws-{i:04}"),
+            "aws",
+            &[("hyperscalerType", "aws")],
+        )
+        .await;
+    }
+    let source = json!([{"id": "shoots", "kind": "Shoot", "matchLabels": {"accountpool.io/request": "true"}}]);
+    let cfg = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "metadata": {"name": CONFIG},
+        "spec": {"bindingNamespace": ns, "rules": ["aws"], "requestSources": source}});
+    Api::<DynamicObject>::all_with(
+        client.clone(),
+        &kube::core::ApiResource {
+            group: "accountpool.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "accountpool.io/v1alpha1".into(),
+            kind: "HapConfig".into(),
+            plural: "hapconfigs".into(),
+        },
+    )
+    .patch(
+        CONFIG,
+        &PatchParams::apply("bench").force(),
+        &Patch::Apply(cfg),
+    )
+    .await
+    .expect("HapConfig");
+
+    let ca = certificates(&dir);
+    let port = free_port();
+    let args: Vec<String> = [
+        "--config-name",
+        CONFIG,
+        "--claim-namespace",
+        CLAIMS_NS,
+        "--leader-elect=false",
+        "--log-format",
+        "json",
+        "--webhook-addr",
+        &format!("127.0.0.1:{port}"),
+        "--webhook-cert-file",
+        dir.join("tls.crt").to_str().expect("path"),
+        "--webhook-key-file",
+        dir.join("tls.key").to_str().expect("path"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut op = OperatorProcess::spawn(
+        &hap_binary(),
+        &env.kubeconfig,
+        "bench",
+        &args,
+        &dir.join("hap.log"),
+    );
+    let t = Instant::now();
+    while op.get("/readyz").map(|(c, _)| c) != Some(200) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "operator not ready: see {}",
+            dir.join("hap.log").display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let webhook = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "hap-bench-shoots"},
+        "webhooks": [{"name": "shoots.accountpool.io", "admissionReviewVersions": ["v1"],
+            "sideEffects": "NoneOnDryRun", "failurePolicy": "Fail", "timeoutSeconds": 10,
+            "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate/shoots"), "caBundle": base64(ca.as_bytes())},
+            "rules": [{"apiGroups": ["core.gardener.cloud"], "apiVersions": ["v1beta1"], "resources": ["shoots"], "operations": ["CREATE", "UPDATE"]}],
+            "objectSelector": {"matchLabels": {"accountpool.io/request": "true"}}}],
+    });
+    let file = dir.join("webhook.json");
+    std::fs::write(&file, webhook.to_string()).expect("write webhook");
+    let (ok, _, err) = env.kubectl(&["apply", "-f", file.to_str().expect("path")]);
+    assert!(ok, "webhook: {err}");
+
+    let profile = garden::profile(&client, "aws").await;
+    let shoots: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &garden::shoot_resource());
+    let request = |name: String, tenant: usize| -> DynamicObject {
+        let mut o: Value = garden::shoot_object(
+            &ns,
+            &name,
+            "",
+            garden::BindingRef::CredentialsBinding,
+            &profile,
+        );
+        o["spec"]
+            .as_object_mut()
+            .expect("spec")
+            .remove("credentialsBindingName");
+        o["metadata"]["labels"] = json!({"accountpool.io/request": "true",
+            "accountpool.io/global-account": format!("ga-{tenant:04}"), "accountpool.io/plan": "aws"});
+        serde_json::from_value(o).expect("shoot")
+    };
+    // Warm the connection and the caches with one request before measuring.
+    let _ = shoots
+        .create(&PostParams::default(), &request("warm".into(), 9999))
+        .await;
+
+    let first: Vec<DynamicObject> = (0..n).map(|i| request(format!("f-{i:04}"), i)).collect();
+    let (t1, r1) = paced(&shoots, first, rate).await;
+    let warm: Vec<DynamicObject> = (0..n).map(|i| request(format!("w-{i:04}"), i)).collect();
+    let (t2, r2) = paced(&shoots, warm, rate).await;
+    let plain: Vec<DynamicObject> = (0..n)
+        .map(|i| {
+            let o = garden::shoot_object(
+                &ns,
+                &format!("p-{i:04}"),
+                &format!("aws-{:04}", i % n),
+                garden::BindingRef::CredentialsBinding,
+                &profile,
+            );
+            serde_json::from_value(o).expect("shoot")
+        })
+        .collect();
+    let (t3, r3) = paced(&shoots, plain, rate).await;
+
+    println!();
+    println!("| phase | Shoots | rate | p50 | p99 | max | refused |");
+    println!("|---|---|---|---|---|---|---|");
+    for (name, t, r) in [
+        ("first claim (binding claimed)", &t1, r1),
+        ("warm pool (binding reused)", &t2, r2),
+        ("no decision (webhook not called)", &t3, r3),
+    ] {
+        println!(
+            "| {name} | {} | {rate}/s | {} | {} | {} | {r} |",
+            t.len(),
+            ms(percentile(t, 0.5)),
+            ms(percentile(t, 0.99)),
+            ms(t.last().copied().unwrap_or_default()),
+        );
+    }
+    if let Some((_, metrics)) = op.get("/metrics") {
+        for l in metrics
+            .lines()
+            .filter(|l| l.starts_with("hap_admission_duration_seconds_") && !l.contains("_bucket"))
+        {
+            println!("{l}");
+        }
+    }
+    println!();
+    println!(
+        "reproduce: cargo build --release --bin hap --example admission && HAP_BENCH_SHOOTS={n} HAP_BENCH_RATE={rate} $CARGO_TARGET_DIR/release/examples/admission"
+    );
+    op.kill();
+    env.down();
+}
