@@ -13,7 +13,7 @@
 //!
 //! Environment: HAP_BENCH_SHOOTS (N), HAP_BENCH_RATE (Shoots per second), HAP_BENCH_DIR
 //! (control-plane state), HAP_BIN (the operator binary; default: `hap` next to this example's
-//! directory), HAP_K8S_BIN, HAP_GARDENER_BIN.
+//! directory), HAP_K8S_BIN, HAP_GARDENER_APISERVER.
 
 #[path = "../tests/support/garden.rs"]
 mod garden;

@@ -5,6 +5,7 @@
 #   scripts/bench.sh          everything
 #   scripts/bench.sh micro    criterion only
 #   scripts/bench.sh load     the load benchmark only (HAP_BENCH_* variables: see examples/load.rs)
+#   scripts/bench.sh admission  admission latency of request sources (examples/admission.rs)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -24,4 +25,12 @@ if [ "$what" = all ] || [ "$what" = load ]; then
   echo "== load benchmark: cargo build --release --bin hap --example load && $target/release/examples/load =="
   cargo build --locked --release --bin hap --example load
   "$target/release/examples/load"
+fi
+if [ "$what" = all ] || [ "$what" = admission ]; then
+  HAP_K8S_BIN=${HAP_K8S_BIN:-$(e2e/build-control-plane.sh)}
+  HAP_GARDENER_APISERVER=${HAP_GARDENER_APISERVER:-$(e2e/build-gardener.sh)}
+  export HAP_K8S_BIN HAP_GARDENER_APISERVER
+  echo "== admission benchmark: cargo build --release --bin hap --example admission && $target/release/examples/admission =="
+  cargo build --locked --release --bin hap --example admission
+  "$target/release/examples/admission"
 fi
