@@ -68,21 +68,44 @@ async fn openmcp_clusters_get_their_binding_through_a_clusterconfig() {
     let scope = unique("mcp");
     let ns_name = unique("platform");
     let mut hap = Hap::without_operator(
-        &["gcp", "gcp(PR=cf-eu11, euAccess)"],
+        &["gcp", "gcp(PR=cf-eu11, euAccess)", "trial(shared)"],
         json!({
-            "requestSources": [{
-                "id": "mcp",
-                "kind": "Cluster",
-                "matchLabels": {SCOPE_LABEL: ns_name},
-                "matchPurposes": [{"operator": "ContainsAny", "values": ["mcp", "workload"]}],
-                "request": {"plan": {"constant": "gcp"}},
-            }],
+            "plans": {"trial": {"providerFromRequest": true}},
+            "multiHyperscalerAccount": {"allowedGlobalAccounts": ["multi"], "limits": {"gcp": 1}},
+            // The first matching source serves: trial Clusters (a propagated label) first.
+            "requestSources": [
+                {
+                    "id": "mcp-trial",
+                    "kind": "Cluster",
+                    "matchLabels": {SCOPE_LABEL: ns_name, "metadata.open-control-plane.io/plan": "trial"},
+                    "request": {"plan": {"constant": "trial"}, "provider": {"constant": "gcp"}},
+                },
+                {
+                    "id": "mcp",
+                    "kind": "Cluster",
+                    "matchLabels": {SCOPE_LABEL: ns_name},
+                    "matchPurposes": [{"operator": "ContainsAny", "values": ["mcp", "workload"]}],
+                    "request": {"plan": {"constant": "gcp"}},
+                },
+            ],
         }),
     )
     .await;
-    for b in ["gcp-1", "gcp-2", "gcp-3"] {
+    for b in ["gcp-1", "gcp-2", "gcp-3", "gcp-4", "gcp-5"] {
         hap.binding(b, "gcp", &[("hyperscalerType", "gcp")]).await;
     }
+    hap.binding(
+        "gcp-eu-1",
+        "gcp",
+        &[("hyperscalerType", "gcp_cf-eu11"), ("euAccess", "true")],
+    )
+    .await;
+    hap.binding(
+        "trial-gcp-1",
+        "gcp",
+        &[("hyperscalerType", "gcp"), ("shared", "true")],
+    )
+    .await;
     let certs = Certs::new();
     hap.operator =
         Some(support::Operator::start_with(&hap.client, certs.args(hap.run_args())).await);
@@ -134,6 +157,60 @@ async fn openmcp_clusters_get_their_binding_through_a_clusterconfig() {
             == Some(bound.clone())
     })
     .await;
+
+    // EU, shared and multi-account pools, as the rules say.
+    let with = |name: &str, project: &str, extra: Value| {
+        let mut c = cluster(&ns, Some(name), Some(project), &["mcp"], "Exclusive");
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            c.metadata
+                .labels
+                .get_or_insert_default()
+                .insert(k.clone(), v.as_str().unwrap_or_default().into());
+        }
+        c
+    };
+    let eu_label = json!({"metadata.open-control-plane.io/platform-region": "cf-eu11"});
+    clusters
+        .create(&pp, &with("eu", "eu-acme", eu_label))
+        .await
+        .expect("eu admitted");
+    assert_eq!(hap.bound(&format!("cluster.{ns}.eu")).await, "gcp-eu-1");
+    let trial_label = json!({"metadata.open-control-plane.io/plan": "trial"});
+    clusters
+        .create(&pp, &with("tr", "trial-co", trial_label))
+        .await
+        .expect("tr admitted");
+    assert_eq!(hap.bound(&format!("cluster.{ns}.tr")).await, "trial-gcp-1");
+    let tr = hap
+        .claims()
+        .get(&format!("cluster.{ns}.tr"))
+        .await
+        .expect("claim");
+    assert_eq!(
+        tr.metadata
+            .labels
+            .unwrap_or_default()
+            .get("accountpool.io/source-id")
+            .map(String::as_str),
+        Some("mcp-trial")
+    );
+    assert!(!hap.labels("trial-gcp-1").await.contains_key("tenantName"));
+    clusters
+        .create(&pp, &with("m1", "multi", json!({})))
+        .await
+        .expect("m1 admitted");
+    clusters
+        .create(&pp, &with("m2", "multi", json!({})))
+        .await
+        .expect("m2 admitted");
+    let (m1, m2) = (
+        hap.bound(&format!("cluster.{ns}.m1")).await,
+        hap.bound(&format!("cluster.{ns}.m2")).await,
+    );
+    assert_ne!(
+        m1, m2,
+        "a limit of one cluster per account: a second account"
+    );
 
     // Someone edits or deletes it: the operator puts it back (it owns it).
     configs
@@ -269,7 +346,10 @@ async fn openmcp_clusters_get_their_binding_through_a_clusterconfig() {
         .await
         .expect("c2 admitted");
     let b2 = hap.bound(&format!("cluster.{ns}.c2")).await;
-    assert_ne!(b2, bound);
+    assert!(
+        ![bound.as_str(), m1.as_str(), m2.as_str()].contains(&b2.as_str()),
+        "globex got its own account"
+    );
     until("ClusterConfig c2--hap", || async {
         configs.get_opt("c2--hap").await.ok().flatten().is_some()
     })

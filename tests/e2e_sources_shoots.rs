@@ -340,3 +340,69 @@ async fn shoots_flow(separate_garden: bool) {
     b.stop().await;
     a.stop().await;
 }
+
+/// A legacy landscape (`bindingKind: SecretBinding`): the webhook writes `spec.secretBindingName`,
+/// which gardener-apiserver accepts below Kubernetes 1.34.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shoots_get_secret_binding_names_in_a_secret_binding_landscape() {
+    let scope = unique("sbshoot");
+    let hap = Hap::without_operator(
+        &["aws"],
+        json!({"bindingKind": "SecretBinding",
+            "requestSources": [{"id": "shoots", "kind": "Shoot", "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}]}),
+    )
+    .await;
+    support::garden::create_secret_binding(
+        &hap.garden,
+        &hap.bindings_ns,
+        "sb-1",
+        "aws",
+        &[("hyperscalerType", "aws")],
+    )
+    .await;
+    let (ok, _, err) = support::kubectl(&[
+        "label",
+        "namespace",
+        &hap.bindings_ns,
+        &format!("{SCOPE_LABEL}={scope}"),
+    ]);
+    assert!(ok, "{err}");
+    let certs = Certs::new();
+    let op = Operator::start_with(&hap.client, certs.args(hap.run_args())).await;
+    let url = format!(
+        "https://{}/mutate/shoots",
+        op.handle.webhook.get().expect("webhook")
+    );
+    let _hook = WebhookRegistration::register(
+        "Shoot",
+        &url,
+        &certs.ca_bundle(),
+        &scope,
+        json!({"matchLabels": {REQUEST: "true"}}),
+    );
+    let p = profile(&hap.garden, "aws").await;
+    let mut obj = shoot_object(&hap.bindings_ns, "sb-s", "", BindingRef::SecretBinding, &p);
+    obj["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("secretBindingName");
+    obj["metadata"]["labels"] = labels(&scope, Some("ga-1"), "aws", "cf-us10", "a");
+    let created = api(&hap.garden, &hap.bindings_ns, &shoot_resource())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(obj).expect("shoot"),
+        )
+        .await
+        .expect("admitted");
+    assert_eq!(
+        created.data.pointer("/spec/secretBindingName"),
+        Some(&json!("sb-1"))
+    );
+    assert!(
+        created
+            .data
+            .pointer("/spec/credentialsBindingName")
+            .is_none()
+    );
+    op.stop().await;
+}
