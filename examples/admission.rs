@@ -127,7 +127,9 @@ async fn paced(
             Ok(_) => times.push(d),
             Err(e) => {
                 refused += 1;
-                eprintln!("refused: {e}");
+                if refused == 1 {
+                    eprintln!("first refusal: {e}");
+                }
             }
         }
     }
@@ -150,7 +152,8 @@ async fn main() {
         dir.display()
     );
     let started = Instant::now();
-    let env = PrivateEnv::up(&dir);
+    // The control plane in a directory of its own (`down` removes it); the operator's log beside.
+    let env = PrivateEnv::up(&dir.join("testenv"));
     println!(
         "control plane with gardener-apiserver up in {:.1} s",
         started.elapsed().as_secs_f64()

@@ -86,7 +86,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "8s", value_parser = parse_duration)]
     pub webhook_decision_timeout: Duration,
     /// How long a claim a request source created may wait for its object to appear before the
-    /// operator treats the object as never created (and deletes the claim).
+    /// operator treats the object as never created (and deletes the claim). Never less than the
+    /// decision timeout plus 5 s: an admission call still waiting must not lose its claim.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub source_grace: Duration,
 }
@@ -122,6 +123,14 @@ impl RunArgs {
         }
     }
 
+    /// The grace in force: `--source-grace`, but at least the webhook's decision timeout plus 5 s
+    /// (the webhook creates a claim before the API server stores its object, and waits up to the
+    /// timeout before the object can be stored).
+    pub fn effective_source_grace(&self) -> Duration {
+        self.source_grace
+            .max(self.webhook_decision_timeout + Duration::from_secs(5))
+    }
+
     /// Where request sources create their AccountClaims: `--claim-namespace` when set (the
     /// claim controller watches only there), else the operator's own namespace.
     pub fn source_claim_namespace(&self) -> String {
@@ -135,5 +144,22 @@ impl RunArgs {
             .clone()
             .or_else(|| std::env::var("HOSTNAME").ok())
             .unwrap_or_else(|| format!("hap-operator-{}", std::process::id()))
+    }
+}
+
+#[cfg(test)]
+mod source_grace_tests {
+    use super::*;
+
+    #[test]
+    fn the_source_grace_outlasts_the_webhooks_wait() {
+        // Found by the admission benchmark: with a grace shorter than the decision timeout the
+        // leader deleted claims whose admission call was still waiting for its decision.
+        let mut args = RunArgs::for_config("x");
+        args.source_grace = Duration::from_secs(3);
+        args.webhook_decision_timeout = Duration::from_secs(8);
+        assert_eq!(args.effective_source_grace(), Duration::from_secs(13));
+        args.source_grace = Duration::from_secs(60);
+        assert_eq!(args.effective_source_grace(), Duration::from_secs(60));
     }
 }

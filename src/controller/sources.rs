@@ -42,7 +42,7 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
         stop.clone(),
     );
     futures::pin_mut!(ticks);
-    let mut resync = tokio::time::interval(ctx.args.source_grace.max(Duration::from_secs(1)));
+    let mut resync = tokio::time::interval(ctx.args.effective_source_grace());
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -172,7 +172,7 @@ async fn pass(ctx: &Context) {
         kinds: views,
         claims,
         cluster_configs,
-        grace: ctx.args.source_grace,
+        grace: ctx.args.effective_source_grace(),
     });
     if let Ok(mut s) = ctx.sources.statuses.lock() {
         *s = plan.statuses;

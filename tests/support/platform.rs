@@ -111,7 +111,9 @@ impl Certs {
         args.webhook_addr = Some("127.0.0.1:0".parse().expect("addr"));
         args.webhook_cert_file = self.cert_file();
         args.webhook_key_file = self.key_file();
-        args.source_grace = Duration::from_secs(3);
+        // Claims of vanished objects go after the decision timeout plus 5 s (the grace in force).
+        args.webhook_decision_timeout = Duration::from_secs(6);
+        args.source_grace = Duration::from_secs(1);
         args
     }
 }
