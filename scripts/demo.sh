@@ -18,7 +18,14 @@ kubectl="$bin/kubectl"
 hap="${CARGO_TARGET_DIR:-$HOME/.cache/hap-operator/target}/debug/hap"
 e2e/testenv up >/dev/null
 "$kubectl" apply --server-side -f crds/ >/dev/null
-"$kubectl" wait --for=condition=Established crd --all --timeout=60s >/dev/null
+# kubectl wait fails at once (instead of waiting) on a CRD created a moment ago that has no
+# conditions yet, so it is retried; the last try shows its error if the CRDs never settle.
+crds="crd/hapconfigs.accountpool.io crd/accountclaims.accountpool.io"
+for _ in $(seq 100); do
+  "$kubectl" wait --for=condition=Established $crds --timeout=60s >/dev/null 2>&1 && break
+  sleep 0.2
+done
+"$kubectl" wait --for=condition=Established $crds --timeout=60s >/dev/null
 "$kubectl" apply -f examples/demo/00-namespaces.yaml >/dev/null
 "$kubectl" apply -f examples/demo/10-credentialsbindings.yaml >/dev/null
 "$kubectl" apply -f examples/demo/20-hapconfig.yaml >/dev/null

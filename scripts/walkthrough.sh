@@ -13,7 +13,13 @@ hapbin="${CARGO_TARGET_DIR:-$HOME/.cache/hap-operator/target}/debug/hap"
 HAP_K8S_BIN="$bin" HAP_GARDENER_APISERVER="$gardener" "$bin/testenv" up --dir "$dir" >/dev/null 2>&1
 export KUBECONFIG="$dir/kubeconfig" PATH="$bin:$PATH"
 kubectl apply --server-side -f crds/ >/dev/null
-kubectl wait --for=condition=Established crd --all >/dev/null
+# kubectl wait fails at once on a CRD with no conditions yet (created a moment ago): retried.
+crds="crd/hapconfigs.accountpool.io crd/accountclaims.accountpool.io"
+for _ in $(seq 100); do
+  kubectl wait --for=condition=Established $crds --timeout=60s >/dev/null 2>&1 && break
+  sleep 0.2
+done
+kubectl wait --for=condition=Established $crds --timeout=60s >/dev/null
 "$hapbin" run --leader-elect=false --http-addr 127.0.0.1:0 >"$dir/operator.log" 2>&1 &
 operator=$!
 trap 'kill $operator 2>/dev/null || true; HAP_K8S_BIN="$bin" "$bin/testenv" down --dir "$dir" >/dev/null' EXIT

@@ -1175,13 +1175,11 @@ async fn run(p: Params, two_clusters: bool) {
         let (ok, _, err) =
             env.kubectl(&["apply", "--server-side", "-f", crds.to_str().expect("path")]);
         assert!(ok, "platform CRDs: {err}");
-        let (ok, _, err) = env.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/runtimes.infrastructuremanager.kyma-project.io",
-            "--timeout=60s",
-        ]);
-        assert!(ok, "Runtime CRD: {err}");
+        private_env::crd_wait::wait_established(
+            |args| env.kubectl(args),
+            &["runtimes.infrastructuremanager.kyma-project.io"],
+            Duration::from_secs(60),
+        );
         let file = dir.join("webhook/registrations.json");
         let list = json!({"apiVersion": "v1", "kind": "List", "items": webhooks.registrations()});
         std::fs::write(&file, list.to_string()).expect("write registrations");

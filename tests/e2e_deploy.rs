@@ -413,13 +413,11 @@ fn install_service_monitor_crd() {
             Some(SERVICE_MONITOR_CRD),
         );
         assert!(ok, "install the ServiceMonitor stand-in CRD: {err}");
-        let (ok, _, err) = kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/servicemonitors.monitoring.coreos.com",
-            "--timeout=60s",
-        ]);
-        assert!(ok, "{err}");
+        support::crd_wait::wait_established(
+            kubectl,
+            &["servicemonitors.monitoring.coreos.com"],
+            std::time::Duration::from_secs(60),
+        );
     });
 }
 

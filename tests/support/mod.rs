@@ -5,6 +5,7 @@
 //! HapConfig name, so they share one control plane and run in parallel.
 #![allow(dead_code)]
 
+pub mod crd_wait;
 pub mod garden;
 
 use std::collections::BTreeMap;
@@ -199,14 +200,7 @@ pub async fn client() -> Client {
             path.to_str().expect("path"),
         ]);
         assert!(ok, "installing crds/: {err}");
-        let (ok, _, err) = kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ]);
-        assert!(ok, "CRDs not established: {err}");
+        crd_wait::wait_established(kubectl, crd_wait::PRODUCT_CRDS, Duration::from_secs(60));
     })
     .await;
     client

@@ -31,15 +31,15 @@ pub async fn install_platform_crds() {
                 dir.to_str().expect("path"),
             ]);
             assert!(ok, "installing e2e/platform-crds: {err}");
-            let (ok, _, err) = kubectl(&[
-                "wait",
-                "--for=condition=Established",
-                "crd/runtimes.infrastructuremanager.kyma-project.io",
-                "crd/clusters.clusters.openmcp.cloud",
-                "crd/clusterconfigs.gardener.clusters.openmcp.cloud",
-                "--timeout=60s",
-            ]);
-            assert!(ok, "platform CRDs not established: {err}");
+            super::crd_wait::wait_established(
+                kubectl,
+                &[
+                    "runtimes.infrastructuremanager.kyma-project.io",
+                    "clusters.clusters.openmcp.cloud",
+                    "clusterconfigs.gardener.clusters.openmcp.cloud",
+                ],
+                std::time::Duration::from_secs(60),
+            );
         })
         .await;
 }

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use kube::{Client, Config};
 
+#[path = "crd_wait.rs"]
+pub mod crd_wait;
+
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -91,14 +94,11 @@ impl PrivateEnv {
             path.to_str().expect("utf-8 path"),
         ]);
         assert!(ok, "installing crds/: {err}");
-        let (ok, _, err) = env.kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "crd",
-            "--all",
-            "--timeout=60s",
-        ]);
-        assert!(ok, "CRDs not established: {err}");
+        crd_wait::wait_established(
+            |args| env.kubectl(args),
+            crd_wait::PRODUCT_CRDS,
+            Duration::from_secs(60),
+        );
         env
     }
 
