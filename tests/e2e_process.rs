@@ -18,6 +18,10 @@ struct Replica {
 
 impl Replica {
     fn start(hap: &Hap, identity: &str, lease: &str) -> Self {
+        Self::start_with_lease(hap, identity, lease, 4)
+    }
+
+    fn start_with_lease(hap: &Hap, identity: &str, lease: &str, duration_seconds: u32) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -45,7 +49,7 @@ impl Replica {
             ])
             .args([
                 "--lease-duration-seconds",
-                "4",
+                &duration_seconds.to_string(),
                 "--http-addr",
                 &format!("127.0.0.1:{port}"),
                 "--log-format",
@@ -179,4 +183,57 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     hap.claim("c3", json!({"globalAccount": "ga-2", "plan": "aws"}))
         .await;
     assert_ne!(hap.bound("c3").await, first);
+}
+
+/// A leader that stops cleanly releases the Lease, and the waiting standby takes it at once —
+/// long before the old lease would expire — although it was idle, waiting for that expiry. (The
+/// lease manager's candidate only re-reads the Lease at expiry; before the fix a replacement
+/// that started in between took the released Lease first.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_lease_goes_to_the_waiting_standby_at_once() {
+    let hap = Hap::without_operator(&["aws"], json!({})).await;
+    let lease = unique("lease");
+    let duration = 30;
+    let mut a = Replica::start_with_lease(&hap, "replica-a", &lease, duration);
+    eventually(Duration::from_secs(30), "replica a leads", || async {
+        a.is_leader().await.then_some(())
+    })
+    .await;
+    let b = Replica::start_with_lease(&hap, "replica-b", &lease, duration);
+    eventually(Duration::from_secs(30), "replica b waits", || async {
+        b.get("/readyz")
+            .await
+            .filter(|(code, _)| *code == 200)
+            .map(|_| ())
+    })
+    .await;
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(hap.client.clone(), &hap.claims_ns);
+    let before = leases.get(&lease).await.unwrap().spec.unwrap();
+    assert_eq!(before.holder_identity.as_deref(), Some("replica-a"));
+    let expiry = before
+        .renew_time
+        .unwrap()
+        .0
+        .checked_add(jiff::SignedDuration::from_secs(i64::from(duration)))
+        .unwrap();
+
+    assert!(a.terminate().success());
+    let after = eventually(Duration::from_secs(60), "replica b holds the Lease", || {
+        let (leases, lease) = (leases.clone(), lease.clone());
+        async move {
+            let spec = leases.get(&lease).await.ok()?.spec?;
+            (spec.holder_identity.as_deref() == Some("replica-b")).then_some(spec)
+        }
+    })
+    .await;
+    let acquired = after.acquire_time.unwrap().0;
+    assert!(
+        acquired < expiry,
+        "replica b took the Lease at {acquired}: it must take the released Lease at once, not wait for the old lease to expire at {expiry}"
+    );
+    eventually(Duration::from_secs(30), "replica b leads", || async {
+        b.is_leader().await.then_some(())
+    })
+    .await;
 }
