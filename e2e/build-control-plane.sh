@@ -52,6 +52,15 @@ if [ "$need" = 1 ]; then
   for b in $bins; do mv -f "$tmp/$b" "$bin/$b"; done
   echo "control plane built in $(( $(date +%s) - start ))s" >&2
 fi
+# The node's sandbox ("pause") binary, compiled from the kubernetes module's own pause.c,
+# static with musl-gcc (scripts/ensure-node-tools.sh node installs musl-tools); the launcher
+# wraps it in an OCI image. Only `testenv up --node` needs it.
+if [ ! -x "$bin/pause" ] && command -v musl-gcc >/dev/null; then
+  pause_dir="$(cd "$tools" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause"
+  pause_tag=$(sed -n 's/^TAG ?= *//p' "$pause_dir/Makefile")
+  musl-gcc -Os -Wall -Werror -static -DVERSION="v$pause_tag-hap" -o "$bin/pause.tmp" "$pause_dir/linux/pause.c" >&2
+  mv -f "$bin/pause.tmp" "$bin/pause"
+fi
 # The launcher is built per source version, next to links to the shared binaries: worktrees with
 # different launcher sources (several engineers, branches) must never overwrite each other's
 # launcher in the shared bin directory. Same sources share one directory (the build is atomic).
@@ -64,4 +73,5 @@ if [ ! -x "$launcher/testenv" ]; then
   (cd "$tools" && go build -trimpath -o "$tmp_launcher" ./cmd/testenv) >&2
   mv -f "$tmp_launcher" "$launcher/testenv"
 fi
+if [ -x "$bin/pause" ]; then ln -sfn "$bin/pause" "$launcher/pause"; fi
 echo "$launcher"

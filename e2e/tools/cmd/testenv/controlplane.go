@@ -40,7 +40,7 @@ func (e env) startControlPlane(p portSet) error {
 		return err
 	}
 	if err := e.waitFor("etcd", func() error {
-		return httpOK(&http.Client{Timeout: time.Second}, fmt.Sprintf("http://127.0.0.1:%d/health", p.etcdClient))
+		return httpOK(e.inNode(&http.Client{Timeout: time.Second}), fmt.Sprintf("http://127.0.0.1:%d/health", p.etcdClient))
 	}); err != nil {
 		return err
 	}
@@ -70,6 +70,10 @@ func (e env) startControlPlane(p portSet) error {
 	}
 	apiArgs = append(apiArgs, aggregationArgs(pki)...)
 	apiArgs = append(apiArgs, e.auditArgs()...)
+	apiArgs, err := e.netnsAPIServerArgs(apiArgs)
+	if err != nil {
+		return err
+	}
 	// Recorded so that restart-apiserver starts the very same server again.
 	if raw, err := json.Marshal(apiArgs); err != nil {
 		return err
@@ -78,6 +82,11 @@ func (e env) startControlPlane(p portSet) error {
 	}
 	if err := e.start("kube-apiserver", apiArgs...); err != nil {
 		return err
+	}
+	if e.netns != "" {
+		if err := e.startForward(p.api); err != nil {
+			return err
+		}
 	}
 	api, err := e.admin()
 	if err != nil {
@@ -89,7 +98,7 @@ func (e env) startControlPlane(p portSet) error {
 	if err := e.writeKubeconfig(api.base, api.token); err != nil {
 		return err
 	}
-	if err := e.start("kube-controller-manager",
+	if err := e.start("kube-controller-manager", e.nodeKCMArgs(
 		"--kubeconfig="+e.kubeconfig(),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
@@ -99,12 +108,12 @@ func (e env) startControlPlane(p portSet) error {
 		"--root-ca-file="+pki("ca.crt"),
 		"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller",
 		"--v=1",
-	); err != nil {
+	)...); err != nil {
 		return err
 	}
 	return e.waitFor("kube-controller-manager", func() error {
 		insecure := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-		return httpOK(insecure, fmt.Sprintf("https://127.0.0.1:%d/healthz", p.kcm))
+		return httpOK(e.inNode(insecure), fmt.Sprintf("https://127.0.0.1:%d/healthz", p.kcm))
 	})
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 func (e env) garden() env {
-	return env{dir: filepath.Join(e.dir, "garden"), bin: e.bin, gardenerBin: e.gardenerBin, timeout: e.timeout}
+	return env{dir: filepath.Join(e.dir, "garden"), bin: e.bin, gardenerBin: e.gardenerBin, timeout: e.timeout, netns: e.netns}
 }
 
 func (e env) exists() bool {

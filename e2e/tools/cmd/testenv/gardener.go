@@ -98,7 +98,7 @@ func (e env) waitGardenerReady() error {
 		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: gardenerServiceDNS},
 	}}
 	url := "https://127.0.0.1:" + e.readRun("gardener-port") + "/readyz"
-	return e.waitFor("gardener-apiserver", func() error { return httpOK(client, url) })
+	return e.waitFor("gardener-apiserver", func() error { return httpOK(e.inNode(client), url) })
 }
 
 // registerGardener creates the ExternalName Service (a selector-less Service with Endpoints

@@ -18,6 +18,12 @@
 //	                /readyz (fault injection for chaos tests)
 //	testenv restart-gardener-apiserver [--down-for D] [--grace D]
 //	                the same for gardener-apiserver; waits until its APIServices are Available
+//	testenv up --node [--images A.oci.tar,...]
+//	                the same control plane (and garden) plus a real node, all in a network namespace
+//	                the launcher creates (node.go): containerd, kubelet, kube-scheduler, kube-proxy,
+//	                a CNI bridge; the archives are imported into containerd
+//	testenv load-image A.oci.tar...   import more images into a running node
+//	testenv http-get URL              GET from inside the node's namespace (pod and Service IPs)
 //
 // State lives in --dir (default .testenv in the working directory): pid files, logs (the audit
 // log among them), certificates, the kubeconfig and etcd's data. Each concern has a file:
@@ -29,6 +35,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -42,6 +49,9 @@ type env struct {
 	bin         string // directory holding the control-plane binaries
 	gardenerBin string // the gardener-apiserver binary
 	timeout     time.Duration
+	node        bool     // this control plane has a node (node.go)
+	netns       string   // the network namespace its processes run in; "" = the host's
+	images      []string // up --node: OCI archives to import
 }
 
 // options is what `up` was asked for; recorded so that a second `up` with other options
@@ -49,6 +59,7 @@ type env struct {
 type options struct {
 	Gardener bool `json:"gardener"` // gardener-apiserver in this control plane
 	Garden   bool `json:"garden"`   // a separate garden in DIR/garden
+	Node     bool `json:"node"`     // a node, and everything in a network namespace (node.go)
 }
 
 func main() {
@@ -61,6 +72,11 @@ func main() {
 	timeout := fs.Duration("timeout", 90*time.Second, "how long `up` waits for each component")
 	downFor := fs.Duration("down-for", 0, "restart-*: how long the server stays stopped")
 	grace := fs.Duration("grace", 3*time.Second, "restart-*: how long the server may drain after TERM before KILL")
+	node := fs.Bool("node", false, "up: add a node (kubelet, containerd, ...) and run everything in a network namespace")
+	images := fs.String("images", "", "up --node: comma-separated OCI archives to import into containerd")
+	listen := fs.String("listen", "", "forward (internal): host address to listen on")
+	netns := fs.String("netns", "", "forward (internal): the network namespace to connect in")
+	target := fs.String("target", "", "forward (internal): address inside the node's namespace")
 	if len(os.Args) < 2 {
 		usage()
 	}
@@ -73,9 +89,13 @@ func main() {
 		fail("cannot resolve --dir %q: %v", *dir, err)
 	}
 	e := env{dir: abs, bin: *bin, gardenerBin: *gardenerBin, timeout: *timeout}
+	e.joinRecordedNetns()
 	switch verb {
 	case "up":
-		opts := options{Gardener: *gardener, Garden: *garden}
+		opts := options{Gardener: *gardener, Garden: *garden, Node: *node}
+		if *images != "" {
+			e.images = strings.Split(*images, ",")
+		}
 		if *garden && !gardenerSet {
 			// A real landscape: the operator's cluster serves no Gardener API.
 			opts.Gardener = false
@@ -92,6 +112,7 @@ func main() {
 			fail("%v", err)
 		}
 		if started {
+			e.joinRecordedNetns()
 			what := strings.Join(e.components(), ", ")
 			if opts.Garden {
 				what += "; garden: " + strings.Join(e.garden().components(), ", ")
@@ -105,6 +126,21 @@ func main() {
 		}
 	case "env":
 		e.printEnv()
+	case "forward":
+		if err := forward(*listen, *netns, *target); err != nil {
+			fail("forward: %v", err)
+		}
+	case "load-image":
+		if err := e.loadImage(fs.Args()); err != nil {
+			fail("%v", err)
+		}
+	case "http-get":
+		if fs.NArg() != 1 {
+			fail("usage: testenv http-get --dir DIR URL")
+		}
+		if err := e.httpGet(fs.Arg(0)); err != nil {
+			fail("%v", err)
+		}
 	case "restart-apiserver":
 		e.recordedBinaries()
 		if err := e.restartAPIServer(*downFor, *grace); err != nil {
@@ -133,7 +169,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: testenv up|down|env|status|restart-apiserver|restart-gardener-apiserver [--dir DIR] [--bin DIR] [--gardener-bin FILE] [--garden] [--gardener=BOOL] [--timeout D] [--down-for D] [--grace D]")
+	fmt.Fprintln(os.Stderr, "usage: testenv up|down|env|status|restart-apiserver|restart-gardener-apiserver [--dir DIR] [--bin DIR] [--gardener-bin FILE] [--garden] [--gardener=BOOL] [--node] [--images A,B] [--timeout D] [--down-for D] [--grace D]")
 	os.Exit(2)
 }
 
@@ -210,6 +246,7 @@ func (e env) up(opts options) (bool, error) {
 	if err := e.writeOptions(opts); err != nil {
 		return false, err
 	}
+	e.joinRecordedNetns()
 	if err := e.writeRun("bin", e.bin); err != nil {
 		return false, err
 	}
@@ -218,6 +255,11 @@ func (e env) up(opts options) (bool, error) {
 	}
 	if err := e.writeAuditPolicy(); err != nil {
 		return false, err
+	}
+	if e.node {
+		if err := e.prepareNode(); err != nil {
+			return false, err
+		}
 	}
 	// The garden comes up beside this control plane: most of a start is waiting. Its result is
 	// awaited whatever happens here, so no process of it is left half-recorded.
@@ -233,6 +275,11 @@ func (e env) up(opts options) (bool, error) {
 	}
 	if err != nil {
 		return false, err
+	}
+	if e.node {
+		if err := e.nodeUp(); err != nil {
+			return false, err
+		}
 	}
 	// Only a complete `up` is kept by the next one; a failed one is started afresh.
 	return true, e.writeRun("complete", "yes")
@@ -268,16 +315,22 @@ func (e env) components() []string {
 	if e.recordedOptions().Gardener {
 		c = append(c, "gardener-apiserver")
 	}
-	return c
+	return append(c, e.netnsComponents()...)
 }
 
 // down stops the garden first, then the recorded processes in reverse start order (TERM, then
 // KILL after 10s), and removes the state directory. Processes it did not start are never
 // signalled.
 func (e env) down() error {
+	// What was started, not what this call was asked for (`up` tears down another shape).
+	e.joinRecordedNetns()
+	var errs []error
+	if e.node {
+		errs = e.nodeDown()
+	}
 	if g := e.garden(); g.exists() {
 		if err := g.down(); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
 	c := e.components()
@@ -286,10 +339,15 @@ func (e env) down() error {
 			stop(pid, 10*time.Second)
 		}
 	}
-	if err := os.RemoveAll(e.dir); err != nil {
-		return fmt.Errorf("removing %s: %w", e.dir, err)
+	if e.node {
+		if err := e.nodeCleanup(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return nil
+	if err := os.RemoveAll(e.dir); err != nil {
+		errs = append(errs, fmt.Errorf("removing %s: %w", e.dir, err))
+	}
+	return errors.Join(errs...)
 }
 
 func (e env) status() error {
@@ -307,6 +365,11 @@ func (e env) status() error {
 	}
 	if e.recordedOptions().Gardener {
 		if err := api.apiServicesAvailable(); err != nil {
+			return err
+		}
+	}
+	if e.node {
+		if err := e.nodeReady(); err != nil {
 			return err
 		}
 	}

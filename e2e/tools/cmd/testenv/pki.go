@@ -101,7 +101,7 @@ func (e env) writePKI() error {
 		{"apiserver", ca, &x509.Certificate{
 			Subject:     pkix.Name{CommonName: "kube-apiserver"},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1"), net.ParseIP(nodeIP)},
 			DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		}},
 		// kube-apiserver authenticates to aggregated API servers with it; they trust the

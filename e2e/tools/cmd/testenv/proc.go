@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +17,11 @@ import (
 // start launches one component in its own session so that it outlives this command, and
 // records its pid so that `down` stops exactly it.
 func (e env) start(name string, args ...string) error {
-	return e.startBinary(name, filepath.Join(e.bin, name), false, args...)
+	binary, err := e.binary(name)
+	if err != nil {
+		return err
+	}
+	return e.startBinary(name, binary, false, args...)
 }
 
 // startBinary starts `binary` as component `name`, appending to its log instead of truncating
@@ -38,7 +40,7 @@ func (e env) startBinary(name, binary string, appendLog bool, args ...string) er
 		return err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(binary, args...)
+	cmd := e.command(name, binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
