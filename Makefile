@@ -1,6 +1,7 @@
 # hap-operator — one entry point for people and CI.
 #   make demo   local control plane with the real Gardener API + CRDs + sample bindings + operator, then `kubectl get hap -A`
-#   make test   everything CI runs: fmt, clippy, unit, property, CLI, e2e (real control plane, gardener-apiserver, a separate garden), fuzz smoke
+#   make test   everything CI runs: fmt, clippy, unit, property, CLI, e2e (real control plane, gardener-apiserver, a separate garden,
+#               and the image as pods on a real node), fuzz smoke
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -16,14 +17,20 @@ help:
 	@echo "make demo        run the operator on a local control plane (real Gardener API) with sample pools, show 'kubectl get hap -A'"
 	@echo "make demo-down   stop the demo operator and the control plane"
 	@echo "make test        every test (fmt, clippy, unit, property, CLI, e2e, fuzz smoke)"
+	@echo "make image       the container image (static musl binary, FROM scratch) as an OCI archive, with buildah"
 	@echo "make crds        regenerate crds/ from the Rust types (and their copies under deploy/)"
 	@echo "make testenv-up / testenv-down   the local control plane alone (with gardener-apiserver)"
+	@echo "make node-up / node-down         a control plane with a real node (kubelet, containerd), the image loaded"
 	@echo "make chaos       full chaos test: 1000 claims, leader kills, apiserver restarts (own control plane)"
 	@echo "make bench       microbenchmarks and the load benchmark (own control plane); see BENCHMARKS.md"
 
 .PHONY: tools
 tools:
 	@scripts/ensure-tools.sh
+
+.PHONY: image
+image: tools
+	scripts/image.sh
 
 .PHONY: build
 build: tools
@@ -40,6 +47,13 @@ testenv-up: tools
 	e2e/testenv up
 testenv-down:
 	e2e/testenv down
+
+.PHONY: node-up node-down
+node-up: tools
+	scripts/ensure-node-tools.sh
+	e2e/testenv up --node --images "$$(scripts/image.sh)"
+node-down:
+	e2e/testenv down --node
 
 .PHONY: lint
 lint: tools

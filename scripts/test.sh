@@ -6,20 +6,30 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 start=$(date +%s)
+# containerd, runc, CNI plugins, buildah, musl-tools for the node and the image (apt, once).
+scripts/ensure-node-tools.sh
 bin=$(e2e/build-control-plane.sh)
 export HAP_K8S_BIN="$bin"
 # gardener-apiserver from Go modules (e2e/gardener), built once per version, cached.
 HAP_GARDENER_APISERVER=$(e2e/build-gardener.sh)
 export HAP_GARDENER_APISERVER
+# The image that ships (static musl binary, FROM scratch), built reproducibly with buildah; the
+# node environment runs it as pods (tests/e2e_pods.rs).
+image_start=$(date +%s)
+archive=$(scripts/image.sh)
+image_s=$(( $(date +%s) - image_start ))
 # Flux kstatus and Argo CD Lua health checks for tests/e2e_gitops.rs; built once per source hash.
 HAP_TESTHELPER=$(e2e/build-testhelper.sh)
 export HAP_TESTHELPER
 # helm for tests/e2e_deploy.rs (renders deploy/helm); built from Go modules, cached.
 HAP_HELM=$(e2e/build-helm.sh)
 export HAP_HELM
-# The Dockerfile is linted (hadolint from PyPI); no container engine here to build it.
+# The Containerfile and Dockerfile are linted (hadolint from PyPI).
 scripts/lint-dockerfile.sh
-cleanup() { e2e/testenv down || true; }
+cleanup() {
+  e2e/testenv down --node || true
+  e2e/testenv down || true
+}
 trap cleanup EXIT
 built=$(date +%s)
 e2e/testenv up --garden --gardener
@@ -28,10 +38,15 @@ export KUBECONFIG="$root/.testenv/kubeconfig"
 # inherited from the caller's environment.
 unset HAP_GARDEN_KUBECONFIG
 up=$(date +%s)
+# A second control plane with a real node, in a network namespace of its own, the image imported.
+node_start=$(date +%s)
+e2e/testenv up --node --garden --gardener --images "$archive"
+node_s=$(( $(date +%s) - node_start ))
+export HAP_NODE_DIR="$root/.testenv-node"
 # Unit, property, CLI and e2e tests in one run; e2e tests share the control plane and isolate
 # themselves by namespace, Gardener project and HapConfig name.
 cargo test --locked --all-targets --no-fail-fast
 if [ -x scripts/fuzz-smoke.sh ]; then
   scripts/fuzz-smoke.sh
 fi
-echo "make test: all green in $(( $(date +%s) - start ))s (tools $(( built - start ))s, control plane and garden up $(( up - built ))s)"
+echo "make test: all green in $(( $(date +%s) - start ))s (tools $(( built - start ))s, control plane and garden up $(( up - built ))s, image ${image_s}s, node environment up ${node_s}s)"

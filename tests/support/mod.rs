@@ -30,8 +30,19 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+static KUBECONFIG_OVERRIDE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Points this test binary at another environment than `KUBECONFIG`'s (tests/e2e_pods.rs: the
+/// node environment). The first call wins; call it before any other helper.
+pub fn use_kubeconfig(path: PathBuf) {
+    let _ = KUBECONFIG_OVERRIDE.set(path);
+}
+
 /// The kubeconfig of the test control plane. Fails loudly: e2e tests are never skipped.
 pub fn kubeconfig() -> PathBuf {
+    if let Some(path) = KUBECONFIG_OVERRIDE.get() {
+        return path.clone();
+    }
     let path = std::env::var_os("KUBECONFIG")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join(".testenv/kubeconfig"));
