@@ -44,7 +44,7 @@ fi
 
 # --- buildah, configured under the cache ----------------------------------------------------------
 conf="$cache/containers"
-mkdir -p "$conf/storage" "$conf/run"
+mkdir -p "$conf/storage" "$conf/run" "$conf/net.d"
 nofile=$(ulimit -Hn); nproc=$(ulimit -Hu)
 [ "$nofile" = unlimited ] && nofile=1048576
 [ "$nproc" = unlimited ] && nproc=1048576
@@ -56,6 +56,10 @@ default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
 netns = "none"
 [engine]
 runtime = "runc"
+# Network state under the cache too (the defaults create /run/containers/networks on the host).
+[network]
+network_backend = "cni"
+network_config_dir = "$conf/net.d"
 EOF
 cat >"$conf/storage.conf" <<EOF
 [storage]
