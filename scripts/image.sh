@@ -83,9 +83,14 @@ export CONTAINERS_REGISTRIES_CONF="$conf/registries.conf"
 
 ctx=$(mktemp -d "$out/context.XXXXXX")
 tag="localhost/hap-operator-build:$$"
+# buildah 1.28 keeps a blob-info cache in /var/lib/containers/cache whatever its configuration
+# says; removed again when this script created it.
+blob_cache_was_there=no
+[ -e /var/lib/containers ] && blob_cache_was_there=yes
 cleanup() {
   buildah rmi -f "$tag" >/dev/null 2>&1 || true
   rm -rf "$ctx" "$archive.again"
+  if [ "$blob_cache_was_there" = no ]; then rm -rf /var/lib/containers; fi
 }
 trap cleanup EXIT
 install -m 0555 "$bin" "$ctx/hap"
