@@ -1,0 +1,493 @@
+//! The simulated API server: the true objects, one resourceVersion counter for all of them (as
+//! etcd has), the log of every committed change per kind (what a watch replays), and the checks
+//! of DESIGN §5 made when a write commits, where the cause of a violation is still known.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hap_operator::labels::PoolKey;
+use hap_operator::selection::MultiAccountPolicy;
+
+pub const TENANTS: [&str; 4] = ["t0", "t1", "t2", "t3"];
+
+/// The pools a claim can ask for: aws dedicated, aws euAccess dedicated, aws shared.
+pub fn pools() -> [PoolKey; 3] {
+    let p = |eu, shared| PoolKey {
+        hyperscaler_type: "aws".into(),
+        eu_access: eu,
+        shared,
+    };
+    [p(false, false), p(true, false), p(false, true)]
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binding {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub rv: u64,
+}
+
+impl Binding {
+    pub fn label(&self, k: &str) -> Option<&str> {
+        self.labels.get(k).map(String::as_str)
+    }
+    fn is(&self, k: &str) -> bool {
+        self.label(k) == Some("true")
+    }
+    /// The dedicated pool the binding is in (not shared, not dirty), as the selectors read it.
+    pub fn dedicated_pool(&self) -> Option<usize> {
+        if self.labels.contains_key("shared") || self.labels.contains_key("dirty") {
+            return None;
+        }
+        match self.label("euAccess") {
+            None => Some(0),
+            Some("true") => Some(1),
+            Some(_) => None,
+        }
+    }
+}
+
+/// What a claim's status says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Never written.
+    New,
+    Pending(String),
+    Bound(String),
+    Failed(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub uid: String,
+    pub name: String,
+    pub tenant: String,
+    pub pool: usize,
+    pub shoot: Option<String>,
+    pub phase: Phase,
+    pub deleting: bool,
+    pub rv: u64,
+}
+
+impl Claim {
+    pub fn cluster(&self) -> String {
+        self.shoot
+            .clone()
+            .unwrap_or_else(|| format!("kcp/{}", self.name))
+    }
+    pub fn bound(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Bound(b) => Some(b),
+            _ => None,
+        }
+    }
+    /// The binding the status records, Bound or Failed.
+    pub fn recorded(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Bound(b) | Phase::Failed(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shoot {
+    pub name: String,
+    pub binding: Option<String>,
+    pub rv: u64,
+}
+
+#[derive(Clone, Debug)]
+pub enum Obj {
+    Binding(Binding),
+    Claim(Claim),
+    Shoot(Shoot),
+}
+
+/// One committed change; `obj: None` is a deletion (`rv` is the deletion's revision).
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub rv: u64,
+    pub key: String,
+    pub obj: Option<Obj>,
+}
+
+pub const BINDINGS: usize = 0;
+pub const CLAIMS: usize = 1;
+pub const SHOOTS: usize = 2;
+
+/// Why the server refused a write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refused {
+    Conflict,
+    NotFound,
+}
+
+/// Who asked for a write, for the checks.
+#[derive(Clone, Debug)]
+pub struct Writer {
+    pub replica: usize,
+    pub claim: String,
+}
+
+pub struct Api {
+    pub rv: u64,
+    pub bindings: BTreeMap<String, Binding>,
+    pub claims: BTreeMap<String, Claim>,
+    pub shoots: BTreeMap<String, Shoot>,
+    pub logs: [Vec<Change>; 3],
+    pub policy: MultiAccountPolicy,
+    pub limit: Option<u32>,
+    /// The first binding each claim's status recorded (§5.5).
+    first: BTreeMap<String, String>,
+    /// Bindings the operator must never write (§5.4), with their labels at the start.
+    untouchable: BTreeMap<String, BTreeMap<String, String>>,
+    pub violations: Vec<String>,
+    pub step: usize,
+}
+
+impl Api {
+    pub fn new(
+        bindings: Vec<Binding>,
+        shoots: Vec<Shoot>,
+        policy: MultiAccountPolicy,
+        limit: Option<u32>,
+    ) -> Self {
+        let mut api = Api {
+            rv: 0,
+            bindings: BTreeMap::new(),
+            claims: BTreeMap::new(),
+            shoots: BTreeMap::new(),
+            logs: Default::default(),
+            policy,
+            limit,
+            first: BTreeMap::new(),
+            untouchable: BTreeMap::new(),
+            violations: Vec::new(),
+            step: 0,
+        };
+        for b in bindings {
+            if b.is("shared") || b.is("internal") {
+                api.untouchable.insert(b.name.clone(), b.labels.clone());
+            }
+            api.put_binding(b);
+        }
+        for s in shoots {
+            api.put_shoot(s);
+        }
+        api
+    }
+
+    fn next_rv(&mut self) -> u64 {
+        self.rv += 1;
+        self.rv
+    }
+
+    fn violation(&mut self, what: String) {
+        self.violations.push(format!("step {}: {what}", self.step));
+    }
+
+    fn put_binding(&mut self, mut b: Binding) {
+        b.rv = self.next_rv();
+        let change = Change {
+            rv: b.rv,
+            key: b.name.clone(),
+            obj: Some(Obj::Binding(b.clone())),
+        };
+        self.logs[BINDINGS].push(change);
+        self.bindings.insert(b.name.clone(), b);
+    }
+
+    fn put_claim(&mut self, mut c: Claim) {
+        c.rv = self.next_rv();
+        let change = Change {
+            rv: c.rv,
+            key: c.uid.clone(),
+            obj: Some(Obj::Claim(c.clone())),
+        };
+        self.logs[CLAIMS].push(change);
+        self.claims.insert(c.uid.clone(), c);
+    }
+
+    pub fn put_shoot(&mut self, mut s: Shoot) {
+        s.rv = self.next_rv();
+        let change = Change {
+            rv: s.rv,
+            key: s.name.clone(),
+            obj: Some(Obj::Shoot(s.clone())),
+        };
+        self.logs[SHOOTS].push(change);
+        self.shoots.insert(s.name.clone(), s);
+    }
+
+    pub fn delete_shoot(&mut self, name: &str) {
+        if self.shoots.remove(name).is_some() {
+            let rv = self.next_rv();
+            self.logs[SHOOTS].push(Change {
+                rv,
+                key: name.to_string(),
+                obj: None,
+            });
+        }
+    }
+
+    /// A user creates a claim (with the release finalizer already in place).
+    pub fn create_claim(&mut self, n: usize, tenant: usize, pool: usize) -> String {
+        let c = Claim {
+            uid: format!("u{n}"),
+            name: format!("c{n}"),
+            tenant: TENANTS[tenant].into(),
+            pool,
+            shoot: n.is_multiple_of(2).then(|| format!("s{n}")),
+            phase: Phase::New,
+            deleting: false,
+            rv: 0,
+        };
+        let uid = c.uid.clone();
+        self.put_claim(c);
+        uid
+    }
+
+    /// A user deletes a claim: its Shoot goes first, then the claim is marked deleting.
+    pub fn delete_claim(&mut self, uid: &str) {
+        let Some(c) = self.claims.get(uid).cloned() else {
+            return;
+        };
+        if c.deleting {
+            return;
+        }
+        if let Some(s) = &c.shoot {
+            self.delete_shoot(s);
+        }
+        self.put_claim(Claim {
+            deleting: true,
+            ..c
+        });
+    }
+
+    /// The clusters on a binding: live Shoots and non-deleting Bound claims, by name.
+    pub fn clusters_on(&self, b: &str) -> BTreeSet<String> {
+        let shoots = self
+            .shoots
+            .values()
+            .filter(|s| s.binding.as_deref() == Some(b))
+            .map(|s| s.name.clone());
+        let claims = self
+            .claims
+            .values()
+            .filter(|c| !c.deleting && c.bound() == Some(b))
+            .map(Claim::cluster);
+        shoots.chain(claims).collect()
+    }
+
+    /// Non-dirty dedicated bindings a tenant holds in a pool.
+    pub fn held(&self, tenant: &str, pool: usize) -> Vec<String> {
+        self.bindings
+            .values()
+            .filter(|b| b.label("tenantName") == Some(tenant) && b.dedicated_pool() == Some(pool))
+            .map(|b| b.name.clone())
+            .collect()
+    }
+
+    /// Compare-and-swap of one binding label.
+    pub fn set_label(
+        &mut self,
+        name: &str,
+        base: u64,
+        key: &str,
+        value: &str,
+        by: &Writer,
+    ) -> Result<u64, Refused> {
+        let Some(b) = self.bindings.get(name).cloned() else {
+            return Err(Refused::NotFound);
+        };
+        if b.rv != base {
+            return Err(Refused::Conflict);
+        }
+        let claim = self.claims.get(&by.claim).cloned();
+        if let Some(labels) = self.untouchable.get(name) {
+            let _ = labels;
+            self.violation(format!(
+                "§5.4 replica {} wrote {key} on shared/internal {name}",
+                by.replica
+            ));
+        }
+        match key {
+            "tenantName" => self.check_claim_write(&b, value, claim.as_ref(), by),
+            "dirty" => self.check_release(&b, claim.as_ref(), by),
+            _ => self.violation(format!("wrote unexpected label {key} on {name}")),
+        }
+        let mut b = b;
+        b.labels.insert(key.into(), value.into());
+        self.put_binding(b);
+        Ok(self.rv)
+    }
+
+    fn check_claim_write(&mut self, b: &Binding, tenant: &str, claim: Option<&Claim>, by: &Writer) {
+        let name = &b.name;
+        if let Some(old) = b.label("tenantName") {
+            self.violation(format!(
+                "§5.1 {name} relabelled from {old} to {tenant} (replica {})",
+                by.replica
+            ));
+        }
+        if b.labels.contains_key("dirty") {
+            self.violation(format!("§5.4 claimed dirty {name}"));
+        }
+        let Some(c) = claim else {
+            return self.violation(format!("§5.1 {name} claimed for {tenant} without a claim"));
+        };
+        let Some(pool) = b.dedicated_pool() else {
+            return self.violation(format!("claimed {name}, which is in no dedicated pool"));
+        };
+        if c.tenant != tenant || c.pool != pool {
+            self.violation(format!(
+                "§5.1 {name} claimed for {tenant} by claim {} of {} in pool {}",
+                c.uid, c.tenant, c.pool
+            ));
+        }
+        let held = self.held(tenant, pool);
+        if !self.policy.allows(tenant) && !held.is_empty() {
+            self.violation(format!(
+                "§5.2 replica {} claimed {name} for {tenant} (claim {}), which already holds {held:?} in pool {pool}",
+                by.replica, c.uid
+            ));
+        }
+    }
+
+    fn check_release(&mut self, b: &Binding, claim: Option<&Claim>, by: &Writer) {
+        let name = &b.name;
+        let Some(c) = claim else {
+            return self.violation(format!("released {name} without a claim"));
+        };
+        if b.label("tenantName") != Some(c.tenant.as_str()) {
+            self.violation(format!(
+                "released {name} of {:?} for claim {} of {}",
+                b.label("tenantName"),
+                c.uid,
+                c.tenant
+            ));
+        }
+        if b.labels.contains_key("dirty") {
+            self.violation(format!("released {name} twice"));
+        }
+        let users: BTreeSet<String> = self.clusters_on(name);
+        if !users.is_empty() {
+            self.violation(format!(
+                "released {name} (claim {}, replica {}) while {users:?} use it",
+                c.uid, by.replica
+            ));
+        }
+    }
+
+    /// Applies a claim's status, conditioned on its resourceVersion.
+    pub fn set_status(
+        &mut self,
+        uid: &str,
+        base: u64,
+        phase: Phase,
+        by: &Writer,
+    ) -> Result<u64, Refused> {
+        let Some(c) = self.claims.get(uid).cloned() else {
+            return Err(Refused::NotFound);
+        };
+        if c.rv != base {
+            return Err(Refused::Conflict);
+        }
+        if let Phase::Bound(b) | Phase::Failed(b) = &phase {
+            match self.first.get(uid) {
+                Some(first) if first != b => self.violation(format!(
+                    "§5.5 claim {uid} moved from {first} to {b} (replica {})",
+                    by.replica
+                )),
+                Some(_) => {}
+                None => {
+                    self.first.insert(uid.into(), b.clone());
+                }
+            }
+        } else if let Some(first) = self.first.get(uid).cloned() {
+            self.violation(format!(
+                "§5.5 claim {uid} bound to {first} went back to {phase:?}"
+            ));
+        }
+        if let (Phase::Bound(b), false) = (&phase, c.bound().is_some()) {
+            self.check_new_cluster(&c, b, by);
+        }
+        self.put_claim(Claim { phase, ..c });
+        Ok(self.rv)
+    }
+
+    fn check_new_cluster(&mut self, c: &Claim, name: &str, by: &Writer) {
+        let Some(b) = self.bindings.get(name).cloned() else {
+            return self.violation(format!("claim {} bound to missing {name}", c.uid));
+        };
+        if b.labels.contains_key("dirty") {
+            self.violation(format!(
+                "claim {} bound to dirty {name} (replica {})",
+                c.uid, by.replica
+            ));
+        }
+        let shared_pool = pools()[c.pool].shared;
+        if shared_pool != b.is("shared") {
+            self.violation(format!(
+                "claim {} of pool {} bound to {name} of another pool",
+                c.uid, c.pool
+            ));
+        }
+        if !shared_pool && b.label("tenantName") != Some(c.tenant.as_str()) {
+            self.violation(format!(
+                "claim {} of {} bound to {name} of {:?} (replica {})",
+                c.uid,
+                c.tenant,
+                b.label("tenantName"),
+                by.replica
+            ));
+        }
+        let on = self.clusters_on(name);
+        let limit = self
+            .limit
+            .filter(|_| !shared_pool && self.policy.allows(&c.tenant));
+        if let Some(l) = limit
+            && !on.contains(&c.cluster())
+            && on.len() >= l as usize
+        {
+            self.violation(format!(
+                "§5.3 new cluster {} on {name} which has {} clusters, limit {l} (replica {})",
+                c.cluster(),
+                on.len(),
+                by.replica
+            ));
+        }
+    }
+
+    /// Removes the release finalizer: the claim is gone.
+    pub fn remove_finalizer(&mut self, uid: &str) -> Result<(), Refused> {
+        match self.claims.get(uid) {
+            Some(c) if c.deleting => {
+                self.claims.remove(uid);
+                let rv = self.next_rv();
+                self.logs[CLAIMS].push(Change {
+                    rv,
+                    key: uid.into(),
+                    obj: None,
+                });
+                Ok(())
+            }
+            Some(_) => Err(Refused::Conflict),
+            None => Err(Refused::NotFound),
+        }
+    }
+
+    /// The whole-state checks after every step: the §5.4 bindings are unchanged and specs are
+    /// never written (the model has no way to write a spec; the check keeps it honest).
+    pub fn check_state(&mut self) {
+        let changed: Vec<String> = self
+            .untouchable
+            .iter()
+            .filter(|(n, l)| self.bindings.get(*n).is_none_or(|b| &b.labels != *l))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in changed {
+            self.violation(format!("§5.4 {n} changed"));
+        }
+    }
+}
