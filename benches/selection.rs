@@ -66,13 +66,14 @@ fn world() -> World {
             global_account: format!("ga-{:05}", if i < 2 * OWNED { i / 2 } else { i }),
             shoot_name: Some(format!("claim-shoot-{i:05}")),
             bound_binding: Some(target(i)),
-            deleting: false,
+            ..Default::default()
         })
         .collect();
     let shoots = (0..SHOOTS)
         .map(|i| ShootView {
             name: format!("shoot-{i:05}"),
             binding: Some(target(i)),
+            ..Default::default()
         })
         .collect();
     World {
@@ -98,8 +99,7 @@ fn new_claim(ga: &str, n: usize) -> ClaimView {
         uid: format!("new-uid-{n}"),
         global_account: ga.into(),
         shoot_name: Some(format!("new-shoot-{n}")),
-        bound_binding: None,
-        deleting: false,
+        ..Default::default()
     }
 }
 

@@ -11,6 +11,8 @@ pub mod duration;
 pub mod http;
 pub mod k8s;
 pub mod labels;
+pub mod leadership;
+pub mod ledger;
 pub mod metrics;
 pub mod pools;
 pub mod release;

@@ -1,18 +1,27 @@
 //! What to do with a claim's binding when the AccountClaim is deleted (DESIGN §4, release).
 //!
 //! Order of the checks, and why:
-//! 1. Nothing to release: the claim was never bound, or the binding is gone.
-//! 2. Never written: shared bindings, `internal=true` bindings, and every binding in `Retain` mode.
-//! 3. Already released: the binding carries the dirty label (any value, as `!dirty` reads it) or a
-//!    release of it is in flight.
-//! 4. Not the tenant's: the binding no longer carries the claim's global account (and no claim of
+//! 1. Which binding: the one the claim's status records; for a claim deleted before its status
+//!    was written, the binding its own claim write won (or its status write named, once that is
+//!    known to have committed). While such a write has no outcome the index shows, wait: it may
+//!    own the binding, and the index's view of the binding predates it. Nothing to release when
+//!    there is none, or when the binding is gone.
+//! 2. Not here: the binding lives in another namespace than the one in force (the config's
+//!    `bindingNamespace` changed since). The index has no view of it, and a binding of the same
+//!    name here is not the claim's.
+//! 3. Never written: shared bindings, `internal=true` bindings, and every binding in `Retain` mode.
+//! 4. Already released: the binding carries the dirty label (any value, as `!dirty` reads it) or a
+//!    release of it was written. A release whose outcome is unknown is sent again, conditioned on
+//!    the same version, which settles it.
+//! 5. Not the tenant's: the binding no longer carries the claim's global account (and no claim of
 //!    it for this tenant is in flight). Releasing it would take another tenant's account away.
-//! 5. The claim's own Shoot still exists: wait for it. This comes before the "other clusters"
-//!    check so that two claims deleted together, each seeing the other's live Shoot, do not both
-//!    step aside and leave the binding claimed by nobody; the last one to lose its Shoot releases.
-//! 6. Any other cluster uses the binding — a Shoot, a non-deleting bound claim (even one for a
+//! 6. The claim's own Shoot still exists and uses this binding: wait for it. This comes before the
+//!    "other clusters" check so that two claims deleted together, each seeing the other's live
+//!    Shoot, do not both step aside and leave the binding claimed by nobody; the last one to lose
+//!    its Shoot releases. A Shoot of that name on another binding is another cluster's business.
+//! 7. Any other cluster uses the binding — a Shoot, a non-deleting bound claim (even one for a
 //!    cluster of the same name, about to be created again), or a cluster assigned in flight: keep.
-//! 7. Otherwise mark it dirty, conditioned on the cached resourceVersion.
+//! 8. Otherwise mark it dirty, conditioned on the indexed resourceVersion.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -26,6 +35,10 @@ use crate::selection::{InFlight, WriteState};
 pub enum KeepReason {
     NotBound,
     BindingGone,
+    /// The claim's binding lives in a namespace the operator no longer serves.
+    OtherNamespace {
+        namespace: String,
+    },
     Shared,
     Internal,
     Retain,
@@ -47,6 +60,14 @@ pub enum Release {
     Keep(KeepReason),
     /// The claim's Shoot still exists; keep the finalizer and look again later.
     WaitForShoot { shoot: String },
+    /// A write of this claim on `binding` has no outcome the index shows yet; look again later.
+    WaitForWrite { binding: String },
+    /// This claim's own claim write of `binding` has an unknown outcome: send it again (the
+    /// same compare-and-swap) to learn it — it either succeeds now or proves the binding moved.
+    Resolve {
+        binding: String,
+        expected_resource_version: Option<String>,
+    },
     /// Add the dirty label (`tenantName` stays for the cleanup job), conditioned on this version.
     MarkDirty {
         binding: String,
@@ -64,9 +85,18 @@ pub fn decide_release(
     now: Instant,
 ) -> Release {
     let keep = Release::Keep;
-    let Some(name) = claim.bound_binding.as_deref() else {
-        return keep(KeepReason::NotBound);
+    let name = match claim.bound_binding.as_deref() {
+        Some(name) => name,
+        None => match written_for(claim, inflight, now) {
+            Ok(Some(name)) => name,
+            Ok(None) => return keep(KeepReason::NotBound),
+            Err(wait) => return wait,
+        },
     };
+    if !inv.holds_namespace(claim.binding_namespace.as_deref()) {
+        let namespace = claim.binding_namespace.clone().unwrap_or_default();
+        return keep(KeepReason::OtherNamespace { namespace });
+    }
     let Some(entry) = inv.binding(name) else {
         return keep(KeepReason::BindingGone);
     };
@@ -81,8 +111,25 @@ pub fn decide_release(
     if mode == ReleaseMode::Retain {
         return keep(KeepReason::Retain);
     }
-    if labels.contains_key(&keys.dirty) || inflight.is_releasing(name, now) {
+    if labels.contains_key(&keys.dirty) {
         return keep(KeepReason::AlreadyDirty);
+    }
+    match inflight.release_of(name, now) {
+        Some(p) if p.state == WriteState::Written => return keep(KeepReason::AlreadyDirty),
+        // Another claim's release of it is being sent: its answer decides.
+        Some(p) if p.state == WriteState::Writing => {
+            return Release::WaitForWrite {
+                binding: name.to_string(),
+            };
+        }
+        // An earlier release with no known outcome: the same compare-and-swap again settles it.
+        Some(p) => {
+            return Release::MarkDirty {
+                binding: name.to_string(),
+                expected_resource_version: p.base_resource_version.clone(),
+            };
+        }
+        None => {}
     }
     let ga = &claim.global_account;
     let tenant = labels.get(&keys.tenant_name);
@@ -95,19 +142,16 @@ pub fn decide_release(
         });
     }
     if let Some(shoot) = &claim.shoot_name
-        && inv.shoot_exists(shoot)
+        && inv
+            .shoot(shoot)
+            .is_some_and(|s| s.binding.as_deref() == Some(name))
     {
         return Release::WaitForShoot {
             shoot: shoot.clone(),
         };
     }
     let own = claim.cluster_name();
-    let mut users: BTreeSet<&str> = inv
-        .clusters_on(name)
-        .iter()
-        .map(String::as_str)
-        .filter(|c| *c != own)
-        .collect();
+    let mut users: BTreeSet<&str> = inv.clusters_on(name).iter().filter(|c| *c != own).collect();
     // A claim for a cluster of the claim's own name (re-created, not started yet) is another user.
     for (uid, cluster) in inv.claims_on(name) {
         if *uid != claim.uid {
@@ -128,6 +172,38 @@ pub fn decide_release(
     Release::MarkDirty {
         binding: name.to_string(),
         expected_resource_version: entry.view.resource_version.clone(),
+    }
+}
+
+/// For a claim without a recorded binding: the binding its own claim write won (`Ok(Some)`),
+/// none (`Ok(None)`), or what to do while a write of it has no outcome the index shows yet —
+/// the index's view of that binding predates the write, so no release can be based on it.
+fn written_for<'a>(
+    claim: &ClaimView,
+    inflight: &'a InFlight,
+    now: Instant,
+) -> Result<Option<&'a str>, Release> {
+    if let Some((binding, p)) = inflight.claim_made_by(&claim.uid, now) {
+        return Err(match p.state {
+            WriteState::Written => Release::WaitForWrite {
+                binding: binding.to_string(),
+            },
+            // Nobody else will settle it: the claim is going, and its reconcile is this one.
+            WriteState::Writing | WriteState::Unknown => Release::Resolve {
+                binding: binding.to_string(),
+                expected_resource_version: p.base_resource_version.clone(),
+            },
+        });
+    }
+    if let Some(binding) = inflight.won_by(&claim.uid, now) {
+        return Ok(Some(binding));
+    }
+    match inflight.assignment_of(&claim.uid, now) {
+        Some(a) if a.state == WriteState::Written => Ok(Some(a.binding.as_str())),
+        Some(a) if a.state == WriteState::Unknown => Err(Release::WaitForWrite {
+            binding: a.binding.clone(),
+        }),
+        _ => Ok(None),
     }
 }
 
@@ -315,8 +391,14 @@ mod tests {
             decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, now),
             dirty("b")
         );
-        // A release already in flight is not repeated.
+        // A written release is not repeated; one without a known outcome is, on the same base.
         fl.release_started("b", Some("rv-b".into()), now);
+        fl.release_unknown("b", now);
+        assert_eq!(
+            decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, now),
+            dirty("b")
+        );
+        fl.release_written("b", now);
         let got = decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, now);
         assert_eq!(got, Release::Keep(KeepReason::AlreadyDirty));
         // A claim written for this tenant but not yet cached counts as the tenant's.
@@ -348,5 +430,99 @@ mod tests {
             decide_release(&gone, &fresh, &fl, ReleaseMode::MarkDirty, now),
             dirty("f")
         );
+    }
+
+    #[test]
+    fn a_claim_deleted_before_its_status_releases_what_its_claim_write_won() {
+        // A claim whose tenantName write committed but whose Bound status never did (it was
+        // deleted meanwhile) must not leave that binding claimed by nobody (a leak).
+        let now = Instant::now();
+        let p = pool("aws", false, false);
+        let free = binding("f", &[("hyperscalerType", "aws")]);
+        let gone = ClaimView {
+            deleting: true,
+            ..claim("c", "ga", None, None)
+        };
+        let claim_f = Choice::Claim {
+            binding: "f".into(),
+            expected_resource_version: Some("rv-f".into()),
+        };
+        let mut fl = InFlight::default();
+        fl.record(&gone, &p, &claim_f, now);
+        let inv = inventory(vec![free.clone()], vec![], vec![]);
+        // Unknown outcome: send the same compare-and-swap again.
+        fl.claim_unknown("f", now);
+        let resolve = Release::Resolve {
+            binding: "f".into(),
+            expected_resource_version: Some("rv-f".into()),
+        };
+        assert_eq!(
+            decide(&gone, &inv, ReleaseMode::MarkDirty),
+            Release::Keep(KeepReason::NotBound)
+        );
+        assert_eq!(
+            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, now),
+            resolve
+        );
+        // Written, but the index still shows the binding as it was: wait for it.
+        fl.claim_written("f", now);
+        assert_eq!(
+            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, now),
+            Release::WaitForWrite {
+                binding: "f".into()
+            }
+        );
+        // The index shows it: the record ends, and the binding the claim won is released.
+        let won = crate::pools::BindingView {
+            resource_version: Some("rv-g".into()),
+            ..binding("f", &[("hyperscalerType", "aws"), ("tenantName", "ga")])
+        };
+        let inv = inventory(vec![won.clone()], vec![], vec![]);
+        fl.observe_binding("f", inv.binding("f"));
+        assert!(fl.claim_of("f", now).is_none());
+        assert_eq!(
+            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, now),
+            Release::MarkDirty {
+                binding: "f".into(),
+                expected_resource_version: Some("rv-g".into())
+            }
+        );
+        fl.forget_claim("uid-c", now);
+        assert_eq!(
+            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, now),
+            Release::Keep(KeepReason::NotBound)
+        );
+    }
+
+    #[test]
+    fn the_claims_own_shoot_holds_the_release_only_while_it_uses_the_binding() {
+        // Issue 11, defect 9: any Shoot of the claim's shootName held the release, whichever
+        // binding it used.
+        let c = deleting("c", "ga", Some("s"), "b");
+        let elsewhere = inventory(
+            vec![owned("b", "ga", &[])],
+            vec![c.clone()],
+            vec![shoot("s", Some("other"))],
+        );
+        assert_eq!(decide(&c, &elsewhere, ReleaseMode::MarkDirty), dirty("b"));
+    }
+
+    #[test]
+    fn a_binding_in_another_namespace_is_never_released_here() {
+        // Issue 11, defect 8: after a bindingNamespace change, a same-named binding in the new
+        // namespace was marked dirty for a claim that never used it.
+        let mut inv = inventory(vec![], vec![], vec![]);
+        inv.set_namespace(Some("garden-new".into()));
+        inv.apply_binding(owned("b", "ga", &[]));
+        let mut c = deleting("c", "ga", None, "b");
+        c.binding_namespace = Some("garden-old".into());
+        assert_eq!(
+            decide(&c, &inv, ReleaseMode::MarkDirty),
+            Release::Keep(KeepReason::OtherNamespace {
+                namespace: "garden-old".into()
+            })
+        );
+        c.binding_namespace = Some("garden-new".into());
+        assert_eq!(decide(&c, &inv, ReleaseMode::MarkDirty), dirty("b"));
     }
 }

@@ -465,3 +465,37 @@ fn migrate_legacy_rejects_invalid_items() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn a_rule_that_starts_with_a_dash_is_validated_not_a_usage_error() {
+    // Issue 11, defect 10: `--rule -aws` was taken for an unknown flag (exit 2, clap usage text)
+    // instead of a rule entry whose error names it.
+    for args in [
+        &["validate", "--rule", "-aws", "-o", "json"][..],
+        &["validate", "--rule", "aws", "--rule", "--gcp", "-o", "json"][..],
+    ] {
+        let o = hap(args);
+        assert_eq!(
+            code(&o),
+            1,
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v = json_out(&o);
+        assert_eq!(v["valid"], json!(false), "{v}");
+        // Reported like any other entry: named, with its index and column (`-aws` lexes as a
+        // plan name no table knows).
+        let bad = v["errors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["entry"].as_str().unwrap_or_default().starts_with('-'));
+        let bad = bad.unwrap_or_else(|| panic!("no error names the entry: {v}"));
+        assert!(bad["index"].is_number() && bad["column"].is_number(), "{v}");
+        let reason = bad["reason"].as_str();
+        assert!(matches!(reason, Some("ParseError" | "UnknownPlan")), "{v}");
+    }
+    let o = hap(&["explain", "--rule", "-aws", "--plan", "aws", "-o", "json"]);
+    assert_eq!(code(&o), 1, "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(json_out(&o)["error"]["reason"], json!("InvalidConfig"));
+}

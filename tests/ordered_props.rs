@@ -108,7 +108,12 @@ impl World {
             self.claims.clone(),
             Vec::new(),
         );
-        self.inflight.observe(&self.cache, self.now);
+        for e in self.cache.bindings() {
+            self.inflight.observe_binding(&e.view.name, Some(e));
+        }
+        for c in self.cache.claims() {
+            self.inflight.observe_claim(&c.uid, Some(c));
+        }
     }
 
     fn tenant_of(&self, b: &str) -> Option<&str> {

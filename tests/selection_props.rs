@@ -78,6 +78,7 @@ fn initial_shoots(specs: &[Spec]) -> Vec<ShootView> {
     per.map(|(i, j)| ShootView {
         name: format!("old-{i}-{j}"),
         binding: Some(format!("cb-{i:02}")),
+        ..Default::default()
     })
     .collect()
 }
@@ -164,7 +165,12 @@ impl World {
         );
         self.cache = truth;
         self.unsynced_delete = false;
-        self.inflight.observe(&self.cache, self.now);
+        for e in self.cache.bindings() {
+            self.inflight.observe_binding(&e.view.name, Some(e));
+        }
+        for c in self.cache.claims() {
+            self.inflight.observe_claim(&c.uid, Some(c));
+        }
     }
 
     fn live_claims(&self) -> impl Iterator<Item = (usize, &ClaimView)> {
@@ -353,14 +359,17 @@ fn delete(w: &mut World, i: usize) -> Result<(), TestCaseError> {
             }
             w.inflight.release_written(&binding, w.now);
             w.gone.insert(n);
-            w.inflight.forget_claim(&view.uid);
+            w.inflight.forget_claim(&view.uid, w.now);
         }
         Release::Keep(_) => {
             w.gone.insert(n);
-            w.inflight.forget_claim(&view.uid);
+            w.inflight.forget_claim(&view.uid, w.now);
         }
         Release::WaitForShoot { shoot } => {
             prop_assert!(false, "no claim has a Shoot here, yet waits for {shoot}")
+        }
+        Release::WaitForWrite { binding } | Release::Resolve { binding, .. } => {
+            prop_assert!(false, "no write is in doubt here, yet waits for {binding}")
         }
     }
     Ok(())
@@ -457,10 +466,15 @@ fn check(
         }
         Choice::Wait { binding } => {
             prop_assert!(!pool.shared);
+            // A claim of the binding is being written, or the tenant's binding is being released.
+            let claiming = w
+                .outstanding
+                .iter()
+                .any(|o| o.labels && o.binding == *binding);
+            let releasing = w.inflight.is_releasing(binding, w.now);
             prop_assert!(
-                w.outstanding
-                    .iter()
-                    .any(|o| o.labels && o.binding == *binding)
+                claiming || releasing,
+                "waits for {binding} with nothing in flight"
             );
         }
         Choice::Exhausted { .. } | Choice::Bound { .. } | Choice::Lost { .. } => {}
@@ -526,7 +540,7 @@ proptest! {
         let mut bindings: Vec<_> = (0..counts.len()).map(|i| binding(i, &(Kind::Owned(0), false, 0))).collect();
         if free { bindings.push(binding(99, &(Kind::Free, false, 0))); }
         let shoots: Vec<_> = counts.iter().enumerate().flat_map(|(i, n)| {
-            (0..*n).map(move |j| ShootView { name: format!("s-{i}-{j}"), binding: Some(format!("cb-{i:02}")) })
+            (0..*n).map(move |j| ShootView { name: format!("s-{i}-{j}"), binding: Some(format!("cb-{i:02}")), ..Default::default() })
         }).collect();
         let inv = Inventory::build(ResolvedLabelKeys::default(), bindings, Vec::<ClaimView>::new(), shoots);
         let claim = ClaimView { name: "c".into(), uid: "u".into(), global_account: "t0".into(), ..Default::default() };

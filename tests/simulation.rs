@@ -209,7 +209,7 @@ impl World {
                 pos: [0, 1, 2].map(|k| api.logs[k].len()),
             })
             .collect();
-        nodes[0].op.lease_until = Some(now + LEASE);
+        nodes[0].op.renew(now, LEASE);
         World {
             api,
             nodes,
@@ -221,18 +221,19 @@ impl World {
         }
     }
 
-    fn actor(&mut self, zombie: bool) -> usize {
+    /// Who acts: the leader, or the paused old leader until it notices the loss (then it exits
+    /// and comes back as a standby, which does not reconcile).
+    fn actor(&mut self, zombie: bool) -> Option<usize> {
         match self.zombie {
             Some((z, left)) if zombie => {
                 if left <= 1 {
-                    // It noticed the loss: the process exits and comes back as a standby.
                     self.restart(z);
-                } else {
-                    self.zombie = Some((z, left - 1));
+                    return None;
                 }
-                z
+                self.zombie = Some((z, left - 1));
+                Some(z)
             }
-            _ => self.leader,
+            _ => Some(self.leader),
         }
     }
 
@@ -261,14 +262,14 @@ impl World {
                 self.created += 1;
             }
             Step::Reconcile { zombie, pick } => {
-                let id = self.actor(zombie);
+                let Some(id) = self.actor(zombie) else { return };
                 let claims = self.nodes[id].op.claims();
                 if let Some(uid) = pick_of(&claims, pick) {
                     self.nodes[id].op.reconcile(&uid, &self.policy, self.now);
                 }
             }
             Step::Execute { zombie, pick, net } => {
-                let id = self.actor(zombie);
+                let Some(id) = self.actor(zombie) else { return };
                 let plans: Vec<String> = self.nodes[id].op.plans.keys().cloned().collect();
                 if let Some(uid) = pick_of(&plans, pick) {
                     if self.nodes[id].op.may_write(self.now) {
@@ -332,9 +333,9 @@ impl World {
                     self.leader = 1 - old;
                     self.zombie = Some((old, steps));
                     let new = self.leader;
+                    // Its watches stay where they are; taking over re-reads what it must.
                     self.nodes[new].op.lead(&self.api);
-                    self.nodes[new].pos = [0, 1, 2].map(|k| self.api.logs[k].len());
-                    self.nodes[new].op.lease_until = Some(self.now + LEASE);
+                    self.nodes[new].op.renew(self.now, LEASE);
                 }
             }
         }
@@ -348,7 +349,7 @@ impl World {
         for _ in 0..200 {
             self.now += TICK;
             let id = self.leader;
-            self.nodes[id].op.lease_until = Some(self.now + LEASE);
+            self.nodes[id].op.renew(self.now, LEASE);
             let before = self.api.rv;
             for kind in [BINDINGS, CLAIMS, SHOOTS] {
                 self.deliver(id, kind, usize::MAX / 2);
@@ -357,6 +358,7 @@ impl World {
                 self.nodes[id].op.reconcile(&uid, &self.policy, self.now);
             }
             let plans: Vec<String> = self.nodes[id].op.plans.keys().cloned().collect();
+            let idle = plans.is_empty();
             for uid in plans {
                 while self.nodes[id].op.plans.contains_key(&uid) {
                     self.nodes[id]
@@ -364,7 +366,8 @@ impl World {
                         .execute(&uid, &mut self.api, Net::Answered, self.now);
                 }
             }
-            if self.api.rv == before && self.nodes[id].op.plans.is_empty() {
+            // Settled: every watch caught up and no reconcile had anything left to write.
+            if idle && self.api.rv == before {
                 return;
             }
         }
@@ -441,13 +444,25 @@ fn run(
     let pol = policy(&allowed, limit);
     let (bs, shoots) = bindings(&specs, &pol);
     let mut w = World::new(Api::new(bs, shoots, pol.clone(), limit), pol);
+    let trace = std::env::var("HAP_SIM_TRACE").is_ok();
     for (i, s) in steps.iter().enumerate() {
         w.api.step = i;
+        if trace {
+            eprintln!(
+                "step {i}: {s:?} (leader {}, zombie {:?})",
+                w.leader, w.zombie
+            );
+            eprintln!(
+                "  r0 {}\n  r1 {}",
+                w.nodes[0].op.debug(),
+                w.nodes[1].op.debug()
+            );
+        }
         w.apply(s);
         w.api.check_state();
         w.now += TICK;
         let leader = w.leader;
-        w.nodes[leader].op.lease_until = Some(w.now + LEASE);
+        w.nodes[leader].op.renew(w.now, LEASE);
         prop_assert!(
             w.api.violations.is_empty(),
             "{:#?}\nafter {:#?}",
@@ -520,4 +535,327 @@ proptest! {
     ) {
         run(specs, allowed, limit, steps)?;
     }
+}
+
+/// Found by the simulation while porting: a takeover re-read lists bindings in name order, and an
+/// object listed after one of a higher version was taken for gone (a list proves no order).
+/// Replay any case with `HAP_SIM_TRACE=1 cargo test --test simulation <name> -- --nocapture`.
+#[test]
+fn regression_a_takeover_after_a_stale_relist_keeps_every_binding() {
+    use Step::*;
+    let specs = vec![(0, false, 0), (5, false, 0), (0, false, 0), (0, false, 0)];
+    let steps = vec![
+        Failover(1),
+        Reconcile {
+            zombie: true,
+            pick: 0,
+        },
+        Create(1, 0),
+        Create(0, 0),
+        Create(0, 0),
+        Failover(5),
+        Deliver {
+            replica: 0,
+            kind: 0,
+            n: 1,
+        },
+        Reconcile {
+            zombie: true,
+            pick: 0,
+        },
+        Deliver {
+            replica: 0,
+            kind: 0,
+            n: 1,
+        },
+        Reconcile {
+            zombie: true,
+            pick: 0,
+        },
+        Reconcile {
+            zombie: true,
+            pick: 0,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 0,
+        },
+        Reconcile {
+            zombie: true,
+            pick: 0,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 0,
+        },
+        Create(0, 0),
+        Create(0, 0),
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 0,
+        },
+        Reconcile {
+            zombie: true,
+            pick: 11,
+        },
+        Failover(1),
+        Create(0, 0),
+        Create(0, 0),
+        Create(0, 0),
+        Reconcile {
+            zombie: true,
+            pick: 0,
+        },
+        Create(0, 0),
+        Relist {
+            replica: 0,
+            kind: 0,
+            back: 1,
+        },
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Create(0, 0),
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 0,
+        },
+        Create(0, 0),
+        Create(0, 0),
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Create(0, 0),
+        Create(0, 0),
+        Failover(1),
+        Reconcile {
+            zombie: false,
+            pick: 2,
+        },
+    ];
+    run(specs, vec![], None, steps).unwrap();
+}
+
+/// Found by the simulation while porting: two deleting claims of one binding both sent its
+/// release; the second one's refusal erased the record of the first one's success, and a new
+/// claim was bound to the binding the cleanup job was about to wipe.
+#[test]
+fn regression_a_refused_second_release_keeps_the_first_ones_record() {
+    use Step::*;
+    let specs = vec![(0, false, 0)];
+    let steps = vec![
+        Create(0, 0),
+        Deliver {
+            replica: 0,
+            kind: 1,
+            n: 1,
+        },
+        Create(0, 0),
+        Reconcile {
+            zombie: false,
+            pick: 0,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 0,
+        },
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Delete(0),
+        Delete(0),
+        Create(0, 0),
+        Failover(1),
+        Deliver {
+            replica: 1,
+            kind: 1,
+            n: 2,
+        },
+        Create(0, 0),
+        Deliver {
+            replica: 1,
+            kind: 1,
+            n: 3,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 0,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 3,
+        },
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Create(0, 0),
+        Execute {
+            zombie: true,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Create(0, 0),
+        Failover(1),
+        Reconcile {
+            zombie: false,
+            pick: 0,
+        },
+        Execute {
+            zombie: true,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Delete(0),
+        Failover(1),
+        Reconcile {
+            zombie: false,
+            pick: 4,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 3,
+        },
+        Reconcile {
+            zombie: true,
+            pick: 0,
+        },
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 0,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 0,
+        },
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Deliver {
+            replica: 0,
+            kind: 1,
+            n: 2,
+        },
+        Create(0, 0),
+        Delete(0),
+        Delete(0),
+        Failover(7),
+        Execute {
+            zombie: true,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Delete(2),
+        Reconcile {
+            zombie: true,
+            pick: 3,
+        },
+        Deliver {
+            replica: 0,
+            kind: 1,
+            n: 3,
+        },
+        Execute {
+            zombie: true,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Reconcile {
+            zombie: true,
+            pick: 0,
+        },
+        Reconcile {
+            zombie: true,
+            pick: 8,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 11,
+        },
+        Create(0, 0),
+        Reconcile {
+            zombie: true,
+            pick: 0,
+        },
+        Create(0, 0),
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Create(0, 0),
+        Reconcile {
+            zombie: false,
+            pick: 15,
+        },
+        Execute {
+            zombie: false,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Create(0, 0),
+        Execute {
+            zombie: true,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Failover(1),
+        Execute {
+            zombie: true,
+            pick: 0,
+            net: Net::Answered,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 1,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 2,
+        },
+        Execute {
+            zombie: false,
+            pick: 6,
+            net: Net::Answered,
+        },
+        Execute {
+            zombie: false,
+            pick: 13,
+            net: Net::Answered,
+        },
+        Reconcile {
+            zombie: false,
+            pick: 3,
+        },
+    ];
+    run(specs, vec![], None, steps).unwrap();
 }

@@ -32,6 +32,7 @@ pub mod reasons {
     pub const BINDING_LOST: &str = "BindingLost";
     pub const DENIED: &str = "Denied";
     pub const PINNED_BINDING_UNAVAILABLE: &str = "PinnedBindingUnavailable";
+    pub const INVENTORY_UNAVAILABLE: &str = "InventoryUnavailable";
     pub const BOUND: &str = "Bound";
     pub const PENDING: &str = "Pending";
     /// The garden refused a binding write (RBAC, or admission: the referenced Secret).

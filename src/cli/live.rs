@@ -14,10 +14,10 @@ use std::path::Path;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 
-use crate::api::{AccountClaim, BindingKind, ClaimPhase, HapConfig, HapConfigSpec, Shoot};
+use crate::api::{AccountClaim, BindingKind, HapConfig, HapConfigSpec, Shoot};
 use crate::k8s::writes::binding_resource;
 use crate::labels::ResolvedLabelKeys;
-use crate::pools::{BindingView, ClaimView, ShootView};
+use crate::pools::{BindingView, ClaimView, ShootView, binding_view, claim_view, shoot_view};
 use crate::rules::CompiledRules;
 
 /// The HapConfig read when `--config` is not given: the operator's default `--config-name`.
@@ -140,15 +140,7 @@ async fn binding_views(
         .list_metadata(&ListParams::default())
         .await
         .map_err(api_error(format!("list {}s in {ns}", kind.gvk().2)))?;
-    Ok(list
-        .items
-        .into_iter()
-        .map(|b| BindingView {
-            name: b.name_any(),
-            resource_version: b.metadata.resource_version.clone(),
-            labels: b.metadata.labels.unwrap_or_default(),
-        })
-        .collect())
+    Ok(list.items.into_iter().map(|b| binding_view(&b)).collect())
 }
 
 /// `hap validate --live`: the current generation's spec (what was applied, valid or not) and the
@@ -204,47 +196,13 @@ pub fn pools_input(config: &str, garden: Option<&Path>) -> Result<PoolsInput, Li
             binding_kind: spec.binding_kind.unwrap_or_default(),
             keys: ResolvedLabelKeys::from_spec(spec.label_keys.as_ref()),
             bindings,
-            claims: claims
-                .items
-                .iter()
-                .map(|c| claim_view(c, &spec.binding_namespace))
-                .collect(),
-            shoots: shoots
-                .items
-                .iter()
-                .map(|s| ShootView {
-                    name: s.name_any(),
-                    binding: s.spec.binding_name().map(str::to_string),
-                })
-                .collect(),
+            claims: claims.items.iter().map(claim_view).collect(),
+            shoots: shoots.items.iter().map(shoot_view).collect(),
             binding_namespace: spec.binding_namespace.clone(),
             shoot_namespace,
             spec,
         })
     })
-}
-
-/// The view of a claim that cluster counting takes. A claim bound in another binding namespace
-/// belongs to another pool set (several operator instances can share a cluster), so its binding
-/// is not counted here even when a binding of the same name exists in this namespace.
-fn claim_view(c: &AccountClaim, binding_namespace: &str) -> ClaimView {
-    let bound = c
-        .status
-        .as_ref()
-        .filter(|s| s.phase == Some(ClaimPhase::Bound))
-        .filter(|s| {
-            s.binding_namespace.as_deref().unwrap_or(binding_namespace) == binding_namespace
-        })
-        .and_then(|s| s.credentials_binding_name.clone());
-    ClaimView {
-        namespace: c.namespace().unwrap_or_default(),
-        name: c.name_any(),
-        uid: c.uid().unwrap_or_default(),
-        global_account: c.spec.global_account.clone(),
-        shoot_name: c.spec.shoot_name.clone(),
-        bound_binding: bound,
-        deleting: c.metadata.deletion_timestamp.is_some(),
-    }
 }
 
 /// Every AccountClaim in `namespace` (all namespaces when `None`), read once, with annotations
@@ -331,16 +289,36 @@ mod tests {
 
     #[test]
     fn only_claims_bound_in_this_binding_namespace_count() {
-        let here = claim_view(&claim("Bound", Some("garden"), false), "garden");
-        assert_eq!(here.bound_binding.as_deref(), Some("b1"));
-        assert_eq!(here.cluster_name(), "claims/c");
-        let elsewhere = claim_view(&claim("Bound", Some("garden-other"), false), "garden");
-        assert_eq!(elsewhere.bound_binding, None);
-        let failed = claim_view(&claim("Failed", Some("garden"), false), "garden");
+        // One definition of where a claim's binding lives: the shared claim view, counted by an
+        // index that knows the binding namespace in force.
+        let count = |c: AccountClaim| {
+            let mut inv = crate::pools::Inventory::default();
+            inv.set_namespace(Some("garden".into()));
+            inv.apply_claim(claim_view(&c));
+            inv.clusters_on("b1").len()
+        };
+        assert_eq!(count(claim("Bound", Some("garden"), false)), 1);
         assert_eq!(
-            failed.bound_binding, None,
+            count(claim("Bound", None, false)),
+            1,
+            "no namespace: the one in force"
+        );
+        assert_eq!(count(claim("Bound", Some("garden-other"), false)), 0);
+        assert_eq!(
+            count(claim("Failed", Some("garden"), false)),
+            0,
             "a lost binding is not a cluster"
         );
-        assert!(claim_view(&claim("Bound", Some("garden"), true), "garden").deleting);
+        assert_eq!(
+            count(claim("Bound", Some("garden"), true)),
+            0,
+            "a deleting claim no longer counts"
+        );
+        assert_eq!(
+            claim_view(&claim("Failed", Some("garden"), false))
+                .bound_binding
+                .as_deref(),
+            Some("b1")
+        );
     }
 }

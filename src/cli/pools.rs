@@ -51,7 +51,17 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(note) = &input.note {
         eprintln!("hap: {note}");
     }
-    let inventory = Inventory::build(input.keys, input.bindings, input.claims, input.shoots);
+    let mut inventory = Inventory::new(input.keys);
+    inventory.set_namespace(Some(input.binding_namespace.clone()));
+    for b in input.bindings {
+        inventory.apply_binding(b);
+    }
+    for c in input.claims {
+        inventory.apply_claim(c);
+    }
+    for s in input.shoots {
+        inventory.apply_shoot(s);
+    }
     let figures = inventory.all_figures();
     match args.output {
         Format::Json => {

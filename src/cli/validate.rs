@@ -35,8 +35,9 @@ pub struct Source {
     /// HapConfig manifest (YAML, may hold several documents; the `kind: HapConfig` one is used).
     #[arg(short = 'f', long = "file", value_name = "FILE", required_unless_present_any = ["rules", "live"], conflicts_with_all = ["rules", "syntax", "live"])]
     pub file: Option<PathBuf>,
-    /// A rule entry; repeat for several (instead of -f).
-    #[arg(long = "rule", value_name = "R")]
+    /// A rule entry; repeat for several (instead of -f). An entry may start with `-`: it is
+    /// then validated (and reported) like any other, not taken for a flag.
+    #[arg(long = "rule", value_name = "R", allow_hyphen_values = true)]
     pub rules: Vec<String>,
     /// Syntax of the --rule entries.
     #[arg(long, value_enum, requires = "rules")]

@@ -1,6 +1,11 @@
-//! Reconcile of AccountClaim: keep bound claims where they are (apply-once), otherwise evaluate
-//! the rules, choose a binding over the cached inventory seen through the in-flight writes,
-//! claim it with a compare-and-swap, and record the result in status. On deletion, release.
+//! Reconcile of AccountClaim: keep claims with a recorded binding where they are (apply-once),
+//! otherwise evaluate the rules, choose a binding over the ledger (the index seen through the
+//! in-flight writes), claim it with a compare-and-swap, and record the result in status. On
+//! deletion, release (controller::release).
+//!
+//! Every write's outcome goes back into the ledger: written, refused (the record ends), or
+//! unknown (the record stays until the index shows the object's new state). A reconcile never
+//! waits for a cache: when the inventory cannot be read, the claim says so in a condition.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,19 +16,25 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::active::{ActiveConfig, ConfigState};
-use super::snapshot::claim_view;
-use super::{Context, claim_key, resync};
-use crate::api::{AccountClaim, CLAIM_FINALIZER, MatchedRule, ReleaseMode};
+use super::{Context, caches_ready, claim_key, point_caches, resync};
+use crate::api::{AccountClaim, CLAIM_FINALIZER, MatchedRule};
 use crate::k8s::K8sError;
+use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
-use crate::pools::ClaimView;
-use crate::release::{Release, decide_release};
+use crate::pools::{ClaimView, Kind, claim_view};
 use crate::rules::{EvalError, Request as RuleRequest};
-use crate::selection::{Choice, MultiAccountPolicy, OrderedRequest, Placement, select_ordered};
-use crate::status::{
-    BoundTo, ClaimOutcome, PendingReason, bound_from_status, claim_status_changed,
-    desired_claim_status, is_denied,
+use crate::selection::{
+    Choice, MultiAccountPolicy, OrderedRequest, Placement, WriteState, check_bound, select_ordered,
 };
+use crate::status::{
+    BoundTo, ClaimOutcome, PendingReason, claim_status_changed, desired_claim_status, is_denied,
+    recorded_binding,
+};
+
+/// A reconcile that runs this long is cut off (every API call inside has a shorter timeout).
+const RECONCILE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the binding and Shoot caches may take to list before claims say so.
+const SYNC_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClaimError {
@@ -34,6 +45,8 @@ pub enum ClaimError {
         #[source]
         source: K8sError,
     },
+    #[error("claim {claim}: the reconcile did not finish within {RECONCILE_TIMEOUT:?}")]
+    Timeout { claim: String },
 }
 
 impl ClaimError {
@@ -48,7 +61,7 @@ impl ClaimError {
     }
 }
 
-fn k8s(claim: &str, step: &'static str) -> impl FnOnce(K8sError) -> ClaimError {
+pub(super) fn k8s(claim: &str, step: &'static str) -> impl FnOnce(K8sError) -> ClaimError {
     let claim = claim.to_string();
     move |source| ClaimError::K8s {
         claim,
@@ -59,7 +72,11 @@ fn k8s(claim: &str, step: &'static str) -> impl FnOnce(K8sError) -> ClaimError {
 
 pub async fn reconcile(claim: Arc<AccountClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
     let started = Instant::now();
-    let result = reconcile_inner(&claim, &ctx).await;
+    let key = claim_key(&claim);
+    let _running = ctx.health.running(format!("AccountClaim {key}"), started);
+    let result = tokio::time::timeout(RECONCILE_TIMEOUT, reconcile_inner(&claim, &ctx))
+        .await
+        .unwrap_or(Err(ClaimError::Timeout { claim: key.clone() }));
     ctx.metrics
         .reconcile_seconds
         .get_or_create(&ControllerLabels {
@@ -67,15 +84,29 @@ pub async fn reconcile(claim: Arc<AccountClaim>, ctx: Arc<Context>) -> Result<Ac
         })
         .observe(started.elapsed().as_secs_f64());
     if result.is_ok() {
-        ctx.backoff.reset(&claim_key(&claim));
+        ctx.backoff.reset(&key);
     }
     result
 }
 
 async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, ClaimError> {
     let key = claim_key(claim);
+    let uid = claim.uid().unwrap_or_default();
+    let rv = claim.resource_version();
+    {
+        let l = ctx.ledger();
+        if l.inflight.is_finished(&uid, Instant::now()) {
+            // Its finalizer is gone: the claim is being deleted, whatever the store still holds.
+            return Ok(Action::await_change());
+        }
+        if l.inventory.knows_later(Kind::Claim, &uid, rv.as_deref()) {
+            // The store's copy is older than what the index knows (a newer version, or the
+            // claim's deletion): decide on the newer one, which is on its way to the store.
+            return Ok(Action::requeue(Duration::from_millis(100)));
+        }
+    }
     if claim.metadata.deletion_timestamp.is_some() {
-        return release(claim, ctx, &key).await;
+        return super::release::release(claim, ctx, &key).await;
     }
     if !claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER) {
         ctx.writer
@@ -90,9 +121,8 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         return Ok(Action::await_change());
     }
     let state = ctx.resolver.resolve();
-    if !matches!(state, ConfigState::Active { .. })
-        && claim.status.as_ref().and_then(recorded_binding).is_some()
-    {
+    let recorded = claim.status.as_ref().and_then(recorded_binding);
+    if !matches!(state, ConfigState::Active { .. }) && recorded.is_some() {
         // Without rules in force nothing can be verified; a bound claim keeps its record.
         return Ok(resync(ctx));
     }
@@ -117,42 +147,41 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         }
         ConfigState::Active { active, .. } => active,
     };
-    ctx.caches.bindings.retarget(&active.binding_target());
-    ctx.caches.shoots.retarget(&active.shoot_namespace());
-    if !(ctx.caches.bindings.is_ready() && ctx.caches.shoots.is_ready()) {
-        // Never decide on a cache that has not listed everything once.
-        return Ok(Action::requeue(Duration::from_millis(300)));
+    point_caches(ctx);
+    if !caches_ready(ctx) {
+        return inventory_unavailable(claim, ctx, &active, &key).await;
     }
     let view = claim_view(claim);
-    let inv = ctx.snapshot.get(&ctx.caches, active.rules.label_keys());
     let now = Instant::now();
 
-    // Step 1 of DESIGN §4: a bound claim never moves; a vanished binding is reported, not replaced.
     // Step 1 of DESIGN §4: a claim that ever recorded a binding stays on it. A vanished or
     // relabelled binding is reported (BindingLost), never replaced; if the label comes back, the
-    // claim is Bound again.
-    if let Some(pinned) = claim.status.as_ref().and_then(recorded_binding) {
-        let view = ClaimView {
-            bound_binding: Some(pinned.binding.clone()),
-            ..view
-        };
+    // claim is Bound again. A binding recorded in another namespace than the one in force
+    // cannot be checked here, and stays as it is.
+    if recorded.is_some() {
         let check = {
-            let mut inflight = lock(ctx);
-            inflight.observe(&inv, now);
-            crate::selection::check_bound(&inv, &inflight, &view, now)
+            let l = ctx.ledger();
+            if l.inventory
+                .holds_namespace(view.binding_namespace.as_deref())
+            {
+                check_bound(&l.inventory, &l.inflight, &view, now)
+            } else {
+                None
+            }
+        };
+        let kept = ClaimOutcome::Kept {
+            namespace: active.spec.binding_namespace.clone(),
         };
         return match check {
             Some(Choice::Lost { message, .. }) => lost(claim, ctx, message).await,
-            _ => write_outcome(claim, ctx, &ClaimOutcome::Bound(pinned))
-                .await
-                .map(|_| resync(ctx)),
+            _ => write_outcome(claim, ctx, &kept).await.map(|_| resync(ctx)),
         };
     }
 
     // A request that named its binding already (adopted from its source) is recorded, never
     // chosen again.
     if let Some(adopted) = claim.spec.adopt_binding.as_deref() {
-        return super::sources_adopt::reconcile(claim, ctx, &active, &inv, &view, adopted).await;
+        return super::sources_adopt::reconcile(claim, ctx, &active, &view, adopted).await;
     }
 
     let req = RuleRequest {
@@ -185,13 +214,13 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
     // Bindings the garden just refused to let us write are tried last.
     let paused = ctx.denials.paused_bindings(now);
     let placement = {
-        let mut inflight = lock(ctx);
-        inflight.observe(&inv, now);
-        // This claim's Bound status was written but the cache does not show it yet: deciding
-        // again on the stale object could bind it a second time.
-        if inflight
+        let mut guard = ctx.ledger();
+        let l = &mut *guard;
+        // This claim's Bound status was written but the index does not show it yet: deciding
+        // again on the older object could bind it a second time.
+        if l.inflight
             .assignment_of(&view.uid, now)
-            .is_some_and(|a| a.state == crate::selection::WriteState::Written)
+            .is_some_and(|a| a.state == WriteState::Written)
         {
             return Ok(Action::requeue(Duration::from_millis(200)));
         }
@@ -201,10 +230,11 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
             provider_type: &outcome.provider_type,
             pins: active.rules.pins(),
         };
-        let placement = select_ordered(&inv, &inflight, &request, &policy, &paused, now);
+        let placement = select_ordered(&l.inventory, &l.inflight, &request, &policy, &paused, now);
         // Recorded under the same lock as the decision, so a sibling claim decided right after
         // sees this one even though nothing has been written yet.
-        inflight.record(&view, &placement.pool, &placement.choice, now);
+        l.inflight
+            .record(&view, &placement.pool, &placement.choice, now);
         placement
     };
     let Placement {
@@ -236,7 +266,8 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         } => {
             if let Some(paused) = ctx.denials.paused(&binding, now) {
                 // Only refused bindings are left; do not ask the garden again before its time.
-                lock(ctx).claim_failed(&binding);
+                ctx.ledger()
+                    .claim_outcome(&binding, Outcome::Refused, Instant::now());
                 return forbidden(
                     claim,
                     ctx,
@@ -273,7 +304,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         }
         Choice::Wait { binding } => {
             let cause = format!(
-                "another claim of {} is claiming binding {binding} in this pool; retrying",
+                "binding {binding} of {} in this pool is being claimed or released right now; retrying",
                 view.global_account
             );
             pending(
@@ -288,36 +319,9 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         }
         Choice::Exhausted { message, .. } if pinned => {
             let reason = PendingReason::PinnedBindingUnavailable;
-            if pending_reason(claim) != Some(reason.as_str()) {
-                ctx.writer
-                    .event(
-                        &claim.object_ref(&()),
-                        true,
-                        reason.as_str(),
-                        "Select",
-                        message.clone(),
-                    )
-                    .await;
-            }
-            count(ctx, reason.as_str());
-            pending(claim, ctx, reason, message, Some((matched, pool))).await?;
-            Ok(Action::requeue(ctx.args.pending_retry))
+            pending(claim, ctx, reason, message, Some((matched, pool))).await
         }
         Choice::Exhausted { message, .. } => {
-            let was_exhausted =
-                pending_reason(claim) == Some(PendingReason::PoolExhausted.as_str());
-            if !was_exhausted {
-                ctx.writer
-                    .event(
-                        &claim.object_ref(&()),
-                        true,
-                        "PoolExhausted",
-                        "Select",
-                        message.clone(),
-                    )
-                    .await;
-            }
-            count(ctx, "PoolExhausted");
             pending(
                 claim,
                 ctx,
@@ -325,14 +329,63 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
                 message,
                 Some((matched, pool)),
             )
-            .await?;
-            Ok(Action::requeue(ctx.args.pending_retry))
+            .await
         }
         Choice::Bound { .. } | Choice::Lost { .. } => {
-            // Only returned for claims whose status says Bound, handled above; re-evaluate.
+            // Only for claims with a recorded binding, handled above; the status changed meanwhile.
             Ok(Action::requeue(Duration::from_millis(200)))
         }
     }
+}
+
+/// The binding or Shoot cache has not listed: nothing can be decided. After a grace period, or
+/// at once when the watch reported an error, the claim says why (§5.7), and is retried with a
+/// growing delay rather than every few hundred milliseconds.
+async fn inventory_unavailable(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    key: &str,
+) -> Result<Action, ClaimError> {
+    let target = active.binding_target();
+    let caches = [
+        (
+            &ctx.caches.bindings.is_ready(),
+            ctx.caches.bindings.error(),
+            ctx.caches.bindings.started(),
+            format!("{} in namespace {}", target.kind.gvk().3, target.namespace),
+        ),
+        (
+            &ctx.caches.shoots.is_ready(),
+            ctx.caches.shoots.error(),
+            ctx.caches.shoots.started(),
+            format!("shoots in namespace {}", active.shoot_namespace()),
+        ),
+    ];
+    let waiting = caches.iter().filter(|(ready, ..)| !**ready);
+    let mut causes = Vec::new();
+    for (_, error, started, what) in waiting {
+        let late = started.is_none_or(|t| t.elapsed() > SYNC_GRACE);
+        match error {
+            Some(e) => causes.push(format!("cannot list {what}: {}", first_line(e))),
+            None if late => causes.push(format!("{what} not listed yet")),
+            None => {}
+        }
+    }
+    if causes.is_empty() {
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
+    let cause = format!(
+        "the inventory cannot be read, so no binding can be chosen: {}; check that the Gardener \
+         CRDs are installed and that the operator may list and watch them",
+        causes.join("; ")
+    );
+    pending(claim, ctx, PendingReason::InventoryUnavailable, cause, None).await?;
+    Ok(Action::requeue(ctx.backoff.next(key)))
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
 }
 
 /// Writes `tenantName=<global account>` with the resourceVersion precondition.
@@ -347,12 +400,13 @@ async fn claim_binding(
     let key = claim_key(claim);
     let tenant_key = &active.rules.label_keys().tenant_name;
     let Some(rv) = expected else {
-        lock(ctx).claim_failed(binding);
+        ctx.ledger()
+            .claim_outcome(binding, Outcome::Refused, Instant::now());
         return Err(ClaimError::K8s {
             claim: key,
             step: "claiming a binding",
             source: K8sError::Conflict {
-                what: format!("binding {binding} has no resourceVersion in the cache"),
+                what: format!("binding {binding} has no resourceVersion in the index"),
             },
         });
     };
@@ -368,9 +422,10 @@ async fn claim_binding(
             &view.global_account,
         )
         .await;
+    ctx.ledger()
+        .claim_outcome(binding, outcome(&result), Instant::now());
     match result {
         Ok(_) => {
-            lock(ctx).claim_written(binding, Instant::now());
             if ctx.denials.allowed(binding) {
                 ctx.caches.feed.bump();
             }
@@ -383,11 +438,7 @@ async fn claim_binding(
                 .await;
             Ok(())
         }
-        Err(e) => {
-            lock(ctx).claim_failed(binding);
-            lock(ctx).assignment_failed(&view.uid);
-            Err(k8s(&key, "claiming a binding")(e))
-        }
+        Err(e) => Err(k8s(&key, "claiming a binding")(e)),
     }
 }
 
@@ -404,9 +455,11 @@ async fn bind(
         .preference
         .filter(|p| *p > 1)
         .map(|p| (p, to.pool.hyperscaler_type.clone()));
-    match write_outcome(claim, ctx, &ClaimOutcome::Bound(to)).await {
+    let result = write_outcome(claim, ctx, &ClaimOutcome::Bound(to)).await;
+    ctx.ledger()
+        .assignment_outcome(&view.uid, status_outcome(&result), Instant::now());
+    match result {
         Ok(()) => {
-            lock(ctx).assignment_written(&view.uid, Instant::now());
             count(ctx, &format!("{decision:?}"));
             if let Some((preference, hyperscaler_type)) = fallback {
                 ctx.metrics
@@ -431,13 +484,12 @@ async fn bind(
             }
             Ok(resync(ctx))
         }
-        Err(e) => {
-            lock(ctx).assignment_failed(&view.uid);
-            Err(e)
-        }
+        Err(e) => Err(e),
     }
 }
 
+/// Writes a pending status; an event and the outcome counter only when the reason is new, so
+/// that they count claims, not reconciles.
 pub(super) async fn pending(
     claim: &AccountClaim,
     ctx: &Context,
@@ -445,7 +497,12 @@ pub(super) async fn pending(
     cause: String,
     matched: Option<(MatchedRule, crate::labels::PoolKey)>,
 ) -> Result<Action, ClaimError> {
-    if reason.is_terminal() && pending_reason(claim) != Some(reason.as_str()) {
+    let new = pending_reason(claim) != Some(reason.as_str());
+    let announced = matches!(
+        reason,
+        PendingReason::PoolExhausted | PendingReason::PinnedBindingUnavailable
+    );
+    if new && (reason.is_terminal() || announced) {
         ctx.writer
             .event(
                 &claim.object_ref(&()),
@@ -467,13 +524,13 @@ pub(super) async fn pending(
         },
     )
     .await?;
-    // Config changes and inventory changes re-trigger pending claims; this is the safety net.
+    // Config changes and changes of the pool bring pending claims back; this is the safety net.
     Ok(Action::requeue(ctx.args.pending_retry))
 }
 
 /// The garden refused a write of `binding`: remember it (writes of it pause), tell people once,
 /// and return when the next attempt may be made.
-async fn refused(
+pub(super) async fn refused(
     claim: &AccountClaim,
     ctx: &Context,
     active: &ActiveConfig,
@@ -592,155 +649,6 @@ pub(super) async fn write_outcome(
         .map_err(k8s(&key, "writing status"))
 }
 
-/// Deletion: release the binding when no other cluster of the tenant uses it, then let go.
-async fn release(claim: &AccountClaim, ctx: &Context, key: &str) -> Result<Action, ClaimError> {
-    if !claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER) {
-        return Ok(Action::await_change());
-    }
-    let active = match ctx.resolver.resolve() {
-        ConfigState::Active { active, .. } => active,
-        _ => {
-            // Without a config the operator cannot know the pool's labels: let the claim go and
-            // say so; the next refresh reports the binding as an orphan if it stays claimed.
-            let note = "released without marking the binding dirty: no valid HapConfig is in force"
-                .to_string();
-            ctx.writer
-                .event(
-                    &claim.object_ref(&()),
-                    true,
-                    "ReleaseSkipped",
-                    "Release",
-                    note,
-                )
-                .await;
-            ctx.writer
-                .remove_claim_finalizer(claim)
-                .await
-                .map_err(k8s(key, "removing the finalizer"))?;
-            return Ok(Action::await_change());
-        }
-    };
-    ctx.caches.bindings.retarget(&active.binding_target());
-    ctx.caches.shoots.retarget(&active.shoot_namespace());
-    if !(ctx.caches.bindings.is_ready() && ctx.caches.shoots.is_ready()) {
-        return Ok(Action::requeue(Duration::from_millis(300)));
-    }
-    let inv = ctx.snapshot.get(&ctx.caches, active.rules.label_keys());
-    let view = claim_view(claim);
-    let mode = active
-        .spec
-        .release
-        .as_ref()
-        .map(|r| r.mode)
-        .unwrap_or(ReleaseMode::MarkDirty);
-    let decision = {
-        let mut inflight = lock(ctx);
-        inflight.observe(&inv, Instant::now());
-        decide_release(&view, &inv, &inflight, mode, Instant::now())
-    };
-    match decision {
-        Release::Keep(_) => {}
-        Release::WaitForShoot { shoot } => {
-            tracing::debug!(
-                claim = key,
-                shoot,
-                "release waits for the Shoot to be deleted"
-            );
-            return Ok(Action::requeue(Duration::from_secs(5)));
-        }
-        Release::MarkDirty {
-            binding,
-            expected_resource_version,
-        } => {
-            let Some(rv) = expected_resource_version else {
-                return Ok(Action::requeue(Duration::from_millis(300)));
-            };
-            if let Some(paused) = ctx.denials.paused(&binding, Instant::now()) {
-                return release_blocked(claim, ctx, paused.message, paused.retry_at).await;
-            }
-            let target = active.binding_target();
-            lock(ctx).release_started(&binding, Some(rv.clone()), Instant::now());
-            let dirty_key = &active.rules.label_keys().dirty;
-            match ctx
-                .writer
-                .set_binding_label_cas(
-                    target.kind,
-                    &target.namespace,
-                    &binding,
-                    &rv,
-                    dirty_key,
-                    "true",
-                )
-                .await
-            {
-                Ok(_) => {
-                    lock(ctx).release_written(&binding, Instant::now());
-                    if ctx.denials.allowed(&binding) {
-                        ctx.caches.feed.bump();
-                    }
-                    let note = format!(
-                        "released binding {}/{binding}: marked {dirty_key}=true for the cleanup job",
-                        target.namespace
-                    );
-                    ctx.writer
-                        .event(&claim.object_ref(&()), false, "Released", "Release", note)
-                        .await;
-                    count(ctx, "Released");
-                }
-                Err(K8sError::Forbidden { message, .. }) => {
-                    lock(ctx).release_failed(&binding);
-                    let retry_at =
-                        refused(claim, ctx, &active, &binding, "release", &message).await;
-                    let cause = ctx
-                        .denials
-                        .paused(&binding, Instant::now())
-                        .map_or(message, |p| p.message);
-                    return release_blocked(claim, ctx, cause, retry_at).await;
-                }
-                Err(e) => {
-                    lock(ctx).release_failed(&binding);
-                    return Err(k8s(key, "marking the binding dirty")(e));
-                }
-            }
-        }
-    }
-    ctx.writer
-        .remove_claim_finalizer(claim)
-        .await
-        .map_err(k8s(key, "removing the finalizer"))?;
-    lock(ctx).forget_claim(&view.uid);
-    Ok(Action::await_change())
-}
-
-/// A deleted claim whose binding the garden refuses to let us mark dirty: the finalizer stays
-/// (the account must not go back unwiped), `Released=False` says why, retried after the pause.
-async fn release_blocked(
-    claim: &AccountClaim,
-    ctx: &Context,
-    cause: String,
-    retry_at: Instant,
-) -> Result<Action, ClaimError> {
-    let outcome = ClaimOutcome::ReleaseBlocked {
-        reason: crate::api::conditions::reasons::FORBIDDEN,
-        cause,
-    };
-    write_outcome(claim, ctx, &outcome).await?;
-    let wait = retry_at.saturating_duration_since(Instant::now());
-    Ok(Action::requeue(wait.max(Duration::from_millis(100))))
-}
-
-/// The binding a claim recorded, whether it is Bound or Failed (lost) now.
-pub(super) fn recorded_binding(status: &crate::api::AccountClaimStatus) -> Option<BoundTo> {
-    if status.phase == Some(crate::api::ClaimPhase::Failed) {
-        let as_bound = crate::api::AccountClaimStatus {
-            phase: Some(crate::api::ClaimPhase::Bound),
-            ..status.clone()
-        };
-        return bound_from_status(&as_bound);
-    }
-    bound_from_status(status)
-}
-
 fn eval_reason(e: &EvalError) -> PendingReason {
     match e {
         EvalError::NoMatchingRule { .. } => PendingReason::NoMatchingRule,
@@ -763,9 +671,22 @@ fn pending_reason(claim: &AccountClaim) -> Option<&str> {
         .map(|c| c.reason.as_str())
 }
 
-pub(super) fn lock(ctx: &Context) -> std::sync::MutexGuard<'_, crate::selection::InFlight> {
-    // A poisoned lock means a panic elsewhere; the data is still the best knowledge we have.
-    ctx.inflight.lock().unwrap_or_else(|p| p.into_inner())
+/// How an API call ended, for the ledger.
+pub(super) fn outcome<T>(result: &Result<T, K8sError>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Written,
+        Err(e) if e.outcome_unknown() => Outcome::Unknown,
+        Err(_) => Outcome::Refused,
+    }
+}
+
+/// How a status write ended, for the ledger.
+pub(super) fn status_outcome(result: &Result<(), ClaimError>) -> Outcome {
+    match result {
+        Ok(()) => Outcome::Written,
+        Err(ClaimError::K8s { source, .. }) if source.outcome_unknown() => Outcome::Unknown,
+        Err(_) => Outcome::Refused,
+    }
 }
 
 pub(super) fn count(ctx: &Context, outcome: &str) {
@@ -781,6 +702,7 @@ pub fn error_policy(claim: Arc<AccountClaim>, err: &ClaimError, ctx: Arc<Context
     let key = claim_key(&claim);
     let kind = match err {
         ClaimError::K8s { source, .. } => source.kind(),
+        ClaimError::Timeout { .. } => "timeout",
     };
     ctx.metrics
         .reconcile_errors

@@ -16,6 +16,7 @@ use super::active::{ActiveConfig, ConfigState};
 use crate::api::{HapConfig, PoolFigures, PreferenceStatus, RuleStatus};
 use crate::k8s::K8sError;
 use crate::pools::Inventory;
+use crate::selection::InFlight;
 use crate::status::{ConfigInputs, MissingPool, config_status_changed, desired_config_status};
 
 /// When the internal state was last rebuilt, per config object.
@@ -38,7 +39,9 @@ pub async fn reconcile(cfg: Arc<HapConfig>, ctx: Arc<Context>) -> Result<Action,
     let started = Instant::now();
     let name = cfg.name_any();
     let now = Time(Timestamp::now());
-    let result = if name != ctx.args.config_name && !ctx.args.mark_ignored_configs {
+    let result = if name != ctx.args.config_name
+        && (!ctx.args.mark_ignored_configs || served_elsewhere(&cfg))
+    {
         Ok(Action::await_change())
     } else if name != ctx.args.config_name {
         let input = ConfigInputs {
@@ -120,22 +123,18 @@ async fn reconcile_in_force(
     }
     let mut requeue = ctx.args.resync;
     if let Some(active) = &active {
-        if ctx.caches.bindings.retarget(&active.binding_target()) {
-            // Refusals were about bindings of the old namespace or kind.
-            ctx.denials.clear();
-        }
-        ctx.caches.shoots.retarget(&active.shoot_namespace());
-        if !(ctx.caches.bindings.is_ready() && ctx.caches.shoots.is_ready()) {
-            input.progressing = Some("listing bindings and Shoots".into());
+        super::point_caches(ctx);
+        if !super::caches_ready(ctx) {
+            input.progressing = Some(progress_message(ctx));
             requeue = Duration::from_millis(500);
         } else {
             if let Some(next) = refresh_if_due(cfg, active, ctx).await {
                 requeue = requeue.min(next);
             }
-            let inv = ctx.snapshot.get(&ctx.caches, active.rules.label_keys());
-            fill_pools(&mut input, active, &inv, ctx);
+            let ledger = ctx.ledger();
+            fill_pools(&mut input, active, &ledger.inventory, &ledger.inflight);
             input.refused_writes = ctx.denials.refusals();
-            export_metrics(ctx, &inv);
+            export_metrics(ctx, &ledger.inventory);
         }
         input.sources = ctx.sources.statuses();
         input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {
@@ -150,6 +149,18 @@ async fn reconcile_in_force(
     Ok(Action::requeue(requeue))
 }
 
+/// Whether another operator instance serves this config (it is that instance's `--config-name`):
+/// its status has been evaluated as a config in force (`RulesValid` is only written for one). Such
+/// a config is left alone, so that two instances sharing a cluster never overwrite each other's
+/// status, whatever `--mark-ignored-configs` says.
+pub(crate) fn served_elsewhere(cfg: &HapConfig) -> bool {
+    cfg.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == crate::api::conditions::types::RULES_VALID)
+    })
+}
+
 fn was_valid_before(cfg: &HapConfig) -> bool {
     cfg.status
         .as_ref()
@@ -159,6 +170,19 @@ fn was_valid_before(cfg: &HapConfig) -> bool {
                 .find(|c| c.type_ == crate::api::conditions::types::RULES_VALID)
         })
         .is_some_and(|c| c.status == "True")
+}
+
+/// What `Reconciling` says while the binding and Shoot caches have not listed.
+fn progress_message(ctx: &Context) -> String {
+    let errors: Vec<String> = [ctx.caches.bindings.error(), ctx.caches.shoots.error()]
+        .into_iter()
+        .flatten()
+        .collect();
+    if errors.is_empty() {
+        "listing bindings and Shoots".into()
+    } else {
+        format!("listing bindings and Shoots: {}", errors.join("; "))
+    }
 }
 
 async fn write(
@@ -171,13 +195,18 @@ async fn write(
     }
     let name = cfg.name_any();
     ctx.writer
-        .apply_config_status(&name, &desired)
+        .apply_config_status(&name, cfg.metadata.resource_version.as_deref(), &desired)
         .await
         .map_err(|source| ConfigError::Write { name, source })
 }
 
 /// Per-rule pool figures, missing pools and orphans.
-fn fill_pools(input: &mut ConfigInputs, active: &ActiveConfig, inv: &Inventory, ctx: &Context) {
+fn fill_pools(
+    input: &mut ConfigInputs,
+    active: &ActiveConfig,
+    inv: &Inventory,
+    inflight: &InFlight,
+) {
     let label_sets: Vec<_> = inv.bindings().map(|b| b.view.labels.clone()).collect();
     input.missing_pools = active
         .rules
@@ -232,12 +261,7 @@ fn fill_pools(input: &mut ConfigInputs, active: &ActiveConfig, inv: &Inventory, 
         })
         .collect();
     input.pins = crate::selection::pinned::states(active.rules.pins(), inv);
-    let in_flight = ctx
-        .inflight
-        .lock()
-        .map(|f| f.bindings_in_use(Instant::now()))
-        .unwrap_or_default();
-    input.orphans = inv.orphans(&in_flight);
+    input.orphans = inv.orphans(&inflight.bindings_in_use(Instant::now()));
 }
 
 /// The first `quoted` part of a message (the selector of a MissingPool diagnostic).
@@ -285,9 +309,8 @@ fn export_metrics(ctx: &Context, inv: &Inventory) {
     }
 }
 
-/// Runs the internal-state refresh when its cycle has elapsed (seed 003): drop the caches and
-/// the index, list again, forget settled in-flight records, and reconcile every claim. Returns
-/// the time until the next refresh.
+/// Runs the internal-state refresh when its cycle has elapsed (seed 003): list bindings and
+/// Shoots again and reconcile every claim. Returns the time until the next refresh.
 async fn refresh_if_due(cfg: &HapConfig, active: &ActiveConfig, ctx: &Context) -> Option<Duration> {
     let cycle = active
         .spec
@@ -310,36 +333,42 @@ async fn refresh_if_due(cfg: &HapConfig, active: &ActiveConfig, ctx: &Context) -
         }
     };
     if due {
-        refresh(cfg, active, ctx).await;
+        refresh(cfg, ctx).await;
     }
     Some(cycle)
 }
 
-async fn refresh(cfg: &HapConfig, active: &ActiveConfig, ctx: &Context) {
-    let started = Instant::now();
+/// The refresh: the watches list again, which the index merges as a possibly stale view (it
+/// keeps what is newer, and drops only what the lists show gone), and every claim is reconciled.
+/// Nothing waits for the lists inside this reconcile, and no in-flight record is forgotten: each
+/// ends when the index shows its write, whatever a list says.
+async fn refresh(cfg: &HapConfig, ctx: &Context) {
     tracing::info!(config = %cfg.name_any(), "refreshing internal state from the cluster");
     ctx.caches.bindings.restart();
     ctx.caches.shoots.restart();
-    ctx.caches.bindings.wait_ready().await;
-    ctx.caches.shoots.wait_ready().await;
-    ctx.snapshot.clear();
-    if let Ok(mut inflight) = ctx.inflight.lock() {
-        inflight.forget_written_before(started);
+    if let Ok(mut clock) = ctx.refresh.lock()
+        && let Some((_, at, t)) = clock.last.as_mut()
+    {
+        *at = Instant::now();
+        *t = Timestamp::now();
     }
-    if let Ok(mut clock) = ctx.refresh.lock() {
-        clock.last = Some((active.uid.clone(), Instant::now(), Timestamp::now()));
-    }
-    let inv = ctx.snapshot.get(&ctx.caches, active.rules.label_keys());
-    let orphans = inv.orphans(&Default::default());
     for claim in ctx.caches.claims.state() {
         let _ = ctx
             .claim_kick
             .unbounded_send(ObjectRef::from_obj(claim.as_ref()));
     }
+    let (orphans, tenant_key) = {
+        let l = ctx.ledger();
+        let in_use = l.inflight.bindings_in_use(Instant::now());
+        (
+            l.inventory.orphans(&in_use),
+            l.inventory.keys().tenant_name.clone(),
+        )
+    };
     if !orphans.is_empty() {
         let list: Vec<String> = orphans
             .iter()
-            .map(|o| format!("{} ({}={})", o.binding, inv.keys().tenant_name, o.tenant))
+            .map(|o| format!("{} ({tenant_key}={})", o.binding, o.tenant))
             .collect();
         let note = format!(
             "refresh found {} binding(s) labelled for a tenant that no claim or Shoot uses: {}",
@@ -356,11 +385,6 @@ async fn refresh(cfg: &HapConfig, active: &ActiveConfig, ctx: &Context) {
             )
             .await;
     }
-    tracing::info!(
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        orphans = orphans.len(),
-        "internal state refreshed"
-    );
 }
 
 pub fn error_policy(cfg: Arc<HapConfig>, err: &ConfigError, ctx: Arc<Context>) -> Action {
@@ -371,5 +395,15 @@ pub fn error_policy(cfg: Arc<HapConfig>, err: &ConfigError, ctx: Arc<Context>) -
             outcome: "hapconfig".into(),
         })
         .inc();
+    if matches!(
+        err,
+        ConfigError::Write {
+            source: K8sError::Conflict { .. },
+            ..
+        }
+    ) {
+        // Someone wrote the status meanwhile: compute it again from the newer object.
+        return Action::requeue(ctx.backoff.conflict());
+    }
     Action::requeue(ctx.backoff.next(&format!("hapconfig/{}", cfg.name_any())))
 }

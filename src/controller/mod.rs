@@ -1,6 +1,13 @@
-//! Wiring: watch caches, leader election, the HapConfig and AccountClaim controllers, the
-//! triggers that re-evaluate pending claims when the inventory moves, HTTP and shutdown.
-//! Decisions are made by the pure modules; this module only feeds them and writes results.
+//! Wiring: watches into the ledger, leader election and its fence, the HapConfig and
+//! AccountClaim controllers, the triggers that bring waiting claims back when their pool moves,
+//! HTTP and shutdown. Decisions are made by the pure modules; this module only feeds them and
+//! writes results.
+//!
+//! Every replica watches everything (HapConfigs, claims, and the bindings and Shoots of the
+//! config in force) from its start, and is ready once those caches have synced; only the leader
+//! runs the controllers. A standby that takes over re-reads bindings and claims with one
+//! consistent list each (the writes of the old leader may not have reached its watches yet),
+//! then starts at once with a warm index.
 
 pub mod active;
 pub mod args;
@@ -9,15 +16,18 @@ mod claim;
 mod config;
 mod denials;
 mod leader;
-mod snapshot;
+mod release;
+mod revisit;
 mod sources;
 mod sources_adopt;
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use kube::api::{DynamicObject, ListParams};
 use kube::runtime::Controller;
 use kube::runtime::controller::{self as kcontroller, Action};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -26,13 +36,18 @@ use tokio_util::sync::CancellationToken;
 
 pub use args::{LogFormat, RunArgs};
 
-use crate::api::{AccountClaim, ClaimPhase, HapConfig};
-use crate::http::Readiness;
-use crate::k8s::caches::{binding_api, controller_stream, shoot_api};
+use crate::api::{AccountClaim, HapConfig};
+use crate::http::Health;
+use crate::k8s::caches::{
+    SharedLedger, claim_stream, controller_stream, lock, store_ready, watch_bindings, watch_shoots,
+};
+use crate::k8s::writes::binding_resource;
 use crate::k8s::{Caches, ChangeFeed, Retargetable, Writer};
+use crate::leadership::Fence;
+use crate::ledger::Ledger;
 use crate::metrics::{Metrics, SharedMetrics};
-use crate::selection::InFlight;
-use active::ConfigResolver;
+use crate::pools::{Kind, binding_view, claim_view};
+use active::{ConfigResolver, ConfigState};
 use backoff::Backoff;
 
 /// Why the operator stopped with an error.
@@ -44,8 +59,11 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-    #[error("leader election failed")]
-    Lease(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error(
+        "the lease namespace `{0}` does not exist: create it (kubectl create namespace {0}) or point \
+         --lease-namespace (env POD_NAMESPACE) at the operator's own namespace"
+    )]
+    LeaseNamespaceMissing(String),
     #[error("lost the leader lease; stopping so that another replica takes over")]
     LostLeadership,
     #[error("the {0} CRD is not installed or not readable: install crds/ first")]
@@ -62,23 +80,32 @@ pub struct Context {
     pub writer: Writer,
     pub caches: Caches,
     pub resolver: ConfigResolver,
-    pub inflight: Mutex<InFlight>,
+    pub ledger: SharedLedger,
     pub metrics: SharedMetrics,
+    pub health: Health,
     pub backoff: Backoff,
-    pub snapshot: snapshot::SnapshotCache,
-    /// Claims to reconcile now (all claims after a refresh).
+    /// Claims to reconcile now (all claims after a refresh or a takeover).
     pub claim_kick: futures::channel::mpsc::UnboundedSender<ObjectRef<AccountClaim>>,
     pub refresh: Mutex<config::RefreshClock>,
+    /// The claim watch has listed every claim once.
+    pub claims_synced: Arc<AtomicBool>,
     /// Binding writes the garden refused (RBAC or admission), paused until they may be retried.
     pub denials: denials::Denials,
     /// Request sources: foreign watches and per-source status.
     pub sources: sources::SourceRuntime,
 }
 
-/// A handle on a running operator: its readiness and metrics (for tests and the HTTP server).
+impl Context {
+    /// The ledger, locked. Never held across an await.
+    pub fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        lock(&self.ledger)
+    }
+}
+
+/// A handle on a running operator: its health and metrics (for tests and the HTTP server).
 #[derive(Clone, Default)]
 pub struct Handle {
-    pub ready: Readiness,
+    pub ready: Health,
     pub metrics: SharedMetrics,
     /// The admission webhook's address, once it listens.
     pub webhook: crate::webhook::WebhookAddr,
@@ -91,14 +118,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let handle = Handle {
-        ready: Readiness::default(),
+        ready: Health::default(),
         metrics: Arc::new(Metrics::new()),
         webhook: Default::default(),
     };
     run_with(client, args, handle, shutdown).await
 }
 
-/// As [`run`], reporting readiness and metrics through `handle`.
+/// As [`run`], reporting health and metrics through `handle`.
 pub async fn run_with(
     client: Client,
     args: RunArgs,
@@ -120,17 +147,10 @@ pub async fn run_with(
             source,
         })?;
     {
-        let (ready, metrics, stop) = (handle.ready.clone(), handle.metrics.clone(), stop.clone());
+        let (health, metrics, stop) = (handle.ready.clone(), handle.metrics.clone(), stop.clone());
         tokio::spawn(async move {
-            if let Err(e) =
-                crate::http::serve_on(
-                    listener,
-                    ready,
-                    metrics,
-                    async move { stop.cancelled().await },
-                )
-                .await
-            {
+            let done = async move { stop.cancelled().await };
+            if let Err(e) = crate::http::serve_on(listener, health, metrics, done).await {
                 tracing::error!(error = %e, "HTTP server stopped");
             }
         });
@@ -161,30 +181,61 @@ pub async fn run_with(
         .map_err(RunError::Webhook)?;
         hook.wait_ready().await;
     }
+    let fence = if args.leader_elect {
+        Fence::closed()
+    } else {
+        Fence::open()
+    };
+    let (ctx, streams) = start_caches(&client, &garden, &args, &handle, fence.clone());
+    let background = tokio::spawn(background(ctx.clone(), stop.clone()));
 
     let lost = CancellationToken::new();
     let mut lease_task = None;
     if args.leader_elect {
-        // A standby is healthy: it is ready to take over, so it reports ready.
-        handle.ready.set_ready();
-        match leader::acquire(&client, &args, &handle.metrics, stop.clone(), lost.clone()).await? {
-            Some(task) => lease_task = Some(task),
-            None => return Ok(()),
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(leader::hold(
+            client.clone(),
+            args.clone(),
+            fence.clone(),
+            handle.metrics.clone(),
+            stop.clone(),
+            tx,
+            lost.clone(),
+        ));
+        tokio::select! {
+            _ = stop.cancelled() => {}
+            got = rx => if got.is_err() {
+                // The lease task ended before leading: a fatal error (the namespace is missing).
+                background.abort();
+                return match task.await {
+                    Ok(Err(e)) => Err(e),
+                    _ => Err(RunError::LostLeadership),
+                };
+            },
+        }
+        lease_task = Some(task);
+        if !stop.is_cancelled() {
+            take_over(&client, &garden, &ctx, &stop).await;
         }
     } else {
         // The only replica is the one that writes.
         handle.metrics.leader.set(1);
     }
-    let result = run_controllers(client, garden, args, handle, stop.clone(), lost.clone()).await;
+    if !stop.is_cancelled() {
+        run_controllers(ctx, streams, stop.clone(), lost.clone()).await;
+    }
     stop.cancel();
+    background.abort();
     if let Some(task) = lease_task {
         // Hand the lease over before exiting, so the standby need not wait for it to expire.
-        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), task).await {
+            return Err(e);
+        }
     }
-    if lost.is_cancelled() && result.is_ok() {
+    if lost.is_cancelled() {
         return Err(RunError::LostLeadership);
     }
-    result
+    Ok(())
 }
 
 /// AccountClaims in the watched namespace, or in all namespaces.
@@ -197,7 +248,7 @@ fn claim_api(client: &Client, args: &RunArgs) -> Api<AccountClaim> {
 
 /// Fails early, with a hint, when the CRDs are missing.
 async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
-    let lp = kube::api::ListParams::default().limit(1);
+    let lp = ListParams::default().limit(1);
     Api::<HapConfig>::all(client.clone())
         .list_metadata(&lp)
         .await
@@ -209,15 +260,24 @@ async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
     Ok(())
 }
 
-async fn run_controllers(
-    client: Client,
-    garden: Client,
-    args: RunArgs,
-    handle: Handle,
-    stop: CancellationToken,
-    lost: CancellationToken,
-) -> Result<(), RunError> {
+/// The watch streams the controllers consume once leading.
+struct Streams {
+    configs: futures::stream::BoxStream<'static, Result<HapConfig, kube::runtime::watcher::Error>>,
+    claims:
+        futures::stream::BoxStream<'static, Result<AccountClaim, kube::runtime::watcher::Error>>,
+    kicks: futures::channel::mpsc::UnboundedReceiver<ObjectRef<AccountClaim>>,
+}
+
+/// Starts every watch (a standby keeps its caches warm) and builds the shared context.
+fn start_caches(
+    client: &Client,
+    garden: &Client,
+    args: &RunArgs,
+    handle: &Handle,
+    fence: Fence,
+) -> (Arc<Context>, Streams) {
     let feed = ChangeFeed::default();
+    let ledger: SharedLedger = Arc::new(Mutex::new(Ledger::default()));
     let (config_store, config_writer) = reflector::store();
     let config_stream = controller_stream(
         Api::<HapConfig>::all(client.clone()),
@@ -225,48 +285,234 @@ async fn run_controllers(
         feed.clone(),
     );
     let (claim_store, claim_writer) = reflector::store();
-    let claim_stream = controller_stream(claim_api(&client, &args), claim_writer, feed.clone());
+    let claims_synced = Arc::new(AtomicBool::new(false));
+    let claims = claim_stream(
+        claim_api(client, args),
+        claim_writer,
+        ledger.clone(),
+        feed.clone(),
+        claims_synced.clone(),
+    );
     let (kick_tx, kick_rx) = futures::channel::mpsc::unbounded();
-
     let ctx = Arc::new(Context {
-        writer: Writer::new(client.clone(), garden.clone(), Some(args.identity())),
+        writer: Writer::new(client.clone(), garden.clone(), Some(args.identity()), fence),
         caches: Caches {
             feed: feed.clone(),
             configs: config_store.clone(),
-            claims: claim_store.clone(),
+            claims: claim_store,
             // Bindings and Shoots live in the garden, which may be another cluster.
-            bindings: Retargetable::new(garden.clone(), feed.clone(), binding_api),
-            shoots: Retargetable::new(garden.clone(), feed.clone(), shoot_api),
+            bindings: Retargetable::new(
+                garden.clone(),
+                ledger.clone(),
+                feed.clone(),
+                watch_bindings,
+            ),
+            shoots: Retargetable::new(garden.clone(), ledger.clone(), feed.clone(), watch_shoots),
         },
-        resolver: ConfigResolver::new(args.config_name.clone(), config_store.clone()),
-        inflight: Mutex::new(InFlight::default()),
+        resolver: ConfigResolver::new(args.config_name.clone(), config_store),
+        ledger,
         metrics: handle.metrics.clone(),
+        health: handle.ready.clone(),
         backoff: Backoff::default(),
-        snapshot: snapshot::SnapshotCache::default(),
         claim_kick: kick_tx,
         refresh: Mutex::new(config::RefreshClock::default()),
+        claims_synced,
         denials: denials::Denials::default(),
         sources: sources::SourceRuntime::default(),
         args: args.clone(),
     });
+    // The watch streams run from the start, leading or not; the controllers read them through
+    // channels once leading, and until then what they yield is only kept in the stores.
+    let (configs, config_rx) = relay(config_stream);
+    let (claims, claim_rx) = relay(claims);
+    tokio::spawn(configs);
+    tokio::spawn(claims);
+    let streams = Streams {
+        configs: config_rx,
+        claims: claim_rx,
+        kicks: kick_rx,
+    };
+    (ctx, streams)
+}
 
-    // Re-evaluate pending claims and pool figures whenever the inventory or the config moves,
-    // coalescing bursts of watch events.
-    let pending = claims_to_revisit(ctx.clone(), stop.clone());
-    let config_ticks = coalesced_ticks(feed.clone(), Duration::from_secs(1), stop.clone());
-
-    let shutdown = || {
-        let (stop, lost) = (stop.clone(), lost.clone());
+/// Drives `stream` in a task of its own and hands its items to the returned receiver, dropping
+/// them while nobody receives yet (a standby: what matters is in the stores and the ledger).
+fn relay<T: Send + 'static>(
+    stream: impl futures::Stream<Item = T> + Send + 'static,
+) -> (
+    impl Future<Output = ()> + Send + 'static,
+    futures::stream::BoxStream<'static, T>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<T>();
+    let listening = Arc::new(AtomicBool::new(false));
+    let task = {
+        let listening = listening.clone();
         async move {
-            tokio::select! {
-                _ = stop.cancelled() => {},
-                _ = lost.cancelled() => {},
+            let mut stream = std::pin::pin!(stream);
+            while let Some(item) = stream.next().await {
+                if listening.load(Ordering::SeqCst) && tx.send(item).is_err() {
+                    break;
+                }
             }
         }
     };
-    let config_controller = Controller::for_stream(config_stream, config_store.clone())
+    let mut rx = rx;
+    let rx = futures::stream::poll_fn(move |cx| {
+        listening.store(true, Ordering::SeqCst);
+        rx.poll_recv(cx)
+    })
+    .boxed();
+    (task, rx)
+}
+
+/// Points the binding and Shoot watches (and the index's keys and namespace) at the config in
+/// force. Called whenever the configs move, by every replica, and by the reconciles.
+pub(crate) fn point_caches(ctx: &Context) {
+    let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
+        return;
+    };
+    let keys = active.rules.label_keys().clone();
+    ctx.ledger()
+        .set_target(keys, Some(active.spec.binding_namespace.clone()));
+    // A new watch starts from an empty set of bindings (another namespace, or another kind).
+    let moved = ctx
+        .caches
+        .bindings
+        .retarget(&active.binding_target(), |l| l.inventory.clear_bindings());
+    if moved {
+        // Refusals were about bindings of the old namespace or kind.
+        ctx.denials.clear();
+    }
+    ctx.caches
+        .shoots
+        .retarget(&active.shoot_namespace(), |l| l.inventory.clear_shoots());
+}
+
+/// Whether every cache a decision needs has listed once.
+pub(crate) fn caches_ready(ctx: &Context) -> bool {
+    let base = store_ready(&ctx.caches.configs) && ctx.claims_synced.load(Ordering::SeqCst);
+    match ctx.resolver.resolve() {
+        ConfigState::Active { .. } => {
+            base && ctx.caches.bindings.is_ready() && ctx.caches.shoots.is_ready()
+        }
+        _ => base,
+    }
+}
+
+/// What runs in every replica: pointing the caches, readiness, the heartbeat.
+async fn background(ctx: Arc<Context>, stop: CancellationToken) {
+    let mut rx = ctx.caches.feed.subscribe();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = rx.changed() => {}
+            _ = tick.tick() => {}
+        }
+        point_caches(&ctx);
+        let now = Instant::now();
+        {
+            // Taking the lock proves it is not held forever; expired records go.
+            ctx.ledger().expire(now);
+        }
+        ctx.health.beat(now);
+        if !ctx.health.is_ready() && caches_ready(&ctx) {
+            ctx.health.set_ready();
+            tracing::info!("caches synced; ready");
+        }
+    }
+}
+
+/// A standby became the leader: the old leader's last writes may not have reached its watches,
+/// so bindings and claims are read again with one consistent list each and merged into the index
+/// (the index keeps whatever is newer), before any decision. Retried until it succeeds.
+async fn take_over(client: &Client, garden: &Client, ctx: &Context, stop: &CancellationToken) {
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match reread(client, garden, ctx).await {
+            Ok(()) => break,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot re-read the inventory after taking over; retrying")
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "took over with a current inventory"
+    );
+}
+
+async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), kube::Error> {
+    let mut lp = ListParams::default().limit(500);
+    if let Some(target) = ctx.caches.bindings.target() {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            garden.clone(),
+            &target.namespace,
+            &binding_resource(target.kind),
+        );
+        ctx.ledger().begin_relist(Kind::Binding);
+        let rv = loop {
+            let page = api.list_metadata(&lp).await?;
+            let mut l = ctx.ledger();
+            for b in &page.items {
+                l.apply_binding(binding_view(b));
+            }
+            match page.metadata.continue_ {
+                Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+                _ => break page.metadata.resource_version,
+            }
+        };
+        ctx.ledger().end_relist(Kind::Binding, rv.as_deref());
+    }
+    let mut lp = ListParams::default().limit(500);
+    let api = claim_api(client, &ctx.args);
+    ctx.ledger().begin_relist(Kind::Claim);
+    let rv = loop {
+        let page = api.list(&lp).await?;
+        let mut l = ctx.ledger();
+        for c in &page.items {
+            l.apply_claim(claim_view(c));
+        }
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+            _ => break page.metadata.resource_version,
+        }
+    };
+    ctx.ledger().end_relist(Kind::Claim, rv.as_deref());
+    Ok(())
+}
+
+async fn run_controllers(
+    ctx: Arc<Context>,
+    streams: Streams,
+    stop: CancellationToken,
+    lost: CancellationToken,
+) {
+    // Every claim and config once at the start: a new leader finds the old one's work undone.
+    for claim in ctx.caches.claims.state() {
+        let _ = ctx
+            .claim_kick
+            .unbounded_send(ObjectRef::from_obj(claim.as_ref()));
+    }
+    let pending = revisit::claims_to_revisit(ctx.clone(), stop.clone());
+    let config_ticks = futures::stream::once(async {}).chain(coalesced_ticks(
+        ctx.caches.feed.clone(),
+        Duration::from_secs(1),
+        stop.clone(),
+    ));
+    let (configs, claims) = (ctx.caches.configs.clone(), ctx.caches.claims.clone());
+    let config_controller = Controller::for_stream(streams.configs, configs)
         .reconcile_all_on(config_ticks)
-        .graceful_shutdown_on(shutdown())
+        .graceful_shutdown_on({
+            let stop = stop.clone();
+            async move { stop.cancelled().await }
+        })
         .run(config::reconcile, config::error_policy, ctx.clone())
         .for_each(|r| {
             if let Err(e) = r {
@@ -274,10 +520,13 @@ async fn run_controllers(
             }
             futures::future::ready(())
         });
-    let claim_controller = Controller::for_stream(claim_stream, claim_store.clone())
-        .with_config(kcontroller::Config::default().concurrency(args.concurrency))
-        .reconcile_on(futures::stream::select(pending, kick_rx))
-        .graceful_shutdown_on(shutdown())
+    let claim_controller = Controller::for_stream(streams.claims, claims)
+        .with_config(kcontroller::Config::default().concurrency(ctx.args.concurrency))
+        .reconcile_on(futures::stream::select(pending, streams.kicks))
+        .graceful_shutdown_on({
+            let stop = stop.clone();
+            async move { stop.cancelled().await }
+        })
         .run(claim::reconcile, claim::error_policy, ctx.clone())
         .for_each(|r| {
             if let Err(e) = r {
@@ -285,39 +534,14 @@ async fn run_controllers(
             }
             futures::future::ready(())
         });
-
-    let readiness = {
-        let (ctx, ready) = (ctx.clone(), handle.ready.clone());
-        async move {
-            let _ = config_store.wait_until_ready().await;
-            let _ = claim_store.wait_until_ready().await;
-            ctx.caches.bindings.wait_ready().await;
-            ctx.caches.shoots.wait_ready().await;
-            ready.set_ready();
-            tracing::info!("caches synced; ready");
-        }
-    };
-    let source_controller = sources::run(ctx.clone(), {
-        let (stop, lost) = (stop.clone(), lost.clone());
-        let token = CancellationToken::new();
-        let t = token.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = stop.cancelled() => {},
-                _ = lost.cancelled() => {},
-            }
-            t.cancel();
-        });
-        token
-    });
-    tokio::join!(
-        config_controller,
-        claim_controller,
-        readiness,
-        source_controller
-    );
+    let source_controller = sources::run(ctx.clone(), stop.clone());
+    tokio::select! {
+        _ = async { tokio::join!(config_controller, claim_controller, source_controller) } => {}
+        // Leadership gone: the controllers and every reconcile in progress are dropped here, at
+        // their next await; the fence already refuses their writes.
+        _ = lost.cancelled() => tracing::error!("leadership lost; in-flight work aborted"),
+    }
     tracing::info!("controllers stopped");
-    Ok(())
 }
 
 fn log_controller_error<E: std::error::Error + 'static, Q: std::error::Error + 'static>(
@@ -328,60 +552,6 @@ fn log_controller_error<E: std::error::Error + 'static, Q: std::error::Error + '
         kcontroller::Error::ObjectNotFound(_) => {}
         other => tracing::warn!(controller = what, error = %other, "reconcile failed"),
     }
-}
-
-/// Each time the feed moves (at most every 250 ms): every claim that still needs a decision
-/// (not Bound, or being deleted), and every Bound claim whose binding is gone or no longer
-/// carries its tenant, so that BindingLost is reported at once rather than at the next resync.
-fn claims_to_revisit(
-    ctx: Arc<Context>,
-    stop: CancellationToken,
-) -> impl futures::Stream<Item = ObjectRef<AccountClaim>> + Send {
-    coalesced_ticks(ctx.caches.feed.clone(), Duration::from_millis(250), stop).flat_map(move |()| {
-        let inventory = match ctx.resolver.resolve() {
-            active::ConfigState::Active { active, .. } if ctx.caches.bindings.is_ready() => {
-                Some(ctx.snapshot.get(&ctx.caches, active.rules.label_keys()))
-            }
-            _ => None,
-        };
-        let now = std::time::Instant::now();
-        let mut inflight = ctx.inflight.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(inv) = &inventory {
-            // Writes the cache now shows are settled; only unsettled ones may override it.
-            inflight.observe(inv, now);
-        }
-        let refs: Vec<ObjectRef<AccountClaim>> = ctx
-            .caches
-            .claims
-            .state()
-            .iter()
-            // A denial is final: nothing in the inventory can change it.
-            .filter(|c| !c.status.as_ref().is_some_and(crate::status::is_denied))
-            .filter(|c| {
-                let recorded = c.status.as_ref().and_then(claim::recorded_binding);
-                let Some(recorded) = recorded.filter(|_| c.metadata.deletion_timestamp.is_none())
-                else {
-                    return true;
-                };
-                // Pinned claims are revisited only when the binding's state disagrees with the
-                // claim's phase (lost while Bound, or restored while Failed).
-                let failed = c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Failed);
-                inventory.as_ref().is_some_and(|inv| {
-                    let view = crate::pools::ClaimView {
-                        bound_binding: Some(recorded.binding),
-                        ..snapshot::claim_view(c)
-                    };
-                    let lost = matches!(
-                        crate::selection::check_bound(inv, &inflight, &view, now),
-                        Some(crate::selection::Choice::Lost { .. })
-                    );
-                    lost != failed
-                })
-            })
-            .map(|c| ObjectRef::from_obj(c.as_ref()))
-            .collect();
-        futures::stream::iter(refs)
-    })
 }
 
 /// One `()` after each burst of feed changes, at most one per `period`.

@@ -24,6 +24,9 @@ use crate::sources::sync::{Action, ClaimRecord, KindView, PassInput, plan_pass};
 pub struct SourceRuntime {
     foreign: Mutex<BTreeMap<SourceKind, ForeignCache>>,
     cluster_configs: Mutex<Option<ForeignCache>>,
+    /// Shoots as requests, in the shoot namespace of the config in force, from the garden. The
+    /// inventory keeps only what counting needs of a Shoot, so sources watch them on their own.
+    shoots: Mutex<Option<(String, ForeignCache)>>,
     statuses: Mutex<Vec<SourceStatus>>,
 }
 
@@ -54,8 +57,26 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
     }
 }
 
-fn ensure_caches(ctx: &Context, client: &Client, kinds: &BTreeSet<SourceKind>) {
+fn ensure_caches(
+    ctx: &Context,
+    client: &Client,
+    kinds: &BTreeSet<SourceKind>,
+    shoot_namespace: &str,
+) {
     let rt = &ctx.sources;
+    if let Ok(mut shoots) = rt.shoots.lock() {
+        if !kinds.contains(&SourceKind::Shoot) {
+            *shoots = None;
+        } else if shoots.as_ref().is_none_or(|(ns, _)| ns != shoot_namespace) {
+            let cache = ForeignCache::start_in(
+                ctx.writer.garden(),
+                SourceKind::Shoot.resource(),
+                Some(shoot_namespace),
+                ctx.caches.feed.clone(),
+            );
+            *shoots = Some((shoot_namespace.to_string(), cache));
+        }
+    }
     if let Ok(mut foreign) = rt.foreign.lock() {
         for k in [SourceKind::Runtime, SourceKind::Cluster] {
             if kinds.contains(&k) {
@@ -79,6 +100,18 @@ fn ensure_caches(ctx: &Context, client: &Client, kinds: &BTreeSet<SourceKind>) {
         } else {
             *cfg = None;
         }
+    }
+}
+
+fn kind_view(cache: &ForeignCache) -> KindView {
+    KindView {
+        ready: cache.is_ready(),
+        error: cache.error(),
+        objects: cache
+            .objects()
+            .iter()
+            .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+            .collect(),
     }
 }
 
@@ -110,47 +143,21 @@ async fn pass(ctx: &Context) {
         if let Ok(mut s) = ctx.sources.statuses.lock() {
             s.clear();
         }
-        ensure_caches(ctx, &client, &kinds);
+        ensure_caches(ctx, &client, &kinds, &active.shoot_namespace());
         return;
     }
-    ensure_caches(ctx, &client, &kinds);
+    ensure_caches(ctx, &client, &kinds, &active.shoot_namespace());
 
     let mut views = BTreeMap::new();
-    if kinds.contains(&SourceKind::Shoot) {
-        // Shoots come from the counting cache, which watches the binding namespace of the
-        // config in force (a Shoot can only use a binding of its own namespace).
-        let objects = ctx
-            .caches
-            .shoots
-            .current()
-            .map(|(_, s)| s.state())
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|s| serde_json::to_value(s.as_ref()).ok())
-            .collect();
-        views.insert(
-            SourceKind::Shoot,
-            KindView {
-                ready: ctx.caches.shoots.is_ready(),
-                error: None,
-                objects,
-            },
-        );
+    if let Ok(shoots) = ctx.sources.shoots.lock()
+        && let Some((_, cache)) = shoots.as_ref()
+    {
+        // A Shoot can only use a binding of its own namespace: the config's shoot namespace.
+        views.insert(SourceKind::Shoot, kind_view(cache));
     }
     if let Ok(foreign) = ctx.sources.foreign.lock() {
         for (k, cache) in foreign.iter() {
-            views.insert(
-                *k,
-                KindView {
-                    ready: cache.is_ready(),
-                    error: cache.error(),
-                    objects: cache
-                        .objects()
-                        .iter()
-                        .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-                        .collect(),
-                },
-            );
+            views.insert(*k, kind_view(cache));
         }
     }
     let cluster_configs = ctx.sources.cluster_configs.lock().ok().and_then(|c| {

@@ -7,10 +7,10 @@ use std::time::Instant;
 use kube::runtime::controller::Action;
 
 use super::active::ActiveConfig;
-use super::claim::{ClaimError, count, lock, pending, write_outcome};
+use super::claim::{ClaimError, count, pending, status_outcome, write_outcome};
 use super::{Context, resync};
 use crate::api::{AccountClaim, Decision, MatchedRule};
-use crate::pools::{ClaimView, Inventory};
+use crate::pools::ClaimView;
 use crate::selection::{Choice, UseReason};
 use crate::sources::adopt::{Adoption, adopt};
 use crate::status::{BoundTo, ClaimOutcome, PendingReason};
@@ -19,24 +19,31 @@ pub(super) async fn reconcile(
     claim: &AccountClaim,
     ctx: &Context,
     active: &ActiveConfig,
-    inv: &Inventory,
     view: &ClaimView,
     binding: &str,
 ) -> Result<Action, ClaimError> {
-    match adopt(inv, binding, &claim.spec.global_account) {
-        Adoption::Bound { pool } => {
-            // Counted as the tenant's cluster on the binding at once, like any assignment, so a
-            // decision taken before the cache shows this claim Bound still sees it.
-            let now = Instant::now();
-            lock(ctx).record(
+    let adoption = {
+        let mut guard = ctx.ledger();
+        let l = &mut *guard;
+        let adoption = adopt(&l.inventory, binding, &claim.spec.global_account);
+        if let Adoption::Bound { pool } = &adoption {
+            // Counted as the tenant's cluster on the binding at once, like any assignment and
+            // under the same lock as the decision, so a decision taken before the index shows
+            // this claim Bound still sees it.
+            l.inflight.record(
                 view,
-                &pool,
+                pool,
                 &Choice::Use {
                     binding: binding.to_string(),
                     decision: UseReason::Reused,
                 },
-                now,
+                Instant::now(),
             );
+        }
+        adoption
+    };
+    match adoption {
+        Adoption::Bound { pool } => {
             let to = BoundTo {
                 binding: binding.to_string(),
                 namespace: active.spec.binding_namespace.clone(),
@@ -48,18 +55,17 @@ pub(super) async fn reconcile(
                 decision: Decision::Adopted,
                 preference: None,
             };
-            match write_outcome(claim, ctx, &ClaimOutcome::Bound(to)).await {
+            let result = write_outcome(claim, ctx, &ClaimOutcome::Bound(to)).await;
+            ctx.ledger()
+                .assignment_outcome(&view.uid, status_outcome(&result), Instant::now());
+            match result {
                 Ok(()) => {
-                    lock(ctx).assignment_written(&view.uid, Instant::now());
                     if claim.status.as_ref().and_then(|s| s.decision) != Some(Decision::Adopted) {
                         count(ctx, "Adopted");
                     }
                     Ok(resync(ctx))
                 }
-                Err(e) => {
-                    lock(ctx).assignment_failed(&view.uid);
-                    Err(e)
-                }
+                Err(e) => Err(e),
             }
         }
         Adoption::NotTenant { message } => {

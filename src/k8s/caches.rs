@@ -1,27 +1,36 @@
-//! Watch caches. HapConfigs and AccountClaims are watched cluster-wide for the whole run;
-//! bindings and Shoots are watched in the namespaces the config in force names, and the watch
-//! is re-targeted when the config changes. Every event bumps a change feed, so that pending
-//! claims and pool figures are re-evaluated when the inventory moves.
+//! Watches. HapConfigs and AccountClaims are watched cluster-wide for the whole run, into
+//! reflector stores (the controllers read them) and, for claims, into the ledger's index too.
+//! Bindings and Shoots are watched in the namespaces the config in force names, straight into
+//! the index (no store holds whole objects: decisions read only the index), and re-targeted when
+//! the config changes. Every event bumps a change feed, so that waiting claims and pool figures
+//! are looked at again when the inventory moves.
+//!
+//! Lists are consistent reads (`resourceVersion=""`), not served from a possibly lagging watch
+//! cache; the index still treats every re-list as possibly stale (pools::index).
 
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::writes::binding_resource;
 use crate::api::{AccountClaim, BindingKind, HapConfig, Shoot};
+use crate::ledger::Ledger;
+use crate::pools::{Kind, binding_view, claim_view, shoot_view};
 
-/// A counter bumped on every watch event of bindings, Shoots and claims. Consumers read it to
-/// coalesce bursts of events into one re-evaluation.
+/// A counter bumped on every watch event of bindings, Shoots, claims and configs. Consumers
+/// read it to coalesce bursts of events into one re-evaluation.
 #[derive(Clone)]
 pub struct ChangeFeed(Arc<watch::Sender<u64>>);
 
@@ -43,6 +52,15 @@ impl ChangeFeed {
     }
 }
 
+/// The ledger, shared by every watch and every reconcile.
+pub type SharedLedger = Arc<Mutex<Ledger>>;
+
+/// Locks the ledger; a poisoned lock means a panic elsewhere, and its data is still the best
+/// knowledge there is.
+pub fn lock(ledger: &Mutex<Ledger>) -> std::sync::MutexGuard<'_, Ledger> {
+    ledger.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Where bindings are read from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BindingTarget {
@@ -50,165 +68,299 @@ pub struct BindingTarget {
     pub kind: BindingKind,
 }
 
-/// Bindings are read metadata-only: selection needs labels and resourceVersion, never the
-/// credentials reference, and Secrets are never read at all.
-pub type BindingMeta = PartialObjectMeta<DynamicObject>;
-pub type BindingCache = Retargetable<BindingMeta, BindingTarget>;
 /// Shoots are watched in one namespace.
 pub type ShootTarget = String;
-pub type ShootCache = Retargetable<Shoot, ShootTarget>;
-/// Builds the watch of a target: the API and its dynamic type.
-pub type MakeApi<K, T> = fn(&Client, &T) -> (Api<K>, <K as Resource>::DynamicType);
 
-struct Running<K: Resource + Clone + 'static, T>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
-    target: T,
-    store: Store<K>,
-    task: JoinHandle<()>,
-}
+/// How a watch of one target is started: it feeds the ledger while `live` says it is current.
+type Start<T> = fn(&Client, &T, Feed) -> futures::future::BoxFuture<'static, ()>;
 
-/// A reflector whose watch can be pointed somewhere else while the operator runs.
-pub struct Retargetable<K: Resource + Clone + 'static, T>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
-    client: Client,
+/// What a running watch reports into.
+#[derive(Clone)]
+pub struct Feed {
+    ledger: SharedLedger,
     feed: ChangeFeed,
-    make: MakeApi<K, T>,
-    running: RwLock<Option<Running<K, T>>>,
+    state: Arc<WatchState>,
+    epoch: u64,
 }
 
-impl<K, T> Retargetable<K, T>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Send + Sync,
-    T: Clone + PartialEq + Debug + Send + Sync + 'static,
-{
-    pub fn new(client: Client, feed: ChangeFeed, make: MakeApi<K, T>) -> Self {
+impl Feed {
+    /// Applies one change to the ledger, unless the watch was re-targeted meanwhile.
+    fn apply(&self, f: impl FnOnce(&mut Ledger)) {
+        let mut ledger = lock(&self.ledger);
+        if self.state.epoch.load(Ordering::SeqCst) == self.epoch {
+            f(&mut ledger);
+        }
+        drop(ledger);
+        self.feed.bump();
+    }
+}
+
+/// The sync state of one re-targetable watch.
+#[derive(Default)]
+pub struct WatchState {
+    epoch: AtomicU64,
+    synced: AtomicBool,
+    error: Mutex<Option<String>>,
+    started: Mutex<Option<Instant>>,
+}
+
+impl WatchState {
+    fn failed(&self, e: &watcher::Error) {
+        let text = e.to_string();
+        tracing::warn!(error = %text, "watch error; retrying");
+        *self.error.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
+    }
+
+    fn synced(&self) {
+        self.synced.store(true, Ordering::SeqCst);
+        *self.error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// A watch into the ledger whose target (namespace, kind) can change while the operator runs.
+pub struct Retargetable<T> {
+    client: Client,
+    ledger: SharedLedger,
+    feed: ChangeFeed,
+    start: Start<T>,
+    state: Arc<WatchState>,
+    running: RwLock<Option<(T, JoinHandle<()>)>>,
+}
+
+impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
+    pub fn new(client: Client, ledger: SharedLedger, feed: ChangeFeed, start: Start<T>) -> Self {
         Self {
             client,
+            ledger,
             feed,
-            make,
+            start,
+            state: Arc::default(),
             running: RwLock::new(None),
         }
     }
 
-    /// Points the watch at `target`; a no-op when it already points there. Returns whether the
-    /// target changed.
-    pub fn retarget(&self, target: &T) -> bool {
+    /// Points the watch at `target`; a no-op when it already points there. `reset` runs under
+    /// the ledger's lock, in the same step that retires the old watch's events. Returns whether
+    /// the target changed.
+    pub fn retarget(&self, target: &T, reset: impl FnOnce(&mut Ledger)) -> bool {
         // Called on every reconcile: the common case (same target) only needs a read lock.
         if let Ok(running) = self.running.read()
-            && running.as_ref().is_some_and(|r| &r.target == target)
+            && running.as_ref().is_some_and(|(t, _)| t == target)
         {
             return false;
         }
         let Ok(mut running) = self.running.write() else {
             return false;
         };
-        if running.as_ref().is_some_and(|r| &r.target == target) {
+        if running.as_ref().is_some_and(|(t, _)| t == target) {
             return false;
         }
-        if let Some(old) = running.take() {
-            old.task.abort();
-        }
-        let (api, dyntype) = (self.make)(&self.client, target);
-        let writer = reflector::store::Writer::new(dyntype);
-        let store = writer.as_reader();
-        let feed = self.feed.clone();
-        let stream = watch_into(writer, api, feed);
-        tracing::info!(?target, kind = std::any::type_name::<K>(), "watching");
-        let task = tokio::spawn(stream);
-        *running = Some(Running {
-            target: target.clone(),
-            store,
-            task,
-        });
-        self.feed.bump();
+        self.restart_locked(&mut running, target.clone(), reset);
         true
     }
 
-    /// The current target and its store, if the watch has been started.
-    pub fn current(&self) -> Option<(T, Store<K>)> {
-        let running = self.running.read().ok()?;
-        running
-            .as_ref()
-            .map(|r| (r.target.clone(), r.store.clone()))
+    fn restart_locked(
+        &self,
+        running: &mut Option<(T, JoinHandle<()>)>,
+        target: T,
+        reset: impl FnOnce(&mut Ledger),
+    ) {
+        if let Some((_, task)) = running.take() {
+            task.abort();
+        }
+        let epoch = {
+            let mut ledger = lock(&self.ledger);
+            let epoch = self.state.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+            reset(&mut ledger);
+            epoch
+        };
+        self.state.synced.store(false, Ordering::SeqCst);
+        *self.state.error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.state.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        let feed = Feed {
+            ledger: self.ledger.clone(),
+            feed: self.feed.clone(),
+            state: self.state.clone(),
+            epoch,
+        };
+        tracing::info!(?target, "watching");
+        let task = tokio::spawn((self.start)(&self.client, &target, feed));
+        *running = Some((target, task));
+        self.feed.bump();
     }
 
-    /// Waits until the current watch has listed everything once.
-    pub async fn wait_ready(&self) {
-        if let Some((_, store)) = self.current() {
-            let _ = store.wait_until_ready().await;
-        }
+    /// The current target, if the watch has been started.
+    pub fn target(&self) -> Option<T> {
+        let running = self.running.read().ok()?;
+        running.as_ref().map(|(t, _)| t.clone())
     }
 
     /// Whether the current watch has listed everything once.
     pub fn is_ready(&self) -> bool {
-        self.current().is_some_and(|(_, s)| store_ready(&s))
+        self.target().is_some() && self.state.synced.load(Ordering::SeqCst)
     }
 
-    /// Drops the cache and lists again (the refresh cycle).
+    /// The last error of the current watch while it has not listed everything yet.
+    pub fn error(&self) -> Option<String> {
+        self.state
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// When the current watch started.
+    pub fn started(&self) -> Option<Instant> {
+        *self.state.started.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Lists again and keeps watching (the refresh cycle); the index keeps what it has and
+    /// treats the new list as possibly stale.
     pub fn restart(&self) {
-        let target = self.current().map(|(t, _)| t);
-        if let Ok(mut running) = self.running.write()
-            && let Some(old) = running.take()
-        {
-            old.task.abort();
-        }
-        if let Some(t) = target {
-            self.retarget(&t);
+        let Ok(mut running) = self.running.write() else {
+            return;
+        };
+        if let Some((target, _)) = running.as_ref() {
+            let target = target.clone();
+            // The epoch moves on, but the index is kept: a re-list reconciles it.
+            let ready = self.state.synced.load(Ordering::SeqCst);
+            self.restart_locked(&mut running, target, |_| {});
+            self.state.synced.store(ready, Ordering::SeqCst);
         }
     }
 }
 
-impl<K: Resource + Clone + 'static, T> Drop for Retargetable<K, T>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
+impl<T> Drop for Retargetable<T> {
     fn drop(&mut self) {
         if let Ok(mut running) = self.running.write()
-            && let Some(old) = running.take()
+            && let Some((_, task)) = running.take()
         {
-            old.task.abort();
+            task.abort();
         }
     }
 }
 
-/// Drives one reflector: every event lands in the store and bumps the feed. Watch errors are
-/// retried with backoff by the stream itself; they are logged, never fatal.
-fn watch_into<K>(
-    writer: reflector::store::Writer<K>,
-    api: Api<K>,
-    feed: ChangeFeed,
-) -> impl std::future::Future<Output = ()> + Send
+/// Feeds one watcher's events into the ledger through `on`, recording sync and errors.
+async fn drive<K, S>(stream: S, feed: Feed, on: impl Fn(&mut Ledger, watcher::Event<K>))
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
 {
-    reflected(api, writer, feed).for_each(|ev| {
-        if let Err(e) = ev {
-            tracing::warn!(error = %e, "watch error; retrying");
+    let mut stream = std::pin::pin!(stream);
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(ev) => {
+                let done = matches!(ev, watcher::Event::InitDone);
+                feed.apply(|l| on(l, ev));
+                if done {
+                    feed.state.synced();
+                }
+            }
+            Err(e) => feed.state.failed(&e),
         }
-        futures::future::ready(())
-    })
+    }
 }
 
-/// A trimmed, backed-off watch feeding a store, each event also bumping the feed.
-fn reflected<K>(
+fn watch_config() -> watcher::Config {
+    watcher::Config::default().page_size(500)
+}
+
+/// The binding watch of a target: metadata only (labels and resourceVersion are all selection
+/// needs; the credentials reference is never read).
+pub fn watch_bindings(
+    client: &Client,
+    target: &BindingTarget,
+    feed: Feed,
+) -> futures::future::BoxFuture<'static, ()> {
+    let ar = binding_resource(target.kind);
+    let api: Api<PartialObjectMeta<DynamicObject>> =
+        Api::namespaced_with(client.clone(), &target.namespace, &ar);
+    let stream = watcher(api, watch_config()).default_backoff();
+    Box::pin(drive(stream, feed, |l, ev| match ev {
+        watcher::Event::Init => l.begin_relist(Kind::Binding),
+        watcher::Event::InitApply(b) | watcher::Event::Apply(b) => {
+            l.apply_binding(binding_view(&b))
+        }
+        watcher::Event::InitDone => l.end_relist(Kind::Binding, None),
+        watcher::Event::Delete(b) => {
+            l.delete_binding(&b.name_any(), b.resource_version().as_deref())
+        }
+    }))
+}
+
+/// The Shoot watch of a namespace.
+pub fn watch_shoots(
+    client: &Client,
+    ns: &ShootTarget,
+    feed: Feed,
+) -> futures::future::BoxFuture<'static, ()> {
+    let api: Api<Shoot> = Api::namespaced(client.clone(), ns);
+    let stream = watcher(api, watch_config()).default_backoff();
+    Box::pin(drive(stream, feed, |l, ev| match ev {
+        watcher::Event::Init => l.begin_relist(Kind::Shoot),
+        watcher::Event::InitApply(s) | watcher::Event::Apply(s) => l.apply_shoot(shoot_view(&s)),
+        watcher::Event::InitDone => l.end_relist(Kind::Shoot, None),
+        watcher::Event::Delete(s) => l.delete_shoot(&s.name_any(), s.resource_version().as_deref()),
+    }))
+}
+
+/// Applies one claim event to the ledger.
+fn claim_event(l: &mut Ledger, ev: &watcher::Event<AccountClaim>) {
+    match ev {
+        watcher::Event::Init => l.begin_relist(Kind::Claim),
+        watcher::Event::InitApply(c) | watcher::Event::Apply(c) => l.apply_claim(claim_view(c)),
+        watcher::Event::InitDone => l.end_relist(Kind::Claim, None),
+        watcher::Event::Delete(c) => l.delete_claim(
+            &c.uid().unwrap_or_default(),
+            c.resource_version().as_deref(),
+        ),
+    }
+}
+
+/// Drops what no decision reads, to keep the stores small.
+fn trim_metadata<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    meta.annotations = None;
+}
+
+/// The watch stream of a controller's main resource, into its store; its events also bump the
+/// feed.
+pub fn controller_stream<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
     feed: ChangeFeed,
-) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
-    let stream = watcher(api, watcher::Config::default().any_semantic())
+    let stream = watcher(api, watch_config())
         .default_backoff()
-        .modify(trim_metadata::<K>);
-    reflector::reflector(writer, stream).inspect_ok(move |_| feed.bump())
+        .modify(trim_metadata::<K>)
+        .inspect_ok(move |_| feed.bump());
+    reflector::reflector(writer, stream).touched_objects()
+}
+
+/// The claim watch: into the ledger first, then into the controller's store, so that a claim a
+/// reconcile reads is never newer in the store than in the index.
+pub fn claim_stream(
+    api: Api<AccountClaim>,
+    writer: reflector::store::Writer<AccountClaim>,
+    ledger: SharedLedger,
+    feed: ChangeFeed,
+    synced: Arc<AtomicBool>,
+) -> impl Stream<Item = Result<AccountClaim, watcher::Error>> + Send {
+    let stream = watcher(api, watch_config())
+        .default_backoff()
+        .modify(trim_metadata::<AccountClaim>)
+        .inspect_ok(move |ev| {
+            claim_event(&mut lock(&ledger), ev);
+            if matches!(ev, watcher::Event::InitDone) {
+                synced.store(true, Ordering::SeqCst);
+            }
+            feed.bump();
+        });
+    reflector::reflector(writer, stream).touched_objects()
 }
 
 /// Whether a store has finished its first list (without waiting).
@@ -220,43 +372,8 @@ where
     matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
 }
 
-/// Drops what no decision reads, to keep the caches small.
-fn trim_metadata<K: Resource>(obj: &mut K) {
-    let meta = obj.meta_mut();
-    meta.managed_fields = None;
-    meta.annotations = None;
-}
-
-/// The watch stream of the main resource of a controller, tapped so that its events also bump
-/// the feed (clusters are counted from claims as well as Shoots).
-pub fn controller_stream<K>(
-    api: Api<K>,
-    writer: reflector::store::Writer<K>,
-    feed: ChangeFeed,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Send + Sync,
-{
-    reflected(api, writer, feed).touched_objects()
-}
-
-/// How the binding watch is built for a target.
-pub fn binding_api(
-    client: &Client,
-    target: &BindingTarget,
-) -> (Api<BindingMeta>, kube::core::ApiResource) {
-    let ar = binding_resource(target.kind);
-    (
-        Api::namespaced_with(client.clone(), &target.namespace, &ar),
-        ar,
-    )
-}
-
-/// How the Shoot watch is built for a namespace.
-pub fn shoot_api(client: &Client, ns: &ShootTarget) -> (Api<Shoot>, ()) {
-    (Api::namespaced(client.clone(), ns), ())
-}
+pub type BindingCache = Retargetable<BindingTarget>;
+pub type ShootCache = Retargetable<ShootTarget>;
 
 /// All caches of one operator process.
 pub struct Caches {

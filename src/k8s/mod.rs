@@ -4,11 +4,12 @@
 
 pub mod caches;
 pub mod clients;
+pub mod lease;
 pub mod source_claims;
 pub mod sources;
 pub mod writes;
 
-pub use caches::{BindingCache, BindingTarget, Caches, ChangeFeed, Retargetable};
+pub use caches::{BindingCache, BindingTarget, Caches, ChangeFeed, Retargetable, SharedLedger};
 pub use clients::ClientError;
 pub use writes::Writer;
 
@@ -32,6 +33,13 @@ pub enum K8sError {
         what: String,
         message: String,
     },
+    /// Not sent: this replica is not (or no longer) the leader by its own clock.
+    #[error("not writing {what}: {source}")]
+    Fenced {
+        what: String,
+        #[source]
+        source: crate::leadership::Fenced,
+    },
     /// Any other failure of an API call.
     #[error("{action} {what} failed")]
     Api {
@@ -49,19 +57,25 @@ pub enum K8sError {
     },
 }
 
+/// Whether a 422 is a failed JSON-patch `test` (the write lost a compare-and-swap) rather than
+/// an invalid object. kube-apiserver 1.35 answers a failed test with `PATCH_REJECTED` and no
+/// causes; older servers (evanphx/json-patch) say "testing value <path> failed". A validation
+/// failure always lists its fields as causes, whatever its message says — an object or a field
+/// merely named "test" is no conflict.
+fn is_failed_patch_test(status: &kube::core::Status) -> bool {
+    let no_causes = status.details.as_ref().is_none_or(|d| d.causes.is_empty());
+    let m = status.message.as_str();
+    status.code == 422
+        && no_causes
+        && (m == PATCH_REJECTED || (m.starts_with("testing value ") && m.contains(" failed")))
+}
+
 impl K8sError {
-    /// Sorts a kube error into Conflict / NotFound / Api. A failed JSON-patch `test` comes back
-    /// as 422 Invalid and means the same as a resourceVersion conflict. Older servers name the
-    /// test in the message; kube-apiserver 1.35 answers with the generic message below and no
-    /// causes (a validation failure of the patched object always lists its fields).
+    /// Sorts a kube error into Conflict / NotFound / Api.
     pub fn classify(action: &'static str, what: impl Into<String>, source: kube::Error) -> Self {
         let what = what.into();
         if let kube::Error::Api(status) = &source {
-            let failed_patch_test = status.code == 422
-                && (status.message.contains("test")
-                    || (status.message == PATCH_REJECTED
-                        && status.details.as_ref().is_none_or(|d| d.causes.is_empty())));
-            if status.is_conflict() || failed_patch_test {
+            if status.is_conflict() || is_failed_patch_test(status) {
                 return K8sError::Conflict { what };
             }
             if status.is_not_found() {
@@ -82,12 +96,26 @@ impl K8sError {
         }
     }
 
+    /// Whether the write may have been committed although it failed: no answer (timeout,
+    /// connection lost) or a server error. A refusal (4xx) or a write never sent did not commit.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            K8sError::Api {
+                source: kube::Error::Api(status),
+                ..
+            } => status.code >= 500,
+            K8sError::Api { .. } => true,
+            _ => false,
+        }
+    }
+
     /// Short, bounded label for metrics.
     pub fn kind(&self) -> &'static str {
         match self {
             K8sError::Conflict { .. } => "conflict",
             K8sError::NotFound { .. } => "not_found",
             K8sError::Forbidden { .. } => "forbidden",
+            K8sError::Fenced { .. } => "fenced",
             K8sError::Api { .. } => "api",
             K8sError::Encode { .. } => "encode",
         }
@@ -161,5 +189,46 @@ mod tests {
         assert!(matches!(e, K8sError::Api { .. }), "{e:?}");
         let e = K8sError::classify("patch", "x", status(422, "AccountClaim is invalid", 0));
         assert!(matches!(e, K8sError::Api { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_422_that_merely_mentions_test_is_no_conflict() {
+        // Issue 11, defect 7: any 422 whose message contained "test" was taken for a lost
+        // compare-and-swap and retried at once, forever, without backoff.
+        for message in [
+            r#"AccountClaim.accountpool.io "test" is invalid: spec.plan: Invalid value"#,
+            "latest test of the admission webhook failed",
+            r#"HapConfig.accountpool.io "contest" is invalid"#,
+        ] {
+            for causes in [0, 1] {
+                let e = K8sError::classify("patch", "x", status(422, message, causes));
+                assert!(
+                    matches!(e, K8sError::Api { .. }),
+                    "{message} ({causes}): {e:?}"
+                );
+            }
+        }
+        // A failed test with field causes is a validation failure too.
+        let e = K8sError::classify("patch", "x", status(422, "testing value /a failed", 1));
+        assert!(matches!(e, K8sError::Api { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn only_unanswered_writes_and_server_errors_have_an_unknown_outcome() {
+        let api = |code| K8sError::classify("patch", "x", status(code, "boom", 0));
+        assert!(api(500).outcome_unknown() && api(504).outcome_unknown());
+        assert!(!api(403).outcome_unknown() && !api(422).outcome_unknown());
+        assert!(!api(409).outcome_unknown() && !api(404).outcome_unknown());
+        let fenced = K8sError::Fenced {
+            what: "x".into(),
+            source: crate::leadership::Fenced,
+        };
+        assert!(!fenced.outcome_unknown());
+        let io = K8sError::Api {
+            action: "patch",
+            what: "x".into(),
+            source: kube::Error::ReadEvents(std::io::Error::other("connection reset")),
+        };
+        assert!(io.outcome_unknown());
     }
 }

@@ -1,5 +1,5 @@
 //! The API side of request sources on the leader: watch caches of the foreign request objects
-//! (Kyma Runtimes, openmcp Clusters, openmcp ClusterConfigs), which report why they cannot
+//! (Kyma Runtimes, openmcp Clusters, openmcp ClusterConfigs, Shoots), which report why they cannot
 //! watch (a CRD not installed, a permission missing) instead of failing, and the writes the
 //! source controller makes: claims it creates or labels or deletes, ClusterConfigs it owns.
 
@@ -18,7 +18,7 @@ use super::K8sError;
 use super::caches::{ChangeFeed, store_ready};
 use crate::api::{AccountClaim, FIELD_MANAGER, SOURCE_FIELD_MANAGER};
 
-/// A watch of one foreign resource in all namespaces.
+/// A watch of one foreign resource, in one namespace or all.
 pub struct ForeignCache {
     resource: ApiResource,
     store: Store<DynamicObject>,
@@ -47,9 +47,22 @@ fn trim(obj: &mut DynamicObject) {
 }
 
 impl ForeignCache {
-    /// Starts watching `resource`; every event bumps `feed`.
+    /// Starts watching `resource` in all namespaces; every event bumps `feed`.
     pub fn start(client: &Client, resource: ApiResource, feed: ChangeFeed) -> Self {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        Self::start_in(client, resource, None, feed)
+    }
+
+    /// Starts watching `resource` in `namespace` (all when `None`); every event bumps `feed`.
+    pub fn start_in(
+        client: &Client,
+        resource: ApiResource,
+        namespace: Option<&str>,
+        feed: ChangeFeed,
+    ) -> Self {
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
         let writer = reflector::store::Writer::new(resource.clone());
         let store = writer.as_reader();
         let error = Arc::new(Mutex::new(None));

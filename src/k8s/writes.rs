@@ -1,5 +1,6 @@
 //! Writes: status through `/status` with server-side apply under one field manager, binding
 //! labels with a resourceVersion compare-and-swap, finalizers with JSON-patch `test`, events.
+//! Every write passes the leadership fence first, immediately before it is sent.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{DynamicObject, Patch, PatchParams};
@@ -7,12 +8,14 @@ use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
+use std::time::Instant;
 
 use super::K8sError;
 use crate::api::{
     AccountClaim, AccountClaimStatus, BindingKind, CLAIM_FINALIZER, FIELD_MANAGER, HapConfig,
     HapConfigStatus,
 };
+use crate::leadership::Fence;
 
 /// Every write the operator makes goes through here: binding labels through the garden client,
 /// everything else (status, finalizers, events) through the operator's own.
@@ -21,10 +24,11 @@ pub struct Writer {
     client: Client,
     garden: Client,
     recorder: Recorder,
+    fence: Fence,
 }
 
 impl Writer {
-    pub fn new(client: Client, garden: Client, instance: Option<String>) -> Self {
+    pub fn new(client: Client, garden: Client, instance: Option<String>, fence: Fence) -> Self {
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance,
@@ -33,6 +37,7 @@ impl Writer {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             garden,
+            fence,
         }
     }
 
@@ -45,16 +50,34 @@ impl Writer {
         &self.garden
     }
 
-    /// Applies a HapConfig's status; the operator is the only owner of status, hence `force`.
+    /// Whether this replica may write now; checked as the last step before every request.
+    fn fenced(&self, what: impl FnOnce() -> String) -> Result<(), K8sError> {
+        self.fence
+            .check(Instant::now())
+            .map_err(|source| K8sError::Fenced {
+                what: what(),
+                source,
+            })
+    }
+
+    /// Applies a HapConfig's status, conditioned on the resourceVersion it was computed from,
+    /// so that two instances (or a stale copy) never overwrite a newer status unseen.
     pub async fn apply_config_status(
         &self,
         name: &str,
+        resource_version: Option<&str>,
         status: &HapConfigStatus,
     ) -> Result<(), K8sError> {
         let api: Api<HapConfig> = Api::all(self.client.clone());
-        let body =
-            json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "status": status});
-        apply_status(&api, name, body, format!("HapConfig {name}")).await
+        let body = json!({
+            "apiVersion": "accountpool.io/v1alpha1",
+            "kind": "HapConfig",
+            "metadata": {"resourceVersion": resource_version},
+            "status": status,
+        });
+        let what = format!("HapConfig {name}");
+        self.fenced(|| what.clone())?;
+        apply_status(&api, name, body, what).await
     }
 
     /// Applies an AccountClaim's status, conditioned on the resourceVersion the decision was
@@ -73,7 +96,9 @@ impl Writer {
             "metadata": {"resourceVersion": resource_version},
             "status": status,
         });
-        apply_status(&api, name, body, format!("AccountClaim {ns}/{name}")).await
+        let what = format!("AccountClaim {ns}/{name}");
+        self.fenced(|| what.clone())?;
+        apply_status(&api, name, body, what).await
     }
 
     /// Sets one label on a binding only if the binding still has `resource_version`: the
@@ -91,10 +116,12 @@ impl Writer {
         let api = binding_api(&self.garden, kind, ns);
         let body =
             json!({"metadata": {"resourceVersion": resource_version, "labels": {key: value}}});
+        let what = format!("{} {ns}/{name}", kind.gvk().2);
+        self.fenced(|| what.clone())?;
         api.patch_metadata(name, &patch_params(), &Patch::Merge(body))
             .await
             .map(|obj| obj.metadata.resource_version)
-            .map_err(|e| K8sError::classify("label", format!("{} {ns}/{name}", kind.gvk().2), e))
+            .map_err(|e| K8sError::classify("label", what, e))
     }
 
     /// Adds the release finalizer to a claim. The `test` makes a concurrent change of the
@@ -152,6 +179,7 @@ impl Writer {
                 source,
             })?;
         let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
+        self.fenced(|| what.clone())?;
         api.patch(name, &patch_params(), &Patch::<()>::Json(patch))
             .await
             .map(|_| ())
@@ -178,6 +206,9 @@ impl Writer {
             action: action.into(),
             secondary: None,
         };
+        if self.fence.check(Instant::now()).is_err() {
+            return;
+        }
         if let Err(e) = self.recorder.publish(&ev, regarding).await {
             tracing::warn!(error = %e, reason, "cannot publish event");
         }

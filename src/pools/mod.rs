@@ -1,5 +1,6 @@
-//! Plain views of bindings, AccountClaims and Shoots, and the `Inventory` index built once from a
-//! snapshot of the watch caches: pool membership, clusters per binding (DESIGN §4), shoot presence.
+//! Plain views of bindings, AccountClaims and Shoots, and the `Inventory` index over them: pool
+//! membership, clusters per binding (DESIGN §4), shoot presence. The index is kept current one
+//! watch event at a time (`index.rs`); this file holds the views and what decisions read.
 //!
 //! Pool membership is decided only by `PoolKey::selectors` (crate::labels); this module derives a
 //! candidate `PoolKey` from a binding's labels and then asks the selectors, so the text users see in
@@ -7,14 +8,20 @@
 //! a binding labelled `euAccess=false` matches neither `euAccess=true` nor `!euAccess` and is in no
 //! pool; a binding with any `dirty` value (even `false`) is excluded by `!dirty` and counted dirty.
 //!
-//! A cluster is the union, by name, of non-deleting bound AccountClaims (their `shootName`, else
-//! `namespace/name`, which cannot collide with a Shoot name) and Shoots naming the binding. A
-//! deleting claim no longer counts by itself: while its Shoot lives, the Shoot counts instead; this
-//! lets two claims of one tenant released at the same time both see the binding as free.
+//! A cluster is the union, by name, of non-deleting Bound AccountClaims whose binding lives in the
+//! index's binding namespace (their `shootName`, else `namespace/name`, which cannot collide with
+//! a Shoot name) and Shoots naming the binding. A deleting claim no longer counts by itself: while
+//! its Shoot lives, the Shoot counts instead; this lets two claims of one tenant released at the
+//! same time both see the binding as free.
 
 mod figures;
+mod from_api;
+mod index;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+pub use from_api::{binding_view, claim_view, shoot_view};
+pub use index::{Changes, Kind, is_newer};
 
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 
@@ -22,7 +29,7 @@ use crate::labels::{PoolKey, ResolvedLabelKeys};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BindingView {
     pub name: String,
-    /// Precondition for compare-and-swap label writes.
+    /// Precondition for compare-and-swap label writes, and the order of views.
     pub resource_version: Option<String>,
     pub labels: BTreeMap<String, String>,
 }
@@ -33,12 +40,24 @@ pub struct ClaimView {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    pub resource_version: Option<String>,
     pub global_account: String,
     pub shoot_name: Option<String>,
-    /// `status.credentialsBindingName` once the claim is Bound.
+    /// The binding the claim's status records (`Bound`, or `Failed` when `lost`): once recorded,
+    /// the claim never moves (DESIGN §4.1).
     pub bound_binding: Option<String>,
+    /// Where the recorded binding lives (`status.bindingNamespace`); `None` reads as the
+    /// binding namespace in force.
+    pub binding_namespace: Option<String>,
+    /// The status is `Failed`: the recorded binding was lost and holds no cluster of this claim.
+    pub lost: bool,
+    /// The pool a pending claim waits for (from its status), so that a change of that pool
+    /// brings it back.
+    pub waiting_in: Option<PoolKey>,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
+    /// A deny entry refused it: final, nothing in the inventory changes it.
+    pub denied: bool,
 }
 
 impl ClaimView {
@@ -55,6 +74,7 @@ impl ClaimView {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShootView {
     pub name: String,
+    pub resource_version: Option<String>,
     /// `spec.credentialsBindingName`, else `spec.secretBindingName`.
     pub binding: Option<String>,
 }
@@ -94,24 +114,56 @@ pub struct PoolMembers {
     pub dirty: BTreeSet<String>,
 }
 
-/// The cache's view of one AccountClaim, by uid.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClaimRecord {
-    pub bound_binding: Option<String>,
-    pub deleting: bool,
+impl PoolMembers {
+    fn is_empty(&self) -> bool {
+        self.shared.is_empty()
+            && self.claimable.is_empty()
+            && self.internal_free.is_empty()
+            && self.owned.is_empty()
+            && self.dirty.is_empty()
+    }
 }
 
-/// Index over one snapshot of the caches; built in O(n log n), answers lookups in O(log n).
+/// The clusters on one binding, each with the number of sources (a claim, a Shoot) naming it.
+#[derive(Clone, Copy, Debug)]
+pub struct Clusters<'a>(Option<&'a BTreeMap<String, u32>>);
+
+impl<'a> Clusters<'a> {
+    pub fn len(&self) -> usize {
+        self.0.map_or(0, BTreeMap::len)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn contains(&self, cluster: &str) -> bool {
+        self.0.is_some_and(|m| m.contains_key(cluster))
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &'a str> + 'a {
+        self.0
+            .into_iter()
+            .flat_map(|m| m.keys().map(String::as_str))
+    }
+}
+
+/// The index over the watch caches: built from their events, one object at a time (index.rs),
+/// read by selection, release, figures and the HapConfig status.
 #[derive(Clone, Debug, Default)]
 pub struct Inventory {
     keys: ResolvedLabelKeys,
+    /// The binding namespace in force; `None` (tests, the CLI) counts every claim.
+    namespace: Option<String>,
     bindings: BTreeMap<String, BindingEntry>,
     pools: BTreeMap<PoolKey, PoolMembers>,
-    clusters: HashMap<String, BTreeSet<String>>,
-    cluster_bindings: HashMap<String, BTreeSet<String>>,
+    clusters: HashMap<String, BTreeMap<String, u32>>,
+    cluster_bindings: HashMap<String, BTreeMap<String, u32>>,
     claims_on: HashMap<String, BTreeMap<String, String>>,
-    shoots: HashSet<String>,
-    claims: HashMap<String, ClaimRecord>,
+    claims: HashMap<String, ClaimView>,
+    recorded: HashMap<String, BTreeSet<String>>,
+    waiting: HashMap<PoolKey, BTreeSet<String>>,
+    shoots: HashMap<String, ShootView>,
+    books: index::Books,
+    changes: Changes,
+    gone: Vec<(Kind, String)>,
 }
 
 static EMPTY: BTreeSet<String> = BTreeSet::new();
@@ -161,91 +213,51 @@ pub fn classify(
 }
 
 impl Inventory {
-    /// Indexes one snapshot of the three caches.
+    /// An empty index classifying bindings with `keys`.
+    pub fn new(keys: ResolvedLabelKeys) -> Self {
+        Inventory {
+            keys,
+            ..Default::default()
+        }
+    }
+
+    /// Indexes one complete view of the three kinds (tests, benchmarks, the CLI).
     pub fn build(
         keys: ResolvedLabelKeys,
         bindings: impl IntoIterator<Item = BindingView>,
         claims: impl IntoIterator<Item = ClaimView>,
         shoots: impl IntoIterator<Item = ShootView>,
     ) -> Self {
-        let mut inv = Inventory {
-            keys,
-            ..Default::default()
-        };
+        let mut inv = Inventory::new(keys);
         for view in bindings {
-            inv.add_binding(view);
+            inv.apply_binding(view);
         }
-        inv.index_pools();
         for claim in claims {
-            if let (Some(binding), false) = (&claim.bound_binding, claim.deleting) {
-                inv.add_cluster(binding, claim.cluster_name());
-                let on = inv.claims_on.entry(binding.clone()).or_default();
-                on.insert(claim.uid.clone(), claim.cluster_name());
-            }
-            let record = ClaimRecord {
-                bound_binding: claim.bound_binding,
-                deleting: claim.deleting,
-            };
-            inv.claims.insert(claim.uid, record);
+            inv.apply_claim(claim);
         }
         for shoot in shoots {
-            if let Some(binding) = &shoot.binding {
-                inv.add_cluster(binding, shoot.name.clone());
-            }
-            inv.shoots.insert(shoot.name);
+            inv.apply_shoot(shoot);
         }
+        inv.take_changes();
         inv
-    }
-
-    fn add_binding(&mut self, view: BindingView) {
-        let pool = classify(&self.keys, &view.labels);
-        let internal = view.labels.get(&self.keys.internal).map(String::as_str) == Some("true");
-        // The caches never hold two bindings of one name; if a caller passes two, the last wins.
-        self.bindings.insert(
-            view.name.clone(),
-            BindingEntry {
-                view,
-                pool,
-                internal,
-            },
-        );
-    }
-
-    fn index_pools(&mut self) {
-        for entry in self.bindings.values() {
-            let Some((key, class)) = &entry.pool else {
-                continue;
-            };
-            let members = self.pools.entry(key.clone()).or_default();
-            let name = entry.view.name.clone();
-            match class {
-                BindingClass::Shared => members.shared.insert(name),
-                BindingClass::Claimable => members.claimable.insert(name),
-                BindingClass::InternalFree => members.internal_free.insert(name),
-                BindingClass::Owned { tenant } => members
-                    .owned
-                    .entry(tenant.clone())
-                    .or_default()
-                    .insert(name),
-                BindingClass::Dirty { .. } => members.dirty.insert(name),
-            };
-        }
-    }
-
-    fn add_cluster(&mut self, binding: &str, cluster: String) {
-        self.cluster_bindings
-            .entry(cluster.clone())
-            .or_default()
-            .insert(binding.to_string());
-        self.clusters
-            .entry(binding.to_string())
-            .or_default()
-            .insert(cluster);
     }
 
     /// The label keys the bindings were classified with.
     pub fn keys(&self) -> &ResolvedLabelKeys {
         &self.keys
+    }
+
+    /// The binding namespace claims are counted for, when one is set.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// Whether a claim's binding, recorded in `namespace`, is one of this index's bindings.
+    pub fn holds_namespace(&self, namespace: Option<&str>) -> bool {
+        match (namespace, &self.namespace) {
+            (Some(ns), Some(mine)) => ns == mine,
+            _ => true,
+        }
     }
 
     /// One binding with its classification.
@@ -277,13 +289,16 @@ impl Inventory {
     }
 
     /// The clusters on a binding, by name.
-    pub fn clusters_on(&self, binding: &str) -> &BTreeSet<String> {
-        self.clusters.get(binding).unwrap_or(&EMPTY)
+    pub fn clusters_on(&self, binding: &str) -> Clusters<'_> {
+        Clusters(self.clusters.get(binding))
     }
 
     /// The bindings a cluster is counted on (normally one).
-    pub fn bindings_of_cluster(&self, cluster: &str) -> &BTreeSet<String> {
-        self.cluster_bindings.get(cluster).unwrap_or(&EMPTY)
+    pub fn bindings_of_cluster(&self, cluster: &str) -> Vec<&str> {
+        self.cluster_bindings
+            .get(cluster)
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default()
     }
 
     /// The non-deleting claims bound to a binding, as uid → cluster name.
@@ -291,14 +306,34 @@ impl Inventory {
         self.claims_on.get(binding).unwrap_or(&EMPTY_MAP)
     }
 
-    /// Whether the Shoot cache holds a Shoot of that name.
-    pub fn shoot_exists(&self, name: &str) -> bool {
-        self.shoots.contains(name)
+    /// Whether the index holds a Shoot of that name.
+    pub fn shoot(&self, name: &str) -> Option<&ShootView> {
+        self.shoots.get(name)
     }
 
-    /// The cache's view of a claim, by uid.
-    pub fn claim(&self, uid: &str) -> Option<&ClaimRecord> {
+    /// The index's view of a claim, by uid.
+    pub fn claim(&self, uid: &str) -> Option<&ClaimView> {
         self.claims.get(uid)
+    }
+
+    /// Every claim the index holds.
+    pub fn claims(&self) -> impl Iterator<Item = &ClaimView> {
+        self.claims.values()
+    }
+
+    /// The claims whose status records `binding` (Bound or lost, deleting or not), by uid.
+    pub fn recorded_on(&self, binding: &str) -> &BTreeSet<String> {
+        self.recorded.get(binding).unwrap_or(&EMPTY)
+    }
+
+    /// The pending claims whose status says they wait for `pool`, by uid.
+    pub fn waiting_in(&self, pool: &PoolKey) -> &BTreeSet<String> {
+        self.waiting.get(pool).unwrap_or(&EMPTY)
+    }
+
+    /// Number of bindings, claims and Shoots indexed.
+    pub fn len(&self) -> (usize, usize, usize) {
+        (self.bindings.len(), self.claims.len(), self.shoots.len())
     }
 }
 

@@ -23,7 +23,7 @@ pub(crate) fn claim(name: &str, ga: &str, shoot: Option<&str>, bound: Option<&st
         global_account: ga.into(),
         shoot_name: shoot.map(Into::into),
         bound_binding: bound.map(Into::into),
-        deleting: false,
+        ..Default::default()
     }
 }
 
@@ -31,6 +31,7 @@ pub(crate) fn shoot(name: &str, binding: Option<&str>) -> ShootView {
     ShootView {
         name: name.into(),
         binding: binding.map(Into::into),
+        ..Default::default()
     }
 }
 
@@ -48,6 +49,10 @@ pub(crate) fn inventory(b: Vec<BindingView>, c: Vec<ClaimView>, s: Vec<ShootView
 
 fn names(set: &BTreeSet<String>) -> Vec<&str> {
     set.iter().map(String::as_str).collect()
+}
+
+fn clusters<'a>(c: Clusters<'a>) -> Vec<&'a str> {
+    c.iter().collect()
 }
 
 #[test]
@@ -140,8 +145,8 @@ fn clusters_are_the_union_of_bound_claims_and_shoots_by_name() {
             shoot("s5", None),
         ],
     );
-    assert_eq!(names(inv.clusters_on("b")), ["kcp/c2", "s1", "s2"]);
-    assert_eq!(names(inv.bindings_of_cluster("s1")), ["b"]);
+    assert_eq!(clusters(inv.clusters_on("b")), ["kcp/c2", "s1", "s2"]);
+    assert_eq!(inv.bindings_of_cluster("s1"), ["b"]);
     let on: Vec<_> = inv
         .claims_on("b")
         .iter()
@@ -149,7 +154,7 @@ fn clusters_are_the_union_of_bound_claims_and_shoots_by_name() {
         .collect();
     assert_eq!(on, [("uid-c1", "s1"), ("uid-c2", "kcp/c2")]);
     assert!(inv.clusters_on("nope").is_empty());
-    assert!(inv.shoot_exists("s5") && !inv.shoot_exists("s4"));
+    assert!(inv.shoot("s5").is_some() && inv.shoot("s4").is_none());
     assert_eq!(inv.claim("uid-c4").map(|c| c.deleting), Some(true));
 }
 
@@ -258,20 +263,23 @@ fn a_deleting_claim_with_a_live_shoot_is_still_counted_through_the_shoot() {
         vec![c],
         vec![shoot("s", Some("b"))],
     );
-    assert_eq!(names(inv.clusters_on("b")), ["s"]);
+    assert_eq!(clusters(inv.clusters_on("b")), ["s"]);
 }
 
 #[test]
-fn a_duplicate_binding_name_keeps_the_last_view_only() {
-    let inv = inventory(
-        vec![
-            binding("b", &[("hyperscalerType", "aws")]),
-            binding("b", &[("hyperscalerType", "aws"), ("tenantName", "ga")]),
-        ],
-        vec![],
-        vec![],
-    );
-    let m = inv.pool(&pool("aws", false, false)).unwrap();
-    assert!(m.claimable.is_empty());
-    assert_eq!(names(inv.owned_by(&pool("aws", false, false), "ga")), ["b"]);
+fn of_two_views_of_one_binding_the_later_version_wins_in_any_order() {
+    let older = BindingView {
+        resource_version: Some("41".into()),
+        ..binding("b", &[("hyperscalerType", "aws")])
+    };
+    let newer = BindingView {
+        resource_version: Some("42".into()),
+        ..binding("b", &[("hyperscalerType", "aws"), ("tenantName", "ga")])
+    };
+    for views in [vec![older.clone(), newer.clone()], vec![newer, older]] {
+        let inv = inventory(views, vec![], vec![]);
+        let m = inv.pool(&pool("aws", false, false)).unwrap();
+        assert!(m.claimable.is_empty());
+        assert_eq!(names(inv.owned_by(&pool("aws", false, false), "ga")), ["b"]);
+    }
 }

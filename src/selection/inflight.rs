@@ -1,27 +1,32 @@
-//! Writes the operator has made (or is making) that the watch caches have not shown yet — the
-//! "expectations" of Gardener and client-go. Selection and release read the caches *through* this
-//! structure, so that a claim written a moment ago counts as if the cache already showed it.
+//! Writes the operator has made (or is making) that the inventory index does not show yet — the
+//! "expectations" of Gardener and client-go. Selection and release read the index *through* this
+//! structure, so that a claim written a moment ago counts as if the index already showed it.
 //!
-//! Three kinds of entry, each `Writing` (request sent, outcome unknown) or `Written` (the API server
-//! accepted it):
+//! Three kinds of record:
 //! - a **claim** of binding X for tenant T in pool P: X is offered to nobody else; once Written it
-//!   is T's binding in P; while Writing, T's other claims in P wait instead of claiming a second;
+//!   is T's binding in P; while Writing or Unknown, T's other claims in P wait instead of claiming
+//!   a second binding, and the claim that made it retries the same compare-and-swap;
 //! - a **release** of binding X (dirty label): X is neither reused nor claimed;
 //! - an **assignment** of a claim's cluster to binding X (the claim's status is about to say
 //!   Bound): the cluster counts toward X's limit and keeps X from being released.
 //!
-//! An entry ends when the cache shows the write (`observe`), when the write fails (`*_failed`), or
-//! after the time-to-live, whichever comes first. Clocks are never read here: callers pass `now`.
+//! A record ends only when the index shows the write's outcome (`observe_*`: the object at a
+//! later version than the write was conditioned on, or deleted), when the write definitely failed
+//! (the server refused it), when it is explicitly forgotten, or when it expires. A view that lacks
+//! the object ends nothing, and the index never goes backwards, so a lagging view cannot end a
+//! record early. A write whose outcome is unknown (timeout, connection lost) may have committed:
+//! it stays `Unknown` until the index shows the object's new state. The time to live exceeds
+//! kube-apiserver's request timeout (60 s), after which a write that did not commit never will.
+//! Clocks are never read here: callers pass `now`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use super::Choice;
 use crate::labels::PoolKey;
-use crate::pools::{ClaimView, Inventory};
+use crate::pools::{BindingClass, BindingEntry, ClaimView, is_newer};
 
-/// How long an expectation outlives its write at most; watch events normally arrive within
-/// milliseconds, so an entry this old means a lost event and the cache is trusted again.
+/// How long a record outlives its write at most.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(120);
 
 /// Where a write stands.
@@ -29,8 +34,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(120);
 pub enum WriteState {
     /// Sent; the API server has not answered.
     Writing,
-    /// Accepted by the API server; the cache has not shown it yet.
+    /// Accepted by the API server; the index has not shown it yet.
     Written,
+    /// No answer (timeout, connection lost): it may or may not have committed.
+    Unknown,
 }
 
 /// A claim of a binding for a tenant.
@@ -38,11 +45,13 @@ pub enum WriteState {
 pub struct PendingClaim {
     pub tenant: String,
     pub pool: PoolKey,
-    /// The resourceVersion the write was conditioned on; a cache showing another one has caught up.
+    /// The resourceVersion the write was conditioned on; the index at a later one shows it.
     pub base_resource_version: Option<String>,
     /// The AccountClaim whose selection made this claim.
     pub claim_uid: String,
     pub state: WriteState,
+    /// An earlier attempt ended with an unknown outcome: a refused retry proves nothing.
+    pub doubt: bool,
     pub since: Instant,
 }
 
@@ -51,26 +60,36 @@ pub struct PendingClaim {
 pub struct PendingRelease {
     pub base_resource_version: Option<String>,
     pub state: WriteState,
+    pub doubt: bool,
     pub since: Instant,
 }
 
-/// A cluster placed on a binding by a status write the cache has not shown yet.
+/// A cluster placed on a binding by a status write the index has not shown yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingAssignment {
     pub binding: String,
     pub cluster: String,
+    /// The claim's resourceVersion the status write was conditioned on.
+    pub base_resource_version: Option<String>,
     pub state: WriteState,
+    pub doubt: bool,
     pub since: Instant,
 }
 
-/// The expectations of one operator process. Not thread-safe by itself: the controller keeps it
-/// behind one mutex and holds that mutex from `select` to `record`, never across a write.
+/// The records of one operator process. Not thread-safe by itself: the controller keeps it with
+/// the index behind one mutex (`crate::ledger`), and never holds that mutex across a write.
 #[derive(Clone, Debug)]
 pub struct InFlight {
     ttl: Duration,
     claims: BTreeMap<String, PendingClaim>,
     releases: BTreeMap<String, PendingRelease>,
     assignments: BTreeMap<String, PendingAssignment>,
+    /// Claims whose claim write committed, with the binding it won, until their status records
+    /// it or their finalizer goes: a claim deleted in between still releases that binding.
+    won: BTreeMap<String, (String, Instant)>,
+    /// Claims whose finalizer this process removed: gone, though a store may still hold them
+    /// until their deletion event arrives. Nothing is decided for them again.
+    finished: BTreeMap<String, Instant>,
 }
 
 impl Default for InFlight {
@@ -79,14 +98,28 @@ impl Default for InFlight {
     }
 }
 
+/// The state after a refusal: a write that may have committed before stays in doubt, and one
+/// another attempt already wrote stays written. Returns whether the record stays.
+fn refused(state: &mut WriteState, doubt: bool) -> bool {
+    if *state == WriteState::Written {
+        return true;
+    }
+    if doubt {
+        *state = WriteState::Unknown;
+    }
+    doubt
+}
+
 impl InFlight {
-    /// An empty structure whose entries live at most `ttl`.
+    /// An empty structure whose records live at most `ttl`.
     pub fn new(ttl: Duration) -> Self {
         Self {
             ttl,
             claims: BTreeMap::new(),
             releases: BTreeMap::new(),
             assignments: BTreeMap::new(),
+            won: BTreeMap::new(),
+            finished: BTreeMap::new(),
         }
     }
 
@@ -95,19 +128,28 @@ impl InFlight {
     }
 
     /// Records what `choice` is about to write for `claim`: call right after `select`, under the
-    /// same lock, before sending anything.
+    /// same lock, before sending anything. Choosing again what an earlier attempt chose (a retry)
+    /// keeps that attempt's doubt.
     pub fn record(&mut self, claim: &ClaimView, pool: &PoolKey, choice: &Choice, now: Instant) {
         let binding = match choice {
             Choice::Claim {
                 binding,
                 expected_resource_version,
             } => {
+                // An earlier attempt not known to have failed (unanswered, or dropped mid-way)
+                // may have committed.
+                let prior = self
+                    .claims
+                    .get(binding)
+                    .filter(|p| p.claim_uid == claim.uid);
+                let doubt = prior.is_some_and(|p| p.doubt || p.state != WriteState::Written);
                 let pending = PendingClaim {
                     tenant: claim.global_account.clone(),
                     pool: pool.clone(),
                     base_resource_version: expected_resource_version.clone(),
                     claim_uid: claim.uid.clone(),
                     state: WriteState::Writing,
+                    doubt,
                     since: now,
                 };
                 self.claims.insert(binding.clone(), pending);
@@ -116,10 +158,17 @@ impl InFlight {
             Choice::Use { binding, .. } => binding,
             _ => return,
         };
+        let prior = self
+            .assignments
+            .get(&claim.uid)
+            .filter(|a| a.binding == *binding);
+        let doubt = prior.is_some_and(|a| a.doubt || a.state == WriteState::Unknown);
         let assignment = PendingAssignment {
             binding: binding.clone(),
             cluster: claim.cluster_name(),
+            base_resource_version: claim.resource_version.clone(),
             state: WriteState::Writing,
+            doubt,
             since: now,
         };
         self.assignments.insert(claim.uid.clone(), assignment);
@@ -130,12 +179,21 @@ impl InFlight {
         if let Some(p) = self.claims.get_mut(binding) {
             p.state = WriteState::Written;
             p.since = now;
+            self.won
+                .insert(p.claim_uid.clone(), (binding.to_string(), now));
         }
     }
 
-    /// The claim write of `binding` failed (conflict or otherwise): the binding is offered again
-    /// and the claim's cluster leaves it.
+    /// The server refused the claim write of `binding` (conflict, not found, invalid): the
+    /// binding is offered again and the claim's cluster leaves it — unless an earlier attempt
+    /// may have committed, in which case the record waits for the index.
     pub fn claim_failed(&mut self, binding: &str) {
+        let Some(p) = self.claims.get_mut(binding) else {
+            return;
+        };
+        if refused(&mut p.state, p.doubt) {
+            return;
+        }
         if let Some(p) = self.claims.remove(binding)
             && self
                 .assignments
@@ -143,6 +201,14 @@ impl InFlight {
                 .is_some_and(|a| a.binding == binding)
         {
             self.assignments.remove(&p.claim_uid);
+        }
+    }
+
+    /// The claim write of `binding` got no answer.
+    pub fn claim_unknown(&mut self, binding: &str, now: Instant) {
+        if let Some(p) = self.claims.get_mut(binding) {
+            p.state = WriteState::Unknown;
+            p.since = now;
         }
     }
 
@@ -154,14 +220,50 @@ impl InFlight {
         }
     }
 
-    /// The claim's Bound status could not be written: its cluster leaves the binding.
+    /// The server refused the claim's Bound status: its cluster leaves the binding, unless an
+    /// earlier attempt may have committed.
     pub fn assignment_failed(&mut self, claim_uid: &str) {
+        if let Some(a) = self.assignments.get_mut(claim_uid)
+            && !refused(&mut a.state, a.doubt)
+        {
+            self.assignments.remove(claim_uid);
+        }
+    }
+
+    /// The claim's Bound status write got no answer.
+    pub fn assignment_unknown(&mut self, claim_uid: &str, now: Instant) {
+        if let Some(a) = self.assignments.get_mut(claim_uid) {
+            a.state = WriteState::Unknown;
+            a.since = now;
+        }
+    }
+
+    /// The claim's finalizer was removed: its cluster no longer lands anywhere. A claim record it
+    /// made stays until the index shows the binding, as that write may own the binding.
+    pub fn forget_claim(&mut self, claim_uid: &str, now: Instant) {
+        self.assignments.remove(claim_uid);
+        self.won.remove(claim_uid);
+        self.finished.insert(claim_uid.to_string(), now);
+    }
+
+    /// Whether this process removed the claim's finalizer (within the time to live).
+    pub fn is_finished(&self, claim_uid: &str, now: Instant) -> bool {
+        self.finished
+            .get(claim_uid)
+            .is_some_and(|since| self.live(*since, now))
+    }
+
+    /// Drops a claim's assignment: nothing is to be bound for it (a deleting claim).
+    pub fn drop_assignment(&mut self, claim_uid: &str) {
         self.assignments.remove(claim_uid);
     }
 
-    /// The claim is gone (its finalizer was removed): its cluster no longer lands anywhere.
-    pub fn forget_claim(&mut self, claim_uid: &str) {
-        self.assignments.remove(claim_uid);
+    /// The binding a claim's own claim write won, while its status does not record it yet.
+    pub fn won_by(&self, claim_uid: &str, now: Instant) -> Option<&str> {
+        self.won
+            .get(claim_uid)
+            .filter(|(_, since)| self.live(*since, now))
+            .map(|(b, _)| b.as_str())
     }
 
     /// A release write of `binding`, conditioned on `base_resource_version`, is about to be sent.
@@ -171,9 +273,14 @@ impl InFlight {
         base_resource_version: Option<String>,
         now: Instant,
     ) {
+        let doubt = self
+            .releases
+            .get(binding)
+            .is_some_and(|p| p.doubt || p.state == WriteState::Unknown);
         let pending = PendingRelease {
             base_resource_version,
             state: WriteState::Writing,
+            doubt,
             since: now,
         };
         self.releases.insert(binding.to_string(), pending);
@@ -187,43 +294,87 @@ impl InFlight {
         }
     }
 
-    /// The release write of `binding` failed.
+    /// The server refused the release write of `binding`.
     pub fn release_failed(&mut self, binding: &str) {
-        self.releases.remove(binding);
+        if let Some(p) = self.releases.get_mut(binding)
+            && !refused(&mut p.state, p.doubt)
+        {
+            self.releases.remove(binding);
+        }
     }
 
-    /// Drops every entry the cache now shows, and every expired one. Call with each new snapshot.
-    pub fn observe(&mut self, inv: &Inventory, now: Instant) {
+    /// The release write of `binding` got no answer.
+    pub fn release_unknown(&mut self, binding: &str, now: Instant) {
+        if let Some(p) = self.releases.get_mut(binding) {
+            p.state = WriteState::Unknown;
+            p.since = now;
+        }
+    }
+
+    /// The index now holds `entry` for binding `name` (`None`: deleted). Ends the claim and
+    /// release records whose outcome it shows.
+    pub fn observe_binding(&mut self, name: &str, entry: Option<&BindingEntry>) {
+        let shown = |state: WriteState, base: &Option<String>| {
+            entry.is_none_or(|e| {
+                state != WriteState::Writing
+                    && is_newer(e.view.resource_version.as_deref(), base.as_deref())
+            })
+        };
+        if let Some(p) = self
+            .claims
+            .get(name)
+            .filter(|p| shown(p.state, &p.base_resource_version))
+        {
+            // A write in doubt that the index shows won: the binding is the claim's.
+            let won = entry.and_then(|e| e.pool.as_ref()).is_some_and(
+                |(_, class)| matches!(class, BindingClass::Owned { tenant } if *tenant == p.tenant),
+            );
+            if won && p.state == WriteState::Unknown {
+                self.won
+                    .insert(p.claim_uid.clone(), (name.to_string(), p.since));
+            }
+            self.claims.remove(name);
+        }
+        if self
+            .releases
+            .get(name)
+            .is_some_and(|p| shown(p.state, &p.base_resource_version))
+        {
+            self.releases.remove(name);
+        }
+    }
+
+    /// The index now holds `view` for claim `uid` (`None`: deleted). Ends its assignment when
+    /// the claim shows the binding, or shows a later version than the write was conditioned on.
+    pub fn observe_claim(&mut self, uid: &str, view: Option<&ClaimView>) {
+        if view.is_none_or(|c| c.bound_binding.is_some()) {
+            self.won.remove(uid);
+        }
+        let Some(a) = self.assignments.get(uid) else {
+            return;
+        };
+        let done = view.is_none_or(|c| {
+            c.bound_binding.as_deref() == Some(a.binding.as_str())
+                || (a.state != WriteState::Writing
+                    && is_newer(
+                        c.resource_version.as_deref(),
+                        a.base_resource_version.as_deref(),
+                    ))
+        });
+        if done {
+            self.assignments.remove(uid);
+        }
+    }
+
+    /// Drops the records that outlived the time to live.
+    pub fn expire(&mut self, now: Instant) {
         let ttl = self.ttl;
         let live = |since: Instant| now.saturating_duration_since(since) < ttl;
-        // The write was conditioned on `base`; a cached binding at any other version includes it.
-        let caught_up = |binding: &str, base: &Option<String>| {
-            inv.binding(binding)
-                .is_none_or(|e| e.view.resource_version != *base)
-        };
-        self.claims.retain(|b, p| {
-            live(p.since)
-                && !(p.state == WriteState::Written && caught_up(b, &p.base_resource_version))
-        });
-        self.releases.retain(|b, p| {
-            live(p.since)
-                && !(p.state == WriteState::Written && caught_up(b, &p.base_resource_version))
-        });
-        self.assignments.retain(|uid, a| {
-            let pending = inv.claim(uid).is_some_and(|c| {
-                !c.deleting && c.bound_binding.as_deref() != Some(a.binding.as_str())
-            });
-            live(a.since) && pending
-        });
-    }
-
-    /// Forgets the written entries recorded before `t`: after a full re-list that started at `t`,
-    /// the caches show every write that had completed by then. Writes still in progress stay.
-    pub fn forget_written_before(&mut self, t: Instant) {
-        let keep = |state: WriteState, since: Instant| state == WriteState::Writing || since >= t;
-        self.claims.retain(|_, p| keep(p.state, p.since));
-        self.releases.retain(|_, p| keep(p.state, p.since));
-        self.assignments.retain(|_, a| keep(a.state, a.since));
+        self.claims.retain(|_, p| live(p.since));
+        self.releases.retain(|_, p| live(p.since));
+        self.assignments.retain(|_, a| live(a.since));
+        self.won.retain(|_, (_, since)| live(*since));
+        self.finished.retain(|_, since| live(*since));
     }
 
     /// The live pending claim of a binding, if any.
@@ -242,6 +393,21 @@ impl InFlight {
             .iter()
             .filter(move |(_, p)| self.live(p.since, now) && p.tenant == tenant && p.pool == *pool)
             .map(|(b, p)| (b.as_str(), p))
+    }
+
+    /// The live pending claim made for one AccountClaim, with its binding.
+    pub fn claim_made_by(&self, claim_uid: &str, now: Instant) -> Option<(&str, &PendingClaim)> {
+        self.claims
+            .iter()
+            .find(|(_, p)| p.claim_uid == claim_uid && self.live(p.since, now))
+            .map(|(b, p)| (b.as_str(), p))
+    }
+
+    /// The live release record of a binding, if any.
+    pub fn release_of(&self, binding: &str, now: Instant) -> Option<&PendingRelease> {
+        self.releases
+            .get(binding)
+            .filter(|p| self.live(p.since, now))
     }
 
     /// Whether a release of the binding is in flight.
@@ -282,14 +448,14 @@ impl InFlight {
     }
 
     /// The live assignment recorded for a claim: a `Written` one means the claim's Bound status
-    /// is on the server though the cache still shows it pending, so it must not be decided again.
+    /// is on the server though the index still shows it pending, so it must not be decided again.
     pub fn assignment_of(&self, claim_uid: &str, now: Instant) -> Option<&PendingAssignment> {
         self.assignments
             .get(claim_uid)
             .filter(|a| self.live(a.since, now))
     }
 
-    /// Number of entries, live or not yet swept (for metrics).
+    /// Number of records, live or not yet expired (for metrics).
     pub fn len(&self) -> usize {
         self.claims.len() + self.releases.len() + self.assignments.len()
     }

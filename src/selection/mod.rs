@@ -14,8 +14,9 @@
 //! - Claim candidates are ordered per tenant by rendezvous hashing, so tenants spread over the
 //!   free bindings; `exclude` (bindings whose claim just conflicted) moves them to the back, but
 //!   they are still tried when nothing else is left, as the compare-and-swap keeps that safe.
-//! - While a claim write for the tenant in the pool is in progress, the tenant's other claims get
-//!   `Wait` rather than a second binding (§5.2) or a binding whose claim may still fail.
+//! - While a claim write for the tenant in the pool is in progress or its outcome is unknown, the
+//!   tenant's other claims get `Wait` rather than a second binding (§5.2) or a binding whose
+//!   claim may still fail; the claim that made the write retries it.
 
 mod hash;
 mod inflight;
@@ -174,7 +175,7 @@ impl<'a> Counts<'a> {
             .get(binding)
             .into_iter()
             .flat_map(|m| m.values().copied())
-            .filter(|c| !cached.contains(*c))
+            .filter(|c| !cached.contains(c))
             .collect();
         cached.len() + extra.len()
     }
@@ -329,19 +330,32 @@ fn select_dedicated(
 ) -> Choice {
     let (policy, exclude) = (limits.policy, limits.exclude);
     let (pool, ga) = (req.pool, req.claim.global_account.as_str());
-    let mut mine: BTreeSet<&str> = inv
-        .owned_by(pool, ga)
-        .iter()
-        .map(String::as_str)
-        .filter(|b| !inflight.is_releasing(b, now))
-        .collect();
+    // A binding of the tenant being released is neither used (the release may succeed) nor
+    // replaced (it may fail, and the tenant would hold two): the tenant's claims wait for it.
     let mut writing = None;
+    let mut mine: BTreeSet<&str> = BTreeSet::new();
+    for b in inv.owned_by(pool, ga) {
+        if inflight.is_releasing(b, now) {
+            writing = writing.or(Some(b.as_str()));
+        } else {
+            mine.insert(b);
+        }
+    }
     for (b, p) in inflight.claims_for(pool, ga, now) {
         if inflight.is_releasing(b, now) {
+            writing = writing.or(Some(b));
             continue;
         }
         if p.state == WriteState::Written {
             mine.insert(b);
+        } else if p.claim_uid == req.claim.uid {
+            // This claim's own earlier attempt, unanswered or in doubt: the same compare-and-swap
+            // again either succeeds (and the earlier one cannot commit any more) or proves the
+            // binding moved on, which the index will show.
+            return Choice::Claim {
+                binding: b.to_string(),
+                expected_resource_version: p.base_resource_version.clone(),
+            };
         } else if writing.is_none() {
             writing = Some(b);
         }
@@ -381,16 +395,17 @@ fn select_dedicated(
         };
     }
     let claimable = inv.pool(pool).map(|m| &m.claimable).into_iter().flatten();
-    let (mut taken, mut pinned, mut candidates) = (0usize, 0usize, Vec::new());
+    // Bindings being claimed or released right now are not counted in the message: it is part
+    // of the claim's status, and a figure that moves would rewrite every waiting claim's status
+    // on each change of the pool. Pins change only with the config, so their count may stay.
+    let (mut pinned, mut candidates) = (0usize, Vec::new());
     for b in claimable {
         if limits
             .reserved
             .is_some_and(|r| r.pins.reserved_from(b, r.tenant))
         {
             pinned += 1;
-        } else if inflight.claim_of(b, now).is_some() || inflight.is_releasing(b, now) {
-            taken += 1;
-        } else {
+        } else if inflight.claim_of(b, now).is_none() && !inflight.is_releasing(b, now) {
             candidates.push(b);
         }
     }
@@ -418,11 +433,6 @@ fn select_dedicated(
         "no claimable binding in pool {}: selector {claim_sel} matches none",
         describe_pool(pool)
     );
-    if taken > 0 {
-        message.push_str(&format!(
-            " ({taken} being claimed right now by other requests)"
-        ));
-    }
     if pinned > 0 {
         message.push_str(&format!(
             " ({pinned} free but pinned to other global accounts)"

@@ -150,7 +150,8 @@ fn pinned_placement(
     let pool = pinned::pool_of(applied.pin, inv)
         .or_else(|| pref.map(|p| p.pool.clone()))
         .unwrap_or_else(no_pool);
-    let choice = match pinned::choose(applied, &pool, inv, inflight, ga, now) {
+    let uid = req.claim.uid.as_str();
+    let choice = match pinned::choose(applied, &pool, inv, inflight, ga, uid, now) {
         Ok(c) => c,
         Err(message) => Choice::Exhausted {
             pool: pool.clone(),

@@ -121,6 +121,7 @@ pub fn choose(
     inv: &Inventory,
     inflight: &InFlight,
     ga: &str,
+    uid: &str,
     now: Instant,
 ) -> Result<Choice, String> {
     let pin = applied.pin;
@@ -135,7 +136,16 @@ pub fn choose(
                 binding: b.clone(),
                 decision: UseReason::Pinned,
             }),
-            (true, WriteState::Writing) => Ok(Choice::Wait { binding: b.clone() }),
+            // The claim's own earlier attempt, unanswered or in doubt: the same write again.
+            (true, WriteState::Writing | WriteState::Unknown) if p.claim_uid == uid => {
+                Ok(Choice::Claim {
+                    binding: b.clone(),
+                    expected_resource_version: p.base_resource_version.clone(),
+                })
+            }
+            (true, WriteState::Writing | WriteState::Unknown) => {
+                Ok(Choice::Wait { binding: b.clone() })
+            }
             (false, _) => Err(format!(
                 "{}: another tenant's claim of it is being written",
                 context()

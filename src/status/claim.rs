@@ -3,7 +3,7 @@
 //! | outcome | phase | Ready / Bound | Stalled / Reconciling |
 //! |---|---|---|---|
 //! | bound | Bound | True `Bound` | absent |
-//! | pending, retried: `ConfigMissing`, `PoolExhausted`, `Progressing` | Pending | False, reason | Reconciling=True |
+//! | pending, retried: `ConfigMissing`, `PoolExhausted`, `Progressing`, `InventoryUnavailable` | Pending | False, reason | Reconciling=True |
 //! | pending, terminal: `ConfigInvalid`, `NoMatchingRule`, `AmbiguousMatch`, `MissingProvider`, `UnknownPlan`, `BindingNotTenant` | Pending | False, reason | Stalled=True |
 //! | binding lost | Failed | False `BindingLost` | Stalled=True |
 //! | denied by a rule entry | Failed | False `Denied` | Stalled=True |
@@ -37,6 +37,8 @@ pub enum PendingReason {
     UnknownPlan,
     /// Another claim of the tenant is claiming a binding in the pool right now.
     Progressing,
+    /// The binding or Shoot cache cannot list (a missing CRD, a missing permission).
+    InventoryUnavailable,
     /// The garden refused the binding write; a person must grant the permission it names.
     Forbidden,
     /// The binding pinned to the tenant is missing or held by another tenant.
@@ -57,6 +59,7 @@ impl PendingReason {
             PendingReason::MissingProvider => reasons::MISSING_PROVIDER,
             PendingReason::UnknownPlan => reasons::UNKNOWN_PLAN,
             PendingReason::Progressing => reasons::PROGRESSING,
+            PendingReason::InventoryUnavailable => reasons::INVENTORY_UNAVAILABLE,
             PendingReason::Forbidden => reasons::FORBIDDEN,
             PendingReason::PinnedBindingUnavailable => reasons::PINNED_BINDING_UNAVAILABLE,
             PendingReason::BindingNotTenant => reasons::BINDING_NOT_TENANT,
@@ -71,6 +74,7 @@ impl PendingReason {
                 | PendingReason::PoolExhausted
                 | PendingReason::Progressing
                 | PendingReason::PinnedBindingUnavailable
+                | PendingReason::InventoryUnavailable
         )
     }
 }
@@ -90,7 +94,11 @@ pub struct BoundTo {
 /// What happened to the claim in this pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClaimOutcome {
+    /// Newly bound.
     Bound(BoundTo),
+    /// Already recorded, and the binding is intact: the record stays as written, `Bound` (again,
+    /// if it was lost), and a missing `bindingNamespace` is filled with `namespace`.
+    Kept { namespace: String },
     /// `cause` says what went wrong; `matched` is the rule and pool when the rules got that far.
     Pending {
         reason: PendingReason,
@@ -98,38 +106,50 @@ pub enum ClaimOutcome {
         matched: Option<(MatchedRule, PoolKey)>,
     },
     /// The bound binding is gone or no longer the tenant's.
-    Lost {
-        cause: String,
-    },
+    Lost { cause: String },
     /// The claim is being deleted and its binding cannot be released yet; the record of the
     /// binding stays, `Released=False` says why.
-    ReleaseBlocked {
-        reason: &'static str,
-        cause: String,
-    },
+    ReleaseBlocked { reason: &'static str, cause: String },
     /// A deny entry matched; `cause` is the denial's message (`EvalError::Denied`).
-    Denied {
-        cause: String,
-        matched: MatchedRule,
-    },
+    Denied { cause: String, matched: MatchedRule },
 }
 
-/// The binding record of a status that says Bound, to pass back as `ClaimOutcome::Bound`.
-pub fn bound_from_status(s: &AccountClaimStatus) -> Option<BoundTo> {
-    if s.phase != Some(ClaimPhase::Bound) {
+/// The binding a claim's status records: written once with `phase: Bound` and kept when the
+/// binding is lost (`phase: Failed`). The one definition of "bound" in the operator: a claim
+/// with a record never gets another binding (DESIGN §4.1), whatever else its status lacks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    pub binding: String,
+    /// `status.bindingNamespace`; `None` (a status written by hand or by an older version) is
+    /// read as the binding namespace in force.
+    pub namespace: Option<String>,
+    /// The status says `Failed`: the binding was lost.
+    pub lost: bool,
+}
+
+/// The binding record of a status, if it has one.
+pub fn recorded_binding(s: &AccountClaimStatus) -> Option<Recorded> {
+    let lost = match s.phase {
+        Some(ClaimPhase::Bound) => false,
+        Some(ClaimPhase::Failed) => true,
+        _ => return None,
+    };
+    Some(Recorded {
+        binding: s.credentials_binding_name.clone()?,
+        namespace: s.binding_namespace.clone(),
+        lost,
+    })
+}
+
+/// The pool a pending claim waits for, as its status records it.
+pub fn waiting_in(s: &AccountClaimStatus) -> Option<PoolKey> {
+    if s.phase != Some(ClaimPhase::Pending) {
         return None;
     }
-    Some(BoundTo {
-        binding: s.credentials_binding_name.clone()?,
-        namespace: s.binding_namespace.clone()?,
-        pool: PoolKey {
-            hyperscaler_type: s.hyperscaler_type.clone()?,
-            eu_access: s.eu_access.unwrap_or(false),
-            shared: s.shared.unwrap_or(false),
-        },
-        matched_rule: s.matched_rule.clone().unwrap_or_default(),
-        decision: s.decision?,
-        preference: s.preference.and_then(|p| usize::try_from(p).ok()),
+    Some(PoolKey {
+        hyperscaler_type: s.hyperscaler_type.clone()?,
+        eu_access: s.eu_access.unwrap_or(false),
+        shared: s.shared.unwrap_or(false),
     })
 }
 
@@ -232,6 +252,40 @@ pub fn desired_claim_status(
                 phase: Some(ClaimPhase::Failed),
                 matched_rule: Some(matched.clone()),
                 ..Default::default()
+            }
+        }
+        ClaimOutcome::Kept { namespace } => {
+            let old = current.cloned().unwrap_or_default();
+            let ns = old
+                .binding_namespace
+                .clone()
+                .unwrap_or_else(|| namespace.clone());
+            let binding = old.credentials_binding_name.clone().unwrap_or_default();
+            let mut msg = format!("bound to {ns}/{binding}");
+            if let Some(t) = &old.hyperscaler_type {
+                let pool = PoolKey {
+                    hyperscaler_type: t.clone(),
+                    eu_access: old.eu_access.unwrap_or(false),
+                    shared: old.shared.unwrap_or(false),
+                };
+                msg.push_str(&format!(" ({})", describe_pool(&pool)));
+            }
+            for t in [types::READY, types::BOUND] {
+                // A condition that already says so keeps its message (written with the rule and
+                // the decision when the claim was bound): nothing to rewrite.
+                let holds = conds
+                    .iter()
+                    .any(|c| c.type_ == t && c.status == "True" && c.reason == reasons::BOUND);
+                if !holds {
+                    set(&mut conds, t, CondStatus::True, reasons::BOUND, &msg);
+                }
+            }
+            remove_condition(&mut conds, types::STALLED);
+            remove_condition(&mut conds, types::RECONCILING);
+            AccountClaimStatus {
+                phase: Some(ClaimPhase::Bound),
+                binding_namespace: Some(ns),
+                ..old
             }
         }
         ClaimOutcome::Pending {

@@ -139,6 +139,8 @@ pub struct Api {
     pub limit: Option<u32>,
     /// The first binding each claim's status recorded (§5.5).
     first: BTreeMap<String, String>,
+    /// Claims whose finalizer was removed, as they were last.
+    gone: BTreeMap<String, Claim>,
     /// Bindings the operator must never write (§5.4), with their labels at the start.
     untouchable: BTreeMap<String, BTreeMap<String, String>>,
     pub violations: Vec<String>,
@@ -161,6 +163,7 @@ impl Api {
             policy,
             limit,
             first: BTreeMap::new(),
+            gone: BTreeMap::new(),
             untouchable: BTreeMap::new(),
             violations: Vec::new(),
             step: 0,
@@ -188,6 +191,9 @@ impl Api {
 
     fn put_binding(&mut self, mut b: Binding) {
         b.rv = self.next_rv();
+        if std::env::var("HAP_SIM_TRACE").is_ok() {
+            eprintln!("  commit {} rv {} {:?}", b.name, b.rv, b.labels);
+        }
         let change = Change {
             rv: b.rv,
             key: b.name.clone(),
@@ -199,6 +205,12 @@ impl Api {
 
     fn put_claim(&mut self, mut c: Claim) {
         c.rv = self.next_rv();
+        if std::env::var("HAP_SIM_TRACE").is_ok() {
+            eprintln!(
+                "  commit {} rv {} {:?} deleting {}",
+                c.uid, c.rv, c.phase, c.deleting
+            );
+        }
         let change = Change {
             rv: c.rv,
             key: c.uid.clone(),
@@ -356,9 +368,12 @@ impl Api {
 
     fn check_release(&mut self, b: &Binding, claim: Option<&Claim>, by: &Writer) {
         let name = &b.name;
-        let Some(c) = claim else {
+        // A claim whose finalizer went (its answer lost) may release again from a store that
+        // still shows it: the release the last user's leaving calls for, if the checks below hold.
+        let Some(c) = claim.or_else(|| self.gone.get(&by.claim)).cloned() else {
             return self.violation(format!("released {name} without a claim"));
         };
+        let c = &c;
         if b.label("tenantName") != Some(c.tenant.as_str()) {
             self.violation(format!(
                 "released {name} of {:?} for claim {} of {}",
@@ -463,7 +478,9 @@ impl Api {
     pub fn remove_finalizer(&mut self, uid: &str) -> Result<(), Refused> {
         match self.claims.get(uid) {
             Some(c) if c.deleting => {
-                self.claims.remove(uid);
+                if let Some(c) = self.claims.remove(uid) {
+                    self.gone.insert(uid.to_string(), c);
+                }
                 let rv = self.next_rv();
                 self.logs[CLAIMS].push(Change {
                     rv,

@@ -1,17 +1,19 @@
 //! One operator replica as the simulation runs it: the controller's reconcile of a claim split
-//! into its decision and its writes, so that other steps interleave, around the real inventory,
-//! selection, in-flight and release code. This is the adapter for the code as it was before
-//! issue 11: a snapshot rebuilt from reflector stores (possibly an older one), no lease fence.
+//! into its decision and its writes, so that other steps interleave, around the real ledger
+//! (index and in-flight records), selection, release and leadership fence. It mirrors
+//! `controller::claim` and `controller::release` step for step; only the API calls are the
+//! simulated server's.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hap_operator::api::ReleaseMode;
-use hap_operator::labels::ResolvedLabelKeys;
-use hap_operator::pools::{BindingView, ClaimView, Inventory, ShootView};
+use hap_operator::leadership::Fence;
+use hap_operator::ledger::{Ledger, Outcome};
+use hap_operator::pools::{BindingView, ClaimView, Kind, ShootView};
 use hap_operator::release::{Release, decide_release};
 use hap_operator::selection::{
-    Choice, InFlight, MultiAccountPolicy, Request, WriteState, check_bound, select,
+    Choice, MultiAccountPolicy, Request, WriteState, check_bound, select,
 };
 
 use super::api::{
@@ -50,13 +52,11 @@ pub enum Net {
 
 pub struct Replica {
     pub id: usize,
-    stores: [BTreeMap<String, Obj>; 3],
-    snapshots: Vec<Inventory>,
-    current: usize,
-    inflight: InFlight,
+    /// The claim controller's store (a reflector: a re-list replaces it, stale or not).
+    store: BTreeMap<String, Claim>,
+    ledger: Ledger,
+    fence: Fence,
     pub plans: BTreeMap<String, VecDeque<Write>>,
-    /// The replica's local clock says its lease lasts until then (unused before issue 11).
-    pub lease_until: Option<Instant>,
 }
 
 fn claim_view(c: &Claim) -> ClaimView {
@@ -64,87 +64,127 @@ fn claim_view(c: &Claim) -> ClaimView {
         namespace: "kcp".into(),
         name: c.name.clone(),
         uid: c.uid.clone(),
+        resource_version: Some(c.rv.to_string()),
         global_account: c.tenant.clone(),
         shoot_name: c.shoot.clone(),
-        bound_binding: c.bound().map(str::to_string),
+        bound_binding: c.recorded().map(str::to_string),
+        lost: matches!(c.phase, Phase::Failed(_)),
         deleting: c.deleting,
+        ..Default::default()
+    }
+}
+
+fn apply(ledger: &mut Ledger, obj: &Obj) {
+    match obj {
+        Obj::Binding(b) => ledger.apply_binding(BindingView {
+            name: b.name.clone(),
+            resource_version: Some(b.rv.to_string()),
+            labels: b.labels.clone(),
+        }),
+        Obj::Claim(c) => ledger.apply_claim(claim_view(c)),
+        Obj::Shoot(s) => ledger.apply_shoot(ShootView {
+            name: s.name.clone(),
+            resource_version: Some(s.rv.to_string()),
+            binding: s.binding.clone(),
+        }),
+    }
+}
+
+fn kind_of(k: usize) -> Kind {
+    match k {
+        BINDINGS => Kind::Binding,
+        CLAIMS => Kind::Claim,
+        _ => Kind::Shoot,
     }
 }
 
 impl Replica {
-    /// A replica started now: it lists everything as the API server has it.
+    /// A replica started now: it lists everything as the API server has it; writes nothing
+    /// until it leads.
     pub fn start(id: usize, api: &Api) -> Self {
         let mut r = Replica {
             id,
-            stores: Default::default(),
-            snapshots: Vec::new(),
-            current: 0,
-            inflight: InFlight::default(),
+            store: BTreeMap::new(),
+            ledger: Ledger::default(),
+            fence: Fence::closed(),
             plans: BTreeMap::new(),
-            lease_until: None,
         };
         for kind in [BINDINGS, CLAIMS, SHOOTS] {
-            r.relist(kind, state_at(api, kind, api.logs[kind].len()), None);
+            r.relist(
+                kind,
+                state_at(api, kind, api.logs[kind].len()),
+                Some(api.rv),
+            );
         }
         r
     }
 
-    /// Watch events of one kind reach the replica.
+    /// Watch events of one kind reach the replica: the ledger first, then the claim store.
     pub fn deliver(&mut self, kind: usize, changes: &[Change]) {
         for c in changes {
             match &c.obj {
-                Some(o) => self.stores[kind].insert(c.key.clone(), o.clone()),
-                None => self.stores[kind].remove(&c.key),
-            };
+                Some(o) => apply(&mut self.ledger, o),
+                None => {
+                    let rv = c.rv.to_string();
+                    match kind {
+                        BINDINGS => self.ledger.delete_binding(&c.key, Some(&rv)),
+                        CLAIMS => self.ledger.delete_claim(&c.key, Some(&rv)),
+                        _ => self.ledger.delete_shoot(&c.key, Some(&rv)),
+                    }
+                }
+            }
+            if kind == CLAIMS {
+                match &c.obj {
+                    Some(Obj::Claim(claim)) => self.store.insert(c.key.clone(), claim.clone()),
+                    _ => self.store.remove(&c.key),
+                };
+            }
         }
-        self.rebuild();
     }
 
-    /// A re-list of one kind (possibly from a stale watch cache) replaces the store.
-    pub fn relist(&mut self, kind: usize, objects: BTreeMap<String, Obj>, _list_rv: Option<u64>) {
-        self.stores[kind] = objects;
-        self.rebuild();
+    /// A re-list of one kind, possibly from a stale watch cache.
+    pub fn relist(&mut self, kind: usize, objects: BTreeMap<String, Obj>, list_rv: Option<u64>) {
+        self.ledger.begin_relist(kind_of(kind));
+        for o in objects.values() {
+            apply(&mut self.ledger, o);
+        }
+        let rv = list_rv.map(|v| v.to_string());
+        self.ledger.end_relist(kind_of(kind), rv.as_deref());
+        if kind == CLAIMS {
+            self.store = objects
+                .into_iter()
+                .filter_map(|(k, o)| match o {
+                    Obj::Claim(c) => Some((k, c)),
+                    _ => None,
+                })
+                .collect();
+        }
     }
 
-    /// The next decisions read a snapshot `back` builds old (a slow rebuild replaced a newer one).
-    pub fn lag(&mut self, back: usize) {
-        self.current = self.snapshots.len().saturating_sub(1 + back);
-    }
+    /// Older views than the last one do not exist any more: the index is kept, not rebuilt.
+    pub fn lag(&mut self, _back: usize) {}
 
-    /// Takeover: the replica becomes the leader.
+    /// Takeover: one consistent list of bindings and claims into the ledger (not the store).
     pub fn lead(&mut self, api: &Api) {
-        // Before issue 11 a standby had no caches: it listed everything on takeover.
-        *self = Replica::start(self.id, api);
+        for kind in [BINDINGS, CLAIMS] {
+            let objects = state_at(api, kind, api.logs[kind].len());
+            self.ledger.begin_relist(kind_of(kind));
+            for o in objects.values() {
+                apply(&mut self.ledger, o);
+            }
+            self.ledger
+                .end_relist(kind_of(kind), Some(&api.rv.to_string()));
+        }
     }
 
-    fn rebuild(&mut self) {
-        let bindings = self.stores[BINDINGS].values().filter_map(|o| match o {
-            Obj::Binding(b) => Some(BindingView {
-                name: b.name.clone(),
-                resource_version: Some(b.rv.to_string()),
-                labels: b.labels.clone(),
-            }),
-            _ => None,
-        });
-        let claims = self.stores[CLAIMS].values().filter_map(|o| match o {
-            Obj::Claim(c) => Some(claim_view(c)),
-            _ => None,
-        });
-        let shoots = self.stores[SHOOTS].values().filter_map(|o| match o {
-            Obj::Shoot(s) => Some(ShootView {
-                name: s.name.clone(),
-                binding: s.binding.clone(),
-            }),
-            _ => None,
-        });
-        let inv = Inventory::build(ResolvedLabelKeys::default(), bindings, claims, shoots);
-        self.snapshots.push(inv);
-        self.current = self.snapshots.len() - 1;
+    /// The lease was renewed at `now` (by a request sent then).
+    pub fn renew(&mut self, now: Instant, lease: Duration) {
+        self.fence.renewed(now, lease, Duration::ZERO);
     }
 
     /// Claims the replica's store holds, by uid.
     pub fn claims(&self) -> Vec<String> {
-        self.stores[CLAIMS].keys().cloned().collect()
+        self.store.keys().cloned().collect()
     }
 
     /// The reconcile's decision for one claim; its writes run in later steps.
@@ -152,34 +192,63 @@ impl Replica {
         if self.plans.contains_key(uid) {
             return;
         }
-        let Some(Obj::Claim(c)) = self.stores[CLAIMS].get(uid).cloned() else {
+        let Some(c) = self.store.get(uid).cloned() else {
             return;
         };
-        let inv = &self.snapshots[self.current];
-        self.inflight.observe(inv, now);
+        if self
+            .ledger
+            .inventory
+            .knows_later(Kind::Claim, uid, Some(&c.rv.to_string()))
+            || self.ledger.inflight.is_finished(uid, now)
+        {
+            return;
+        }
         let view = claim_view(&c);
         let mut plan = VecDeque::new();
+        let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
         if c.deleting {
-            match decide_release(&view, inv, &self.inflight, ReleaseMode::MarkDirty, now) {
+            let d = decide_release(&view, inv, inflight, ReleaseMode::MarkDirty, now);
+            if std::env::var("HAP_SIM_TRACE").is_ok() {
+                eprintln!("  replica {} releases {uid}: {d:?}", self.id);
+            }
+            match d {
                 Release::MarkDirty {
                     binding,
                     expected_resource_version: Some(rv),
                 } => {
-                    self.inflight
-                        .release_started(&binding, Some(rv.clone()), now);
+                    inflight.release_started(&binding, Some(rv.clone()), now);
                     let base = rv.parse().unwrap_or(0);
                     plan.push_back(Write::Release { binding, base });
                     plan.push_back(Write::Finalizer);
                 }
-                Release::MarkDirty { .. } | Release::WaitForShoot { .. } => {}
+                Release::Resolve {
+                    binding,
+                    expected_resource_version,
+                } => {
+                    let pool = inflight.claim_of(&binding, now).map(|p| p.pool.clone());
+                    if let (Some(pool), Some(base)) = (pool, expected_resource_version.clone()) {
+                        let retry = Choice::Claim {
+                            binding: binding.clone(),
+                            expected_resource_version,
+                        };
+                        inflight.record(&view, &pool, &retry, now);
+                        inflight.drop_assignment(uid);
+                        let base = base.parse().unwrap_or(0);
+                        let tenant = c.tenant.clone();
+                        plan.push_back(Write::Claim {
+                            binding,
+                            base,
+                            tenant,
+                        });
+                    }
+                }
+                Release::MarkDirty { .. }
+                | Release::WaitForShoot { .. }
+                | Release::WaitForWrite { .. } => {}
                 Release::Keep(_) => plan.push_back(Write::Finalizer),
             }
         } else if let Some(b) = c.recorded() {
-            let pinned = ClaimView {
-                bound_binding: Some(b.to_string()),
-                ..view
-            };
-            let phase = match check_bound(inv, &self.inflight, &pinned, now) {
+            let phase = match check_bound(inv, inflight, &view, now) {
                 Some(Choice::Lost { .. }) => Phase::Failed(b.to_string()),
                 _ => Phase::Bound(b.to_string()),
             };
@@ -187,8 +256,7 @@ impl Replica {
                 plan.push_back(Write::Status { base: c.rv, phase });
             }
         } else {
-            if self
-                .inflight
+            if inflight
                 .assignment_of(uid, now)
                 .is_some_and(|a| a.state == WriteState::Written)
             {
@@ -200,8 +268,19 @@ impl Replica {
                 pool,
                 provider_type: "aws",
             };
-            let choice = select(inv, &self.inflight, &req, policy, &Default::default(), now);
-            self.inflight.record(&view, pool, &choice, now);
+            let choice = select(inv, inflight, &req, policy, &Default::default(), now);
+            if std::env::var("HAP_SIM_TRACE").is_ok() {
+                let owned = inv.owned_by(pool, &c.tenant);
+                let b: Vec<_> = inv
+                    .bindings()
+                    .map(|e| (e.view.name.clone(), e.view.resource_version.clone()))
+                    .collect();
+                eprintln!(
+                    "  replica {} decides {uid}: {choice:?}; owned {owned:?}; bindings {b:?}; {:?}",
+                    self.id, inflight
+                );
+            }
+            inflight.record(&view, pool, &choice, now);
             let pending = |reason: &str| Phase::Pending(reason.to_string());
             let phase = match choice {
                 Choice::Use { binding, .. } => Phase::Bound(binding),
@@ -234,7 +313,7 @@ impl Replica {
         }
     }
 
-    /// Sends the next write of the reconcile of `uid`.
+    /// Sends the next write of the reconcile of `uid` (the caller checked the fence).
     pub fn execute(&mut self, uid: &str, api: &mut Api, net: Net, now: Instant) {
         let Some(write) = self.plans.get_mut(uid).and_then(VecDeque::pop_front) else {
             return;
@@ -261,47 +340,43 @@ impl Replica {
                 Write::Finalizer => api.remove_finalizer(uid),
             }
         };
-        let ok = match net {
-            Net::Answered => send(api).is_ok(),
+        // Some(true): written; Some(false): refused; None: no answer.
+        let answer = match net {
+            Net::Answered => Some(send(api).is_ok()),
             Net::LostAnswer => {
                 let _ = send(api);
-                false
+                None
             }
-            Net::LostRequest => false,
+            Net::LostRequest => None,
         };
-        match (&write, ok) {
-            (Write::Claim { binding, .. }, true) => self.inflight.claim_written(binding, now),
-            (Write::Claim { binding, .. }, false) => {
-                self.inflight.claim_failed(binding);
-                self.inflight.assignment_failed(uid);
-            }
-            (
-                Write::Status {
-                    phase: Phase::Bound(_),
-                    ..
-                },
-                true,
-            ) => self.inflight.assignment_written(uid, now),
-            (
-                Write::Status {
-                    phase: Phase::Bound(_),
-                    ..
-                },
-                false,
-            ) => self.inflight.assignment_failed(uid),
-            (Write::Release { binding, .. }, true) => self.inflight.release_written(binding, now),
-            (Write::Release { binding, .. }, false) => self.inflight.release_failed(binding),
-            (Write::Finalizer, true) => self.inflight.forget_claim(uid),
+        let outcome = match answer {
+            Some(true) => Outcome::Written,
+            Some(false) => Outcome::Refused,
+            None => Outcome::Unknown,
+        };
+        let l = &mut self.ledger;
+        match &write {
+            Write::Claim { binding, .. } => l.claim_outcome(binding, outcome, now),
+            Write::Status {
+                phase: Phase::Bound(_),
+                ..
+            } => l.assignment_outcome(uid, outcome, now),
+            Write::Release { binding, .. } => l.release_outcome(binding, outcome, now),
+            Write::Finalizer if outcome == Outcome::Written => l.inflight.forget_claim(uid, now),
             _ => {}
         }
-        if !ok || self.plans.get(uid).is_some_and(VecDeque::is_empty) {
+        if answer != Some(true) || self.plans.get(uid).is_some_and(VecDeque::is_empty) {
             self.plans.remove(uid);
         }
     }
 
-    /// Whether the replica may still write by its own clock (always, before issue 11).
-    pub fn may_write(&self, _now: Instant) -> bool {
-        true
+    pub fn debug(&self) -> String {
+        format!("{:?} plans {:?}", self.ledger.inflight, self.plans)
+    }
+
+    /// Whether the replica may write by its own clock: the leadership fence.
+    pub fn may_write(&self, now: Instant) -> bool {
+        self.fence.check(now).is_ok()
     }
 }
 

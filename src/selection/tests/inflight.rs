@@ -1,6 +1,27 @@
-//! Bound checks and the life of in-flight expectations.
+//! Bound checks and the life of in-flight records: they end when the index shows the write, when
+//! the server refused it, or when they expire — never because a view lacks the object.
 
 use super::*;
+use crate::pools::BindingEntry;
+
+fn entry(view: BindingView) -> BindingEntry {
+    inventory(vec![view.clone()], vec![], vec![])
+        .binding(&view.name)
+        .cloned()
+        .unwrap()
+}
+
+fn at(mut b: BindingView, rv: &str) -> BindingView {
+    b.resource_version = Some(rv.into());
+    b
+}
+
+fn claim_choice(b: &str, rv: &str) -> Choice {
+    Choice::Claim {
+        binding: b.into(),
+        expected_resource_version: Some(rv.into()),
+    }
+}
 
 #[test]
 fn check_bound_keeps_intact_bindings_and_reports_lost_ones() {
@@ -44,13 +65,9 @@ fn check_bound_keeps_intact_bindings_and_reports_lost_ones() {
             other => panic!("{b}: {other:?}"),
         }
     }
-    // Claimed a moment ago: the cache does not show the label yet, but the claim is not lost.
+    // Claimed a moment ago: the index does not show the label yet, but the claim is not lost.
     let c0 = claim("c0", "ga", None, None);
-    let choice = Choice::Claim {
-        binding: "new".into(),
-        expected_resource_version: Some("rv-new".into()),
-    };
-    fl.record(&c0, &p, &choice, now);
+    fl.record(&c0, &p, &claim_choice("new", "rv-new"), now);
     assert!(matches!(
         check_bound(&inv, &fl, &bound("new"), now),
         Some(Choice::Lost { .. })
@@ -66,116 +83,158 @@ fn check_bound_keeps_intact_bindings_and_reports_lost_ones() {
         check_bound(&inv, &fl, &claim("c", "ga", None, None), now),
         None
     );
+    // A lost (Failed) claim whose binding came back is Bound again, and never rebinds.
+    let failed = ClaimView {
+        lost: true,
+        ..bound("mine")
+    };
+    assert_eq!(
+        pick(&inv, &fl, &failed, &p, &pol),
+        Choice::Bound {
+            binding: "mine".into()
+        }
+    );
 }
 
 #[test]
-fn observe_ends_expectations_the_cache_shows_and_expired_ones() {
+fn a_claim_record_ends_only_when_the_index_shows_a_later_version() {
     let p = pool("aws", false, false);
     let now = Instant::now();
     let mut fl = InFlight::new(Duration::from_secs(60));
-    let c1 = claim("c1", "ga", None, None);
-    let c2 = claim("c2", "gb", None, None);
-    fl.record(
-        &c1,
-        &p,
-        &Choice::Claim {
-            binding: "x".into(),
-            expected_resource_version: Some("1".into()),
-        },
-        now,
-    );
-    fl.record(
-        &c2,
-        &p,
-        &Choice::Claim {
-            binding: "y".into(),
-            expected_resource_version: Some("1".into()),
-        },
-        now,
-    );
+    let (c1, c2) = (claim("c1", "ga", None, None), claim("c2", "gb", None, None));
+    fl.record(&c1, &p, &claim_choice("x", "5"), now);
+    fl.record(&c2, &p, &claim_choice("y", "5"), now);
     fl.claim_written("x", now);
-    let mut x = owned("x", "ga");
-    x.resource_version = Some("1".into());
-    let mut y = binding("y", AWS);
-    y.resource_version = Some("2".into());
-    let stale = inventory(
-        vec![x.clone(), y.clone()],
-        vec![c1.clone(), c2.clone()],
-        vec![],
-    );
-    fl.observe(&stale, now);
-    // x: written but the cache is still at the version the write was based on. y: still writing.
-    assert!(fl.claim_of("x", now).is_some() && fl.claim_of("y", now).is_some());
-    assert_eq!(fl.assigned(now).len(), 2);
-    x.resource_version = Some("2".into());
-    let mut c1_bound = c1.clone();
-    c1_bound.bound_binding = Some("x".into());
-    fl.observe(&inventory(vec![x, y], vec![c1_bound, c2], vec![]), now);
-    assert!(fl.claim_of("x", now).is_none());
+    // The version the write was based on, or an older one (a view that went back): kept.
+    for rv in ["5", "4"] {
+        fl.observe_binding("x", Some(&entry(at(binding("x", AWS), rv))));
+        assert!(fl.claim_of("x", now).is_some(), "ended by version {rv}");
+    }
+    // Still writing: kept whatever the index says.
+    fl.observe_binding("y", Some(&entry(at(owned("y", "gz"), "9"))));
     assert!(fl.claim_of("y", now).is_some());
-    assert_eq!(fl.assigned(now).keys().copied().collect::<Vec<_>>(), ["y"]);
+    fl.observe_binding("x", Some(&entry(at(owned("x", "ga"), "6"))));
+    assert!(fl.claim_of("x", now).is_none());
+    assert_eq!(
+        fl.assigned(now).keys().copied().collect::<Vec<_>>(),
+        ["x", "y"]
+    );
+    // Deleted: nothing to wait for.
+    fl.observe_binding("y", None);
+    assert!(fl.claim_of("y", now).is_none());
     let later = now + Duration::from_secs(61);
-    assert!(fl.claim_of("y", later).is_none() && fl.assigned(later).is_empty());
-    fl.observe(&stale, later);
+    assert!(fl.assigned(later).is_empty());
+    fl.expire(later);
     assert!(fl.is_empty());
 }
 
 #[test]
-fn a_relist_forgets_written_entries_but_not_writes_in_progress() {
+fn an_unknown_claim_write_is_kept_retried_and_ended_by_the_index() {
+    // Issue 11, defect 2: a write that timed out used to be erased although it may have
+    // committed, so a sibling of the same tenant claimed a second binding.
     let p = pool("aws", false, false);
-    let t0 = Instant::now();
+    let now = Instant::now();
+    let inv = inventory(vec![binding("x", AWS), binding("y", AWS)], vec![], vec![]);
+    let pol = MultiAccountPolicy::default();
+    let c1 = claim("c1", "ga", None, None);
     let mut fl = InFlight::default();
-    let (c1, c2) = (claim("c1", "ga", None, None), claim("c2", "gb", None, None));
-    fl.record(
-        &c1,
-        &p,
-        &Choice::Claim {
-            binding: "x".into(),
-            expected_resource_version: None,
-        },
-        t0,
+    let first = pick(&inv, &fl, &c1, &p, &pol);
+    let Choice::Claim { binding: b, .. } = first.clone() else {
+        panic!("{first:?}")
+    };
+    fl.record(&c1, &p, &first, now);
+    fl.claim_unknown(&b, now);
+    // The sibling waits; the claim itself retries the same compare-and-swap.
+    let c2 = claim("c2", "ga", None, None);
+    assert_eq!(
+        pick(&inv, &fl, &c2, &p, &pol),
+        Choice::Wait { binding: b.clone() }
     );
-    fl.record(
-        &c2,
-        &p,
-        &Choice::Claim {
-            binding: "y".into(),
-            expected_resource_version: None,
-        },
-        t0,
+    let retry = pick(&inv, &fl, &c1, &p, &pol);
+    assert_eq!(retry, first);
+    fl.record(&c1, &p, &retry, now);
+    // The retry is refused: the first attempt may have won; still in doubt.
+    fl.claim_failed(&b);
+    assert_eq!(
+        fl.claim_of(&b, now).map(|p| p.state),
+        Some(WriteState::Unknown)
     );
-    fl.claim_written("x", t0);
-    fl.assignment_written("uid-c1", t0);
-    fl.release_started("z", None, t0);
-    fl.release_written("z", t0);
-    assert_eq!(fl.len(), 5);
-    fl.forget_written_before(t0 + Duration::from_millis(1));
-    assert!(fl.claim_of("x", t0).is_none() && fl.claim_of("y", t0).is_some());
-    assert!(!fl.is_releasing("z", t0));
-    assert_eq!(fl.bindings_in_use(t0), BTreeSet::from(["y".to_string()]));
-    fl.release_started("z", None, t0);
-    fl.release_failed("z");
-    assert!(!fl.is_releasing("z", t0));
+    assert_eq!(
+        pick(&inv, &fl, &c2, &p, &pol),
+        Choice::Wait { binding: b.clone() }
+    );
+    // The index shows the binding at a later version: the outcome is known, the record ends.
+    fl.observe_binding(&b, Some(&entry(at(owned(&b, "ga"), "rv-2"))));
+    assert!(fl.claim_of(&b, now).is_none());
+    // Without doubt a refusal ends the record at once.
+    let mut fl = InFlight::default();
+    fl.record(&c1, &p, &first, now);
+    fl.claim_failed(&b);
+    assert!(fl.is_empty());
 }
 
 #[test]
-fn a_written_release_ends_when_the_cache_moves_past_its_base_version() {
+fn an_assignment_ends_when_the_index_shows_the_claim_bound_or_moved_on() {
+    let p = pool("aws", false, false);
     let now = Instant::now();
     let mut fl = InFlight::default();
-    fl.release_started("b", Some("rv-b".into()), now);
-    let stale = inventory(vec![owned("b", "ga")], vec![], vec![]);
-    fl.observe(&stale, now);
+    let c = ClaimView {
+        resource_version: Some("7".into()),
+        ..claim("c", "ga", Some("s"), None)
+    };
+    fl.record(&c, &p, &use_of("b", UseReason::Reused), now);
+    // Defect 1: a view that does not contain the claim yet ends nothing (it used to).
+    fl.observe_claim("uid-c", Some(&c));
+    assert!(fl.assignment_of("uid-c", now).is_some());
+    fl.assignment_unknown("uid-c", now);
+    fl.observe_claim("uid-c", Some(&c));
+    assert_eq!(
+        fl.assignment_of("uid-c", now).map(|a| a.state),
+        Some(WriteState::Unknown)
+    );
+    let moved = ClaimView {
+        resource_version: Some("8".into()),
+        ..c.clone()
+    };
+    fl.observe_claim("uid-c", Some(&moved));
+    assert!(fl.assignment_of("uid-c", now).is_none());
+    // Written: ends when the claim shows the binding.
+    fl.record(&c, &p, &use_of("b", UseReason::Reused), now);
+    fl.assignment_written("uid-c", now);
+    let bound = ClaimView {
+        bound_binding: Some("b".into()),
+        resource_version: Some("9".into()),
+        ..c.clone()
+    };
+    fl.observe_claim("uid-c", Some(&bound));
+    assert!(fl.is_empty());
+    // Deleted from the index: gone.
+    fl.record(&c, &p, &use_of("b", UseReason::Reused), now);
+    fl.observe_claim("uid-c", None);
+    assert!(fl.is_empty());
+}
+
+#[test]
+fn a_written_release_ends_when_the_index_moves_past_its_base_version() {
+    let now = Instant::now();
+    let mut fl = InFlight::default();
+    fl.release_started("b", Some("3".into()), now);
+    let stale = entry(at(owned("b", "ga"), "3"));
+    fl.observe_binding("b", Some(&stale));
+    assert!(fl.is_releasing("b", now), "still writing: kept");
+    fl.release_written("b", now);
+    fl.observe_binding("b", Some(&stale));
+    assert!(fl.is_releasing("b", now), "the index has not caught up yet");
+    fl.observe_binding("b", Some(&entry(at(owned("b", "ga"), "4"))));
+    assert!(!fl.is_releasing("b", now));
+    fl.release_started("b", None, now);
+    fl.release_unknown("b", now);
+    fl.release_started("b", None, now);
+    fl.release_failed("b");
     assert!(
         fl.is_releasing("b", now),
-        "still writing: kept whatever the cache says"
+        "a refused retry of an unknown release proves nothing"
     );
-    fl.release_written("b", now);
-    fl.observe(&stale, now);
-    assert!(fl.is_releasing("b", now), "the cache has not caught up yet");
-    let mut moved = owned("b", "ga");
-    moved.resource_version = Some("rv-b2".into());
-    fl.observe(&inventory(vec![moved], vec![], vec![]), now);
-    assert!(!fl.is_releasing("b", now));
 }
 
 #[test]
@@ -197,6 +256,6 @@ fn a_deleted_claim_takes_its_cluster_off_the_binding() {
         Some(WriteState::Written)
     );
     assert!(fl.assignment_of("uid-c", now + DEFAULT_TTL).is_none());
-    fl.forget_claim("uid-c");
+    fl.forget_claim("uid-c", now);
     assert!(fl.assigned(now).is_empty() && fl.is_empty());
 }

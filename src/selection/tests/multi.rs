@@ -188,6 +188,35 @@ fn a_binding_being_released_is_neither_reused_nor_claimed() {
     let mut fl = InFlight::default();
     fl.release_started("cb-a", Some("rv-cb-a".into()), Instant::now());
     let c = claim("c", "ga", None, None);
+    // Neither used (the release may succeed) nor replaced (it may fail, and the tenant would
+    // hold two): the claim waits until the release has an outcome.
+    assert_eq!(
+        pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default()),
+        Choice::Wait {
+            binding: "cb-a".into()
+        }
+    );
+    fl.release_failed("cb-a");
+    assert_eq!(
+        pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default()),
+        use_of("cb-a", UseReason::Reused)
+    );
+    // Released: the index shows it dirty, and a new binding is claimed.
+    let inv = inventory(
+        vec![
+            binding(
+                "cb-a",
+                &[
+                    ("hyperscalerType", "aws"),
+                    ("tenantName", "ga"),
+                    ("dirty", "true"),
+                ],
+            ),
+            binding("cb-free", AWS),
+        ],
+        vec![],
+        vec![],
+    );
     assert!(
         matches!(pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default()), Choice::Claim { binding, .. } if binding == "cb-free")
     );

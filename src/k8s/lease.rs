@@ -1,0 +1,126 @@
+//! The leader Lease (coordination.k8s.io/v1): read it, and write it only with a
+//! resourceVersion precondition, so that two replicas can never both believe their write won.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::PostParams;
+use kube::{Api, Client};
+
+use super::K8sError;
+use crate::leadership::LeaseRecord;
+
+pub struct LeaseApi {
+    api: Api<Lease>,
+    name: String,
+    namespace: String,
+}
+
+/// The lease as read, to write it back conditioned on its version.
+pub struct Current(Lease);
+
+impl Current {
+    pub fn record(&self) -> LeaseRecord {
+        let spec = self.0.spec.clone().unwrap_or_default();
+        LeaseRecord {
+            holder: spec.holder_identity.filter(|h| !h.is_empty()),
+            duration: Duration::from_secs(
+                u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
+            ),
+            renew_time: spec.renew_time.map(|t| t.0.to_string()),
+            transitions: spec.lease_transitions.unwrap_or(0),
+        }
+    }
+}
+
+impl LeaseApi {
+    pub fn new(client: Client, namespace: &str, name: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+        }
+    }
+
+    fn what(&self) -> String {
+        format!("Lease {}/{}", self.namespace, self.name)
+    }
+
+    /// The lease, if it exists.
+    pub async fn get(&self) -> Result<Option<Current>, K8sError> {
+        self.api
+            .get_opt(&self.name)
+            .await
+            .map(|l| l.map(Current))
+            .map_err(|e| K8sError::classify("read", self.what(), e))
+    }
+
+    /// Writes the lease as held by `me` for `duration`: creates it when `current` is `None`,
+    /// else replaces it conditioned on the version read. A create into a namespace that does not
+    /// exist fails with `NotFound`.
+    pub async fn hold(
+        &self,
+        current: Option<&Current>,
+        me: &str,
+        duration: Duration,
+    ) -> Result<(), K8sError> {
+        let now = MicroTime(Timestamp::now());
+        let seconds = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
+        let pp = PostParams {
+            field_manager: Some(format!("{}-lease", crate::api::FIELD_MANAGER)),
+            ..Default::default()
+        };
+        let result = match current {
+            None => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        namespace: Some(self.namespace.clone()),
+                        ..Default::default()
+                    },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(me.to_string()),
+                        lease_duration_seconds: Some(seconds),
+                        acquire_time: Some(now.clone()),
+                        renew_time: Some(now),
+                        lease_transitions: Some(0),
+                        ..Default::default()
+                    }),
+                };
+                self.api.create(&pp, &lease).await
+            }
+            Some(Current(lease)) => {
+                let mut lease = lease.clone();
+                let spec = lease.spec.get_or_insert_with(Default::default);
+                if spec.holder_identity.as_deref() != Some(me) {
+                    spec.acquire_time = Some(now.clone());
+                    spec.lease_transitions =
+                        Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+                }
+                spec.holder_identity = Some(me.to_string());
+                spec.lease_duration_seconds = Some(seconds);
+                spec.renew_time = Some(now);
+                self.api.replace(&self.name, &pp, &lease).await
+            }
+        };
+        result
+            .map(drop)
+            .map_err(|e| K8sError::classify("write", self.what(), e))
+    }
+
+    /// Gives the lease up (on a clean shutdown), so that a standby takes over at once.
+    pub async fn release(&self, current: &Current) -> Result<(), K8sError> {
+        let mut lease = current.0.clone();
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        self.api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+            .map(drop)
+            .map_err(|e| K8sError::classify("release", self.what(), e))
+    }
+}

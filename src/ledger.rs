@@ -1,0 +1,148 @@
+//! What one operator process knows, under one lock: the inventory index, fed one watch event at a
+//! time, and the operator's own writes the index does not show yet. A decision reads both at one
+//! instant, and the event that shows a write's outcome ends its in-flight record in the same step
+//! that puts it into the index, so there is no moment at which both or neither count it.
+
+use std::time::Instant;
+
+use crate::labels::ResolvedLabelKeys;
+use crate::pools::{BindingView, ClaimView, Inventory, Kind, ShootView};
+use crate::selection::InFlight;
+
+/// How a write ended, as far as the operator can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The server accepted it.
+    Written,
+    /// The server refused it (conflict, not found, invalid, forbidden): it did not commit.
+    Refused,
+    /// No answer, or a server error: it may or may not have committed.
+    Unknown,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Ledger {
+    pub inventory: Inventory,
+    pub inflight: InFlight,
+}
+
+impl Ledger {
+    pub fn new(inflight: InFlight) -> Self {
+        Ledger {
+            inventory: Inventory::default(),
+            inflight,
+        }
+    }
+
+    /// The config in force names these label keys and this binding namespace.
+    pub fn set_target(&mut self, keys: ResolvedLabelKeys, binding_namespace: Option<String>) {
+        self.inventory.set_keys(keys);
+        self.inventory.set_namespace(binding_namespace);
+        self.settle();
+    }
+
+    pub fn apply_binding(&mut self, view: BindingView) {
+        let name = view.name.clone();
+        if self.inventory.apply_binding(view) {
+            self.inflight
+                .observe_binding(&name, self.inventory.binding(&name));
+        }
+        self.settle();
+    }
+
+    pub fn delete_binding(&mut self, name: &str, rv: Option<&str>) {
+        self.inventory.delete_binding(name, rv);
+        self.settle();
+    }
+
+    pub fn apply_claim(&mut self, view: ClaimView) {
+        let uid = view.uid.clone();
+        if self.inventory.apply_claim(view) {
+            self.inflight
+                .observe_claim(&uid, self.inventory.claim(&uid));
+        }
+        self.settle();
+    }
+
+    pub fn delete_claim(&mut self, uid: &str, rv: Option<&str>) {
+        self.inventory.delete_claim(uid, rv);
+        self.settle();
+    }
+
+    pub fn apply_shoot(&mut self, view: ShootView) {
+        self.inventory.apply_shoot(view);
+        self.settle();
+    }
+
+    pub fn delete_shoot(&mut self, name: &str, rv: Option<&str>) {
+        self.inventory.delete_shoot(name, rv);
+        self.settle();
+    }
+
+    pub fn begin_relist(&mut self, kind: Kind) {
+        self.inventory.begin_relist(kind);
+    }
+
+    pub fn end_relist(&mut self, kind: Kind, list_rv: Option<&str>) {
+        self.inventory.end_relist(kind, list_rv);
+        self.settle();
+    }
+
+    /// The watch of `kind` got as far as `rv` (a bookmark).
+    pub fn advance(&mut self, kind: Kind, rv: Option<&str>) {
+        self.inventory.advance(kind, rv);
+        self.settle();
+    }
+
+    /// The outcome of a claim write of `binding`. The index may already show it (its event can
+    /// arrive before the answer), so the record is held against the index at once.
+    pub fn claim_outcome(&mut self, binding: &str, outcome: Outcome, now: Instant) {
+        match outcome {
+            Outcome::Written => self.inflight.claim_written(binding, now),
+            Outcome::Refused => self.inflight.claim_failed(binding),
+            Outcome::Unknown => self.inflight.claim_unknown(binding, now),
+        }
+        self.inflight
+            .observe_binding(binding, self.inventory.binding(binding));
+    }
+
+    /// The outcome of the status write that records claim `uid`'s binding.
+    pub fn assignment_outcome(&mut self, uid: &str, outcome: Outcome, now: Instant) {
+        match outcome {
+            Outcome::Written => self.inflight.assignment_written(uid, now),
+            Outcome::Refused => self.inflight.assignment_failed(uid),
+            Outcome::Unknown => self.inflight.assignment_unknown(uid, now),
+        }
+        self.inflight.observe_claim(uid, self.inventory.claim(uid));
+    }
+
+    /// The outcome of a release write of `binding`.
+    pub fn release_outcome(&mut self, binding: &str, outcome: Outcome, now: Instant) {
+        match outcome {
+            Outcome::Written => self.inflight.release_written(binding, now),
+            Outcome::Refused => self.inflight.release_failed(binding),
+            Outcome::Unknown => self.inflight.release_unknown(binding, now),
+        }
+        self.inflight
+            .observe_binding(binding, self.inventory.binding(binding));
+    }
+
+    /// Drops expired in-flight records.
+    pub fn expire(&mut self, now: Instant) {
+        self.inflight.expire(now);
+    }
+
+    /// Objects the index dropped end the records that wait for them.
+    fn settle(&mut self) {
+        for (kind, key) in self.inventory.take_gone() {
+            match kind {
+                Kind::Binding => self.inflight.observe_binding(&key, None),
+                Kind::Claim => self.inflight.observe_claim(&key, None),
+                Kind::Shoot => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

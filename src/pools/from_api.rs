@@ -1,0 +1,49 @@
+//! The plain views of the API objects: which binding a claim records (through
+//! `status::recorded_binding`, the one definition of "bound"), which binding a Shoot uses, a
+//! binding's labels — each with the resourceVersion that orders views of the object.
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::core::PartialObjectMeta;
+
+use super::{BindingView, ClaimView, ShootView};
+use crate::api::{AccountClaim, Shoot};
+use crate::status::{is_denied, recorded_binding, waiting_in};
+
+/// The view of a claim that selection, release and counting take.
+pub fn claim_view(c: &AccountClaim) -> ClaimView {
+    let status = c.status.as_ref();
+    let recorded = status.and_then(recorded_binding);
+    ClaimView {
+        namespace: c.namespace().unwrap_or_default(),
+        name: c.name_any(),
+        uid: c.uid().unwrap_or_default(),
+        resource_version: c.resource_version(),
+        global_account: c.spec.global_account.clone(),
+        shoot_name: c.spec.shoot_name.clone(),
+        lost: recorded.as_ref().is_some_and(|r| r.lost),
+        binding_namespace: recorded.as_ref().and_then(|r| r.namespace.clone()),
+        bound_binding: recorded.map(|r| r.binding),
+        waiting_in: status.and_then(waiting_in),
+        deleting: c.metadata.deletion_timestamp.is_some(),
+        denied: status.is_some_and(is_denied),
+    }
+}
+
+/// The view of a binding read metadata-only.
+pub fn binding_view(b: &PartialObjectMeta<DynamicObject>) -> BindingView {
+    BindingView {
+        name: b.name_any(),
+        resource_version: b.resource_version(),
+        labels: b.metadata.labels.clone().unwrap_or_default(),
+    }
+}
+
+/// The view of a Shoot.
+pub fn shoot_view(s: &Shoot) -> ShootView {
+    ShootView {
+        name: s.name_any(),
+        resource_version: s.resource_version(),
+        binding: s.spec.binding_name().map(str::to_string),
+    }
+}

@@ -1,0 +1,529 @@
+//! Keeping the `Inventory` current one watch event at a time, in time proportional to the change.
+//!
+//! A view never goes backwards. Every object carries its resourceVersion (etcd's revision, one
+//! counter for a whole API server), and an event older than what the index holds is ignored: a
+//! watch restarted from a lagging watch cache, or a slow delivery, cannot undo a newer state.
+//! Deletions leave a tombstone so that a stale re-list cannot bring a deleted object back.
+//!
+//! Re-lists are treated as possibly stale. Objects the index holds but a re-list does not name
+//! are deleted only when the list is known to be at least as new as them; the others stay as
+//! "unconfirmed" until the watch delivers any event of that kind at a later version (events come
+//! in version order, so by then the object's own event would have arrived had it still existed).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use super::{BindingEntry, BindingView, ClaimView, Inventory, PoolMembers, ShootView, classify};
+use crate::labels::{PoolKey, ResolvedLabelKeys};
+
+/// The three kinds the index follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Binding = 0,
+    Claim = 1,
+    Shoot = 2,
+}
+
+/// A resourceVersion as a number, when it is one (kube-apiserver and gardener-apiserver hand out
+/// etcd revisions).
+fn number(rv: Option<&str>) -> Option<u64> {
+    rv?.parse().ok()
+}
+
+/// Whether `new` is a later version than `old`: by number when both are numbers; otherwise any
+/// different version counts as later (an unknown format is taken as it comes).
+pub fn is_newer(new: Option<&str>, old: Option<&str>) -> bool {
+    match (number(new), number(old)) {
+        (Some(n), Some(o)) => n > o,
+        _ => new != old,
+    }
+}
+
+/// What changed since the last `take_changes`: which bindings and which pools.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Everything may have changed (label keys or namespace changed).
+    pub all: bool,
+    pub bindings: BTreeSet<String>,
+    pub pools: BTreeSet<PoolKey>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.bindings.is_empty() && self.pools.is_empty()
+    }
+}
+
+/// Per kind: how far the watch has come, tombstones, and the state of a re-list.
+#[derive(Clone, Debug, Default)]
+struct Book {
+    /// Highest version seen in an event or a list of this kind.
+    seen: u64,
+    /// Deleted keys with the version of their deletion.
+    tombstones: HashMap<String, u64>,
+    /// During a re-list: keys held when it began and not listed yet.
+    unlisted: Option<HashSet<String>>,
+    /// Highest version among the objects of the re-list in progress.
+    listed_max: u64,
+    /// Objects a re-list did not name though they are newer than it, by version.
+    unconfirmed: BTreeSet<(u64, String)>,
+    /// The version of the newest complete list: an object the index does not hold, at this
+    /// version or an older one, was not in it, so it had been deleted by then.
+    floor: u64,
+}
+
+/// Tombstones kept at most, per kind; beyond that the oldest half goes (a stale list could then
+/// bring a long-deleted object back for a moment, which only over-counts).
+const MAX_TOMBSTONES: usize = 20_000;
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct Books([Book; 3]);
+
+impl Book {
+    fn tombstoned(&self, key: &str, rv: Option<u64>) -> bool {
+        matches!((self.tombstones.get(key), rv), (Some(t), Some(v)) if v <= *t)
+    }
+
+    fn bury(&mut self, key: &str, rv: u64) {
+        if self.tombstones.len() >= MAX_TOMBSTONES {
+            let mut versions: Vec<u64> = self.tombstones.values().copied().collect();
+            versions.sort_unstable();
+            let median = versions[versions.len() / 2];
+            self.tombstones.retain(|_, v| *v > median);
+        }
+        let t = self.tombstones.entry(key.to_string()).or_insert(rv);
+        *t = (*t).max(rv);
+    }
+
+    fn listed(&mut self, key: &str, rv: Option<u64>) {
+        if let Some(unlisted) = &mut self.unlisted {
+            unlisted.remove(key);
+            self.listed_max = self.listed_max.max(rv.unwrap_or(0));
+        }
+    }
+}
+
+impl Inventory {
+    fn book(&mut self, kind: Kind) -> &mut Book {
+        &mut self.books.0[kind as usize]
+    }
+
+    /// Classifies bindings with other label keys (the config changed): every binding again.
+    pub fn set_keys(&mut self, keys: ResolvedLabelKeys) {
+        if keys == self.keys {
+            return;
+        }
+        self.keys = keys;
+        let all: Vec<BindingView> = self.bindings.values().map(|e| e.view.clone()).collect();
+        self.pools.clear();
+        self.bindings.clear();
+        for view in all {
+            self.insert_binding(view);
+        }
+        self.changes.all = true;
+    }
+
+    /// Points the index at another binding namespace: its bindings are dropped (the watch lists
+    /// the new namespace) and claims count only when bound there.
+    pub fn set_namespace(&mut self, namespace: Option<String>) {
+        if namespace == self.namespace {
+            return;
+        }
+        let claims: Vec<ClaimView> = self.claims.values().cloned().collect();
+        for c in &claims {
+            self.count_claim(c, false);
+        }
+        self.namespace = namespace;
+        for c in &claims {
+            self.count_claim(c, true);
+        }
+        self.clear_bindings();
+    }
+
+    /// Drops every binding: the binding watch moves to another namespace or kind.
+    pub fn clear_bindings(&mut self) {
+        self.bindings.clear();
+        self.pools.clear();
+        self.books.0[Kind::Binding as usize] = Book::default();
+        self.changes.all = true;
+    }
+
+    /// Drops every Shoot: the Shoot watch moves to another namespace.
+    pub fn clear_shoots(&mut self) {
+        let shoots: Vec<ShootView> = self.shoots.drain().map(|(_, s)| s).collect();
+        for s in shoots {
+            self.count_shoot(&s, false);
+        }
+        self.books.0[Kind::Shoot as usize] = Book::default();
+    }
+
+    /// What changed since the last call.
+    pub fn take_changes(&mut self) -> Changes {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Highest version the index has seen of a kind.
+    pub fn seen(&self, kind: Kind) -> u64 {
+        self.books.0[kind as usize].seen
+    }
+
+    /// The watch of `kind` got as far as `rv` (an event or a bookmark): objects a stale re-list
+    /// left unconfirmed and older than that are gone.
+    pub fn advance(&mut self, kind: Kind, rv: Option<&str>) {
+        let Some(rv) = number(rv) else { return };
+        let book = self.book(kind);
+        if book.unlisted.is_some() {
+            // A list names objects in no order of version: only a watch's events prove how far
+            // it came. The list's end will say (end_relist).
+            return;
+        }
+        book.seen = book.seen.max(rv);
+        let mut gone = Vec::new();
+        while let Some((v, _)) = book.unconfirmed.first()
+            && *v < rv
+        {
+            if let Some((_, key)) = book.unconfirmed.pop_first() {
+                gone.push(key);
+            }
+        }
+        for key in gone {
+            self.remove(kind, &key, rv);
+        }
+    }
+
+    /// A re-list of `kind` begins: what it does not name may be gone.
+    pub fn begin_relist(&mut self, kind: Kind) {
+        let keys: HashSet<String> = match kind {
+            Kind::Binding => self.bindings.keys().cloned().collect(),
+            Kind::Claim => self.claims.keys().cloned().collect(),
+            Kind::Shoot => self.shoots.keys().cloned().collect(),
+        };
+        let book = self.book(kind);
+        book.unlisted = Some(keys);
+        book.listed_max = 0;
+    }
+
+    /// The re-list of `kind` is complete; `list_rv` is the list's own version when known.
+    /// Objects it did not name are deleted when the list is at least as new as them, else kept
+    /// unconfirmed.
+    pub fn end_relist(&mut self, kind: Kind, list_rv: Option<&str>) {
+        let book = self.book(kind);
+        let Some(unlisted) = book.unlisted.take() else {
+            return;
+        };
+        let bound = number(list_rv).unwrap_or(book.listed_max);
+        book.seen = book.seen.max(bound);
+        book.floor = book.floor.max(bound);
+        book.tombstones.retain(|_, v| *v > bound);
+        for key in unlisted {
+            let rv = self.version_of(kind, &key).unwrap_or(0);
+            if rv <= bound {
+                self.remove(kind, &key, bound);
+            } else {
+                self.book(kind).unconfirmed.insert((rv, key));
+            }
+        }
+    }
+
+    /// Whether the index knows a later state of the object than version `rv` — a newer version,
+    /// or its deletion. A reconcile handed such a copy (a controller store can lag the index, or
+    /// go back after a stale re-list) must not act on it.
+    pub fn knows_later(&self, kind: Kind, key: &str, rv: Option<&str>) -> bool {
+        let held = match kind {
+            Kind::Binding => self
+                .bindings
+                .get(key)
+                .map(|e| e.view.resource_version.as_deref()),
+            Kind::Claim => self.claims.get(key).map(|c| c.resource_version.as_deref()),
+            Kind::Shoot => self.shoots.get(key).map(|s| s.resource_version.as_deref()),
+        };
+        if let Some(held) = held {
+            return held.is_some() && is_newer(held, rv);
+        }
+        let book = &self.books.0[kind as usize];
+        let gone_by = book
+            .tombstones
+            .get(key)
+            .copied()
+            .unwrap_or(0)
+            .max(book.floor);
+        number(rv).is_some_and(|v| v <= gone_by)
+    }
+
+    fn version_of(&self, kind: Kind, key: &str) -> Option<u64> {
+        let rv = match kind {
+            Kind::Binding => self.bindings.get(key)?.view.resource_version.as_deref(),
+            Kind::Claim => self.claims.get(key)?.resource_version.as_deref(),
+            Kind::Shoot => self.shoots.get(key)?.resource_version.as_deref(),
+        };
+        number(rv)
+    }
+
+    /// Whether `rv` of `key` may replace what the index holds; bookkeeping for re-lists.
+    fn admit(&mut self, kind: Kind, key: &str, rv: Option<&str>) -> bool {
+        let held = match kind {
+            Kind::Binding => self
+                .bindings
+                .get(key)
+                .map(|e| e.view.resource_version.clone()),
+            Kind::Claim => self.claims.get(key).map(|c| c.resource_version.clone()),
+            Kind::Shoot => self.shoots.get(key).map(|s| s.resource_version.clone()),
+        };
+        let n = number(rv);
+        let book = self.book(kind);
+        book.listed(key, n);
+        if book.tombstoned(key, n) {
+            return false;
+        }
+        let Some(old) = held else {
+            // Not held: an event older than the newest complete list describes an object that
+            // list did not contain (a late event of a deleted object).
+            let stale = n.is_some_and(|v| v <= book.floor);
+            if stale {
+                book.bury(key, book.floor);
+            }
+            return !stale;
+        };
+        let newer = is_newer(rv, old.as_deref());
+        // The object's own event (this version or a later one) confirms what a stale re-list
+        // left unconfirmed.
+        if (newer || rv == old.as_deref())
+            && let Some(o) = number(old.as_deref())
+        {
+            book.unconfirmed.remove(&(o, key.to_string()));
+        }
+        newer
+    }
+
+    fn remove(&mut self, kind: Kind, key: &str, rv: u64) {
+        self.book(kind).bury(key, rv);
+        let held = match kind {
+            Kind::Binding => self
+                .bindings
+                .remove(key)
+                .map(|old| self.unindex_binding(&old)),
+            Kind::Claim => self
+                .claims
+                .remove(key)
+                .map(|old| self.count_claim(&old, false)),
+            Kind::Shoot => self
+                .shoots
+                .remove(key)
+                .map(|old| self.count_shoot(&old, false)),
+        };
+        if held.is_some() {
+            self.gone.push((kind, key.to_string()));
+        }
+    }
+
+    /// The objects removed since the last call (deleted, or found gone after a re-list).
+    pub fn take_gone(&mut self) -> Vec<(Kind, String)> {
+        std::mem::take(&mut self.gone)
+    }
+
+    /// A binding was added or changed. Returns whether the index took it (it was newer).
+    pub fn apply_binding(&mut self, view: BindingView) -> bool {
+        let rv = view.resource_version.clone();
+        if !self.admit(Kind::Binding, &view.name, rv.as_deref()) {
+            return false;
+        }
+        if let Some(old) = self.bindings.remove(&view.name) {
+            self.unindex_binding(&old);
+        }
+        self.insert_binding(view);
+        self.advance(Kind::Binding, rv.as_deref());
+        true
+    }
+
+    /// A binding was deleted at `rv`. Returns whether the index held it.
+    pub fn delete_binding(&mut self, name: &str, rv: Option<&str>) -> bool {
+        self.delete(Kind::Binding, name, rv)
+    }
+
+    fn delete(&mut self, kind: Kind, key: &str, rv: Option<&str>) -> bool {
+        let held = self.version_of(kind, key);
+        let at = number(rv).or(held).unwrap_or(0);
+        if held.is_some_and(|h| at < h) {
+            return false;
+        }
+        let present = match kind {
+            Kind::Binding => self.bindings.contains_key(key),
+            Kind::Claim => self.claims.contains_key(key),
+            Kind::Shoot => self.shoots.contains_key(key),
+        };
+        if let Some(h) = held {
+            self.book(kind).unconfirmed.remove(&(h, key.to_string()));
+        }
+        self.remove(kind, key, at);
+        self.advance(kind, rv);
+        present
+    }
+
+    fn insert_binding(&mut self, view: BindingView) {
+        let pool = classify(&self.keys, &view.labels);
+        let internal = view.labels.get(&self.keys.internal).map(String::as_str) == Some("true");
+        let entry = BindingEntry {
+            view,
+            pool,
+            internal,
+        };
+        let name = entry.view.name.clone();
+        self.changes.bindings.insert(name.clone());
+        if let Some((key, class)) = &entry.pool {
+            self.changes.pools.insert(key.clone());
+            let members = self.pools.entry(key.clone()).or_default();
+            members_of(members, class).insert(name.clone());
+        }
+        self.bindings.insert(name, entry);
+    }
+
+    fn unindex_binding(&mut self, old: &BindingEntry) {
+        self.changes.bindings.insert(old.view.name.clone());
+        let Some((key, class)) = &old.pool else {
+            return;
+        };
+        self.changes.pools.insert(key.clone());
+        if let Some(members) = self.pools.get_mut(key) {
+            members_of(members, class).remove(&old.view.name);
+            members.owned.retain(|_, set| !set.is_empty());
+            if members.is_empty() {
+                self.pools.remove(key);
+            }
+        }
+    }
+
+    /// A claim was added or changed. Returns whether the index took it.
+    pub fn apply_claim(&mut self, view: ClaimView) -> bool {
+        let rv = view.resource_version.clone();
+        if !self.admit(Kind::Claim, &view.uid, rv.as_deref()) {
+            return false;
+        }
+        if let Some(old) = self.claims.remove(&view.uid) {
+            self.count_claim(&old, false);
+        }
+        self.count_claim(&view, true);
+        self.claims.insert(view.uid.clone(), view);
+        self.advance(Kind::Claim, rv.as_deref());
+        true
+    }
+
+    /// A claim was deleted at `rv`. Returns whether the index held it.
+    pub fn delete_claim(&mut self, uid: &str, rv: Option<&str>) -> bool {
+        self.delete(Kind::Claim, uid, rv)
+    }
+
+    /// A Shoot was added or changed. Returns whether the index took it.
+    pub fn apply_shoot(&mut self, view: ShootView) -> bool {
+        let rv = view.resource_version.clone();
+        if !self.admit(Kind::Shoot, &view.name, rv.as_deref()) {
+            return false;
+        }
+        if let Some(old) = self.shoots.remove(&view.name) {
+            self.count_shoot(&old, false);
+        }
+        self.count_shoot(&view, true);
+        self.shoots.insert(view.name.clone(), view);
+        self.advance(Kind::Shoot, rv.as_deref());
+        true
+    }
+
+    /// A Shoot was deleted at `rv`. Returns whether the index held it.
+    pub fn delete_shoot(&mut self, name: &str, rv: Option<&str>) -> bool {
+        self.delete(Kind::Shoot, name, rv)
+    }
+
+    /// Adds (`add`) or removes what one claim contributes: its cluster on its binding, and its
+    /// place among the claims waiting for a pool.
+    fn count_claim(&mut self, c: &ClaimView, add: bool) {
+        if let Some(pool) = &c.waiting_in {
+            let set = self.waiting.entry(pool.clone()).or_default();
+            if add {
+                set.insert(c.uid.clone());
+            } else {
+                set.remove(&c.uid);
+                if set.is_empty() {
+                    self.waiting.remove(pool);
+                }
+            }
+        }
+        let here = self.holds_namespace(c.binding_namespace.as_deref());
+        if let Some(binding) = c.bound_binding.as_ref().filter(|_| here) {
+            let set = self.recorded.entry(binding.clone()).or_default();
+            if add {
+                set.insert(c.uid.clone());
+            } else {
+                set.remove(&c.uid);
+                if set.is_empty() {
+                    self.recorded.remove(binding);
+                }
+            }
+        }
+        let Some(binding) = c
+            .bound_binding
+            .as_ref()
+            .filter(|_| here && !c.deleting && !c.lost)
+        else {
+            return;
+        };
+        let cluster = c.cluster_name();
+        let on = self.claims_on.entry(binding.clone()).or_default();
+        if add {
+            on.insert(c.uid.clone(), cluster.clone());
+        } else {
+            on.remove(&c.uid);
+            if on.is_empty() {
+                self.claims_on.remove(binding);
+            }
+        }
+        self.count_cluster(binding, &cluster, add);
+    }
+
+    fn count_shoot(&mut self, s: &ShootView, add: bool) {
+        if let Some(binding) = &s.binding {
+            self.count_cluster(binding, &s.name, add);
+        }
+    }
+
+    fn count_cluster(&mut self, binding: &str, cluster: &str, add: bool) {
+        tally(&mut self.clusters, binding, cluster, add);
+        tally(&mut self.cluster_bindings, cluster, binding, add);
+        self.changes.bindings.insert(binding.to_string());
+        if let Some((key, _)) = self.bindings.get(binding).and_then(|e| e.pool.as_ref()) {
+            self.changes.pools.insert(key.clone());
+        }
+    }
+}
+
+fn members_of<'a>(m: &'a mut PoolMembers, class: &super::BindingClass) -> &'a mut BTreeSet<String> {
+    use super::BindingClass::*;
+    match class {
+        Shared => &mut m.shared,
+        Claimable => &mut m.claimable,
+        InternalFree => &mut m.internal_free,
+        Owned { tenant } => m.owned.entry(tenant.clone()).or_default(),
+        Dirty { .. } => &mut m.dirty,
+    }
+}
+
+/// Counts one more (or one fewer) source of `inner` under `outer`.
+fn tally(map: &mut HashMap<String, BTreeMap<String, u32>>, outer: &str, inner: &str, add: bool) {
+    if add {
+        *map.entry(outer.to_string())
+            .or_default()
+            .entry(inner.to_string())
+            .or_default() += 1;
+        return;
+    }
+    let Some(m) = map.get_mut(outer) else { return };
+    if let Some(n) = m.get_mut(inner) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            m.remove(inner);
+        }
+    }
+    if m.is_empty() {
+        map.remove(outer);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,322 @@
+//! The index kept by events equals the index built from the final state, whatever order,
+//! repetition or staleness the events came in; a view never goes backwards.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::super::tests::{binding, claim, shoot};
+use super::*;
+use crate::pools::Inventory;
+
+fn at<T>(mut v: T, rv: u64, set: impl FnOnce(&mut T, Option<String>)) -> T {
+    set(&mut v, Some(rv.to_string()));
+    v
+}
+
+fn b(name: &str, rv: u64, tenant: Option<&str>) -> BindingView {
+    let mut labels = vec![("hyperscalerType", "aws")];
+    if let Some(t) = tenant {
+        labels.push(("tenantName", t));
+    }
+    at(binding(name, &labels), rv, |v, r| v.resource_version = r)
+}
+
+#[test]
+fn an_older_version_never_replaces_a_newer_one() {
+    let mut inv = Inventory::default();
+    assert!(inv.apply_binding(b("x", 5, Some("ga"))));
+    assert!(!inv.apply_binding(b("x", 4, None)), "a stale event");
+    assert!(
+        !inv.apply_binding(b("x", 5, None)),
+        "the same version again"
+    );
+    let p = crate::pools::tests::pool("aws", false, false);
+    assert_eq!(inv.owned_by(&p, "ga").len(), 1);
+    assert!(inv.apply_binding(b("x", 6, None)));
+    assert!(inv.owned_by(&p, "ga").is_empty());
+    // A deletion leaves a tombstone: an older copy of the object cannot come back.
+    assert!(inv.delete_binding("x", Some("7")));
+    assert!(!inv.apply_binding(b("x", 6, None)));
+    assert!(inv.binding("x").is_none());
+    // A new object of the same name, created later, is taken.
+    assert!(inv.apply_binding(b("x", 8, None)));
+}
+
+#[test]
+fn a_stale_relist_keeps_newer_objects_until_the_watch_passes_them() {
+    let mut inv = Inventory::default();
+    let c = |n: &str, rv: u64| {
+        at(claim(n, "ga", Some(n), Some("x")), rv, |v, r| {
+            v.resource_version = r
+        })
+    };
+    inv.apply_binding(b("x", 1, Some("ga")));
+    inv.apply_claim(c("old", 2));
+    inv.apply_claim(c("new", 9));
+    // A re-list from a watch cache at version 5 lacks "new" (created at 9) and "old" (deleted
+    // since, at some version up to 5).
+    inv.begin_relist(Kind::Claim);
+    inv.end_relist(Kind::Claim, Some("5"));
+    assert!(
+        inv.claim("uid-old").is_none(),
+        "gone by the list's own version"
+    );
+    assert!(inv.claim("uid-new").is_some(), "newer than the list: kept");
+    assert_eq!(inv.take_gone(), [(Kind::Claim, "uid-old".to_string())]);
+    assert_eq!(inv.clusters_on("x").len(), 1);
+    // The watch continues from 5; an event at 10 proves "new" would have been seen by now.
+    inv.apply_claim(c("other", 10));
+    assert!(inv.claim("uid-new").is_none());
+    assert_eq!(inv.take_gone(), [(Kind::Claim, "uid-new".to_string())]);
+    // Its own event, replayed by the watch, confirms it.
+    inv.apply_claim(c("again", 11));
+    inv.begin_relist(Kind::Claim);
+    inv.apply_claim(c("other", 10));
+    inv.end_relist(Kind::Claim, Some("10"));
+    assert!(inv.claim("uid-again").is_some() && inv.claim("uid-other").is_some());
+    inv.apply_claim(c("again", 11));
+    inv.advance(Kind::Claim, Some("20"));
+    assert!(
+        inv.claim("uid-again").is_some(),
+        "its own event arrived: confirmed"
+    );
+    // Without a list version, the newest listed object bounds what the list has seen.
+    inv.apply_claim(c("late", 21));
+    inv.begin_relist(Kind::Claim);
+    inv.apply_claim(c("other", 10));
+    inv.end_relist(Kind::Claim, None);
+    assert!(inv.claim("uid-other").is_some());
+    assert!(
+        inv.claim("uid-again").is_some() && inv.claim("uid-late").is_some(),
+        "unconfirmed"
+    );
+    inv.advance(Kind::Claim, Some("15"));
+    assert!(inv.claim("uid-again").is_none() && inv.claim("uid-late").is_some());
+    inv.advance(Kind::Claim, Some("22"));
+    assert!(inv.claim("uid-late").is_none());
+}
+
+#[test]
+fn claims_count_only_in_the_binding_namespace_in_force() {
+    let mut inv = Inventory::default();
+    inv.set_namespace(Some("garden".into()));
+    let mut here = claim("a", "ga", None, Some("x"));
+    here.binding_namespace = Some("garden".into());
+    let mut there = claim("b", "ga", None, Some("x"));
+    there.binding_namespace = Some("garden-old".into());
+    let unset = claim("c", "ga", None, Some("x"));
+    for c in [here, there, unset] {
+        inv.apply_claim(c);
+    }
+    assert_eq!(
+        inv.clusters_on("x").iter().collect::<Vec<_>>(),
+        ["kcp/a", "kcp/c"]
+    );
+    inv.set_namespace(Some("garden-old".into()));
+    assert_eq!(
+        inv.clusters_on("x").iter().collect::<Vec<_>>(),
+        ["kcp/b", "kcp/c"]
+    );
+}
+
+#[test]
+fn changes_name_the_bindings_and_pools_that_moved() {
+    let mut inv = Inventory::default();
+    inv.apply_binding(b("x", 1, None));
+    inv.take_changes();
+    let mut waiting = claim("w", "ga", None, None);
+    let p = crate::pools::tests::pool("aws", false, false);
+    waiting.waiting_in = Some(p.clone());
+    inv.apply_claim(waiting);
+    assert_eq!(inv.waiting_in(&p).iter().collect::<Vec<_>>(), ["uid-w"]);
+    inv.apply_shoot(at(shoot("s", Some("x")), 3, |v, r| v.resource_version = r));
+    let ch = inv.take_changes();
+    assert!(ch.bindings.contains("x") && ch.pools.contains(&p) && !ch.all);
+    assert!(inv.take_changes().is_empty());
+}
+
+/// One step of the true history: an object of a kind (by index) changed or deleted.
+#[derive(Clone, Debug)]
+enum Op {
+    Binding(usize, Option<usize>),
+    Claim(usize, Option<(usize, usize, bool)>),
+    Shoot(usize, Option<usize>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let tenant = prop::option::of(0..3usize);
+    prop_oneof![
+        (0..5usize, prop::option::weighted(0.8, 0..4usize)).prop_map(|(i, t)| Op::Binding(i, t)),
+        (
+            0..6usize,
+            prop::option::weighted(0.8, (0..5usize, 0..3usize, any::<bool>()))
+        )
+            .prop_map(|(i, c)| Op::Claim(i, c)),
+        (0..4usize, prop::option::weighted(0.8, 0..5usize)).prop_map(|(i, b)| Op::Shoot(i, b)),
+        tenant.prop_map(|t| Op::Binding(0, t.map(|t| t + 1))),
+    ]
+}
+
+/// A change as a watch delivers it: (kind, key, version, the new view or a deletion).
+#[derive(Clone, Debug)]
+enum Ev {
+    B(String, u64, Option<BindingView>),
+    C(String, u64, Option<ClaimView>),
+    S(String, u64, Option<ShootView>),
+}
+
+fn history(ops: &[Op]) -> Vec<Ev> {
+    let mut out = Vec::new();
+    for (n, op) in ops.iter().enumerate() {
+        let rv = n as u64 + 1;
+        out.push(match op {
+            Op::Binding(i, t) => {
+                let name = format!("b{i}");
+                let tenant = t.and_then(|t| t.checked_sub(1)).map(|t| format!("t{t}"));
+                let v = t.map(|_| b(&name, rv, tenant.as_deref()));
+                Ev::B(name, rv, v)
+            }
+            Op::Claim(i, c) => {
+                let name = format!("c{i}");
+                let v = c.map(|(bi, t, deleting)| {
+                    let mut v = claim(
+                        &name,
+                        &format!("t{t}"),
+                        (i % 2 == 0).then_some("s0"),
+                        Some(&format!("b{bi}")),
+                    );
+                    v.resource_version = Some(rv.to_string());
+                    v.deleting = deleting;
+                    v
+                });
+                Ev::C(format!("uid-{name}"), rv, v)
+            }
+            Op::Shoot(i, bi) => {
+                let name = format!("s{i}");
+                let v = bi.map(|bi| {
+                    at(shoot(&name, Some(&format!("b{bi}"))), rv, |v, r| {
+                        v.resource_version = r
+                    })
+                });
+                Ev::S(name, rv, v)
+            }
+        });
+    }
+    out
+}
+
+fn deliver(inv: &mut Inventory, ev: &Ev) {
+    let rv = |v: &u64| Some(v.to_string());
+    match ev {
+        Ev::B(_, _, Some(v)) => drop(inv.apply_binding(v.clone())),
+        Ev::B(k, v, None) => drop(inv.delete_binding(k, rv(v).as_deref())),
+        Ev::C(_, _, Some(v)) => drop(inv.apply_claim(v.clone())),
+        Ev::C(k, v, None) => drop(inv.delete_claim(k, rv(v).as_deref())),
+        Ev::S(_, _, Some(v)) => drop(inv.apply_shoot(v.clone())),
+        Ev::S(k, v, None) => drop(inv.delete_shoot(k, rv(v).as_deref())),
+    }
+}
+
+/// Everything a decision reads, in a comparable form.
+fn summary(inv: &Inventory) -> String {
+    let mut out = String::new();
+    for e in inv.bindings() {
+        let mut on: Vec<&str> = inv.clusters_on(&e.view.name).iter().collect();
+        on.sort_unstable();
+        out += &format!(
+            "{} {:?} {:?} {on:?} {:?}\n",
+            e.view.name,
+            e.view.resource_version,
+            e.pool,
+            inv.claims_on(&e.view.name)
+        );
+    }
+    for (k, m) in inv.pools() {
+        out += &format!("{k:?} {m:?}\n");
+    }
+    let mut all: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for n in ["b0", "b1", "b2", "b3", "b4"] {
+        all.insert(n.into(), inv.clusters_on(n).iter().collect());
+    }
+    out += &format!("{all:?}\n");
+    let mut claims: Vec<_> = inv
+        .claims()
+        .map(|c| (c.uid.clone(), c.resource_version.clone()))
+        .collect();
+    claims.sort();
+    out += &format!("{claims:?}\n");
+    for s in ["s0", "s1", "s2", "s3"] {
+        out += &format!("{s}:{:?} ", inv.shoot(s).map(|s| &s.binding));
+    }
+    out
+}
+
+fn rebuild(events: &[Ev]) -> Inventory {
+    let mut state: BTreeMap<String, Ev> = BTreeMap::new();
+    for ev in events {
+        let key = match ev {
+            Ev::B(k, ..) => format!("b/{k}"),
+            Ev::C(k, ..) => format!("c/{k}"),
+            Ev::S(k, ..) => format!("s/{k}"),
+        };
+        state.insert(key, ev.clone());
+    }
+    let mut inv = Inventory::default();
+    for ev in state.values() {
+        match ev {
+            Ev::B(_, _, Some(v)) => drop(inv.apply_binding(v.clone())),
+            Ev::C(_, _, Some(v)) => drop(inv.apply_claim(v.clone())),
+            Ev::S(_, _, Some(v)) => drop(inv.apply_shoot(v.clone())),
+            _ => {}
+        }
+    }
+    inv
+}
+
+proptest! {
+    #[test]
+    fn events_in_any_staleness_end_where_a_fresh_build_of_the_final_state_is(
+        ops in prop::collection::vec(op(), 1..60),
+        replays in prop::collection::vec((0..60usize, 0..60usize), 0..20),
+        relist_at in prop::option::of(0..60usize),
+    ) {
+        let events = history(&ops);
+        let mut inv = Inventory::default();
+        for (i, ev) in events.iter().enumerate() {
+            deliver(&mut inv, ev);
+            // Old events delivered again (a watch restarted from an older version).
+            for (when, which) in &replays {
+                if *when == i && *which <= i {
+                    deliver(&mut inv, &events[*which]);
+                }
+            }
+            // A re-list from a lagging watch cache, then the watch replays from there.
+            if relist_at == Some(i) {
+                let from = i / 2;
+                let stale = rebuild(&events[..from]);
+                for kind in [Kind::Binding, Kind::Claim, Kind::Shoot] {
+                    inv.begin_relist(kind);
+                }
+                for e in stale.bindings() { inv.apply_binding(e.view.clone()); }
+                for c in stale.claims() { inv.apply_claim(c.clone()); }
+                for s in ["s0", "s1", "s2", "s3"] {
+                    if let Some(v) = stale.shoot(s) { inv.apply_shoot(v.clone()); }
+                }
+                let list_rv = from.to_string();
+                for kind in [Kind::Binding, Kind::Claim, Kind::Shoot] {
+                    inv.end_relist(kind, Some(&list_rv));
+                }
+                for ev in &events[from..=i] {
+                    deliver(&mut inv, ev);
+                }
+            }
+        }
+        // A last event of every kind proves the watches passed every version.
+        let end = (events.len() + 10).to_string();
+        for kind in [Kind::Binding, Kind::Claim, Kind::Shoot] {
+            inv.advance(kind, Some(&end));
+        }
+        prop_assert_eq!(summary(&inv), summary(&rebuild(&events)));
+    }
+}
