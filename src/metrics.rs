@@ -62,6 +62,7 @@ pub struct Metrics {
     pub shared_bindings: Family<TypeLabels, Gauge>,
     pub claim_outcomes: Family<OutcomeLabels, Counter>,
     pub fallback_bindings: Family<FallbackLabels, Counter>,
+    pub claims_waiting: Family<TypeLabels, Gauge>,
     pub reconcile_seconds: Family<ControllerLabels, Histogram>,
     pub reconcile_errors: Family<OutcomeLabels, Counter>,
     pub leader: Gauge,
@@ -86,6 +87,7 @@ impl Metrics {
             shared_bindings: Family::default(),
             claim_outcomes: Family::default(),
             fallback_bindings: Family::default(),
+            claims_waiting: Family::default(),
             reconcile_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
@@ -128,13 +130,18 @@ impl Metrics {
         );
         registry.register(
             "claim_outcomes",
-            "AccountClaim reconcile outcomes by decision or reason",
+            "AccountClaim outcomes: decisions, and reasons once per claim that enters them",
             m.claim_outcomes.clone(),
         );
         registry.register(
             "fallback_bindings",
             "Claims bound through a fallback pool of their entry, by preference (2 = first fallback) and hyperscaler type",
             m.fallback_bindings.clone(),
+        );
+        registry.register(
+            "claims_waiting",
+            "Pending AccountClaims that wait for a binding of the type (PoolExhausted, Progressing, PinnedBindingUnavailable)",
+            m.claims_waiting.clone(),
         );
         registry.register(
             "reconcile_duration_seconds",

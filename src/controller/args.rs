@@ -23,8 +23,9 @@ pub struct RunArgs {
     /// operator instances, each with its own `--config-name`, share one cluster.
     #[arg(long, env = "HAP_CLAIM_NAMESPACE")]
     pub claim_namespace: Option<String>,
-    /// Mark every HapConfig other than `--config-name` `Ready=False, reason Ignored`. Set false
-    /// when several operator instances share a cluster, so they do not overwrite each other.
+    /// Mark every HapConfig other than `--config-name` `Ready=False, reason Ignored` — except
+    /// one another instance serves (its status was evaluated as a config in force), so instances
+    /// sharing a cluster never overwrite each other. False: mark none.
     #[arg(long, env = "HAP_MARK_IGNORED_CONFIGS", default_value_t = true, action = ArgAction::Set)]
     pub mark_ignored_configs: bool,
     /// Kubeconfig of the garden (the cluster serving CredentialsBindings, SecretBindings and

@@ -16,7 +16,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::active::{ActiveConfig, ConfigState};
-use super::{Context, caches_ready, claim_key, point_caches, resync};
+use super::{Context, claim_key, decidable, point_caches, resync};
 use crate::api::{AccountClaim, CLAIM_FINALIZER, MatchedRule};
 use crate::k8s::K8sError;
 use crate::ledger::Outcome;
@@ -99,7 +99,9 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
             // Its finalizer is gone: the claim is being deleted, whatever the store still holds.
             return Ok(Action::await_change());
         }
-        if l.inventory.knows_later(Kind::Claim, &uid, rv.as_deref()) {
+        if l.inventory.knows_later(Kind::Claim, &uid, rv.as_deref())
+            || l.inflight.wrote_after(&uid, rv.as_deref(), Instant::now())
+        {
             // The store's copy is older than what the index knows (a newer version, or the
             // claim's deletion): decide on the newer one, which is on its way to the store.
             return Ok(Action::requeue(Duration::from_millis(100)));
@@ -148,7 +150,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         ConfigState::Active { active, .. } => active,
     };
     point_caches(ctx);
-    if !caches_ready(ctx) {
+    if !decidable(ctx) {
         return inventory_unavailable(claim, ctx, &active, &key).await;
     }
     let view = claim_view(claim);
@@ -364,6 +366,19 @@ async fn inventory_unavailable(
     ];
     let waiting = caches.iter().filter(|(ready, ..)| !**ready);
     let mut causes = Vec::new();
+    if !ctx.took_over.load(std::sync::atomic::Ordering::SeqCst) {
+        let error = ctx
+            .take_over_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(e) = error {
+            causes.push(format!(
+                "cannot re-read bindings and claims after taking over: {}",
+                first_line(&e)
+            ));
+        }
+    }
     for (_, error, started, what) in waiting {
         let late = started.is_none_or(|t| t.elapsed() > SYNC_GRACE);
         match error {
@@ -638,7 +653,8 @@ pub(super) async fn write_outcome(
         return Ok(());
     }
     let key = claim_key(claim);
-    ctx.writer
+    let written = ctx
+        .writer
         .apply_claim_status(
             &claim.namespace().unwrap_or_default(),
             &claim.name_any(),
@@ -646,7 +662,15 @@ pub(super) async fn write_outcome(
             &desired,
         )
         .await
-        .map_err(k8s(&key, "writing status"))
+        .map_err(k8s(&key, "writing status"))?;
+    if let (Some(rv), Some(uid)) = (written, claim.uid()) {
+        // Until the watch brings this version, a reconcile handed the older copy waits for it
+        // (it would decide, count and tell people all over again).
+        ctx.ledger()
+            .inflight
+            .status_written(&uid, rv, Instant::now());
+    }
+    Ok(())
 }
 
 fn eval_reason(e: &EvalError) -> PendingReason {

@@ -280,6 +280,15 @@ fn export_metrics(ctx: &Context, inv: &Inventory) {
     m.shared_bindings.clear();
     m.shoots_per_binding.clear();
     m.bindings_per_global_account.clear();
+    m.claims_waiting.clear();
+    for (pool, n) in inv.waiting() {
+        let l = TypeLabels {
+            hyperscaler_type: pool.hyperscaler_type.clone(),
+        };
+        m.claims_waiting
+            .get_or_create(&l)
+            .inc_by(i64::try_from(n).unwrap_or(i64::MAX));
+    }
     for f in inv.all_figures() {
         let l = TypeLabels {
             hyperscaler_type: f.hyperscaler_type.clone(),

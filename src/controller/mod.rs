@@ -93,6 +93,10 @@ pub struct Context {
     pub denials: denials::Denials,
     /// Request sources: foreign watches and per-source status.
     pub sources: sources::SourceRuntime,
+    /// The index holds everything written before this replica led: always, without leader
+    /// election; after a takeover, once the re-read succeeded (and why not, meanwhile).
+    pub took_over: AtomicBool,
+    pub take_over_error: Mutex<Option<String>>,
 }
 
 impl Context {
@@ -214,9 +218,10 @@ pub async fn run_with(
             },
         }
         lease_task = Some(task);
-        if !stop.is_cancelled() {
-            take_over(&client, &garden, &ctx, &stop).await;
-        }
+        // The controllers start at once; decisions wait for the re-read (decidable()).
+        let (client, garden, ctx, stop) =
+            (client.clone(), garden.clone(), ctx.clone(), stop.clone());
+        tokio::spawn(async move { take_over(&client, &garden, &ctx, &stop).await });
     } else {
         // The only replica is the one that writes.
         handle.metrics.leader.set(1);
@@ -319,6 +324,8 @@ fn start_caches(
         claims_synced,
         denials: denials::Denials::default(),
         sources: sources::SourceRuntime::default(),
+        took_over: AtomicBool::new(!args.leader_elect),
+        take_over_error: Mutex::new(None),
         args: args.clone(),
     });
     // The watch streams run from the start, leading or not; the controllers read them through
@@ -399,6 +406,12 @@ pub(crate) fn caches_ready(ctx: &Context) -> bool {
     }
 }
 
+/// Whether a decision may be taken now: every cache listed, and after a takeover the re-read of
+/// what the old leader wrote is in the index.
+pub(crate) fn decidable(ctx: &Context) -> bool {
+    caches_ready(ctx) && ctx.took_over.load(Ordering::SeqCst)
+}
+
 /// What runs in every replica: pointing the caches, readiness, the heartbeat.
 async fn background(ctx: Arc<Context>, stop: CancellationToken) {
     let mut rx = ctx.caches.feed.subscribe();
@@ -433,7 +446,10 @@ async fn take_over(client: &Client, garden: &Client, ctx: &Context, stop: &Cance
         match reread(client, garden, ctx).await {
             Ok(()) => break,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot re-read the inventory after taking over; retrying")
+                tracing::warn!(error = %e, "cannot re-read the inventory after taking over; retrying");
+                *ctx.take_over_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
             }
         }
         tokio::select! {
@@ -442,6 +458,8 @@ async fn take_over(client: &Client, garden: &Client, ctx: &Context, stop: &Cance
         }
         delay = (delay * 2).min(Duration::from_secs(5));
     }
+    ctx.took_over.store(true, Ordering::SeqCst);
+    ctx.caches.feed.bump();
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "took over with a current inventory"

@@ -12,7 +12,7 @@ use kube::{Resource, ResourceExt};
 use super::active::ActiveConfig;
 use super::active::ConfigState;
 use super::claim::{ClaimError, count, k8s, outcome, refused, write_outcome};
-use super::{Context, caches_ready, point_caches};
+use super::{Context, decidable, point_caches};
 use crate::api::{AccountClaim, CLAIM_FINALIZER, ReleaseMode};
 use crate::k8s::K8sError;
 use crate::pools::{ClaimView, claim_view};
@@ -49,7 +49,7 @@ pub(super) async fn release(
         }
     };
     point_caches(ctx);
-    if !caches_ready(ctx) {
+    if !decidable(ctx) {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let view = claim_view(claim);

@@ -78,3 +78,87 @@ fn due(ledger: &mut Ledger, config_moved: bool, now: Instant) -> Vec<ObjectRef<A
         .map(|c| ObjectRef::new(&c.name).within(&c.namespace))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::PoolKey;
+    use crate::pools::{BindingView, ClaimView};
+
+    fn pool(t: &str) -> PoolKey {
+        PoolKey {
+            hyperscaler_type: t.into(),
+            eu_access: false,
+            shared: false,
+        }
+    }
+
+    fn waiting(name: &str, t: &str) -> ClaimView {
+        ClaimView {
+            namespace: "kcp".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            global_account: "ga".into(),
+            waiting_in: Some(pool(t)),
+            resource_version: Some("1".into()),
+            ..Default::default()
+        }
+    }
+
+    fn binding(name: &str, t: &str, rv: &str) -> BindingView {
+        BindingView {
+            name: name.into(),
+            resource_version: Some(rv.into()),
+            labels: [("hyperscalerType".to_string(), t.to_string())].into(),
+        }
+    }
+
+    fn names(refs: Vec<ObjectRef<AccountClaim>>) -> Vec<String> {
+        refs.into_iter().map(|r| r.name).collect()
+    }
+
+    #[test]
+    fn a_change_of_one_pool_brings_back_only_the_claims_waiting_for_it() {
+        // Issue 11, defect 10: every cache change re-enqueued every claim that was not Bound.
+        let mut l = Ledger::default();
+        let now = Instant::now();
+        l.apply_claim(waiting("a", "aws"));
+        l.apply_claim(waiting("g", "gcp"));
+        l.apply_claim(ClaimView {
+            waiting_in: None,
+            ..waiting("new", "aws")
+        });
+        // The first pass after the config appeared looks at every claim without a record.
+        assert_eq!(names(due(&mut l, true, now)), ["a", "g", "new"]);
+        l.apply_binding(binding("g1", "gcp", "2"));
+        assert_eq!(names(due(&mut l, false, now)), ["g"]);
+        assert!(due(&mut l, false, now).is_empty(), "nothing moved since");
+        l.apply_binding(binding("a1", "aws", "3"));
+        l.apply_binding(binding("a1", "aws", "2"));
+        assert_eq!(names(due(&mut l, false, now)), ["a"]);
+    }
+
+    #[test]
+    fn a_bound_claim_comes_back_only_when_its_binding_no_longer_agrees_with_its_phase() {
+        let mut l = Ledger::default();
+        let now = Instant::now();
+        let mut owned = binding("b", "aws", "2");
+        owned.labels.insert("tenantName".into(), "ga".into());
+        l.apply_binding(owned.clone());
+        let bound = ClaimView {
+            bound_binding: Some("b".into()),
+            waiting_in: None,
+            ..waiting("c", "aws")
+        };
+        l.apply_claim(bound);
+        due(&mut l, true, now);
+        owned.resource_version = Some("3".into());
+        owned.labels.insert("example.com/other".into(), "x".into());
+        l.apply_binding(owned.clone());
+        assert!(due(&mut l, false, now).is_empty(), "still the tenant's");
+        owned.resource_version = Some("4".into());
+        owned.labels.remove("tenantName");
+        l.apply_binding(owned);
+        assert_eq!(names(due(&mut l, false, now)), ["c"], "lost: report it");
+    }
+}

@@ -1,13 +1,15 @@
 //! The leader Lease (coordination.k8s.io/v1): read it, and write it only with a
-//! resourceVersion precondition, so that two replicas can never both believe their write won.
+//! resourceVersion precondition (merge patches: the RBAC grants `get` and `patch` on the one
+//! Lease, `create` to make it), so that two replicas can never both believe their write won.
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use serde_json::json;
 
 use super::K8sError;
 use crate::leadership::LeaseRecord;
@@ -58,8 +60,9 @@ impl LeaseApi {
     }
 
     /// Writes the lease as held by `me` for `duration`: creates it when `current` is `None`,
-    /// else replaces it conditioned on the version read. A create into a namespace that does not
-    /// exist fails with `NotFound`.
+    /// else patches it conditioned on the version read (a merge patch that names
+    /// `metadata.resourceVersion` fails with a conflict when the lease moved on). A create into a
+    /// namespace that does not exist fails with `NotFound`.
     pub async fn hold(
         &self,
         current: Option<&Current>,
@@ -68,10 +71,6 @@ impl LeaseApi {
     ) -> Result<(), K8sError> {
         let now = MicroTime(Timestamp::now());
         let seconds = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
-        let pp = PostParams {
-            field_manager: Some(format!("{}-lease", crate::api::FIELD_MANAGER)),
-            ..Default::default()
-        };
         let result = match current {
             None => {
                 let lease = Lease {
@@ -89,38 +88,60 @@ impl LeaseApi {
                         ..Default::default()
                     }),
                 };
-                self.api.create(&pp, &lease).await
+                let pp = PostParams {
+                    field_manager: Some(field_manager()),
+                    ..Default::default()
+                };
+                self.api.create(&pp, &lease).await.map(drop)
             }
             Some(Current(lease)) => {
-                let mut lease = lease.clone();
-                let spec = lease.spec.get_or_insert_with(Default::default);
+                let spec = lease.spec.clone().unwrap_or_default();
+                let mut patch = json!({
+                    "metadata": {"resourceVersion": lease.metadata.resource_version},
+                    "spec": {
+                        "holderIdentity": me,
+                        "leaseDurationSeconds": seconds,
+                        "renewTime": now,
+                    },
+                });
                 if spec.holder_identity.as_deref() != Some(me) {
-                    spec.acquire_time = Some(now.clone());
-                    spec.lease_transitions =
-                        Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+                    patch["spec"]["acquireTime"] = json!(now);
+                    patch["spec"]["leaseTransitions"] =
+                        json!(spec.lease_transitions.unwrap_or(0).saturating_add(1));
                 }
-                spec.holder_identity = Some(me.to_string());
-                spec.lease_duration_seconds = Some(seconds);
-                spec.renew_time = Some(now);
-                self.api.replace(&self.name, &pp, &lease).await
+                self.patch(patch).await
             }
         };
-        result
+        result.map_err(|e| K8sError::classify("write", self.what(), e))
+    }
+
+    async fn patch(&self, body: serde_json::Value) -> Result<(), kube::Error> {
+        let pp = PatchParams {
+            field_manager: Some(field_manager()),
+            ..Default::default()
+        };
+        self.api
+            .patch(&self.name, &pp, &Patch::Merge(body))
+            .await
             .map(drop)
-            .map_err(|e| K8sError::classify("write", self.what(), e))
     }
 
     /// Gives the lease up (on a clean shutdown), so that a standby takes over at once.
     pub async fn release(&self, current: &Current) -> Result<(), K8sError> {
-        let mut lease = current.0.clone();
-        let spec = lease.spec.get_or_insert_with(Default::default);
-        spec.holder_identity = None;
-        spec.lease_duration_seconds = Some(1);
-        spec.renew_time = Some(MicroTime(Timestamp::now()));
-        self.api
-            .replace(&self.name, &PostParams::default(), &lease)
+        let body = json!({
+            "metadata": {"resourceVersion": current.0.metadata.resource_version},
+            "spec": {
+                "holderIdentity": null,
+                "leaseDurationSeconds": 1,
+                "renewTime": MicroTime(Timestamp::now()),
+            },
+        });
+        self.patch(body)
             .await
-            .map(drop)
             .map_err(|e| K8sError::classify("release", self.what(), e))
     }
+}
+
+fn field_manager() -> String {
+    format!("{}-lease", crate::api::FIELD_MANAGER)
 }

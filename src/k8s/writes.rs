@@ -77,18 +77,19 @@ impl Writer {
         });
         let what = format!("HapConfig {name}");
         self.fenced(|| what.clone())?;
-        apply_status(&api, name, body, what).await
+        apply_status(&api, name, body, what).await.map(drop)
     }
 
     /// Applies an AccountClaim's status, conditioned on the resourceVersion the decision was
     /// made on: a decision taken on a stale copy fails with a conflict and is taken again.
+    /// Returns the claim's new resourceVersion.
     pub async fn apply_claim_status(
         &self,
         ns: &str,
         name: &str,
         resource_version: Option<&str>,
         status: &AccountClaimStatus,
-    ) -> Result<(), K8sError> {
+    ) -> Result<Option<String>, K8sError> {
         let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
         let body = json!({
             "apiVersion": "accountpool.io/v1alpha1",
@@ -216,14 +217,15 @@ impl Writer {
 }
 
 /// Server-side apply of `/status` under the operator's field manager.
+/// Returns the object's new resourceVersion.
 async fn apply_status<K>(
     api: &Api<K>,
     name: &str,
     body: serde_json::Value,
     what: String,
-) -> Result<(), K8sError>
+) -> Result<Option<String>, K8sError>
 where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Resource,
 {
     api.patch_status(
         name,
@@ -231,7 +233,7 @@ where
         &Patch::Apply(body),
     )
     .await
-    .map(|_| ())
+    .map(|o| o.meta().resource_version.clone())
     .map_err(|e| K8sError::classify("apply status of", what, e))
 }
 

@@ -331,6 +331,11 @@ impl Inventory {
         self.waiting.get(pool).unwrap_or(&EMPTY)
     }
 
+    /// Every pool some pending claim waits for, with the number of such claims.
+    pub fn waiting(&self) -> impl Iterator<Item = (&PoolKey, usize)> {
+        self.waiting.iter().map(|(k, v)| (k, v.len()))
+    }
+
     /// Number of bindings, claims and Shoots indexed.
     pub fn len(&self) -> (usize, usize, usize) {
         (self.bindings.len(), self.claims.len(), self.shoots.len())

@@ -90,6 +90,9 @@ pub struct InFlight {
     /// Claims whose finalizer this process removed: gone, though a store may still hold them
     /// until their deletion event arrives. Nothing is decided for them again.
     finished: BTreeMap<String, Instant>,
+    /// Claims whose status this process wrote, with the version the write produced, until the
+    /// index shows that version: a copy older than it is not decided on again.
+    statuses: BTreeMap<String, (String, Instant)>,
 }
 
 impl Default for InFlight {
@@ -120,6 +123,7 @@ impl InFlight {
             assignments: BTreeMap::new(),
             won: BTreeMap::new(),
             finished: BTreeMap::new(),
+            statuses: BTreeMap::new(),
         }
     }
 
@@ -246,6 +250,25 @@ impl InFlight {
         self.finished.insert(claim_uid.to_string(), now);
     }
 
+    /// The claim's status was written, producing `resource_version`.
+    pub fn status_written(&mut self, claim_uid: &str, resource_version: String, now: Instant) {
+        self.statuses
+            .insert(claim_uid.to_string(), (resource_version, now));
+    }
+
+    /// Whether this process wrote the claim's status at a later version than `resource_version`
+    /// (a copy that does not show that write yet).
+    pub fn wrote_after(
+        &self,
+        claim_uid: &str,
+        resource_version: Option<&str>,
+        now: Instant,
+    ) -> bool {
+        self.statuses.get(claim_uid).is_some_and(|(rv, since)| {
+            self.live(*since, now) && is_newer(Some(rv), resource_version)
+        })
+    }
+
     /// Whether this process removed the claim's finalizer (within the time to live).
     pub fn is_finished(&self, claim_uid: &str, now: Instant) -> bool {
         self.finished
@@ -350,6 +373,11 @@ impl InFlight {
         if view.is_none_or(|c| c.bound_binding.is_some()) {
             self.won.remove(uid);
         }
+        let shown =
+            |rv: &String| view.is_none_or(|c| !is_newer(Some(rv), c.resource_version.as_deref()));
+        if self.statuses.get(uid).is_some_and(|(rv, _)| shown(rv)) {
+            self.statuses.remove(uid);
+        }
         let Some(a) = self.assignments.get(uid) else {
             return;
         };
@@ -375,6 +403,7 @@ impl InFlight {
         self.assignments.retain(|_, a| live(a.since));
         self.won.retain(|_, (_, since)| live(*since));
         self.finished.retain(|_, since| live(*since));
+        self.statuses.retain(|_, (_, since)| live(*since));
     }
 
     /// The live pending claim of a binding, if any.
