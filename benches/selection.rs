@@ -191,6 +191,7 @@ fn main() {
         );
     }
 
+    events(&w, &inv, bench);
     ordered(&inv, &inflight, &policy, &dedicated, &shared, bench);
 
     let mut c = Criterion::default().configure_from_args();
@@ -296,4 +297,55 @@ fn ordered(
             start.elapsed().as_secs_f64() * 1e6 / rounds as f64
         );
     }
+}
+
+/// One watch event applied to the index (issue 11: the index is kept per event, not rebuilt):
+/// a claim's status changes binding, a binding's tenant label flips, a Shoot moves. Each event
+/// carries a newer resourceVersion than the one before, as a watch delivers them.
+fn events(w: &World, inv: &Inventory, bench: bool) {
+    let mut inv = inv.clone();
+    let rounds: u64 = if bench { 200_000 } else { 10 };
+    let claim = |i: u64| {
+        let mut c = w.claims[(i as usize * 7919) % w.claims.len()].clone();
+        c.bound_binding = Some(format!("aws-{:05}", i % 4_000));
+        c.resource_version = Some((1_000_000 + i).to_string());
+        c
+    };
+    let binding = |i: u64| {
+        let mut b = w.bindings[(i as usize * 104_729) % w.bindings.len()].clone();
+        if i.is_multiple_of(2) {
+            b.labels.remove("tenantName");
+        } else {
+            b.labels.insert("tenantName".into(), format!("ga-{i}"));
+        }
+        b.resource_version = Some((1_000_000 + i).to_string());
+        b
+    };
+    let shoot = |i: u64| ShootView {
+        name: format!("shoot-{:05}", (i as usize * 31) % SHOOTS),
+        binding: Some(format!("aws-{:05}", i % 4_000)),
+        resource_version: Some((1_000_000 + i).to_string()),
+    };
+    let mut n = 0u64;
+    let mut time = |what: &str, apply: &mut dyn FnMut(u64)| {
+        let start = Instant::now();
+        for _ in 0..rounds {
+            n += 1;
+            apply(n);
+        }
+        println!(
+            "index, one {what} event: {:.2} µs",
+            start.elapsed().as_secs_f64() * 1e6 / rounds as f64
+        );
+    };
+    time("claim", &mut |i| {
+        black_box(inv.apply_claim(claim(i)));
+    });
+    time("binding", &mut |i| {
+        black_box(inv.apply_binding(binding(i)));
+    });
+    time("Shoot", &mut |i| {
+        black_box(inv.apply_shoot(shoot(i)));
+    });
+    black_box(inv.take_changes());
 }

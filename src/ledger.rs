@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use crate::labels::ResolvedLabelKeys;
-use crate::pools::{BindingView, ClaimView, Inventory, Kind, ShootView};
+use crate::pools::{BindingView, ClaimView, Inventory, Kind, Relist, ShootView};
 use crate::selection::InFlight;
 
 /// How a write ended, as far as the operator can tell.
@@ -79,12 +79,12 @@ impl Ledger {
         self.settle();
     }
 
-    pub fn begin_relist(&mut self, kind: Kind) {
-        self.inventory.begin_relist(kind);
+    pub fn begin_relist(&mut self, kind: Kind) -> Relist {
+        self.inventory.begin_relist(kind)
     }
 
-    pub fn end_relist(&mut self, kind: Kind, list_rv: Option<&str>) {
-        self.inventory.end_relist(kind, list_rv);
+    pub fn end_relist(&mut self, kind: Kind, relist: Relist, list_rv: Option<&str>) {
+        self.inventory.end_relist(kind, relist, list_rv);
         self.settle();
     }
 

@@ -2,9 +2,14 @@
 //! replicas with leader election serve N AccountClaims of T tenants over dedicated, EU, shared and
 //! multi-account pools that run out and are refilled mid-run, while a driver SIGKILLs the leader
 //! every few seconds (a supervisor restarts every dead replica, as a Deployment would), restarts
-//! kube-apiserver and, once, gardener-apiserver. At the end an invariant checker reads the live
-//! API state (labels, statuses, managedFields) plus what a watch saw during the run, checks every
-//! invariant of DESIGN §5 and prints the counts.
+//! kube-apiserver and, once, gardener-apiserver. The leader is also paused (SIGSTOP) past its
+//! lease while the standby takes over, then resumed: it must write nothing more (issue 11, the
+//! fence). Meanwhile claims are deleted (their bindings released), one tenant's claims arrive in
+//! bursts, and the internal-state refresh cycle runs every few seconds. At the end an invariant
+//! checker reads the live API state (labels, statuses, managedFields, events) plus what a watch
+//! saw during the run, checks every invariant of DESIGN §5, that no binding leaked (claimed for a
+//! tenant, used by nobody, not released) and that the paused leader wrote nothing after it
+//! resumed, and prints the counts.
 //!
 //! `cargo test --test chaos` runs the small variant (200 claims, 40 tenants, 3 leader kills, one
 //! apiserver restart, one gardener-apiserver restart, about two minutes), then the same with a
@@ -56,6 +61,12 @@ struct Params {
     tenants: usize,
     kills: usize,
     apiserver_restarts: usize,
+    /// Leaders paused (SIGSTOP) past their lease, then resumed.
+    pauses: usize,
+    /// Bound claims deleted during the faults (HAP_CHAOS_DELETIONS).
+    deletions: usize,
+    /// Bursts of BURST claims of one tenant created at once.
+    bursts: usize,
     /// Claims are created evenly over this window; faults and refills happen inside it.
     window: Duration,
     settle: Duration,
@@ -78,14 +89,21 @@ impl Params {
         let tenants = num("HAP_CHAOS_TENANTS", 40).clamp(4, claims);
         let kills = num("HAP_CHAOS_KILLS", (claims / 70).max(3));
         let apiserver_restarts = num("HAP_CHAOS_APISERVER_RESTARTS", 1);
+        let pauses = num("HAP_CHAOS_PAUSES", 1);
+        let deletions = num("HAP_CHAOS_DELETIONS", claims / 20);
+        let bursts = num("HAP_CHAOS_BURSTS", 2);
         // Room for every fault: a kill waits for a leader (lease 4 s), a kube-apiserver restart
         // takes ~7 s, the gardener-apiserver restart ~3 s.
-        let secs = (claims as u64 / 8).max(8 * kills as u64 + 10 * apiserver_restarts as u64 + 10);
+        let secs = (claims as u64 / 8)
+            .max(8 * kills as u64 + 10 * apiserver_restarts as u64 + 10 * pauses as u64 + 10);
         Self {
             claims,
             tenants,
             kills,
             apiserver_restarts,
+            pauses,
+            deletions,
+            bursts,
             window: Duration::from_secs(secs),
             settle: Duration::from_secs(180 + claims as u64 / 4),
         }
@@ -258,6 +276,40 @@ fn claim_plan(i: usize, tenants: usize) -> ClaimPlan {
     }
 }
 
+/// Claims per burst.
+const BURST: usize = 6;
+
+/// The tenant of the bursts: a single-account tenant with AWS claims of its own (so the bursts
+/// need no binding more), other than the one that holds an internal binding.
+fn burst_tenant(plans: &[ClaimPlan], tenants: usize, internal: &str) -> usize {
+    (1..tenants)
+        .find(|t| {
+            !multi(*t)
+                && tenant(*t) != internal
+                && plans
+                    .iter()
+                    .any(|p| p.tenant == tenant(*t) && p.pool == Some(AWS))
+        })
+        .expect("a single-account tenant with AWS claims")
+}
+
+/// Burst `k`: BURST claims of one tenant in AWS, created at the same moment.
+fn burst_plans(k: usize, t: usize) -> Vec<ClaimPlan> {
+    (0..BURST)
+        .map(|j| {
+            let name = format!("burst-{k}-{j}");
+            let spec = json!({"plan": "aws", "platformRegion": "cf-us10", "clusterRegion": "us-east-1",
+                "globalAccount": tenant(t), "subaccount": format!("sa-{name}"), "shootName": name});
+            ClaimPlan {
+                name,
+                tenant: tenant(t),
+                spec,
+                pool: Some(AWS),
+            }
+        })
+        .collect()
+}
+
 struct BindingPlan {
     name: String,
     provider: &'static str,
@@ -299,7 +351,7 @@ struct Inventory {
     needed: BTreeMap<Pool, usize>,
 }
 
-fn inventory(claims: &[ClaimPlan], tenants: usize) -> Inventory {
+fn inventory(claims: &[ClaimPlan], tenants: usize, deletions: usize) -> Inventory {
     // Clusters per (pool, tenant).
     let mut per: BTreeMap<(Pool, usize), usize> = BTreeMap::new();
     for (i, c) in claims.iter().enumerate() {
@@ -342,7 +394,9 @@ fn inventory(claims: &[ClaimPlan], tenants: usize) -> Inventory {
         // rest plus slack (orphans of killed leaders, rounding) in wave two.
         let first = need / 4;
         let second = (need * 3 / 5).max(first) - first;
-        let third = need - first - second + need / 5 + 3;
+        // Released bindings go to the cleanup job: a tenant whose last claim in a pool was deleted
+        // needs a new one for a later claim.
+        let third = need - first - second + need / 5 + 3 + deletions;
         let mut n = 0;
         for (list, count) in [
             (&mut initial, first),
@@ -589,6 +643,22 @@ impl Replicas {
         true
     }
 
+    /// SIGSTOPs the replica with this identity; it keeps its slot (and its lease, until that
+    /// runs out).
+    fn pause(&mut self, identity: &str) -> bool {
+        self.slots
+            .iter()
+            .find(|s| s.identity == identity)
+            .is_some_and(|s| s.signal("STOP"))
+    }
+
+    fn resume(&mut self, identity: &str) -> bool {
+        self.slots
+            .iter()
+            .find(|s| s.identity == identity)
+            .is_some_and(|s| s.signal("CONT"))
+    }
+
     fn identities(&self) -> Vec<String> {
         self.slots.iter().map(|s| s.identity.clone()).collect()
     }
@@ -617,9 +687,101 @@ async fn kill_leader(client: &Client, replicas: &Mutex<Replicas>) -> Option<Stri
     None
 }
 
+/// SIGSTOPs the leader, waits until another replica holds the lease (it can only take it once
+/// the lease ran out), then SIGCONTs it. Returns its identity and when it resumed.
+async fn pause_leader(
+    client: &Client,
+    replicas: &Mutex<Replicas>,
+) -> Option<(String, Duration, jiff::Timestamp)> {
+    let start = Instant::now();
+    let holder = loop {
+        if start.elapsed() > Duration::from_secs(60) {
+            return None;
+        }
+        if let Some(holder) = lease_holder(client).await {
+            let mut r = replicas.lock().unwrap();
+            if r.identities().contains(&holder) && r.pause(&holder) {
+                break holder;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let paused = Instant::now();
+    while lease_holder(client).await.is_none_or(|h| h == holder)
+        && paused.elapsed() < Duration::from_secs(90)
+    {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let resumed = jiff::Timestamp::now();
+    replicas.lock().unwrap().resume(&holder);
+    Some((holder, paused.elapsed(), resumed))
+}
+
+/// Deletes `n` Bound claims not deleted before, riding out restarts: the last users of their
+/// bindings first (their bindings get released), then others, lowest names first.
+async fn delete_bound(api: &Api<AccountClaim>, n: usize, deleted: &mut BTreeSet<String>) {
+    let claims = list_retrying(api).await;
+    let bound: Vec<(String, String)> = claims
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        // A Runtime's claim belongs to its request source, which would create it again.
+        .filter(|c| !c.name_any().starts_with("runtime."))
+        .filter_map(|c| {
+            let s = c.status.as_ref()?;
+            (s.phase == Some(ClaimPhase::Bound)).then_some(())?;
+            Some((c.name_any(), s.credentials_binding_name.clone()?))
+        })
+        .filter(|(n, _)| !deleted.contains(n))
+        .collect();
+    let mut users: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, b) in &bound {
+        *users.entry(b.as_str()).or_default() += 1;
+    }
+    let mut names: Vec<(bool, String)> = bound
+        .iter()
+        .map(|(n, b)| (users[b.as_str()] > 1, n.clone()))
+        .collect();
+    names.sort();
+    let names = names.into_iter().map(|(_, n)| n);
+    for name in names.into_iter().take(n) {
+        let start = Instant::now();
+        while api.delete(&name, &Default::default()).await.is_err()
+            && start.elapsed() < Duration::from_secs(60)
+        {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        deleted.insert(name);
+    }
+}
+
+/// Events the replica `identity` wrote (or repeated) after `since`.
+async fn events_of(client: &Client, identity: &str, since: jiff::Timestamp) -> Vec<String> {
+    let api = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), CLAIMS_NS);
+    let events = list_retrying(&api).await;
+    events
+        .iter()
+        .filter(|e| e.reporting_instance.as_deref() == Some(identity))
+        .filter(|e| {
+            let last = e
+                .series
+                .as_ref()
+                .map(|s| s.last_observed_time.0)
+                .or(e.event_time.as_ref().map(|t| t.0));
+            last.is_some_and(|t| t > since)
+        })
+        .map(|e| format!("{:?} {:?}", e.reason, e.note))
+        .collect()
+}
+
 #[derive(Clone, Debug)]
 enum Fault {
     KillLeader,
+    /// SIGSTOP the leader until another replica holds the lease, then SIGCONT it.
+    PauseLeader,
+    /// Delete this many Bound claims (their bindings are released).
+    Delete(usize),
+    /// Create burst `.0`: BURST claims of one tenant at once.
+    Burst(usize),
     /// kube-apiserver of the operator's cluster (`false`) or of the separate garden (`true`).
     RestartApiserver {
         garden: bool,
@@ -649,6 +811,23 @@ fn schedule(p: &Params, two_clusters: bool) -> Vec<(Duration, Fault)> {
         ));
     }
     out.push((w * 0.5, Fault::RestartGardenerApiserver));
+    for k in 0..p.pauses {
+        out.push((w * (k as f64 + 0.45) / p.pauses as f64, Fault::PauseLeader));
+    }
+    // Deletions in three rounds, among the faults.
+    let rounds = [
+        (0.3, p.deletions / 3),
+        (0.55, p.deletions / 3),
+        (0.8, p.deletions - 2 * (p.deletions / 3)),
+    ];
+    for (at, n) in rounds {
+        if n > 0 {
+            out.push((w * at, Fault::Delete(n)));
+        }
+    }
+    for k in 0..p.bursts {
+        out.push((w * (k as f64 + 0.25) / p.bursts as f64, Fault::Burst(k)));
+    }
     out.push((w * 0.35, Fault::Refill(0)));
     out.push((w * 0.70, Fault::Refill(1)));
     out.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -764,9 +943,15 @@ struct Counts {
     tenant_without_claim: usize,
     /// managedFields of the operator outside labels, finalizers and /status (invariant 6).
     foreign_writes: usize,
+    /// Deleted claims still there (their finalizer kept): a release that never happened.
+    deleted_left: usize,
+    /// Bound claims whose binding is dirty (released while in use).
+    bound_to_released: usize,
+    /// Bindings claimed in the run that nobody uses and nobody released (leaked).
+    orphaned: usize,
     /// Figures, not violations.
     claimed_in_run: usize,
-    orphaned: usize,
+    released_in_run: usize,
     clusters_on_aws_over: usize,
 }
 
@@ -811,10 +996,16 @@ async fn check(
     inv: &Inventory,
     initial_labels: &BTreeMap<String, BTreeMap<String, String>>,
     seen: &Observed,
+    deleted: &BTreeSet<String>,
 ) -> Counts {
+    let kept = |p: &&ClaimPlan| !deleted.contains(&p.name);
     let mut c = Counts {
-        claims: plans.len(),
-        expected_bound: plans.iter().filter(|p| p.pool.is_some()).count(),
+        claims: plans.iter().filter(kept).count(),
+        expected_bound: plans
+            .iter()
+            .filter(kept)
+            .filter(|p| p.pool.is_some())
+            .count(),
         ..Default::default()
     };
     let claims = list_retrying(&Api::<AccountClaim>::namespaced(at.ops.clone(), CLAIMS_NS)).await;
@@ -833,6 +1024,11 @@ async fn check(
     for claim in &claims {
         let name = claim.name_any();
         let plan = by_name.get(name.as_str()).expect("a claim of the run");
+        if deleted.contains(&name) {
+            c.deleted_left += 1;
+            eprintln!("deleted claim {name} is still there: {:?}", claim.status);
+            continue;
+        }
         let st = claim.status.clone().unwrap_or_default();
         let ready = st.conditions.iter().find(|c| c.type_ == "Ready");
         if st.phase == Some(ClaimPhase::Bound) {
@@ -871,7 +1067,13 @@ async fn check(
             }
         }
     }
-    assert_eq!(claims.len(), plans.len(), "every claim of the run exists");
+    let live: BTreeSet<String> = claims.iter().map(|c| c.name_any()).collect();
+    for p in plans.iter().filter(kept) {
+        if !live.contains(&p.name) {
+            c.lost += 1;
+            eprintln!("claim {} is gone though nobody deleted it", p.name);
+        }
+    }
 
     // Invariant 2, from the claims: one binding per (tenant, pool) without the allowlist.
     for ((t, pool), set) in &tenant_pool_bindings {
@@ -892,6 +1094,13 @@ async fn check(
         let initial = initial_labels.get(&name);
         let tenant = labels.get("tenantName").cloned();
         let dirty = labels.contains_key("dirty");
+        if dirty && initial.is_none_or(|l| !l.contains_key("dirty")) {
+            c.released_in_run += 1;
+            if clusters.contains_key(&name) {
+                c.bound_to_released += 1;
+                eprintln!("binding {name} was released while claims are bound to it");
+            }
+        }
         if let (Some(t), Some(pool), false) = (&tenant, pool_of_labels(&labels), dirty) {
             if !pool.2 && !multi_tenants.contains(t) {
                 *labelled.entry((t.clone(), pool.clone())).or_default() += 1;
@@ -907,6 +1116,9 @@ async fn check(
                 }
                 if !clusters.contains_key(&name) {
                     c.orphaned += 1;
+                    eprintln!(
+                        "binding {name} claimed for {t} in the run is used by no claim (leaked)"
+                    );
                 }
             }
         }
@@ -1100,8 +1312,10 @@ async fn run(p: Params, two_clusters: bool) {
         PROJECT,
     )
     .await;
-    let plans: Vec<ClaimPlan> = (0..p.claims).map(|i| claim_plan(i, p.tenants)).collect();
-    let inv = inventory(&plans, p.tenants);
+    let mut plans: Vec<ClaimPlan> = (0..p.claims).map(|i| claim_plan(i, p.tenants)).collect();
+    let inv = inventory(&plans, p.tenants, p.deletions);
+    let burster = burst_tenant(&plans, p.tenants, &inv.internal_tenant);
+    let bursts: Vec<Vec<ClaimPlan>> = (0..p.bursts).map(|k| burst_plans(k, burster)).collect();
     let allowlisted: Vec<String> = (0..p.tenants).filter(|t| multi(*t)).map(tenant).collect();
     let cfg: HapConfig = serde_json::from_value(json!({
         "apiVersion": "accountpool.io/v1alpha1",
@@ -1115,6 +1329,8 @@ async fn run(p: Params, two_clusters: bool) {
                 "limits": {"default": LIMIT_DEFAULT, "aws": LIMIT_AWS},
             },
             "requestSources": [chaos_sources::source()],
+            // The refresh cycle runs all along: bindings and Shoots listed again every 5 s.
+            "internalStateRefreshCycleDuration": "5s",
         },
     }))
     .expect("HapConfig");
@@ -1273,6 +1489,9 @@ async fn run(p: Params, two_clusters: bool) {
     // Faults.
     let mut fault_log = Vec::new();
     let mut apiserver_down = Vec::new();
+    let mut deleted = BTreeSet::new();
+    let mut paused = Vec::new();
+    let claims_api = Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS);
     for (at, fault) in schedule(&p, two_clusters) {
         tokio::time::sleep_until((window_start + at).into()).await;
         let t = window_start.elapsed();
@@ -1280,6 +1499,50 @@ async fn run(p: Params, two_clusters: bool) {
             Fault::KillLeader => {
                 let who = kill_leader(&client, &replicas).await;
                 fault_log.push(format!("{t:>6.1?} SIGKILL leader {who:?}"));
+            }
+            Fault::PauseLeader => {
+                let who = pause_leader(&client, &replicas).await;
+                let text = match &who {
+                    Some((id, stopped, _)) => {
+                        format!(
+                            "SIGSTOP leader {id}, SIGCONT after {stopped:.1?} (another replica held the lease)"
+                        )
+                    }
+                    None => "SIGSTOP: no leader to pause".into(),
+                };
+                fault_log.push(format!("{t:>6.1?} {text}"));
+                paused.extend(who);
+            }
+            Fault::Delete(n) => {
+                let before = deleted.len();
+                delete_bound(&claims_api, n, &mut deleted).await;
+                fault_log.push(format!(
+                    "{t:>6.1?} deleted {} Bound claims",
+                    deleted.len() - before
+                ));
+            }
+            Fault::Burst(k) => {
+                let api = claims_api.clone();
+                let batch = &bursts[k];
+                futures::future::join_all(batch.iter().map(|c| {
+                    let api = api.clone();
+                    async move {
+                        let obj: AccountClaim = serde_json::from_value(json!({
+                            "apiVersion": "accountpool.io/v1alpha1",
+                            "kind": "AccountClaim",
+                            "metadata": {"name": c.name},
+                            "spec": c.spec,
+                        }))
+                        .expect("claim");
+                        create_retrying(&api, &obj, &c.name).await;
+                    }
+                }))
+                .await;
+                fault_log.push(format!(
+                    "{t:>6.1?} burst {k}: {} claims of {} at once",
+                    batch.len(),
+                    tenant(burster)
+                ));
             }
             Fault::RestartApiserver { garden } => {
                 let which = if garden { &garden_env } else { &env };
@@ -1314,13 +1577,25 @@ async fn run(p: Params, two_clusters: bool) {
     creator.await.expect("claim creator");
     let created_in = window_start.elapsed();
 
-    // Convergence: every claim with a rule Bound, every other one with its reason.
-    let claims_api = Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS);
+    plans.extend(bursts.into_iter().flatten());
+    // Convergence: every claim with a rule Bound, every other one with its reason, every deleted
+    // one gone.
     let settle_start = Instant::now();
-    let expected_bound = plans.iter().filter(|c| c.pool.is_some()).count();
+    let kept: Vec<&ClaimPlan> = plans
+        .iter()
+        .filter(|c| !deleted.contains(&c.name))
+        .collect();
+    let expected_bound = kept.iter().filter(|c| c.pool.is_some()).count();
     let mut last = (0, 0);
     while settle_start.elapsed() < p.settle {
         let claims = list_retrying(&claims_api).await;
+        let gone = deleted
+            .iter()
+            .all(|d| !claims.iter().any(|c| c.name_any() == *d));
+        let claims: Vec<&AccountClaim> = claims
+            .iter()
+            .filter(|c| !deleted.contains(&c.name_any()))
+            .collect();
         let bound = claims
             .iter()
             .filter(|c| c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound))
@@ -1336,7 +1611,7 @@ async fn run(p: Params, two_clusters: bool) {
             })
             .count();
         last = (bound, reasoned);
-        if bound == expected_bound && reasoned == plans.len() - expected_bound {
+        if gone && bound == expected_bound && reasoned == kept.len() - expected_bound {
             break;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -1346,12 +1621,28 @@ async fn run(p: Params, two_clusters: bool) {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let observed = seen.lock().unwrap().clone();
-    let counts = check(&clusters, &plans, &inv, &initial_labels, &observed).await;
+    let counts = check(
+        &clusters,
+        &plans,
+        &inv,
+        &initial_labels,
+        &observed,
+        &deleted,
+    )
+    .await;
     let runtime_counts = chaos_sources::check(
         &client,
         &list_retrying(&Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS)).await,
     )
     .await;
+    // The fence: a leader paused past its lease writes nothing once it resumes (its events name
+    // it; every other write is covered by the invariants above).
+    let mut paused_writes = Vec::new();
+    for (id, _, resumed) in &paused {
+        for e in events_of(&client, id, *resumed).await {
+            paused_writes.push(format!("{id}: {e}"));
+        }
+    }
 
     stop.cancel();
     let _ = supervisor.await;
@@ -1447,6 +1738,22 @@ async fn run(p: Params, two_clusters: bool) {
         counts.foreign_writes
     );
     println!(
+        "  deleted claims not released (still there)      {}",
+        counts.deleted_left
+    );
+    println!(
+        "  claims bound to a released (dirty) binding §5.4 {}",
+        counts.bound_to_released
+    );
+    println!(
+        "  leaked bindings (claimed, unused, not released) {}",
+        counts.orphaned
+    );
+    println!(
+        "  writes of a paused leader after it resumed      {}",
+        paused_writes.len()
+    );
+    println!(
         "  operator panics in logs                        {}",
         panics.len()
     );
@@ -1471,12 +1778,16 @@ async fn run(p: Params, two_clusters: bool) {
         observed.exhausted.len()
     );
     println!(
-        "  (figures) bindings claimed in the run {}, of which unused (orphans) {}; new clusters on the over-limit binding {}",
-        counts.claimed_in_run, counts.orphaned, counts.clusters_on_aws_over
+        "  (figures) bindings claimed in the run {}, released {}, claims deleted {}, burst claims {}; new clusters on the over-limit binding {}",
+        counts.claimed_in_run,
+        counts.released_in_run,
+        deleted.len(),
+        p.bursts * BURST,
+        counts.clusters_on_aws_over
     );
     println!("  total {:.1?}", started.elapsed());
     println!(
-        "reproduce: {}={} HAP_CHAOS_TENANTS={} HAP_CHAOS_KILLS={} HAP_CHAOS_APISERVER_RESTARTS={} cargo test --test chaos {} -- --nocapture",
+        "reproduce: {}={} HAP_CHAOS_TENANTS={} HAP_CHAOS_KILLS={} HAP_CHAOS_APISERVER_RESTARTS={} HAP_CHAOS_PAUSES={} HAP_CHAOS_DELETIONS={} HAP_CHAOS_BURSTS={} cargo test --test chaos {} -- --nocapture",
         if two_clusters {
             "HAP_CHAOS_GARDEN_CLAIMS"
         } else {
@@ -1486,6 +1797,9 @@ async fn run(p: Params, two_clusters: bool) {
         p.tenants,
         p.kills,
         p.apiserver_restarts,
+        p.pauses,
+        p.deletions,
+        p.bursts,
         if two_clusters {
             "with_a_separate_garden"
         } else {
@@ -1506,6 +1820,11 @@ async fn run(p: Params, two_clusters: bool) {
         && counts.tenant_without_claim == 0
         && counts.foreign_writes == 0
         && counts.clusters_on_aws_over == 0
+        && counts.deleted_left == 0
+        && counts.bound_to_released == 0
+        && counts.orphaned == 0
+        && paused_writes.is_empty()
+        && paused.len() == p.pauses
         && panics.is_empty()
         && runtime_counts.mismatched == 0
         && runtime_counts.admitted
@@ -1517,8 +1836,10 @@ async fn run(p: Params, two_clusters: bool) {
     if !clean {
         env.save_logs(&dir.join("logs"));
         panic!(
-            "chaos found violations: {counts:?}; {runtime_counts:?}; panics {panics:?}; kills {kills}/{}. Logs kept in {}",
+            "chaos found violations: {counts:?}; {runtime_counts:?}; panics {panics:?}; kills {kills}/{}; pauses {}/{}; writes after a pause {paused_writes:?}. Logs kept in {}",
             p.kills,
+            paused.len(),
+            p.pauses,
             dir.join("logs").display()
         );
     }

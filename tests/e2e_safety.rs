@@ -73,6 +73,19 @@ async fn claims_say_why_while_the_inventory_cannot_be_read_and_readyz_waits() {
     // with leader election /readyz said ready before any cache had synced.
     let hap = Hap::without_operator(&["aws"], json!({})).await;
     hap.claim("c1", aws("ga-1", "s1")).await;
+    // A claim bound before (as an earlier operator recorded it): it must stay so.
+    hap.claim("c0", aws("ga-0", "s0")).await;
+    let bound = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim",
+        "status": {"phase": "Bound", "credentialsBindingName": "b0",
+                   "bindingNamespace": hap.bindings_ns, "hyperscalerType": "aws"}});
+    hap.claims()
+        .patch_status(
+            "c0",
+            &PatchParams::apply("earlier-operator").force(),
+            &Patch::Apply(bound),
+        )
+        .await
+        .expect("record c0 as bound");
     let bad = tempfile::NamedTempFile::new().expect("temp file");
     let good = std::fs::read_to_string(kubeconfig()).expect("kubeconfig");
     let refused: String = good
@@ -104,6 +117,32 @@ async fn claims_say_why_while_the_inventory_cannot_be_read_and_readyz_waits() {
     );
     let leading = op.handle.metrics.encode();
     assert_eq!(metric(&leading, "hap_leader", ""), 1.0, "{leading}");
+    // Found by the chaos test: a Bound claim reconciled while the inventory could not be read got
+    // the pending status, which erased its binding; it was then bound again elsewhere.
+    let reconciled = || {
+        metric(
+            &op.handle.metrics.encode(),
+            "hap_reconcile_duration_seconds_count",
+            "accountclaim",
+        )
+    };
+    eventually(
+        Duration::from_secs(30),
+        "both claims reconciled",
+        || async { (reconciled() >= 3.0).then_some(()) },
+    )
+    .await;
+    let c0 = hap
+        .claims()
+        .get("c0")
+        .await
+        .expect("c0")
+        .status
+        .expect("status");
+    assert_eq!(
+        (c0.phase, c0.credentials_binding_name.as_deref()),
+        (Some(hap_operator::api::ClaimPhase::Bound), Some("b0"))
+    );
     op.stop().await;
 }
 

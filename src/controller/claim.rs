@@ -151,6 +151,11 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
     };
     point_caches(ctx);
     if !decidable(ctx) {
+        if recorded.is_some() {
+            // A recorded binding is never touched while the inventory cannot be read: writing
+            // a pending status would erase the record (found by the chaos test).
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
         return inventory_unavailable(claim, ctx, &active, &key).await;
     }
     let view = claim_view(claim);
@@ -245,6 +250,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         pool,
         pinned,
     } = placement;
+    tracing::debug!(claim = key, rv = ?claim.resource_version(), ?choice, "decided");
     let bound_to = |binding: String, decision| BoundTo {
         binding,
         namespace: active.spec.binding_namespace.clone(),

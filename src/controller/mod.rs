@@ -251,18 +251,38 @@ fn claim_api(client: &Client, args: &RunArgs) -> Api<AccountClaim> {
     }
 }
 
-/// Fails early, with a hint, when the CRDs are missing.
+/// Fails early, with a hint, when the CRDs are missing. An API server that does not answer (it
+/// is restarting) is waited for, up to a minute: a crash loop would only add to its load.
 async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
     let lp = ListParams::default().limit(1);
-    Api::<HapConfig>::all(client.clone())
-        .list_metadata(&lp)
-        .await
-        .map_err(|e| RunError::CrdMissing("HapConfig", e))?;
-    claim_api(client, args)
-        .list_metadata(&lp)
-        .await
-        .map_err(|e| RunError::CrdMissing("AccountClaim", e))?;
-    Ok(())
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(200);
+    loop {
+        let configs = Api::<HapConfig>::all(client.clone())
+            .list_metadata(&lp)
+            .await
+            .map_err(|e| RunError::CrdMissing("HapConfig", e));
+        let result = match configs {
+            Ok(_) => claim_api(client, args)
+                .list_metadata(&lp)
+                .await
+                .map(drop)
+                .map_err(|e| RunError::CrdMissing("AccountClaim", e)),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => return Ok(()),
+            Err(RunError::CrdMissing(what, e))
+                if !matches!(e, kube::Error::Api(_))
+                    && started.elapsed() < Duration::from_secs(60) =>
+            {
+                tracing::warn!(error = %e, what, "the API server does not answer yet; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The watch streams the controllers consume once leading.
@@ -474,7 +494,7 @@ async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), k
             &target.namespace,
             &binding_resource(target.kind),
         );
-        ctx.ledger().begin_relist(Kind::Binding);
+        let relist = ctx.ledger().begin_relist(Kind::Binding);
         let rv = loop {
             let page = api.list_metadata(&lp).await?;
             let mut l = ctx.ledger();
@@ -486,11 +506,12 @@ async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), k
                 _ => break page.metadata.resource_version,
             }
         };
-        ctx.ledger().end_relist(Kind::Binding, rv.as_deref());
+        ctx.ledger()
+            .end_relist(Kind::Binding, relist, rv.as_deref());
     }
     let mut lp = ListParams::default().limit(500);
     let api = claim_api(client, &ctx.args);
-    ctx.ledger().begin_relist(Kind::Claim);
+    let relist = ctx.ledger().begin_relist(Kind::Claim);
     let rv = loop {
         let page = api.list(&lp).await?;
         let mut l = ctx.ledger();
@@ -502,7 +523,7 @@ async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), k
             _ => break page.metadata.resource_version,
         }
     };
-    ctx.ledger().end_relist(Kind::Claim, rv.as_deref());
+    ctx.ledger().end_relist(Kind::Claim, relist, rv.as_deref());
     Ok(())
 }
 

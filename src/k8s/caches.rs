@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 use super::writes::binding_resource;
 use crate::api::{AccountClaim, BindingKind, HapConfig, Shoot};
 use crate::ledger::Ledger;
-use crate::pools::{Kind, binding_view, claim_view, shoot_view};
+use crate::pools::{Kind, Relist, binding_view, claim_view, shoot_view};
 
 /// A counter bumped on every watch event of bindings, Shoots, claims and configs. Consumers
 /// read it to coalesce bursts of events into one re-evaluation.
@@ -240,23 +240,50 @@ impl<T> Drop for Retargetable<T> {
     }
 }
 
-/// Feeds one watcher's events into the ledger through `on`, recording sync and errors.
-async fn drive<K, S>(stream: S, feed: Feed, on: impl Fn(&mut Ledger, watcher::Event<K>))
-where
+/// Feeds one watcher's events into the ledger, one re-list at a time, recording sync and errors.
+async fn drive<K, S>(
+    stream: S,
+    feed: Feed,
+    kind: Kind,
+    apply: fn(&mut Ledger, &K),
+    delete: fn(&mut Ledger, &K),
+) where
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
+    let mut relist = None;
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(ev) => {
                 let done = matches!(ev, watcher::Event::InitDone);
-                feed.apply(|l| on(l, ev));
+                feed.apply(|l| follow(l, kind, &mut relist, &ev, apply, delete));
                 if done {
                     feed.state.synced();
                 }
             }
             Err(e) => feed.state.failed(&e),
         }
+    }
+}
+
+/// One watch event into the ledger; `relist` carries a re-list from its start to its end.
+fn follow<K>(
+    l: &mut Ledger,
+    kind: Kind,
+    relist: &mut Option<Relist>,
+    ev: &watcher::Event<K>,
+    apply: fn(&mut Ledger, &K),
+    delete: fn(&mut Ledger, &K),
+) {
+    match ev {
+        watcher::Event::Init => *relist = Some(l.begin_relist(kind)),
+        watcher::Event::InitApply(o) | watcher::Event::Apply(o) => apply(l, o),
+        watcher::Event::InitDone => {
+            if let Some(r) = relist.take() {
+                l.end_relist(kind, r, None);
+            }
+        }
+        watcher::Event::Delete(o) => delete(l, o),
     }
 }
 
@@ -275,16 +302,13 @@ pub fn watch_bindings(
     let api: Api<PartialObjectMeta<DynamicObject>> =
         Api::namespaced_with(client.clone(), &target.namespace, &ar);
     let stream = watcher(api, watch_config()).default_backoff();
-    Box::pin(drive(stream, feed, |l, ev| match ev {
-        watcher::Event::Init => l.begin_relist(Kind::Binding),
-        watcher::Event::InitApply(b) | watcher::Event::Apply(b) => {
-            l.apply_binding(binding_view(&b))
-        }
-        watcher::Event::InitDone => l.end_relist(Kind::Binding, None),
-        watcher::Event::Delete(b) => {
-            l.delete_binding(&b.name_any(), b.resource_version().as_deref())
-        }
-    }))
+    Box::pin(drive(
+        stream,
+        feed,
+        Kind::Binding,
+        |l, b| l.apply_binding(binding_view(b)),
+        |l, b| l.delete_binding(&b.name_any(), b.resource_version().as_deref()),
+    ))
 }
 
 /// The Shoot watch of a namespace.
@@ -295,25 +319,13 @@ pub fn watch_shoots(
 ) -> futures::future::BoxFuture<'static, ()> {
     let api: Api<Shoot> = Api::namespaced(client.clone(), ns);
     let stream = watcher(api, watch_config()).default_backoff();
-    Box::pin(drive(stream, feed, |l, ev| match ev {
-        watcher::Event::Init => l.begin_relist(Kind::Shoot),
-        watcher::Event::InitApply(s) | watcher::Event::Apply(s) => l.apply_shoot(shoot_view(&s)),
-        watcher::Event::InitDone => l.end_relist(Kind::Shoot, None),
-        watcher::Event::Delete(s) => l.delete_shoot(&s.name_any(), s.resource_version().as_deref()),
-    }))
-}
-
-/// Applies one claim event to the ledger.
-fn claim_event(l: &mut Ledger, ev: &watcher::Event<AccountClaim>) {
-    match ev {
-        watcher::Event::Init => l.begin_relist(Kind::Claim),
-        watcher::Event::InitApply(c) | watcher::Event::Apply(c) => l.apply_claim(claim_view(c)),
-        watcher::Event::InitDone => l.end_relist(Kind::Claim, None),
-        watcher::Event::Delete(c) => l.delete_claim(
-            &c.uid().unwrap_or_default(),
-            c.resource_version().as_deref(),
-        ),
-    }
+    Box::pin(drive(
+        stream,
+        feed,
+        Kind::Shoot,
+        |l, s| l.apply_shoot(shoot_view(s)),
+        |l, s| l.delete_shoot(&s.name_any(), s.resource_version().as_deref()),
+    ))
 }
 
 /// Drops what no decision reads, to keep the stores small.
@@ -353,12 +365,27 @@ pub fn claim_stream(
     let stream = watcher(api, watch_config())
         .default_backoff()
         .modify(trim_metadata::<AccountClaim>)
-        .inspect_ok(move |ev| {
-            claim_event(&mut lock(&ledger), ev);
-            if matches!(ev, watcher::Event::InitDone) {
-                synced.store(true, Ordering::SeqCst);
+        .inspect_ok({
+            let mut relist = None;
+            move |ev| {
+                follow(
+                    &mut lock(&ledger),
+                    Kind::Claim,
+                    &mut relist,
+                    ev,
+                    |l, c| l.apply_claim(claim_view(c)),
+                    |l, c| {
+                        l.delete_claim(
+                            &c.uid().unwrap_or_default(),
+                            c.resource_version().as_deref(),
+                        )
+                    },
+                );
+                if matches!(ev, watcher::Event::InitDone) {
+                    synced.store(true, Ordering::SeqCst);
+                }
+                feed.bump();
             }
-            feed.bump();
         });
     reflector::reflector(writer, stream).touched_objects()
 }

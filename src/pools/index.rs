@@ -38,6 +38,10 @@ pub fn is_newer(new: Option<&str>, old: Option<&str>) -> bool {
     }
 }
 
+/// A re-list in progress, from `begin_relist` to `end_relist`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Relist(u64);
+
 /// What changed since the last `take_changes`: which bindings and which pools.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Changes {
@@ -60,10 +64,10 @@ struct Book {
     seen: u64,
     /// Deleted keys with the version of their deletion.
     tombstones: HashMap<String, u64>,
-    /// During a re-list: keys held when it began and not listed yet.
-    unlisted: Option<HashSet<String>>,
-    /// Highest version among the objects of the re-list in progress.
-    listed_max: u64,
+    /// Re-lists in progress (a watch's own, and a takeover's re-read can overlap): per re-list,
+    /// the keys held when it began and not listed yet, and the highest version listed.
+    relists: BTreeMap<u64, (HashSet<String>, u64)>,
+    next_relist: u64,
     /// Objects a re-list did not name though they are newer than it, by version.
     unconfirmed: BTreeSet<(u64, String)>,
     /// The version of the newest complete list: an object the index does not hold, at this
@@ -95,9 +99,9 @@ impl Book {
     }
 
     fn listed(&mut self, key: &str, rv: Option<u64>) {
-        if let Some(unlisted) = &mut self.unlisted {
+        for (unlisted, listed_max) in self.relists.values_mut() {
             unlisted.remove(key);
-            self.listed_max = self.listed_max.max(rv.unwrap_or(0));
+            *listed_max = (*listed_max).max(rv.unwrap_or(0));
         }
     }
 }
@@ -171,7 +175,7 @@ impl Inventory {
     pub fn advance(&mut self, kind: Kind, rv: Option<&str>) {
         let Some(rv) = number(rv) else { return };
         let book = self.book(kind);
-        if book.unlisted.is_some() {
+        if !book.relists.is_empty() {
             // A list names objects in no order of version: only a watch's events prove how far
             // it came. The list's end will say (end_relist).
             return;
@@ -190,27 +194,30 @@ impl Inventory {
         }
     }
 
-    /// A re-list of `kind` begins: what it does not name may be gone.
-    pub fn begin_relist(&mut self, kind: Kind) {
+    /// A re-list of `kind` begins: what it does not name may be gone. Pass the token to
+    /// `end_relist`; several re-lists may be in progress at once.
+    pub fn begin_relist(&mut self, kind: Kind) -> Relist {
         let keys: HashSet<String> = match kind {
             Kind::Binding => self.bindings.keys().cloned().collect(),
             Kind::Claim => self.claims.keys().cloned().collect(),
             Kind::Shoot => self.shoots.keys().cloned().collect(),
         };
         let book = self.book(kind);
-        book.unlisted = Some(keys);
-        book.listed_max = 0;
+        book.next_relist += 1;
+        let id = book.next_relist;
+        book.relists.insert(id, (keys, 0));
+        Relist(id)
     }
 
-    /// The re-list of `kind` is complete; `list_rv` is the list's own version when known.
-    /// Objects it did not name are deleted when the list is at least as new as them, else kept
-    /// unconfirmed.
-    pub fn end_relist(&mut self, kind: Kind, list_rv: Option<&str>) {
+    /// The re-list `relist` of `kind` is complete; `list_rv` is the list's own version when
+    /// known. Objects it did not name are deleted when the list is at least as new as them, else
+    /// kept unconfirmed.
+    pub fn end_relist(&mut self, kind: Kind, relist: Relist, list_rv: Option<&str>) {
         let book = self.book(kind);
-        let Some(unlisted) = book.unlisted.take() else {
+        let Some((unlisted, listed_max)) = book.relists.remove(&relist.0) else {
             return;
         };
-        let bound = number(list_rv).unwrap_or(book.listed_max);
+        let bound = number(list_rv).unwrap_or(listed_max);
         book.seen = book.seen.max(bound);
         book.floor = book.floor.max(bound);
         book.tombstones.retain(|_, v| *v > bound);

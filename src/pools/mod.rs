@@ -21,7 +21,7 @@ mod index;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use from_api::{binding_view, claim_view, shoot_view};
-pub use index::{Changes, Kind, is_newer};
+pub use index::{Changes, Kind, Relist, is_newer};
 
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 

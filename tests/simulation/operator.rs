@@ -57,6 +57,8 @@ pub struct Replica {
     ledger: Ledger,
     fence: Fence,
     pub plans: BTreeMap<String, VecDeque<Write>>,
+    /// A watch restarted and has not listed yet: nothing can be decided (`decidable()`).
+    unready: bool,
 }
 
 fn claim_view(c: &Claim) -> ClaimView {
@@ -108,6 +110,7 @@ impl Replica {
             ledger: Ledger::default(),
             fence: Fence::closed(),
             plans: BTreeMap::new(),
+            unready: false,
         };
         for kind in [BINDINGS, CLAIMS, SHOOTS] {
             r.relist(
@@ -121,6 +124,7 @@ impl Replica {
 
     /// Watch events of one kind reach the replica: the ledger first, then the claim store.
     pub fn deliver(&mut self, kind: usize, changes: &[Change]) {
+        self.unready = false;
         for c in changes {
             match &c.obj {
                 Some(o) => apply(&mut self.ledger, o),
@@ -144,12 +148,12 @@ impl Replica {
 
     /// A re-list of one kind, possibly from a stale watch cache.
     pub fn relist(&mut self, kind: usize, objects: BTreeMap<String, Obj>, list_rv: Option<u64>) {
-        self.ledger.begin_relist(kind_of(kind));
+        let relist = self.ledger.begin_relist(kind_of(kind));
         for o in objects.values() {
             apply(&mut self.ledger, o);
         }
         let rv = list_rv.map(|v| v.to_string());
-        self.ledger.end_relist(kind_of(kind), rv.as_deref());
+        self.ledger.end_relist(kind_of(kind), relist, rv.as_deref());
         if kind == CLAIMS {
             self.store = objects
                 .into_iter()
@@ -161,19 +165,23 @@ impl Replica {
         }
     }
 
-    /// Older views than the last one do not exist any more: the index is kept, not rebuilt.
-    pub fn lag(&mut self, _back: usize) {}
+    /// Older views than the last one do not exist any more (the index is kept, not rebuilt); what
+    /// can happen is a watch that restarted and has not listed yet: until the next delivery the
+    /// replica cannot decide.
+    pub fn lag(&mut self, _back: usize) {
+        self.unready = true;
+    }
 
     /// Takeover: one consistent list of bindings and claims into the ledger (not the store).
     pub fn lead(&mut self, api: &Api) {
         for kind in [BINDINGS, CLAIMS] {
             let objects = state_at(api, kind, api.logs[kind].len());
-            self.ledger.begin_relist(kind_of(kind));
+            let relist = self.ledger.begin_relist(kind_of(kind));
             for o in objects.values() {
                 apply(&mut self.ledger, o);
             }
             self.ledger
-                .end_relist(kind_of(kind), Some(&api.rv.to_string()));
+                .end_relist(kind_of(kind), relist, Some(&api.rv.to_string()));
         }
     }
 
@@ -205,6 +213,16 @@ impl Replica {
         }
         let view = claim_view(&c);
         let mut plan = VecDeque::new();
+        if self.unready {
+            // As controller::claim: a recorded binding is left alone, a deletion waits, others
+            // say why.
+            let phase = Phase::Pending("InventoryUnavailable".into());
+            if !c.deleting && c.recorded().is_none() && c.phase != phase {
+                let write = Write::Status { base: c.rv, phase };
+                self.plans.insert(uid.to_string(), VecDeque::from([write]));
+            }
+            return;
+        }
         let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
         if c.deleting {
             let d = decide_release(&view, inv, inflight, ReleaseMode::MarkDirty, now);

@@ -330,6 +330,8 @@ impl OperatorProcess {
             // inherited.
             .env_remove("HAP_GARDEN_KUBECONFIG")
             .env_remove("RUST_LOG")
+            // HAP_OPERATOR_LOG=<filter> (e.g. hap_operator=debug) reaches the operator's RUST_LOG.
+            .envs(std::env::var("HAP_OPERATOR_LOG").map(|f| ("RUST_LOG", f)))
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
             .spawn()
@@ -351,6 +353,14 @@ impl OperatorProcess {
     /// Whether the process has exited (reaps it), with its status.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.child.try_wait().ok().flatten()
+    }
+
+    /// Sends a signal by name (`STOP`, `CONT`, ...) to the process.
+    pub fn signal(&self, name: &str) -> bool {
+        Command::new("kill")
+            .args([format!("-{name}"), self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success())
     }
 
     /// SIGKILL and reap.

@@ -56,8 +56,8 @@ fn a_stale_relist_keeps_newer_objects_until_the_watch_passes_them() {
     inv.apply_claim(c("new", 9));
     // A re-list from a watch cache at version 5 lacks "new" (created at 9) and "old" (deleted
     // since, at some version up to 5).
-    inv.begin_relist(Kind::Claim);
-    inv.end_relist(Kind::Claim, Some("5"));
+    let r = inv.begin_relist(Kind::Claim);
+    inv.end_relist(Kind::Claim, r, Some("5"));
     assert!(
         inv.claim("uid-old").is_none(),
         "gone by the list's own version"
@@ -71,9 +71,9 @@ fn a_stale_relist_keeps_newer_objects_until_the_watch_passes_them() {
     assert_eq!(inv.take_gone(), [(Kind::Claim, "uid-new".to_string())]);
     // Its own event, replayed by the watch, confirms it.
     inv.apply_claim(c("again", 11));
-    inv.begin_relist(Kind::Claim);
+    let r = inv.begin_relist(Kind::Claim);
     inv.apply_claim(c("other", 10));
-    inv.end_relist(Kind::Claim, Some("10"));
+    inv.end_relist(Kind::Claim, r, Some("10"));
     assert!(inv.claim("uid-again").is_some() && inv.claim("uid-other").is_some());
     inv.apply_claim(c("again", 11));
     inv.advance(Kind::Claim, Some("20"));
@@ -83,9 +83,9 @@ fn a_stale_relist_keeps_newer_objects_until_the_watch_passes_them() {
     );
     // Without a list version, the newest listed object bounds what the list has seen.
     inv.apply_claim(c("late", 21));
-    inv.begin_relist(Kind::Claim);
+    let r = inv.begin_relist(Kind::Claim);
     inv.apply_claim(c("other", 10));
-    inv.end_relist(Kind::Claim, None);
+    inv.end_relist(Kind::Claim, r, None);
     assert!(inv.claim("uid-other").is_some());
     assert!(
         inv.claim("uid-again").is_some() && inv.claim("uid-late").is_some(),
@@ -295,17 +295,18 @@ proptest! {
             if relist_at == Some(i) {
                 let from = i / 2;
                 let stale = rebuild(&events[..from]);
-                for kind in [Kind::Binding, Kind::Claim, Kind::Shoot] {
-                    inv.begin_relist(kind);
-                }
+                let relists: Vec<_> = [Kind::Binding, Kind::Claim, Kind::Shoot]
+                    .into_iter()
+                    .map(|kind| (kind, inv.begin_relist(kind)))
+                    .collect();
                 for e in stale.bindings() { inv.apply_binding(e.view.clone()); }
                 for c in stale.claims() { inv.apply_claim(c.clone()); }
                 for s in ["s0", "s1", "s2", "s3"] {
                     if let Some(v) = stale.shoot(s) { inv.apply_shoot(v.clone()); }
                 }
                 let list_rv = from.to_string();
-                for kind in [Kind::Binding, Kind::Claim, Kind::Shoot] {
-                    inv.end_relist(kind, Some(&list_rv));
+                for (kind, r) in relists {
+                    inv.end_relist(kind, r, Some(&list_rv));
                 }
                 for ev in &events[from..=i] {
                     deliver(&mut inv, ev);
@@ -319,4 +320,29 @@ proptest! {
         }
         prop_assert_eq!(summary(&inv), summary(&rebuild(&events)));
     }
+}
+
+#[test]
+fn overlapping_relists_each_drop_only_what_they_did_not_list() {
+    // Found by the chaos test: a takeover's re-read and the watch's own re-list overlapped; the
+    // one that began last replaced the other's record, and objects the first had listed were
+    // dropped at its end.
+    let mut inv = Inventory::default();
+    inv.apply_binding(b("x", 3, None));
+    inv.apply_binding(b("y", 4, None));
+    let watch = inv.begin_relist(Kind::Binding);
+    inv.apply_binding(b("x", 3, None));
+    let reread = inv.begin_relist(Kind::Binding);
+    inv.apply_binding(b("y", 4, None));
+    inv.end_relist(Kind::Binding, watch, None);
+    inv.apply_binding(b("x", 3, None));
+    inv.end_relist(Kind::Binding, reread, Some("9"));
+    assert!(inv.binding("x").is_some() && inv.binding("y").is_some());
+    // What neither listed is gone.
+    inv.apply_binding(b("z", 5, None));
+    let r = inv.begin_relist(Kind::Binding);
+    inv.apply_binding(b("x", 3, None));
+    inv.apply_binding(b("y", 4, None));
+    inv.end_relist(Kind::Binding, r, Some("9"));
+    assert!(inv.binding("z").is_none());
 }
