@@ -16,8 +16,11 @@
 //	                stop only kube-apiserver (TERM, KILL after --grace), keep it down for D, start it
 //	                again with the flags, ports and certificates recorded by `up`, and wait for
 //	                /readyz (fault injection for chaos tests)
-//	testenv restart-gardener-apiserver [--down-for D] [--grace D]
-//	                the same for gardener-apiserver; waits until its APIServices are Available
+//	testenv restart-gardener-apiserver [--down-for D] [--grace D] [--disable-admission PLUGINS]
+//	                the same for gardener-apiserver; waits until its APIServices are Available.
+//	                --disable-admission starts it this once with those admission plugins off
+//	                (bulk setup for benchmarks); a later restart without it restores the flags
+//	                recorded by `up`
 //	testenv up --node [--images A.oci.tar,...]
 //	                the same control plane (and garden) plus a real node, all in a network namespace
 //	                the launcher creates (node.go): containerd, kubelet, kube-scheduler, kube-proxy,
@@ -77,6 +80,7 @@ func main() {
 	listen := fs.String("listen", "", "forward (internal): host address to listen on")
 	netns := fs.String("netns", "", "forward (internal): the network namespace to connect in")
 	target := fs.String("target", "", "forward (internal): address inside the node's namespace")
+	disableAdmission := fs.String("disable-admission", "", "restart-gardener-apiserver: admission plugins (comma-separated) off for this start only")
 	if len(os.Args) < 2 {
 		usage()
 	}
@@ -149,7 +153,7 @@ func main() {
 		fmt.Println("testenv: kube-apiserver restarted; /readyz is ok")
 	case "restart-gardener-apiserver":
 		e.recordedBinaries()
-		if err := e.restartGardener(*downFor, *grace); err != nil {
+		if err := e.restartGardener(*downFor, *grace, *disableAdmission); err != nil {
 			fail("%v", err)
 		}
 		fmt.Println("testenv: gardener-apiserver restarted; its APIServices are Available")
@@ -169,7 +173,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: testenv up|down|env|status|restart-apiserver|restart-gardener-apiserver [--dir DIR] [--bin DIR] [--gardener-bin FILE] [--garden] [--gardener=BOOL] [--node] [--images A,B] [--timeout D] [--down-for D] [--grace D]")
+	fmt.Fprintln(os.Stderr, "usage: testenv up|down|env|status|restart-apiserver|restart-gardener-apiserver [--dir DIR] [--bin DIR] [--gardener-bin FILE] [--garden] [--gardener=BOOL] [--node] [--images A,B] [--timeout D] [--down-for D] [--grace D] [--disable-admission PLUGINS]")
 	os.Exit(2)
 }
 
