@@ -280,61 +280,56 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
-async fn main() {
-    let n = env_num("HAP_BENCH_CLAIMS", 2000);
-    let tenants = env_num("HAP_BENCH_TENANTS", 500).clamp(1, n);
-    let c = env_num("HAP_BENCH_CONCURRENCY", 16).max(1);
-    let shoots = env_num("HAP_BENCH_SHOOTS", 10_000);
-    let scale_bindings = env_num("HAP_BENCH_BINDINGS", 5_000).max(1);
-    let scale_claims = env_num("HAP_BENCH_SCALE_CLAIMS", 10_000);
-    let hap = hap_binary();
-    let dir = std::env::var_os("HAP_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("hap-bench-{}", std::process::id())));
-    let logs = dir.with_extension("logs");
-    std::fs::create_dir_all(&logs).expect("log dir");
-    println!(
-        "hap load benchmark: {n} claims / {tenants} tenants at concurrency {c}; scale {shoots} Shoots, {scale_bindings} bindings, {scale_claims} claims"
-    );
-    println!(
-        "machine: {} CPUs, {}",
-        std::thread::available_parallelism().map_or(0, |p| p.get()),
-        cpu_model()
-    );
-    println!("operator binary: {}", hap.display());
-    let total = Instant::now();
-    let env = PrivateEnv::up(&dir);
-    let client = env.client().await;
-    let post = PostParams::default();
+/// One throughput round of the operator: its figures, CPU and memory, and the requests it made.
+struct OperatorRound {
+    run: Run,
+    ready: Duration,
+    /// CPU seconds: operator, kube-apiserver, etcd, this benchmark.
+    cpu: [f64; 4],
+    mem: Option<(u64, u64)>,
+    requests: Counts,
+    gardener_requests: Counts,
+}
 
-    // ---- 1. operator throughput ----------------------------------------------------------
-    let (garden, claims_ns) = (project(&client, "bench").await, "claims-bench");
-    namespace(&client, claims_ns).await;
-    apply_config(&client, "bench", garden).await;
+/// Phase 1, round `r`: `n` claims of `tenants` tenants at concurrency `c`, served by a fresh
+/// `hap run` over a pool of its own.
+async fn operator_round(
+    env: &PrivateEnv,
+    client: &Client,
+    hap: &Path,
+    logs: &Path,
+    r: usize,
+    (n, tenants, c): (usize, usize, usize),
+) -> OperatorRound {
+    let post = PostParams::default();
+    let name = format!("bench{r}");
+    let garden = project(client, &name).await;
+    let claims_ns = Box::leak(format!("claims-{name}").into_boxed_str());
+    namespace(client, claims_ns).await;
+    apply_config(client, &name, garden).await;
     let pool = tenants + tenants / 10 + 1;
     let labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
     concurrently((0..pool).collect(), 32, |i| {
-        let (client, labels) = (&client, &labels);
+        let (client, labels) = (client, &labels);
         async move {
             create_binding(client, &format!("aws-{i:05}"), garden, labels).await;
         }
     })
     .await;
     let op = OperatorProcess::spawn(
-        &hap,
+        hap,
         &env.kubeconfig,
-        "bench-1",
-        &operator_args("bench", claims_ns),
-        &logs.join("operator-throughput.log"),
+        &format!("{name}-1"),
+        &operator_args(&name, claims_ns),
+        &logs.join(format!("operator-{name}.log")),
     );
     let ready = wait_ready(&op, Duration::from_secs(120));
-    let (bound, watch) = watch_bound(&client, claims_ns);
+    let (bound, watch) = watch_bound(client, claims_ns);
     // Let the caches and the watch settle before counting requests.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = request_counts(&env.apiserver_metrics());
     let gardener_before = request_counts(&env.gardener_metrics());
-    let cpu_before = cpu_split(&dir, op.child.id());
+    let cpu_before = cpu_split(&env.dir, op.child.id());
     let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let claims: Api<AccountClaim> = Api::namespaced(client.clone(), claims_ns);
     concurrently((0..n).collect(), c, |i| {
@@ -354,24 +349,46 @@ async fn main() {
     })
     .await;
     wait_all(&bound, n, "operator", Duration::from_secs(1200)).await;
-    let cpu_after = cpu_split(&dir, op.child.id());
+    let cpu_after = cpu_split(&env.dir, op.child.id());
     // Trailing writes (events) land within a moment.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = request_counts(&env.apiserver_metrics());
     let gardener_after = request_counts(&env.gardener_metrics());
-    let op_mem = op.memory_kib();
-    let operator_run = summarise(&created.lock().unwrap(), &bound.lock().unwrap());
+    let mem = op.memory_kib();
+    let run = summarise(&created.lock().unwrap(), &bound.lock().unwrap());
     watch.abort();
     drop(op);
+    let mut cpu = [0.0; 4];
+    for (i, v) in cpu.iter_mut().enumerate() {
+        *v = cpu_after[i] - cpu_before[i];
+    }
+    OperatorRound {
+        run,
+        ready,
+        cpu,
+        mem,
+        requests: diff(&before, &after),
+        gardener_requests: diff(&gardener_before, &gardener_after),
+    }
+}
 
-    // ---- 2. the ceiling: the same writes without logic -----------------------------------
-    let (garden_b, claims_b) = (project(&client, "base").await, "claims-base");
-    namespace(&client, claims_b).await;
+/// Phase 2, round `r`: the same API writes without logic. Returns the figures and CPU seconds.
+async fn ceiling_round(
+    env: &PrivateEnv,
+    client: &Client,
+    r: usize,
+    (n, tenants, c): (usize, usize, usize),
+) -> (Run, [f64; 4]) {
+    let post = PostParams::default();
+    let garden_b = project(client, &format!("base{r}")).await;
+    let claims_b = Box::leak(format!("claims-base{r}").into_boxed_str());
+    namespace(client, claims_b).await;
+    let labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
     let base_bindings: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), garden_b, &binding_ar());
     let rvs: Arc<Mutex<HashMap<usize, String>>> = Arc::default();
     concurrently((0..n).collect(), 32, |i| {
-        let (client, labels, rvs) = (&client, &labels, rvs.clone());
+        let (client, labels, rvs) = (client, &labels, rvs.clone());
         async move {
             let obj = create_binding(client, &format!("base-{i:05}"), garden_b, labels).await;
             rvs.lock()
@@ -380,11 +397,11 @@ async fn main() {
         }
     })
     .await;
-    let (base_bound, base_watch) = watch_bound(&client, claims_b);
+    let (base_bound, base_watch) = watch_bound(client, claims_b);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let base_claims: Api<AccountClaim> = Api::namespaced(client.clone(), claims_b);
     let base_created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    let base_cpu_before = cpu_split(&dir, 0);
+    let before = cpu_split(&env.dir, 0);
     let now = Time(jiff::Timestamp::now());
     concurrently((0..n).collect(), c, |i| {
         let (claims, bindings, post, created, rvs, now) =
@@ -420,26 +437,159 @@ async fn main() {
     })
     .await;
     wait_all(&base_bound, n, "ceiling", Duration::from_secs(600)).await;
-    let base_cpu: Vec<f64> = cpu_split(&dir, 0)
-        .iter()
-        .zip(base_cpu_before)
-        .map(|(a, b)| a - b)
-        .collect();
-    let ceiling = summarise(&base_created.lock().unwrap(), &base_bound.lock().unwrap());
+    let after = cpu_split(&env.dir, 0);
+    let mut cpu = [0.0; 4];
+    for (i, v) in cpu.iter_mut().enumerate() {
+        *v = after[i] - before[i];
+    }
+    let run = summarise(&base_created.lock().unwrap(), &base_bound.lock().unwrap());
     base_watch.abort();
+    (run, cpu)
+}
+
+/// Paced: `count` claims of `tenants` tenants created at `rate` per second (one every 1/rate s,
+/// whatever the answers take), served by a fresh `hap run`. Returns the figures and the
+/// operator's CPU seconds.
+async fn paced(
+    env: &PrivateEnv,
+    client: &Client,
+    hap: &Path,
+    logs: &Path,
+    (count, tenants, rate): (usize, usize, f64),
+) -> (Run, f64) {
+    let post = PostParams::default();
+    let garden = project(client, "paced").await;
+    let claims_ns = "claims-paced";
+    namespace(client, claims_ns).await;
+    apply_config(client, "paced", garden).await;
+    let labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
+    concurrently((0..tenants + 1).collect(), 32, |i| {
+        let (client, labels) = (client, &labels);
+        async move {
+            create_binding(client, &format!("aws-{i:05}"), garden, labels).await;
+        }
+    })
+    .await;
+    let op = OperatorProcess::spawn(
+        hap,
+        &env.kubeconfig,
+        "paced-1",
+        &operator_args("paced", claims_ns),
+        &logs.join("operator-paced.log"),
+    );
+    wait_ready(&op, Duration::from_secs(120));
+    let (bound, watch) = watch_bound(client, claims_ns);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cpu_before = cpu_seconds(op.child.id());
+    let claims: Api<AccountClaim> = Api::namespaced(client.clone(), claims_ns);
+    let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut sends = Vec::new();
+    for i in 0..count {
+        tick.tick().await;
+        let (claims, post, created) = (claims.clone(), post.clone(), created.clone());
+        sends.push(tokio::spawn(async move {
+            let name = format!("p-{i:05}");
+            let obj = claim_obj(
+                &name,
+                &format!("ga-{:04}", i % tenants),
+                &format!("paced-{i:05}"),
+                false,
+            );
+            let t0 = Instant::now();
+            claims.create(&post, &obj).await.expect("create claim");
+            created.lock().unwrap().insert(name, t0);
+        }));
+    }
+    for s in sends {
+        s.await.expect("create");
+    }
+    wait_all(&bound, count, "paced", Duration::from_secs(600)).await;
+    let cpu = cpu_seconds(op.child.id()) - cpu_before;
+    let run = summarise(&created.lock().unwrap(), &bound.lock().unwrap());
+    watch.abort();
+    drop(op);
+    (run, cpu)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 4)]
+async fn main() {
+    let n = env_num("HAP_BENCH_CLAIMS", 2000);
+    let tenants = env_num("HAP_BENCH_TENANTS", 500).clamp(1, n);
+    let c = env_num("HAP_BENCH_CONCURRENCY", 16).max(1);
+    let rounds = env_num("HAP_BENCH_ROUNDS", 3);
+    let paced_rate = env_num("HAP_BENCH_PACED_RATE", 50).max(1) as f64;
+    let paced_claims = env_num("HAP_BENCH_PACED_CLAIMS", 1000);
+    let shoots = env_num("HAP_BENCH_SHOOTS", 10_000);
+    let scale_bindings = env_num("HAP_BENCH_BINDINGS", 5_000).max(1);
+    let scale_claims = env_num("HAP_BENCH_SCALE_CLAIMS", 10_000);
+    let scale_new = env_num("HAP_BENCH_SCALE_NEW", 500);
+    let hap = hap_binary();
+    let dir = std::env::var_os("HAP_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("hap-bench-{}", std::process::id())));
+    let logs = dir.with_extension("logs");
+    std::fs::create_dir_all(&logs).expect("log dir");
+    println!(
+        "hap load benchmark: {rounds} rounds of {n} claims / {tenants} tenants at concurrency {c}; {paced_claims} claims paced at {paced_rate}/s; scale {shoots} Shoots, {scale_bindings} bindings, {scale_claims} claims (+{scale_new} new)"
+    );
+    println!(
+        "machine: {} CPUs, {}; load average before: {}",
+        std::thread::available_parallelism().map_or(0, |p| p.get()),
+        cpu_model(),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    println!("operator binary: {}", hap.display());
+    let total = Instant::now();
+    let env = PrivateEnv::up(&dir);
+    let client = env.client().await;
+    let post = PostParams::default();
+
+    // ---- 1 and 2, alternating: operator throughput, then the ceiling, `rounds` times ------
+    let mut ops = Vec::new();
+    let mut ceilings = Vec::new();
+    for r in 0..rounds {
+        ops.push(operator_round(&env, &client, &hap, &logs, r, (n, tenants, c)).await);
+        ceilings.push(ceiling_round(&env, &client, r, (n, tenants, c)).await);
+    }
+    // ---- paced --------------------------------------------------------------------------
+    let paced_run = if paced_claims > 0 {
+        Some(
+            paced(
+                &env,
+                &client,
+                &hap,
+                &logs,
+                (paced_claims, tenants.min(paced_claims), paced_rate),
+            )
+            .await,
+        )
+    } else {
+        None
+    };
 
     // ---- 4. scale: memory and start-to-ready --------------------------------------------
     let (garden_s, claims_s) = (project(&client, "scale").await, "claims-scale");
     namespace(&client, claims_s).await;
     apply_config(&client, "scale", garden_s).await;
     let setup = Instant::now();
-    concurrently((0..scale_bindings).collect(), 32, |i| {
+    concurrently((0..scale_bindings + scale_new).collect(), 32, |i| {
         let client = &client;
         async move {
-            let labels = BTreeMap::from([
-                ("hyperscalerType", "aws".to_string()),
-                ("tenantName", format!("ga-{i:05}")),
-            ]);
+            let mut labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
+            // The first ones are held by the tenants of the Bound claims; the rest are free, for
+            // the new claims measured at this scale.
+            if i < scale_bindings {
+                labels.insert("tenantName", format!("ga-{i:05}"));
+            }
             create_binding(client, &format!("aws-{i:05}"), garden_s, &labels).await;
         }
     })
@@ -484,7 +634,7 @@ async fn main() {
     })
     .await;
     let setup_time = setup.elapsed();
-    let objects = scale_bindings + shoots + scale_claims;
+    let objects = scale_bindings + scale_new + shoots + scale_claims;
     let before_scale = request_counts(&env.apiserver_metrics());
     let op = OperatorProcess::spawn(
         &hap,
@@ -501,8 +651,8 @@ async fn main() {
                 return started.elapsed();
             }
             assert!(
-                started.elapsed() < Duration::from_secs(300),
-                "scale operator not ready in 300s"
+                started.elapsed() < Duration::from_secs(900),
+                "scale operator not ready in 900s"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -514,62 +664,183 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(20)).await;
     let mem_settled = op.memory_kib();
     let after_scale = request_counts(&env.apiserver_metrics());
+    // New claims at this scale: one per free binding's worth of new tenants.
+    let (new_bound, new_watch) = watch_bound(&client, claims_s);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let already = new_bound.lock().unwrap().len();
+    let cpu_before_new = cpu_seconds(op.child.id());
+    let new_created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+    concurrently((0..scale_new).collect(), c, |i| {
+        let (claims, post, created) = (&scale_api, &post, new_created.clone());
+        async move {
+            let name = format!("n-{i:05}");
+            let obj = claim_obj(&name, &format!("new-{i:05}"), &format!("new-{i:05}"), false);
+            let t0 = Instant::now();
+            claims.create(post, &obj).await.expect("create claim");
+            created.lock().unwrap().insert(name, t0);
+        }
+    })
+    .await;
+    wait_all(
+        &new_bound,
+        already + scale_new,
+        "scale, new claims",
+        Duration::from_secs(900),
+    )
+    .await;
+    let cpu_new = cpu_seconds(op.child.id()) - cpu_before_new;
+    let mem_after_new = op.memory_kib();
+    let new_run = {
+        let bound = new_bound.lock().unwrap();
+        let created = new_created.lock().unwrap();
+        let bound: HashMap<String, Instant> = bound
+            .iter()
+            .filter(|(k, _)| created.contains_key(*k))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        (scale_new > 0).then(|| summarise(&created, &bound))
+    };
+    new_watch.abort();
     drop(op);
 
     // ---- report --------------------------------------------------------------------------
     println!();
-    println!("== 1. operator throughput ({n} claims, {tenants} tenants, concurrency {c}) ==");
-    println!("operator ready {ready:.2?} after start (caches synced)");
     println!(
-        "claims/s {:.1}; create -> Bound p50 {:.0?}, p99 {:.0?}, max {:.0?}; wall {:.1?}",
-        operator_run.claims_per_s,
-        operator_run.p50,
-        operator_run.p99,
-        operator_run.max,
-        operator_run.wall
+        "== 1. operator throughput ({n} claims, {tenants} tenants, concurrency {c}), {rounds} rounds =="
     );
-    let cpu: Vec<f64> = cpu_after
-        .iter()
-        .zip(cpu_before)
-        .map(|(a, b)| a - b)
-        .collect();
-    println!(
-        "CPU seconds while the claims were served: operator {:.1} ({:.2} ms/claim), kube-apiserver {:.1}, etcd {:.1}, benchmark client {:.1}",
-        cpu[0],
-        cpu[0] * 1e3 / n as f64,
-        cpu[1],
-        cpu[2],
-        cpu[3]
-    );
-    if let Some((rss, hwm)) = op_mem {
+    for (r, o) in ops.iter().enumerate() {
         println!(
-            "operator VmRSS {:.1} MiB, VmHWM {:.1} MiB after the run",
-            mib(rss),
-            mib(hwm)
+            "round {r}: ready {:.2?}; claims/s {:.1}; create -> Bound p50 {:.0?}, p99 {:.0?}, max {:.0?}; wall {:.1?}; CPU s: operator {:.2} ({:.3} ms/claim), kube-apiserver {:.1}, etcd {:.1}, client {:.1}{}",
+            o.ready,
+            o.run.claims_per_s,
+            o.run.p50,
+            o.run.p99,
+            o.run.max,
+            o.run.wall,
+            o.cpu[0],
+            o.cpu[0] * 1e3 / n as f64,
+            o.cpu[1],
+            o.cpu[2],
+            o.cpu[3],
+            o.mem
+                .map(|(rss, hwm)| format!("; VmRSS {:.1} MiB, VmHWM {:.1} MiB", mib(rss), mib(hwm)))
+                .unwrap_or_default()
         );
     }
-    println!("== 2. ceiling: same writes, no logic, concurrency {c} ==");
+    println!("== 2. ceiling: same writes, no logic, concurrency {c}, {rounds} rounds ==");
+    for (r, (run, cpu)) in ceilings.iter().enumerate() {
+        println!(
+            "round {r}: claims/s {:.1}; create -> Bound p50 {:.0?}, p99 {:.0?}, max {:.0?}; wall {:.1?}; CPU s: kube-apiserver {:.1}, etcd {:.1}, client {:.1}; operator / ceiling {:.2}",
+            run.claims_per_s,
+            run.p50,
+            run.p99,
+            run.max,
+            run.wall,
+            cpu[1],
+            cpu[2],
+            cpu[3],
+            ops[r].run.claims_per_s / run.claims_per_s
+        );
+    }
+    if rounds > 0 {
+        println!(
+            "median of {rounds}: operator CPU per claim {:.3} ms; operator claims/s {:.1}; ceiling claims/s {:.1}; operator / ceiling {:.2}",
+            median(ops.iter().map(|o| o.cpu[0] * 1e3 / n as f64).collect()),
+            median(ops.iter().map(|o| o.run.claims_per_s).collect()),
+            median(ceilings.iter().map(|(r, _)| r.claims_per_s).collect()),
+            median(
+                ops.iter()
+                    .zip(&ceilings)
+                    .map(|(o, (b, _))| o.run.claims_per_s / b.claims_per_s)
+                    .collect()
+            ),
+        );
+    }
+    if let Some((run, cpu)) = &paced_run {
+        println!(
+            "== paced: {paced_claims} claims at {paced_rate}/s == create -> Bound p50 {:.0?}, p99 {:.0?}, max {:.0?}; operator CPU {:.2} s ({:.3} ms/claim)",
+            run.p50,
+            run.p99,
+            run.max,
+            cpu,
+            cpu * 1e3 / paced_claims as f64
+        );
+    }
+    if let Some(first) = ops.first() {
+        report_requests(first, n);
+    }
     println!(
-        "claims/s {:.1}; create -> Bound p50 {:.0?}, p99 {:.0?}, max {:.0?}; wall {:.1?}",
-        ceiling.claims_per_s, ceiling.p50, ceiling.p99, ceiling.max, ceiling.wall
+        "== 4. scale: {shoots} Shoots, {} bindings, {scale_claims} Bound claims cached ==",
+        scale_bindings + scale_new
     );
+    println!("setup: {objects} objects (+{scale_claims} status writes) in {setup_time:.1?}");
+    println!("start -> /readyz 200: {scale_ready:.2?}");
+    if let (Some((r1, _)), Some((r2, h2))) = (mem_ready, mem_settled) {
+        println!(
+            "VmRSS at ready {:.1} MiB, 20 s later {:.1} MiB; VmHWM {:.1} MiB",
+            mib(r1),
+            mib(r2),
+            mib(h2)
+        );
+    }
+    let scale_delta = diff(&before_scale, &after_scale);
+    let writes: f64 = scale_delta
+        .iter()
+        .filter(|((v, r, _), _)| {
+            matches!(v.as_str(), "PATCH" | "PUT" | "POST" | "APPLY") && r == "accountclaims"
+        })
+        .map(|(_, d)| d)
+        .sum::<f64>()
+        .abs();
+    let lists: Vec<String> = scale_delta
+        .iter()
+        .filter(|((v, _, _), _)| v == "LIST")
+        .map(|((_, r, _), d)| format!("{r} {d:.0}"))
+        .collect();
     println!(
-        "CPU seconds: kube-apiserver {:.1}, etcd {:.1}, benchmark client {:.1}",
-        base_cpu[1], base_cpu[2], base_cpu[3]
+        "requests from start to 20 s after ready: claim writes {writes:.0}; LIST {}",
+        lists.join(", ")
     );
+    if let Some(run) = &new_run {
+        println!(
+            "{scale_new} new claims at this scale: claims/s {:.1}, create -> Bound p50 {:.0?}, p99 {:.0?}; operator CPU {:.2} s ({:.3} ms/claim){}",
+            run.claims_per_s,
+            run.p50,
+            run.p99,
+            cpu_new,
+            cpu_new * 1e3 / scale_new as f64,
+            mem_after_new
+                .map(|(rss, hwm)| format!(
+                    "; VmRSS after {:.1} MiB, VmHWM {:.1} MiB",
+                    mib(rss),
+                    mib(hwm)
+                ))
+                .unwrap_or_default()
+        );
+    }
+    println!("total benchmark time {:.1?}", total.elapsed());
+    println!();
     println!(
-        "operator / ceiling = {:.2}",
-        operator_run.claims_per_s / ceiling.claims_per_s
+        "reproduce: make bench   (or: cargo build --release --bin hap --example load && HAP_BENCH_ROUNDS={rounds} HAP_BENCH_CLAIMS={n} HAP_BENCH_TENANTS={tenants} HAP_BENCH_CONCURRENCY={c} HAP_BENCH_PACED_CLAIMS={paced_claims} HAP_BENCH_PACED_RATE={paced_rate} HAP_BENCH_SHOOTS={shoots} HAP_BENCH_BINDINGS={scale_bindings} HAP_BENCH_SCALE_CLAIMS={scale_claims} HAP_BENCH_SCALE_NEW={scale_new} target/release/examples/load)"
     );
+    drop(env);
+    let _ = std::fs::remove_dir_all(&logs);
+}
+
+/// Phase 3: the operator's requests during round 0, per claim.
+fn report_requests(o: &OperatorRound, n: usize) {
     println!(
-        "== 3. requests during phase 1, per claim: kube-apiserver, then gardener-apiserver (bindings, Shoots); the benchmark client's own and gardener-apiserver's admission reads subtracted =="
+        "== 3. requests during round 0, per claim: kube-apiserver, then gardener-apiserver (bindings, Shoots); the benchmark client's own and gardener-apiserver's admission reads subtracted =="
     );
     let mut list_total = 0.0;
     let mut total_req = 0.0;
-    let mut delta = diff(&before, &after);
+    let mut delta = o.requests.clone();
     // gardener-apiserver serves the binding writes; kube-apiserver only proxies them.
-    for ((verb, resource, sub), d) in diff(&gardener_before, &gardener_after) {
-        delta.insert((verb, format!("{resource} (gardener)"), sub), d);
+    for ((verb, resource, sub), d) in &o.gardener_requests {
+        delta.insert(
+            (verb.clone(), format!("{resource} (gardener)"), sub.clone()),
+            *d,
+        );
     }
     let mut admission = 0.0;
     for ((verb, resource, sub), d) in &delta {
@@ -612,44 +883,6 @@ async fn main() {
         list_total / n as f64,
         admission / n as f64
     );
-    println!(
-        "== 4. scale: {shoots} Shoots, {scale_bindings} bindings, {scale_claims} Bound claims cached =="
-    );
-    println!("setup: {objects} objects (+{scale_claims} status writes) in {setup_time:.1?}");
-    println!("start -> /readyz 200: {scale_ready:.2?}");
-    if let (Some((r1, _)), Some((r2, h2))) = (mem_ready, mem_settled) {
-        println!(
-            "VmRSS at ready {:.1} MiB, 20 s later {:.1} MiB; VmHWM {:.1} MiB",
-            mib(r1),
-            mib(r2),
-            mib(h2)
-        );
-    }
-    let scale_delta = diff(&before_scale, &after_scale);
-    let writes: f64 = scale_delta
-        .iter()
-        .filter(|((v, r, _), _)| {
-            matches!(v.as_str(), "PATCH" | "PUT" | "POST") && r == "accountclaims"
-        })
-        .map(|(_, d)| d)
-        .sum::<f64>()
-        .abs();
-    let lists: Vec<String> = scale_delta
-        .iter()
-        .filter(|((v, _, _), _)| v == "LIST")
-        .map(|((_, r, _), d)| format!("{r} {d:.0}"))
-        .collect();
-    println!(
-        "requests from start to 20 s after ready: claim writes {writes:.0}; LIST {}",
-        lists.join(", ")
-    );
-    println!("total benchmark time {:.1?}", total.elapsed());
-    println!();
-    println!(
-        "reproduce: make bench   (or: cargo build --release --bin hap --example load && HAP_BENCH_CLAIMS={n} HAP_BENCH_TENANTS={tenants} HAP_BENCH_CONCURRENCY={c} target/release/examples/load)"
-    );
-    drop(env);
-    let _ = std::fs::remove_dir_all(&logs);
 }
 
 type Counts = BTreeMap<(String, String, String), f64>;
