@@ -161,6 +161,23 @@ impl PrivateEnv {
         started.elapsed()
     }
 
+    /// Starts gardener-apiserver again with the admission `plugins` (comma-separated) off until
+    /// its next restart — for a benchmark that must measure the operator, not
+    /// ResourceReferenceManager's rate-limited Secret checks (see BENCHMARKS.md).
+    pub fn disable_gardener_admission(&self, plugins: &str) {
+        let (ok, out) = self.launcher(&[
+            "restart-gardener-apiserver",
+            "--down-for",
+            "0ms",
+            "--disable-admission",
+            plugins,
+        ]);
+        assert!(
+            ok,
+            "testenv restart-gardener-apiserver --disable-admission: {out}"
+        );
+    }
+
     /// `restart_gardener_apiserver` off the async runtime's worker threads.
     pub async fn restart_gardener_apiserver_async(&self, down_for: Duration) -> Duration {
         let env = self.handle();
