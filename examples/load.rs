@@ -481,7 +481,7 @@ async fn ceiling_round(
 /// The Normal event the operator records for a claim it bound (events.k8s.io/v1).
 fn event_obj(claim: &str, ns: &str, binding: &str) -> Event {
     serde_json::from_value(json!({
-        "metadata": {"generateName": format!("{claim}."), "namespace": ns},
+        "metadata": {"generateName": format!("{claim}-"), "namespace": ns},
         "eventTime": jiff::Timestamp::now().to_string(),
         "reportingController": "accountpool.io/hap-operator",
         "reportingInstance": "bench",
