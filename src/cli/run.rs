@@ -26,7 +26,17 @@ pub fn run(args: RunArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         };
-        match controller::run(client, args, shutdown_signal()).await {
+        let handle = controller::Handle {
+            ready: Default::default(),
+            metrics: std::sync::Arc::new(crate::metrics::Metrics::new()),
+            webhook: Default::default(),
+        };
+        let webhook = handle.webhook.clone();
+        let result = controller::run_with(client, args, handle, shutdown_signal()).await;
+        // The controllers and the Lease are handed over; the webhook drains last, so that
+        // object creations arriving while the pod leaves the Service are still answered.
+        webhook.stop_and_drain().await;
+        match result {
             Ok(()) => {
                 tracing::info!("stopped");
                 ExitCode::SUCCESS

@@ -33,13 +33,37 @@ use crate::k8s::caches::store_ready;
 use crate::k8s::source_claims::SourceClaims;
 use crate::metrics::SharedMetrics;
 
-/// Where the webhook listens, once it does (tests bind port 0 and read it here).
+/// How long a stopping replica still accepts webhook connections. A deleted pod leaves the
+/// Service's endpoints and kube-proxy's rules only after a moment; a connection refused or
+/// closed in that moment fails the API server's call, and `failurePolicy: Fail` turns that into
+/// an error for whoever created the object.
+const ACCEPT_AFTER_STOP: Duration = Duration::from_secs(3);
+
+/// Where the webhook listens, once it does (tests bind port 0 and read it here), and its
+/// shutdown as `hap run` waits for it.
 #[derive(Clone, Default)]
-pub struct WebhookAddr(Arc<OnceLock<SocketAddr>>);
+pub struct WebhookAddr {
+    addr: Arc<OnceLock<SocketAddr>>,
+    /// Asks the webhook to stop (as the operator's stop does).
+    stop: CancellationToken,
+    /// Cancelled once the webhook has answered its last call.
+    served: CancellationToken,
+}
 
 impl WebhookAddr {
     pub fn get(&self) -> Option<SocketAddr> {
-        self.0.get().copied()
+        self.addr.get().copied()
+    }
+
+    /// Stops the webhook, if one was started, and waits until it has drained: new connections
+    /// for [`ACCEPT_AFTER_STOP`], then the calls in flight (each bounded by the decision
+    /// timeout). The operator's controllers and its Lease are gone by then; calls still
+    /// arriving create their claims and wait for the new leader's decision like any call.
+    pub async fn stop_and_drain(&self) {
+        self.stop.cancel();
+        if self.get().is_some() {
+            self.served.cancelled().await;
+        }
     }
 }
 
@@ -63,6 +87,8 @@ pub struct Webhook {
     claims: SourceClaims,
     decision_timeout: Duration,
     metrics: SharedMetrics,
+    /// The replica is stopping: answers close their connection.
+    stopping: CancellationToken,
 }
 
 impl Webhook {
@@ -109,7 +135,7 @@ pub async fn start(
                 source,
             })?;
     if let Ok(addr) = listener.local_addr() {
-        let _ = addr_out.0.set(addr);
+        let _ = addr_out.addr.set(addr);
         tracing::info!(%addr, "serving the request-source admission webhooks (TLS)");
     }
     let (configs, writer) = reflector::store();
@@ -123,18 +149,33 @@ pub async fn start(
     )
     .for_each(|_| futures::future::ready(()));
     let (claims, claims_task) = SourceClaims::start(client, &settings.claim_namespace);
+    // Stopping: the operator's stop or `hap run`'s. The watches outlive it until the last call
+    // is answered (`done`): a call in the drain still waits for the leader's decision.
+    let stopping = CancellationToken::new();
+    let done = CancellationToken::new();
+    {
+        let (stop, own, stopping) = (stop, addr_out.stop.clone(), stopping.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {},
+                _ = own.cancelled() => {},
+            }
+            stopping.cancel();
+        });
+    }
     let hook = Arc::new(Webhook {
         resolver: ConfigResolver::new(settings.config_name, configs.clone()),
         configs,
         claims,
         decision_timeout: settings.decision_timeout,
         metrics,
+        stopping: stopping.clone(),
     });
     {
-        let stop = stop.clone();
+        let done = done.clone();
         tokio::spawn(async move {
             tokio::select! {
-                _ = stop.cancelled() => {},
+                _ = done.cancelled() => {},
                 _ = config_watch => {},
             }
             claims_task.abort();
@@ -145,28 +186,58 @@ pub async fn start(
         .route("/mutate/clusters", post(handle))
         .route("/mutate/runtimes", post(handle))
         .with_state(hook.clone());
-    tokio::spawn(accept_loop(listener, acceptor, app, stop));
+    let in_flight = settings.decision_timeout + Duration::from_secs(2);
+    let served = addr_out.served.clone();
+    tokio::spawn(async move {
+        accept_loop(listener, acceptor, app, stopping, in_flight).await;
+        done.cancel();
+        served.cancel();
+    });
     Ok(hook)
 }
 
 async fn handle(State(hook): State<Arc<Webhook>>, body: Bytes) -> impl IntoResponse {
     let out = admit::review(&hook, &body).await;
+    // While draining, every answer tells the API server to drop the connection: its next call
+    // opens a new one, which the Service sends to a replica that stays.
+    let connection = if hook.stopping.is_cancelled() {
+        "close"
+    } else {
+        "keep-alive"
+    };
     (
         StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CONNECTION, connection),
+        ],
         out,
     )
 }
 
+/// Accepts until [`ACCEPT_AFTER_STOP`] after `stopping`, then closes the connections once
+/// their calls are answered (idle ones at once), waiting at most `in_flight` for them.
 async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     app: Router,
-    stop: CancellationToken,
+    stopping: CancellationToken,
+    in_flight: Duration,
 ) {
+    let closing = CancellationToken::new();
+    let accept_until = {
+        let stopping = stopping.clone();
+        async move {
+            stopping.cancelled().await;
+            tokio::time::sleep(ACCEPT_AFTER_STOP).await;
+        }
+    };
+    tokio::pin!(accept_until);
+    let mut conns = tokio::task::JoinSet::new();
     loop {
+        while conns.try_join_next().is_some() {}
         let (tcp, _) = tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = &mut accept_until => break,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -176,8 +247,8 @@ async fn accept_loop(
                 }
             },
         };
-        let (acceptor, app, stop) = (acceptor.clone(), app.clone(), stop.clone());
-        tokio::spawn(async move {
+        let (acceptor, app, closing) = (acceptor.clone(), app.clone(), closing.clone());
+        conns.spawn(async move {
             let tls =
                 match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
                     Ok(Ok(s)) => s,
@@ -192,11 +263,19 @@ async fn accept_loop(
             tokio::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {},
-                _ = stop.cancelled() => {
+                _ = closing.cancelled() => {
                     conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
+                    let _ = conn.await;
                 }
             }
         });
     }
+    drop(listener);
+    closing.cancel();
+    let _ = tokio::time::timeout(in_flight, async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    conns.abort_all();
+    tracing::info!("webhook stopped");
 }
