@@ -125,7 +125,7 @@ impl Default for Certs {
 }
 
 /// Minimal standard base64, to put the CA into a caBundle without another dependency.
-mod base64_engine {
+pub mod base64_engine {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     pub fn encode(data: &[u8]) -> String {
         let mut out = String::new();

@@ -55,6 +55,11 @@ func (e env) startGardener(p portSet) error {
 	} else if err := e.writeRun("gardener-apiserver.args", string(raw)); err != nil {
 		return err
 	}
+	if e.netns != "" {
+		if err := e.writeHostsFile(); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	if err := e.startBinary("gardener-apiserver", e.gardenerBin, false, args...); err != nil {
 		return err

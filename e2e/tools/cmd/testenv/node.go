@@ -538,7 +538,43 @@ func (e env) command(name, binary string, args ...string) *exec.Cmd {
 	if name == "kubelet" {
 		argv = append([]string{"unshare", "--mount", "--propagation", "unchanged", "--", "/bin/sh", e.path("run", "kubelet.sh")}, argv...)
 	}
+	if name == "gardener-apiserver" {
+		argv = append([]string{"unshare", "--mount", "--", "/bin/sh", "-c", gardenerHostsScript, "gardener-apiserver", e.hostsFile()}, argv...)
+	}
 	return e.inNetns(argv...)
+}
+
+// gardenerHostsScript runs gardener-apiserver with hostsFile bind-mounted over /etc/hosts, in a
+// mount namespace of its own (nothing propagates to the host). Unlike kube-apiserver, which
+// calls a webhook Service at its cluster IP, gardener-apiserver dials the Service's DNS name
+// (<service>.<namespace>.svc), as every generic API server does; in a landscape cluster DNS
+// answers it, here nothing does. Tests write `<cluster IP> <service>.<namespace>.svc` lines into
+// hostsFile (in place: the bind mount holds its inode); Go's resolver reads it again when it
+// changes.
+const gardenerHostsScript = `set -e
+mount --make-rprivate /
+mount --bind "$1" /etc/hosts
+shift
+exec "$@"`
+
+// hostsFile is the /etc/hosts gardener-apiserver sees in a node environment (see
+// gardenerHostsScript), created as a copy of the host's.
+func (e env) hostsFile() string {
+	return e.path("run", "hosts")
+}
+
+// writeHostsFile creates hostsFile from the host's /etc/hosts, once.
+func (e env) writeHostsFile() error {
+	if _, err := os.Stat(e.hostsFile()); err == nil {
+		return nil
+	}
+	host, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		return err
+	}
+	head := "# Written by testenv: the /etc/hosts of gardener-apiserver in the node environment.\n" +
+		"# Tests add `<cluster IP> <service>.<namespace>.svc` lines, as cluster DNS would answer.\n"
+	return os.WriteFile(e.hostsFile(), append([]byte(head), host...), 0o644)
 }
 
 // startForward starts the forwarder: the host's 127.0.0.1:port to the same port inside the

@@ -1,0 +1,617 @@
+//! End-to-end on a real node: the request-source admission webhooks served from the operator's
+//! pods. The shipped kustomize overlay `request-sources` (every source component, the webhook
+//! certificate yours) runs unchanged on the node of `e2e/testenv up --node --gardener`
+//! (e2e/README.md). The certificate is made and installed exactly as docs/sources.md says
+//! ("Certificates without cert-manager": that script is run as written); cert-manager does not
+//! run here. kube-apiserver calls the webhook through the Service `hap-operator-webhook` (its
+//! cluster IP, kube-proxy's DNAT to either replica), and so does gardener-apiserver for Shoots.
+//!
+//! Proven: a Kyma Runtime and a Gardener Shoot created by a user get their binding from the
+//! webhook in a pod; a standby replica answers while only the leader decides; a request that
+//! cannot be served is denied naming the field; a dry run claims nothing; a new certificate
+//! (another CA) in the Secret is read again from the mounted files without a restart; deleting
+//! the leader pod leaves admission working through the other replica, which binds as the new
+//! leader.
+//!
+//! `make test` runs it after tests/e2e_pods.rs on the same node environment; by hand:
+//! `e2e/testenv up --node --gardener --images $(scripts/image.sh)`, then
+//! `cargo test --test e2e_pods_sources -- --nocapture` (the timings are printed).
+
+mod support;
+
+#[path = "support/deploy.rs"]
+mod deploy;
+#[path = "support/node.rs"]
+mod node;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use deploy::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, PostParams};
+use node::*;
+use serde_json::{Value, json};
+use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
+use support::platform::{
+    RuntimeSpec, SCOPE_LABEL, api, base64_engine, install_platform_crds, runtime, runtime_binding,
+    runtime_resource,
+};
+use support::*;
+
+const NS: &str = "hap-system";
+const BINDINGS_NS: &str = "garden-kyma";
+const SERVICE: &str = "hap-operator-webhook";
+const WEBHOOKS: [&str; 3] = [
+    "hap-operator-runtimes",
+    "hap-operator-clusters",
+    "hap-operator-shoots",
+];
+const PODS: &str = "app.kubernetes.io/name=hap-operator";
+/// The label every served object of one run carries: the sources select it, cleanup uses it.
+const RUN_LABEL: &str = SCOPE_LABEL;
+
+/// The shell block of docs/sources.md under "Certificates without cert-manager".
+fn documented_certificate_script() -> String {
+    let doc = std::fs::read_to_string(repo_root().join("docs/sources.md")).unwrap();
+    let section = doc
+        .split("### Certificates without cert-manager")
+        .nth(1)
+        .expect("docs/sources.md has the section \"Certificates without cert-manager\"");
+    let block = section.split("```sh\n").nth(1).expect("a ```sh block");
+    block.split("```").next().unwrap().to_string()
+}
+
+/// Runs a script as a user would, in `dir`, with the node environment's kubectl and kubeconfig.
+fn sh(dir: &Path, script: &str) {
+    let kubectl_dir = kubectl_path().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        kubectl_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("KUBECONFIG", kubeconfig())
+        .output()
+        .expect("run bash");
+    assert!(
+        out.status.success(),
+        "{script}\nfailed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The sum of a metric's samples whose line contains `select`, from a pod's /metrics.
+fn metric_sum(pod: &str, metric: &str, select: &str) -> u64 {
+    pod_get(NS, pod, "/metrics")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with(&format!("{metric}{{")) && l.contains(select))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+/// Admission calls for `kind` a pod answered with `outcome` (`""`: any).
+fn answered(pod: &str, kind: &str, outcome: &str) -> u64 {
+    let select = format!("kind=\"{kind}\"");
+    pod_get(NS, pod, "/metrics")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("hap_admission_duration_seconds_count{") && l.contains(&select))
+        .filter(|l| outcome.is_empty() || l.contains(&format!("outcome=\"{outcome}\"")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+/// Claims a pod decided `Claimed` (only a leader decides).
+fn claimed(pod: &str) -> u64 {
+    metric_sum(pod, "hap_claim_outcomes_total", "outcome=\"Claimed\"")
+}
+
+fn set_ca_bundle(webhook: &str, ca_pem: &str) {
+    let ca = base64_engine::encode(ca_pem.as_bytes());
+    let patch = json!([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca}]);
+    kubectl_ok(&[
+        "patch",
+        "mutatingwebhookconfiguration",
+        webhook,
+        "--type=json",
+        "-p",
+        &patch.to_string(),
+    ]);
+}
+
+/// A Runtime as KEB creates it without a binding, for the tenant `ga`.
+fn request_runtime(ns: &str, run: &str, name: &str, ga: &str, plan: &str) -> DynamicObject {
+    runtime(
+        ns,
+        run,
+        &RuntimeSpec {
+            name,
+            global_account: Some(ga),
+            plan,
+            platform_region: "cf-eu10",
+            region: "eu-central-1",
+            provider: "aws",
+            binding: "",
+            extra_labels: &[],
+        },
+    )
+}
+
+/// `kubectl create --dry-run=server` of an object: (admitted, stdout, stderr with the warnings).
+fn dry_run_create(obj: &impl serde::Serialize) -> (bool, String, String) {
+    kubectl_stdin(
+        &["create", "--dry-run=server", "-o", "json", "-f", "-"],
+        Some(&serde_json::to_string(obj).unwrap()),
+    )
+}
+
+/// A Shoot in the project `kyma` that opts in and names no binding.
+async fn request_shoot(client: &kube::Client, run: &str, name: &str, ga: Option<&str>) -> Value {
+    let p = profile(client, "aws").await;
+    let mut s = shoot_object(BINDINGS_NS, name, "", BindingRef::CredentialsBinding, &p);
+    s["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("credentialsBindingName");
+    let mut labels =
+        json!({"accountpool.io/request": "true", "accountpool.io/plan": "aws", RUN_LABEL: run});
+    if let Some(ga) = ga {
+        labels["accountpool.io/global-account"] = json!(ga);
+    }
+    s["metadata"]["labels"] = labels;
+    s
+}
+
+fn denial<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> String {
+    match r {
+        Err(kube::Error::Api(s)) => s.message,
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+/// Waits until the kubelet has put the Secret's new files into both pods and each replica has
+/// read them: a TLS handshake (through the API server's proxy to the pod's port) makes the
+/// webhook look at its files, and it logs the reload. The kubelet refreshes a Secret volume
+/// when it syncs the pod: every minute, or at once when the pod changes, so the pods are
+/// annotated.
+async fn both_replicas_reloaded(pods: &[String], round: &str) {
+    for p in pods {
+        kubectl_ok(&[
+            "annotate",
+            "pod",
+            "-n",
+            NS,
+            p,
+            &format!("hap-test/certificate={round}"),
+            "--overwrite",
+        ]);
+    }
+    for p in pods {
+        eventually(
+            Duration::from_secs(90),
+            &format!("{p} serves the new certificate"),
+            || async move {
+                let _ = kubectl(&[
+                    "get",
+                    "--raw",
+                    &format!("/api/v1/namespaces/{NS}/pods/https:{p}:9443/proxy/mutate/runtimes"),
+                ]);
+                let (_, log, _) = kubectl(&["logs", "-n", NS, p]);
+                log.contains("webhook certificate reloaded").then_some(())
+            },
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_source_webhooks_are_served_from_pods() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let client = node_client().await;
+    let started = Instant::now();
+    install_platform_crds().await;
+    // tests/e2e_pods.rs installs into hap-system too and removes it without waiting.
+    eventually(
+        Duration::from_secs(120),
+        "hap-system and HapConfig default of an earlier installation gone",
+        || async {
+            let (_, out, _) = kubectl(&[
+                "get",
+                "namespace/hap-system",
+                "hapconfig/default",
+                "--ignore-not-found",
+                "-o",
+                "name",
+            ]);
+            out.trim().is_empty().then_some(())
+        },
+    )
+    .await;
+    let run = unique("ps");
+    // Tenants of this run only: a binding an earlier run left labelled is not theirs.
+    let ga = |n: u32| format!("{run}-ga-{n}");
+    let rt_ns = unique("kcp");
+    let shoots = format!("{RUN_LABEL}={run}");
+    let mut cleanup = vec![delete_args(&{
+        let mut v = vec!["mutatingwebhookconfiguration"];
+        v.extend(WEBHOOKS);
+        v
+    })];
+    cleanup.extend([
+        vec![
+            "annotate".into(),
+            "shoots".into(),
+            "-n".into(),
+            BINDINGS_NS.into(),
+            "-l".into(),
+            shoots.clone(),
+            "confirmation.gardener.cloud/deletion=true".into(),
+            "--overwrite".into(),
+        ],
+        // The served objects gone first (waiting), so that no source adopts them again; then
+        // their claims, released by the operator while it still runs (their finalizer would
+        // otherwise hold the namespace).
+        waiting_delete(&["shoots", "-n", BINDINGS_NS, "-l", &shoots]),
+        waiting_delete(&["namespace", &rt_ns]),
+        waiting_delete(&["accountclaims", "-n", NS, "--all"]),
+        delete_args(&["namespace", NS]),
+        delete_args(&["hapconfig", "default"]),
+    ]);
+    let objs = kustomize("deploy/kustomize/overlays/request-sources");
+    for o in objs
+        .iter()
+        .filter(|o| matches!(kind(o), "ClusterRole" | "ClusterRoleBinding"))
+    {
+        cleanup.push(delete_args(&[&kind(o).to_lowercase(), name(o)]));
+    }
+    let _cleanup = Cleanup(cleanup);
+    kubectl_ok(&["create", "namespace", &rt_ns]);
+
+    // The HapConfig serves Runtimes and opted-in Shoots of the project kyma.
+    let hap = Hap {
+        client: client.clone(),
+        garden: client.clone(),
+        garden_kubeconfig: None,
+        config: "default".into(),
+        bindings_ns: BINDINGS_NS.into(),
+        claims_ns: NS.into(),
+        operator: None,
+    };
+    hap.apply_config(
+        &["aws"],
+        json!({"requestSources": [
+            {"id": "kyma", "kind": "Runtime", "matchLabels": {RUN_LABEL: run}},
+            {"id": "gardener-users", "kind": "Shoot", "matchLabels": {"accountpool.io/request": "true", RUN_LABEL: run}},
+        ]}),
+    )
+    .await;
+    for i in 1..=6 {
+        hap.binding(&format!("{run}-{i}"), "aws", &[("hyperscalerType", "aws")])
+            .await;
+    }
+
+    // The overlay as shipped; the Secret and caBundle the documented way, before the pods start.
+    let (deployment, rest): (Vec<Value>, Vec<Value>) =
+        objs.into_iter().partition(|o| kind(o) == "Deployment");
+    apply(&rest, "overlay request-sources");
+    let certs = tempfile::tempdir().unwrap();
+    let script = documented_certificate_script();
+    sh(certs.path(), &script);
+    apply(&deployment, "overlay request-sources: the Deployment");
+    let (leader, standby) =
+        check_running(&client, NS, "hap-operator-metrics", "hap-operator").await;
+    let (leader, standby) = (pod_name(&leader), pod_name(&standby));
+    hap.config_condition("Ready", "True").await;
+    eprintln!(
+        "e2e_pods_sources: installed, both replicas Ready {:.1}s after the start",
+        started.elapsed().as_secs_f64()
+    );
+    // Both replicas are endpoints of the webhook Service.
+    let (_, eps, _) = kubectl(&[
+        "get",
+        "endpointslices",
+        "-n",
+        NS,
+        "-l",
+        &format!("kubernetes.io/service-name={SERVICE}"),
+        "-o",
+        "jsonpath={.items[*].endpoints[*].targetRef.name}",
+    ]);
+    let mut endpoints: Vec<&str> = eps.split_whitespace().collect();
+    endpoints.sort();
+    let mut both = vec![leader.as_str(), standby.as_str()];
+    both.sort();
+    assert_eq!(endpoints, both, "the webhook Service's endpoints");
+
+    // A dry run (kube-apiserver -> Service -> a replica) claims nothing; the warning says what a
+    // real request would do.
+    let runtimes = api(&client, &rt_ns, &runtime_resource());
+    let (ok, out, err) = dry_run_create(&request_runtime(&rt_ns, &run, "rt-dry", &ga(1), "aws"));
+    assert!(ok, "dry run admitted: {err}");
+    assert!(
+        err.contains("hap-operator (dry run): no binding assigned"),
+        "the dry run's warning: {err}"
+    );
+    let dry: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        dry.pointer("/spec/shoot/secretBindingName"),
+        Some(&json!(""))
+    );
+    assert!(
+        hap.claims()
+            .get_opt(&format!("runtime.{rt_ns}.rt-dry"))
+            .await
+            .unwrap()
+            .is_none(),
+        "a dry run created no claim"
+    );
+
+    // A Runtime created by a user gets its binding from a replica; only the leader decides.
+    let t = Instant::now();
+    runtimes
+        .create(
+            &PostParams::default(),
+            &request_runtime(&rt_ns, &run, "rt-1", &ga(1), "aws"),
+        )
+        .await
+        .expect("rt-1 admitted");
+    let rt1_ms = t.elapsed().as_millis();
+    let b1 = runtime_binding(&client, &rt_ns, "rt-1").await;
+    assert!(!b1.is_empty(), "rt-1 got a binding");
+    assert_eq!(hap.bound(&format!("runtime.{rt_ns}.rt-1")).await, b1);
+    assert_eq!(hap.labels(&b1).await.get("tenantName"), Some(&ga(1)));
+    assert_eq!(claimed(&leader), 1, "the leader claimed rt-1's binding");
+    assert_eq!(claimed(&standby), 0, "a standby never decides");
+    let served = |pod: &str| answered(pod, "Runtime", "patched");
+    assert_eq!(
+        served(&leader) + served(&standby),
+        1,
+        "one replica served rt-1"
+    );
+
+    // The standby answers as well. kube-proxy picks a replica per connection and kube-apiserver
+    // keeps its connection; a changed caBundle (the same CA, with and without a final newline)
+    // gives the webhook a new client and so a new connection. Dry runs until the standby answers
+    // one; the next request goes over that connection.
+    let ca_pem = std::fs::read_to_string(certs.path().join("ca.crt")).unwrap();
+    if served(&standby) == 0 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut round = 0;
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "no dry run reached the standby in {round} new connections"
+            );
+            round += 1;
+            let variant = if round % 2 == 1 {
+                format!("{ca_pem}\n")
+            } else {
+                ca_pem.clone()
+            };
+            set_ca_bundle("hap-operator-runtimes", &variant);
+            let before = answered(&standby, "Runtime", "");
+            let (ok, _, err) =
+                dry_run_create(&request_runtime(&rt_ns, &run, "rt-dry", &ga(1), "aws"));
+            assert!(ok, "dry run admitted: {err}");
+            if answered(&standby, "Runtime", "") > before {
+                break;
+            }
+        }
+        eprintln!(
+            "e2e_pods_sources: rt-1 was served by the leader; the standby answered a dry run \
+             after {round} new connection(s)"
+        );
+        runtimes
+            .create(
+                &PostParams::default(),
+                &request_runtime(&rt_ns, &run, "rt-2", &ga(2), "aws"),
+            )
+            .await
+            .expect("rt-2 admitted");
+        let b2 = runtime_binding(&client, &rt_ns, "rt-2").await;
+        assert!(!b2.is_empty() && b2 != b1, "rt-2 got {b2:?}");
+        assert_eq!(hap.labels(&b2).await.get("tenantName"), Some(&ga(2)));
+        assert_eq!(served(&standby), 1, "the standby served rt-2");
+        assert_eq!(claimed(&leader), 2, "the leader claimed rt-2's binding");
+        assert_eq!(claimed(&standby), 0);
+    }
+
+    // Cannot be served: denied, naming the field; nothing claimed.
+    let msg = denial(
+        runtimes
+            .create(
+                &PostParams::default(),
+                &request_runtime(&rt_ns, &run, "rt-bad", &ga(1), ""),
+            )
+            .await,
+    );
+    assert!(
+        msg.contains("runtimes.accountpool.io")
+            && msg.contains("metadata.labels['kyma-project.io/broker-plan-name']"),
+        "the denial names the webhook and the field: {msg}"
+    );
+    assert!(
+        hap.claims()
+            .get_opt(&format!("runtime.{rt_ns}.rt-bad"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A new certificate from another CA: the documented script again (the Secret replaced, the
+    // caBundles set to the new CA only). Admission works again once the replicas serve the new
+    // files: no restart.
+    let restarts_before = restarts(&client).await;
+    let t = Instant::now();
+    let renewed = tempfile::tempdir().unwrap();
+    sh(renewed.path(), &script);
+    both_replicas_reloaded(&[leader.clone(), standby.clone()], "renewed").await;
+    eventually(
+        Duration::from_secs(30),
+        "a dry run admitted with only the new CA trusted",
+        || async {
+            let (ok, _, _) =
+                dry_run_create(&request_runtime(&rt_ns, &run, "rt-dry", &ga(1), "aws"));
+            ok.then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "e2e_pods_sources: certificate replaced -> served by both replicas {} ms",
+        t.elapsed().as_millis()
+    );
+    assert_eq!(restarts(&client).await, restarts_before, "no restart");
+
+    // Shoots: gardener-apiserver calls the Shoot webhook through the same Service. It dials the
+    // Service's DNS name, which cluster DNS would answer; here the node environment's hosts file
+    // for gardener-apiserver does (e2e/README.md).
+    let svc: Value = serde_json::from_str(&kubectl_ok(&[
+        "get", "service", SERVICE, "-n", NS, "-o", "json",
+    ]))
+    .unwrap();
+    let cluster_ip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let hosts = node_dir().join("run/hosts");
+    let name = format!("{SERVICE}.{NS}.svc");
+    let kept: String = std::fs::read_to_string(&hosts)
+        .expect("the node environment's hosts file for gardener-apiserver")
+        .lines()
+        .filter(|l| !l.split_whitespace().any(|w| w == name))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    // Written in place: gardener-apiserver sees this inode through a bind mount.
+    std::fs::write(&hosts, format!("{kept}{cluster_ip} {name}\n")).unwrap();
+    let shoot_api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), BINDINGS_NS, &shoot_resource());
+    let s1 = unique("s");
+    let dry_shoot = request_shoot(&client, &run, &s1, Some(&ga(3))).await;
+    // Gardener's validation then refuses the dry run (a Shoot without a binding); the webhook's
+    // warning is what shows it answered, and claimed nothing.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let err = loop {
+        let (_, _, err) = dry_run_create(&dry_shoot);
+        if err.contains("hap-operator (dry run): no binding assigned") {
+            break err;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gardener-apiserver reaches the webhook (a dry-run Shoot answered) in 30 s: {err}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        err.contains("spec.secretBindingName: Required value"),
+        "Gardener's validation, not the webhook, refused the dry run: {err}"
+    );
+    assert!(
+        hap.claims()
+            .get_opt(&format!("shoot.{BINDINGS_NS}.{s1}"))
+            .await
+            .unwrap()
+            .is_none(),
+        "a dry-run Shoot claimed nothing"
+    );
+    let t = Instant::now();
+    let created = shoot_api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(request_shoot(&client, &run, &s1, Some(&ga(3))).await).unwrap(),
+        )
+        .await
+        .expect("Shoot admitted by gardener-apiserver");
+    let shoot_ms = t.elapsed().as_millis();
+    let bs = created
+        .data
+        .pointer("/spec/credentialsBindingName")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    assert!(!bs.is_empty(), "the Shoot got a binding");
+    assert_eq!(hap.labels(&bs).await.get("tenantName"), Some(&ga(3)));
+    assert_eq!(hap.bound(&format!("shoot.{BINDINGS_NS}.{s1}")).await, bs);
+    assert_eq!(
+        created
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("accountpool.io/account-claim"),
+        Some(&format!("{NS}/shoot.{BINDINGS_NS}.{s1}"))
+    );
+    let s2 = unique("s");
+    let msg = denial(
+        shoot_api
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(request_shoot(&client, &run, &s2, None).await).unwrap(),
+            )
+            .await,
+    );
+    assert!(
+        msg.contains("shoots.accountpool.io")
+            && msg.contains("metadata.labels['accountpool.io/global-account']"),
+        "the Shoot's denial names the webhook and the field: {msg}"
+    );
+
+    // Failover: the leader pod deleted. Admission keeps working through the other replica, which
+    // takes the Lease and binds.
+    let claimed_before = claimed(&standby);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let t0 = Instant::now();
+    pods.delete(&leader, &DeleteParams::default())
+        .await
+        .unwrap();
+    runtimes
+        .create(
+            &PostParams::default(),
+            &request_runtime(&rt_ns, &run, "rt-f", &ga(4), "aws"),
+        )
+        .await
+        .expect("rt-f admitted while the leader pod goes");
+    let failover_ms = t0.elapsed().as_millis();
+    let bf = runtime_binding(&client, &rt_ns, "rt-f").await;
+    assert!(!bf.is_empty(), "rt-f got a binding");
+    assert_eq!(hap.labels(&bf).await.get("tenantName"), Some(&ga(4)));
+    assert_eq!(hap.bound(&format!("runtime.{rt_ns}.rt-f")).await, bf);
+    assert_eq!(
+        claimed(&standby),
+        claimed_before + 1,
+        "the former standby, now leading, claimed rt-f's binding"
+    );
+    check_logs(NS, &[standby.clone()]);
+    eprintln!(
+        "e2e_pods_sources: admission from pods: Runtime {rt1_ms} ms, Shoot {shoot_ms} ms; leader pod \
+         deleted -> Runtime admitted and bound by the new leader {failover_ms} ms; whole test {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// kubectl arguments deleting `what` and waiting (a minute at most) until it is gone.
+fn waiting_delete(what: &[&str]) -> Vec<String> {
+    let mut v = vec!["delete".to_string()];
+    v.extend(what.iter().map(|s| s.to_string()));
+    v.extend(["--ignore-not-found".into(), "--timeout=60s".into()]);
+    v
+}
+
+/// Container restarts of the operator's pods.
+async fn restarts(client: &kube::Client) -> i32 {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    ready_pods(&pods, PODS)
+        .await
+        .iter()
+        .flat_map(|p| {
+            p.status
+                .iter()
+                .flat_map(|s| s.container_statuses.iter().flatten())
+        })
+        .map(|c| c.restart_count)
+        .sum()
+}
