@@ -9,9 +9,9 @@
 //! Proven: a Kyma Runtime and a Gardener Shoot created by a user get their binding from the
 //! webhook in a pod; a standby replica answers while only the leader decides; a request that
 //! cannot be served is denied naming the field; a dry run claims nothing; a new certificate
-//! (another CA) in the Secret is read again from the mounted files without a restart; a Runtime
-//! created while the leader pod is being deleted is still admitted and bound, and the former
-//! standby, now leading, binds the next.
+//! (another CA) in the Secret is read again from the mounted files without a restart; Runtimes
+//! created back to back while the leader pod is being deleted (kube-apiserver's connection on
+//! that pod) are all admitted and bound, and the former standby, now leading, binds the next.
 //!
 //! `make test` runs it after tests/e2e_pods.rs on the same node environment; by hand:
 //! `e2e/testenv up --node --gardener --images $(scripts/image.sh)`, then
