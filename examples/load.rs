@@ -622,6 +622,14 @@ async fn main() {
     for r in 0..rounds {
         ops.push(operator_round(&env, &client, &hap, &logs, r, (n, tenants, c)).await);
         ceilings.push(ceiling_round(&env, &client, r, (n, tenants, c)).await);
+        // A line per round as it ends, so that a later failure loses no figure.
+        let (o, (b, _)) = (&ops[r], &ceilings[r]);
+        println!(
+            "round {r} done: operator {:.1} claims/s, {:.3} ms CPU per claim; ceiling {:.1} claims/s",
+            o.run.claims_per_s,
+            o.cpu[0] * 1e3 / n as f64,
+            b.claims_per_s
+        );
     }
     // ---- paced --------------------------------------------------------------------------
     let paced_run = if paced_claims > 0 {
@@ -730,7 +738,6 @@ async fn main() {
     // New claims at this scale: one per free binding's worth of new tenants.
     let (new_bound, new_watch) = watch_bound(&client, claims_s);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let already = new_bound.lock().unwrap().len();
     let cpu_before_new = cpu_seconds(op.child.id());
     let new_created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     concurrently((0..scale_new).collect(), c, |i| {
@@ -744,13 +751,24 @@ async fn main() {
         }
     })
     .await;
-    wait_all(
-        &new_bound,
-        already + scale_new,
-        "scale, new claims",
-        Duration::from_secs(900),
-    )
-    .await;
+    // The watch also brings the Bound claims of the setup (its initial list may still be
+    // arriving): wait for these names.
+    let names: Vec<String> = new_created.lock().unwrap().keys().cloned().collect();
+    let start = Instant::now();
+    loop {
+        let missing = {
+            let seen = new_bound.lock().unwrap();
+            names.iter().filter(|n| !seen.contains_key(*n)).count()
+        };
+        if missing == 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(900),
+            "scale, new claims: {missing} of {scale_new} not Bound after 900 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let cpu_new = cpu_seconds(op.child.id()) - cpu_before_new;
     let mem_after_new = op.memory_kib();
     let new_run = {
