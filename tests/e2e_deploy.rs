@@ -710,9 +710,11 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["patch", "leases.coordination.k8s.io/hap-operator", "-n", op],
         &["get", "leases.coordination.k8s.io/hap-operator", "-n", op],
         &["create", "events.events.k8s.io", "-n", "default"],
-        &["patch", "events.events.k8s.io", "-n", &other_ns],
+        &["create", "events.events.k8s.io", "-n", &other_ns],
     ];
     let denied: &[&[&str]] = &[
+        // Events are created once per outcome change, never updated.
+        &["patch", "events.events.k8s.io", "-n", &other_ns],
         // Secrets: only the `get` above, nowhere else, no list or watch.
         &["get", "secrets", "-n", &other_ns],
         &["list", "secrets", "-n", bns],

@@ -65,7 +65,18 @@ pub async fn reconcile(cfg: Arc<HapConfig>, ctx: Arc<Context>) -> Result<Action,
             controller: "hapconfig".into(),
         })
         .observe(started.elapsed().as_secs_f64());
-    result
+    match result {
+        // The status moved since the copy this reconcile read (usually the operator's own last
+        // write, not yet back through the watch): expected, not worth a warning; compute again.
+        Err(ConfigError::Write {
+            name,
+            source: K8sError::Conflict { .. },
+        }) => {
+            tracing::debug!(config = %name, "HapConfig status changed meanwhile; computing it again");
+            Ok(Action::requeue(ctx.backoff.conflict()))
+        }
+        other => other,
+    }
 }
 
 async fn reconcile_in_force(
@@ -207,10 +218,9 @@ fn fill_pools(
     inv: &Inventory,
     inflight: &InFlight,
 ) {
-    let label_sets: Vec<_> = inv.bindings().map(|b| b.view.labels.clone()).collect();
     input.missing_pools = active
         .rules
-        .missing_pools(label_sets.iter())
+        .missing_pools(inv.bindings().map(|b| &b.view.labels))
         .into_iter()
         .map(|d| MissingPool {
             index: d.index.and_then(|i| i64::try_from(i).ok()).unwrap_or(0),

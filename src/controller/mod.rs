@@ -546,7 +546,7 @@ async fn run_controllers(
         stop.clone(),
     ));
     let (configs, claims) = (ctx.caches.configs.clone(), ctx.caches.claims.clone());
-    let config_controller = Controller::for_stream(streams.configs, configs)
+    let config_controller = Controller::for_stream(spec_changes(streams.configs), configs)
         .reconcile_all_on(config_ticks)
         .graceful_shutdown_on({
             let stop = stop.clone();
@@ -591,6 +591,32 @@ fn log_controller_error<E: std::error::Error + 'static, Q: std::error::Error + '
         kcontroller::Error::ObjectNotFound(_) => {}
         other => tracing::warn!(controller = what, error = %other, "reconcile failed"),
     }
+}
+
+/// The config watch as far as it concerns a reconcile at once: a new spec, deletion, or another
+/// instance starting or stopping to serve it. Every other change (the status this operator
+/// writes, above all) reaches the reconcile through the coalesced ticks, at most once a second;
+/// reacting to its own status writes made the figures a write loop under load.
+fn spec_changes(
+    configs: futures::stream::BoxStream<'static, Result<HapConfig, kube::runtime::watcher::Error>>,
+) -> impl futures::Stream<Item = Result<HapConfig, kube::runtime::watcher::Error>> + Send {
+    type Key = (Option<i64>, bool, bool);
+    let mut seen: std::collections::HashMap<String, Key> = std::collections::HashMap::new();
+    configs.filter(move |item| {
+        let pass = match item {
+            Ok(cfg) => {
+                let key = (
+                    cfg.metadata.generation,
+                    config::served_elsewhere(cfg),
+                    cfg.metadata.deletion_timestamp.is_some(),
+                );
+                let uid = cfg.metadata.uid.clone().unwrap_or_default();
+                seen.insert(uid, key) != Some(key)
+            }
+            Err(_) => true,
+        };
+        futures::future::ready(pass)
+    })
 }
 
 /// One `()` after each burst of feed changes, at most one per `period`.

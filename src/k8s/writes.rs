@@ -3,9 +3,11 @@
 //! Every write passes the leadership fence first, immediately before it is sent.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{DynamicObject, Patch, PatchParams};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::PostParams;
+use kube::api::{DynamicObject, PartialObjectMeta, Patch, PatchParams};
 use kube::core::ApiResource;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use std::time::Instant;
@@ -23,18 +25,15 @@ use crate::leadership::Fence;
 pub struct Writer {
     client: Client,
     garden: Client,
-    recorder: Recorder,
+    /// `reportingInstance` of the events: the replica's identity, else the field manager.
+    instance: String,
     fence: Fence,
 }
 
 impl Writer {
     pub fn new(client: Client, garden: Client, instance: Option<String>, fence: Fence) -> Self {
-        let reporter = Reporter {
-            controller: FIELD_MANAGER.into(),
-            instance,
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            instance: instance.unwrap_or_else(|| FIELD_MANAGER.into()),
             client,
             garden,
             fence,
@@ -68,7 +67,7 @@ impl Writer {
         resource_version: Option<&str>,
         status: &HapConfigStatus,
     ) -> Result<(), K8sError> {
-        let api: Api<HapConfig> = Api::all(self.client.clone());
+        let api: Api<PartialObjectMeta<HapConfig>> = Api::all(self.client.clone());
         let body = json!({
             "apiVersion": "accountpool.io/v1alpha1",
             "kind": "HapConfig",
@@ -90,7 +89,7 @@ impl Writer {
         resource_version: Option<&str>,
         status: &AccountClaimStatus,
     ) -> Result<Option<String>, K8sError> {
-        let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
+        let api: Api<PartialObjectMeta<AccountClaim>> = Api::namespaced(self.client.clone(), ns);
         let body = json!({
             "apiVersion": "accountpool.io/v1alpha1",
             "kind": "AccountClaim",
@@ -179,7 +178,7 @@ impl Writer {
                 what: what.clone(),
                 source,
             })?;
-        let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
+        let api: Api<PartialObjectMeta<AccountClaim>> = Api::namespaced(self.client.clone(), ns);
         self.fenced(|| what.clone())?;
         api.patch(name, &patch_params(), &Patch::<()>::Json(patch))
             .await
@@ -196,21 +195,34 @@ impl Writer {
         action: &str,
         note: String,
     ) {
-        let ev = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.into(),
-            note: Some(truncate(note, 1024)),
-            action: action.into(),
-            secondary: None,
-        };
         if self.fence.check(Instant::now()).is_err() {
             return;
         }
-        if let Err(e) = self.recorder.publish(&ev, regarding).await {
+        // Created directly rather than through kube's Recorder: events come once per outcome
+        // change, so its series cache buys nothing, and it swept every cached event on each
+        // publish (a cost that grew with the number of claims).
+        let now = jiff::Timestamp::now();
+        let name = regarding.name.as_deref().unwrap_or("object");
+        let name = truncate(name.to_string(), 200);
+        let ns = regarding.namespace.as_deref().unwrap_or("default");
+        let ev = Event {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                namespace: Some(ns.to_string()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+            reason: Some(reason.into()),
+            action: Some(action.into()),
+            note: Some(truncate(note, 1024)),
+            regarding: Some(regarding.clone()),
+            reporting_controller: Some(FIELD_MANAGER.into()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Default::default()
+        };
+        let events: Api<Event> = Api::namespaced(self.client.clone(), ns);
+        if let Err(e) = events.create(&PostParams::default(), &ev).await {
             tracing::warn!(error = %e, reason, "cannot publish event");
         }
     }
@@ -218,14 +230,19 @@ impl Writer {
 
 /// Server-side apply of `/status` under the operator's field manager.
 /// Returns the object's new resourceVersion.
+///
+/// Answers are read as metadata only (`PartialObjectMeta`): the resourceVersion is all a write
+/// uses, and the watch brings the whole object anyway.
 async fn apply_status<K>(
-    api: &Api<K>,
+    api: &Api<PartialObjectMeta<K>>,
     name: &str,
     body: serde_json::Value,
     what: String,
 ) -> Result<Option<String>, K8sError>
 where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Resource,
+    K: Clone + std::fmt::Debug + Resource,
+    PartialObjectMeta<K>: serde::de::DeserializeOwned + Resource,
+    <PartialObjectMeta<K> as Resource>::DynamicType: Default,
 {
     api.patch_status(
         name,
@@ -233,7 +250,7 @@ where
         &Patch::Apply(body),
     )
     .await
-    .map(|o| o.meta().resource_version.clone())
+    .map(|o| o.metadata.resource_version)
     .map_err(|e| K8sError::classify("apply status of", what, e))
 }
 
