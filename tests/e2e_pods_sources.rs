@@ -197,17 +197,37 @@ async fn both_replicas_reloaded(pods: &[String], round: &str) {
         ]);
     }
     for p in pods {
+        // The annotation makes the kubelet sync the pod, but that sync may run before its watch of
+        // the Secret has the new data; annotate again every few seconds instead of waiting for
+        // the kubelet's periodic sync (a minute plus jitter, longer under load).
+        let (mut last, mut n) = (Instant::now(), 0);
         eventually(
             Duration::from_secs(90),
             &format!("{p} serves the new certificate"),
-            || async move {
-                let _ = kubectl(&[
-                    "get",
-                    "--raw",
-                    &format!("/api/v1/namespaces/{NS}/pods/https:{p}:9443/proxy/mutate/runtimes"),
-                ]);
-                let (_, log, _) = kubectl(&["logs", "-n", NS, p]);
-                log.contains("webhook certificate reloaded").then_some(())
+            || {
+                if last.elapsed() > Duration::from_secs(5) {
+                    (last, n) = (Instant::now(), n + 1);
+                    kubectl_ok(&[
+                        "annotate",
+                        "pod",
+                        "-n",
+                        NS,
+                        p,
+                        &format!("hap-test/certificate={round}-{n}"),
+                        "--overwrite",
+                    ]);
+                }
+                async move {
+                    let _ = kubectl(&[
+                        "get",
+                        "--raw",
+                        &format!(
+                            "/api/v1/namespaces/{NS}/pods/https:{p}:9443/proxy/mutate/runtimes"
+                        ),
+                    ]);
+                    let (_, log, _) = kubectl(&["logs", "-n", NS, p]);
+                    log.contains("webhook certificate reloaded").then_some(())
+                }
             },
         )
         .await;
