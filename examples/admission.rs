@@ -27,31 +27,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use private_env::{OperatorProcess, PrivateEnv, free_port};
+use private_env::{OperatorProcess, PrivateEnv, env_num, free_port, hap_binary};
 use serde_json::{Value, json};
 
 const PROJECT: &str = "bench";
 const CONFIG: &str = "bench";
 const CLAIMS_NS: &str = "hap-bench";
-
-fn env_num(key: &str, default: usize) -> usize {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn hap_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("HAP_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("current exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("hap"))
-        .filter(|p| p.exists())
-        .expect("no hap binary next to this example: build it (cargo build --release --bin hap) or set HAP_BIN")
-}
 
 /// A CA and a serving certificate for 127.0.0.1; returns the CA's PEM.
 fn certificates(dir: &Path) -> String {

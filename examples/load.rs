@@ -39,28 +39,8 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use private_env::{OperatorProcess, PrivateEnv, request_counts};
+use private_env::{OperatorProcess, PrivateEnv, env_num, hap_binary, request_counts};
 use serde_json::json;
-
-fn env_num(key: &str, default: usize) -> usize {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn hap_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("HAP_BIN") {
-        return PathBuf::from(p);
-    }
-    // target/<profile>/examples/load -> target/<profile>/hap
-    let exe = std::env::current_exe().expect("current exe");
-    exe.parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("hap"))
-        .filter(|p| p.exists())
-        .expect("no hap binary next to this example: build it (cargo build --release --bin hap) or set HAP_BIN")
-}
 
 fn binding_ar() -> ApiResource {
     garden::credentials_binding_resource()

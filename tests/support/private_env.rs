@@ -419,3 +419,25 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let code = buf.split_whitespace().nth(1)?.parse().ok()?;
     Some((code, buf))
 }
+
+/// A numeric setting of a benchmark from the environment, else `default`.
+pub fn env_num(key: &str, default: usize) -> usize {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The `hap` binary a benchmark runs: `HAP_BIN`, else the one cargo built next to the example
+/// (target/<profile>/examples/X -> target/<profile>/hap).
+pub fn hap_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("HAP_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("hap"))
+        .filter(|p| p.exists())
+        .expect("no hap binary next to this example: build it (cargo build --release --bin hap) or set HAP_BIN")
+}
