@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{DynamicObject, ListParams};
+use kube::api::ListParams;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self as kcontroller, Action};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -41,6 +41,7 @@ use crate::http::Health;
 use crate::k8s::caches::{
     SharedLedger, claim_stream, controller_stream, lock, store_ready, watch_bindings, watch_shoots,
 };
+use crate::k8s::lean::{LeanClaim, LeanObject};
 use crate::k8s::writes::binding_resource;
 use crate::k8s::{Caches, ChangeFeed, Retargetable, Writer};
 use crate::leadership::Fence;
@@ -244,7 +245,10 @@ pub async fn run_with(
 }
 
 /// AccountClaims in the watched namespace, or in all namespaces.
-fn claim_api(client: &Client, args: &RunArgs) -> Api<AccountClaim> {
+fn claim_api<K>(client: &Client, args: &RunArgs) -> Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
     match &args.claim_namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -263,7 +267,7 @@ async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
             .await
             .map_err(|e| RunError::CrdMissing("HapConfig", e));
         let result = match configs {
-            Ok(_) => claim_api(client, args)
+            Ok(_) => claim_api::<AccountClaim>(client, args)
                 .list_metadata(&lp)
                 .await
                 .map(drop)
@@ -489,14 +493,14 @@ async fn take_over(client: &Client, garden: &Client, ctx: &Context, stop: &Cance
 async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), kube::Error> {
     let mut lp = ListParams::default().limit(500);
     if let Some(target) = ctx.caches.bindings.target() {
-        let api: Api<DynamicObject> = Api::namespaced_with(
+        let api: Api<LeanObject> = Api::namespaced_with(
             garden.clone(),
             &target.namespace,
             &binding_resource(target.kind),
         );
         let relist = ctx.ledger().begin_relist(Kind::Binding);
         let rv = loop {
-            let page = api.list_metadata(&lp).await?;
+            let page = api.list(&lp).await?;
             let mut l = ctx.ledger();
             for b in &page.items {
                 l.apply_binding(binding_view(b));
@@ -510,13 +514,13 @@ async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), k
             .end_relist(Kind::Binding, relist, rv.as_deref());
     }
     let mut lp = ListParams::default().limit(500);
-    let api = claim_api(client, &ctx.args);
+    let api = claim_api::<LeanClaim>(client, &ctx.args);
     let relist = ctx.ledger().begin_relist(Kind::Claim);
     let rv = loop {
         let page = api.list(&lp).await?;
         let mut l = ctx.ledger();
-        for c in &page.items {
-            l.apply_claim(claim_view(c));
+        for c in page.items {
+            l.apply_claim(claim_view(&c.into()));
         }
         match page.metadata.continue_ {
             Some(c) if !c.is_empty() => lp = lp.continue_token(&c),

@@ -15,8 +15,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use kube::api::DynamicObject;
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -24,6 +22,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::lean::{LeanClaim, LeanObject, LeanShoot, widen};
 use super::writes::binding_resource;
 use crate::api::{AccountClaim, BindingKind, HapConfig, Shoot};
 use crate::ledger::Ledger;
@@ -250,21 +249,30 @@ async fn drive<K, S>(
 ) where
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
 {
-    let mut stream = std::pin::pin!(stream);
+    // Events that are already decoded are applied together, under one lock and with one bump:
+    // a list page arrives as hundreds of events at once.
+    let mut stream = std::pin::pin!(stream.ready_chunks(EVENTS_PER_LOCK));
     let mut relist = None;
-    while let Some(ev) = stream.next().await {
-        match ev {
-            Ok(ev) => {
-                let done = matches!(ev, watcher::Event::InitDone);
-                feed.apply(|l| follow(l, kind, &mut relist, &ev, apply, delete));
-                if done {
-                    feed.state.synced();
+    while let Some(events) = stream.next().await {
+        feed.apply(|l| {
+            for ev in &events {
+                match ev {
+                    Ok(ev) => {
+                        follow(l, kind, &mut relist, ev, apply, delete);
+                        if matches!(ev, watcher::Event::InitDone) {
+                            feed.state.synced();
+                        }
+                    }
+                    Err(e) => feed.state.failed(e),
                 }
             }
-            Err(e) => feed.state.failed(&e),
-        }
+        });
     }
 }
+
+/// At most this many events are applied under one lock of the ledger, so that a reconcile never
+/// waits long for it.
+const EVENTS_PER_LOCK: usize = 128;
 
 /// One watch event into the ledger; `relist` carries a re-list from its start to its end.
 fn follow<K>(
@@ -299,8 +307,7 @@ pub fn watch_bindings(
     feed: Feed,
 ) -> futures::future::BoxFuture<'static, ()> {
     let ar = binding_resource(target.kind);
-    let api: Api<PartialObjectMeta<DynamicObject>> =
-        Api::namespaced_with(client.clone(), &target.namespace, &ar);
+    let api: Api<LeanObject> = Api::namespaced_with(client.clone(), &target.namespace, &ar);
     let stream = watcher(api, watch_config()).default_backoff();
     Box::pin(drive(
         stream,
@@ -317,8 +324,10 @@ pub fn watch_shoots(
     ns: &ShootTarget,
     feed: Feed,
 ) -> futures::future::BoxFuture<'static, ()> {
-    let api: Api<Shoot> = Api::namespaced(client.clone(), ns);
-    let stream = watcher(api, watch_config()).default_backoff();
+    let api: Api<LeanShoot> = Api::namespaced(client.clone(), ns);
+    let stream = watcher(api, watch_config())
+        .default_backoff()
+        .map_ok(widen::<LeanShoot, Shoot>);
     Box::pin(drive(
         stream,
         feed,
@@ -356,7 +365,7 @@ where
 /// The claim watch: into the ledger first, then into the controller's store, so that a claim a
 /// reconcile reads is never newer in the store than in the index.
 pub fn claim_stream(
-    api: Api<AccountClaim>,
+    api: Api<LeanClaim>,
     writer: reflector::store::Writer<AccountClaim>,
     ledger: SharedLedger,
     feed: ChangeFeed,
@@ -364,7 +373,7 @@ pub fn claim_stream(
 ) -> impl Stream<Item = Result<AccountClaim, watcher::Error>> + Send {
     let stream = watcher(api, watch_config())
         .default_backoff()
-        .modify(trim_metadata::<AccountClaim>)
+        .map_ok(widen::<LeanClaim, AccountClaim>)
         .inspect_ok({
             let mut relist = None;
             move |ev| {

@@ -2,9 +2,7 @@
 //! `status::recorded_binding`, the one definition of "bound"), which binding a Shoot uses, a
 //! binding's labels — each with the resourceVersion that orders views of the object.
 
-use kube::ResourceExt;
-use kube::api::DynamicObject;
-use kube::core::PartialObjectMeta;
+use kube::{Resource, ResourceExt};
 
 use super::{BindingView, ClaimView, ShootView};
 use crate::api::{AccountClaim, Shoot};
@@ -30,12 +28,12 @@ pub fn claim_view(c: &AccountClaim) -> ClaimView {
     }
 }
 
-/// The view of a binding read metadata-only.
-pub fn binding_view(b: &PartialObjectMeta<DynamicObject>) -> BindingView {
+/// The view of a binding, from its metadata.
+pub fn binding_view(b: &impl Resource) -> BindingView {
     BindingView {
         name: b.name_any(),
         resource_version: b.resource_version(),
-        labels: b.metadata.labels.clone().unwrap_or_default(),
+        labels: b.labels().clone(),
     }
 }
 
