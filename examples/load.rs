@@ -714,6 +714,7 @@ async fn main() {
     // Settled: every claim has been reconciled once (a no-op for claims already Bound).
     tokio::time::sleep(Duration::from_secs(20)).await;
     let mem_settled = op.memory_kib();
+    let split_settled = op.rss_split_kib();
     let after_scale = request_counts(&env.apiserver_metrics());
     // New claims at this scale: one per free binding's worth of new tenants.
     let (new_bound, new_watch) = watch_bound(&client, claims_s);
@@ -848,6 +849,13 @@ async fn main() {
             mib(r1),
             mib(r2),
             mib(h2)
+        );
+    }
+    if let Some((anon, file)) = split_settled {
+        println!(
+            "  of which RssAnon {:.1} MiB (heap, stacks), RssFile {:.1} MiB (the mapped binary)",
+            mib(anon),
+            mib(file)
         );
     }
     let scale_delta = diff(&before_scale, &after_scale);

@@ -388,6 +388,15 @@ impl OperatorProcess {
 
     /// (VmRSS, VmHWM) in KiB from /proc.
     pub fn memory_kib(&self) -> Option<(u64, u64)> {
+        self.status_kib("VmRSS:", "VmHWM:")
+    }
+
+    /// (RssAnon, RssFile) in KiB from /proc: heap and stacks, and the mapped binary.
+    pub fn rss_split_kib(&self) -> Option<(u64, u64)> {
+        self.status_kib("RssAnon:", "RssFile:")
+    }
+
+    fn status_kib(&self, a: &str, b: &str) -> Option<(u64, u64)> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
         let field = |name: &str| {
             status
@@ -396,7 +405,7 @@ impl OperatorProcess {
                 .and_then(|v| v.split_whitespace().next())
                 .and_then(|v| v.parse::<u64>().ok())
         };
-        Some((field("VmRSS:")?, field("VmHWM:")?))
+        Some((field(a)?, field(b)?))
     }
 }
 
