@@ -55,7 +55,7 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, env = "HAP_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
-    /// Every object is reconciled again after this long, as a safety net.
+    /// Every claim is reconciled again this often (one sweep over all claims), as a safety net.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub resync: Duration,
     /// How often a claim waiting for a binding (pool exhausted) is retried, besides on pool changes.
