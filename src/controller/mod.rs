@@ -73,6 +73,37 @@ pub enum RunError {
     Garden(#[source] crate::k8s::ClientError),
     #[error("cannot start the admission webhook")]
     Webhook(#[source] crate::webhook::WebhookError),
+    #[error(
+        "the admission webhook's caches ({0}) did not list within {WEBHOOK_SYNC_LIMIT:?}; \
+         stopping so that a fresh start lists again"
+    )]
+    WebhookNotSynced(String),
+}
+
+/// How long a replica waits for the webhook's caches before it gives up and exits. Until then
+/// it is neither a standby nor a leader, and /livez cannot tell: a start that never ends must
+/// end the process.
+const WEBHOOK_SYNC_LIMIT: Duration = Duration::from_secs(120);
+
+/// Awaits `fut`, calling `tick` every 10 s while it is pending; false if it is still pending
+/// after `limit`.
+async fn wait_or_give_up(
+    fut: impl Future<Output = ()>,
+    limit: Duration,
+    mut tick: impl FnMut(Duration),
+) -> bool {
+    let started = tokio::time::Instant::now();
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        let left = limit.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return false;
+        }
+        match tokio::time::timeout(left.min(Duration::from_secs(10)), &mut fut).await {
+            Ok(()) => return true,
+            Err(_) => tick(started.elapsed()),
+        }
+    }
 }
 
 /// Shared state of one operator process.
@@ -184,7 +215,17 @@ pub async fn run_with(
         )
         .await
         .map_err(RunError::Webhook)?;
-        hook.wait_ready().await;
+        let waited = wait_or_give_up(hook.wait_ready(), WEBHOOK_SYNC_LIMIT, |waited| {
+            tracing::warn!(
+                waited_s = waited.as_secs(),
+                caches = ?hook.unready(),
+                "the webhook's caches have not listed yet"
+            );
+        })
+        .await;
+        if !waited {
+            return Err(RunError::WebhookNotSynced(hook.unready().join(", ")));
+        }
     }
     let fence = if args.leader_elect {
         Fence::closed()
@@ -690,6 +731,28 @@ mod tests {
         let mut c = AccountClaim::new(name, Default::default());
         c.metadata.namespace = Some("ns".into());
         c
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_start_that_never_ends_gives_up_with_a_warning_every_10_s() {
+        let mut ticks = Vec::new();
+        let done = wait_or_give_up(
+            futures::future::pending::<()>(),
+            Duration::from_secs(120),
+            |w| ticks.push(w.as_secs()),
+        )
+        .await;
+        assert!(!done);
+        assert_eq!(ticks, (1..=12).map(|i| i * 10).collect::<Vec<_>>());
+        let mut ticks = 0;
+        let done = wait_or_give_up(
+            tokio::time::sleep(Duration::from_secs(25)),
+            Duration::from_secs(120),
+            |_| ticks += 1,
+        )
+        .await;
+        assert!(done, "a wait that ends in time succeeds");
+        assert_eq!(ticks, 2);
     }
 
     #[tokio::test(start_paused = true)]

@@ -101,6 +101,18 @@ impl Webhook {
         let _ = self.configs.wait_until_ready().await;
         self.claims.wait_ready().await;
     }
+
+    /// The caches that have not listed yet.
+    pub fn unready(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if !store_ready(&self.configs) {
+            out.push("HapConfigs");
+        }
+        if !self.claims.is_ready() {
+            out.push("source AccountClaims");
+        }
+        out
+    }
 }
 
 /// What the webhook needs from `hap run`'s settings.
@@ -147,7 +159,12 @@ pub async fn start(
         )
         .default_backoff(),
     )
-    .for_each(|_| futures::future::ready(()));
+    .for_each(|ev| {
+        if let Err(e) = ev {
+            tracing::warn!(error = %e, "webhook HapConfig watch error; retrying");
+        }
+        futures::future::ready(())
+    });
     let (claims, claims_task) = SourceClaims::start(client, &settings.claim_namespace);
     // Stopping: the operator's stop or `hap run`'s. The watches outlive it until the last call
     // is answered (`done`): a call in the drain still waits for the leader's decision.
