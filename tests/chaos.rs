@@ -688,11 +688,12 @@ async fn kill_leader(client: &Client, replicas: &Mutex<Replicas>) -> Option<Stri
 }
 
 /// SIGSTOPs the leader, waits until another replica holds the lease (it can only take it once
-/// the lease ran out), then SIGCONTs it. Returns its identity and when it resumed.
+/// the lease ran out; at most 90 s), then SIGCONTs it. Returns its identity, how long it was
+/// stopped, when it resumed, and whether another replica had taken the lease by then.
 async fn pause_leader(
     client: &Client,
     replicas: &Mutex<Replicas>,
-) -> Option<(String, Duration, jiff::Timestamp)> {
+) -> Option<(String, Duration, jiff::Timestamp, bool)> {
     let start = Instant::now();
     let holder = loop {
         if start.elapsed() > Duration::from_secs(60) {
@@ -707,14 +708,17 @@ async fn pause_leader(
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
     let paused = Instant::now();
-    while lease_holder(client).await.is_none_or(|h| h == holder)
-        && paused.elapsed() < Duration::from_secs(90)
-    {
+    let mut taken_over = false;
+    while paused.elapsed() < Duration::from_secs(90) {
+        if lease_holder(client).await.is_some_and(|h| h != holder) {
+            taken_over = true;
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let resumed = jiff::Timestamp::now();
     replicas.lock().unwrap().resume(&holder);
-    Some((holder, paused.elapsed(), resumed))
+    Some((holder, paused.elapsed(), resumed, taken_over))
 }
 
 /// Deletes `n` Bound claims not deleted before, riding out restarts: the last users of their
@@ -1503,9 +1507,14 @@ async fn run(p: Params, two_clusters: bool) {
             Fault::PauseLeader => {
                 let who = pause_leader(&client, &replicas).await;
                 let text = match &who {
-                    Some((id, stopped, _)) => {
+                    Some((id, stopped, _, true)) => {
                         format!(
                             "SIGSTOP leader {id}, SIGCONT after {stopped:.1?} (another replica held the lease)"
+                        )
+                    }
+                    Some((id, stopped, _, false)) => {
+                        format!(
+                            "SIGSTOP leader {id}, SIGCONT after {stopped:.1?}: NO other replica took the lease"
                         )
                     }
                     None => "SIGSTOP: no leader to pause".into(),
@@ -1637,8 +1646,15 @@ async fn run(p: Params, two_clusters: bool) {
     .await;
     // The fence: a leader paused past its lease writes nothing once it resumes (its events name
     // it; every other write is covered by the invariants above).
+    // A pause that no standby ended is a failure of its own (the lease was never taken, so the
+    // resumed leader's writes are its own to make).
     let mut paused_writes = Vec::new();
-    for (id, _, resumed) in &paused {
+    let mut untaken_pauses = 0;
+    for (id, _, resumed, taken_over) in &paused {
+        if !taken_over {
+            untaken_pauses += 1;
+            continue;
+        }
         for e in events_of(&client, id, *resumed).await {
             paused_writes.push(format!("{id}: {e}"));
         }
@@ -1753,6 +1769,7 @@ async fn run(p: Params, two_clusters: bool) {
         "  writes of a paused leader after it resumed      {}",
         paused_writes.len()
     );
+    println!("  pauses that no standby ended within 90 s       {untaken_pauses}");
     println!(
         "  operator panics in logs                        {}",
         panics.len()
@@ -1824,6 +1841,7 @@ async fn run(p: Params, two_clusters: bool) {
         && counts.bound_to_released == 0
         && counts.orphaned == 0
         && paused_writes.is_empty()
+        && untaken_pauses == 0
         && paused.len() == p.pauses
         && panics.is_empty()
         && runtime_counts.mismatched == 0
@@ -1836,7 +1854,7 @@ async fn run(p: Params, two_clusters: bool) {
     if !clean {
         env.save_logs(&dir.join("logs"));
         panic!(
-            "chaos found violations: {counts:?}; {runtime_counts:?}; panics {panics:?}; kills {kills}/{}; pauses {}/{}; writes after a pause {paused_writes:?}. Logs kept in {}",
+            "chaos found violations: {counts:?}; {runtime_counts:?}; panics {panics:?}; kills {kills}/{}; pauses {}/{} ({untaken_pauses} no standby ended); writes after a pause {paused_writes:?}. Logs kept in {}",
             p.kills,
             paused.len(),
             p.pauses,
