@@ -52,12 +52,22 @@ pub fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error
     })
 }
 
-/// Implements `Resource` for a lean type by borrowing the type information of the full one.
+/// Implements `Resource` for a namespaced lean type by borrowing the type information of the full
+/// one, and turns a lean object into the full one (the named fields move across, metadata too).
 macro_rules! lean_resource {
-    ($lean:ty, $full:ty, $scope:ty) => {
+    ($lean:ident => $full:ident { $($field:ident),* }) => {
+        impl From<$lean> for $full {
+            fn from(o: $lean) -> Self {
+                $full {
+                    metadata: o.metadata,
+                    $($field: o.$field),*
+                }
+            }
+        }
+
         impl Resource for $lean {
             type DynamicType = ();
-            type Scope = $scope;
+            type Scope = NamespaceResourceScope;
             fn kind(_: &()) -> std::borrow::Cow<'_, str> {
                 <$full>::kind(&())
             }
@@ -89,17 +99,7 @@ pub struct LeanClaim {
     #[serde(default)]
     status: Option<AccountClaimStatus>,
 }
-lean_resource!(LeanClaim, AccountClaim, NamespaceResourceScope);
-
-impl From<LeanClaim> for AccountClaim {
-    fn from(c: LeanClaim) -> Self {
-        AccountClaim {
-            metadata: c.metadata,
-            spec: c.spec,
-            status: c.status,
-        }
-    }
-}
+lean_resource!(LeanClaim => AccountClaim { spec, status });
 
 /// A Shoot as the Shoot watch decodes it (its spec is trimmed to the binding it names).
 #[derive(Deserialize, Clone, Debug)]
@@ -109,16 +109,7 @@ pub struct LeanShoot {
     #[serde(default)]
     spec: ShootSpec,
 }
-lean_resource!(LeanShoot, Shoot, NamespaceResourceScope);
-
-impl From<LeanShoot> for Shoot {
-    fn from(s: LeanShoot) -> Self {
-        Shoot {
-            metadata: s.metadata,
-            spec: s.spec,
-        }
-    }
-}
+lean_resource!(LeanShoot => Shoot { spec });
 
 /// A binding's metadata (labels and resourceVersion are all selection reads), of either binding
 /// kind.
