@@ -6,9 +6,10 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::PostParams;
-use kube::api::{DynamicObject, PartialObjectMeta, Patch, PatchParams};
-use kube::core::ApiResource;
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, Request};
+use kube::{Client, Resource, ResourceExt};
+use serde::Deserialize;
 use serde_json::json;
 use std::time::Instant;
 
@@ -67,7 +68,6 @@ impl Writer {
         resource_version: Option<&str>,
         status: &HapConfigStatus,
     ) -> Result<(), K8sError> {
-        let api: Api<PartialObjectMeta<HapConfig>> = Api::all(self.client.clone());
         let body = json!({
             "apiVersion": "accountpool.io/v1alpha1",
             "kind": "HapConfig",
@@ -75,8 +75,11 @@ impl Writer {
             "status": status,
         });
         let what = format!("HapConfig {name}");
+        let request = Request::new(HapConfig::url_path(&(), None));
         self.fenced(|| what.clone())?;
-        apply_status(&api, name, body, what).await.map(drop)
+        apply_status(&self.client, &request, name, body, what)
+            .await
+            .map(drop)
     }
 
     /// Applies an AccountClaim's status, conditioned on the resourceVersion the decision was
@@ -89,7 +92,6 @@ impl Writer {
         resource_version: Option<&str>,
         status: &AccountClaimStatus,
     ) -> Result<Option<String>, K8sError> {
-        let api: Api<PartialObjectMeta<AccountClaim>> = Api::namespaced(self.client.clone(), ns);
         let body = json!({
             "apiVersion": "accountpool.io/v1alpha1",
             "kind": "AccountClaim",
@@ -97,8 +99,9 @@ impl Writer {
             "status": status,
         });
         let what = format!("AccountClaim {ns}/{name}");
+        let request = Request::new(AccountClaim::url_path(&(), Some(ns)));
         self.fenced(|| what.clone())?;
-        apply_status(&api, name, body, what).await
+        apply_status(&self.client, &request, name, body, what).await
     }
 
     /// Sets one label on a binding only if the binding still has `resource_version`: the
@@ -113,14 +116,14 @@ impl Writer {
         key: &str,
         value: &str,
     ) -> Result<Option<String>, K8sError> {
-        let api = binding_api(&self.garden, kind, ns);
         let body =
             json!({"metadata": {"resourceVersion": resource_version, "labels": {key: value}}});
         let what = format!("{} {ns}/{name}", kind.gvk().2);
+        let request = Request::new(DynamicObject::url_path(&binding_resource(kind), Some(ns)));
+        let request = request.patch(name, &patch_params(), &Patch::Merge(body));
         self.fenced(|| what.clone())?;
-        api.patch_metadata(name, &patch_params(), &Patch::Merge(body))
+        send(&self.garden, request, "patch")
             .await
-            .map(|obj| obj.metadata.resource_version)
             .map_err(|e| K8sError::classify("label", what, e))
     }
 
@@ -178,11 +181,12 @@ impl Writer {
                 what: what.clone(),
                 source,
             })?;
-        let api: Api<PartialObjectMeta<AccountClaim>> = Api::namespaced(self.client.clone(), ns);
+        let request = Request::new(AccountClaim::url_path(&(), Some(ns)));
+        let request = request.patch(name, &patch_params(), &Patch::<()>::Json(patch));
         self.fenced(|| what.clone())?;
-        api.patch(name, &patch_params(), &Patch::<()>::Json(patch))
+        send(&self.client, request, "patch")
             .await
-            .map(|_| ())
+            .map(drop)
             .map_err(|e| K8sError::classify(action, what, e))
     }
 
@@ -221,8 +225,18 @@ impl Writer {
             reporting_instance: Some(self.instance.clone()),
             ..Default::default()
         };
-        let events: Api<Event> = Api::namespaced(self.client.clone(), ns);
-        if let Err(e) = events.create(&PostParams::default(), &ev).await {
+        let request = serde_json::to_vec(&ev)
+            .map_err(kube::Error::SerdeError)
+            .and_then(|body| {
+                Request::new(Event::url_path(&(), Some(ns)))
+                    .create(&PostParams::default(), body)
+                    .map_err(kube::Error::BuildRequest)
+            });
+        let sent = match request {
+            Ok(request) => send(&self.client, Ok(request), "create").await.map(drop),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
             tracing::warn!(error = %e, reason, "cannot publish event");
         }
     }
@@ -230,28 +244,46 @@ impl Writer {
 
 /// Server-side apply of `/status` under the operator's field manager.
 /// Returns the object's new resourceVersion.
-///
-/// Answers are read as metadata only (`PartialObjectMeta`): the resourceVersion is all a write
-/// uses, and the watch brings the whole object anyway.
-async fn apply_status<K>(
-    api: &Api<PartialObjectMeta<K>>,
+async fn apply_status(
+    client: &Client,
+    request: &Request,
     name: &str,
     body: serde_json::Value,
     what: String,
-) -> Result<Option<String>, K8sError>
-where
-    K: Clone + std::fmt::Debug + Resource,
-    PartialObjectMeta<K>: serde::de::DeserializeOwned + Resource,
-    <PartialObjectMeta<K> as Resource>::DynamicType: Default,
-{
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(body),
-    )
-    .await
-    .map(|o| o.metadata.resource_version)
-    .map_err(|e| K8sError::classify("apply status of", what, e))
+) -> Result<Option<String>, K8sError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let request = request.patch_subresource("status", name, &params, &Patch::Apply(body));
+    send(client, request, "patch_status")
+        .await
+        .map_err(|e| K8sError::classify("apply status of", what, e))
+}
+
+/// The answer to a write, read for the object's new resourceVersion only. The rest is skipped
+/// without being built: an apply's answer carries the managedFields of every manager, and
+/// building them cost more than the write itself. The watch brings the whole object anyway.
+#[derive(Deserialize)]
+struct Written {
+    #[serde(default)]
+    metadata: WrittenMeta,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct WrittenMeta {
+    resource_version: Option<String>,
+}
+
+/// Sends a write and returns the new resourceVersion from its answer.
+async fn send(
+    client: &Client,
+    request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    verb: &'static str,
+) -> Result<Option<String>, kube::Error> {
+    let mut request = request.map_err(kube::Error::BuildRequest)?;
+    // What kube's own Api methods name the request (its traces and metrics).
+    request.extensions_mut().insert(verb);
+    let written: Written = client.request(request).await?;
+    Ok(written.metadata.resource_version)
 }
 
 /// Plain patches, attributed to the operator in managedFields.
@@ -260,11 +292,6 @@ fn patch_params() -> PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
     }
-}
-
-/// The API of the configured binding kind in one namespace.
-pub fn binding_api(client: &Client, kind: BindingKind, ns: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), ns, &binding_resource(kind))
 }
 
 /// ApiResource of the configured binding kind.
@@ -288,4 +315,27 @@ fn truncate(mut s: String, max: usize) -> String {
         s.truncate(cut);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_is_read_for_its_resource_version_only() {
+        let answer = json!({
+            "apiVersion": "accountpool.io/v1alpha1",
+            "kind": "AccountClaim",
+            "metadata": {
+                "name": "c1", "resourceVersion": "42",
+                "managedFields": [{"manager": "hap-operator", "operation": "Apply",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:phase": {}}}}]
+            },
+            "status": {"phase": "Bound"}
+        });
+        let written: Written = serde_json::from_value(answer).expect("decodes");
+        assert_eq!(written.metadata.resource_version.as_deref(), Some("42"));
+        let bare: Written = serde_json::from_value(json!({"kind": "Status"})).expect("decodes");
+        assert_eq!(bare.metadata.resource_version, None);
+    }
 }

@@ -21,7 +21,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{CondStatus, remove_condition, set_condition};
 use crate::api::conditions::{reasons, types};
-use crate::api::{AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule};
+use crate::api::{
+    AccountClaim, AccountClaimSpec, AccountClaimStatus, CLAIM_FINALIZER, ClaimPhase, Decision,
+    MatchedRule,
+};
 use crate::labels::PoolKey;
 use crate::selection::describe_pool;
 
@@ -159,6 +162,27 @@ pub fn is_denied(s: &AccountClaimStatus) -> bool {
         && s.conditions
             .iter()
             .any(|c| c.type_ == types::READY && c.reason == reasons::DENIED)
+}
+
+/// Whether a claim needs nothing until something else moves: it holds the release finalizer, is
+/// not being deleted, its status answers its current generation, and records a decision that
+/// stays (a binding, with the namespace it lives in, or a denial). The claim's own watch events
+/// (above all the status this operator just wrote) then start no reconcile: a binding that is
+/// lost or comes back brings the claim back through the inventory (`controller::revisit`), and
+/// the sweep of every claim each `--resync` is the safety net.
+pub fn is_settled(claim: &AccountClaim) -> bool {
+    let meta = &claim.metadata;
+    let Some(s) = &claim.status else {
+        return false;
+    };
+    meta.deletion_timestamp.is_none()
+        && meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == CLAIM_FINALIZER)
+        && s.observed_generation == meta.generation
+        && (is_denied(s) || recorded_binding(s).is_some_and(|r| r.namespace.is_some()))
 }
 
 /// `globalAccount=ga, plan=aws, platformRegion=cf-eu11, ...`: the inputs the rules saw.

@@ -13,7 +13,7 @@ mod sources;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 pub use claim::{
-    BoundTo, ClaimOutcome, PendingReason, Recorded, desired_claim_status, is_denied,
+    BoundTo, ClaimOutcome, PendingReason, Recorded, desired_claim_status, is_denied, is_settled,
     recorded_binding, waiting_in,
 };
 pub use config::{ConfigInputs, MissingPool, desired_config_status};

@@ -437,3 +437,71 @@ fn a_pin_that_cannot_serve_is_retried() {
         is("True", reasons::PINNED_BINDING_UNAVAILABLE)
     );
 }
+
+/// A claim as the operator leaves it after writing `outcome` (finalizer in place, generation 1).
+fn claim_after(outcome: &ClaimOutcome) -> crate::api::AccountClaim {
+    let mut c = crate::api::AccountClaim::new("c1", spec());
+    c.metadata.generation = Some(1);
+    c.metadata.finalizers = Some(vec![crate::api::CLAIM_FINALIZER.to_string()]);
+    c.status = Some(desired_claim_status(
+        None,
+        &spec(),
+        Some(1),
+        outcome,
+        &at(1),
+    ));
+    c
+}
+
+#[test]
+fn only_a_recorded_binding_or_a_denial_that_answers_the_generation_is_settled() {
+    let settled = claim_after(&bound());
+    assert!(is_settled(&settled));
+    let denied = ClaimOutcome::Denied {
+        cause: "no trial accounts here".into(),
+        matched: rule1(),
+    };
+    assert!(is_settled(&claim_after(&denied)));
+    let lost = ClaimOutcome::Lost {
+        cause: "binding cb-1 is gone".into(),
+    };
+    let mut failed = settled.clone();
+    failed.status = Some(desired_claim_status(
+        settled.status.as_ref(),
+        &spec(),
+        Some(1),
+        &lost,
+        &at(2),
+    ));
+    assert!(is_settled(&failed), "a lost binding stays recorded");
+
+    for reason in [PendingReason::PoolExhausted, PendingReason::NoMatchingRule] {
+        assert!(!is_settled(&claim_after(&pending(reason))), "{reason:?}");
+    }
+    let mut fresh = settled.clone();
+    fresh.status = None;
+    assert!(!is_settled(&fresh), "no status yet");
+    let mut unfinalized = settled.clone();
+    unfinalized.metadata.finalizers = Some(vec!["other".into()]);
+    assert!(
+        !is_settled(&unfinalized),
+        "the release finalizer is missing"
+    );
+    let mut deleting = settled.clone();
+    deleting.metadata.deletion_timestamp = Some(at(3));
+    assert!(!is_settled(&deleting), "being deleted");
+    let mut changed = settled.clone();
+    changed.metadata.generation = Some(2);
+    assert!(
+        !is_settled(&changed),
+        "the status answers an older generation"
+    );
+    let mut old_writer = settled;
+    if let Some(s) = old_writer.status.as_mut() {
+        s.binding_namespace = None;
+    }
+    assert!(
+        !is_settled(&old_writer),
+        "a record without its namespace is completed by a reconcile"
+    );
+}
