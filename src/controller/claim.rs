@@ -19,6 +19,7 @@ use super::active::{ActiveConfig, ConfigState};
 use super::{Context, claim_key, decidable, point_caches, resync};
 use crate::api::{AccountClaim, CLAIM_FINALIZER, MatchedRule};
 use crate::k8s::K8sError;
+use crate::k8s::lean::StoredClaim;
 use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
 use crate::pools::{ClaimView, Kind, claim_view};
@@ -70,8 +71,9 @@ pub(super) fn k8s(claim: &str, step: &'static str) -> impl FnOnce(K8sError) -> C
     }
 }
 
-pub async fn reconcile(claim: Arc<AccountClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
+pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
     let started = Instant::now();
+    let claim = claim.expand();
     let key = claim_key(&claim);
     let _running = ctx.health.running(format!("AccountClaim {key}"), started);
     let result = tokio::time::timeout(RECONCILE_TIMEOUT, reconcile_inner(&claim, &ctx))
@@ -728,8 +730,8 @@ pub(super) fn count(ctx: &Context, outcome: &str) {
         .inc();
 }
 
-pub fn error_policy(claim: Arc<AccountClaim>, err: &ClaimError, ctx: Arc<Context>) -> Action {
-    let key = claim_key(&claim);
+pub fn error_policy(claim: Arc<StoredClaim>, err: &ClaimError, ctx: Arc<Context>) -> Action {
+    let key = claim_key(claim.as_ref());
     let kind = match err {
         ClaimError::K8s { source, .. } => source.kind(),
         ClaimError::Timeout { .. } => "timeout",

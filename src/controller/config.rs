@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::Context;
@@ -371,11 +370,8 @@ async fn refresh(cfg: &HapConfig, ctx: &Context) {
         *at = Instant::now();
         *t = Timestamp::now();
     }
-    for claim in ctx.caches.claims.state() {
-        let _ = ctx
-            .claim_kick
-            .unbounded_send(ObjectRef::from_obj(claim.as_ref()));
-    }
+    // Every claim, paced by the sweep: the controller's queue keeps its longest backlog.
+    ctx.sweep_now.notify_one();
     let (orphans, tenant_key) = {
         let l = ctx.ledger();
         let in_use = l.inflight.bindings_in_use(Instant::now());

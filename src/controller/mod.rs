@@ -41,14 +41,13 @@ use crate::http::Health;
 use crate::k8s::caches::{
     SharedLedger, claim_stream, controller_stream, lock, store_ready, watch_bindings, watch_shoots,
 };
-use crate::k8s::lean::{LeanClaim, LeanObject};
+use crate::k8s::lean::{LeanClaim, LeanObject, StoredClaim};
 use crate::k8s::writes::binding_resource;
 use crate::k8s::{Caches, ChangeFeed, Retargetable, Writer};
 use crate::leadership::Fence;
 use crate::ledger::Ledger;
 use crate::metrics::{Metrics, SharedMetrics};
 use crate::pools::{Kind, binding_view, claim_view};
-use crate::status::is_settled;
 use active::{ConfigResolver, ConfigState};
 use backoff::Backoff;
 
@@ -107,6 +106,9 @@ async fn wait_or_give_up(
     }
 }
 
+/// A claim as the controller's queue names it.
+pub(crate) type ClaimRef = ObjectRef<StoredClaim>;
+
 /// Shared state of one operator process.
 pub struct Context {
     pub args: RunArgs,
@@ -117,8 +119,10 @@ pub struct Context {
     pub metrics: SharedMetrics,
     pub health: Health,
     pub backoff: Backoff,
-    /// Claims to reconcile now (all claims after a refresh or a takeover).
-    pub claim_kick: futures::channel::mpsc::UnboundedSender<ObjectRef<AccountClaim>>,
+    /// Claims to reconcile now (the unsettled ones after a takeover).
+    pub claim_kick: futures::channel::mpsc::UnboundedSender<ClaimRef>,
+    /// Starts a sweep of every claim now (the refresh cycle) rather than at the end of the period.
+    pub sweep_now: Arc<tokio::sync::Notify>,
     pub refresh: Mutex<config::RefreshClock>,
     /// The claim watch has listed every claim once.
     pub claims_synced: Arc<AtomicBool>,
@@ -334,9 +338,8 @@ async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
 /// The watch streams the controllers consume once leading.
 struct Streams {
     configs: futures::stream::BoxStream<'static, Result<HapConfig, kube::runtime::watcher::Error>>,
-    claims:
-        futures::stream::BoxStream<'static, Result<AccountClaim, kube::runtime::watcher::Error>>,
-    kicks: futures::channel::mpsc::UnboundedReceiver<ObjectRef<AccountClaim>>,
+    claims: futures::stream::BoxStream<'static, Result<StoredClaim, kube::runtime::watcher::Error>>,
+    kicks: futures::channel::mpsc::UnboundedReceiver<ClaimRef>,
 }
 
 /// Starts every watch (a standby keeps its caches warm) and builds the shared context.
@@ -386,6 +389,7 @@ fn start_caches(
         health: handle.ready.clone(),
         backoff: Backoff::default(),
         claim_kick: kick_tx,
+        sweep_now: Arc::default(),
         refresh: Mutex::new(config::RefreshClock::default()),
         claims_synced,
         denials: denials::Denials::default(),
@@ -582,7 +586,7 @@ async fn run_controllers(
     // Every claim not settled, once at the start: a new leader finds the old one's work undone.
     // Settled ones whose binding moved come back through the inventory, the rest with the sweep.
     for claim in ctx.caches.claims.state() {
-        if !is_settled(&claim) {
+        if !claim.is_settled() {
             let _ = ctx
                 .claim_kick
                 .unbounded_send(ObjectRef::from_obj(claim.as_ref()));
@@ -612,7 +616,12 @@ async fn run_controllers(
         .with_config(kcontroller::Config::default().concurrency(ctx.args.concurrency))
         .reconcile_on(futures::stream::select(
             futures::stream::select(pending, streams.kicks),
-            resync_sweep(ctx.caches.claims.clone(), ctx.args.resync, stop.clone()),
+            resync_sweep(
+                ctx.caches.claims.clone(),
+                ctx.args.resync,
+                ctx.sweep_now.clone(),
+                stop.clone(),
+            ),
         ))
         .graceful_shutdown_on({
             let stop = stop.clone();
@@ -692,7 +701,7 @@ fn coalesced_ticks(
 }
 
 /// A claim's identity for logs and maps.
-pub(crate) fn claim_key(c: &AccountClaim) -> String {
+pub(crate) fn claim_key(c: &impl kube::Resource) -> String {
     format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any())
 }
 
@@ -707,12 +716,9 @@ pub(crate) fn resync(_ctx: &Context) -> Action {
 /// claims (`status::is_settled`), which are above all the Bound status a reconcile just wrote.
 /// Each of those started one more reconcile per claim that found nothing to do.
 fn unsettled(
-    claims: futures::stream::BoxStream<
-        'static,
-        Result<AccountClaim, kube::runtime::watcher::Error>,
-    >,
-) -> impl futures::Stream<Item = Result<AccountClaim, kube::runtime::watcher::Error>> + Send {
-    claims.filter(|item| futures::future::ready(!matches!(item, Ok(c) if is_settled(c))))
+    claims: futures::stream::BoxStream<'static, Result<StoredClaim, kube::runtime::watcher::Error>>,
+) -> impl futures::Stream<Item = Result<StoredClaim, kube::runtime::watcher::Error>> + Send {
+    claims.filter(|item| futures::future::ready(!matches!(item, Ok(c) if c.is_settled())))
 }
 
 /// How many claims the sweep hands to the controller at once, and how long it waits before the
@@ -721,21 +727,29 @@ fn unsettled(
 const SWEEP_CHUNK: usize = 128;
 const SWEEP_PACE: Duration = Duration::from_millis(250);
 
-/// Every claim in the store, once each `--resync`, starting one period from now and paced in
-/// chunks; the next sweep starts one period after the last chunk.
+/// Every claim in the store, once each `--resync` (or when `now` is notified), starting one
+/// period from now and paced in chunks; the next sweep starts one period after the last chunk.
 fn resync_sweep(
-    claims: reflector::Store<AccountClaim>,
+    claims: reflector::Store<StoredClaim>,
     period: Duration,
+    now: Arc<tokio::sync::Notify>,
     stop: CancellationToken,
-) -> impl futures::Stream<Item = ObjectRef<AccountClaim>> + Send {
+) -> impl futures::Stream<Item = ClaimRef> + Send {
     let period = period.max(Duration::from_secs(1));
     let chunks = futures::stream::unfold((stop, Vec::new()), move |(stop, mut left)| {
-        let claims = claims.clone();
+        let (claims, now) = (claims.clone(), now.clone());
         async move {
-            let wait = if left.is_empty() { period } else { SWEEP_PACE };
-            tokio::select! {
-                _ = stop.cancelled() => return None,
-                _ = tokio::time::sleep(wait) => {}
+            if left.is_empty() {
+                tokio::select! {
+                    _ = stop.cancelled() => return None,
+                    _ = tokio::time::sleep(period) => {}
+                    _ = now.notified() => {}
+                }
+            } else {
+                tokio::select! {
+                    _ = stop.cancelled() => return None,
+                    _ = tokio::time::sleep(SWEEP_PACE) => {}
+                }
             }
             if left.is_empty() {
                 left = claims.state();
@@ -756,10 +770,10 @@ mod tests {
     use super::*;
     use kube::runtime::watcher::Event;
 
-    fn claim(name: &str) -> AccountClaim {
+    fn claim(name: &str) -> StoredClaim {
         let mut c = AccountClaim::new(name, Default::default());
         c.metadata.namespace = Some("ns".into());
-        c
+        c.into()
     }
 
     #[tokio::test(start_paused = true)]
@@ -786,13 +800,18 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_sweep_brings_every_claim_back_once_a_period() {
-        let (store, mut writer) = reflector::store::<AccountClaim>();
+        let (store, mut writer) = reflector::store::<StoredClaim>();
         writer.apply_watcher_event(&Event::Init);
         writer.apply_watcher_event(&Event::InitApply(claim("a")));
         writer.apply_watcher_event(&Event::InitApply(claim("b")));
         writer.apply_watcher_event(&Event::InitDone);
         let stop = CancellationToken::new();
-        let sweep = resync_sweep(store, Duration::from_secs(300), stop.clone());
+        let sweep = resync_sweep(
+            store,
+            Duration::from_secs(300),
+            Arc::default(),
+            stop.clone(),
+        );
         let mut sweep = std::pin::pin!(sweep);
         let started = tokio::time::Instant::now();
         let mut first: Vec<String> = vec![
@@ -819,8 +838,31 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_refresh_starts_a_sweep_at_once() {
+        let (store, mut writer) = reflector::store::<StoredClaim>();
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(claim("a")));
+        writer.apply_watcher_event(&Event::InitDone);
+        let (now, stop) = (
+            Arc::new(tokio::sync::Notify::new()),
+            CancellationToken::new(),
+        );
+        let sweep = resync_sweep(store, Duration::from_secs(300), now.clone(), stop.clone());
+        let mut sweep = std::pin::pin!(sweep);
+        let started = tokio::time::Instant::now();
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        now.notify_one();
+        assert_eq!(sweep.next().await.expect("a claim").name, "a");
+        assert_eq!(started.elapsed(), Duration::from_secs(7));
+        // The period counts from the end of that sweep.
+        assert_eq!(sweep.next().await.expect("a claim").name, "a");
+        assert_eq!(started.elapsed(), Duration::from_secs(307));
+        stop.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_large_sweep_comes_in_paced_chunks() {
-        let (store, mut writer) = reflector::store::<AccountClaim>();
+        let (store, mut writer) = reflector::store::<StoredClaim>();
         writer.apply_watcher_event(&Event::Init);
         let n = 2 * SWEEP_CHUNK + 10;
         for i in 0..n {
@@ -828,7 +870,12 @@ mod tests {
         }
         writer.apply_watcher_event(&Event::InitDone);
         let stop = CancellationToken::new();
-        let sweep = resync_sweep(store, Duration::from_secs(300), stop.clone());
+        let sweep = resync_sweep(
+            store,
+            Duration::from_secs(300),
+            Arc::default(),
+            stop.clone(),
+        );
         let mut sweep = std::pin::pin!(sweep);
         let started = tokio::time::Instant::now();
         let mut seen = std::collections::BTreeMap::<String, Duration>::new();

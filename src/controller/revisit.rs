@@ -13,8 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio_util::sync::CancellationToken;
 
 use super::active::ConfigState;
-use super::{Context, coalesced_ticks};
-use crate::api::AccountClaim;
+use super::{ClaimRef, Context, coalesced_ticks};
 use crate::ledger::Ledger;
 use crate::pools::ClaimView;
 use crate::selection::{Choice, check_bound};
@@ -25,7 +24,7 @@ type Seen = Option<(String, i64)>;
 pub(super) fn claims_to_revisit(
     ctx: Arc<Context>,
     stop: CancellationToken,
-) -> impl futures::Stream<Item = ObjectRef<AccountClaim>> + Send {
+) -> impl futures::Stream<Item = ClaimRef> + Send {
     let mut seen: Seen = None;
     coalesced_ticks(ctx.caches.feed.clone(), Duration::from_millis(250), stop).flat_map(move |()| {
         let config = match ctx.resolver.resolve() {
@@ -42,7 +41,7 @@ pub(super) fn claims_to_revisit(
 }
 
 /// The claims to look at again after the changes the index collected since the last pass.
-fn due(ledger: &mut Ledger, config_moved: bool, now: Instant) -> Vec<ObjectRef<AccountClaim>> {
+fn due(ledger: &mut Ledger, config_moved: bool, now: Instant) -> Vec<ClaimRef> {
     let changes = ledger.inventory.take_changes();
     let (inv, inflight) = (&ledger.inventory, &ledger.inflight);
     let disagrees = |c: &ClaimView| {
@@ -113,7 +112,7 @@ mod tests {
         }
     }
 
-    fn names(refs: Vec<ObjectRef<AccountClaim>>) -> Vec<String> {
+    fn names(refs: Vec<ClaimRef>) -> Vec<String> {
         refs.into_iter().map(|r| r.name).collect()
     }
 

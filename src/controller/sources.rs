@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::Client;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::ApiResource;
+use kube::{Client, Resource};
 use tokio_util::sync::CancellationToken;
 
 use super::Context;
@@ -115,9 +116,8 @@ fn kind_view(cache: &ForeignCache) -> KindView {
     }
 }
 
-fn age(c: &AccountClaim) -> Duration {
-    c.metadata
-        .creation_timestamp
+fn age(meta: &ObjectMeta) -> Duration {
+    meta.creation_timestamp
         .as_ref()
         .and_then(|t| jiff::Timestamp::now().duration_since(t.0).try_into().ok())
         .unwrap_or_default()
@@ -134,8 +134,8 @@ async fn pass(ctx: &Context) {
         .claims
         .state()
         .iter()
-        .filter(|c| c.metadata.namespace.as_deref() == Some(claim_ns.as_str()))
-        .filter_map(|c| ClaimRecord::from_claim(c, age(c)))
+        .filter(|c| c.meta().namespace.as_deref() == Some(claim_ns.as_str()))
+        .filter_map(|c| ClaimRecord::from_claim(c.meta(), c.status_fields(), age(c.meta())))
         .collect();
     let mut kinds: BTreeSet<SourceKind> = active.sources.iter().map(|s| s.kind).collect();
     kinds.extend(claims.iter().map(|c| c.source.kind));

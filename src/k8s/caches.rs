@@ -22,11 +22,11 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::lean::{LeanClaim, LeanObject, LeanShoot, widen};
+use super::lean::{LeanClaim, LeanObject, LeanShoot, StoredClaim, widen};
 use super::writes::binding_resource;
-use crate::api::{AccountClaim, BindingKind, HapConfig, Shoot};
+use crate::api::{BindingKind, HapConfig, Shoot};
 use crate::ledger::Ledger;
-use crate::pools::{Kind, Relist, binding_view, claim_view, shoot_view};
+use crate::pools::{Kind, Relist, binding_view, shoot_view};
 
 /// A counter bumped on every watch event of bindings, Shoots, claims and configs. Consumers
 /// read it to coalesce bursts of events into one re-evaluation.
@@ -366,14 +366,14 @@ where
 /// reconcile reads is never newer in the store than in the index.
 pub fn claim_stream(
     api: Api<LeanClaim>,
-    writer: reflector::store::Writer<AccountClaim>,
+    writer: reflector::store::Writer<StoredClaim>,
     ledger: SharedLedger,
     feed: ChangeFeed,
     synced: Arc<AtomicBool>,
-) -> impl Stream<Item = Result<AccountClaim, watcher::Error>> + Send {
+) -> impl Stream<Item = Result<StoredClaim, watcher::Error>> + Send {
     let stream = watcher(api, watch_config())
         .default_backoff()
-        .map_ok(widen::<LeanClaim, AccountClaim>)
+        .map_ok(widen::<LeanClaim, StoredClaim>)
         .inspect_ok({
             let mut relist = None;
             move |ev| {
@@ -382,7 +382,7 @@ pub fn claim_stream(
                     Kind::Claim,
                     &mut relist,
                     ev,
-                    |l, c| l.apply_claim(claim_view(c)),
+                    |l, c| l.apply_claim(c.view()),
                     |l, c| {
                         l.delete_claim(
                             &c.uid().unwrap_or_default(),
@@ -415,7 +415,7 @@ pub type ShootCache = Retargetable<ShootTarget>;
 pub struct Caches {
     pub feed: ChangeFeed,
     pub configs: Store<HapConfig>,
-    pub claims: Store<AccountClaim>,
+    pub claims: Store<StoredClaim>,
     pub bindings: BindingCache,
     pub shoots: ShootCache,
 }

@@ -15,6 +15,8 @@ use kube::runtime::watcher::Event;
 use serde::{Deserialize, Deserializer};
 
 use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, Shoot, ShootSpec};
+use crate::pools::{ClaimView, claim_view_of};
+use crate::status::{CompactStatus, settled};
 
 /// The metadata fields anything downstream reads; the rest is skipped without being built.
 #[derive(Deserialize)]
@@ -53,7 +55,8 @@ pub fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error
 }
 
 /// Implements `Resource` for a namespaced lean type by borrowing the type information of the full
-/// one, and turns a lean object into the full one (the named fields move across, metadata too).
+/// one, and (given the fields) turns a lean object into the full one (the named fields move
+/// across, metadata too).
 macro_rules! lean_resource {
     ($lean:ident => $full:ident { $($field:ident),* }) => {
         impl From<$lean> for $full {
@@ -64,7 +67,9 @@ macro_rules! lean_resource {
                 }
             }
         }
-
+        lean_resource!($lean => $full);
+    };
+    ($lean:ident => $full:ident) => {
         impl Resource for $lean {
             type DynamicType = ();
             type Scope = NamespaceResourceScope;
@@ -100,6 +105,64 @@ pub struct LeanClaim {
     status: Option<AccountClaimStatus>,
 }
 lean_resource!(LeanClaim => AccountClaim { spec, status });
+
+/// An AccountClaim as the claim cache keeps it: lean metadata and a compact status (a Bound
+/// status as the operator writes it keeps no conditions, see `CompactStatus`). A reconcile gets
+/// the whole claim back with `expand`; the index and the controller's filters read the fields.
+#[derive(Deserialize, Clone, Debug)]
+#[serde(from = "LeanClaim")]
+pub struct StoredClaim {
+    metadata: ObjectMeta,
+    spec: AccountClaimSpec,
+    status: Option<CompactStatus>,
+}
+lean_resource!(StoredClaim => AccountClaim);
+
+impl From<LeanClaim> for StoredClaim {
+    fn from(c: LeanClaim) -> Self {
+        StoredClaim {
+            metadata: c.metadata,
+            spec: c.spec,
+            status: c.status.map(CompactStatus::new),
+        }
+    }
+}
+
+impl From<AccountClaim> for StoredClaim {
+    fn from(c: AccountClaim) -> Self {
+        StoredClaim {
+            metadata: c.metadata,
+            spec: c.spec,
+            status: c.status.map(CompactStatus::new),
+        }
+    }
+}
+
+impl StoredClaim {
+    /// The claim as it was written.
+    pub fn expand(&self) -> AccountClaim {
+        AccountClaim {
+            metadata: self.metadata.clone(),
+            spec: self.spec.clone(),
+            status: self.status.as_ref().map(CompactStatus::expand),
+        }
+    }
+
+    /// The index's view of the claim.
+    pub fn view(&self) -> ClaimView {
+        claim_view_of(&self.metadata, &self.spec, self.status_fields())
+    }
+
+    /// Whether the claim needs no reconcile until something else moves (`status::is_settled`).
+    pub fn is_settled(&self) -> bool {
+        settled(&self.metadata, self.status_fields())
+    }
+
+    /// The status without a folded Bound pair of conditions (`CompactStatus::fields`).
+    pub fn status_fields(&self) -> Option<&AccountClaimStatus> {
+        self.status.as_ref().map(CompactStatus::fields)
+    }
+}
 
 /// A Shoot as the Shoot watch decodes it (its spec is trimmed to the binding it names).
 #[derive(Deserialize, Clone, Debug)]

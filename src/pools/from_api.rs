@@ -2,28 +2,37 @@
 //! `status::recorded_binding`, the one definition of "bound"), which binding a Shoot uses, a
 //! binding's labels — each with the resourceVersion that orders views of the object.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::{BindingView, ClaimView, ShootView};
-use crate::api::{AccountClaim, Shoot};
+use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, Shoot};
 use crate::status::{is_denied, recorded_binding, waiting_in};
 
 /// The view of a claim that selection, release and counting take.
 pub fn claim_view(c: &AccountClaim) -> ClaimView {
-    let status = c.status.as_ref();
+    claim_view_of(&c.metadata, &c.spec, c.status.as_ref())
+}
+
+/// The same from a claim's parts (the claim cache keeps them, see `k8s::lean::StoredClaim`).
+pub fn claim_view_of(
+    meta: &ObjectMeta,
+    spec: &AccountClaimSpec,
+    status: Option<&AccountClaimStatus>,
+) -> ClaimView {
     let recorded = status.and_then(recorded_binding);
     ClaimView {
-        namespace: c.namespace().unwrap_or_default(),
-        name: c.name_any(),
-        uid: c.uid().unwrap_or_default(),
-        resource_version: c.resource_version(),
-        global_account: c.spec.global_account.clone(),
-        shoot_name: c.spec.shoot_name.clone(),
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        resource_version: meta.resource_version.clone(),
+        global_account: spec.global_account.clone(),
+        shoot_name: spec.shoot_name.clone(),
         lost: recorded.as_ref().is_some_and(|r| r.lost),
         binding_namespace: recorded.as_ref().and_then(|r| r.namespace.clone()),
         bound_binding: recorded.map(|r| r.binding),
         waiting_in: status.and_then(waiting_in),
-        deleting: c.metadata.deletion_timestamp.is_some(),
+        deleting: meta.deletion_timestamp.is_some(),
         denied: status.is_some_and(is_denied),
     }
 }

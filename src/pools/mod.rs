@@ -20,7 +20,7 @@ mod index;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-pub use from_api::{binding_view, claim_view, shoot_view};
+pub use from_api::{binding_view, claim_view, claim_view_of, shoot_view};
 pub use index::{Changes, Kind, Relist, is_newer};
 
 use crate::labels::{PoolKey, ResolvedLabelKeys};

@@ -19,7 +19,9 @@ use super::naming::{
     ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_CLUSTER_CONFIG, LABEL_MANAGED_BY, MANAGED_BY, SourceRef,
     claim_name, claim_object, cluster_config_name,
 };
-use crate::api::{AccountClaim, BindingKind, ClaimPhase, SourceKind, SourceStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::api::{AccountClaimStatus, BindingKind, ClaimPhase, SourceKind, SourceStatus};
 
 /// A source-created claim, as the pass sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,17 +37,20 @@ pub struct ClaimRecord {
 
 impl ClaimRecord {
     /// `None` for claims no source created.
-    pub fn from_claim(c: &AccountClaim, age: Duration) -> Option<Self> {
-        let source = SourceRef::from_labels(c.metadata.labels.as_ref()?)?;
-        let status = c.status.as_ref();
+    pub fn from_claim(
+        meta: &ObjectMeta,
+        status: Option<&AccountClaimStatus>,
+        age: Duration,
+    ) -> Option<Self> {
+        let source = SourceRef::from_labels(meta.labels.as_ref()?)?;
         Some(Self {
-            name: c.metadata.name.clone()?,
-            uid: c.metadata.uid.clone(),
+            name: meta.name.clone()?,
+            uid: meta.uid.clone(),
             source,
             phase: status.and_then(|s| s.phase),
             binding: status.and_then(|s| s.credentials_binding_name.clone()),
             age,
-            deleting: c.metadata.deletion_timestamp.is_some(),
+            deleting: meta.deletion_timestamp.is_some(),
         })
     }
 }

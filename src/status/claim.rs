@@ -17,7 +17,7 @@
 //! denied claim is `Failed` too: the denial is a decision, recorded once, and a later change of
 //! the rules does not revisit it (as a bound claim never moves); a new claim is decided anew.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::{CondStatus, remove_condition, set_condition};
 use crate::api::conditions::{reasons, types};
@@ -171,8 +171,12 @@ pub fn is_denied(s: &AccountClaimStatus) -> bool {
 /// lost or comes back brings the claim back through the inventory (`controller::revisit`), and
 /// the sweep of every claim each `--resync` is the safety net.
 pub fn is_settled(claim: &AccountClaim) -> bool {
-    let meta = &claim.metadata;
-    let Some(s) = &claim.status else {
+    settled(&claim.metadata, claim.status.as_ref())
+}
+
+/// The same from a claim's metadata and status (the claim cache keeps parts).
+pub fn settled(meta: &ObjectMeta, status: Option<&AccountClaimStatus>) -> bool {
+    let Some(s) = status else {
         return false;
     };
     meta.deletion_timestamp.is_none()
@@ -205,6 +209,30 @@ fn describe_request(spec: &AccountClaimSpec) -> String {
     parts.join(", ")
 }
 
+/// The message of the Ready and Bound conditions of a claim bound in this pass, from the
+/// status's own fields (the claim cache relies on that: see `status::compact`).
+pub fn bound_message(s: &AccountClaimStatus) -> Option<String> {
+    let pool = PoolKey {
+        hyperscaler_type: s.hyperscaler_type.clone()?,
+        eu_access: s.eu_access?,
+        shared: s.shared?,
+    };
+    let rule = s.matched_rule.as_ref()?;
+    let preference = match s.preference {
+        Some(p) if p > 1 => format!("; fallback preference {p}"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "bound to {}/{} ({}; rule {} `{}`{preference}; decision {:?})",
+        s.binding_namespace.as_deref()?,
+        s.credentials_binding_name.as_deref()?,
+        describe_pool(&pool),
+        rule.index,
+        rule.entry,
+        s.decision?
+    ))
+}
+
 /// The status to write, starting from the current one so that transition times survive.
 pub fn desired_claim_status(
     current: Option<&AccountClaimStatus>,
@@ -219,19 +247,19 @@ pub fn desired_claim_status(
     };
     let status = match outcome {
         ClaimOutcome::Bound(b) => {
-            let preference = match b.preference {
-                Some(p) if p > 1 => format!("; fallback preference {p}"),
-                _ => String::new(),
+            let status = AccountClaimStatus {
+                phase: Some(ClaimPhase::Bound),
+                credentials_binding_name: Some(b.binding.clone()),
+                binding_namespace: Some(b.namespace.clone()),
+                hyperscaler_type: Some(b.pool.hyperscaler_type.clone()),
+                eu_access: Some(b.pool.eu_access),
+                shared: Some(b.pool.shared),
+                matched_rule: Some(b.matched_rule.clone()),
+                decision: Some(b.decision),
+                preference: b.preference.and_then(|p| i64::try_from(p).ok()),
+                ..Default::default()
             };
-            let msg = format!(
-                "bound to {}/{} ({}; rule {} `{}`{preference}; decision {:?})",
-                b.namespace,
-                b.binding,
-                describe_pool(&b.pool),
-                b.matched_rule.index,
-                b.matched_rule.entry,
-                b.decision
-            );
+            let msg = bound_message(&status).unwrap_or_default();
             set(
                 &mut conds,
                 types::READY,
@@ -248,18 +276,7 @@ pub fn desired_claim_status(
             );
             remove_condition(&mut conds, types::STALLED);
             remove_condition(&mut conds, types::RECONCILING);
-            AccountClaimStatus {
-                phase: Some(ClaimPhase::Bound),
-                credentials_binding_name: Some(b.binding.clone()),
-                binding_namespace: Some(b.namespace.clone()),
-                hyperscaler_type: Some(b.pool.hyperscaler_type.clone()),
-                eu_access: Some(b.pool.eu_access),
-                shared: Some(b.pool.shared),
-                matched_rule: Some(b.matched_rule.clone()),
-                decision: Some(b.decision),
-                preference: b.preference.and_then(|p| i64::try_from(p).ok()),
-                ..Default::default()
-            }
+            status
         }
         ClaimOutcome::Denied { cause, matched } => {
             let msg = format!("{cause} (request: {})", describe_request(spec));

@@ -7,15 +7,17 @@
 //! generation it was computed from; `lastTransitionTime` changes only when the status does.
 
 mod claim;
+mod compact;
 mod config;
 mod sources;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 pub use claim::{
-    BoundTo, ClaimOutcome, PendingReason, Recorded, desired_claim_status, is_denied, is_settled,
-    recorded_binding, waiting_in,
+    BoundTo, ClaimOutcome, PendingReason, Recorded, bound_message, desired_claim_status, is_denied,
+    is_settled, recorded_binding, settled, waiting_in,
 };
+pub use compact::CompactStatus;
 pub use config::{ConfigInputs, MissingPool, desired_config_status};
 
 use crate::api::{AccountClaimStatus, HapConfigStatus};

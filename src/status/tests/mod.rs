@@ -93,4 +93,5 @@ fn long_messages_are_cut_on_a_character_boundary() {
 }
 
 mod claim;
+mod compact;
 mod config;
