@@ -9,6 +9,7 @@ use crate::controller::{self, LogFormat, RunArgs};
 pub fn run(args: RunArgs) -> ExitCode {
     init_tracing(args.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(usize::from(args.worker_threads))
         .enable_all()
         .build()
     {
@@ -18,7 +19,10 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(async move {
+    // The operator runs as a task of the runtime rather than in `block_on`: a future driven by
+    // `block_on` stays on the main thread, so every event the controllers wait for crossed
+    // threads (a wake-up and a context switch each; ~25 % of the CPU per claim in `perf`).
+    let operator = async move {
         let client = match kube::Client::try_default().await {
             Ok(c) => c,
             Err(e) => {
@@ -43,6 +47,15 @@ pub fn run(args: RunArgs) -> ExitCode {
             }
             Err(e) => {
                 tracing::error!(error = %e, cause = ?std::error::Error::source(&e).map(ToString::to_string), "operator stopped");
+                ExitCode::from(1)
+            }
+        }
+    };
+    runtime.block_on(async move {
+        match tokio::spawn(operator).await {
+            Ok(code) => code,
+            Err(e) => {
+                tracing::error!(error = %e, "the operator task ended abnormally");
                 ExitCode::from(1)
             }
         }
