@@ -12,7 +12,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::{BindingEntry, BindingView, ClaimView, Inventory, PoolMembers, ShootView, classify};
+use super::{
+    BindingEntry, BindingView, ClaimView, Inventory, PoolMembers, ShootView, SmallMap, classify,
+};
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 
 /// The three kinds the index follows.
@@ -512,12 +514,11 @@ fn members_of<'a>(m: &'a mut PoolMembers, class: &super::BindingClass) -> &'a mu
 }
 
 /// Counts one more (or one fewer) source of `inner` under `outer`.
-fn tally(map: &mut HashMap<String, BTreeMap<String, u32>>, outer: &str, inner: &str, add: bool) {
+fn tally(map: &mut HashMap<String, SmallMap<u32>>, outer: &str, inner: &str, add: bool) {
     if add {
         *map.entry(outer.to_string())
             .or_default()
-            .entry(inner.to_string())
-            .or_default() += 1;
+            .entry_or_default(inner) += 1;
         return;
     }
     let Some(m) = map.get_mut(outer) else { return };

@@ -17,6 +17,7 @@
 mod figures;
 mod from_api;
 mod index;
+mod small_map;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -24,6 +25,7 @@ pub use from_api::{binding_view, claim_view, claim_view_of, shoot_view};
 pub use index::{Changes, Kind, Relist, is_newer};
 
 use crate::labels::{PoolKey, ResolvedLabelKeys};
+pub use small_map::SmallMap;
 
 /// What selection and release need to know about one binding.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -126,11 +128,11 @@ impl PoolMembers {
 
 /// The clusters on one binding, each with the number of sources (a claim, a Shoot) naming it.
 #[derive(Clone, Copy, Debug)]
-pub struct Clusters<'a>(Option<&'a BTreeMap<String, u32>>);
+pub struct Clusters<'a>(Option<&'a SmallMap<u32>>);
 
 impl<'a> Clusters<'a> {
     pub fn len(&self) -> usize {
-        self.0.map_or(0, BTreeMap::len)
+        self.0.map_or(0, SmallMap::len)
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -154,9 +156,9 @@ pub struct Inventory {
     namespace: Option<String>,
     bindings: BTreeMap<String, BindingEntry>,
     pools: BTreeMap<PoolKey, PoolMembers>,
-    clusters: HashMap<String, BTreeMap<String, u32>>,
-    cluster_bindings: HashMap<String, BTreeMap<String, u32>>,
-    claims_on: HashMap<String, BTreeMap<String, String>>,
+    clusters: HashMap<String, SmallMap<u32>>,
+    cluster_bindings: HashMap<String, SmallMap<u32>>,
+    claims_on: HashMap<String, SmallMap<String>>,
     claims: HashMap<String, ClaimView>,
     recorded: HashMap<String, BTreeSet<String>>,
     waiting: HashMap<PoolKey, BTreeSet<String>>,
@@ -167,7 +169,7 @@ pub struct Inventory {
 }
 
 static EMPTY: BTreeSet<String> = BTreeSet::new();
-static EMPTY_MAP: BTreeMap<String, String> = BTreeMap::new();
+static EMPTY_MAP: SmallMap<String> = SmallMap::Few(Vec::new());
 
 /// Which pool a binding is in and in which role, by the pool selectors alone.
 pub fn classify(
@@ -302,7 +304,7 @@ impl Inventory {
     }
 
     /// The non-deleting claims bound to a binding, as uid → cluster name.
-    pub fn claims_on(&self, binding: &str) -> &BTreeMap<String, String> {
+    pub fn claims_on(&self, binding: &str) -> &SmallMap<String> {
         self.claims_on.get(binding).unwrap_or(&EMPTY_MAP)
     }
 
