@@ -39,7 +39,8 @@ pub use args::{LogFormat, RunArgs};
 use crate::api::{AccountClaim, HapConfig};
 use crate::http::Health;
 use crate::k8s::caches::{
-    SharedLedger, claim_stream, controller_stream, lock, store_ready, watch_bindings, watch_shoots,
+    LIST_PAGE, SharedLedger, claim_stream, controller_stream, lock, store_ready, watch_bindings,
+    watch_shoots,
 };
 use crate::k8s::lean::{LeanClaim, LeanObject, StoredClaim};
 use crate::k8s::writes::binding_resource;
@@ -537,7 +538,7 @@ async fn take_over(client: &Client, garden: &Client, ctx: &Context, stop: &Cance
 }
 
 async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), kube::Error> {
-    let mut lp = ListParams::default().limit(500);
+    let mut lp = ListParams::default().limit(LIST_PAGE);
     if let Some(target) = ctx.caches.bindings.target() {
         let api: Api<LeanObject> = Api::namespaced_with(
             garden.clone(),
@@ -559,7 +560,7 @@ async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), k
         ctx.ledger()
             .end_relist(Kind::Binding, relist, rv.as_deref());
     }
-    let mut lp = ListParams::default().limit(500);
+    let mut lp = ListParams::default().limit(LIST_PAGE);
     let api = claim_api::<LeanClaim>(client, &ctx.args);
     let relist = ctx.ledger().begin_relist(Kind::Claim);
     let rv = loop {

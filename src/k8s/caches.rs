@@ -295,8 +295,13 @@ fn follow<K>(
     }
 }
 
+/// Lists come in pages of 250: each page's body is buffered whole, and at 500 the buffers of
+/// three concurrent lists left the heap ~5 MiB larger for good (10k point: 59-62 MiB at 250,
+/// 62-66 at 500, 59 at 100 but ready in 1.7-2.2 s instead of 1.5-1.7).
+pub const LIST_PAGE: u32 = 250;
+
 fn watch_config() -> watcher::Config {
-    watcher::Config::default().page_size(500)
+    watcher::Config::default().page_size(LIST_PAGE)
 }
 
 /// The binding watch of a target: metadata only (labels and resourceVersion are all selection

@@ -134,7 +134,7 @@ impl Inventory {
         if namespace == self.namespace {
             return;
         }
-        let claims: Vec<ClaimView> = self.claims.values().cloned().collect();
+        let claims: Vec<ClaimView> = self.claims.values().map(|c| (**c).clone()).collect();
         for c in &claims {
             self.count_claim(c, false);
         }
@@ -410,7 +410,7 @@ impl Inventory {
             self.count_claim(&old, false);
         }
         self.count_claim(&view, true);
-        self.claims.insert(view.uid.clone(), view);
+        self.claims.insert(view.uid.clone(), Box::new(view));
         self.advance(Kind::Claim, rv.as_deref());
         true
     }

@@ -159,7 +159,8 @@ pub struct Inventory {
     clusters: HashMap<String, SmallMap<u32>>,
     cluster_bindings: HashMap<String, SmallMap<u32>>,
     claims_on: HashMap<String, SmallMap<String>>,
-    claims: HashMap<String, ClaimView>,
+    /// Boxed: the table keeps ~40 % of its slots empty, and a view is ~230 bytes.
+    claims: HashMap<String, Box<ClaimView>>,
     recorded: HashMap<String, BTreeSet<String>>,
     waiting: HashMap<PoolKey, BTreeSet<String>>,
     shoots: HashMap<String, ShootView>,
@@ -315,12 +316,12 @@ impl Inventory {
 
     /// The index's view of a claim, by uid.
     pub fn claim(&self, uid: &str) -> Option<&ClaimView> {
-        self.claims.get(uid)
+        self.claims.get(uid).map(|c| &**c)
     }
 
     /// Every claim the index holds.
     pub fn claims(&self) -> impl Iterator<Item = &ClaimView> {
-        self.claims.values()
+        self.claims.values().map(|c| &**c)
     }
 
     /// The claims whose status records `binding` (Bound or lost, deleting or not), by uid.
