@@ -799,21 +799,40 @@ mod tests {
         assert_eq!(ticks, 2);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn the_sweep_brings_every_claim_back_once_a_period() {
+    /// A listed store of claims with these names, and its writer.
+    fn listed(
+        names: &[String],
+    ) -> (
+        reflector::Store<StoredClaim>,
+        reflector::store::Writer<StoredClaim>,
+    ) {
         let (store, mut writer) = reflector::store::<StoredClaim>();
         writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitApply(claim("a")));
-        writer.apply_watcher_event(&Event::InitApply(claim("b")));
+        for name in names {
+            writer.apply_watcher_event(&Event::InitApply(claim(name)));
+        }
         writer.apply_watcher_event(&Event::InitDone);
+        (store, writer)
+    }
+
+    /// The sweep of `store` with a period of 300 s.
+    fn every_300_s(
+        store: reflector::Store<StoredClaim>,
+        now: Arc<tokio::sync::Notify>,
+        stop: &CancellationToken,
+    ) -> futures::stream::BoxStream<'static, ClaimRef> {
+        resync_sweep(store, Duration::from_secs(300), now, stop.clone()).boxed()
+    }
+
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sweep_brings_every_claim_back_once_a_period() {
+        let (store, mut writer) = listed(&names(&["a", "b"]));
         let stop = CancellationToken::new();
-        let sweep = resync_sweep(
-            store,
-            Duration::from_secs(300),
-            Arc::default(),
-            stop.clone(),
-        );
-        let mut sweep = std::pin::pin!(sweep);
+        let mut sweep = every_300_s(store, Arc::default(), &stop);
         let started = tokio::time::Instant::now();
         let mut first: Vec<String> = vec![
             sweep.next().await.expect("a claim").name,
@@ -840,16 +859,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_refresh_starts_a_sweep_at_once() {
-        let (store, mut writer) = reflector::store::<StoredClaim>();
-        writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitApply(claim("a")));
-        writer.apply_watcher_event(&Event::InitDone);
+        let (store, _writer) = listed(&names(&["a"]));
         let (now, stop) = (
             Arc::new(tokio::sync::Notify::new()),
             CancellationToken::new(),
         );
-        let sweep = resync_sweep(store, Duration::from_secs(300), now.clone(), stop.clone());
-        let mut sweep = std::pin::pin!(sweep);
+        let mut sweep = every_300_s(store, now.clone(), &stop);
         let started = tokio::time::Instant::now();
         tokio::time::sleep(Duration::from_secs(7)).await;
         now.notify_one();
@@ -863,21 +878,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_large_sweep_comes_in_paced_chunks() {
-        let (store, mut writer) = reflector::store::<StoredClaim>();
-        writer.apply_watcher_event(&Event::Init);
         let n = 2 * SWEEP_CHUNK + 10;
-        for i in 0..n {
-            writer.apply_watcher_event(&Event::InitApply(claim(&format!("c{i}"))));
-        }
-        writer.apply_watcher_event(&Event::InitDone);
+        let (store, _writer) = listed(&(0..n).map(|i| format!("c{i}")).collect::<Vec<_>>());
         let stop = CancellationToken::new();
-        let sweep = resync_sweep(
-            store,
-            Duration::from_secs(300),
-            Arc::default(),
-            stop.clone(),
-        );
-        let mut sweep = std::pin::pin!(sweep);
+        let mut sweep = every_300_s(store, Arc::default(), &stop);
         let started = tokio::time::Instant::now();
         let mut seen = std::collections::BTreeMap::<String, Duration>::new();
         for _ in 0..n {

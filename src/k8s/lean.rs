@@ -120,11 +120,7 @@ lean_resource!(StoredClaim => AccountClaim);
 
 impl From<LeanClaim> for StoredClaim {
     fn from(c: LeanClaim) -> Self {
-        StoredClaim {
-            metadata: c.metadata,
-            spec: c.spec,
-            status: c.status.map(CompactStatus::new),
-        }
+        AccountClaim::from(c).into()
     }
 }
 
