@@ -2,7 +2,7 @@
 //! serde would build into nested JSON maps only for the caches to drop them again: at 10k claims
 //! that was most of the allocations of a list and a third of the peak heap. These types skip
 //! them (and annotations, which no decision reads) while decoding and hand on the ordinary typed
-//! objects.
+//! objects; the claim cache keeps a compact form of each claim (`StoredClaim`).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
