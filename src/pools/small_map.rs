@@ -76,10 +76,22 @@ impl<V> SmallMap<V> {
     where
         V: Default,
     {
-        if !self.contains_key(key) {
-            self.insert(key.to_string(), V::default());
+        if let SmallMap::Few(v) = self
+            && v.len() >= FEW
+            && find(v, key).is_err()
+        {
+            *self = SmallMap::Many(std::mem::take(v).into_iter().collect());
         }
-        self.get_mut(key).expect("inserted just above")
+        match self {
+            SmallMap::Few(v) => {
+                let i = find(v, key).unwrap_or_else(|i| {
+                    v.insert(i, (key.to_string(), V::default()));
+                    i
+                });
+                &mut v[i].1
+            }
+            SmallMap::Many(m) => m.entry(key.to_string()).or_default(),
+        }
     }
 
     /// Removes `key`; a map that shrinks back to a few entries becomes a list again.
