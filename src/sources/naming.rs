@@ -22,6 +22,11 @@ pub const LABEL_SOURCE_NAME: &str = "accountpool.io/source-name";
 pub const LABEL_SOURCE_UID: &str = "accountpool.io/source-uid";
 /// The whole identity of the object (`Runtime kcp-system/name`), whatever its length.
 pub const ANNOTATION_SOURCE: &str = "accountpool.io/source";
+/// On a source claim: when the webhook last created or handed it back for an admission (RFC 3339,
+/// UTC). Written with a compare-and-swap on the claim's resourceVersion before the webhook
+/// answers `Bound`, so a clean-up that read the claim earlier fails its precondition; the
+/// clean-up's grace period runs from here, not from the claim's creation.
+pub const ANNOTATION_ADMITTED_AT: &str = "accountpool.io/admitted-at";
 
 /// On a served object: the AccountClaim that serves it (`<namespace>/<name>`).
 pub const ANNOTATION_ACCOUNT_CLAIM: &str = "accountpool.io/account-claim";
