@@ -93,18 +93,21 @@ async fn a_claim_handed_out_again_keeps_its_grace_from_the_stamp() {
     })
     .await;
 
-    // The object is deleted and, as for a request re-created under the same name, the claim is
-    // handed out again at once: the webhook stamps it.
+    // The claim is handed out again (the webhook stamps it, as for a request re-created under
+    // the same name), and the object is gone right after: its admission may still be under way.
+    let stamped = Instant::now();
+    hap.claims()
+        .patch(
+            &claim,
+            &PatchParams::default(),
+            &stamp(jiff::Timestamp::now()),
+        )
+        .await
+        .expect("stamp");
     runtimes
         .delete("rt-a", &DeleteParams::default())
         .await
         .expect("delete rt-a");
-    let stamped_at = jiff::Timestamp::now();
-    let stamped = Instant::now();
-    hap.claims()
-        .patch(&claim, &PatchParams::default(), &stamp(stamped_at))
-        .await
-        .expect("stamp");
     eventually(
         grace * 4,
         "the claim of the vanished Runtime deleted",
