@@ -217,6 +217,10 @@ mod identity_tests {
         assert_ne!(c.identity(), d.identity());
         let mut named = RunArgs::for_config("x");
         named.identity = Some("hap-operator-7f9c".into());
-        assert_eq!(named.identity(), "hap-operator-7f9c", "an explicit one is kept");
+        assert_eq!(
+            named.identity(),
+            "hap-operator-7f9c",
+            "an explicit one is kept"
+        );
     }
 }
