@@ -11,7 +11,10 @@
 //! The fence is checked immediately before every write (`k8s::Writer`): a leader paused past its
 //! lease (SIGSTOP, a stalled VM, a long GC) finds its fence expired on resuming and writes
 //! nothing, although its own lease task has not run yet. What remains is the instant between the
-//! check and the request leaving the process; compare-and-swap writes cover the bindings there.
+//! check and the request leaving the process, and a request that left but has not committed yet;
+//! compare-and-swap writes cover the bindings there, and conditioned deletes the claims. A leader
+//! that stops on its own gives the lease up only after its writes in flight were answered
+//! (`controller::leader`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -46,9 +46,13 @@ pub struct RunArgs {
     /// Namespace of the leader Lease (the operator's own namespace).
     #[arg(long, env = "POD_NAMESPACE", default_value = "hap-system")]
     pub lease_namespace: String,
-    /// Identity in the Lease and in events; defaults to the pod name or the host name.
+    /// Identity in the Lease and in events; defaults to the pod name. Without one, the host name
+    /// (else the pid) and a random suffix: two replicas with one identity would both renew.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// The random part of the fallback identity, drawn once per replica.
+    #[arg(skip = random_suffix())]
+    pub identity_suffix: String,
     /// Seconds a leader lease lasts without renewal.
     #[arg(long, default_value_t = 15)]
     pub lease_duration_seconds: u64,
@@ -97,6 +101,16 @@ pub struct RunArgs {
     pub source_grace: Duration,
 }
 
+/// Eight random lowercase letters and digits.
+fn random_suffix() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..8)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s).map_err(|e| e.to_string())
 }
@@ -115,6 +129,7 @@ impl RunArgs {
             lease_name: "hap-operator".into(),
             lease_namespace: "default".into(),
             identity: None,
+            identity_suffix: random_suffix(),
             lease_duration_seconds: 15,
             log_format: LogFormat::Text,
             resync: Duration::from_secs(300),
@@ -145,11 +160,17 @@ impl RunArgs {
             .unwrap_or_else(|| self.lease_namespace.clone())
     }
 
+    /// The replica's identity: `--identity` (the pod name), else the host name or pid with this
+    /// replica's random suffix — a host name alone is shared by two processes on one host, or by
+    /// pods that lost their POD_NAME, and two holders of one identity both renew the Lease.
     pub fn identity(&self) -> String {
-        self.identity
-            .clone()
-            .or_else(|| std::env::var("HOSTNAME").ok())
-            .unwrap_or_else(|| format!("hap-operator-{}", std::process::id()))
+        self.identity.clone().unwrap_or_else(|| {
+            let host = std::env::var("HOSTNAME")
+                .ok()
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| format!("hap-operator-{}", std::process::id()));
+            format!("{host}-{}", self.identity_suffix)
+        })
     }
 }
 
@@ -167,5 +188,39 @@ mod source_grace_tests {
         assert_eq!(args.effective_source_grace(), Duration::from_secs(13));
         args.source_grace = Duration::from_secs(60);
         assert_eq!(args.effective_source_grace(), Duration::from_secs(60));
+    }
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn two_replicas_without_an_identity_never_share_one() {
+        // Found by review: both replicas fell back to the same host name (a pod without
+        // POD_NAME, two processes on one host) and both renewed the Lease as its holder.
+        let parse = || <Cli as clap::Parser>::try_parse_from(["hap"]).map(|c| c.run);
+        let (Ok(a), Ok(b)) = (parse(), parse()) else {
+            panic!("default flags parse");
+        };
+        if a.identity.is_none() {
+            assert_ne!(a.identity(), b.identity());
+            assert_eq!(a.identity(), a.clone().identity(), "stable for one replica");
+        }
+        let (c, d) = (RunArgs::for_config("x"), RunArgs::for_config("x"));
+        assert_ne!(c.identity(), d.identity());
+        let mut named = RunArgs::for_config("x");
+        named.identity = Some("hap-operator-7f9c".into());
+        assert_eq!(
+            named.identity(),
+            "hap-operator-7f9c",
+            "an explicit one is kept"
+        );
     }
 }

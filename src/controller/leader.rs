@@ -3,7 +3,9 @@
 //! renewal, measured from when the renewal was sent. When the fence runs out — renewals failed,
 //! another replica holds the lease, or this process was paused past its lease — `lost` fires,
 //! writes stop at once, in-flight work is dropped, and the process exits to come back as a
-//! standby.
+//! standby. On shutdown the leader keeps renewing while its controllers drain, and gives the
+//! lease up only when told to (`release`): after every write in flight has been answered, so a
+//! standby never decides while one of the old leader's writes may still land.
 
 use std::time::{Duration, Instant};
 
@@ -42,14 +44,21 @@ impl Timing {
     }
 }
 
-/// Holds the lease until `stop`: sends on `acquired` once leading, extends `fence` on every
-/// renewal, and cancels `lost` (then returns) when leadership ends other than by `stop`.
+/// How a lease task ends: `stop` ends the wait of a standby; a leader keeps renewing until
+/// `release`, then revokes its fence and gives the lease up.
+pub struct Ending {
+    pub stop: CancellationToken,
+    pub release: CancellationToken,
+}
+
+/// Holds the lease: sends on `acquired` once leading, extends `fence` on every renewal, gives it
+/// up on `end.release`, and cancels `lost` (then returns) when leadership ends otherwise.
 pub async fn hold(
     client: Client,
     args: RunArgs,
     fence: Fence,
     metrics: SharedMetrics,
-    stop: CancellationToken,
+    end: Ending,
     acquired: oneshot::Sender<()>,
     lost: CancellationToken,
 ) -> Result<(), RunError> {
@@ -61,13 +70,15 @@ pub async fn hold(
     tracing::info!(lease = %args.lease_name, namespace = %args.lease_namespace, identity = %me, "waiting for the leader lease");
     loop {
         let leading = acquired.is_none();
-        if stop.is_cancelled() {
-            if leading {
-                fence.revoke();
-                if let Ok(Some(current)) = lease.get().await {
-                    let _ = lease.release(&current).await;
-                }
+        if leading && end.release.is_cancelled() {
+            fence.revoke();
+            metrics.leader.set(0);
+            if let Ok(Some(current)) = lease.get().await {
+                let _ = lease.release(&current).await;
             }
+            return Ok(());
+        }
+        if !leading && end.stop.is_cancelled() {
             return Ok(());
         }
         let sent = Instant::now();
@@ -112,8 +123,9 @@ pub async fn hold(
             lost.cancel();
             return Ok(());
         }
+        let wake = if leading { &end.release } else { &end.stop };
         tokio::select! {
-            _ = stop.cancelled() => {}
+            _ = wake.cancelled() => {}
             _ = tokio::time::sleep(pause) => {}
         }
     }

@@ -242,15 +242,20 @@ pub async fn run_with(
     let background = tokio::spawn(background(ctx.clone(), stop.clone()));
 
     let lost = CancellationToken::new();
+    let release = CancellationToken::new();
     let mut lease_task = None;
     if args.leader_elect {
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let end = leader::Ending {
+            stop: stop.clone(),
+            release: release.clone(),
+        };
         let task = tokio::spawn(leader::hold(
             client.clone(),
             args.clone(),
             fence.clone(),
             handle.metrics.clone(),
-            stop.clone(),
+            end,
             tx,
             lost.clone(),
         ));
@@ -279,6 +284,9 @@ pub async fn run_with(
     }
     stop.cancel();
     background.abort();
+    // The controllers have drained (every reconcile and source pass in progress finished, its
+    // writes answered); only now may a standby lead.
+    release.cancel();
     if let Some(task) = lease_task {
         // Hand the lease over before exiting, so the standby need not wait for it to expire.
         if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), task).await {

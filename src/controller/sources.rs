@@ -1,7 +1,7 @@
 //! The source controller (leader only): keeps the watches of the foreign request objects the
 //! config needs, runs `sources::sync` over them after every burst of changes, and carries out
-//! its plan — claims created, labelled or deleted, ClusterConfigs written or deleted — and
-//! keeps each source's status for the HapConfig.
+//! its plan — claims created, labelled or deleted, ClusterConfigs written or deleted, every write
+//! through the fenced writer — and keeps each source's status for the HapConfig.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,10 @@ use crate::api::{AccountClaim, BindingKind, SourceKind, SourceStatus};
 use crate::k8s::sources::{ForeignCache, SourceWrites};
 use crate::sources::kinds::cluster_config_resource;
 use crate::sources::naming::{ANNOTATION_SOURCE, SourceRef};
-use crate::sources::sync::{Action, ClaimRecord, KindView, PassInput, plan_pass};
+use crate::sources::sync::{
+    Action, ClaimRecord, CleanUp, ConfigRef, KindView, LiveClaim, PassInput,
+    clean_up as clean_up_step, plan_pass,
+};
 
 /// The leader's state for request sources.
 #[derive(Default)]
@@ -116,6 +119,8 @@ fn kind_view(cache: &ForeignCache) -> KindView {
     }
 }
 
+/// A claim's age for the plan's first sort only, by the local clock: the clean-up decides on the
+/// claim read live, by the API server's clock (`clean_up`).
 fn age(meta: &ObjectMeta) -> Duration {
     meta.creation_timestamp
         .as_ref()
@@ -184,9 +189,9 @@ async fn pass(ctx: &Context) {
     if let Ok(mut s) = ctx.sources.statuses.lock() {
         *s = plan.statuses;
     }
-    let writes = SourceWrites::new(client.clone());
+    let writes = SourceWrites::new(ctx.writer.clone());
     for action in plan.actions {
-        if let Err(e) = act(ctx, &writes, &client, &claim_ns, action).await {
+        if let Err(e) = act(ctx, &writes, &claim_ns, action).await {
             tracing::warn!(error = %e, cause = ?std::error::Error::source(&e).map(ToString::to_string), "request source action failed; retrying on the next pass");
         }
     }
@@ -195,7 +200,6 @@ async fn pass(ctx: &Context) {
 async fn act(
     ctx: &Context,
     writes: &SourceWrites,
-    client: &Client,
     claim_ns: &str,
     action: Action,
 ) -> Result<(), crate::k8s::K8sError> {
@@ -211,22 +215,14 @@ async fn act(
             writes.create_claim(claim_ns, &claim).await
         }
         Action::LabelClaim { name, labels } => writes.label_claim(claim_ns, &name, &labels).await,
-        Action::PutClusterConfig { object, existing } => {
-            let res = cluster_config_resource();
-            let version = if existing {
-                match current_cluster_config(ctx, &object).and_then(|o| o.metadata.resource_version)
-                {
-                    Some(v) => Some(v),
-                    None => return Ok(()),
-                }
-            } else {
-                None
-            };
-            writes.put_cluster_config(&res, &object, version).await
-        }
-        Action::DeleteClusterConfig { namespace, name } => {
+        Action::PutClusterConfig { object, version } => {
             writes
-                .delete_cluster_config(&cluster_config_resource(), &namespace, &name)
+                .put_cluster_config(&cluster_config_resource(), &object, version)
+                .await
+        }
+        Action::DeleteClusterConfig(cfg) => {
+            writes
+                .delete_cluster_config(&cluster_config_resource(), &cfg)
                 .await
         }
         Action::DeleteIfGone {
@@ -235,67 +231,103 @@ async fn act(
             source,
             cluster_configs,
         } => {
-            let Some(name) = object_name(writes, claim_ns, &claim, &source).await? else {
-                return Ok(());
+            let gone = Gone {
+                claim: &claim,
+                uid: uid.as_deref(),
+                source: &source,
             };
-            let resource: ApiResource = source.kind.resource();
-            // Shoots live in the garden: read them through the client that watches them.
-            let reader = if source.kind == SourceKind::Shoot {
-                ctx.writer.garden()
-            } else {
-                client
-            };
-            let exists =
-                SourceWrites::object_exists(reader, &resource, &source.namespace, &name).await?;
-            if exists {
-                return Ok(());
-            }
-            for (ns, cfg) in cluster_configs {
-                writes
-                    .delete_cluster_config(&cluster_config_resource(), &ns, &cfg)
-                    .await?;
-            }
-            tracing::info!(claim, object = %source.describe(), "request object is gone; deleting its claim (its finalizer releases the binding)");
-            writes.delete_claim(claim_ns, &claim, uid).await
+            clean_up(ctx, writes, claim_ns, gone, &cluster_configs).await
         }
     }
 }
 
-/// The object a claim serves: its name label, or (for names too long for a label) the source
-/// annotation, read from the API server since the cache drops annotations.
-async fn object_name(
+/// A claim whose object the cache does not show.
+struct Gone<'a> {
+    claim: &'a str,
+    uid: Option<&'a str>,
+    source: &'a SourceRef,
+}
+
+/// Deletes the claim of a vanished object, in this order: the claim is read first (its version
+/// and the webhook's stamp), it must be old enough by the API server's clock, the object must be
+/// gone by a read, and the delete is conditioned on the uid and version read first — so a
+/// webhook handing the claim out again at any point after the read makes the delete fail. Its
+/// ClusterConfigs go only once the claim is deleted.
+async fn clean_up(
+    ctx: &Context,
     writes: &SourceWrites,
     claim_ns: &str,
-    claim: &str,
-    source: &SourceRef,
-) -> Result<Option<String>, crate::k8s::K8sError> {
-    if let Some(n) = &source.name {
-        return Ok(Some(n.clone()));
-    }
-    let Some(c) = writes.get_claim(claim_ns, claim).await? else {
-        return Ok(None);
+    gone: Gone<'_>,
+    configs: &[ConfigRef],
+) -> Result<(), crate::k8s::K8sError> {
+    let read = writes.read_claim(claim_ns, gone.claim).await?;
+    let Some(live) = read.claim else {
+        return Ok(());
     };
-    Ok(c.metadata
+    // A server answer without a Date (a proxy that strips it) leaves the local clock.
+    let now = read.server_now.unwrap_or_else(jiff::Timestamp::now);
+    let grace = ctx.args.effective_source_grace();
+    let (uid, version) =
+        match clean_up_step(&LiveClaim::from_meta(&live.metadata), gone.uid, now, grace) {
+            CleanUp::CheckObject {
+                uid,
+                resource_version,
+            } => (uid, resource_version),
+            CleanUp::Wait { left } => {
+                tracing::debug!(
+                    claim = gone.claim,
+                    left_s = left.as_secs(),
+                    "claim handed out recently; its clean-up waits"
+                );
+                return Ok(());
+            }
+            CleanUp::Leave => return Ok(()),
+        };
+    let Some(name) = object_name(gone.source, &live) else {
+        return Ok(());
+    };
+    // Shoots live in the garden: read them through the client that watches them.
+    let reader = if gone.source.kind == SourceKind::Shoot {
+        ctx.writer.garden()
+    } else {
+        ctx.writer.client()
+    };
+    let resource: ApiResource = gone.source.kind.resource();
+    if SourceWrites::object_exists(reader, &resource, &gone.source.namespace, &name).await? {
+        return Ok(());
+    }
+    match writes
+        .delete_claim(claim_ns, gone.claim, &uid, &version)
+        .await
+    {
+        Err(crate::k8s::K8sError::Conflict { .. }) => {
+            tracing::debug!(
+                claim = gone.claim,
+                "claim changed since it was read (handed out again?); left as it is"
+            );
+            return Ok(());
+        }
+        other => other?,
+    }
+    tracing::info!(claim = gone.claim, object = %gone.source.describe(), "request object is gone; deleted its claim (its finalizer releases the binding)");
+    for cfg in configs {
+        writes
+            .delete_cluster_config(&cluster_config_resource(), cfg)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The object a claim serves: its name label, or (for names too long for a label) the source
+/// annotation of the claim read live (the cache drops annotations).
+fn object_name(source: &SourceRef, live: &AccountClaim) -> Option<String> {
+    if let Some(n) = &source.name {
+        return Some(n.clone());
+    }
+    live.metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(ANNOTATION_SOURCE))
         .and_then(|d| d.rsplit_once('/'))
-        .map(|(_, name)| name.to_string()))
-}
-
-fn current_cluster_config(
-    ctx: &Context,
-    want: &serde_json::Value,
-) -> Option<kube::api::DynamicObject> {
-    let ns = want.pointer("/metadata/namespace")?.as_str()?;
-    let name = want.pointer("/metadata/name")?.as_str()?;
-    let guard = ctx.sources.cluster_configs.lock().ok()?;
-    guard
-        .as_ref()?
-        .objects()
-        .into_iter()
-        .find(|o| {
-            o.metadata.namespace.as_deref() == Some(ns) && o.metadata.name.as_deref() == Some(name)
-        })
-        .map(|o| (*o).clone())
+        .map(|(_, name)| name.to_string())
 }

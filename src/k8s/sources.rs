@@ -1,22 +1,27 @@
 //! The API side of request sources on the leader: watch caches of the foreign request objects
 //! (Kyma Runtimes, openmcp Clusters, openmcp ClusterConfigs, Shoots), which report why they cannot
 //! watch (a CRD not installed, a permission missing) instead of failing, and the writes the
-//! source controller makes: claims it creates or labels or deletes, ClusterConfigs it owns.
+//! source controller makes: claims it creates or labels or deletes, ClusterConfigs it owns. Every
+//! one of those writes passes the leadership fence of the `Writer` it is built from; deletes are
+//! conditioned on the uid and resourceVersion the decision was taken on.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
-use kube::core::ApiResource;
+use kube::api::{
+    DeleteParams, DynamicObject, GetParams, Patch, PatchParams, PostParams, Preconditions,
+};
+use kube::core::{ApiResource, Request};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde_json::{Value, json};
 
-use super::K8sError;
 use super::caches::{ChangeFeed, store_ready};
+use super::{K8sError, Writer};
 use crate::api::{AccountClaim, FIELD_MANAGER, SOURCE_FIELD_MANAGER};
+use crate::sources::sync::ConfigRef;
 
 /// A watch of one foreign resource, in one namespace or all.
 pub struct ForeignCache {
@@ -122,10 +127,17 @@ impl ForeignCache {
     }
 }
 
-/// The writes of the source controller.
+/// The writes of the source controller: built from the `Writer`, whose fence each of them passes
+/// immediately before it is sent, so that a paused ex-leader that resumes sends none.
 #[derive(Clone)]
 pub struct SourceWrites {
-    client: Client,
+    writer: Writer,
+}
+
+/// A claim read live, and the API server's clock at that read (the `Date` of its answer).
+pub struct LiveRead {
+    pub claim: Option<AccountClaim>,
+    pub server_now: Option<jiff::Timestamp>,
 }
 
 fn params() -> PatchParams {
@@ -135,28 +147,49 @@ fn params() -> PatchParams {
     }
 }
 
+/// A delete conditioned on both the uid and the resourceVersion it was decided on.
+fn conditioned(uid: Option<String>, resource_version: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version,
+        }),
+        ..DeleteParams::default()
+    }
+}
+
+/// The `Date` header of an answer (RFC 9110 IMF-fixdate, one-second resolution).
+fn server_date(headers: &http::HeaderMap) -> Option<jiff::Timestamp> {
+    let v = headers.get(http::header::DATE)?.to_str().ok()?;
+    jiff::fmt::rfc2822::DateTimeParser::new()
+        .parse_timestamp(v)
+        .ok()
+}
+
 impl SourceWrites {
-    pub fn new(client: Client) -> Self {
-        Self { client }
+    pub fn new(writer: Writer) -> Self {
+        Self { writer }
+    }
+
+    fn client(&self) -> Client {
+        self.writer.client().clone()
     }
 
     /// Creates a claim the controller derived (adoption, or a Cluster whose name was generated).
     /// An existing claim of that name is left as it is.
     pub async fn create_claim(&self, ns: &str, claim: &AccountClaim) -> Result<(), K8sError> {
-        let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
+        let api: Api<AccountClaim> = Api::namespaced(self.client(), ns);
         let pp = PostParams {
             dry_run: false,
             field_manager: Some(SOURCE_FIELD_MANAGER.into()),
         };
         let name = claim.metadata.name.clone().unwrap_or_default();
+        let what = format!("AccountClaim {ns}/{name}");
+        self.writer.fenced(|| what.clone())?;
         match api.create(&pp, claim).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
-            Err(e) => Err(K8sError::classify(
-                "create",
-                format!("AccountClaim {ns}/{name}"),
-                e,
-            )),
+            Err(e) => Err(K8sError::classify("create", what, e)),
         }
     }
 
@@ -167,11 +200,13 @@ impl SourceWrites {
         name: &str,
         labels: &BTreeMap<String, String>,
     ) -> Result<(), K8sError> {
-        let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
+        let api: Api<AccountClaim> = Api::namespaced(self.client(), ns);
         let pp = PatchParams {
             field_manager: Some(SOURCE_FIELD_MANAGER.into()),
             ..Default::default()
         };
+        let what = format!("AccountClaim {ns}/{name}");
+        self.writer.fenced(|| what.clone())?;
         api.patch_metadata(
             name,
             &pp,
@@ -179,35 +214,77 @@ impl SourceWrites {
         )
         .await
         .map(|_| ())
-        .map_err(|e| K8sError::classify("label", format!("AccountClaim {ns}/{name}"), e))
+        .map_err(|e| K8sError::classify("label", what, e))
     }
 
     /// Reads a claim with its annotations (the cache drops them).
     pub async fn get_claim(&self, ns: &str, name: &str) -> Result<Option<AccountClaim>, K8sError> {
-        Api::<AccountClaim>::namespaced(self.client.clone(), ns)
-            .get_opt(name)
-            .await
-            .map_err(|e| K8sError::classify("read", format!("AccountClaim {ns}/{name}"), e))
+        Ok(self.read_claim(ns, name).await?.claim)
     }
 
-    /// Deletes the claim of a vanished request (its finalizer then releases the binding).
+    /// Reads a claim with its annotations and resourceVersion, and the API server's clock.
+    pub async fn read_claim(&self, ns: &str, name: &str) -> Result<LiveRead, K8sError> {
+        let what = || format!("AccountClaim {ns}/{name}");
+        let request = Request::new(AccountClaim::url_path(&(), Some(ns)))
+            .get(name, &GetParams::default())
+            .map_err(|e| K8sError::classify("read", what(), kube::Error::BuildRequest(e)))?;
+        let answer = self
+            .writer
+            .client()
+            .send(request.map(kube::client::Body::from))
+            .await
+            .map_err(|e| K8sError::classify("read", what(), e))?;
+        let server_now = server_date(answer.headers());
+        let code = answer.status();
+        let body = answer
+            .into_body()
+            .collect_bytes()
+            .await
+            .map_err(|e| K8sError::classify("read", what(), e))?;
+        if code == http::StatusCode::NOT_FOUND {
+            return Ok(LiveRead {
+                claim: None,
+                server_now,
+            });
+        }
+        if !code.is_success() {
+            let status = serde_json::from_slice::<kube::core::Status>(&body).unwrap_or_else(|_| {
+                kube::core::Status::failure(&String::from_utf8_lossy(&body), "")
+                    .with_code(code.as_u16())
+            });
+            return Err(K8sError::classify(
+                "read",
+                what(),
+                kube::Error::Api(status.boxed()),
+            ));
+        }
+        let claim = serde_json::from_slice(&body).map_err(|source| K8sError::Encode {
+            what: what(),
+            source,
+        })?;
+        Ok(LiveRead {
+            claim: Some(claim),
+            server_now,
+        })
+    }
+
+    /// Deletes the claim of a vanished request (its finalizer then releases the binding), only
+    /// if it is still the claim read (uid) and unchanged since (resourceVersion): a webhook that
+    /// handed it out meanwhile stamped it, and the delete then fails with `Conflict`.
     pub async fn delete_claim(
         &self,
         ns: &str,
         name: &str,
-        uid: Option<String>,
+        uid: &str,
+        resource_version: &str,
     ) -> Result<(), K8sError> {
-        let api: Api<AccountClaim> = Api::namespaced(self.client.clone(), ns);
-        let dp = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid,
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
+        let api: Api<AccountClaim> = Api::namespaced(self.client(), ns);
+        let dp = conditioned(Some(uid.into()), Some(resource_version.into()));
+        let what = format!("AccountClaim {ns}/{name}");
+        self.writer.fenced(|| what.clone())?;
         match api.delete(name, &dp).await {
             Ok(_) => Ok(()),
-            Err(e) => match K8sError::classify("delete", format!("AccountClaim {ns}/{name}"), e) {
+            Err(e) => match K8sError::classify("delete", what, e) {
                 K8sError::NotFound { .. } => Ok(()),
                 other => Err(other),
             },
@@ -229,8 +306,8 @@ impl SourceWrites {
             .map_err(|e| K8sError::classify("read", format!("{} {ns}/{name}", resource.kind), e))
     }
 
-    /// Creates a ClusterConfig, or puts the spec of the existing one back (the operator owns
-    /// it), conditioned on the version read.
+    /// Creates a ClusterConfig (`existing_version: None`), or puts the spec of one of the
+    /// operator's own back, conditioned on the version its ownership was checked at.
     pub async fn put_cluster_config(
         &self,
         resource: &ApiResource,
@@ -246,7 +323,7 @@ impl SourceWrites {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let what = format!("ClusterConfig {ns}/{name}");
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, resource);
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), ns, resource);
         let result = match existing_version {
             None => {
                 let body: DynamicObject =
@@ -258,6 +335,7 @@ impl SourceWrites {
                     dry_run: false,
                     field_manager: Some(FIELD_MANAGER.into()),
                 };
+                self.writer.fenced(|| what.clone())?;
                 api.create(&pp, &body).await.map(|_| ())
             }
             Some(rv) => {
@@ -265,6 +343,7 @@ impl SourceWrites {
                     "metadata": {"resourceVersion": rv},
                     "spec": obj.get("spec"),
                 });
+                self.writer.fenced(|| what.clone())?;
                 api.patch(name, &params(), &Patch::Merge(body))
                     .await
                     .map(|_| ())
@@ -277,20 +356,110 @@ impl SourceWrites {
         }
     }
 
-    /// Deletes a ClusterConfig of a vanished Cluster.
+    /// Deletes a ClusterConfig of the operator's, only if it is still the object at the version
+    /// the pass saw (and so still the operator's).
     pub async fn delete_cluster_config(
         &self,
         resource: &ApiResource,
-        ns: &str,
-        name: &str,
+        cfg: &ConfigRef,
     ) -> Result<(), K8sError> {
-        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, resource);
-        match api.delete(name, &DeleteParams::default()).await {
+        let (ns, name) = (&cfg.namespace, &cfg.name);
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client(), ns, resource);
+        let dp = conditioned(cfg.uid.clone(), cfg.resource_version.clone());
+        let what = format!("ClusterConfig {ns}/{name}");
+        self.writer.fenced(|| what.clone())?;
+        match api.delete(name, &dp).await {
             Ok(_) => Ok(()),
-            Err(e) => match K8sError::classify("delete", format!("ClusterConfig {ns}/{name}"), e) {
+            Err(e) => match K8sError::classify("delete", what, e) {
                 K8sError::NotFound { .. } => Ok(()),
                 other => Err(other),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leadership::Fence;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// A client of an address that counts the connections made to it and drops each at once, so
+    /// that a write that was sent fails with a transport error instead of being `Fenced`.
+    async fn counting_client() -> (Client, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                seen.fetch_add(1, Ordering::SeqCst);
+                drop(conn);
+            }
+        });
+        let config = kube::Config::new(url.parse().expect("url"));
+        (Client::try_from(config).expect("client"), count)
+    }
+
+    fn fenced<T: std::fmt::Debug>(what: &str, r: Result<T, K8sError>) {
+        assert!(
+            matches!(r, Err(K8sError::Fenced { .. })),
+            "{what}: {r:?} (sent although not leading)"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_does_not_lead_sends_no_source_write() {
+        let (client, connections) = counting_client().await;
+        let expired = Fence::closed();
+        expired.renewed(
+            Instant::now() - Duration::from_secs(30),
+            Duration::from_secs(15),
+            Duration::ZERO,
+        );
+        for fence in [Fence::closed(), expired] {
+            let writer = Writer::new(client.clone(), client.clone(), None, fence);
+            let w = SourceWrites::new(writer);
+            let claim: AccountClaim = serde_json::from_value(json!({
+                "apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim",
+                "metadata": {"name": "runtime.kcp.r1"},
+                "spec": {"globalAccount": "ga", "plan": "aws", "platformRegion": "cf-eu10"},
+            }))
+            .expect("claim");
+            let cfg = json!({"metadata": {"namespace": "p", "name": "c--hap"}, "spec": {}});
+            let res = crate::sources::kinds::cluster_config_resource();
+            let cfg_ref = ConfigRef {
+                namespace: "p".into(),
+                name: "c--hap".into(),
+                uid: Some("u".into()),
+                resource_version: Some("1".into()),
+            };
+            fenced("create claim", w.create_claim("hap", &claim).await);
+            fenced(
+                "label claim",
+                w.label_claim("hap", "runtime.kcp.r1", &BTreeMap::new())
+                    .await,
+            );
+            fenced(
+                "delete claim",
+                w.delete_claim("hap", "runtime.kcp.r1", "u", "1").await,
+            );
+            fenced(
+                "create ClusterConfig",
+                w.put_cluster_config(&res, &cfg, None).await,
+            );
+            fenced(
+                "rewrite ClusterConfig",
+                w.put_cluster_config(&res, &cfg, Some("3".into())).await,
+            );
+            fenced(
+                "delete ClusterConfig",
+                w.delete_cluster_config(&res, &cfg_ref).await,
+            );
+        }
+        assert_eq!(connections.load(Ordering::SeqCst), 0, "requests were sent");
     }
 }

@@ -50,8 +50,9 @@ impl Writer {
         &self.garden
     }
 
-    /// Whether this replica may write now; checked as the last step before every request.
-    fn fenced(&self, what: impl FnOnce() -> String) -> Result<(), K8sError> {
+    /// Whether this replica may write now; checked as the last step before every request, here
+    /// and by every other writer built on this one (`k8s::sources::SourceWrites`).
+    pub(crate) fn fenced(&self, what: impl FnOnce() -> String) -> Result<(), K8sError> {
         self.fence
             .check(Instant::now())
             .map_err(|source| K8sError::Fenced {

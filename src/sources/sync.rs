@@ -4,9 +4,14 @@
 //!
 //! Level-based: the pass is computed from the caches as they are, and repeating it after its
 //! actions finished plans nothing. A claim is deleted only when its kind's cache is synced, the
-//! claim is older than the grace period (the webhook creates a claim before the API server
-//! stores its object, and the object may be refused by a later admission step), and the caller
-//! has confirmed with a read that the object is gone.
+//! claim read live is older than the grace period counted from its creation or from the
+//! webhook's last hand-out, whichever is later (`clean_up`: the webhook creates or hands back a
+//! claim before the API server stores its object, and the object may be refused by a later
+//! admission step), and the caller has then confirmed with a read that the object is gone.
+//!
+//! Only ClusterConfigs the operator created (its managed-by label and the annotation naming this
+//! claim) are rewritten or deleted; a Cluster that points at any other gets no write, and its
+//! source's status says so.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -16,8 +21,8 @@ use serde_json::Value;
 use super::CompiledSources;
 use super::clusterconfig::{ClusterConfigFor, cluster_config, sets_binding};
 use super::naming::{
-    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_CLUSTER_CONFIG, LABEL_MANAGED_BY, MANAGED_BY, SourceRef,
-    claim_name, claim_object, cluster_config_name,
+    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_ADMITTED_AT, ANNOTATION_CLUSTER_CONFIG, LABEL_MANAGED_BY,
+    MANAGED_BY, SourceRef, claim_name, claim_object, cluster_config_name,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -55,6 +60,101 @@ impl ClaimRecord {
     }
 }
 
+/// A claim as the clean-up reads it from the API server, before it looks for the object: the
+/// watch cache drops annotations, and the resourceVersion read here conditions the delete.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LiveClaim {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    /// `creationTimestamp`, set by the API server.
+    pub created: Option<jiff::Timestamp>,
+    /// The webhook's last hand-out stamp (`ANNOTATION_ADMITTED_AT`), as written.
+    pub admitted_at: Option<String>,
+    pub deleting: bool,
+}
+
+impl LiveClaim {
+    pub fn from_meta(meta: &ObjectMeta) -> Self {
+        Self {
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            created: meta.creation_timestamp.as_ref().map(|t| t.0),
+            admitted_at: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_ADMITTED_AT))
+                .cloned(),
+            deleting: meta.deletion_timestamp.is_some(),
+        }
+    }
+
+    /// When the claim last served an admission: its creation or the webhook's last stamp,
+    /// whichever is later. A stamp that does not parse is not the webhook's and is ignored.
+    pub fn last_admitted(&self) -> Option<jiff::Timestamp> {
+        let stamp = self
+            .admitted_at
+            .as_deref()
+            .and_then(|s| s.parse::<jiff::Timestamp>().ok());
+        match (self.created, stamp) {
+            (Some(c), Some(s)) => Some(c.max(s)),
+            (c, s) => c.or(s),
+        }
+    }
+}
+
+/// What the clean-up does with a claim whose object the cache does not show, once read live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CleanUp {
+    /// Old enough: confirm with a read that the object is gone, then delete the claim only if it
+    /// is still this uid at this resourceVersion (a webhook stamping it meanwhile wins).
+    CheckObject {
+        uid: String,
+        resource_version: String,
+    },
+    /// Handed out too recently: an admission may still be storing its object.
+    Wait { left: Duration },
+    /// Not the claim the pass saw (another uid), already being deleted, or without the
+    /// preconditions a delete needs.
+    Leave,
+}
+
+/// Decides the clean-up of one claim read live at `now`, the API server's clock (the `Date` of
+/// that read's answer), so that its age is measured between the API server's timestamps.
+///
+/// The stamp itself comes from the clock of the webhook replica that wrote it. A skew of a few
+/// seconds between that clock and the API server's only moves the end of the wait by as much,
+/// against a grace of at least the decision timeout plus 5 s whose job is to cover what is left
+/// of one admission after the webhook answered (milliseconds normally). A stamp written after
+/// this read needs no clock at all: it changes the resourceVersion, so the delete fails.
+pub fn clean_up(
+    live: &LiveClaim,
+    planned_uid: Option<&str>,
+    now: jiff::Timestamp,
+    grace: Duration,
+) -> CleanUp {
+    let (Some(uid), Some(rv), Some(last)) = (
+        live.uid.as_deref(),
+        live.resource_version.as_deref(),
+        live.last_admitted(),
+    ) else {
+        return CleanUp::Leave;
+    };
+    if live.deleting || planned_uid.is_some_and(|p| p != uid) {
+        return CleanUp::Leave;
+    }
+    let age: Duration = now
+        .duration_since(last)
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    if age < grace {
+        return CleanUp::Wait { left: grace - age };
+    }
+    CleanUp::CheckObject {
+        uid: uid.to_string(),
+        resource_version: rv.to_string(),
+    }
+}
+
 /// What a kind's watch shows.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KindView {
@@ -88,18 +188,51 @@ pub enum Action {
         name: String,
         labels: BTreeMap<String, String>,
     },
-    /// The claim's object is missing from the cache: if a read confirms it is gone, delete the
-    /// claim and these ClusterConfigs `(namespace, name)`.
+    /// The claim's object is missing from the cache: read the claim live, and if it is old
+    /// enough (`clean_up`) and a read confirms the object is gone, delete the claim, then these
+    /// ClusterConfigs of its own.
     DeleteIfGone {
         claim: String,
         uid: Option<String>,
         source: SourceRef,
-        cluster_configs: Vec<(String, String)>,
+        cluster_configs: Vec<ConfigRef>,
     },
-    /// Create (`existing: false`) or rewrite this ClusterConfig.
-    PutClusterConfig { object: Value, existing: bool },
+    /// Create this ClusterConfig (`version: None`), or rewrite one of the operator's own,
+    /// conditioned on the resourceVersion its ownership was checked at.
+    PutClusterConfig {
+        object: Value,
+        version: Option<String>,
+    },
     /// A ClusterConfig the operator made whose claim and Cluster are both gone.
-    DeleteClusterConfig { namespace: String, name: String },
+    DeleteClusterConfig(ConfigRef),
+}
+
+/// A ClusterConfig of the operator's, as the pass saw it: deleted only if it is still that
+/// object at that version (uid and resourceVersion preconditions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+impl ConfigRef {
+    fn of(cfg: &Value) -> Option<Self> {
+        Some(Self {
+            namespace: str_at(cfg, "/metadata/namespace")?.to_string(),
+            name: str_at(cfg, "/metadata/name")?.to_string(),
+            uid: str_at(cfg, "/metadata/uid").map(str::to_string),
+            resource_version: str_at(cfg, "/metadata/resourceVersion").map(str::to_string),
+        })
+    }
+}
+
+/// Whether a ClusterConfig is the one the operator created for `claim` (`<namespace>/<name>`):
+/// its managed-by label and the claim annotation. Anything else is foreign: never written.
+pub fn owned_by(cfg: &Value, claim: &str) -> bool {
+    str_at(cfg, &pointer("labels", LABEL_MANAGED_BY)) == Some(MANAGED_BY)
+        && str_at(cfg, &pointer("annotations", ANNOTATION_ACCOUNT_CLAIM)) == Some(claim)
 }
 
 /// The plan of one pass.
@@ -151,6 +284,8 @@ fn referenced_config(cluster: &Value, name: &str) -> Option<String> {
 struct Counts {
     matching: i64,
     unserved: i64,
+    /// Served Clusters pointing at a ClusterConfig the operator does not own (`cluster → config`).
+    foreign: Vec<String>,
 }
 
 /// Plans one pass.
@@ -229,13 +364,24 @@ pub fn plan_pass(input: &PassInput<'_>) -> Pass {
                         match configs.get(&key(&ns, cfg)) {
                             None => actions.push(Action::PutClusterConfig {
                                 object: want,
-                                existing: false,
+                                version: None,
                             }),
+                            // The annotation is the Cluster's to set: it may name a config of
+                            // someone else's, which is never written (DESIGN §5, invariant 6).
+                            Some(have) if !owned_by(have, &claim_ref) => counts
+                                .entry(c.source.source_id.as_str())
+                                .or_default()
+                                .foreign
+                                .push(format!("{ns}/{name} → {ns}/{cfg}")),
                             Some(have) if !sets_binding(have, binding, input.binding_kind) => {
-                                actions.push(Action::PutClusterConfig {
-                                    object: want,
-                                    existing: true,
-                                })
+                                // Conditioned on the version whose ownership was checked: a
+                                // config changed since is looked at again by the next pass.
+                                if let Some(v) = str_at(have, "/metadata/resourceVersion") {
+                                    actions.push(Action::PutClusterConfig {
+                                        object: want,
+                                        version: Some(v.to_string()),
+                                    })
+                                }
                             }
                             Some(_) => {}
                         }
@@ -285,21 +431,8 @@ pub fn plan_pass(input: &PassInput<'_>) -> Pass {
             .cluster_configs
             .iter()
             .flatten()
-            .filter(|cfg| {
-                str_at(
-                    cfg,
-                    &format!(
-                        "/metadata/annotations/{}",
-                        ANNOTATION_ACCOUNT_CLAIM.replace('/', "~1")
-                    ),
-                ) == Some(claim_ref.as_str())
-            })
-            .filter_map(|cfg| {
-                Some(key(
-                    str_at(cfg, "/metadata/namespace")?,
-                    str_at(cfg, "/metadata/name")?,
-                ))
-            })
+            .filter(|cfg| owned_by(cfg, &claim_ref))
+            .filter_map(ConfigRef::of)
             .collect();
         actions.push(Action::DeleteIfGone {
             claim: c.name.clone(),
@@ -336,11 +469,11 @@ pub fn plan_pass(input: &PassInput<'_>) -> Pass {
             let Some(claim) = claim.filter(|_| managed) else {
                 continue;
             };
-            if !claim_refs.contains(claim) && !referenced_configs.contains(&key(ns, name)) {
-                actions.push(Action::DeleteClusterConfig {
-                    namespace: ns.into(),
-                    name: name.into(),
-                });
+            if !claim_refs.contains(claim)
+                && !referenced_configs.contains(&key(ns, name))
+                && let Some(r) = ConfigRef::of(cfg)
+            {
+                actions.push(Action::DeleteClusterConfig(r));
             }
         }
     }
@@ -372,6 +505,13 @@ pub fn plan_pass(input: &PassInput<'_>) -> Pass {
                     c.map_or(0, |c| c.matching),
                     mine.len()
                 ),
+            };
+            let message = match c.map(|c| &c.foreign).filter(|f| !f.is_empty()) {
+                Some(f) => format!(
+                    "{message}; not written, ClusterConfig not the operator's: {}",
+                    f.join(", ")
+                ),
+                None => message,
             };
             SourceStatus {
                 id: s.id.clone(),

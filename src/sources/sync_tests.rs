@@ -146,7 +146,7 @@ fn a_bound_cluster_gets_its_clusterconfig_and_it_is_kept_as_it_should_be() {
     let [
         Action::PutClusterConfig {
             object,
-            existing: false,
+            version: None,
         },
     ] = pass.actions.as_slice()
     else {
@@ -168,6 +168,7 @@ fn a_bound_cluster_gets_its_clusterconfig_and_it_is_kept_as_it_should_be() {
     assert!(again.actions.is_empty(), "{:?}", again.actions);
     let mut edited = object.clone();
     edited["spec"]["patches"] = json!([]);
+    edited["metadata"]["resourceVersion"] = json!("12");
     let fix = plan_pass(&input(
         &s,
         vec![],
@@ -177,7 +178,7 @@ fn a_bound_cluster_gets_its_clusterconfig_and_it_is_kept_as_it_should_be() {
     ));
     assert!(matches!(
         fix.actions.as_slice(),
-        [Action::PutClusterConfig { existing: true, .. }]
+        [Action::PutClusterConfig { version: Some(v), .. }] if v == "12"
     ));
     // Pending: nothing yet.
     let pending = ClaimRecord {
@@ -234,7 +235,7 @@ fn claims_of_vanished_objects_are_deleted_only_after_the_grace_and_with_a_synced
         age: Duration::from_secs(5),
         ..record(SourceKind::Runtime, "kcp", "new", None, None)
     };
-    let cfg = json!({"metadata": {"namespace": "p", "name": "c9--hap",
+    let cfg = json!({"metadata": {"namespace": "p", "name": "c9--hap", "uid": "u9", "resourceVersion": "5",
         "labels": {"openmcp.cloud/managed-by": "hap-operator"},
         "annotations": {"accountpool.io/account-claim": "hap/cluster.p.c9"}}});
     let c9 = record(
@@ -245,7 +246,7 @@ fn claims_of_vanished_objects_are_deleted_only_after_the_grace_and_with_a_synced
         Some("gcp-1"),
     );
     let pass = plan_pass(&input(&s, vec![], vec![], vec![gone, young, c9], vec![cfg]));
-    let deletes: Vec<(&str, &Vec<(String, String)>)> = pass
+    let deletes: Vec<(&str, &Vec<ConfigRef>)> = pass
         .actions
         .iter()
         .filter_map(|a| match a {
@@ -263,7 +264,12 @@ fn claims_of_vanished_objects_are_deleted_only_after_the_grace_and_with_a_synced
             ("runtime.kcp.old", &vec![]),
             (
                 "cluster.p.c9",
-                &vec![("p".to_string(), "c9--hap".to_string())]
+                &vec![ConfigRef {
+                    namespace: "p".into(),
+                    name: "c9--hap".into(),
+                    uid: Some("u9".into()),
+                    resource_version: Some("5".into()),
+                }]
             ),
         ]
     );
@@ -316,9 +322,7 @@ fn labels_follow_the_object_and_orphan_clusterconfigs_go() {
         matches!(&pass.actions[0], Action::LabelClaim { name, labels }
         if name == "runtime.kcp.r1" && labels.get("accountpool.io/source-uid").map(String::as_str) == Some("uid-r1"))
     );
-    assert!(
-        matches!(&pass.actions[1], Action::DeleteClusterConfig { name, .. } if name == "x--hap")
-    );
+    assert!(matches!(&pass.actions[1], Action::DeleteClusterConfig(r) if r.name == "x--hap"));
 }
 
 #[test]
@@ -346,4 +350,180 @@ fn a_source_that_cannot_watch_says_why() {
         "{}",
         mcp.message
     );
+}
+
+#[test]
+fn a_cluster_pointing_at_a_foreign_clusterconfig_gets_no_write_on_it() {
+    let s = sources();
+    let claim = record(
+        SourceKind::Cluster,
+        "p",
+        "c1",
+        Some(ClaimPhase::Bound),
+        Some("gcp-1"),
+    );
+    // The Cluster's annotation (its owner may change it) names a config of someone else's.
+    let mut c1 = cluster("c1");
+    c1["metadata"]["annotations"]["accountpool.io/cluster-config"] = json!("shared-defaults");
+    c1["spec"]["clusterConfigs"] = json!([{"name": "c1--hap"}, {"name": "shared-defaults"}]);
+    let shared = json!({"metadata": {"namespace": "p", "name": "shared-defaults", "uid": "u-shared",
+        "resourceVersion": "7"}, "spec": {"patches": []}});
+    // Labelled as the operator's, but made for another claim: not this claim's either.
+    let mut other = cluster("c2");
+    other["metadata"]["annotations"]["accountpool.io/cluster-config"] = json!("c3--hap");
+    other["spec"]["clusterConfigs"] = json!([{"name": "c3--hap"}]);
+    let c2 = record(
+        SourceKind::Cluster,
+        "p",
+        "c2",
+        Some(ClaimPhase::Bound),
+        Some("gcp-2"),
+    );
+    let c3_config = json!({"metadata": {"namespace": "p", "name": "c3--hap", "uid": "u-c3",
+        "resourceVersion": "8",
+        "labels": {"openmcp.cloud/managed-by": "hap-operator"},
+        "annotations": {"accountpool.io/account-claim": "hap/cluster.p.c3"}},
+        "spec": {"patches": []}});
+    let pass = plan_pass(&input(
+        &s,
+        vec![],
+        vec![c1, other],
+        vec![claim, c2],
+        vec![shared, c3_config],
+    ));
+    assert!(
+        !pass
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::PutClusterConfig { .. })),
+        "{:?}",
+        pass.actions
+    );
+    let mcp = pass
+        .statuses
+        .iter()
+        .find(|s| s.id == "mcp")
+        .expect("status");
+    assert!(
+        mcp.message.contains("p/c1 → p/shared-defaults")
+            && mcp.message.contains("p/c2 → p/c3--hap"),
+        "{}",
+        mcp.message
+    );
+}
+
+#[test]
+fn a_vanished_clusters_clean_up_takes_only_the_operators_own_clusterconfigs() {
+    let s = sources();
+    let c9 = record(
+        SourceKind::Cluster,
+        "p",
+        "c9",
+        Some(ClaimPhase::Bound),
+        Some("gcp-1"),
+    );
+    // Annotated with the claim by whoever wrote it, but not labelled as the operator's.
+    let unlabelled = json!({"metadata": {"namespace": "p", "name": "shared",
+        "annotations": {"accountpool.io/account-claim": "hap/cluster.p.c9"}}});
+    let pass = plan_pass(&input(&s, vec![], vec![], vec![c9], vec![unlabelled]));
+    assert_eq!(pass.actions.len(), 1, "{:?}", pass.actions);
+    assert!(
+        matches!(&pass.actions[0], Action::DeleteIfGone { cluster_configs, .. } if cluster_configs.is_empty()),
+        "{:?}",
+        pass.actions
+    );
+}
+
+fn at(s: &str) -> jiff::Timestamp {
+    s.parse().expect("timestamp")
+}
+
+fn live(created: &str, admitted_at: Option<&str>) -> LiveClaim {
+    LiveClaim {
+        uid: Some("claim-uid".into()),
+        resource_version: Some("41".into()),
+        created: Some(at(created)),
+        admitted_at: admitted_at.map(String::from),
+        deleting: false,
+    }
+}
+
+const GRACE: Duration = Duration::from_secs(60);
+
+#[test]
+fn the_clean_up_waits_a_grace_from_the_last_hand_out_not_from_creation() {
+    let now = at("2026-11-26T10:00:00Z");
+    let check = CleanUp::CheckObject {
+        uid: "claim-uid".into(),
+        resource_version: "41".into(),
+    };
+    // Created long ago, never handed out again: old enough, deleted only at the version read.
+    let old = live("2026-11-26T09:00:00Z", None);
+    assert_eq!(clean_up(&old, Some("claim-uid"), now, GRACE), check);
+    // The same claim handed back by the webhook 20 s ago (a request re-created under the same
+    // name): it waits the rest of the grace, whatever its creation says.
+    let reused = live("2026-11-26T09:00:00Z", Some("2026-11-26T09:59:40Z"));
+    assert_eq!(
+        clean_up(&reused, Some("claim-uid"), now, GRACE),
+        CleanUp::Wait {
+            left: Duration::from_secs(40)
+        }
+    );
+    let stamped_long_ago = live("2026-11-26T09:00:00Z", Some("2026-11-26T09:30:00+00:00"));
+    assert_eq!(
+        clean_up(&stamped_long_ago, Some("claim-uid"), now, GRACE),
+        check
+    );
+    // Young by creation.
+    let young = live("2026-11-26T09:59:55Z", None);
+    assert_eq!(
+        clean_up(&young, None, now, GRACE),
+        CleanUp::Wait {
+            left: Duration::from_secs(55)
+        }
+    );
+    // A stamp ahead of the API server's clock counts as just now.
+    let ahead = live("2026-11-26T09:00:00Z", Some("2026-11-26T10:00:03Z"));
+    assert_eq!(
+        clean_up(&ahead, None, now, GRACE),
+        CleanUp::Wait { left: GRACE }
+    );
+    // A stamp that is not a time is not the webhook's: creation decides.
+    let garbage = live("2026-11-26T09:00:00Z", Some("yesterday"));
+    assert_eq!(clean_up(&garbage, None, now, GRACE), check);
+}
+
+#[test]
+fn the_clean_up_leaves_another_claim_a_deleting_one_and_one_it_cannot_condition() {
+    let now = at("2026-11-26T10:00:00Z");
+    let old = live("2026-11-26T09:00:00Z", None);
+    assert_eq!(
+        clean_up(&old, Some("an-older-claim"), now, GRACE),
+        CleanUp::Leave,
+        "re-created under the same name since the pass"
+    );
+    let deleting = LiveClaim {
+        deleting: true,
+        ..old.clone()
+    };
+    assert_eq!(clean_up(&deleting, None, now, GRACE), CleanUp::Leave);
+    let no_version = LiveClaim {
+        resource_version: None,
+        ..old.clone()
+    };
+    assert_eq!(clean_up(&no_version, None, now, GRACE), CleanUp::Leave);
+}
+
+#[test]
+fn a_live_claim_is_read_with_its_stamp() {
+    let meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta =
+        serde_json::from_value(json!({
+            "name": "runtime.kcp.r1", "uid": "u", "resourceVersion": "9",
+            "creationTimestamp": "2026-11-26T09:00:00Z",
+            "annotations": {"accountpool.io/admitted-at": "2026-11-26T09:10:00Z"},
+        }))
+        .expect("meta");
+    let l = LiveClaim::from_meta(&meta);
+    assert_eq!(l.resource_version.as_deref(), Some("9"));
+    assert_eq!(l.last_admitted(), Some(at("2026-11-26T09:10:00Z")));
 }
