@@ -92,8 +92,8 @@ pub struct ClaimPlan {
     pub binding_path: Option<&'static str>,
     /// The ClusterConfig to reference (Clusters only).
     pub cluster_config: Option<String>,
-    pub(super) has_annotations: bool,
-    pub(super) has_cluster_configs: bool,
+    pub(crate) has_annotations: bool,
+    pub(crate) has_cluster_configs: bool,
 }
 
 impl ClaimPlan {

@@ -5,6 +5,9 @@
 //! fast as the leader; only the leader decides.
 
 mod admit;
+mod serve;
+#[cfg(test)]
+mod serve_tests;
 pub mod tls;
 
 use std::net::SocketAddr;
