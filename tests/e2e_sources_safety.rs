@@ -142,7 +142,9 @@ impl Bench {
             .patch_status(
                 name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"status": {"phase": "Bound", "credentialsBindingName": binding}})),
+                &Patch::Merge(
+                    json!({"status": {"phase": "Bound", "credentialsBindingName": binding}}),
+                ),
             )
             .await
             .expect("bind the claim");
@@ -159,7 +161,10 @@ async fn answer(mut tls: TlsStream<tokio::net::TcpStream>) -> Value {
     let mut raw = Vec::new();
     let _ = tls.read_to_end(&mut raw).await;
     let text = String::from_utf8_lossy(&raw);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
     let review: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"));
     review["response"].clone()
 }
@@ -215,7 +220,10 @@ async fn a_claim_handed_back_is_stamped_and_a_deleting_one_is_never_bound() {
             .as_ref()
             .and_then(|a| a.get(ANNOTATION_ADMITTED_AT).cloned())
     };
-    assert!(stamp(&before).is_some(), "a claim answered Bound is stamped");
+    assert!(
+        stamp(&before).is_some(),
+        "a claim answered Bound is stamped"
+    );
 
     // The object is re-created with the same request: the claim is handed back, stamped again.
     let second = bench.call("rt-again", "ga-again").await;

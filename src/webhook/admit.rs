@@ -1,7 +1,9 @@
 //! One admission call: decode the review, ask `sources::admission` what to do, create or find
 //! the AccountClaim and wait (bounded) for the leader's decision, answer with a patch or a
 //! denial. Every replica runs this; only the leader decides, so the decision stays in one place.
-//! A refused or undecided claim is deleted before the denial goes out: nothing is claimed.
+//! The claim's side effects are `serve`'s: a refused, undecided or cut-off call takes its claim
+//! back, so nothing is claimed. An UPDATE guard reads the API server when the cache does not
+//! show the claim.
 
 use std::time::Instant;
 
@@ -48,6 +50,19 @@ pub async fn review(hook: &Webhook, body: &[u8]) -> Vec<u8> {
         })
         .observe(started.elapsed().as_secs_f64());
     serde_json::to_vec(&response.into_review()).unwrap_or_default()
+}
+
+/// Whether the claim of that name exists: the cache, or (it lags behind a claim created a moment
+/// ago, maybe by another replica) the API server, bounded by the decision timeout.
+async fn served(hook: &Webhook, name: &str) -> Result<bool, String> {
+    if hook.claims.cached(name).is_some() {
+        return Ok(true);
+    }
+    match tokio::time::timeout(hook.decision_timeout, hook.claims.get(name)).await {
+        Ok(Ok(found)) => Ok(found.is_some()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the API server did not answer in time".into()),
+    }
 }
 
 fn kind_of(req: &AdmissionRequest<DynamicObject>) -> Option<SourceKind> {
@@ -149,14 +164,19 @@ async fn decide(
         Plan::Patch { ops, warnings } => allow(resp, ops, warnings),
         Plan::DenyIfServed { claim, message } => {
             let name = claim.rsplit('/').next().unwrap_or_default();
-            if hook.claims.cached(name).is_some() {
-                deny(resp, message)
-            } else {
-                (resp, "untouched")
+            match served(hook, name).await {
+                Ok(true) => deny(resp, message),
+                Ok(false) => (resp, "untouched"),
+                Err(e) => deny(
+                    resp,
+                    format!("hap-operator cannot tell whether this object is served ({e}); retry"),
+                ),
             }
         }
         Plan::Claim(p) => {
-            let state = super::serve::serve(&hook.claims, &p, hook.decision_timeout).await;
+            let state =
+                super::serve::serve(&hook.claims, &p, hook.decision_timeout, hook.tasks.guard())
+                    .await;
             match finish(&p, &state) {
                 Verdict::Allow { ops, warnings } => allow(resp, ops, warnings),
                 Verdict::Deny(m) => deny(resp, m),

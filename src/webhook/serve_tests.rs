@@ -112,6 +112,35 @@ impl ClaimCalls for Fake {
         })
     }
 
+    async fn stamp(
+        &self,
+        claim: &AccountClaim,
+        at: jiff::Timestamp,
+    ) -> Result<AccountClaim, K8sError> {
+        self.with(|w| {
+            if !w.before_stamp.is_empty() {
+                let hook = w.before_stamp.remove(0);
+                hook(w);
+            }
+            let Some(mut c) = w.claim.take() else {
+                return Err(K8sError::NotFound {
+                    what: "AccountClaim".into(),
+                });
+            };
+            if c.metadata.resource_version != claim.metadata.resource_version {
+                w.claim = Some(c);
+                return Err(conflict());
+            }
+            c.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(ANNOTATION_ADMITTED_AT.into(), at.to_string());
+            w.bump(&mut c);
+            w.claim = Some(c.clone());
+            Ok(c)
+        })
+    }
+
     async fn delete_unchanged(
         &self,
         _: &str,
@@ -214,7 +243,7 @@ async fn a_delete_that_meets_a_conflict_is_retried_until_the_claim_is_gone() {
         })],
         ..World::default()
     });
-    let state = serve(&fake, &plan(), DECISION).await;
+    let state = serve(&fake, &plan(), DECISION, None).await;
     assert!(matches!(state, ClaimState::Refused { .. }), "{state:?}");
     assert!(fake.claim().is_none(), "the refused claim is taken back");
 }
@@ -229,7 +258,7 @@ async fn a_failed_delete_never_answers_with_another_claims_binding() {
         })],
         ..World::default()
     });
-    let state = serve(&fake, &plan(), DECISION).await;
+    let state = serve(&fake, &plan(), DECISION, None).await;
     assert!(!matches!(state, ClaimState::Bound { .. }), "{state:?}");
     assert_eq!(
         fake.claim().and_then(|c| c.metadata.uid).as_deref(),
@@ -245,7 +274,7 @@ async fn a_claim_handed_back_is_stamped_before_it_is_answered_bound() {
         rv: 100,
         ..World::default()
     });
-    let state = serve(&fake, &plan(), DECISION).await;
+    let state = serve(&fake, &plan(), DECISION, None).await;
     assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
     let c = fake.claim().expect("kept");
     assert_ne!(c.metadata.resource_version.as_deref(), Some("100"));
@@ -273,7 +302,7 @@ async fn a_claim_deleted_as_it_is_handed_back_is_never_answered_bound() {
         })],
         ..World::default()
     });
-    let state = serve(&fake, &plan(), DECISION).await;
+    let state = serve(&fake, &plan(), DECISION, None).await;
     assert!(!matches!(state, ClaimState::Bound { .. }), "{state:?}");
 }
 
@@ -284,7 +313,7 @@ async fn a_cancelled_call_still_takes_its_claim_back() {
     let mut changes = fake.changes();
     let p = plan();
     {
-        let call = serve(&fake, &p, DECISION);
+        let call = serve(&fake, &p, DECISION, None);
         tokio::pin!(call);
         tokio::select! {
             _ = &mut call => panic!("no leader: the call cannot end this soon"),
@@ -314,7 +343,7 @@ async fn the_whole_call_answers_within_the_decision_timeout() {
     });
     let state = tokio::time::timeout(
         DECISION + Duration::from_millis(10),
-        serve(&fake, &plan(), DECISION),
+        serve(&fake, &plan(), DECISION, None),
     )
     .await
     .expect("answered within the decision timeout");
