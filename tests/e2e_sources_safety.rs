@@ -99,8 +99,8 @@ impl Bench {
         serde_json::to_vec(&body).expect("review")
     }
 
-    /// Opens a connection and sends the review; the answer is read by [`answer`].
-    async fn send(&self, body: &[u8]) -> TlsStream<tokio::net::TcpStream> {
+    /// Opens a TLS connection to the webhook.
+    async fn connect(&self) -> TlsStream<tokio::net::TcpStream> {
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_slice_iter(self.certs.ca_pem.as_bytes()) {
             roots.add(c.expect("CA")).expect("root");
@@ -112,10 +112,15 @@ impl Bench {
             .await
             .expect("connect");
         let name = ServerName::try_from("127.0.0.1").expect("server name");
-        let mut tls = TlsConnector::from(Arc::new(config))
+        TlsConnector::from(Arc::new(config))
             .connect(name, tcp)
             .await
-            .expect("TLS");
+            .expect("TLS")
+    }
+
+    /// Opens a connection and sends the review; the answer is read by [`answer`].
+    async fn send(&self, body: &[u8]) -> TlsStream<tokio::net::TcpStream> {
+        let mut tls = self.connect().await;
         let head = format!(
             "POST /mutate/runtimes HTTP/1.1\r\nHost: hap\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             body.len()
@@ -281,4 +286,38 @@ async fn a_claim_handed_back_is_stamped_and_a_deleting_one_is_never_bound() {
     let third = bench.call("rt-again", "ga-again").await;
     assert_eq!(third["allowed"], json!(false), "{third}");
     bench.release(&claim).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_server_bounds_what_a_peer_can_hold() {
+    // Issue 19, defect 9: without a timer hyper enforced no header-read timeout, and the number
+    // of connections had no cap: slow or idle peers could pin the pod's memory.
+    let bench = Bench::start().await;
+    let mut idle = bench.connect().await;
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(20), idle.read(&mut buf)).await;
+    assert!(
+        read.is_ok(),
+        "a connection that sends no headers is closed (waited {:?})",
+        started.elapsed()
+    );
+
+    let mut open = Vec::new();
+    for _ in 0..128 {
+        open.push(
+            tokio::net::TcpStream::connect(bench.addr)
+                .await
+                .expect("connect"),
+        );
+    }
+    let mut extra = tokio::net::TcpStream::connect(bench.addr)
+        .await
+        .expect("connect");
+    let closed = tokio::time::timeout(Duration::from_secs(3), extra.read(&mut buf)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "a connection beyond the cap is closed at once: {closed:?}"
+    );
+    drop(open);
 }

@@ -201,7 +201,7 @@ enum Settled {
     /// Answer this; nothing to take back (bound and stamped, being deleted, gone or not ours).
     Answer(ClaimState),
     /// Refused or undecided: take back this version of the claim, then answer the state.
-    TakeBack(ClaimState, AccountClaim),
+    TakeBack(ClaimState, Box<AccountClaim>),
 }
 
 impl<C: ClaimCalls> Call<C> {
@@ -225,7 +225,7 @@ impl<C: ClaimCalls> Call<C> {
         }
         match self.settle(claim).await {
             Settled::Answer(state) => state,
-            Settled::TakeBack(state, last) => self.take_back(state, last).await,
+            Settled::TakeBack(state, last) => self.take_back(state, *last).await,
         }
     }
 
@@ -287,7 +287,7 @@ impl<C: ClaimCalls> Call<C> {
                 // appears).
                 ClaimState::Bound { .. } => return Settled::Answer(too_late()),
                 ClaimState::Conflict { .. } => return Settled::Answer(state),
-                _ => return Settled::TakeBack(state, last),
+                _ => return Settled::TakeBack(state, Box::new(last)),
             }
             claim = match self.calls.stamp(&last, jiff::Timestamp::now()).await {
                 Ok(stamped) if claim_is_stamped(&stamped, &last) => {
