@@ -90,10 +90,15 @@ pub struct RunArgs {
         default_value = "/etc/hap-operator/webhook/tls.key"
     )]
     pub webhook_key_file: PathBuf,
-    /// How long an admission call waits for the leader to bind its AccountClaim before it
-    /// denies the request (keep it below the webhook's timeoutSeconds).
+    /// How long an admission call may take in all (find or create its AccountClaim, wait for
+    /// the leader, stamp or take the claim back) before it is answered. Keep it at least 2 s
+    /// below the webhook's timeoutSeconds: a call kube-apiserver gave up on fails the request.
     #[arg(long, default_value = "8s", value_parser = parse_duration)]
     pub webhook_decision_timeout: Duration,
+    /// The webhook's timeoutSeconds as registered, if known (e.g. `10s`): the decision timeout
+    /// in force is then at most this minus 2 s.
+    #[arg(long, value_parser = parse_duration)]
+    pub webhook_timeout: Option<Duration>,
     /// How long a claim a request source created may wait for its object to appear before the
     /// operator treats the object as never created (and deletes the claim). Never less than the
     /// decision timeout plus 5 s: an admission call still waiting must not lose its claim.
@@ -110,6 +115,10 @@ fn random_suffix() -> String {
         .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
         .collect()
 }
+
+/// What a webhook call needs beyond its decision timeout before kube-apiserver's timeoutSeconds:
+/// TLS, the network and kube-apiserver's own work.
+pub const WEBHOOK_ANSWER_MARGIN: Duration = Duration::from_secs(2);
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s).map_err(|e| e.to_string())
@@ -140,6 +149,7 @@ impl RunArgs {
             webhook_cert_file: PathBuf::from("/etc/hap-operator/webhook/tls.crt"),
             webhook_key_file: PathBuf::from("/etc/hap-operator/webhook/tls.key"),
             webhook_decision_timeout: Duration::from_secs(8),
+            webhook_timeout: None,
             source_grace: Duration::from_secs(60),
         }
     }
@@ -150,6 +160,19 @@ impl RunArgs {
     pub fn effective_source_grace(&self) -> Duration {
         self.source_grace
             .max(self.webhook_decision_timeout + Duration::from_secs(5))
+    }
+
+    /// The decision timeout in force: `--webhook-decision-timeout`, but at most
+    /// `--webhook-timeout` minus [`WEBHOOK_ANSWER_MARGIN`] (never below 1 s), so a call is
+    /// answered before kube-apiserver gives up on it.
+    pub fn effective_decision_timeout(&self) -> Duration {
+        match self.webhook_timeout {
+            Some(t) => self
+                .webhook_decision_timeout
+                .min(t.saturating_sub(WEBHOOK_ANSWER_MARGIN))
+                .max(Duration::from_secs(1)),
+            None => self.webhook_decision_timeout,
+        }
     }
 
     /// Where request sources create their AccountClaims: `--claim-namespace` when set (the
@@ -188,6 +211,21 @@ mod source_grace_tests {
         assert_eq!(args.effective_source_grace(), Duration::from_secs(13));
         args.source_grace = Duration::from_secs(60);
         assert_eq!(args.effective_source_grace(), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_decision_timeout_leaves_room_below_the_webhook_timeout() {
+        // Issue 19, defect 2: nothing checked the decision timeout against timeoutSeconds, and
+        // a call kube-apiserver gave up on left its claim behind.
+        let mut args = RunArgs::for_config("x");
+        args.webhook_decision_timeout = Duration::from_secs(8);
+        assert_eq!(args.effective_decision_timeout(), Duration::from_secs(8));
+        args.webhook_timeout = Some(Duration::from_secs(10));
+        assert_eq!(args.effective_decision_timeout(), Duration::from_secs(8));
+        args.webhook_timeout = Some(Duration::from_secs(5));
+        assert_eq!(args.effective_decision_timeout(), Duration::from_secs(3));
+        args.webhook_timeout = Some(Duration::from_secs(1));
+        assert_eq!(args.effective_decision_timeout(), Duration::from_secs(1));
     }
 }
 

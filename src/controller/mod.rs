@@ -210,8 +210,11 @@ pub async fn run_with(
             key_file: args.webhook_key_file.clone(),
             config_name: args.config_name.clone(),
             claim_namespace: args.source_claim_namespace(),
-            decision_timeout: args.webhook_decision_timeout,
+            decision_timeout: args.effective_decision_timeout(),
         };
+        if settings.decision_timeout < args.webhook_decision_timeout {
+            tracing::warn!(decision_timeout = ?settings.decision_timeout, "--webhook-decision-timeout is shortened to --webhook-timeout minus 2 s");
+        }
         let hook = crate::webhook::start(
             &client,
             settings,

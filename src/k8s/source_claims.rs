@@ -1,11 +1,12 @@
 //! The AccountClaims that request sources create, as every replica's admission webhook sees
 //! them: a watch cache of the claim namespace (only claims a source made) that wakes waiters on
-//! every change, and the few calls the webhook makes (create, read, delete if unchanged).
+//! every change, and the few calls the webhook makes (create, read, stamp and delete, both
+//! conditioned on the version read).
 
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -13,7 +14,7 @@ use tokio::sync::watch;
 
 use super::K8sError;
 use crate::api::{AccountClaim, SOURCE_FIELD_MANAGER};
-use crate::sources::naming::LABEL_SOURCE_ID;
+use crate::sources::naming::{ANNOTATION_ADMITTED_AT, LABEL_SOURCE_ID};
 
 /// A cached view of source-created claims and the calls on them.
 #[derive(Clone)]
@@ -111,6 +112,35 @@ impl SourceClaims {
             },
             Err(e) => Err(K8sError::classify("create", what, e)),
         }
+    }
+
+    /// Stamps a claim the webhook hands out (`accountpool.io/admitted-at` = `at`), only if it is
+    /// still the version that was read: the stamp moves its resourceVersion, so a clean-up that
+    /// read the claim before fails its delete precondition. A claim changed since is a Conflict.
+    pub async fn stamp(
+        &self,
+        claim: &AccountClaim,
+        at: jiff::Timestamp,
+    ) -> Result<AccountClaim, K8sError> {
+        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        let what = format!("AccountClaim {}/{name}", self.namespace);
+        // A merge patch without a resourceVersion would not be conditioned.
+        let Some(rv) = claim.metadata.resource_version.as_deref() else {
+            return Err(K8sError::Conflict { what });
+        };
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": rv,
+            // Nanoseconds: two stamps never carry the same value, so each one is a change.
+            "annotations": {ANNOTATION_ADMITTED_AT: at.to_string()},
+        }});
+        let pp = PatchParams {
+            field_manager: Some(SOURCE_FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        self.api
+            .patch(name, &pp, &Patch::Merge(&patch))
+            .await
+            .map_err(|e| K8sError::classify("stamp", what, e))
     }
 
     /// Deletes a claim only if it is still the version that was read: a claim the leader bound

@@ -13,9 +13,12 @@
 //!   exists (the claim needs the name: it derives the Shoot name from it).
 //! - A dry run never creates a claim: it reports what would happen, and uses a decision that
 //!   already exists.
-//! - An UPDATE that changes or clears a binding name the operator set, or drops the
-//!   ClusterConfig reference of a served Cluster, is denied: a second binding would move a
-//!   running cluster to another account (Gardener itself allows that change).
+//! - An UPDATE that changes or clears a binding name the operator set, drops the ClusterConfig
+//!   reference of a served Cluster or changes its `accountpool.io/cluster-config` annotation, is
+//!   denied: a second binding would move a running cluster to another account (Gardener itself
+//!   allows that change), and the annotation names the only ClusterConfig the operator writes.
+//! - A claim being deleted never answers `Bound`, and a claim read again counts only if it is the
+//!   same claim (uid) for the same request.
 
 use serde_json::{Value, json};
 
@@ -89,8 +92,8 @@ pub struct ClaimPlan {
     pub binding_path: Option<&'static str>,
     /// The ClusterConfig to reference (Clusters only).
     pub cluster_config: Option<String>,
-    pub(super) has_annotations: bool,
-    pub(super) has_cluster_configs: bool,
+    pub(crate) has_annotations: bool,
+    pub(crate) has_cluster_configs: bool,
 }
 
 impl ClaimPlan {
@@ -146,8 +149,14 @@ pub enum Verdict {
 /// Reasons under which the leader is still working on a claim: keep waiting.
 const UNDECIDED_REASONS: [&str; 2] = [reasons::PROGRESSING, reasons::CONFIG_MISSING];
 
-/// Where a claim stands, for the webhook.
+/// Where a claim stands, for the webhook. A claim being deleted is on its way out with its
+/// binding: it holds the name (Conflict) and never answers `Bound`.
 pub fn claim_state(claim: &AccountClaim) -> ClaimState {
+    if claim.metadata.deletion_timestamp.is_some() {
+        return ClaimState::Conflict {
+            existing: Box::new(claim.spec.clone()),
+        };
+    }
     let status = claim.status.as_ref();
     if let Some(s) = status
         && s.phase == Some(ClaimPhase::Bound)
@@ -333,7 +342,22 @@ fn plan_update(req: &Request<'_>, serving: &Serving<'_>) -> Plan {
     let claim = claim_name(req.kind, ns, name);
     let what = describe(req.kind, ns, Some(name));
     if req.kind == SourceKind::Cluster {
-        let Some(config) = annotation(old, ANNOTATION_CLUSTER_CONFIG) else {
+        let before = annotation(old, ANNOTATION_CLUSTER_CONFIG);
+        let after = annotation(req.object, ANNOTATION_CLUSTER_CONFIG);
+        if before != after {
+            let show =
+                |v: Option<&str>| v.map_or_else(|| "nothing".to_string(), |v| format!("`{v}`"));
+            return Plan::DenyIfServed {
+                claim: format!("{}/{claim}", serving.claim_namespace),
+                message: format!(
+                    "{what}: annotation {ANNOTATION_CLUSTER_CONFIG} cannot change from {} to {}: it names the ClusterConfig hap-operator writes the binding into (AccountClaim {}/{claim}). Delete the Cluster to release it",
+                    show(before),
+                    show(after),
+                    serving.claim_namespace
+                ),
+            };
+        }
+        let Some(config) = before else {
             return Plan::Untouched;
         };
         if references(old, config) && !references(req.object, config) {
@@ -374,6 +398,37 @@ fn plan_update(req: &Request<'_>, serving: &Serving<'_>) -> Plan {
 /// name with the same request may reuse its claim; any other difference must wait for release).
 pub fn same_request(existing: &AccountClaimSpec, wanted: &AccountClaimSpec) -> bool {
     existing == wanted
+}
+
+/// Whether `claim` is the very claim a call created or used (`uid`) and still carries its
+/// request: only such a claim may answer that call.
+pub fn is_same_claim(claim: &AccountClaim, uid: Option<&str>, spec: &AccountClaimSpec) -> bool {
+    uid.is_some() && claim.metadata.uid.as_deref() == uid && same_request(&claim.spec, spec)
+}
+
+/// What a call does after its delete of a refused or undecided claim lost its precondition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Retake {
+    /// Nothing left to take back: the claim is gone, being deleted, or another one.
+    Stop,
+    /// The leader bound it meanwhile: it may answer `Bound` once stamped.
+    Bound,
+    /// Still ours and not bound: delete again, conditioned on this version.
+    Retry { resource_version: Option<String> },
+}
+
+/// Step four, for a claim read again after a failed delete (`uid`: the one the call used).
+pub fn retake(now: Option<&AccountClaim>, uid: Option<&str>, spec: &AccountClaimSpec) -> Retake {
+    let Some(claim) = now.filter(|c| is_same_claim(c, uid, spec)) else {
+        return Retake::Stop;
+    };
+    match claim_state(claim) {
+        ClaimState::Bound { .. } => Retake::Bound,
+        ClaimState::Conflict { .. } => Retake::Stop,
+        ClaimState::Refused { .. } | ClaimState::Undecided { .. } => Retake::Retry {
+            resource_version: claim.metadata.resource_version.clone(),
+        },
+    }
 }
 
 /// Step three: the answer for a CREATE, given what became of its claim.

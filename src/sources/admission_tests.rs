@@ -491,3 +491,129 @@ fn the_claim_state_decides_the_answer() {
     });
     assert_eq!(claim_state(&claim), bound("aws-01"));
 }
+
+fn bound_claim(p: &ClaimPlan, uid: &str, rv: &str, binding: &str) -> AccountClaim {
+    let mut claim: AccountClaim = serde_json::from_value(p.claim_object()).expect("claim");
+    claim.metadata.uid = Some(uid.into());
+    claim.metadata.resource_version = Some(rv.into());
+    claim.status = Some(AccountClaimStatus {
+        phase: Some(ClaimPhase::Bound),
+        credentials_binding_name: Some(binding.into()),
+        ..Default::default()
+    });
+    claim
+}
+
+fn shoot_plan(s: &CompiledSources) -> ClaimPlan {
+    let obj = shoot(shoot_labels());
+    claim_plan(plan(
+        &create(SourceKind::Shoot, "garden-kyma", &obj),
+        &serving(s),
+    ))
+}
+
+#[test]
+fn a_deleting_claim_is_never_answered_bound() {
+    // Issue 19, defect 1: the clean-up may delete a claim the moment the same request comes
+    // again; a claim already being deleted must not hand its binding to the new object.
+    let s = sources(SOURCES);
+    let p = shoot_plan(&s);
+    let mut claim = bound_claim(&p, "u1", "7", "aws-01");
+    assert_eq!(claim_state(&claim), bound("aws-01"));
+    claim.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::UNIX_EPOCH,
+    ));
+    assert!(
+        matches!(claim_state(&claim), ClaimState::Conflict { .. }),
+        "{:?}",
+        claim_state(&claim)
+    );
+}
+
+#[test]
+fn a_claim_read_again_counts_only_if_it_is_the_same_claim_for_the_same_request() {
+    // Issue 19, defect 8: after a failed delete the call read the claim of that name again and
+    // answered with whatever binding it held, another request's included.
+    let s = sources(SOURCES);
+    let p = shoot_plan(&s);
+    let ours = bound_claim(&p, "u1", "9", "aws-01");
+    assert_eq!(retake(Some(&ours), Some("u1"), &p.spec), Retake::Bound);
+    let mut other_uid = ours.clone();
+    other_uid.metadata.uid = Some("u2".into());
+    assert_eq!(retake(Some(&other_uid), Some("u1"), &p.spec), Retake::Stop);
+    let mut other_request = ours.clone();
+    other_request.spec.global_account = "ga-2".into();
+    assert_eq!(
+        retake(Some(&other_request), Some("u1"), &p.spec),
+        Retake::Stop
+    );
+    assert_eq!(retake(None, Some("u1"), &p.spec), Retake::Stop);
+    assert_eq!(retake(Some(&ours), None, &p.spec), Retake::Stop);
+    let mut pending = ours.clone();
+    pending.status = None;
+    assert_eq!(
+        retake(Some(&pending), Some("u1"), &p.spec),
+        Retake::Retry {
+            resource_version: Some("9".into())
+        }
+    );
+    let mut deleting = ours.clone();
+    deleting.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+    );
+    assert_eq!(retake(Some(&deleting), Some("u1"), &p.spec), Retake::Stop);
+}
+
+#[test]
+fn a_cluster_update_cannot_move_or_drop_its_cluster_config_annotation() {
+    // Issue 19, defect 7: the annotation names the ClusterConfig the operator writes; pointing
+    // it at another ClusterConfig made the operator rewrite one it does not own.
+    let s = sources(SOURCES);
+    let mut old = cluster(
+        Some("c1"),
+        json!(["mcp"]),
+        Some(json!([{"name": "c1--hap"}])),
+    );
+    old["metadata"]["annotations"] = json!({"accountpool.io/cluster-config": "c1--hap"});
+    let mut moved = old.clone();
+    moved["metadata"]["annotations"]["accountpool.io/cluster-config"] = json!("shared-defaults");
+    moved["spec"]["clusterConfigs"] = json!([{"name": "c1--hap"}, {"name": "shared-defaults"}]);
+    let Plan::DenyIfServed { claim, message } = plan(
+        &update(SourceKind::Cluster, "platform", &old, &moved),
+        &serving(&s),
+    ) else {
+        panic!("deny if served")
+    };
+    assert_eq!(claim, "hap-system/cluster.platform.c1");
+    assert!(
+        message.contains("accountpool.io/cluster-config"),
+        "{message}"
+    );
+    let mut dropped = old.clone();
+    dropped["metadata"]["annotations"] = json!({});
+    assert!(matches!(
+        plan(
+            &update(SourceKind::Cluster, "platform", &old, &dropped),
+            &serving(&s)
+        ),
+        Plan::DenyIfServed { .. }
+    ));
+    let mut added = old.clone();
+    added["metadata"]["annotations"] = json!({});
+    assert!(matches!(
+        plan(
+            &update(SourceKind::Cluster, "platform", &added, &old),
+            &serving(&s)
+        ),
+        Plan::DenyIfServed { .. }
+    ));
+    let mut relabelled = old.clone();
+    relabelled["metadata"]["labels"]["x"] = json!("y");
+    assert_eq!(
+        plan(
+            &update(SourceKind::Cluster, "platform", &old, &relabelled),
+            &serving(&s)
+        ),
+        Plan::Untouched
+    );
+}

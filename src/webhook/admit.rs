@@ -1,9 +1,11 @@
 //! One admission call: decode the review, ask `sources::admission` what to do, create or find
 //! the AccountClaim and wait (bounded) for the leader's decision, answer with a patch or a
 //! denial. Every replica runs this; only the leader decides, so the decision stays in one place.
-//! A refused or undecided claim is deleted before the denial goes out: nothing is claimed.
+//! The claim's side effects are `serve`'s: a refused, undecided or cut-off call takes its claim
+//! back, so nothing is claimed. An UPDATE guard reads the API server when the cache does not
+//! show the claim.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kube::api::DynamicObject;
 use kube::core::admission::{
@@ -13,15 +15,10 @@ use rand::Rng;
 use serde_json::Value;
 
 use super::Webhook;
-use crate::api::{AccountClaim, BindingKind, SourceKind};
+use crate::api::{BindingKind, SourceKind};
 use crate::controller::active::ConfigState;
-use crate::k8s::K8sError;
-use crate::k8s::source_claims::CreateOutcome;
 use crate::metrics::AdmissionLabels;
-use crate::sources::admission::{
-    ClaimPlan, ClaimState, Operation, Plan, Request, Serving, Verdict, claim_state, finish, plan,
-    same_request,
-};
+use crate::sources::admission::{Operation, Plan, Request, Serving, Verdict, finish, plan};
 
 /// Decodes, decides and encodes one review. Never fails: a request it cannot read is answered
 /// as invalid, which the API server treats as a webhook error.
@@ -53,6 +50,19 @@ pub async fn review(hook: &Webhook, body: &[u8]) -> Vec<u8> {
         })
         .observe(started.elapsed().as_secs_f64());
     serde_json::to_vec(&response.into_review()).unwrap_or_default()
+}
+
+/// Whether the claim of that name exists: the cache, or (it lags behind a claim created a moment
+/// ago, maybe by another replica) the API server, bounded by the decision timeout.
+async fn served(hook: &Webhook, name: &str) -> Result<bool, String> {
+    if hook.claims.cached(name).is_some() {
+        return Ok(true);
+    }
+    match tokio::time::timeout(hook.decision_timeout, hook.claims.get(name)).await {
+        Ok(Ok(found)) => Ok(found.is_some()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the API server did not answer in time".into()),
+    }
 }
 
 fn kind_of(req: &AdmissionRequest<DynamicObject>) -> Option<SourceKind> {
@@ -154,153 +164,23 @@ async fn decide(
         Plan::Patch { ops, warnings } => allow(resp, ops, warnings),
         Plan::DenyIfServed { claim, message } => {
             let name = claim.rsplit('/').next().unwrap_or_default();
-            if hook.claims.cached(name).is_some() {
-                deny(resp, message)
-            } else {
-                (resp, "untouched")
+            match served(hook, name).await {
+                Ok(true) => deny(resp, message),
+                Ok(false) => (resp, "untouched"),
+                Err(e) => deny(
+                    resp,
+                    format!("hap-operator cannot tell whether this object is served ({e}); retry"),
+                ),
             }
         }
         Plan::Claim(p) => {
-            let state = serve(hook, &p).await;
+            let state =
+                super::serve::serve(&hook.claims, &p, hook.decision_timeout, hook.tasks.guard())
+                    .await;
             match finish(&p, &state) {
                 Verdict::Allow { ops, warnings } => allow(resp, ops, warnings),
                 Verdict::Deny(m) => deny(resp, m),
             }
         }
-    }
-}
-
-/// Finds or creates the claim and waits for its decision; a claim that ends refused or
-/// undecided is deleted (if nobody bound it meanwhile), so a denial claims nothing.
-async fn serve(hook: &Webhook, p: &ClaimPlan) -> ClaimState {
-    let deadline = tokio::time::Instant::now() + hook.decision_timeout;
-    let existing = match hook.claims.cached(&p.claim_name) {
-        Some(c) => Some((*c).clone()),
-        None => match hook.claims.get(&p.claim_name).await {
-            Ok(c) => c,
-            Err(e) => return failed(&e),
-        },
-    };
-    let claim = match existing {
-        Some(c) if c.metadata.deletion_timestamp.is_some() || !same_request(&c.spec, &p.spec) => {
-            return ClaimState::Conflict {
-                existing: Box::new(c.spec),
-            };
-        }
-        Some(c) => c,
-        None if p.dry_run => {
-            return ClaimState::Undecided {
-                reason: None,
-                message: None,
-            };
-        }
-        None => {
-            let obj: AccountClaim = match serde_json::from_value(p.claim_object()) {
-                Ok(o) => o,
-                Err(e) => {
-                    return ClaimState::Undecided {
-                        reason: Some("Internal".into()),
-                        message: Some(format!("cannot build the AccountClaim: {e}")),
-                    };
-                }
-            };
-            match hook.claims.create(&obj).await {
-                Ok(CreateOutcome::Created(c)) => c,
-                Ok(CreateOutcome::Exists(c)) if same_request(&c.spec, &p.spec) => c,
-                Ok(CreateOutcome::Exists(c)) => {
-                    return ClaimState::Conflict {
-                        existing: Box::new(c.spec),
-                    };
-                }
-                Err(e) => return failed(&e),
-            }
-        }
-    };
-    if p.dry_run {
-        return claim_state(&claim);
-    }
-    let (state, last) = wait(hook, &p.claim_name, claim, deadline).await;
-    if matches!(state, ClaimState::Bound { .. }) {
-        return state;
-    }
-    // Refused or undecided: take the claim back, unless it changed since it was read (then the
-    // leader may have bound it, and the fresh state decides).
-    let uid = last.metadata.uid.clone();
-    let rv = last.metadata.resource_version.clone();
-    match hook.claims.delete_unchanged(&p.claim_name, uid, rv).await {
-        Ok(()) => state,
-        Err(K8sError::Conflict { .. }) => match hook.claims.get(&p.claim_name).await {
-            Ok(Some(now)) if matches!(claim_state(&now), ClaimState::Bound { .. }) => {
-                claim_state(&now)
-            }
-            _ => state,
-        },
-        Err(e) => {
-            tracing::warn!(claim = %p.claim_ref(), error = %e, "cannot delete a claim whose request was denied");
-            state
-        }
-    }
-}
-
-fn failed(e: &K8sError) -> ClaimState {
-    ClaimState::Undecided {
-        reason: Some(e.kind().into()),
-        message: Some(e.to_string()),
-    }
-}
-
-/// Waits until the claim is bound or refused, or the deadline passes; returns the state and the
-/// last version of the claim seen.
-async fn wait(
-    hook: &Webhook,
-    name: &str,
-    mut claim: AccountClaim,
-    deadline: tokio::time::Instant,
-) -> (ClaimState, AccountClaim) {
-    let mut changes = hook.claims.changes();
-    loop {
-        if let Some(c) = hook.claims.cached(name)
-            && c.metadata.uid == claim.metadata.uid
-            && newer(&c, &claim)
-        {
-            claim = (*c).clone();
-        }
-        let state = claim_state(&claim);
-        if !matches!(state, ClaimState::Undecided { .. }) {
-            return (state, claim);
-        }
-        tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => return (state, claim),
-            changed = changes.changed() => {
-                if changed.is_err() {
-                    // The cache is gone (shutting down): nothing more will arrive.
-                    tokio::time::sleep_until(deadline).await;
-                    return (state, claim);
-                }
-            }
-            // A safety net for a watch that lags: read the claim itself now and then.
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                if let Ok(Some(c)) = hook.claims.get(name).await
-                    && c.metadata.uid == claim.metadata.uid
-                {
-                    claim = c;
-                }
-            }
-        }
-    }
-}
-
-/// Whether `a` is a later version than `b` (resourceVersions compare as numbers on etcd; an
-/// unparsable one is taken as newer, the cache being the fresher source).
-fn newer(a: &AccountClaim, b: &AccountClaim) -> bool {
-    let rv = |c: &AccountClaim| {
-        c.metadata
-            .resource_version
-            .as_deref()
-            .and_then(|v| v.parse::<u64>().ok())
-    };
-    match (rv(a), rv(b)) {
-        (Some(x), Some(y)) => x > y,
-        _ => true,
     }
 }

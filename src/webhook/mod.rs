@@ -2,9 +2,14 @@
 //! `POST /mutate/shoots`, `/mutate/clusters`, `/mutate/runtimes` (any of them accepts any of
 //! the three kinds; the paths keep webhook configurations readable). Each replica keeps its own
 //! watch of the HapConfig in force and of the claims sources created, so a standby answers as
-//! fast as the leader; only the leader decides.
+//! fast as the leader; only the leader decides. The server bounds what a peer can hold: headers
+//! must arrive within [`HEADER_READ_TIMEOUT`], at most [`MAX_CONNECTIONS`] are open at once
+//! (more are closed at once) and a review may be [`MAX_REVIEW_BYTES`] long.
 
 mod admit;
+mod serve;
+#[cfg(test)]
+mod serve_tests;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -13,12 +18,12 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use futures::StreamExt;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -38,6 +43,23 @@ use crate::metrics::SharedMetrics;
 /// closed in that moment fails the API server's call, and `failurePolicy: Fail` turns that into
 /// an error for whoever created the object.
 const ACCEPT_AFTER_STOP: Duration = Duration::from_secs(3);
+
+/// How long a peer may take to send a request's headers (kube-apiserver sends them at once; a
+/// peer that trickles them would otherwise hold a connection, and its memory, for ever).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections open at once; one more is closed as soon as it is accepted. kube-apiserver keeps
+/// a few per replica; the cap keeps idle or hostile peers from exhausting the pod's memory.
+const MAX_CONNECTIONS: usize = 128;
+
+/// The longest review accepted. An UPDATE review carries the object twice (object and
+/// oldObject); etcd stores objects of up to 1.5 MiB, which may be twice as long as JSON. A
+/// longer review is answered 413, which `failurePolicy: Fail` turns into a refused request.
+pub const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
+
+/// How long a stopping webhook waits for the claim work of calls it cut off or answered (a
+/// claim to take back) before it stops watching.
+const TASKS_DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
 /// Where the webhook listens, once it does (tests bind port 0 and read it here), and its
 /// shutdown as `hap run` waits for it.
@@ -89,6 +111,8 @@ pub struct Webhook {
     metrics: SharedMetrics,
     /// The replica is stopping: answers close their connection.
     stopping: CancellationToken,
+    /// The claim work of calls, which outlives a call that is cut off.
+    tasks: serve::Tasks,
 }
 
 impl Webhook {
@@ -187,6 +211,7 @@ pub async fn start(
         decision_timeout: settings.decision_timeout,
         metrics,
         stopping: stopping.clone(),
+        tasks: serve::Tasks::new(),
     });
     {
         let done = done.clone();
@@ -202,11 +227,15 @@ pub async fn start(
         .route("/mutate/shoots", post(handle))
         .route("/mutate/clusters", post(handle))
         .route("/mutate/runtimes", post(handle))
+        .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
         .with_state(hook.clone());
     let in_flight = settings.decision_timeout + Duration::from_secs(2);
     let served = addr_out.served.clone();
+    let drained = hook.clone();
     tokio::spawn(async move {
         accept_loop(listener, acceptor, app, stopping, in_flight).await;
+        // Calls cut off by the drain still take their claims back, with the caches alive.
+        drained.tasks.drain(TASKS_DRAIN_LIMIT).await;
         done.cancel();
         served.cancel();
     });
@@ -251,6 +280,7 @@ async fn accept_loop(
     };
     tokio::pin!(accept_until);
     let mut conns = tokio::task::JoinSet::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         while conns.try_join_next().is_some() {}
         let (tcp, _) = tokio::select! {
@@ -264,8 +294,17 @@ async fn accept_loop(
                 }
             },
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(
+                limit = MAX_CONNECTIONS,
+                "webhook connection closed: too many open"
+            );
+            drop(tcp);
+            continue;
+        };
         let (acceptor, app, closing) = (acceptor.clone(), app.clone(), closing.clone());
         conns.spawn(async move {
+            let _slot = slot;
             let tls =
                 match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
                     Ok(Ok(s)) => s,
@@ -276,6 +315,8 @@ async fn accept_loop(
                     Err(_) => return,
                 };
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
                 .serve_connection(TokioIo::new(tls), TowerToHyperService::new(app));
             tokio::pin!(conn);
             tokio::select! {

@@ -1,0 +1,351 @@
+//! The claim protocol of one admission call against a scripted API server: the retries,
+//! preconditions and deadlines that make a refused, cancelled or re-created request leave
+//! nothing behind (issue 19).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::serve::{ClaimCalls, serve};
+use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase};
+use crate::k8s::K8sError;
+use crate::k8s::source_claims::CreateOutcome;
+use crate::sources::admission::{ClaimPlan, ClaimState};
+use crate::sources::naming::ANNOTATION_ADMITTED_AT;
+
+type Hook = Box<dyn FnOnce(&mut World) + Send>;
+
+/// The API server's copy of the one claim of the test, and what the test does at each call.
+#[derive(Default)]
+struct World {
+    claim: Option<AccountClaim>,
+    rv: u64,
+    uids: u64,
+    /// The leader, right after a create: how it decides the new claim.
+    leader: Option<fn(&mut AccountClaim)>,
+    /// Runs before the next delete / stamp is answered (another writer got there first).
+    before_delete: Vec<Hook>,
+    before_stamp: Vec<Hook>,
+    /// Reads never answer (an API server that hangs).
+    hang_get: bool,
+    deletes: usize,
+}
+
+impl World {
+    fn bump(&mut self, c: &mut AccountClaim) {
+        self.rv += 1;
+        c.metadata.resource_version = Some(self.rv.to_string());
+    }
+
+    fn modify(&mut self, f: impl FnOnce(&mut AccountClaim)) {
+        if let Some(mut c) = self.claim.take() {
+            f(&mut c);
+            self.bump(&mut c);
+            self.claim = Some(c);
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Fake {
+    world: Arc<Mutex<World>>,
+    changed: Arc<watch::Sender<u64>>,
+}
+
+impl Fake {
+    fn new(world: World) -> Self {
+        Self {
+            world: Arc::new(Mutex::new(world)),
+            changed: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
+        let out = f(&mut self.world.lock().expect("world"));
+        self.changed.send_modify(|v| *v += 1);
+        out
+    }
+
+    fn claim(&self) -> Option<AccountClaim> {
+        self.world.lock().expect("world").claim.clone()
+    }
+}
+
+fn conflict() -> K8sError {
+    K8sError::Conflict {
+        what: "AccountClaim".into(),
+    }
+}
+
+impl ClaimCalls for Fake {
+    fn cached(&self, _: &str) -> Option<AccountClaim> {
+        self.claim()
+    }
+
+    fn changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    async fn get(&self, _: &str) -> Result<Option<AccountClaim>, K8sError> {
+        if self.world.lock().expect("world").hang_get {
+            std::future::pending::<()>().await;
+        }
+        Ok(self.claim())
+    }
+
+    async fn create(&self, claim: &AccountClaim) -> Result<CreateOutcome, K8sError> {
+        self.with(|w| {
+            if let Some(c) = &w.claim {
+                return Ok(CreateOutcome::Exists(c.clone()));
+            }
+            let mut c = claim.clone();
+            w.uids += 1;
+            c.metadata.uid = Some(format!("uid-{}", w.uids));
+            w.bump(&mut c);
+            w.claim = Some(c.clone());
+            if let Some(leader) = w.leader {
+                w.modify(leader);
+            }
+            Ok(CreateOutcome::Created(c))
+        })
+    }
+
+    async fn stamp(
+        &self,
+        claim: &AccountClaim,
+        at: jiff::Timestamp,
+    ) -> Result<AccountClaim, K8sError> {
+        self.with(|w| {
+            if !w.before_stamp.is_empty() {
+                let hook = w.before_stamp.remove(0);
+                hook(w);
+            }
+            let Some(mut c) = w.claim.take() else {
+                return Err(K8sError::NotFound {
+                    what: "AccountClaim".into(),
+                });
+            };
+            if c.metadata.resource_version != claim.metadata.resource_version {
+                w.claim = Some(c);
+                return Err(conflict());
+            }
+            c.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(ANNOTATION_ADMITTED_AT.into(), at.to_string());
+            w.bump(&mut c);
+            w.claim = Some(c.clone());
+            Ok(c)
+        })
+    }
+
+    async fn delete_unchanged(
+        &self,
+        _: &str,
+        uid: Option<String>,
+        resource_version: Option<String>,
+    ) -> Result<(), K8sError> {
+        self.with(|w| {
+            w.deletes += 1;
+            if !w.before_delete.is_empty() {
+                let hook = w.before_delete.remove(0);
+                hook(w);
+            }
+            let Some(c) = &w.claim else { return Ok(()) };
+            if uid.is_some() && c.metadata.uid != uid
+                || resource_version.is_some() && c.metadata.resource_version != resource_version
+            {
+                return Err(conflict());
+            }
+            w.claim = None;
+            Ok(())
+        })
+    }
+}
+
+fn spec(ga: &str) -> AccountClaimSpec {
+    serde_json::from_value(json!({"globalAccount": ga, "plan": "aws"})).expect("spec")
+}
+
+fn plan() -> ClaimPlan {
+    use crate::api::SourceKind;
+    use crate::sources::naming::SourceRef;
+    ClaimPlan {
+        source: SourceRef {
+            source_id: "kyma".into(),
+            kind: SourceKind::Runtime,
+            namespace: "kcp-system".into(),
+            name: Some("rt".into()),
+            uid: None,
+        },
+        claim_namespace: "hap-system".into(),
+        claim_name: "runtime.kcp-system.rt".into(),
+        spec: spec("ga-1"),
+        dry_run: false,
+        binding_path: Some("/spec/shoot/secretBindingName"),
+        cluster_config: None,
+        has_annotations: false,
+        has_cluster_configs: false,
+    }
+}
+
+fn ready_false(reason: &str) -> AccountClaimStatus {
+    AccountClaimStatus {
+        phase: Some(ClaimPhase::Pending),
+        conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            reason: reason.into(),
+            message: "m".into(),
+            observed_generation: None,
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::UNIX_EPOCH,
+            ),
+        }],
+        ..Default::default()
+    }
+}
+
+fn refuse(c: &mut AccountClaim) {
+    c.status = Some(ready_false("PoolExhausted"));
+}
+
+fn bind(c: &mut AccountClaim) {
+    c.status = Some(AccountClaimStatus {
+        phase: Some(ClaimPhase::Bound),
+        credentials_binding_name: Some("aws-1".into()),
+        ..Default::default()
+    });
+}
+
+/// A claim of the plan's request, bound, as an earlier object of the same name left it.
+fn existing_bound(uid: &str, ga: &str) -> AccountClaim {
+    let mut c: AccountClaim = serde_json::from_value(plan().claim_object()).expect("claim");
+    c.metadata.uid = Some(uid.into());
+    c.metadata.resource_version = Some("100".into());
+    c.spec = spec(ga);
+    bind(&mut c);
+    c
+}
+
+const DECISION: Duration = Duration::from_secs(4);
+
+#[tokio::test]
+async fn a_delete_that_meets_a_conflict_is_retried_until_the_claim_is_gone() {
+    // The leader rewrote the refused claim's status between the call's read and its delete: the
+    // delete lost its precondition and the refused claim stayed, to be bound later.
+    let fake = Fake::new(World {
+        leader: Some(refuse),
+        before_delete: vec![Box::new(|w: &mut World| {
+            w.modify(|c| c.status = Some(ready_false("PoolExhausted")));
+        })],
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Refused { .. }), "{state:?}");
+    assert!(fake.claim().is_none(), "the refused claim is taken back");
+}
+
+#[tokio::test]
+async fn a_failed_delete_never_answers_with_another_claims_binding() {
+    // Meanwhile the call's claim went and another request's claim of the same name was bound.
+    let fake = Fake::new(World {
+        leader: Some(refuse),
+        before_delete: vec![Box::new(|w: &mut World| {
+            w.claim = Some(existing_bound("uid-other", "ga-2"));
+        })],
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), DECISION, None).await;
+    assert!(!matches!(state, ClaimState::Bound { .. }), "{state:?}");
+    assert_eq!(
+        fake.claim().and_then(|c| c.metadata.uid).as_deref(),
+        Some("uid-other"),
+        "another request's claim is left alone"
+    );
+}
+
+#[tokio::test]
+async fn a_claim_handed_back_is_stamped_before_it_is_answered_bound() {
+    let fake = Fake::new(World {
+        claim: Some(existing_bound("uid-old", "ga-1")),
+        rv: 100,
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
+    let c = fake.claim().expect("kept");
+    assert_ne!(c.metadata.resource_version.as_deref(), Some("100"));
+    let stamp = c
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_ADMITTED_AT))
+        .expect("stamped");
+    assert!(stamp.parse::<jiff::Timestamp>().is_ok(), "{stamp}");
+}
+
+#[tokio::test]
+async fn a_claim_deleted_as_it_is_handed_back_is_never_answered_bound() {
+    // The clean-up deletes the claim between the call's read and its answer.
+    let fake = Fake::new(World {
+        claim: Some(existing_bound("uid-old", "ga-1")),
+        rv: 100,
+        before_stamp: vec![Box::new(|w: &mut World| {
+            w.modify(|c| {
+                c.metadata.deletion_timestamp = Some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+                );
+            });
+        })],
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), DECISION, None).await;
+    assert!(!matches!(state, ClaimState::Bound { .. }), "{state:?}");
+}
+
+#[tokio::test]
+async fn a_cancelled_call_still_takes_its_claim_back() {
+    // kube-apiserver gave up on the call (its webhook timeout) and hyper dropped the handler.
+    let fake = Fake::new(World::default());
+    let mut changes = fake.changes();
+    let p = plan();
+    {
+        let call = serve(&fake, &p, DECISION, None);
+        tokio::pin!(call);
+        tokio::select! {
+            _ = &mut call => panic!("no leader: the call cannot end this soon"),
+            _ = async {
+                while fake.claim().is_none() {
+                    let _ = changes.changed().await;
+                }
+            } => {}
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(2), async {
+        while fake.claim().is_some() {
+            let _ = changes.changed().await;
+        }
+    })
+    .await
+    .expect("the claim of the cancelled call is deleted");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_whole_call_answers_within_the_decision_timeout() {
+    // Reads that hang (kube-client has no read timeout) held the call past kube-apiserver's
+    // webhook timeout.
+    let fake = Fake::new(World {
+        hang_get: true,
+        ..World::default()
+    });
+    let state = tokio::time::timeout(
+        DECISION + Duration::from_millis(10),
+        serve(&fake, &plan(), DECISION, None),
+    )
+    .await
+    .expect("answered within the decision timeout");
+    assert!(matches!(state, ClaimState::Undecided { .. }), "{state:?}");
+}
