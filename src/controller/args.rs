@@ -51,7 +51,7 @@ pub struct RunArgs {
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
     /// The random part of the fallback identity, drawn once per replica.
-    #[arg(skip = random_suffix())]
+    #[arg(skip = crate::sources::naming::random_suffix())]
     pub identity_suffix: String,
     /// Seconds a leader lease lasts without renewal.
     #[arg(long, default_value_t = 15)]
@@ -106,16 +106,6 @@ pub struct RunArgs {
     pub source_grace: Duration,
 }
 
-/// Eight random lowercase letters and digits.
-fn random_suffix() -> String {
-    use rand::Rng;
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut rng = rand::rng();
-    (0..8)
-        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
-        .collect()
-}
-
 /// What a webhook call needs beyond its decision timeout before kube-apiserver's timeoutSeconds:
 /// TLS, the network and kube-apiserver's own work.
 pub const WEBHOOK_ANSWER_MARGIN: Duration = Duration::from_secs(2);
@@ -138,7 +128,7 @@ impl RunArgs {
             lease_name: "hap-operator".into(),
             lease_namespace: "default".into(),
             identity: None,
-            identity_suffix: random_suffix(),
+            identity_suffix: crate::sources::naming::random_suffix(),
             lease_duration_seconds: 15,
             log_format: LogFormat::Text,
             resync: Duration::from_secs(300),

@@ -42,6 +42,17 @@ pub const MANAGED_PURPOSE: &str = "hyperscaler-account";
 /// openmcp's Gardener provider: a Cluster label that overrides the Shoot name it derives.
 pub const OPENMCP_SHOOT_NAME_LABEL: &str = "gardener.clusters.openmcp.cloud/shoot-name";
 
+/// Eight random lowercase letters and digits: valid in any name or label value, and unlikely to
+/// collide (a generated ClusterConfig's name, a replica's lease identity).
+pub fn random_suffix() -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    (0..8)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
 /// Longest object name Kubernetes accepts (a DNS subdomain).
 pub const MAX_NAME: usize = 253;
 

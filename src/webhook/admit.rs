@@ -11,7 +11,6 @@ use kube::api::DynamicObject;
 use kube::core::admission::{
     AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as Op,
 };
-use rand::Rng;
 use serde_json::Value;
 
 use super::Webhook;
@@ -101,14 +100,6 @@ fn allow(
     }
 }
 
-fn random_suffix() -> String {
-    const CHARS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    let mut rng = rand::rng();
-    (0..8)
-        .map(|_| char::from(CHARS[rng.random_range(0..CHARS.len())]))
-        .collect()
-}
-
 async fn decide(
     hook: &Webhook,
     kind: SourceKind,
@@ -137,7 +128,7 @@ async fn decide(
         Op::Update => Operation::Update,
         _ => Operation::Other,
     };
-    let random = random_suffix();
+    let random = crate::sources::naming::random_suffix();
     let serving = Serving {
         sources: &active.sources,
         binding_kind: active
