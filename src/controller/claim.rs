@@ -48,6 +48,13 @@ pub enum ClaimError {
     },
     #[error("claim {claim}: the reconcile did not finish within {RECONCILE_TIMEOUT:?}")]
     Timeout { claim: String },
+    /// Its binding is not released while the object may live, and which object is unknown.
+    #[error(
+        "claim {claim}: the release waits: the claim was made for {object} but names no object \
+         that can be read (label accountpool.io/source-name and annotation accountpool.io/source \
+         both missing)"
+    )]
+    SourceUnknown { claim: String, object: String },
 }
 
 impl ClaimError {
@@ -735,6 +742,7 @@ pub fn error_policy(claim: Arc<StoredClaim>, err: &ClaimError, ctx: Arc<Context>
     let kind = match err {
         ClaimError::K8s { source, .. } => source.kind(),
         ClaimError::Timeout { .. } => "timeout",
+        ClaimError::SourceUnknown { .. } => "source_unknown",
     };
     ctx.metrics
         .reconcile_errors
