@@ -1,16 +1,17 @@
 //! How a binding is released, end to end on the real control plane: a request source's claim
 //! whose object never existed (a Runtime the API server's schema validation refused after the
 //! webhook served it) gives its binding back clean — tenant label removed, no dirty label — while
-//! one whose object existed (a Shoot, through the real gardener-apiserver) is marked dirty for the
-//! cleanup job. A claim deleted while no valid HapConfig exists says so once, not on every retry,
+//! one whose object existed (a Runtime, a Shoot through the real gardener-apiserver) is marked
+//! dirty for the cleanup job, and not before the object is gone. A claim deleted while no valid HapConfig exists says so once, not on every retry,
 //! and the `Claimed` event is sent after the status write, not between it and the binding's.
 
 mod support;
 
 use std::time::Duration;
 
+use hap_operator::api::ClaimPhase;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
 use support::platform::{
@@ -53,8 +54,9 @@ async fn a_runtime_refused_after_admission_leaves_its_binding_clean() {
         json!({"requestSources": [{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}}]}),
     )
     .await;
-    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
-        .await;
+    for b in ["aws-1", "aws-2"] {
+        hap.binding(b, "aws", &[("hyperscalerType", "aws")]).await;
+    }
     let certs = Certs::new();
     hap.operator = Some(Operator::start_with(&hap.client, certs.args(hap.run_args())).await);
     let addr = hap
@@ -63,6 +65,7 @@ async fn a_runtime_refused_after_admission_leaves_its_binding_clean() {
         .and_then(|o| o.handle.webhook.get())
         .expect("webhook address");
     let ns = scoped_namespace(&hap.client, "kcp", &scope).await;
+    let runtimes = api(&hap.client, &ns, &runtime_resource());
     let _hook = WebhookRegistration::register(
         "Runtime",
         &format!("https://{addr}/mutate/runtimes"),
@@ -80,23 +83,44 @@ async fn a_runtime_refused_after_admission_leaves_its_binding_clean() {
         binding: "",
         extra_labels: &[],
     };
+    // A Runtime that exists: its claim carries its UID.
+    let live = RuntimeSpec {
+        name: "rt-live",
+        global_account: Some("ga-live"),
+        ..spec
+    };
+    runtimes
+        .create(&PostParams::default(), &runtime(&ns, &scope, &live))
+        .await
+        .expect("rt-live admitted");
+    let live_claim = format!("runtime.{ns}.rt-live");
+    let used = hap.bound(&live_claim).await;
+    eventually(
+        Duration::from_secs(60),
+        "rt-live's claim labelled with its UID",
+        || async {
+            let c = hap.claims().get(&live_claim).await.ok()?;
+            c.metadata.labels?.contains_key(UID_LABEL).then_some(())
+        },
+    )
+    .await;
+
     // Valid for the webhook, refused by the CRD schema, which is checked after mutation.
     let mut obj = runtime(&ns, &scope, &spec);
     obj.data["spec"]["security"]
         .as_object_mut()
         .expect("security")
         .remove("administrators");
-    let refused = api(&hap.client, &ns, &runtime_resource())
-        .create(&PostParams::default(), &obj)
-        .await;
+    let refused = runtimes.create(&PostParams::default(), &obj).await;
     assert!(
         matches!(&refused, Err(kube::Error::Api(s)) if s.code == 422),
         "expected the schema to refuse it: {refused:?}"
     );
     let claim = format!("runtime.{ns}.rt-refused");
-    assert_eq!(hap.bound(&claim).await, "aws-1");
+    let free = hap.bound(&claim).await;
+    assert_ne!(free, used);
     assert_eq!(
-        hap.labels("aws-1")
+        hap.labels(&free)
             .await
             .get("tenantName")
             .map(String::as_str),
@@ -108,15 +132,45 @@ async fn a_runtime_refused_after_admission_leaves_its_binding_clean() {
         claim_gone(&hap, &claim)
     })
     .await;
-    until("aws-1 without its tenant label", || async {
-        !hap.labels("aws-1").await.contains_key("tenantName")
+    until("its binding without the tenant label", || async {
+        !hap.labels(&free).await.contains_key("tenantName")
     })
     .await;
     assert!(
-        !hap.labels("aws-1").await.contains_key("dirty"),
-        "no cluster ever used aws-1"
+        !hap.labels(&free).await.contains_key("dirty"),
+        "no cluster ever used {free}"
     );
     assert_eq!(events(&hap, &claim, "ReleasedClean").await, 1);
+
+    // Issue 19, defect 1: a claim deleted while its Runtime exists (re-created, or deleted by
+    // hand) is not released: the Runtime's Shoot, not created yet, would run on a dirty binding.
+    hap.claims()
+        .delete(&live_claim, &DeleteParams::default())
+        .await
+        .expect("delete rt-live's claim");
+    eventually(
+        Duration::from_secs(60),
+        "the release says it waits",
+        || async {
+            let s = hap.claims().get(&live_claim).await.ok()?.status?;
+            let c = support::condition(&s.conditions, "Released")?;
+            (c.status == "False" && c.reason == "ObjectExists").then_some(())
+        },
+    )
+    .await;
+    assert!(
+        !hap.labels(&used).await.contains_key("dirty"),
+        "{used} marked dirty under a live Runtime"
+    );
+    runtimes
+        .delete("rt-live", &DeleteParams::default())
+        .await
+        .expect("delete rt-live");
+    until("the used binding marked dirty", || async {
+        hap.labels(&used).await.get("dirty").map(String::as_str) == Some("true")
+    })
+    .await;
+    until("rt-live's claim gone", || claim_gone(&hap, &live_claim)).await;
     hap.stop_operator().await;
 }
 
@@ -228,19 +282,14 @@ fn reconciles(hap: &Hap) -> u64 {
 async fn a_release_waiting_for_a_config_is_announced_once_and_backs_off() {
     // Issue 19, defect 9: the backoff was reset on every Ok, so the release retried at ~4 Hz
     // and wrote a new ReleaseWaiting event each time.
-    let mut hap = Hap::new(&["aws"], json!({})).await;
-    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
-        .await;
+    // A HapConfig no generation of which was ever valid: no rules in force.
+    let mut hap = Hap::new(&["azurre"], json!({})).await;
     hap.claim(
         "c1",
         json!({"globalAccount": "ga-1", "plan": "aws", "platformRegion": "cf-us10", "provider": "aws"}),
     )
     .await;
-    assert_eq!(hap.bound("c1").await, "aws-1");
-    hap.configs()
-        .delete(&hap.config, &DeleteParams::default())
-        .await
-        .expect("delete the HapConfig");
+    hap.ready_reason("c1", "ConfigInvalid").await;
     hap.claims()
         .delete("c1", &DeleteParams::default())
         .await
@@ -251,7 +300,7 @@ async fn a_release_waiting_for_a_config_is_announced_once_and_backs_off() {
         || async {
             let s = hap.claims().get("c1").await.ok()?.status?;
             let c = support::condition(&s.conditions, "Released")?;
-            (c.status == "False" && c.reason == "ConfigMissing").then_some(())
+            (c.status == "False" && c.reason == "ConfigInvalid").then_some(())
         },
     )
     .await;
@@ -279,15 +328,34 @@ async fn the_claimed_event_follows_the_status_write() {
     // Issue 19, defect 9: the event was awaited between the binding write and the status write,
     // which widened every race window by a round trip. The test environment runs one etcd, so
     // resourceVersions order the writes.
+    use futures::StreamExt;
     let mut hap = Hap::new(&["aws"], json!({})).await;
     hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
         .await;
+    let watch = hap
+        .claims()
+        .watch(&WatchParams::default().fields("metadata.name=c1"), "0")
+        .await
+        .expect("watch the claim");
     hap.claim(
         "c1",
         json!({"globalAccount": "ga-1", "plan": "aws", "platformRegion": "cf-us10", "provider": "aws"}),
     )
     .await;
-    assert_eq!(hap.bound("c1").await, "aws-1");
+    // The version the Bound status write made.
+    let bound = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut watch = Box::pin(watch);
+        while let Some(ev) = watch.next().await {
+            if let Ok(WatchEvent::Added(c) | WatchEvent::Modified(c)) = ev
+                && c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
+            {
+                return c.metadata.resource_version;
+            }
+        }
+        None
+    })
+    .await
+    .expect("c1 Bound within 60 s");
     let event = eventually(Duration::from_secs(30), "the Claimed event", || async {
         events_of(&hap, "c1", "Claimed").await.pop()
     })
@@ -296,9 +364,8 @@ async fn the_claimed_event_follows_the_status_write() {
         v.and_then(|v| v.parse::<u64>().ok())
             .expect("resourceVersion")
     };
-    let claim = hap.claims().get("c1").await.expect("claim");
     let (status_rv, event_rv) = (
-        rv(claim.metadata.resource_version.as_ref()),
+        rv(bound.as_ref()),
         rv(event.metadata.resource_version.as_ref()),
     );
     assert!(

@@ -27,6 +27,9 @@ use crate::selection::Choice;
 use crate::sources::naming::{ANNOTATION_SOURCE, SourceRef};
 use crate::status::{ClaimOutcome, release_blocked_for};
 
+/// `Released=False` reason of a source claim whose object exists (again).
+const OBJECT_EXISTS: &str = "ObjectExists";
+
 pub(super) async fn release(
     claim: &AccountClaim,
     ctx: &Context,
@@ -142,6 +145,7 @@ async fn act(
     key: &str,
     decision: Release,
 ) -> Result<Option<Action>, ClaimError> {
+    tracing::debug!(claim = key, ?decision, "release decided");
     let wait = |d| Some(Action::requeue(d));
     match decision {
         Release::Keep(KeepReason::OtherNamespace { namespace }) => {
@@ -171,11 +175,23 @@ async fn act(
             Ok(wait(Duration::from_secs(5)))
         }
         Release::WaitForSource { binding } => {
-            tracing::debug!(
-                claim = key,
-                binding,
-                "release waits: the object the claim served exists again"
+            let object = claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(SourceRef::from_labels)
+                .map(|s| s.describe())
+                .unwrap_or_default();
+            let cause = format!(
+                "binding {binding} is not released while {object} exists: it may have been \
+                 created again and run on this binding; the release goes on once it is deleted"
             );
+            // Said once in the status (written only when it changes), not on every look.
+            let outcome = ClaimOutcome::ReleaseBlocked {
+                reason: OBJECT_EXISTS,
+                cause,
+            };
+            write_outcome(claim, ctx, &outcome).await?;
             Ok(wait(Duration::from_secs(5)))
         }
         // Not left by `release`: the read is made and the decision taken again before this.
