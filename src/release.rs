@@ -12,7 +12,7 @@
 //! 3. Never written: shared bindings, `internal=true` bindings, and every binding in `Retain` mode.
 //! 4. Already released: the binding carries the dirty label (any value, as `!dirty` reads it) or a
 //!    release of it was written. A release whose outcome is unknown is sent again, conditioned on
-//!    the same version, which settles it.
+//!    the same version, which settles it (step 9 picks clean or dirty again, on the same facts).
 //! 5. Not the tenant's: the binding no longer carries the claim's global account (and no claim of
 //!    it for this tenant is in flight). Releasing it would take another tenant's account away.
 //! 6. The claim's own Shoot still exists and uses this binding: wait for it. This comes before the
@@ -21,7 +21,18 @@
 //!    its Shoot releases. A Shoot of that name on another binding is another cluster's business.
 //! 7. Any other cluster uses the binding — a Shoot, a non-deleting bound claim (even one for a
 //!    cluster of the same name, about to be created again), or a cluster assigned in flight: keep.
-//! 8. Otherwise mark it dirty, conditioned on the indexed resourceVersion.
+//! 8. Never released under a live object: for a claim a request source made, the object it serves
+//!    (a Runtime, Cluster or Shoot) is read live first; while it exists (again), wait. A re-created
+//!    object may have been admitted onto this very binding, and for a Runtime or Cluster its Shoot
+//!    does not exist yet, so step 6 cannot see it. The read is the caller's (`Origin`): the
+//!    decision asks for it (`ReadSource`) and is taken again with its answer.
+//! 9. Dirty only what a cluster may have touched. A source claim whose object never existed (it
+//!    never carried the object's UID: refused by a later admission step, or a request the API
+//!    server gave up on) and whose binding no Shoot in the index names is released clean: its
+//!    tenant label is removed, conditioned on the indexed resourceVersion, and the account goes
+//!    back to the pool without the cleanup job. Everything else — every AccountClaim a user
+//!    created (nobody can know what the tenant did with the account) — gets the dirty label,
+//!    conditioned on the indexed resourceVersion.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -73,15 +84,49 @@ pub enum Release {
         binding: String,
         expected_resource_version: Option<String>,
     },
+    /// Remove the tenant label, conditioned on this version: no cluster ever used the account.
+    ReleaseClean {
+        binding: String,
+        expected_resource_version: Option<String>,
+    },
+    /// `binding` is to be released, but the object the source claim serves was not read: read
+    /// it live (`Presence`) and decide again.
+    ReadSource { binding: String },
+    /// The object the source claim serves exists (again); look again later.
+    WaitForSource { binding: String },
 }
 
-/// Decides the release of `claim`'s binding. Pure; the caller records a `MarkDirty` with
-/// `InFlight::release_started` before writing it.
+/// Who asked for the claim, as far as its release must know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// An AccountClaim a user created: what the tenant did with the account is unknown.
+    User,
+    /// The claim a request source made for an object (`sources::naming::SourceRef`).
+    Source {
+        /// The claim carries the object's UID, so the object existed and a cluster may have
+        /// used the account.
+        existed: bool,
+        /// What a live read of the object found, if the caller made one.
+        now: Presence,
+    },
+}
+
+/// A live read of the object a source claim serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    Unread,
+    Exists,
+    Gone,
+}
+
+/// Decides the release of `claim`'s binding. Pure; the caller records a `MarkDirty` or
+/// `ReleaseClean` with `InFlight::release_started` under the same lock, before writing it.
 pub fn decide_release(
     claim: &ClaimView,
     inv: &Inventory,
     inflight: &InFlight,
     mode: ReleaseMode,
+    origin: Origin,
     now: Instant,
 ) -> Release {
     let keep = Release::Keep;
@@ -123,12 +168,7 @@ pub fn decide_release(
             };
         }
         // An earlier release with no known outcome: the same compare-and-swap again settles it.
-        Some(p) => {
-            return Release::MarkDirty {
-                binding: name.to_string(),
-                expected_resource_version: p.base_resource_version.clone(),
-            };
-        }
+        Some(p) => return release(name, inv, origin, p.base_resource_version.clone()),
         None => {}
     }
     let ga = &claim.global_account;
@@ -169,10 +209,37 @@ pub fn decide_release(
             clusters: users.len(),
         });
     }
-    Release::MarkDirty {
-        binding: name.to_string(),
-        expected_resource_version: entry.view.resource_version.clone(),
+    release(name, inv, origin, entry.view.resource_version.clone())
+}
+
+/// Steps 8 and 9: how `binding`, which nothing keeps any more, is released.
+fn release(binding: &str, inv: &Inventory, origin: Origin, base: Option<String>) -> Release {
+    let binding = binding.to_string();
+    let dirty = |binding| Release::MarkDirty {
+        binding,
+        expected_resource_version: base.clone(),
+    };
+    let Origin::Source { existed, now } = origin else {
+        return dirty(binding);
+    };
+    match now {
+        Presence::Unread => Release::ReadSource { binding },
+        Presence::Exists => Release::WaitForSource { binding },
+        Presence::Gone if existed || shoot_on(inv, &binding) => dirty(binding),
+        Presence::Gone => Release::ReleaseClean {
+            binding,
+            expected_resource_version: base.clone(),
+        },
     }
+}
+
+/// Whether a Shoot in the index names `binding`. On the first pass steps 6 and 7 have ruled that
+/// out already; a repeated release (step 4) skips them.
+fn shoot_on(inv: &Inventory, binding: &str) -> bool {
+    inv.clusters_on(binding).iter().any(|c| {
+        inv.shoot(c)
+            .is_some_and(|s| s.binding.as_deref() == Some(binding))
+    })
 }
 
 /// For a claim without a recorded binding: the binding its own claim write won (`Ok(Some)`),
@@ -229,7 +296,14 @@ mod tests {
     }
 
     fn decide(c: &ClaimView, inv: &Inventory, mode: ReleaseMode) -> Release {
-        decide_release(c, inv, &InFlight::default(), mode, Instant::now())
+        decide_release(
+            c,
+            inv,
+            &InFlight::default(),
+            mode,
+            Origin::User,
+            Instant::now(),
+        )
     }
 
     fn dirty(b: &str) -> Release {
@@ -384,22 +458,22 @@ mod tests {
             },
             now,
         );
-        let got = decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, now);
+        let got = decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now);
         assert_eq!(got, Release::Keep(KeepReason::InUse { clusters: 1 }));
         fl.assignment_failed("uid-n");
         assert_eq!(
-            decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, now),
+            decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
             dirty("b")
         );
         // A written release is not repeated; one without a known outcome is, on the same base.
         fl.release_started("b", Some("rv-b".into()), now);
         fl.release_unknown("b", now);
         assert_eq!(
-            decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, now),
+            decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
             dirty("b")
         );
         fl.release_written("b", now);
-        let got = decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, now);
+        let got = decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now);
         assert_eq!(got, Release::Keep(KeepReason::AlreadyDirty));
         // A claim written for this tenant but not yet cached counts as the tenant's.
         let fresh = inventory(
@@ -420,14 +494,28 @@ mod tests {
         );
         fl.assignment_failed("uid-first");
         let gone = deleting("first", "ga", None, "f");
-        let before = decide_release(&gone, &fresh, &fl, ReleaseMode::MarkDirty, now);
+        let before = decide_release(
+            &gone,
+            &fresh,
+            &fl,
+            ReleaseMode::MarkDirty,
+            Origin::User,
+            now,
+        );
         assert_eq!(
             before,
             Release::Keep(KeepReason::NotTenants { tenant: None })
         );
         fl.claim_written("f", now);
         assert_eq!(
-            decide_release(&gone, &fresh, &fl, ReleaseMode::MarkDirty, now),
+            decide_release(
+                &gone,
+                &fresh,
+                &fl,
+                ReleaseMode::MarkDirty,
+                Origin::User,
+                now
+            ),
             dirty("f")
         );
     }
@@ -461,13 +549,13 @@ mod tests {
             Release::Keep(KeepReason::NotBound)
         );
         assert_eq!(
-            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, now),
+            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
             resolve
         );
         // Written, but the index still shows the binding as it was: wait for it.
         fl.claim_written("f", now);
         assert_eq!(
-            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, now),
+            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
             Release::WaitForWrite {
                 binding: "f".into()
             }
@@ -481,7 +569,7 @@ mod tests {
         fl.observe_binding("f", inv.binding("f"));
         assert!(fl.claim_of("f", now).is_none());
         assert_eq!(
-            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, now),
+            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
             Release::MarkDirty {
                 binding: "f".into(),
                 expected_resource_version: Some("rv-g".into())
@@ -489,7 +577,7 @@ mod tests {
         );
         fl.forget_claim("uid-c", now);
         assert_eq!(
-            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, now),
+            decide_release(&gone, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
             Release::Keep(KeepReason::NotBound)
         );
     }
@@ -524,5 +612,141 @@ mod tests {
         );
         c.binding_namespace = Some("garden-new".into());
         assert_eq!(decide(&c, &inv, ReleaseMode::MarkDirty), dirty("b"));
+    }
+
+    fn source(existed: bool, now: Presence) -> Origin {
+        Origin::Source { existed, now }
+    }
+
+    fn with(c: &ClaimView, inv: &Inventory, origin: Origin) -> Release {
+        let now = Instant::now();
+        decide_release(
+            c,
+            inv,
+            &InFlight::default(),
+            ReleaseMode::MarkDirty,
+            origin,
+            now,
+        )
+    }
+
+    #[test]
+    fn a_source_claim_whose_object_never_existed_is_released_clean() {
+        // Issue 19, defect 2: a Runtime refused after the webhook served it left its binding
+        // dirty for a tenant that never had a cluster.
+        let c = deleting("c", "ga", Some("s"), "b");
+        let inv = inventory(vec![owned("b", "ga", &[])], vec![c.clone()], vec![]);
+        assert_eq!(
+            with(&c, &inv, source(false, Presence::Gone)),
+            Release::ReleaseClean {
+                binding: "b".into(),
+                expected_resource_version: Some("rv-b".into())
+            }
+        );
+        // Its object existed: a cluster may have used the account.
+        assert_eq!(with(&c, &inv, source(true, Presence::Gone)), dirty("b"));
+        // An AccountClaim a user created: what the tenant did with it is unknown.
+        assert_eq!(with(&c, &inv, Origin::User), dirty("b"));
+    }
+
+    #[test]
+    fn a_source_claim_is_never_released_while_its_object_exists() {
+        // Issue 19, defect 1: the object re-created under the same name may run on this binding,
+        // and for a Runtime or Cluster its Shoot is not in the index yet.
+        let c = deleting("c", "ga", Some("s"), "b");
+        let inv = inventory(vec![owned("b", "ga", &[])], vec![c.clone()], vec![]);
+        for existed in [false, true] {
+            assert_eq!(
+                with(&c, &inv, source(existed, Presence::Unread)),
+                Release::ReadSource {
+                    binding: "b".into()
+                }
+            );
+            assert_eq!(
+                with(&c, &inv, source(existed, Presence::Exists)),
+                Release::WaitForSource {
+                    binding: "b".into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn what_keeps_a_binding_comes_before_the_read_of_the_object() {
+        let c = deleting("c", "ga", Some("s"), "b");
+        let unread = source(false, Presence::Unread);
+        let retain = decide_release(
+            &c,
+            &inventory(vec![owned("b", "ga", &[])], vec![], vec![]),
+            &InFlight::default(),
+            ReleaseMode::Retain,
+            unread,
+            Instant::now(),
+        );
+        assert_eq!(retain, Release::Keep(KeepReason::Retain));
+        let own_shoot = inventory(
+            vec![owned("b", "ga", &[])],
+            vec![c.clone()],
+            vec![shoot("s", Some("b"))],
+        );
+        assert_eq!(
+            with(&c, &own_shoot, unread),
+            Release::WaitForShoot { shoot: "s".into() }
+        );
+        let other = inventory(
+            vec![owned("b", "ga", &[])],
+            vec![c.clone()],
+            vec![shoot("t", Some("b"))],
+        );
+        assert_eq!(
+            with(&c, &other, source(false, Presence::Gone)),
+            Release::Keep(KeepReason::InUse { clusters: 1 })
+        );
+        let shared = inventory(
+            vec![binding(
+                "b",
+                &[("hyperscalerType", "aws"), ("shared", "true")],
+            )],
+            vec![],
+            vec![],
+        );
+        assert_eq!(with(&c, &shared, unread), Release::Keep(KeepReason::Shared));
+    }
+
+    #[test]
+    fn a_repeated_clean_release_stays_clean_unless_a_shoot_now_names_the_binding() {
+        let c = deleting("c", "ga", None, "b");
+        let now = Instant::now();
+        let mut fl = InFlight::default();
+        fl.release_started("b", Some("rv-old".into()), now);
+        fl.release_unknown("b", now);
+        let gone = source(false, Presence::Gone);
+        let quiet = inventory(vec![owned("b", "ga", &[])], vec![c.clone()], vec![]);
+        assert_eq!(
+            decide_release(&c, &quiet, &fl, ReleaseMode::MarkDirty, gone, now),
+            Release::ReleaseClean {
+                binding: "b".into(),
+                expected_resource_version: Some("rv-old".into())
+            }
+        );
+        let used = inventory(
+            vec![owned("b", "ga", &[])],
+            vec![c.clone()],
+            vec![shoot("t", Some("b"))],
+        );
+        assert_eq!(
+            decide_release(&c, &used, &fl, ReleaseMode::MarkDirty, gone, now),
+            Release::MarkDirty {
+                binding: "b".into(),
+                expected_resource_version: Some("rv-old".into())
+            }
+        );
+        let unread = source(false, Presence::Unread);
+        assert_eq!(
+            decide_release(&c, &quiet, &fl, ReleaseMode::MarkDirty, unread, now),
+            Release::ReadSource {
+                binding: "b".into()
+            }
+        );
     }
 }

@@ -9,7 +9,7 @@ use hap_operator::api::MultiHyperscalerAccount;
 use hap_operator::api::ReleaseMode;
 use hap_operator::labels::{PoolKey, ResolvedLabelKeys};
 use hap_operator::pools::{BindingView, ClaimView, Inventory, ShootView};
-use hap_operator::release::{Release, decide_release};
+use hap_operator::release::{Origin, Release, decide_release};
 use hap_operator::selection::{Choice, InFlight, MultiAccountPolicy, Request, UseReason, select};
 use proptest::prelude::*;
 
@@ -332,7 +332,14 @@ fn delete(w: &mut World, i: usize) -> Result<(), TestCaseError> {
     w.unsynced_delete = true;
     w.claims[n].0.deleting = true;
     let view = w.claims[n].0.clone();
-    match decide_release(&view, &w.cache, &w.inflight, ReleaseMode::MarkDirty, w.now) {
+    match decide_release(
+        &view,
+        &w.cache,
+        &w.inflight,
+        ReleaseMode::MarkDirty,
+        Origin::User,
+        w.now,
+    ) {
         Release::MarkDirty {
             binding,
             expected_resource_version,
@@ -370,6 +377,14 @@ fn delete(w: &mut World, i: usize) -> Result<(), TestCaseError> {
         }
         Release::WaitForWrite { binding } | Release::Resolve { binding, .. } => {
             prop_assert!(false, "no write is in doubt here, yet waits for {binding}")
+        }
+        Release::ReleaseClean { binding, .. }
+        | Release::ReadSource { binding }
+        | Release::WaitForSource { binding } => {
+            prop_assert!(
+                false,
+                "no claim here is a source's, yet {binding} is released as one"
+            )
         }
     }
     Ok(())

@@ -1,5 +1,7 @@
 //! Per-object exponential backoff with jitter for failed reconciles (kube-runtime's error policy
-//! is flat). Conflicts retry fast: the next pass re-reads the cache and decides again.
+//! is flat) and for passes that wait on something outside the object (no valid config, no
+//! inventory). Conflicts retry fast: the next pass re-reads the cache and decides again. The
+//! caller resets an object's delay only once it settled (controller::claim).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

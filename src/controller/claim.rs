@@ -48,6 +48,13 @@ pub enum ClaimError {
     },
     #[error("claim {claim}: the reconcile did not finish within {RECONCILE_TIMEOUT:?}")]
     Timeout { claim: String },
+    /// Its binding is not released while the object may live, and which object is unknown.
+    #[error(
+        "claim {claim}: the release waits: the claim was made for {object} but names no object \
+         that can be read (label accountpool.io/source-name and annotation accountpool.io/source \
+         both missing)"
+    )]
+    SourceUnknown { claim: String, object: String },
 }
 
 impl ClaimError {
@@ -85,10 +92,21 @@ pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
             controller: "accountclaim".into(),
         })
         .observe(started.elapsed().as_secs_f64());
-    if result.is_ok() {
+    if result
+        .as_ref()
+        .is_ok_and(|a| settles(a, ctx.args.pending_retry))
+    {
         ctx.backoff.reset(&key);
     }
     result
+}
+
+/// Whether a pass left the claim settled — it waits for a change, or (pending) for the safety-net
+/// retry — so that its backoff starts over. A pass that asked to be retried soon did not: a
+/// backoff retry (no valid config, no inventory) must keep growing its delay, and resetting on
+/// every `Ok` kept those retries at ~4 Hz.
+fn settles(action: &Action, pending_retry: Duration) -> bool {
+    *action == Action::await_change() || *action == Action::requeue(pending_retry)
 }
 
 async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, ClaimError> {
@@ -310,7 +328,23 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
                 return forbidden(claim, ctx, cause, Some((matched, pool)), retry_at).await;
             }
             claimed?;
-            bind(claim, ctx, &view, bound_to(binding, claimed_decision)).await
+            let bound = bind(
+                claim,
+                ctx,
+                &view,
+                bound_to(binding.clone(), claimed_decision),
+            )
+            .await;
+            // Told after the status write, whatever its outcome: the binding is claimed either
+            // way, and an event awaited between the two writes widened every race window.
+            let note = format!(
+                "claimed binding {}/{binding} for global account {}",
+                active.spec.binding_namespace, view.global_account
+            );
+            ctx.writer
+                .event(&claim.object_ref(&()), false, "Claimed", "Claim", note)
+                .await;
+            bound
         }
         Choice::Wait { binding } => {
             let cause = format!(
@@ -452,13 +486,6 @@ async fn claim_binding(
             if ctx.denials.allowed(binding) {
                 ctx.caches.feed.bump();
             }
-            let note = format!(
-                "claimed binding {}/{binding} for global account {}",
-                target.namespace, view.global_account
-            );
-            ctx.writer
-                .event(&claim.object_ref(&()), false, "Claimed", "Claim", note)
-                .await;
             Ok(())
         }
         Err(e) => Err(k8s(&key, "claiming a binding")(e)),
@@ -735,6 +762,7 @@ pub fn error_policy(claim: Arc<StoredClaim>, err: &ClaimError, ctx: Arc<Context>
     let kind = match err {
         ClaimError::K8s { source, .. } => source.kind(),
         ClaimError::Timeout { .. } => "timeout",
+        ClaimError::SourceUnknown { .. } => "source_unknown",
     };
     ctx.metrics
         .reconcile_errors
@@ -748,4 +776,34 @@ pub fn error_policy(claim: Arc<StoredClaim>, err: &ClaimError, ctx: Arc<Context>
     }
     tracing::warn!(claim = key, error = %err, source = ?std::error::Error::source(err), "AccountClaim reconcile failed");
     Action::requeue(ctx.backoff.next(&key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::backoff::Backoff;
+
+    #[test]
+    fn backoff_retries_grow_until_the_claim_settles() {
+        // Issue 19, defect 9: the backoff was reset after every `Ok`, so a pass returning
+        // `requeue(backoff.next())` was retried at 200-300 ms forever.
+        let (backoff, pending_retry) = (Backoff::default(), Duration::from_secs(30));
+        let mut delays = Vec::new();
+        for _ in 0..6 {
+            let delay = backoff.next("c");
+            if settles(&Action::requeue(delay), pending_retry) {
+                backoff.reset("c");
+            }
+            delays.push(delay);
+        }
+        assert!(delays[5] >= Duration::from_millis(6400), "{delays:?}");
+        // A short wait (a write in flight, a stale copy) neither grows nor resets it.
+        assert!(!settles(
+            &Action::requeue(Duration::from_millis(100)),
+            pending_retry
+        ));
+        for settled in [Action::await_change(), Action::requeue(pending_retry)] {
+            assert!(settles(&settled, pending_retry));
+        }
+    }
 }

@@ -1,7 +1,11 @@
 //! Deletion of an AccountClaim: release its binding (crate::release decides) with a
-//! compare-and-swap, then remove the finalizer. Without a valid config the operator cannot know
-//! the pool's labels, so the finalizer stays and the claim says why: letting it go would leave
-//! the account claimed but not dirty, and the tenant's next claim would reuse an account nobody
+//! compare-and-swap — the dirty label for the cleanup job, or, for a source claim whose object
+//! never existed, the tenant label removed — then remove the finalizer. Before releasing a source
+//! claim's binding its object is read live: while it exists (again), the release waits.
+//!
+//! Without a valid config the operator cannot know the pool's labels, so the finalizer stays and
+//! the claim says why (`Released=False`, one event per cause): letting it go would leave the
+//! account claimed but not dirty, and the tenant's next claim would reuse an account nobody
 //! cleaned.
 
 use std::time::{Duration, Instant};
@@ -13,12 +17,18 @@ use super::active::ActiveConfig;
 use super::active::ConfigState;
 use super::claim::{ClaimError, count, k8s, outcome, refused, write_outcome};
 use super::{Context, decidable, point_caches};
-use crate::api::{AccountClaim, CLAIM_FINALIZER, ReleaseMode};
+use crate::api::conditions::reasons;
+use crate::api::{AccountClaim, CLAIM_FINALIZER, ReleaseMode, SourceKind};
 use crate::k8s::K8sError;
+use crate::k8s::sources::SourceWrites;
 use crate::pools::{ClaimView, claim_view};
-use crate::release::{KeepReason, Release, decide_release};
+use crate::release::{KeepReason, Origin, Presence, Release, decide_release};
 use crate::selection::Choice;
-use crate::status::ClaimOutcome;
+use crate::sources::naming::{ANNOTATION_SOURCE, SourceRef};
+use crate::status::{ClaimOutcome, release_blocked_for};
+
+/// `Released=False` reason of a source claim whose object exists (again).
+const OBJECT_EXISTS: &str = "ObjectExists";
 
 pub(super) async fn release(
     claim: &AccountClaim,
@@ -30,22 +40,9 @@ pub(super) async fn release(
     }
     let active = match ctx.resolver.resolve() {
         ConfigState::Active { active, .. } => active,
-        _ => {
-            let note = format!(
-                "the release waits for a valid HapConfig `{}`: without one the binding's labels \
-                 are unknown and it cannot be marked dirty for the cleanup job",
-                ctx.resolver.name()
-            );
-            ctx.writer
-                .event(
-                    &claim.object_ref(&()),
-                    true,
-                    "ReleaseWaiting",
-                    "Release",
-                    note,
-                )
-                .await;
-            return Ok(Action::requeue(ctx.backoff.next(key)));
+        ConfigState::Missing => return config_wait(claim, ctx, key, reasons::CONFIG_MISSING).await,
+        ConfigState::Invalid { .. } => {
+            return config_wait(claim, ctx, key, reasons::CONFIG_INVALID).await;
         }
     };
     point_caches(ctx);
@@ -59,10 +56,97 @@ pub(super) async fn release(
         .as_ref()
         .map(|r| r.mode)
         .unwrap_or(ReleaseMode::MarkDirty);
-    let decision = {
-        let l = ctx.ledger();
-        decide_release(&view, &l.inventory, &l.inflight, mode, Instant::now())
+    let source = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(SourceRef::from_labels);
+    let origin = match &source {
+        None => Origin::User,
+        Some(s) => Origin::Source {
+            existed: s.uid.is_some(),
+            now: Presence::Unread,
+        },
     };
+    let mut decision = decide(ctx, &view, mode, origin);
+    if let (Decided::Go(Release::ReadSource { .. }), Some(s), Origin::Source { existed, .. }) =
+        (&decision, &source, origin)
+    {
+        // The read is made only when a release is due, and the decision is taken again on it.
+        let now = object_now(claim, ctx, key, s).await?;
+        decision = decide(ctx, &view, mode, Origin::Source { existed, now });
+    }
+    match decision {
+        Decided::Paused(paused) => {
+            return release_blocked(claim, ctx, paused.message, paused.retry_at).await;
+        }
+        Decided::NoVersion => return Ok(Action::requeue(Duration::from_millis(300))),
+        Decided::Go(release) => {
+            if let Some(action) = act(claim, ctx, &active, &view, key, release).await? {
+                return Ok(action);
+            }
+        }
+    }
+    ctx.writer
+        .remove_claim_finalizer(claim)
+        .await
+        .map_err(k8s(key, "removing the finalizer"))?;
+    ctx.ledger()
+        .inflight
+        .forget_claim(&view.uid, Instant::now());
+    Ok(Action::await_change())
+}
+
+/// A decision, and whether it can be written now.
+enum Decided {
+    /// As decided; a release write is recorded as started.
+    Go(Release),
+    /// The garden refused the last write of the binding: writes of it pause.
+    Paused(super::denials::Paused),
+    /// The index has no resourceVersion of the binding to condition the write on.
+    NoVersion,
+}
+
+/// Decides, and records a release write as started under the same lock: a sibling decided right
+/// after sees it although nothing was sent yet.
+fn decide(ctx: &Context, view: &ClaimView, mode: ReleaseMode, origin: Origin) -> Decided {
+    let now = Instant::now();
+    let mut guard = ctx.ledger();
+    let l = &mut *guard;
+    let decision = decide_release(view, &l.inventory, &l.inflight, mode, origin, now);
+    let (Release::MarkDirty {
+        binding,
+        expected_resource_version,
+    }
+    | Release::ReleaseClean {
+        binding,
+        expected_resource_version,
+    }) = &decision
+    else {
+        return Decided::Go(decision);
+    };
+    let Some(rv) = expected_resource_version else {
+        return Decided::NoVersion;
+    };
+    if let Some(paused) = ctx.denials.paused(binding, now) {
+        return Decided::Paused(paused);
+    }
+    l.inflight.release_started(binding, Some(rv.clone()), now);
+    Decided::Go(decision)
+}
+
+/// Carries out a decision. `Some`: what to do next, the finalizer stays; `None`: the binding is
+/// settled, the finalizer can go.
+async fn act(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+    key: &str,
+    decision: Release,
+) -> Result<Option<Action>, ClaimError> {
+    tracing::debug!(claim = key, ?decision, "release decided");
+    let wait = |d| Some(Action::requeue(d));
     match decision {
         Release::Keep(KeepReason::OtherNamespace { namespace }) => {
             let note = format!(
@@ -79,23 +163,46 @@ pub(super) async fn release(
                     note,
                 )
                 .await;
+            Ok(None)
         }
-        Release::Keep(_) => {}
+        Release::Keep(_) => Ok(None),
         Release::WaitForShoot { shoot } => {
             tracing::debug!(
                 claim = key,
                 shoot,
                 "release waits for the Shoot to be deleted"
             );
-            return Ok(Action::requeue(Duration::from_secs(5)));
+            Ok(wait(Duration::from_secs(5)))
         }
+        Release::WaitForSource { binding } => {
+            let object = claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(SourceRef::from_labels)
+                .map(|s| s.describe())
+                .unwrap_or_default();
+            let cause = format!(
+                "binding {binding} is not released while {object} exists: it may have been \
+                 created again and run on this binding; the release goes on once it is deleted"
+            );
+            // Said once in the status (written only when it changes), not on every look.
+            let outcome = ClaimOutcome::ReleaseBlocked {
+                reason: OBJECT_EXISTS,
+                cause,
+            };
+            write_outcome(claim, ctx, &outcome).await?;
+            Ok(wait(Duration::from_secs(5)))
+        }
+        // Not left by `release`: the read is made and the decision taken again before this.
+        Release::ReadSource { .. } => Ok(wait(Duration::from_millis(200))),
         Release::WaitForWrite { binding } => {
             tracing::debug!(
                 claim = key,
                 binding,
                 "release waits for the outcome of a write"
             );
-            return Ok(Action::requeue(Duration::from_secs(1)));
+            Ok(wait(Duration::from_secs(1)))
         }
         Release::Resolve {
             binding,
@@ -104,77 +211,188 @@ pub(super) async fn release(
             resolve(
                 claim,
                 ctx,
-                &active,
-                &view,
+                active,
+                view,
                 &binding,
                 expected_resource_version,
             )
             .await;
-            return Ok(Action::requeue(Duration::from_millis(200)));
+            Ok(wait(Duration::from_millis(200)))
         }
         Release::MarkDirty {
             binding,
-            expected_resource_version,
-        } => {
-            let Some(rv) = expected_resource_version else {
-                return Ok(Action::requeue(Duration::from_millis(300)));
-            };
-            if let Some(paused) = ctx.denials.paused(&binding, Instant::now()) {
-                return release_blocked(claim, ctx, paused.message, paused.retry_at).await;
-            }
-            let target = active.binding_target();
-            ctx.ledger()
-                .inflight
-                .release_started(&binding, Some(rv.clone()), Instant::now());
-            let dirty_key = &active.rules.label_keys().dirty;
-            let result = ctx
-                .writer
-                .set_binding_label_cas(
-                    target.kind,
-                    &target.namespace,
-                    &binding,
-                    &rv,
-                    dirty_key,
-                    "true",
-                )
-                .await;
-            ctx.ledger()
-                .release_outcome(&binding, outcome(&result), Instant::now());
-            match result {
-                Ok(_) => {
-                    if ctx.denials.allowed(&binding) {
-                        ctx.caches.feed.bump();
-                    }
-                    let note = format!(
-                        "released binding {}/{binding}: marked {dirty_key}=true for the cleanup job",
-                        target.namespace
-                    );
-                    ctx.writer
-                        .event(&claim.object_ref(&()), false, "Released", "Release", note)
-                        .await;
-                    count(ctx, "Released");
-                }
-                Err(K8sError::Forbidden { message, .. }) => {
-                    let retry_at =
-                        refused(claim, ctx, &active, &binding, "release", &message).await;
-                    let cause = ctx
-                        .denials
-                        .paused(&binding, Instant::now())
-                        .map_or(message, |p| p.message);
-                    return release_blocked(claim, ctx, cause, retry_at).await;
-                }
-                Err(e) => return Err(k8s(key, "marking the binding dirty")(e)),
-            }
+            expected_resource_version: Some(rv),
+        } => write_release(claim, ctx, active, key, &binding, &rv, How::Dirty).await,
+        Release::ReleaseClean {
+            binding,
+            expected_resource_version: Some(rv),
+        } => write_release(claim, ctx, active, key, &binding, &rv, How::Clean).await,
+        // `decide` never hands these on without a version.
+        Release::MarkDirty { .. } | Release::ReleaseClean { .. } => {
+            Ok(wait(Duration::from_millis(300)))
         }
     }
-    ctx.writer
-        .remove_claim_finalizer(claim)
-        .await
-        .map_err(k8s(key, "removing the finalizer"))?;
+}
+
+/// Which release write.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    Dirty,
+    Clean,
+}
+
+/// Sends the release write (recorded as started by `decide`) and takes its answer.
+async fn write_release(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    key: &str,
+    binding: &str,
+    rv: &str,
+    how: How,
+) -> Result<Option<Action>, ClaimError> {
+    let target = active.binding_target();
+    let keys = active.rules.label_keys();
+    let (ns, kind) = (&target.namespace, target.kind);
+    let result = match how {
+        How::Dirty => {
+            ctx.writer
+                .set_binding_label_cas(kind, ns, binding, rv, &keys.dirty, "true")
+                .await
+        }
+        How::Clean => {
+            ctx.writer
+                .remove_binding_label_cas(kind, ns, binding, rv, &keys.tenant_name)
+                .await
+        }
+    };
     ctx.ledger()
-        .inflight
-        .forget_claim(&view.uid, Instant::now());
-    Ok(Action::await_change())
+        .release_outcome(binding, outcome(&result), Instant::now());
+    match result {
+        Ok(_) => {
+            if ctx.denials.allowed(binding) {
+                ctx.caches.feed.bump();
+            }
+            let (reason, note) = match how {
+                How::Dirty => (
+                    "Released",
+                    format!(
+                        "released binding {ns}/{binding}: marked {}=true for the cleanup job",
+                        keys.dirty
+                    ),
+                ),
+                How::Clean => (
+                    "ReleasedClean",
+                    format!(
+                        "released binding {ns}/{binding} clean: never used by a cluster (the \
+                         object the claim was made for never existed), so {} was removed and it \
+                         went back to the pool without the cleanup job",
+                        keys.tenant_name
+                    ),
+                ),
+            };
+            tracing::info!(claim = key, binding, "{note}");
+            ctx.writer
+                .event(&claim.object_ref(&()), false, reason, "Release", note)
+                .await;
+            count(ctx, reason);
+            Ok(None)
+        }
+        Err(K8sError::Forbidden { message, .. }) => {
+            let retry_at = refused(claim, ctx, active, binding, "release", &message).await;
+            let cause = ctx
+                .denials
+                .paused(binding, Instant::now())
+                .map_or(message, |p| p.message);
+            release_blocked(claim, ctx, cause, retry_at).await.map(Some)
+        }
+        Err(e) => Err(k8s(
+            key,
+            match how {
+                How::Dirty => "marking the binding dirty",
+                How::Clean => "removing the binding's tenant label",
+            },
+        )(e)),
+    }
+}
+
+/// Whether the object a source claim serves exists now, read from the API server (the garden's
+/// for Shoots), not a cache: a cache may not show an object re-created a moment ago.
+async fn object_now(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    source: &SourceRef,
+) -> Result<Presence, ClaimError> {
+    let name = match &source.name {
+        Some(n) => Some(n.clone()),
+        // Too long for a label: the source annotation names it.
+        None => ctx
+            .writer
+            .claim_annotation(
+                &claim.namespace().unwrap_or_default(),
+                &claim.name_any(),
+                ANNOTATION_SOURCE,
+            )
+            .await
+            .map_err(k8s(key, "reading the claim's source annotation"))?
+            .as_deref()
+            .and_then(object_name),
+    };
+    let Some(name) = name else {
+        return Err(ClaimError::SourceUnknown {
+            claim: key.to_string(),
+            object: source.describe(),
+        });
+    };
+    let reader = if source.kind == SourceKind::Shoot {
+        ctx.writer.garden()
+    } else {
+        ctx.writer.client()
+    };
+    let exists =
+        SourceWrites::object_exists(reader, &source.kind.resource(), &source.namespace, &name)
+            .await
+            .map_err(k8s(key, "reading the claim's source object"))?;
+    Ok(if exists {
+        Presence::Exists
+    } else {
+        Presence::Gone
+    })
+}
+
+/// The object's name in a source annotation (`Runtime kcp-system/name`).
+fn object_name(annotation: &str) -> Option<String> {
+    let (_, name) = annotation.rsplit_once('/')?;
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// Without a valid HapConfig nothing can be released: `Released=False` says why, an event is
+/// sent once per cause (not on every retry), and the retries back off.
+async fn config_wait(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    reason: &'static str,
+) -> Result<Action, ClaimError> {
+    let cause = format!(
+        "the release waits for a valid HapConfig `{}`: without one the binding's labels are \
+         unknown and it cannot be marked dirty for the cleanup job",
+        ctx.resolver.name()
+    );
+    if !release_blocked_for(claim.status.as_ref(), reason) {
+        ctx.writer
+            .event(
+                &claim.object_ref(&()),
+                true,
+                "ReleaseWaiting",
+                "Release",
+                cause.clone(),
+            )
+            .await;
+    }
+    write_outcome(claim, ctx, &ClaimOutcome::ReleaseBlocked { reason, cause }).await?;
+    Ok(Action::requeue(ctx.backoff.next(key)))
 }
 
 /// Sends a deleting claim's claim write of `binding` again, to learn the outcome of the earlier
@@ -225,7 +443,7 @@ async fn resolve(
     }
 }
 
-/// A deleted claim whose binding the garden refuses to let us mark dirty: the finalizer stays
+/// A deleted claim whose binding the garden refuses to let us release: the finalizer stays
 /// (the account must not go back unwiped), `Released=False` says why, retried after the pause.
 async fn release_blocked(
     claim: &AccountClaim,
@@ -240,4 +458,20 @@ async fn release_blocked(
     write_outcome(claim, ctx, &outcome).await?;
     let wait = retry_at.saturating_duration_since(Instant::now());
     Ok(Action::requeue(wait.max(Duration::from_millis(100))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_object_name_is_read_from_the_source_annotation() {
+        let long = "c".repeat(80);
+        assert_eq!(
+            object_name(&format!("Cluster platform/{long}")),
+            Some(long.clone())
+        );
+        assert_eq!(object_name("Cluster platform/"), None);
+        assert_eq!(object_name("garbage"), None);
+    }
 }

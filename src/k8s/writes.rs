@@ -128,6 +128,46 @@ impl Writer {
             .map_err(|e| K8sError::classify("label", what, e))
     }
 
+    /// Removes one label of a binding only if the binding still has `resource_version`: the
+    /// compare-and-swap of a clean release, which hands a binding no cluster used back to the
+    /// pool. Returns the new resourceVersion.
+    pub async fn remove_binding_label_cas(
+        &self,
+        kind: BindingKind,
+        ns: &str,
+        name: &str,
+        resource_version: &str,
+        key: &str,
+    ) -> Result<Option<String>, K8sError> {
+        // In a merge patch, null removes the key.
+        let body =
+            json!({"metadata": {"resourceVersion": resource_version, "labels": {key: null}}});
+        let what = format!("{} {ns}/{name}", kind.gvk().2);
+        let request = Request::new(DynamicObject::url_path(&binding_resource(kind), Some(ns)));
+        let request = request.patch(name, &patch_params(), &Patch::Merge(body));
+        self.fenced(|| what.clone())?;
+        send(&self.garden, request, "patch")
+            .await
+            .map_err(|e| K8sError::classify("unlabel", what, e))
+    }
+
+    /// One annotation of a claim as the API server has it (the claim watch drops annotations):
+    /// the release of a source claim reads the identity of its object from it when the name is
+    /// too long for a label. A read, never fenced.
+    pub async fn claim_annotation(
+        &self,
+        ns: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<String>, K8sError> {
+        let api: kube::Api<AccountClaim> = kube::Api::namespaced(self.client.clone(), ns);
+        let meta = api
+            .get_metadata_opt(name)
+            .await
+            .map_err(|e| K8sError::classify("read", format!("AccountClaim {ns}/{name}"), e))?;
+        Ok(meta.and_then(|m| m.metadata.annotations?.remove(key)))
+    }
+
     /// Adds the release finalizer to a claim. The `test` makes a concurrent change of the
     /// finalizer list fail instead of being overwritten.
     pub async fn add_claim_finalizer(&self, claim: &AccountClaim) -> Result<(), K8sError> {

@@ -64,7 +64,14 @@ fn a_claim_missing_from_the_index_keeps_its_binding_from_a_deleting_sibling() {
     l.apply_claim(old.clone());
     let mode = crate::api::ReleaseMode::MarkDirty;
     assert_eq!(
-        decide_release(&old, &l.inventory, &l.inflight, mode, now),
+        decide_release(
+            &old,
+            &l.inventory,
+            &l.inflight,
+            mode,
+            crate::release::Origin::User,
+            now
+        ),
         Release::Keep(KeepReason::InUse { clusters: 1 })
     );
 }

@@ -117,6 +117,15 @@ pub enum ClaimOutcome {
     Denied { cause: String, matched: MatchedRule },
 }
 
+/// Whether the claim's `Released` condition already says `False` for `reason`: a release that
+/// waits for the same cause again is not announced again (one event per claim and cause, not one
+/// per retry).
+pub fn release_blocked_for(status: Option<&AccountClaimStatus>, reason: &str) -> bool {
+    status
+        .and_then(|s| super::find_condition(&s.conditions, types::RELEASED))
+        .is_some_and(|c| c.status == "False" && c.reason == reason)
+}
+
 /// The binding a claim's status records: written once with `phase: Bound` and kept when the
 /// binding is lost (`phase: Failed`). The one definition of "bound" in the operator: a claim
 /// with a record never gets another binding (DESIGN §4.1), whatever else its status lacks.

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 pub use claim::{
     BoundTo, ClaimOutcome, PendingReason, Recorded, bound_message, desired_claim_status, is_denied,
-    is_settled, recorded_binding, settled, waiting_in,
+    is_settled, recorded_binding, release_blocked_for, settled, waiting_in,
 };
 pub use compact::CompactStatus;
 pub use config::{ConfigInputs, MissingPool, desired_config_status};

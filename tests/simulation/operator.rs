@@ -11,7 +11,7 @@ use hap_operator::api::ReleaseMode;
 use hap_operator::leadership::Fence;
 use hap_operator::ledger::{Ledger, Outcome};
 use hap_operator::pools::{BindingView, ClaimView, Kind, ShootView};
-use hap_operator::release::{Release, decide_release};
+use hap_operator::release::{Origin, Release, decide_release};
 use hap_operator::selection::{
     Choice, MultiAccountPolicy, Request, WriteState, check_bound, select,
 };
@@ -225,7 +225,15 @@ impl Replica {
         }
         let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
         if c.deleting {
-            let d = decide_release(&view, inv, inflight, ReleaseMode::MarkDirty, now);
+            // The simulated claims are users' AccountClaims.
+            let d = decide_release(
+                &view,
+                inv,
+                inflight,
+                ReleaseMode::MarkDirty,
+                Origin::User,
+                now,
+            );
             if std::env::var("HAP_SIM_TRACE").is_ok() {
                 eprintln!("  replica {} releases {uid}: {d:?}", self.id);
             }
@@ -262,7 +270,10 @@ impl Replica {
                 }
                 Release::MarkDirty { .. }
                 | Release::WaitForShoot { .. }
-                | Release::WaitForWrite { .. } => {}
+                | Release::WaitForWrite { .. }
+                | Release::ReleaseClean { .. }
+                | Release::ReadSource { .. }
+                | Release::WaitForSource { .. } => {}
                 Release::Keep(_) => plan.push_back(Write::Finalizer),
             }
         } else if let Some(b) = c.recorded() {

@@ -505,3 +505,19 @@ fn only_a_recorded_binding_or_a_denial_that_answers_the_generation_is_settled() 
         "a record without its namespace is completed by a reconcile"
     );
 }
+
+#[test]
+fn a_release_waiting_for_the_same_cause_is_announced_once() {
+    // Issue 19, defect 9: every retry of a release waiting for a valid HapConfig wrote an Event.
+    let b = desired_claim_status(None, &spec(), Some(1), &bound(), &at(1));
+    assert!(!release_blocked_for(Some(&b), reasons::CONFIG_MISSING));
+    assert!(!release_blocked_for(None, reasons::CONFIG_MISSING));
+    let waiting = ClaimOutcome::ReleaseBlocked {
+        reason: reasons::CONFIG_MISSING,
+        cause: "the release waits for a valid HapConfig".into(),
+    };
+    let s = desired_claim_status(Some(&b), &spec(), Some(1), &waiting, &at(2));
+    assert!(release_blocked_for(Some(&s), reasons::CONFIG_MISSING));
+    // Another cause is news.
+    assert!(!release_blocked_for(Some(&s), reasons::CONFIG_INVALID));
+}
