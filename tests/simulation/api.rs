@@ -508,3 +508,84 @@ impl Api {
         }
     }
 }
+
+/// The request-source path (tests/simulation_sources.rs, issue 19); `tests/simulation.rs` does
+/// not use these.
+#[allow(dead_code)]
+impl Api {
+    /// The webhook creates a claim named after a request object (`<kind>.<ns>.<name>`, issue 19);
+    /// names are unique, as the API server's are, deleting claims included.
+    pub fn create_named_claim(
+        &mut self,
+        uid: String,
+        name: &str,
+        tenant: usize,
+        shoot: Option<String>,
+    ) -> Result<u64, Refused> {
+        if self.claims.values().any(|c| c.name == name) {
+            return Err(Refused::Conflict);
+        }
+        self.put_claim(Claim {
+            uid,
+            name: name.to_string(),
+            tenant: TENANTS[tenant].into(),
+            pool: 0,
+            shoot,
+            phase: Phase::New,
+            deleting: false,
+            rv: 0,
+        });
+        Ok(self.rv)
+    }
+
+    /// A change of the claim's metadata only (an annotation), conditioned on its resourceVersion:
+    /// the new version is what a reader that took the old one conflicts with.
+    pub fn touch_claim(&mut self, uid: &str, base: u64) -> Result<u64, Refused> {
+        let c = self.claims.get(uid).cloned().ok_or(Refused::NotFound)?;
+        if c.rv != base {
+            return Err(Refused::Conflict);
+        }
+        self.put_claim(c);
+        Ok(self.rv)
+    }
+
+    /// A DELETE with a uid and, when given, a resourceVersion precondition: the finalizer keeps
+    /// the claim, marked deleting, until its release. Unlike `delete_claim`, nothing else goes.
+    pub fn delete_claim_if(&mut self, uid: &str, rv: Option<u64>) -> Result<(), Refused> {
+        let c = self.claims.get(uid).cloned().ok_or(Refused::NotFound)?;
+        if rv.is_some_and(|rv| rv != c.rv) {
+            return Err(Refused::Conflict);
+        }
+        if !c.deleting {
+            self.put_claim(Claim {
+                deleting: true,
+                ..c
+            });
+        }
+        Ok(())
+    }
+
+    /// A clean release: the tenant label goes (compare-and-swap), the binding is free again and
+    /// the cleanup job never sees it. The same checks as a release marking it dirty.
+    pub fn remove_label(
+        &mut self,
+        name: &str,
+        base: u64,
+        key: &str,
+        by: &Writer,
+    ) -> Result<u64, Refused> {
+        let b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
+        if b.rv != base {
+            return Err(Refused::Conflict);
+        }
+        if self.untouchable.contains_key(name) || key != "tenantName" {
+            self.violation(format!("removed {key} from {name}"));
+        }
+        let claim = self.claims.get(&by.claim).cloned();
+        self.check_release(&b, claim.as_ref(), by);
+        let mut b = b;
+        b.labels.remove(key);
+        self.put_binding(b);
+        Ok(self.rv)
+    }
+}

@@ -1,0 +1,489 @@
+//! One operator replica on the request-source path: the claim controller's reconcile split into
+//! its decision and its writes around the real ledger, selection and `decide_release`, as
+//! `tests/simulation/operator.rs` does for AccountClaims, plus the source path's own rules for
+//! each protocol (`Protocol`). The source clean-up (GC) is the world's, since it reads the
+//! request objects; its progress lives here so that a paused leader keeps it.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Instant;
+
+use hap_operator::api::ReleaseMode;
+use hap_operator::ledger::{Ledger, Outcome};
+use hap_operator::pools::{BindingView, ClaimView, Inventory, Kind, ShootView};
+use hap_operator::release::{Release, decide_release};
+use hap_operator::selection::{Choice, MultiAccountPolicy, Request, WriteState, select};
+
+use super::api::{
+    Api, BINDINGS, CLAIMS, Change, Claim, Obj, Phase, Refused, SHOOTS, Writer, pools,
+};
+
+/// Which source path runs: today's code, or the one issue 19 asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Old,
+    New,
+}
+
+/// The next write of a reconcile in progress.
+#[derive(Clone, Debug)]
+pub enum Write {
+    Claim {
+        binding: String,
+        base: u64,
+        tenant: String,
+    },
+    Status {
+        base: u64,
+        phase: Phase,
+    },
+    /// `dirty=true`, or with `clean` the tenant label removed (the binding is free again).
+    Release {
+        binding: String,
+        base: u64,
+        clean: bool,
+    },
+    Finalizer,
+}
+
+/// What the release of a source claim reads beyond the index: the API server and the record of
+/// what the claim served.
+pub trait Sources {
+    /// A live read: an object of the claim's kind and name exists now.
+    fn exists(&self, claim: &Claim) -> bool;
+    /// A stored object may have run on `binding` for this claim: release it dirty.
+    fn used(&self, claim: &Claim, binding: &str) -> bool;
+}
+
+/// The source clean-up of one claim in progress: read the claim, check its object, delete.
+#[derive(Clone, Debug)]
+pub struct Gc {
+    pub uid: String,
+    /// The resourceVersion the read took (NEW): the delete's precondition.
+    pub rv: Option<u64>,
+    pub phase: GcPhase,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcPhase {
+    Read,
+    Check,
+    Delete,
+}
+
+pub struct Replica {
+    pub id: usize,
+    /// The claim controller's store, as its watch delivered it.
+    store: BTreeMap<String, Claim>,
+    ledger: Ledger,
+    /// How far each watch got in the API server's log of that kind.
+    pub pos: [usize; 3],
+    pub plans: BTreeMap<String, VecDeque<Write>>,
+    pub gc: Option<Gc>,
+}
+
+fn claim_view(c: &Claim) -> ClaimView {
+    ClaimView {
+        namespace: "kcp".into(),
+        name: c.name.clone(),
+        uid: c.uid.clone(),
+        resource_version: Some(c.rv.to_string()),
+        global_account: c.tenant.clone(),
+        shoot_name: c.shoot.clone(),
+        bound_binding: c.recorded().map(str::to_string),
+        lost: matches!(c.phase, Phase::Failed(_)),
+        deleting: c.deleting,
+        ..Default::default()
+    }
+}
+
+fn apply(ledger: &mut Ledger, obj: &Obj) {
+    match obj {
+        Obj::Binding(b) => ledger.apply_binding(BindingView {
+            name: b.name.clone(),
+            resource_version: Some(b.rv.to_string()),
+            labels: b.labels.clone(),
+        }),
+        Obj::Claim(c) => ledger.apply_claim(claim_view(c)),
+        Obj::Shoot(s) => ledger.apply_shoot(ShootView {
+            name: s.name.clone(),
+            resource_version: Some(s.rv.to_string()),
+            binding: s.binding.clone(),
+        }),
+    }
+}
+
+fn kind_of(k: usize) -> Kind {
+    match k {
+        BINDINGS => Kind::Binding,
+        CLAIMS => Kind::Claim,
+        _ => Kind::Shoot,
+    }
+}
+
+/// The objects of one kind as of the first `pos` changes of its log.
+fn state_at(api: &Api, kind: usize, pos: usize) -> BTreeMap<String, Obj> {
+    let mut out = BTreeMap::new();
+    for c in &api.logs[kind][..pos] {
+        match &c.obj {
+            Some(o) => out.insert(c.key.clone(), o.clone()),
+            None => out.remove(&c.key),
+        };
+    }
+    out
+}
+
+/// The release of a deleting source claim: the glue between `decide_release` and the source
+/// path, kept in one place so that a release which learns clean and dirty itself replaces it.
+/// NEW: an object of the claim's name that exists again holds the release (the index may not
+/// show it, and for a Runtime it never shows); a binding no stored object may have used is
+/// released clean, since the cleanup job would wipe an account nobody touched.
+fn source_release(
+    p: Protocol,
+    view: &ClaimView,
+    inv: &Inventory,
+    inflight: &hap_operator::selection::InFlight,
+    now: Instant,
+    exists: bool,
+    used: impl Fn(&str) -> bool,
+) -> Option<(Release, bool)> {
+    if p == Protocol::New && exists {
+        return None;
+    }
+    let d = decide_release(view, inv, inflight, ReleaseMode::MarkDirty, now);
+    let clean = match &d {
+        Release::MarkDirty { binding, .. } => p == Protocol::New && !used(binding),
+        _ => false,
+    };
+    Some((d, clean))
+}
+
+/// NEW: bindings without a tenant that a Shoot already names are never claimable, whoever runs
+/// the Shoot (issue 19, defect 3).
+fn in_use_without_tenant(p: Protocol, inv: &Inventory) -> BTreeSet<String> {
+    if p == Protocol::Old {
+        return BTreeSet::new();
+    }
+    let tenant = &inv.keys().tenant_name;
+    inv.bindings()
+        .filter(|e| !e.view.labels.contains_key(tenant))
+        .filter(|e| !inv.clusters_on(&e.view.name).is_empty())
+        .map(|e| e.view.name.clone())
+        .collect()
+}
+
+impl Replica {
+    /// A replica started now (or taking over): it lists everything as the API server has it.
+    pub fn start(id: usize, api: &Api) -> Self {
+        let mut r = Replica {
+            id,
+            store: BTreeMap::new(),
+            ledger: Ledger::default(),
+            pos: [0; 3],
+            plans: BTreeMap::new(),
+            gc: None,
+        };
+        for kind in [BINDINGS, CLAIMS, SHOOTS] {
+            let objects = state_at(api, kind, api.logs[kind].len());
+            let relist = r.ledger.begin_relist(kind_of(kind));
+            for o in objects.values() {
+                apply(&mut r.ledger, o);
+            }
+            let rv = api.rv.to_string();
+            r.ledger.end_relist(kind_of(kind), relist, Some(&rv));
+            if kind == CLAIMS {
+                r.store = objects
+                    .into_iter()
+                    .filter_map(|(k, o)| match o {
+                        Obj::Claim(c) => Some((k, c)),
+                        _ => None,
+                    })
+                    .collect();
+            }
+            r.pos[kind] = api.logs[kind].len();
+        }
+        r
+    }
+
+    /// Up to `n` watch events of one kind reach the replica: the ledger first, then the store.
+    pub fn deliver(&mut self, api: &Api, kind: usize, n: usize) {
+        let end = self.pos[kind].saturating_add(n).min(api.logs[kind].len());
+        let changes: Vec<Change> = api.logs[kind][self.pos[kind]..end].to_vec();
+        self.pos[kind] = end;
+        for c in changes {
+            match &c.obj {
+                Some(o) => apply(&mut self.ledger, o),
+                None => {
+                    let rv = c.rv.to_string();
+                    match kind {
+                        BINDINGS => self.ledger.delete_binding(&c.key, Some(&rv)),
+                        CLAIMS => self.ledger.delete_claim(&c.key, Some(&rv)),
+                        _ => self.ledger.delete_shoot(&c.key, Some(&rv)),
+                    }
+                }
+            }
+            if kind == CLAIMS {
+                match c.obj {
+                    Some(Obj::Claim(claim)) => self.store.insert(c.key.clone(), claim),
+                    _ => self.store.remove(&c.key),
+                };
+            }
+        }
+    }
+
+    /// Claims the replica's store holds, by uid.
+    pub fn claims(&self) -> Vec<Claim> {
+        self.store.values().cloned().collect()
+    }
+
+    /// The reconcile's decision for one claim; its writes run in later steps.
+    pub fn reconcile(
+        &mut self,
+        uid: &str,
+        p: Protocol,
+        policy: &MultiAccountPolicy,
+        sources: &dyn Sources,
+        now: Instant,
+    ) {
+        if self.plans.contains_key(uid) {
+            return;
+        }
+        let Some(c) = self.store.get(uid).cloned() else {
+            return;
+        };
+        let inv = &self.ledger.inventory;
+        if inv.knows_later(Kind::Claim, uid, Some(&c.rv.to_string()))
+            || self.ledger.inflight.is_finished(uid, now)
+        {
+            return;
+        }
+        let plan = if c.deleting {
+            self.release(&c, p, sources, now)
+        } else if let Some(b) = c.recorded() {
+            let phase = Phase::Bound(b.to_string());
+            let write = Write::Status { base: c.rv, phase };
+            (c.phase != Phase::Bound(b.to_string()))
+                .then_some(write)
+                .into_iter()
+                .collect()
+        } else {
+            self.select(&c, p, policy, now)
+        };
+        if !plan.is_empty() {
+            self.plans.insert(uid.to_string(), plan);
+        }
+    }
+
+    fn release(
+        &mut self,
+        c: &Claim,
+        p: Protocol,
+        sources: &dyn Sources,
+        now: Instant,
+    ) -> VecDeque<Write> {
+        let view = claim_view(c);
+        let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
+        let exists = sources.exists(c);
+        let used = |b: &str| sources.used(c, b);
+        let Some((d, clean)) = source_release(p, &view, inv, inflight, now, exists, used) else {
+            return VecDeque::new();
+        };
+        trace(|| {
+            format!(
+                "  replica {} releases {}: {d:?} clean {clean}",
+                self.id, c.uid
+            )
+        });
+        let mut plan = VecDeque::new();
+        match d {
+            Release::MarkDirty {
+                binding,
+                expected_resource_version: Some(rv),
+            } => {
+                inflight.release_started(&binding, Some(rv.clone()), now);
+                let base = rv.parse().unwrap_or(0);
+                plan.push_back(Write::Release {
+                    binding,
+                    base,
+                    clean,
+                });
+                plan.push_back(Write::Finalizer);
+            }
+            Release::Resolve {
+                binding,
+                expected_resource_version,
+            } => {
+                let pool = inflight.claim_of(&binding, now).map(|p| p.pool.clone());
+                if let (Some(pool), Some(base)) = (pool, expected_resource_version.clone()) {
+                    let retry = Choice::Claim {
+                        binding: binding.clone(),
+                        expected_resource_version,
+                    };
+                    inflight.record(&view, &pool, &retry, now);
+                    inflight.drop_assignment(&c.uid);
+                    let base = base.parse().unwrap_or(0);
+                    let tenant = c.tenant.clone();
+                    plan.push_back(Write::Claim {
+                        binding,
+                        base,
+                        tenant,
+                    });
+                }
+            }
+            Release::MarkDirty { .. }
+            | Release::WaitForShoot { .. }
+            | Release::WaitForWrite { .. } => {}
+            Release::Keep(_) => plan.push_back(Write::Finalizer),
+        }
+        plan
+    }
+
+    fn select(
+        &mut self,
+        c: &Claim,
+        p: Protocol,
+        policy: &MultiAccountPolicy,
+        now: Instant,
+    ) -> VecDeque<Write> {
+        let view = claim_view(c);
+        let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
+        if inflight
+            .assignment_of(&c.uid, now)
+            .is_some_and(|a| a.state == WriteState::Written)
+        {
+            return VecDeque::new();
+        }
+        let pool = &pools()[c.pool];
+        let req = Request {
+            claim: &view,
+            pool,
+            provider_type: "aws",
+        };
+        // A copy without them stands in for a selection that skips them itself.
+        let in_use = in_use_without_tenant(p, inv);
+        let mut shown = None;
+        if !in_use.is_empty() {
+            let mut copy = inv.clone();
+            for b in &in_use {
+                copy.delete_binding(b, None);
+            }
+            shown = Some(copy);
+        }
+        let inv = shown.as_ref().unwrap_or(inv);
+        let choice = select(inv, inflight, &req, policy, &BTreeSet::new(), now);
+        trace(|| format!("  replica {} decides {}: {choice:?}", self.id, c.uid));
+        inflight.record(&view, pool, &choice, now);
+        let mut plan = VecDeque::new();
+        let phase = match choice {
+            Choice::Use { binding, .. } | Choice::Bound { binding } => Phase::Bound(binding),
+            Choice::Claim {
+                binding,
+                expected_resource_version,
+            } => {
+                let base = expected_resource_version
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                plan.push_back(Write::Claim {
+                    binding: binding.clone(),
+                    base,
+                    tenant: c.tenant.clone(),
+                });
+                Phase::Bound(binding)
+            }
+            Choice::Wait { .. } => Phase::Pending("Progressing".into()),
+            Choice::Exhausted { .. } => Phase::Pending("PoolExhausted".into()),
+            Choice::Lost { binding, .. } => Phase::Failed(binding),
+        };
+        if phase != c.phase {
+            plan.push_back(Write::Status { base: c.rv, phase });
+        }
+        plan
+    }
+
+    /// Bindings the HapConfig status reports as orphans (a tenant, no cluster), as this replica
+    /// sees them.
+    pub fn reported(&self) -> BTreeSet<String> {
+        let inv = &self.ledger.inventory;
+        inv.orphans(&BTreeSet::new())
+            .into_iter()
+            .map(|o| o.binding)
+            .collect()
+    }
+
+    /// Takes the next write of the reconcile of `uid` out of its plan (a held write).
+    pub fn take(&mut self, uid: &str) -> Option<Write> {
+        let write = self.plans.get_mut(uid).and_then(VecDeque::pop_front);
+        if self.plans.get(uid).is_some_and(VecDeque::is_empty) {
+            self.plans.remove(uid);
+        }
+        write
+    }
+
+    /// Sends the next write of the reconcile of `uid`; a refusal ends the reconcile.
+    pub fn execute(&mut self, uid: &str, api: &mut Api, now: Instant) {
+        let Some(write) = self.take(uid) else {
+            return;
+        };
+        if !self.send(uid, &write, api, now) {
+            self.plans.remove(uid);
+        }
+    }
+
+    /// Sends one write and records its outcome; whether the server took it.
+    pub fn send(&mut self, uid: &str, write: &Write, api: &mut Api, now: Instant) -> bool {
+        let by = Writer {
+            replica: self.id,
+            claim: uid.to_string(),
+        };
+        let sent: Result<(), Refused> = match write {
+            Write::Claim {
+                binding,
+                base,
+                tenant,
+            } => api
+                .set_label(binding, *base, "tenantName", tenant, &by)
+                .map(drop),
+            Write::Status { base, phase } => {
+                api.set_status(uid, *base, phase.clone(), &by).map(drop)
+            }
+            Write::Release {
+                binding,
+                base,
+                clean: false,
+            } => api
+                .set_label(binding, *base, "dirty", "true", &by)
+                .map(drop),
+            Write::Release {
+                binding,
+                base,
+                clean: true,
+            } => api
+                .remove_label(binding, *base, "tenantName", &by)
+                .map(drop),
+            Write::Finalizer => api.remove_finalizer(uid),
+        };
+        let outcome = if sent.is_ok() {
+            Outcome::Written
+        } else {
+            Outcome::Refused
+        };
+        let l = &mut self.ledger;
+        match write {
+            Write::Claim { binding, .. } => l.claim_outcome(binding, outcome, now),
+            Write::Status {
+                phase: Phase::Bound(_),
+                ..
+            } => l.assignment_outcome(uid, outcome, now),
+            Write::Release { binding, .. } => l.release_outcome(binding, outcome, now),
+            Write::Finalizer if outcome == Outcome::Written => l.inflight.forget_claim(uid, now),
+            _ => {}
+        }
+        sent.is_ok()
+    }
+}
+
+/// Prints a line of the trace when `HAP_SIM_TRACE` is set.
+pub fn trace(line: impl FnOnce() -> String) {
+    if std::env::var("HAP_SIM_TRACE").is_ok() {
+        eprintln!("{}", line());
+    }
+}
