@@ -285,6 +285,10 @@ pub struct HapConfigStatus {
     /// Bindings labelled for a tenant that no claim or Shoot uses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphans: Vec<OrphanStatus>,
+    /// Bindings that clusters use although no tenant holds them, or although they wait for the
+    /// cleanup job: per pool and reason. They need a person; the operator never claims them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bindings_in_use: Vec<BindingsInUse>,
     /// Every pin of the spec in force and the state of its binding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pins: Vec<PinStatus>,
@@ -373,6 +377,22 @@ pub struct OrphanStatus {
     pub binding: String,
     pub tenant: String,
     pub hyperscaler_type: String,
+}
+
+/// Bindings of one pool that clusters use in a state the operator cannot hand them out in.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingsInUse {
+    pub hyperscaler_type: String,
+    pub eu_access: bool,
+    /// `InUseWithoutTenant`: a cluster uses the binding, but it carries no tenant label (the
+    /// operator never claims it while so); `DirtyInUse`: it is marked for the cleanup job while
+    /// a cluster still uses it.
+    pub reason: String,
+    /// How many bindings of the pool are in this state.
+    pub count: i64,
+    /// Their names, the first ones by name (at most 10).
+    pub bindings: Vec<String>,
 }
 
 #[cfg(test)]
