@@ -118,8 +118,9 @@ pub struct HapConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<ReleaseSpec>,
 
-    /// How often the operator drops its in-memory state and rebuilds it from the cluster
-    /// (`24h`, `90m`). Unset or `0s`: never.
+    /// How often the operator lists bindings and Shoots again and reconciles every claim
+    /// (`24h`, `90m`); the watches keep running meanwhile, and a list still running from the last
+    /// refresh is left to finish. Unset or `0s`: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DURATION_PATTERN), length(max = 32))]
     pub internal_state_refresh_cycle_duration: Option<String>,

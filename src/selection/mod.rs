@@ -184,6 +184,12 @@ impl<'a> Counts<'a> {
         cached.len() + extra.len()
     }
 
+    /// Whether any cluster uses the binding or is being assigned to it (cheaper than counting).
+    fn in_use(&self, binding: &str) -> bool {
+        !self.inv.clusters_on(binding).is_empty()
+            || self.assigned.get(binding).is_some_and(|m| !m.is_empty())
+    }
+
     fn has(&self, binding: &str, cluster: &str) -> bool {
         self.inv.clusters_on(binding).contains(cluster)
             || self
@@ -409,7 +415,7 @@ fn select_dedicated(
             .is_some_and(|r| r.pins.reserved_from(b, r.tenant))
         {
             pinned += 1;
-        } else if counts.clusters(b) > 0 {
+        } else if counts.in_use(b) {
             in_use += 1;
         } else if inflight.claim_of(b, now).is_none() && !inflight.is_releasing(b, now) {
             candidates.push(b);

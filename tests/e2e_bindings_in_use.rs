@@ -1,0 +1,82 @@
+//! End-to-end (real kube-apiserver and gardener-apiserver): a binding that a Shoot uses but that
+//! carries no tenant is never handed to a new tenant, and the HapConfig says so (issue 19,
+//! defect 3).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::json;
+use support::*;
+
+fn aws(ga: &str, shoot: &str) -> serde_json::Value {
+    json!({"globalAccount": ga, "plan": "aws", "shootName": shoot})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_a_shoot_uses_without_a_tenant_is_never_claimed_and_is_reported() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    for name in ["aws-01", "aws-02", "aws-03"] {
+        hap.binding(name, "aws", &[("hyperscalerType", "aws")])
+            .await;
+    }
+    // Created naming the free binding directly: allowed, and outside the operator's hands.
+    hap.shoot("foreign", "aws-01").await;
+    let reported = eventually(
+        Duration::from_secs(60),
+        "HapConfig status names aws-01 as InUseWithoutTenant",
+        || async {
+            let st = hap.config_status().await;
+            st.bindings_in_use
+                .into_iter()
+                .find(|b| b.reason == "InUseWithoutTenant" && b.bindings == ["aws-01"])
+        },
+    )
+    .await;
+    assert_eq!(
+        (reported.hyperscaler_type.as_str(), reported.count),
+        ("aws", 1)
+    );
+    // Three new tenants: two free bindings, and the third waits rather than share aws-01.
+    for i in 1..=3 {
+        hap.claim(&format!("c{i}"), aws(&format!("ga-{i}"), &format!("s{i}")))
+            .await;
+    }
+    let mut got = BTreeSet::new();
+    for i in 1..=2 {
+        got.insert(hap.bound(&format!("c{i}")).await);
+    }
+    assert_eq!(got, BTreeSet::from(["aws-02".into(), "aws-03".into()]));
+    let message = hap.ready_reason("c3", "PoolExhausted").await;
+    assert!(
+        message.contains("without a tenant but used by a cluster"),
+        "{message}"
+    );
+    let labels = hap.labels("aws-01").await;
+    assert!(!labels.contains_key("tenantName"), "{labels:?}");
+    let figures = hap.config_status().await.rules[0].pools[0].clone();
+    assert_eq!((figures.free, figures.claimed), (0, 2), "{figures:?}");
+    let selector = format!("reason=BindingsInUse,involvedObject.name={}", hap.config);
+    let out = eventually(
+        Duration::from_secs(30),
+        "a BindingsInUse event on the HapConfig",
+        || async {
+            let (ok, out, _) = kubectl(&[
+                "get",
+                "events",
+                "-A",
+                "--field-selector",
+                &selector,
+                "-o",
+                "jsonpath={.items[*].message}",
+            ]);
+            (ok && !out.is_empty()).then_some(out)
+        },
+    )
+    .await;
+    assert!(
+        out.contains("InUseWithoutTenant in pool hyperscalerType=aws: aws-01"),
+        "the event names the binding: {out}"
+    );
+}
