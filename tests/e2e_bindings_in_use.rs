@@ -43,12 +43,28 @@ async fn a_binding_a_shoot_uses_without_a_tenant_is_never_claimed_and_is_reporte
         hap.claim(&format!("c{i}"), aws(&format!("ga-{i}"), &format!("s{i}")))
             .await;
     }
-    let mut got = BTreeSet::new();
-    for i in 1..=2 {
-        got.insert(hap.bound(&format!("c{i}")).await);
-    }
+    // Which two bind is up to the race between them; the third must wait, never take aws-01.
+    let (got, message) = eventually(
+        Duration::from_secs(60),
+        "two claims Bound and one PoolExhausted",
+        || async {
+            let (mut bound, mut waiting) = (BTreeSet::new(), Vec::new());
+            for i in 1..=3 {
+                let c = hap.claims().get(&format!("c{i}")).await.ok()?;
+                let s = c.status?;
+                if s.phase == Some(hap_operator::api::ClaimPhase::Bound) {
+                    bound.insert(s.credentials_binding_name?);
+                } else if let Some(r) =
+                    condition(&s.conditions, "Ready").filter(|r| r.reason == "PoolExhausted")
+                {
+                    waiting.push(r.message.clone());
+                }
+            }
+            (bound.len() == 2 && waiting.len() == 1).then(|| (bound, waiting.remove(0)))
+        },
+    )
+    .await;
     assert_eq!(got, BTreeSet::from(["aws-02".into(), "aws-03".into()]));
-    let message = hap.ready_reason("c3", "PoolExhausted").await;
     assert!(
         message.contains("without a tenant but used by a cluster"),
         "{message}"

@@ -184,10 +184,9 @@ impl<'a> Counts<'a> {
         cached.len() + extra.len()
     }
 
-    /// Whether any cluster uses the binding or is being assigned to it (cheaper than counting).
-    fn in_use(&self, binding: &str) -> bool {
-        !self.inv.clusters_on(binding).is_empty()
-            || self.assigned.get(binding).is_some_and(|m| !m.is_empty())
+    /// Whether a claim's assignment to the binding is being written.
+    fn being_assigned(&self, binding: &str) -> bool {
+        self.assigned.get(binding).is_some_and(|m| !m.is_empty())
     }
 
     fn has(&self, binding: &str, cluster: &str) -> bool {
@@ -415,9 +414,14 @@ fn select_dedicated(
             .is_some_and(|r| r.pins.reserved_from(b, r.tenant))
         {
             pinned += 1;
-        } else if counts.in_use(b) {
+        } else if inflight.claim_of(b, now).is_some()
+            || inflight.is_releasing(b, now)
+            || counts.being_assigned(b)
+        {
+            // Moving right now: neither a candidate nor counted.
+        } else if !inv.clusters_on(b).is_empty() {
             in_use += 1;
-        } else if inflight.claim_of(b, now).is_none() && !inflight.is_releasing(b, now) {
+        } else {
             candidates.push(b);
         }
     }
