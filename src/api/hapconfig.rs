@@ -118,8 +118,9 @@ pub struct HapConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<ReleaseSpec>,
 
-    /// How often the operator drops its in-memory state and rebuilds it from the cluster
-    /// (`24h`, `90m`). Unset or `0s`: never.
+    /// How often the operator lists bindings and Shoots again and reconciles every claim
+    /// (`24h`, `90m`); the watches keep running meanwhile, and a list still running from the last
+    /// refresh is left to finish. Unset or `0s`: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DURATION_PATTERN), length(max = 32))]
     pub internal_state_refresh_cycle_duration: Option<String>,
@@ -285,6 +286,10 @@ pub struct HapConfigStatus {
     /// Bindings labelled for a tenant that no claim or Shoot uses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orphans: Vec<OrphanStatus>,
+    /// Bindings that clusters use although no tenant holds them, or although they wait for the
+    /// cleanup job: per pool and reason. They need a person; the operator never claims them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bindings_in_use: Vec<BindingsInUse>,
     /// Every pin of the spec in force and the state of its binding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pins: Vec<PinStatus>,
@@ -373,6 +378,22 @@ pub struct OrphanStatus {
     pub binding: String,
     pub tenant: String,
     pub hyperscaler_type: String,
+}
+
+/// Bindings of one pool that clusters use in a state the operator cannot hand them out in.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingsInUse {
+    pub hyperscaler_type: String,
+    pub eu_access: bool,
+    /// `InUseWithoutTenant`: a cluster uses the binding, but it carries no tenant label (the
+    /// operator never claims it while so); `DirtyInUse`: it is marked for the cleanup job while
+    /// a cluster still uses it.
+    pub reason: String,
+    /// How many bindings of the pool are in this state.
+    pub count: i64,
+    /// Their names, the first ones by name (at most 10).
+    pub bindings: Vec<String>,
 }
 
 #[cfg(test)]

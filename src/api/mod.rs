@@ -13,9 +13,9 @@ pub use accountclaim::{
 };
 pub use gardener::{BindingKind, Shoot, ShootSpec};
 pub use hapconfig::{
-    HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules, MultiHyperscalerAccount,
-    OrphanStatus, PinStatus, PlanSpec, PoolFigures, PreferenceStatus, ReleaseMode, ReleaseSpec,
-    RuleStatus, RuleSyntax,
+    BindingsInUse, HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules,
+    MultiHyperscalerAccount, OrphanStatus, PinStatus, PlanSpec, PoolFigures, PreferenceStatus,
+    ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
 };
 pub use policy::{EuAccessMode, Pin, PinPool, PoolPreference, StructuredRule};
 pub use sources::{

@@ -1,6 +1,7 @@
 //! Reconcile of HapConfig: decide which generation is in force, point the binding and Shoot
-//! watches at it, compute pool figures and orphans, run the internal-state refresh cycle, and
-//! apply the status.
+//! watches at it, compute pool figures, orphans and bindings in use without a tenant or while
+//! dirty (with an Event when that set changes), run the internal-state refresh cycle, and apply
+//! the status.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,9 @@ use crate::api::{HapConfig, PoolFigures, PreferenceStatus, RuleStatus};
 use crate::k8s::K8sError;
 use crate::pools::Inventory;
 use crate::selection::InFlight;
-use crate::status::{ConfigInputs, MissingPool, config_status_changed, desired_config_status};
+use crate::status::{
+    ConfigInputs, MissingPool, bindings_in_use_event, config_status_changed, desired_config_status,
+};
 
 /// When the internal state was last rebuilt, per config object.
 #[derive(Default)]
@@ -136,6 +139,9 @@ async fn reconcile_in_force(
         super::point_caches(ctx);
         if !super::caches_ready(ctx) {
             input.progressing = Some(progress_message(ctx));
+            // Not known yet: what was reported stays, so that no Event says it was resolved.
+            let reported = cfg.status.as_ref().map(|s| s.bindings_in_use.clone());
+            input.bindings_in_use = reported.unwrap_or_default();
             requeue = Duration::from_millis(500);
         } else {
             if let Some(next) = refresh_if_due(cfg, active, ctx).await {
@@ -155,7 +161,16 @@ async fn reconcile_in_force(
         });
     }
     let desired = desired_config_status(cfg.status.as_ref(), &input, now);
+    let event = bindings_in_use_event(cfg.status.as_ref(), &desired)
+        .filter(|_| active.is_some() && input.progressing.is_none());
     write(ctx, cfg, desired).await?;
+    // After the write: a status write that conflicts is computed again, and only the one that
+    // lands reports the change.
+    if let Some((warning, reason, note)) = event {
+        ctx.writer
+            .event(&cfg.object_ref(&()), warning, reason, "Select", note)
+            .await;
+    }
     Ok(Action::requeue(requeue))
 }
 
@@ -271,6 +286,7 @@ fn fill_pools(
         .collect();
     input.pins = crate::selection::pinned::states(active.rules.pins(), inv);
     input.orphans = inv.orphans(&inflight.bindings_in_use(Instant::now()));
+    input.bindings_in_use = inv.bindings_in_use();
 }
 
 /// The first `quoted` part of a message (the selector of a MissingPool diagnostic).
@@ -359,11 +375,21 @@ async fn refresh_if_due(cfg: &HapConfig, active: &ActiveConfig, ctx: &Context) -
 /// The refresh: the watches list again, which the index merges as a possibly stale view (it
 /// keeps what is newer, and drops only what the lists show gone), and every claim is reconciled.
 /// Nothing waits for the lists inside this reconcile, and no in-flight record is forgotten: each
-/// ends when the index shows its write, whatever a list says.
+/// ends when the index shows its write, whatever a list says. A kind whose list from the last
+/// refresh still runs is not listed again (the cycle is shorter than one list): that list is
+/// left to finish, and the current watch keeps the index current meanwhile.
 async fn refresh(cfg: &HapConfig, ctx: &Context) {
     tracing::info!(config = %cfg.name_any(), "refreshing internal state from the cluster");
-    ctx.caches.bindings.restart();
-    ctx.caches.shoots.restart();
+    let bindings = ctx.caches.bindings.restart();
+    let shoots = ctx.caches.shoots.restart();
+    if !bindings || !shoots {
+        tracing::info!(
+            config = %cfg.name_any(),
+            bindings_listed_again = bindings,
+            shoots_listed_again = shoots,
+            "a list is still running (refresh cycle shorter than one list); it is left to finish"
+        );
+    }
     if let Ok(mut clock) = ctx.refresh.lock()
         && let Some((_, at, t)) = clock.last.as_mut()
     {

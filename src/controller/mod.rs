@@ -39,8 +39,8 @@ pub use args::{LogFormat, RunArgs};
 use crate::api::{AccountClaim, HapConfig};
 use crate::http::Health;
 use crate::k8s::caches::{
-    LIST_PAGE, SharedLedger, claim_stream, controller_stream, lock, store_ready, watch_bindings,
-    watch_shoots,
+    LIST_PAGE, Page, SharedLedger, claim_stream, controller_stream, lock, relist_pages,
+    store_ready, watch_bindings, watch_shoots,
 };
 use crate::k8s::lean::{LeanClaim, LeanObject, StoredClaim};
 use crate::k8s::writes::binding_resource;
@@ -549,44 +549,47 @@ async fn take_over(client: &Client, garden: &Client, ctx: &Context, stop: &Cance
 }
 
 async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), kube::Error> {
-    let mut lp = ListParams::default().limit(LIST_PAGE);
+    // Each kind is one re-list; a failed page abandons it (relist_pages), so that a take-over
+    // that has to retry never leaves a re-list open that would keep the index from advancing.
     if let Some(target) = ctx.caches.bindings.target() {
         let api: Api<LeanObject> = Api::namespaced_with(
             garden.clone(),
             &target.namespace,
             &binding_resource(target.kind),
         );
-        let relist = ctx.ledger().begin_relist(Kind::Binding);
-        let rv = loop {
-            let page = api.list(&lp).await?;
-            let mut l = ctx.ledger();
-            for b in &page.items {
-                l.apply_binding(binding_view(b));
-            }
-            match page.metadata.continue_ {
-                Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-                _ => break page.metadata.resource_version,
-            }
-        };
-        ctx.ledger()
-            .end_relist(Kind::Binding, relist, rv.as_deref());
+        relist_pages(
+            &ctx.ledger,
+            Kind::Binding,
+            |token| list_page(&api, token),
+            |l, b| l.apply_binding(binding_view(&b)),
+        )
+        .await?;
     }
-    let mut lp = ListParams::default().limit(LIST_PAGE);
     let api = claim_api::<LeanClaim>(client, &ctx.args);
-    let relist = ctx.ledger().begin_relist(Kind::Claim);
-    let rv = loop {
-        let page = api.list(&lp).await?;
-        let mut l = ctx.ledger();
-        for c in page.items {
-            l.apply_claim(claim_view(&c.into()));
-        }
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => break page.metadata.resource_version,
-        }
-    };
-    ctx.ledger().end_relist(Kind::Claim, relist, rv.as_deref());
-    Ok(())
+    relist_pages(
+        &ctx.ledger,
+        Kind::Claim,
+        |token| list_page(&api, token),
+        |l, c| l.apply_claim(claim_view(&c.into())),
+    )
+    .await
+}
+
+/// One page of a consistent list, from `token` on.
+async fn list_page<K>(api: &Api<K>, token: Option<String>) -> Result<Page<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut lp = ListParams::default().limit(LIST_PAGE);
+    if let Some(c) = &token {
+        lp = lp.continue_token(c);
+    }
+    let page = api.list(&lp).await?;
+    Ok(Page {
+        items: page.items,
+        continue_token: page.metadata.continue_,
+        resource_version: page.metadata.resource_version,
+    })
 }
 
 async fn run_controllers(

@@ -6,7 +6,10 @@
 //! are looked at again when the inventory moves.
 //!
 //! Lists are consistent reads (`resourceVersion=""`), not served from a possibly lagging watch
-//! cache; the index still treats every re-list as possibly stale (pools::index).
+//! cache; the index still treats every re-list as possibly stale (pools::index). A refresh lists
+//! in a second watch task while the first keeps watching, and is skipped while a list still
+//! runs. Every re-list that cannot end (the watcher lists again, its task stops, a reader fails)
+//! is abandoned, so that none keeps the index from advancing.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -20,7 +23,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 
 use super::lean::{LeanClaim, LeanObject, LeanShoot, StoredClaim, widen};
 use super::writes::binding_resource;
@@ -70,8 +73,9 @@ pub struct BindingTarget {
 /// Shoots are watched in one namespace.
 pub type ShootTarget = String;
 
-/// How a watch of one target is started: it feeds the ledger while `live` says it is current.
-type Start<T> = fn(&Client, &T, Feed) -> futures::future::BoxFuture<'static, ()>;
+/// How a watch task of one target is started: it feeds the ledger through its `Feed`.
+type Start<T> =
+    Arc<dyn Fn(&Client, &T, Feed) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// What a running watch reports into.
 #[derive(Clone)]
@@ -80,6 +84,8 @@ pub struct Feed {
     feed: ChangeFeed,
     state: Arc<WatchState>,
     epoch: u64,
+    /// This watch task's own list state.
+    task: Arc<TaskState>,
 }
 
 impl Feed {
@@ -91,6 +97,21 @@ impl Feed {
         }
         drop(ledger);
         self.feed.bump();
+    }
+
+    /// This task's list is complete: the watch it replaces (a refresh's predecessor) stops now.
+    /// Called outside the ledger's lock, as stopping a task may drop its open re-list.
+    fn listed(&self) {
+        self.task.listing.store(false, Ordering::SeqCst);
+        let previous = self
+            .task
+            .previous
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(previous) = previous {
+            previous.abort();
+        }
     }
 }
 
@@ -116,6 +137,48 @@ impl WatchState {
     }
 }
 
+/// One watch task: whether it is listing, and the task it replaces until its list is done.
+struct TaskState {
+    /// From the task's start (and each watcher `Init`) to its `InitDone`.
+    listing: AtomicBool,
+    previous: Mutex<Option<AbortHandle>>,
+}
+
+impl TaskState {
+    fn new(previous: Option<AbortHandle>) -> Arc<Self> {
+        Arc::new(Self {
+            listing: AtomicBool::new(true),
+            previous: Mutex::new(previous),
+        })
+    }
+
+    fn stop_previous(&self) {
+        if let Some(p) = self
+            .previous
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            p.abort();
+        }
+    }
+}
+
+/// The watch of the current target: its newest task, which may still be listing while the task
+/// it replaced keeps the index current.
+struct Run<T> {
+    target: T,
+    task: JoinHandle<()>,
+    state: Arc<TaskState>,
+}
+
+impl<T> Run<T> {
+    fn stop(&self) {
+        self.task.abort();
+        self.state.stop_previous();
+    }
+}
+
 /// A watch into the ledger whose target (namespace, kind) can change while the operator runs.
 pub struct Retargetable<T> {
     client: Client,
@@ -123,16 +186,24 @@ pub struct Retargetable<T> {
     feed: ChangeFeed,
     start: Start<T>,
     state: Arc<WatchState>,
-    running: RwLock<Option<(T, JoinHandle<()>)>>,
+    running: RwLock<Option<Run<T>>>,
 }
 
 impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
-    pub fn new(client: Client, ledger: SharedLedger, feed: ChangeFeed, start: Start<T>) -> Self {
+    pub fn new(
+        client: Client,
+        ledger: SharedLedger,
+        feed: ChangeFeed,
+        start: impl Fn(&Client, &T, Feed) -> futures::future::BoxFuture<'static, ()>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
         Self {
             client,
             ledger,
             feed,
-            start,
+            start: Arc::new(start),
             state: Arc::default(),
             running: RwLock::new(None),
         }
@@ -144,28 +215,18 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
     pub fn retarget(&self, target: &T, reset: impl FnOnce(&mut Ledger)) -> bool {
         // Called on every reconcile: the common case (same target) only needs a read lock.
         if let Ok(running) = self.running.read()
-            && running.as_ref().is_some_and(|(t, _)| t == target)
+            && running.as_ref().is_some_and(|r| r.target == *target)
         {
             return false;
         }
         let Ok(mut running) = self.running.write() else {
             return false;
         };
-        if running.as_ref().is_some_and(|(t, _)| t == target) {
+        if running.as_ref().is_some_and(|r| r.target == *target) {
             return false;
         }
-        self.restart_locked(&mut running, target.clone(), reset);
-        true
-    }
-
-    fn restart_locked(
-        &self,
-        running: &mut Option<(T, JoinHandle<()>)>,
-        target: T,
-        reset: impl FnOnce(&mut Ledger),
-    ) {
-        if let Some((_, task)) = running.take() {
-            task.abort();
+        if let Some(old) = running.take() {
+            old.stop();
         }
         let epoch = {
             let mut ledger = lock(&self.ledger);
@@ -176,25 +237,37 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
         self.state.synced.store(false, Ordering::SeqCst);
         *self.state.error.lock().unwrap_or_else(|p| p.into_inner()) = None;
         *self.state.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        tracing::info!(?target, "watching");
+        *running = Some(self.spawn(target.clone(), epoch, None));
+        self.feed.bump();
+        true
+    }
+
+    /// Starts a watch task of `target` that replaces `previous` once it has listed.
+    fn spawn(&self, target: T, epoch: u64, previous: Option<AbortHandle>) -> Run<T> {
+        let state = TaskState::new(previous);
         let feed = Feed {
             ledger: self.ledger.clone(),
             feed: self.feed.clone(),
             state: self.state.clone(),
             epoch,
+            task: state.clone(),
         };
-        tracing::info!(?target, "watching");
         let task = tokio::spawn((self.start)(&self.client, &target, feed));
-        *running = Some((target, task));
-        self.feed.bump();
+        Run {
+            target,
+            task,
+            state,
+        }
     }
 
     /// The current target, if the watch has been started.
     pub fn target(&self) -> Option<T> {
         let running = self.running.read().ok()?;
-        running.as_ref().map(|(t, _)| t.clone())
+        running.as_ref().map(|r| r.target.clone())
     }
 
-    /// Whether the current watch has listed everything once.
+    /// Whether the current target has been listed completely once.
     pub fn is_ready(&self) -> bool {
         self.target().is_some() && self.state.synced.load(Ordering::SeqCst)
     }
@@ -213,28 +286,38 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
         *self.state.started.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Lists again and keeps watching (the refresh cycle); the index keeps what it has and
-    /// treats the new list as possibly stale.
-    pub fn restart(&self) {
+    /// Lists again (the refresh cycle): a new watch task lists the target while the current one
+    /// keeps watching, and the current one stops only when the new list is complete, so the index
+    /// never stops following the cluster. The index keeps what it has and treats the new list
+    /// as possibly stale. Returns `false`, starting nothing, while the newest task is still
+    /// listing: restarting it would abort that list, and a refresh cycle shorter than one list
+    /// would then never finish one.
+    pub fn restart(&self) -> bool {
         let Ok(mut running) = self.running.write() else {
-            return;
+            return false;
         };
-        if let Some((target, _)) = running.as_ref() {
-            let target = target.clone();
-            // The epoch moves on, but the index is kept: a re-list reconciles it.
-            let ready = self.state.synced.load(Ordering::SeqCst);
-            self.restart_locked(&mut running, target, |_| {});
-            self.state.synced.store(ready, Ordering::SeqCst);
+        let Some(run) = running.as_mut() else {
+            return false;
+        };
+        if run.state.listing.load(Ordering::SeqCst) {
+            return false;
         }
+        // Any task an earlier refresh replaced has been stopped by its successor's list end.
+        run.state.stop_previous();
+        let epoch = self.state.epoch.load(Ordering::SeqCst);
+        let next = self.spawn(run.target.clone(), epoch, Some(run.task.abort_handle()));
+        *run = next;
+        self.feed.bump();
+        true
     }
 }
 
 impl<T> Drop for Retargetable<T> {
     fn drop(&mut self) {
         if let Ok(mut running) = self.running.write()
-            && let Some((_, task)) = running.take()
+            && let Some(run) = running.take()
         {
-            task.abort();
+            run.stop();
         }
     }
 }
@@ -252,21 +335,35 @@ async fn drive<K, S>(
     // Events that are already decoded are applied together, under one lock and with one bump:
     // a list page arrives as hundreds of events at once.
     let mut stream = std::pin::pin!(stream.ready_chunks(EVENTS_PER_LOCK));
-    let mut relist = None;
+    // Declared before any lock is taken, so that it is dropped (and its list abandoned) after
+    // every ledger guard of this task, also when the task is aborted mid-list.
+    let mut relist = OpenRelist::new(feed.ledger.clone(), kind);
     while let Some(events) = stream.next().await {
+        let mut listed = false;
         feed.apply(|l| {
             for ev in &events {
                 match ev {
                     Ok(ev) => {
-                        follow(l, kind, &mut relist, ev, apply, delete);
-                        if matches!(ev, watcher::Event::InitDone) {
-                            feed.state.synced();
+                        follow(l, kind, &mut relist.relist, ev, apply, delete);
+                        match ev {
+                            watcher::Event::Init => {
+                                feed.task.listing.store(true, Ordering::SeqCst);
+                                listed = false;
+                            }
+                            watcher::Event::InitDone => {
+                                feed.state.synced();
+                                listed = true;
+                            }
+                            _ => {}
                         }
                     }
                     Err(e) => feed.state.failed(e),
                 }
             }
         });
+        if listed {
+            feed.listed();
+        }
     }
 }
 
@@ -284,7 +381,14 @@ fn follow<K>(
     delete: fn(&mut Ledger, &K),
 ) {
     match ev {
-        watcher::Event::Init => *relist = Some(l.begin_relist(kind)),
+        watcher::Event::Init => {
+            // The watcher lists again before its last list ended (it failed mid-pagination):
+            // that list will never end, and left open it would keep `advance` off for good.
+            if let Some(r) = relist.take() {
+                l.inventory.abandon_relist(kind, r);
+            }
+            *relist = Some(l.begin_relist(kind));
+        }
         watcher::Event::InitApply(o) | watcher::Event::Apply(o) => apply(l, o),
         watcher::Event::InitDone => {
             if let Some(r) = relist.take() {
@@ -293,6 +397,87 @@ fn follow<K>(
         }
         watcher::Event::Delete(o) => delete(l, o),
     }
+}
+
+/// A re-list of one kind from its start to its end. Dropped while still open (its reader failed,
+/// or its task was stopped mid-list), it is abandoned: an open re-list keeps the index from
+/// advancing, so one that can no longer end must not stay.
+pub struct OpenRelist {
+    ledger: SharedLedger,
+    kind: Kind,
+    relist: Option<Relist>,
+}
+
+impl OpenRelist {
+    /// Nothing open yet: `follow` begins one on the watcher's `Init`.
+    pub fn new(ledger: SharedLedger, kind: Kind) -> Self {
+        Self {
+            ledger,
+            kind,
+            relist: None,
+        }
+    }
+
+    /// Begins a re-list of `kind` now.
+    pub fn begin(ledger: SharedLedger, kind: Kind) -> Self {
+        let relist = Some(lock(&ledger).begin_relist(kind));
+        Self {
+            ledger,
+            kind,
+            relist,
+        }
+    }
+
+    /// The list is complete; `list_rv` is its own version.
+    pub fn end(mut self, list_rv: Option<&str>) {
+        if let Some(r) = self.relist.take() {
+            lock(&self.ledger).end_relist(self.kind, r, list_rv);
+        }
+    }
+}
+
+impl Drop for OpenRelist {
+    fn drop(&mut self) {
+        if let Some(r) = self.relist.take() {
+            lock(&self.ledger).inventory.abandon_relist(self.kind, r);
+        }
+    }
+}
+
+/// One page of a paginated list: its items, the continue token, and the list's version.
+pub struct Page<P> {
+    pub items: Vec<P>,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+/// Reads every page of one kind into the ledger as one re-list. On an error the re-list is
+/// abandoned (nothing is deleted for it) and the error returned.
+pub async fn relist_pages<P, E, F, Fut>(
+    ledger: &SharedLedger,
+    kind: Kind,
+    mut page: F,
+    apply: impl Fn(&mut Ledger, P),
+) -> Result<(), E>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<Page<P>, E>>,
+{
+    let relist = OpenRelist::begin(ledger.clone(), kind);
+    let mut token = None;
+    let rv = loop {
+        let p = page(token.take()).await?;
+        let mut l = lock(ledger);
+        for item in p.items {
+            apply(&mut l, item);
+        }
+        match p.continue_token {
+            Some(c) if !c.is_empty() => token = Some(c),
+            _ => break p.resource_version,
+        }
+    };
+    relist.end(rv.as_deref());
+    Ok(())
 }
 
 /// Lists come in pages of 250: each page's body is buffered whole, and at 500 the buffers of
@@ -424,3 +609,6 @@ pub struct Caches {
     pub bindings: BindingCache,
     pub shoots: ShootCache,
 }
+
+#[cfg(test)]
+mod tests;

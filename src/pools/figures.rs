@@ -1,11 +1,15 @@
 //! Pool figures and orphan bindings for HapConfig status, computed from an `Inventory`.
 //!
 //! Figures per pool: `total` every binding in it (dirty and internal ones included); `free` the
-//! bindings a claim could take (internal ones excluded, they are never claimed); `claimed` the
-//! bindings a tenant holds and that are not dirty; `dirty` those waiting for the cleanup job;
-//! `clusters` the clusters on all of them. A shared pool (`shared: true` in its key) has only
-//! `total` and `clusters`. So `total = free + claimed + dirty + unclaimed internal` for a
-//! dedicated pool.
+//! bindings a claim could take (internal ones excluded, they are never claimed, and so are
+//! untenanted ones a cluster uses); `claimed` the bindings a tenant holds and that are not dirty;
+//! `dirty` those waiting for the cleanup job; `clusters` the clusters on all of them. A shared
+//! pool (`shared: true` in its key) has only `total` and `clusters`. So `total = free + claimed +
+//! dirty + unclaimed internal + in use without a tenant` for a dedicated pool.
+//!
+//! Bindings in use that need a person: untenanted ones a cluster uses (`InUseWithoutTenant`:
+//! never claimed while so, or a second tenant would share the cloud account) and dirty ones a
+//! cluster still uses (`DirtyInUse`: the cleanup job would wipe the account under it).
 //!
 //! Orphans are bindings labelled with a tenant that no bound claim and no Shoot uses. Shared,
 //! `internal=true` and dirty bindings are left out: shared and internal ones are not the
@@ -16,8 +20,15 @@
 use std::collections::BTreeSet;
 
 use super::Inventory;
-use crate::api::{OrphanStatus, PoolFigures};
+use crate::api::{BindingsInUse, OrphanStatus, PoolFigures};
 use crate::labels::PoolKey;
+
+/// A cluster uses the binding, but no tenant holds it.
+pub const IN_USE_WITHOUT_TENANT: &str = "InUseWithoutTenant";
+/// The binding waits for the cleanup job while a cluster uses it.
+pub const DIRTY_IN_USE: &str = "DirtyInUse";
+/// Bindings named per pool and reason; the count says how many there are in all.
+pub const IN_USE_NAMED: usize = 10;
 
 fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -47,7 +58,12 @@ impl Inventory {
             clusters += self.clusters_on(name).len();
         }
         f.total = count(total);
-        f.free = count(m.claimable.len());
+        let in_use = m
+            .claimable
+            .iter()
+            .filter(|b| !self.clusters_on(b).is_empty())
+            .count();
+        f.free = count(m.claimable.len() - in_use);
         f.claimed = count(claimed);
         f.dirty = count(m.dirty.len());
         f.clusters = count(clusters);
@@ -57,6 +73,34 @@ impl Inventory {
     /// The figures of every pool that has a binding, ordered by pool key.
     pub fn all_figures(&self) -> Vec<PoolFigures> {
         self.pools().map(|(key, _)| self.figures(key)).collect()
+    }
+
+    /// Per pool, the bindings clusters use without a tenant and the dirty ones clusters still
+    /// use, ordered by pool, reason and name; each list names at most `IN_USE_NAMED` bindings.
+    pub fn bindings_in_use(&self) -> Vec<BindingsInUse> {
+        let mut out = Vec::new();
+        for (key, m) in self.pools() {
+            for (reason, set) in [
+                (IN_USE_WITHOUT_TENANT, &m.claimable),
+                (DIRTY_IN_USE, &m.dirty),
+            ] {
+                let used: Vec<&String> = set
+                    .iter()
+                    .filter(|b| !self.clusters_on(b).is_empty())
+                    .collect();
+                if used.is_empty() {
+                    continue;
+                }
+                out.push(BindingsInUse {
+                    hyperscaler_type: key.hyperscaler_type.clone(),
+                    eu_access: key.eu_access,
+                    reason: reason.to_string(),
+                    count: count(used.len()),
+                    bindings: used.into_iter().take(IN_USE_NAMED).cloned().collect(),
+                });
+            }
+        }
+        out
     }
 
     /// Bindings labelled for a tenant that no claim or Shoot uses, ordered by name.

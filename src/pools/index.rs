@@ -100,6 +100,16 @@ impl Book {
         *t = (*t).max(rv);
     }
 
+    /// Forgets everything but the re-list counter: a token of a list that began before the reset
+    /// must never name a re-list that begins after it.
+    fn reset(&mut self) {
+        let next_relist = self.next_relist;
+        *self = Book {
+            next_relist,
+            ..Book::default()
+        };
+    }
+
     fn listed(&mut self, key: &str, rv: Option<u64>) {
         for (unlisted, listed_max) in self.relists.values_mut() {
             unlisted.remove(key);
@@ -149,7 +159,7 @@ impl Inventory {
     pub fn clear_bindings(&mut self) {
         self.bindings.clear();
         self.pools.clear();
-        self.books.0[Kind::Binding as usize] = Book::default();
+        self.book(Kind::Binding).reset();
         self.changes.all = true;
     }
 
@@ -159,7 +169,7 @@ impl Inventory {
         for s in shoots {
             self.count_shoot(&s, false);
         }
-        self.books.0[Kind::Shoot as usize] = Book::default();
+        self.book(Kind::Shoot).reset();
     }
 
     /// What changed since the last call.
@@ -231,6 +241,18 @@ impl Inventory {
                 self.book(kind).unconfirmed.insert((rv, key));
             }
         }
+    }
+
+    /// The re-list `relist` of `kind` will not complete (its watch began listing again, stopped,
+    /// or its reader failed): it is forgotten and deletes nothing. Without this, one interrupted
+    /// list would keep `advance` off for good. A token already ended or forgotten is ignored.
+    pub fn abandon_relist(&mut self, kind: Kind, relist: Relist) {
+        self.book(kind).relists.remove(&relist.0);
+    }
+
+    /// How many re-lists of `kind` are in progress.
+    pub fn open_relists(&self, kind: Kind) -> usize {
+        self.books.0[kind as usize].relists.len()
     }
 
     /// Whether the index knows a later state of the object than version `rv` — a newer version,

@@ -14,7 +14,7 @@
 //! its Shoot lives, the Shoot counts instead; this lets two claims of one tenant released at the
 //! same time both see the binding as free.
 
-mod figures;
+pub mod figures;
 mod from_api;
 mod index;
 mod small_map;

@@ -283,3 +283,56 @@ fn of_two_views_of_one_binding_the_later_version_wins_in_any_order() {
         assert_eq!(names(inv.owned_by(&pool("aws", false, false), "ga")), ["b"]);
     }
 }
+
+#[test]
+fn bindings_clusters_use_without_a_tenant_or_while_dirty_are_reported_and_not_free() {
+    let aws = [("hyperscalerType", "aws")];
+    let dirty = [
+        ("hyperscalerType", "aws"),
+        ("tenantName", "gb"),
+        ("dirty", "true"),
+    ];
+    let mut bindings = vec![
+        binding("d-idle", &dirty),
+        binding("d-used", &dirty),
+        binding("free", &aws),
+    ];
+    let mut shoots = vec![shoot("on-dirty", Some("d-used"))];
+    for i in 0..12 {
+        let name = format!("u{i:02}");
+        bindings.push(binding(&name, &aws));
+        shoots.push(shoot(&format!("s{i}"), Some(&name)));
+    }
+    let inv = inventory(bindings, vec![], shoots);
+    let got = inv.bindings_in_use();
+    let summary: Vec<(&str, i64, usize, Option<&String>)> = got
+        .iter()
+        .map(|b| {
+            (
+                b.reason.as_str(),
+                b.count,
+                b.bindings.len(),
+                b.bindings.first(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                super::figures::IN_USE_WITHOUT_TENANT,
+                12,
+                super::figures::IN_USE_NAMED,
+                Some(&"u00".to_string())
+            ),
+            (
+                super::figures::DIRTY_IN_USE,
+                1,
+                1,
+                Some(&"d-used".to_string())
+            ),
+        ]
+    );
+    let f = inv.figures(&pool("aws", false, false));
+    assert_eq!((f.total, f.free, f.dirty), (15, 1, 2));
+}

@@ -14,6 +14,10 @@
 //! - Claim candidates are ordered per tenant by rendezvous hashing, so tenants spread over the
 //!   free bindings; `exclude` (bindings whose claim just conflicted) moves them to the back, but
 //!   they are still tried when nothing else is left, as the compare-and-swap keeps that safe.
+//! - A binding a cluster uses is never claimed, whoever uses it: an untenanted binding with a
+//!   Shoot on it (created naming it, adopted across a label-key change, or stripped by a cleanup
+//!   job too early) would otherwise put a second tenant into that cloud account. The HapConfig
+//!   status names such bindings (`InUseWithoutTenant`).
 //! - While a claim write for the tenant in the pool is in progress or its outcome is unknown, the
 //!   tenant's other claims get `Wait` rather than a second binding (§5.2) or a binding whose
 //!   claim may still fail; the claim that made the write retries it.
@@ -178,6 +182,11 @@ impl<'a> Counts<'a> {
             .filter(|c| !cached.contains(c))
             .collect();
         cached.len() + extra.len()
+    }
+
+    /// Whether a claim's assignment to the binding is being written.
+    fn being_assigned(&self, binding: &str) -> bool {
+        self.assigned.get(binding).is_some_and(|m| !m.is_empty())
     }
 
     fn has(&self, binding: &str, cluster: &str) -> bool {
@@ -398,14 +407,21 @@ fn select_dedicated(
     // Bindings being claimed or released right now are not counted in the message: it is part
     // of the claim's status, and a figure that moves would rewrite every waiting claim's status
     // on each change of the pool. Pins change only with the config, so their count may stay.
-    let (mut pinned, mut candidates) = (0usize, Vec::new());
+    let (mut pinned, mut in_use, mut candidates) = (0usize, 0usize, Vec::new());
     for b in claimable {
         if limits
             .reserved
             .is_some_and(|r| r.pins.reserved_from(b, r.tenant))
         {
             pinned += 1;
-        } else if inflight.claim_of(b, now).is_none() && !inflight.is_releasing(b, now) {
+        } else if inflight.claim_of(b, now).is_some()
+            || inflight.is_releasing(b, now)
+            || counts.being_assigned(b)
+        {
+            // Moving right now: neither a candidate nor counted.
+        } else if !inv.clusters_on(b).is_empty() {
+            in_use += 1;
+        } else {
             candidates.push(b);
         }
     }
@@ -436,6 +452,11 @@ fn select_dedicated(
     if pinned > 0 {
         message.push_str(&format!(
             " ({pinned} free but pinned to other global accounts)"
+        ));
+    }
+    if in_use > 0 {
+        message.push_str(&format!(
+            " ({in_use} without a tenant but used by a cluster, never claimed: see bindingsInUse in the HapConfig status)"
         ));
     }
     if !mine.is_empty() {

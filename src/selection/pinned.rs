@@ -89,6 +89,10 @@ fn unavailable(pin: &PinRule, inv: &Inventory, ga: &str, pool: &PoolKey) -> Opti
     }
     match class {
         BindingClass::Owned { tenant } if tenant == ga => None,
+        BindingClass::Claimable if !inv.clusters_on(b).is_empty() => Some(format!(
+            "binding {b} carries no tenant but a cluster uses it ({}); it is never claimed while in use",
+            inv.clusters_on(b).iter().collect::<Vec<_>>().join(", ")
+        )),
         BindingClass::Claimable => None,
         BindingClass::Owned { tenant } => Some(format!(
             "binding {b} is held by another tenant ({}={tenant}); it is never taken from it",

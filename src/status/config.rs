@@ -17,7 +17,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{CondStatus, remove_condition, set_condition};
 use crate::api::conditions::{reasons, types};
-use crate::api::{HapConfigSpec, HapConfigStatus, OrphanStatus, PinStatus, RuleStatus};
+use crate::api::{
+    BindingsInUse, HapConfigSpec, HapConfigStatus, OrphanStatus, PinStatus, RuleStatus,
+};
 
 /// A rule entry whose pool has no binding.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +48,8 @@ pub struct ConfigInputs {
     pub rules: Vec<RuleStatus>,
     pub missing_pools: Vec<MissingPool>,
     pub orphans: Vec<OrphanStatus>,
+    /// Bindings clusters use without a tenant, or while dirty (per pool and reason).
+    pub bindings_in_use: Vec<BindingsInUse>,
     /// Every pin in force and the state of its binding.
     pub pins: Vec<PinStatus>,
     pub last_refresh_time: Option<Time>,
@@ -317,6 +321,7 @@ pub fn desired_config_status(
             Vec::new()
         },
         orphans: input.orphans.clone(),
+        bindings_in_use: input.bindings_in_use.clone(),
         pins: if in_force {
             input.pins.clone()
         } else {
@@ -329,6 +334,51 @@ pub fn desired_config_status(
             Vec::new()
         },
     }
+}
+
+/// The Event to send when the bindings in use without a tenant or while dirty changed from `old`
+/// to `new`: `(warning, reason, note)`, or `None` when the set is the same (so a status written
+/// again, or a reconcile every second, sends nothing).
+pub fn bindings_in_use_event(
+    old: Option<&HapConfigStatus>,
+    new: &HapConfigStatus,
+) -> Option<(bool, &'static str, String)> {
+    let before = old
+        .map(|s| s.bindings_in_use.as_slice())
+        .unwrap_or_default();
+    if before == new.bindings_in_use.as_slice() {
+        return None;
+    }
+    if new.bindings_in_use.is_empty() {
+        let note = "no binding is used by a cluster without a tenant or while dirty any more";
+        return Some((false, "BindingsInUseResolved", note.to_string()));
+    }
+    let each: Vec<String> = new
+        .bindings_in_use
+        .iter()
+        .map(|b| {
+            let more = usize::try_from(b.count)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(b.bindings.len());
+            let more = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!(
+                "{} in pool hyperscalerType={}{}: {}{more}",
+                b.reason,
+                b.hyperscaler_type,
+                if b.eu_access { ", euAccess" } else { "" },
+                b.bindings.join(", ")
+            )
+        })
+        .collect();
+    let note = format!(
+        "bindings used by clusters need a person (never claimed while so; see status.bindingsInUse): {}",
+        list(&each)
+    );
+    Some((true, "BindingsInUse", note))
 }
 
 /// Free and claimed bindings over the distinct dedicated pools of the rules, fallback pools

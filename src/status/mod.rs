@@ -18,7 +18,7 @@ pub use claim::{
     is_settled, recorded_binding, release_blocked_for, settled, waiting_in,
 };
 pub use compact::CompactStatus;
-pub use config::{ConfigInputs, MissingPool, desired_config_status};
+pub use config::{ConfigInputs, MissingPool, bindings_in_use_event, desired_config_status};
 
 use crate::api::{AccountClaimStatus, HapConfigStatus};
 

@@ -261,6 +261,11 @@ fn an_unavailable_pinned_binding_is_reported_not_replaced() {
             "{m}"
         );
     }
+    // Untenanted, but a Shoot uses it (issue 19, defect 3): never claimed while so.
+    let shoot = crate::pools::tests::shoot("foreign", Some("p"));
+    let inv = inventory(vec![free(), t("p", "gcp")], vec![], vec![shoot]);
+    let m = reason(&inv, &[pin("bank", "p", Some(gcp.clone()))]);
+    assert!(m.contains("a cluster uses it (foreign)"), "{m}");
     // In another pool than the pin names.
     let inv = inventory(vec![free(), t("p", "aws")], vec![], vec![]);
     assert!(

@@ -373,3 +373,48 @@ fn a_conflict_moves_the_tenant_to_its_next_candidate() {
 
 mod inflight;
 mod multi;
+
+#[test]
+fn a_binding_a_shoot_uses_is_never_claimed_though_it_has_no_tenant() {
+    // Issue 19, defect 3: Shoot `s` names the free binding `f` (created so, or adopted across a
+    // label-key change); a new tenant's claim must not land there.
+    let p = pool("aws", false, false);
+    let inv = inventory(vec![binding("f", AWS)], vec![], vec![shoot("s", Some("f"))]);
+    let c = claim("c", "ga-b", Some("new"), None);
+    let fl = InFlight::default();
+    let got = pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default());
+    assert!(
+        !matches!(&got, Choice::Claim { binding, .. } if binding == "f"),
+        "{got:?}"
+    );
+    let Choice::Exhausted { message, .. } = got else {
+        panic!("{got:?}");
+    };
+    assert!(
+        message.contains("1 without a tenant but used by a cluster"),
+        "{message}"
+    );
+    // A free binding next to it is taken instead.
+    let inv = inventory(
+        vec![binding("f", AWS), binding("g", AWS)],
+        vec![],
+        vec![shoot("s", Some("f"))],
+    );
+    assert!(matches!(
+        pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default()),
+        Choice::Claim { binding, .. } if binding == "g"
+    ));
+}
+
+#[test]
+fn a_binding_another_claim_is_being_assigned_to_is_never_claimed() {
+    let p = pool("aws", false, false);
+    let inv = inventory(vec![binding("f", AWS)], vec![], vec![]);
+    let mut fl = InFlight::default();
+    let now = Instant::now();
+    let other = claim("o", "ga-a", Some("other"), None);
+    fl.record(&other, &p, &use_of("f", UseReason::Reused), now);
+    let c = claim("c", "ga-b", Some("new"), None);
+    let got = pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default());
+    assert!(matches!(got, Choice::Exhausted { .. }), "{got:?}");
+}

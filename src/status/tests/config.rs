@@ -405,3 +405,39 @@ fn refused_binding_writes_make_a_valid_config_unready_and_stalled() {
     );
     assert_eq!(sr(&again.conditions, types::STALLED), None);
 }
+
+#[test]
+fn bindings_in_use_are_reported_and_an_event_is_due_only_when_the_set_changes() {
+    let used = |names: &[&str]| crate::api::BindingsInUse {
+        hyperscaler_type: "aws".into(),
+        eu_access: false,
+        reason: "InUseWithoutTenant".into(),
+        count: i64::try_from(names.len()).unwrap_or_default() + 2,
+        bindings: names.iter().map(|n| n.to_string()).collect(),
+    };
+    let mut input = valid_inputs(3);
+    input.bindings_in_use = vec![used(&["f"])];
+    let s = desired_config_status(None, &input, &at(100));
+    assert_eq!(s.bindings_in_use, [used(&["f"])]);
+    let (warning, reason, note) = bindings_in_use_event(None, &s).expect("a new set");
+    assert!(warning && reason == "BindingsInUse", "{reason}");
+    assert!(
+        note.contains("InUseWithoutTenant in pool hyperscalerType=aws: f and 2 more"),
+        "{note}"
+    );
+    // The same set again (a reconcile a second later): no event, no status change.
+    let again = desired_config_status(Some(&s), &input, &at(101));
+    assert_eq!(bindings_in_use_event(Some(&s), &again), None);
+    assert!(!crate::status::config_status_changed(Some(&s), &again));
+    // Another binding joins: an event again.
+    input.bindings_in_use = vec![used(&["f", "g"])];
+    let more = desired_config_status(Some(&again), &input, &at(102));
+    assert!(bindings_in_use_event(Some(&again), &more).is_some());
+    // All resolved: one Normal event.
+    input.bindings_in_use.clear();
+    let none = desired_config_status(Some(&more), &input, &at(103));
+    assert_eq!(
+        bindings_in_use_event(Some(&more), &none).map(|(w, r, _)| (w, r)),
+        Some((false, "BindingsInUseResolved"))
+    );
+}

@@ -1,0 +1,266 @@
+//! The watch plumbing against event streams the tests control: re-lists that are interrupted
+//! leave nothing open, and a refresh cycle shorter than one list never freezes the index.
+
+use std::time::Duration;
+
+use futures::channel::mpsc;
+
+use super::*;
+use crate::pools::BindingView;
+
+fn bv(name: &str, rv: u64) -> BindingView {
+    BindingView {
+        name: name.into(),
+        resource_version: Some(rv.to_string()),
+        labels: [("hyperscalerType".to_string(), "aws".to_string())].into(),
+    }
+}
+
+type Ev = watcher::Event<BindingView>;
+
+fn apply(l: &mut Ledger, b: &BindingView) {
+    l.apply_binding(b.clone());
+}
+
+fn delete(l: &mut Ledger, b: &BindingView) {
+    l.delete_binding(&b.name, b.resource_version.as_deref());
+}
+
+#[test]
+fn a_list_the_watcher_starts_again_leaves_no_relist_open() {
+    // kube's watcher emits `Init` again when a list fails mid-pagination, with no `InitDone`
+    // for the first one (issue 19, defect 6).
+    let mut l = Ledger::default();
+    l.apply_binding(bv("a", 10));
+    // Newer than anything the list will name: a list without it leaves it unconfirmed.
+    l.apply_binding(bv("x", 100));
+    let mut relist = None;
+    let events: [Ev; 5] = [
+        watcher::Event::Init,
+        watcher::Event::InitApply(bv("a", 10)),
+        watcher::Event::Init,
+        watcher::Event::InitApply(bv("a", 10)),
+        watcher::Event::InitDone,
+    ];
+    for ev in &events {
+        follow(&mut l, Kind::Binding, &mut relist, ev, apply, delete);
+    }
+    assert_eq!(l.inventory.open_relists(Kind::Binding), 0);
+    assert!(relist.is_none());
+    assert!(
+        l.inventory.binding("x").is_some(),
+        "unconfirmed, not yet gone"
+    );
+    // The next event of the kind is later than x: x would have shown up had it still existed.
+    follow(
+        &mut l,
+        Kind::Binding,
+        &mut relist,
+        &watcher::Event::Apply(bv("y", 101)),
+        apply,
+        delete,
+    );
+    assert!(l.inventory.binding("x").is_none(), "x lingers");
+}
+
+#[tokio::test]
+async fn a_reader_that_fails_mid_list_leaves_no_relist_open() {
+    // The take-over re-read: a page fails after the first one (issue 19, defect 6).
+    let ledger: SharedLedger = Arc::default();
+    lock(&ledger).apply_binding(bv("a", 10));
+    lock(&ledger).apply_binding(bv("x", 100));
+    let got: Result<(), &str> = relist_pages(
+        &ledger,
+        Kind::Binding,
+        |token| async move {
+            match token {
+                None => Ok(Page {
+                    items: vec![bv("a", 10)],
+                    continue_token: Some("page-2".into()),
+                    resource_version: None,
+                }),
+                Some(_) => Err("the server went away"),
+            }
+        },
+        |l, b| l.apply_binding(b),
+    )
+    .await;
+    assert_eq!(got, Err("the server went away"));
+    assert_eq!(lock(&ledger).inventory.open_relists(Kind::Binding), 0);
+    assert!(
+        lock(&ledger).inventory.binding("x").is_some(),
+        "a failed list deletes nothing"
+    );
+    // A complete one afterwards does its work.
+    let got: Result<(), &str> = relist_pages(
+        &ledger,
+        Kind::Binding,
+        |_| async {
+            Ok(Page {
+                items: vec![bv("a", 10)],
+                continue_token: None,
+                resource_version: Some("200".into()),
+            })
+        },
+        |l, b| l.apply_binding(b),
+    )
+    .await;
+    assert_eq!(got, Ok(()));
+    let l = lock(&ledger);
+    assert_eq!(l.inventory.open_relists(Kind::Binding), 0);
+    assert!(
+        l.inventory.binding("x").is_none(),
+        "gone by the list's version"
+    );
+}
+
+type Tx = mpsc::UnboundedSender<Result<Ev, watcher::Error>>;
+
+/// A pretend API server: every watch task the cache starts gets a stream the server feeds one
+/// step per tick, a list of `objects` (one object per page) and then the watch `changes`.
+#[derive(Default)]
+struct Server {
+    objects: Mutex<Vec<BindingView>>,
+    changes: Mutex<Vec<Ev>>,
+    /// Per task: its stream, how far its list came, whether it has had the changes.
+    tasks: Mutex<Vec<(Tx, usize, bool)>>,
+}
+
+impl Server {
+    fn start(
+        self: &Arc<Self>,
+    ) -> impl Fn(&Client, &String, Feed) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static
+    {
+        let server = self.clone();
+        move |_: &Client, _: &String, feed: Feed| -> futures::future::BoxFuture<'static, ()> {
+            let (tx, rx) = mpsc::unbounded();
+            server.tasks.lock().unwrap().push((tx, 0, false));
+            Box::pin(drive(rx, feed, Kind::Binding, apply, delete))
+        }
+    }
+
+    /// Each task one step further: `Init`, one page per object, `InitDone`, then the changes.
+    fn tick(&self) {
+        let objects = self.objects.lock().unwrap().clone();
+        let changes = self.changes.lock().unwrap().clone();
+        for (tx, step, watched) in self.tasks.lock().unwrap().iter_mut() {
+            let send = |ev: Ev| {
+                let _ = tx.unbounded_send(Ok(ev));
+            };
+            match *step {
+                0 => send(watcher::Event::Init),
+                n if n <= objects.len() => send(watcher::Event::InitApply(objects[n - 1].clone())),
+                n if n == objects.len() + 1 => send(watcher::Event::InitDone),
+                _ if !*watched => {
+                    changes.iter().cloned().for_each(send);
+                    *watched = true;
+                }
+                _ => {}
+            }
+            *step += 1;
+        }
+    }
+}
+
+/// Lets the watch tasks (on this test's single thread) take what was sent to them.
+async fn settle() {
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+}
+
+fn client() -> Client {
+    let url = "http://127.0.0.1:9".parse().expect("url");
+    Client::try_from(kube::Config::new(url)).expect("client")
+}
+
+fn holds(ledger: &SharedLedger, name: &str) -> bool {
+    lock(ledger).inventory.binding(name).is_some()
+}
+
+#[tokio::test]
+async fn a_refresh_cycle_shorter_than_one_list_never_freezes_the_index() {
+    // Issue 19, defect 5: every refresh aborted the list it had started, while the cache still
+    // said it was synced; new and deleted objects were never seen again.
+    let server = Arc::new(Server::default());
+    *server.objects.lock().unwrap() = vec![bv("f1", 1), bv("f2", 1), bv("f3", 1), bv("a", 2)];
+    let ledger: SharedLedger = Arc::default();
+    let cache = Retargetable::new(
+        client(),
+        ledger.clone(),
+        ChangeFeed::default(),
+        server.start(),
+    );
+    cache.retarget(&"garden".to_string(), |_| {});
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cache.is_ready() {
+        assert!(Instant::now() < deadline, "the first list never ended");
+        server.tick();
+        settle().await;
+    }
+    assert!(holds(&ledger, "a"));
+    // The cluster moves on: b is created, a deleted.
+    *server.objects.lock().unwrap() = vec![bv("f1", 1), bv("f2", 1), bv("f3", 1), bv("b", 5)];
+    *server.changes.lock().unwrap() = vec![
+        watcher::Event::Apply(bv("b", 5)),
+        watcher::Event::Delete(bv("a", 6)),
+    ];
+    // A refresh before every step of a list: the cycle is shorter than one list.
+    let mut lists_started = 0;
+    while holds(&ledger, "a") || !holds(&ledger, "b") {
+        assert!(
+            Instant::now() < deadline,
+            "the index froze: a={} b={} after {lists_started} lists started",
+            holds(&ledger, "a"),
+            holds(&ledger, "b")
+        );
+        lists_started += usize::from(cache.restart());
+        assert!(cache.is_ready());
+        server.tick();
+        settle().await;
+    }
+    // And the lists the refreshes start do end, one at a time.
+    let before = lists_started;
+    while lists_started < before + 3 {
+        assert!(Instant::now() < deadline, "no list ends");
+        lists_started += usize::from(cache.restart());
+        server.tick();
+        settle().await;
+        assert!(lock(&ledger).inventory.open_relists(Kind::Binding) <= 1);
+    }
+}
+
+#[tokio::test]
+async fn a_new_target_is_ready_only_when_its_own_list_has_ended() {
+    let server = Arc::new(Server::default());
+    *server.objects.lock().unwrap() = vec![bv("a", 1), bv("b", 2)];
+    let ledger: SharedLedger = Arc::default();
+    let cache = Retargetable::new(
+        client(),
+        ledger.clone(),
+        ChangeFeed::default(),
+        server.start(),
+    );
+    cache.retarget(&"one".to_string(), |_| {});
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cache.is_ready() {
+        assert!(Instant::now() < deadline, "the first list never ended");
+        server.tick();
+        settle().await;
+    }
+    cache.retarget(&"two".to_string(), |l| l.inventory.clear_bindings());
+    // Init and the first page only.
+    for _ in 0..2 {
+        server.tick();
+        settle().await;
+        assert!(!cache.is_ready(), "ready before the new list ended");
+        assert!(!cache.restart(), "a refresh would abort the running list");
+    }
+    while !cache.is_ready() {
+        assert!(Instant::now() < deadline, "the new list never ended");
+        server.tick();
+        settle().await;
+    }
+    assert!(holds(&ledger, "a") && holds(&ledger, "b"));
+    assert_eq!(lock(&ledger).inventory.open_relists(Kind::Binding), 0);
+}
