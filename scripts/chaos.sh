@@ -2,7 +2,9 @@
 # make chaos: the full chaos variant of tests/chaos.rs on a control plane of its own — 1000
 # claims of 200 tenants, 8 leader SIGKILLs, 2 kube-apiserver restarts (~3 minutes on 2 cores).
 # `cargo test` runs the small variant (200 claims, 40 tenants, 3 kills, 1 restart). Override with
-# HAP_CHAOS_CLAIMS, HAP_CHAOS_TENANTS, HAP_CHAOS_KILLS, HAP_CHAOS_APISERVER_RESTARTS.
+# HAP_CHAOS_CLAIMS, HAP_CHAOS_TENANTS, HAP_CHAOS_KILLS, HAP_CHAOS_APISERVER_RESTARTS; the
+# source-path phase (issue 19) with HAP_CHAOS_SOURCE_NAMES (fixed names re-created, per kind;
+# claims/100 by default), HAP_CHAOS_SOURCE_REFUSALS and HAP_CHAOS_SOURCE_GRACE (seconds, 20).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

@@ -11,6 +11,15 @@
 //! tenant, used by nobody, not released) and that the paused leader wrote nothing after it
 //! resumed, and prints the counts.
 //!
+//! Alongside, the source-path phase (`support/chaos_recreate.rs`, issue 19) sends Shoots and
+//! Runtimes through the webhook on a pool of their own: fixed names deleted and re-created the
+//! moment they are gone, requests gardener-apiserver or the CRD schema refuses after the webhook
+//! served them, and requests the API server gives up on while the leader is paused; its checker
+//! proves no binding is dirty while an object uses it, none is used by two tenants, every claimed
+//! binding serves a live object, is released or is reported, and no binding is dirty that no
+//! object ever used. The run passes `--source-grace` 20 s (`HAP_CHAOS_SOURCE_GRACE`), so the
+//! source clean-up acts many times within the run.
+//!
 //! `cargo test --test chaos` runs the small variant (200 claims, 40 tenants, 3 leader kills, one
 //! apiserver restart, one gardener-apiserver restart, about two minutes), then the same with a
 //! separate garden (120 claims, two control planes). `make chaos` runs the full one:
@@ -20,10 +29,12 @@
 //! are refilled with slack, so every claim that has a rule must end Bound whatever the timing of
 //! the faults. Only invariants and eventual convergence are asserted, never timings.
 
+#[path = "support/chaos_recreate.rs"]
+mod chaos_recreate;
 #[path = "support/chaos_sources.rs"]
 mod chaos_sources;
-#[path = "support/garden.rs"]
-mod garden;
+#[path = "support/hold_proxy.rs"]
+mod hold_proxy;
 #[path = "support/private_env.rs"]
 mod private_env;
 
@@ -32,6 +43,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use chaos_recreate::garden;
 use futures::StreamExt;
 use hap_operator::api::{AccountClaim, ClaimPhase, HapConfig};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -70,6 +82,13 @@ struct Params {
     /// Claims are created evenly over this window; faults and refills happen inside it.
     window: Duration,
     settle: Duration,
+    /// The source-path phase: fixed names per kind re-created over the window
+    /// (HAP_CHAOS_SOURCE_NAMES), refused requests per kind of refusal
+    /// (HAP_CHAOS_SOURCE_REFUSALS), and the operator's `--source-grace` (HAP_CHAOS_SOURCE_GRACE,
+    /// seconds).
+    source_names: usize,
+    source_refusals: usize,
+    source_grace: Duration,
 }
 
 impl Params {
@@ -106,6 +125,9 @@ impl Params {
             bursts,
             window: Duration::from_secs(secs),
             settle: Duration::from_secs(180 + claims as u64 / 4),
+            source_names: num("HAP_CHAOS_SOURCE_NAMES", (claims / 100).max(3)),
+            source_refusals: num("HAP_CHAOS_SOURCE_REFUSALS", 2),
+            source_grace: Duration::from_secs(num("HAP_CHAOS_SOURCE_GRACE", 20) as u64),
         }
     }
 }
@@ -568,6 +590,8 @@ struct Replicas {
     kubeconfig: PathBuf,
     /// The separate garden's kubeconfig, if the run has one.
     garden: Option<PathBuf>,
+    /// Per slot, the garden's kubeconfig through that slot's hold proxy (separate garden only).
+    garden_via: Vec<PathBuf>,
     logs: PathBuf,
     slots: Vec<OperatorProcess>,
     incarnations: usize,
@@ -576,10 +600,11 @@ struct Replicas {
     kills: usize,
     /// The admission webhooks of the replica slots (webhook-created requests).
     webhooks: chaos_sources::Webhooks,
+    source_grace: Duration,
 }
 
 impl Replicas {
-    fn args(&self) -> Vec<String> {
+    fn args(&self, slot: usize) -> Vec<String> {
         let mut args: Vec<String> = [
             "--config-name",
             CONFIG,
@@ -599,7 +624,8 @@ impl Replicas {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        if let Some(garden) = &self.garden {
+        args.push(format!("--source-grace={}s", self.source_grace.as_secs()));
+        if let Some(garden) = self.garden_via.get(slot).or(self.garden.as_ref()) {
             args.push(format!("--garden-kubeconfig={}", garden.display()));
         }
         args
@@ -609,7 +635,7 @@ impl Replicas {
         self.incarnations += 1;
         let identity = format!("replica-{slot}-{}", self.incarnations);
         let log = self.logs.join(format!("replica-{slot}.log"));
-        let mut args = self.args();
+        let mut args = self.args(usize::from(slot != 'a'));
         args.extend(self.webhooks.args(slot));
         OperatorProcess::spawn(&self.hap, &self.kubeconfig, &identity, &args, &log)
     }
@@ -650,6 +676,14 @@ impl Replicas {
             .iter()
             .find(|s| s.identity == identity)
             .is_some_and(|s| s.signal("STOP"))
+    }
+
+    /// SIGTERM: a graceful stop; the supervisor starts a fresh replica once it has exited.
+    fn terminate(&mut self, identity: &str) -> bool {
+        self.slots
+            .iter()
+            .find(|s| s.identity == identity)
+            .is_some_and(|s| s.signal("TERM"))
     }
 
     fn resume(&mut self, identity: &str) -> bool {
@@ -693,6 +727,7 @@ async fn kill_leader(client: &Client, replicas: &Mutex<Replicas>) -> Option<Stri
 async fn pause_leader(
     client: &Client,
     replicas: &Mutex<Replicas>,
+    paused_slot: &tokio::sync::watch::Sender<Option<char>>,
 ) -> Option<(String, Duration, jiff::Timestamp, bool)> {
     let start = Instant::now();
     let holder = loop {
@@ -702,6 +737,8 @@ async fn pause_leader(
         if let Some(holder) = lease_holder(client).await {
             let mut r = replicas.lock().unwrap();
             if r.identities().contains(&holder) && r.pause(&holder) {
+                let slot = r.identities().iter().position(|i| *i == holder);
+                paused_slot.send_replace(slot.map(Replicas::slot_name));
                 break holder;
             }
         }
@@ -718,7 +755,89 @@ async fn pause_leader(
     }
     let resumed = jiff::Timestamp::now();
     replicas.lock().unwrap().resume(&holder);
+    paused_slot.send_replace(None);
     Some((holder, paused.elapsed(), resumed, taken_over))
+}
+
+/// One hold proxy per replica slot in front of the garden's kube-apiserver, and the garden's
+/// kubeconfig pointing at it.
+async fn garden_proxies(kubeconfig: &Path, dir: &Path) -> Vec<(hold_proxy::HoldProxy, PathBuf)> {
+    let text = std::fs::read_to_string(kubeconfig).expect("garden kubeconfig");
+    let server = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .expect("a server in the garden kubeconfig")
+        .trim_matches('"')
+        .to_string();
+    let target: std::net::SocketAddr = server
+        .trim_start_matches("https://")
+        .parse()
+        .expect("the garden's server as 127.0.0.1:port");
+    let mut out = Vec::new();
+    for slot in ['a', 'b'] {
+        let proxy = hold_proxy::HoldProxy::start(target).await;
+        let path = dir.join(format!("garden-via-proxy-{slot}.kubeconfig"));
+        let via = text.replace(&server, &format!("https://{}", proxy.addr));
+        std::fs::write(&path, via).expect("proxied kubeconfig");
+        out.push((proxy, path));
+    }
+    out
+}
+
+/// Issue 19, defect 4: the leader's garden requests are held in its proxy, a claim makes it
+/// write a binding, and it gets SIGTERM while that write is held; the hold ends once another
+/// replica took the lease and bound the claim (or after 15 s). The phase's checker then looks
+/// for the damage (two tenants, a binding claimed for nobody and not reported).
+async fn sigterm_with_held_write(
+    client: &Client,
+    replicas: &Mutex<Replicas>,
+    proxies: &[(hold_proxy::HoldProxy, PathBuf)],
+    phase: &chaos_recreate::Phase,
+) -> String {
+    let start = Instant::now();
+    let (holder, slot) = loop {
+        if let Some(h) = lease_holder(client).await {
+            let slot = replicas
+                .lock()
+                .unwrap()
+                .identities()
+                .iter()
+                .position(|i| *i == h);
+            if let Some(slot) = slot {
+                break (h, slot);
+            }
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            return "SIGTERM with a held write: no leader".into();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let proxy = &proxies[slot].0;
+    proxy.hold();
+    phase.held_claim().await;
+    let held = Instant::now();
+    while proxy.pending() == 0 && held.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pending = proxy.pending();
+    replicas.lock().unwrap().terminate(&holder);
+    let mut moved = false;
+    while held.elapsed() < Duration::from_secs(15) {
+        moved = moved || lease_holder(client).await.is_some_and(|h| h != holder);
+        if moved && phase.held_claim_bound().await {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    proxy.release();
+    format!(
+        "SIGTERM leader {holder} with {pending} bytes of its garden requests held; the lease {} while they were held",
+        if moved {
+            "moved to another replica"
+        } else {
+            "stayed"
+        }
+    )
 }
 
 /// Deletes `n` Bound claims not deleted before, riding out restarts: the last users of their
@@ -730,6 +849,7 @@ async fn delete_bound(api: &Api<AccountClaim>, n: usize, deleted: &mut BTreeSet<
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         // A Runtime's claim belongs to its request source, which would create it again.
         .filter(|c| !c.name_any().starts_with("runtime."))
+        .filter(|c| !chaos_recreate::is_phase_claim(&c.name_any()))
         .filter_map(|c| {
             let s = c.status.as_ref()?;
             (s.phase == Some(ClaimPhase::Bound)).then_some(())?;
@@ -873,6 +993,10 @@ fn spawn_watches(
         while let Some(ev) = stream.next().await {
             let Ok(c) = ev else { continue };
             let name = c.name_any();
+            // A re-created request's new claim has the old name and may get another binding.
+            if chaos_recreate::is_phase_claim(&name) {
+                continue;
+            }
             let st = c.status.as_ref();
             let mut seen = s.lock().unwrap();
             if st.and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
@@ -955,6 +1079,8 @@ struct Counts {
     orphaned: usize,
     /// Figures, not violations.
     claimed_in_run: usize,
+    /// Bindings released clean (tenantName removed) and claimed again.
+    reclaimed_after_clean_release: usize,
     released_in_run: usize,
     clusters_on_aws_over: usize,
 }
@@ -1027,6 +1153,10 @@ async fn check(
         BTreeMap::new();
     for claim in &claims {
         let name = claim.name_any();
+        // The source-path phase checks its own.
+        if chaos_recreate::is_phase_claim(&name) {
+            continue;
+        }
         let plan = by_name.get(name.as_str()).expect("a claim of the run");
         if deleted.contains(&name) {
             c.deleted_left += 1;
@@ -1092,7 +1222,10 @@ async fn check(
         .iter()
         .filter_map(|p| p.pool.as_ref().map(|pool| (p.tenant.clone(), key_of(pool))))
         .collect();
-    for b in &bindings {
+    for b in bindings
+        .iter()
+        .filter(|b| !chaos_recreate::is_phase_binding(b.labels()))
+    {
         let name = b.name_any();
         let labels = b.labels().clone();
         let initial = initial_labels.get(&name);
@@ -1153,13 +1286,21 @@ async fn check(
                 eprintln!("foreign write on binding {name}: {:?}", m.fields_v1);
             }
         }
-        // Invariant 1: tenantName set once.
+        // Invariant 1: a tenant is never overwritten. A tenantName removed without `dirty` is a
+        // clean release (issue 19: its claim never served an object); the binding may then be
+        // claimed again.
         let history = seen.tenant_history.get(&name).cloned().unwrap_or_default();
         let sets = history.windows(2).filter(|w| w[1].is_some()).count();
+        let overwrites = history
+            .windows(2)
+            .filter(|w| w[0].is_some() && w[1].is_some())
+            .count();
         let had = initial.is_some_and(|l| l.contains_key("tenantName"));
-        if sets > 1 || (had && sets > 0) {
+        if overwrites > 0 || (had && sets > 0) {
             c.tenant_written_twice += 1;
             eprintln!("tenantName of {name} changed: {history:?}");
+        } else if sets > 1 {
+            c.reclaimed_after_clean_release += 1;
         }
     }
     for ((t, pool), n) in &labelled {
@@ -1170,7 +1311,10 @@ async fn check(
     }
     // Invariant 3: limits of allowlisted tenants. Pre-existing Shoots count; only new clusters
     // beyond max(limit, pre-existing) are violations.
-    for b in &bindings {
+    for b in bindings
+        .iter()
+        .filter(|b| !chaos_recreate::is_phase_binding(b.labels()))
+    {
         let name = b.name_any();
         let Some(t) = b.labels().get("tenantName") else {
             continue;
@@ -1321,18 +1465,46 @@ async fn run(p: Params, two_clusters: bool) {
     let burster = burst_tenant(&plans, p.tenants, &inv.internal_tenant);
     let bursts: Vec<Vec<ClaimPlan>> = (0..p.bursts).map(|k| burst_plans(k, burster)).collect();
     let allowlisted: Vec<String> = (0..p.tenants).filter(|t| multi(*t)).map(tenant).collect();
+    // The source-path phase's pools, Runtimes' namespace and squatter first: its rules name them.
+    let phase = Arc::new(
+        chaos_recreate::Phase::prepare(
+            chaos_recreate::Setup {
+                ops: client.clone(),
+                garden: clusters.garden.clone(),
+                bindings_ns: BINDINGS_NS.into(),
+                claims_ns: CLAIMS_NS.into(),
+                config: CONFIG.into(),
+                one_cluster: !two_clusters,
+            },
+            chaos_recreate::Plan {
+                names: p.source_names,
+                refusals: p.source_refusals,
+                run_for: p.window,
+                grace: p.source_grace,
+            },
+            p.pauses,
+        )
+        .await,
+    );
+    let rules: Vec<&str> = RULES
+        .iter()
+        .copied()
+        .chain(chaos_recreate::rules())
+        .collect();
+    let mut sources = chaos_recreate::sources();
+    sources.push(chaos_sources::source());
     let cfg: HapConfig = serde_json::from_value(json!({
         "apiVersion": "accountpool.io/v1alpha1",
         "kind": "HapConfig",
         "metadata": {"name": CONFIG},
         "spec": {
             "bindingNamespace": BINDINGS_NS,
-            "rules": RULES,
+            "rules": rules,
             "multiHyperscalerAccount": {
                 "allowedGlobalAccounts": allowlisted,
                 "limits": {"default": LIMIT_DEFAULT, "aws": LIMIT_AWS},
             },
-            "requestSources": [chaos_sources::source()],
+            "requestSources": sources,
             // The refresh cycle runs all along: bindings and Shoots listed again every 5 s.
             "internalStateRefreshCycleDuration": "5s",
         },
@@ -1388,7 +1560,8 @@ async fn run(p: Params, two_clusters: bool) {
     );
 
     let seen = Arc::new(Mutex::new(Observed::default()));
-    let watches = spawn_watches(&clusters, seen.clone());
+    let mut watches = spawn_watches(&clusters, seen.clone());
+    watches.extend(phase.spawn_watches());
     let webhooks = chaos_sources::Webhooks::new(&dir.join("webhook"));
     {
         let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/platform-crds");
@@ -1401,22 +1574,44 @@ async fn run(p: Params, two_clusters: bool) {
             Duration::from_secs(60),
         );
         let file = dir.join("webhook/registrations.json");
-        let list = json!({"apiVersion": "v1", "kind": "List", "items": webhooks.registrations()});
+        let mut items = webhooks.registrations();
+        items.extend(webhooks.timeout_registrations());
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
         std::fs::write(&file, list.to_string()).expect("write registrations");
         let (ok, _, err) = env.kubectl(&["apply", "-f", file.to_str().expect("path")]);
         assert!(ok, "webhook registrations: {err}");
+        // gardener-apiserver asks the garden's kube-apiserver for the Shoot webhooks.
+        let file = dir.join("webhook/shoot-registrations.json");
+        let list =
+            json!({"apiVersion": "v1", "kind": "List", "items": webhooks.shoot_registrations()});
+        std::fs::write(&file, list.to_string()).expect("write registrations");
+        let (ok, _, err) = garden_env.kubectl(&["apply", "-f", file.to_str().expect("path")]);
+        assert!(ok, "Shoot webhook registrations: {err}");
     }
 
+    // With a separate garden, each slot reaches the garden through a proxy that can hold its
+    // writes (the SIGTERM scenario at the end).
+    let proxies = if two_clusters {
+        garden_proxies(&garden_env.kubeconfig, &dir).await
+    } else {
+        Vec::new()
+    };
     let replicas = Arc::new(Mutex::new(Replicas {
-        hap: PathBuf::from(env!("CARGO_BIN_EXE_hap")),
+        // HAP_CHAOS_HAP: a copy of the operator binary, safe from other builds that share the
+        // target directory while the run restarts replicas.
+        hap: std::env::var_os("HAP_CHAOS_HAP")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_hap"))),
         kubeconfig: env.kubeconfig.clone(),
         garden: two_clusters.then(|| garden_env.kubeconfig.clone()),
+        garden_via: proxies.iter().map(|(_, k)| k.clone()).collect(),
         logs: dir.join("logs"),
         slots: Vec::new(),
         incarnations: 0,
         exits: Vec::new(),
         kills: 0,
         webhooks,
+        source_grace: p.source_grace,
     }));
     {
         let mut r = replicas.lock().unwrap();
@@ -1447,6 +1642,11 @@ async fn run(p: Params, two_clusters: bool) {
 
     // Claims, created evenly over the window.
     let window_start = Instant::now();
+    let (paused_slot, paused_rx) = tokio::sync::watch::channel(None);
+    let phase_task = {
+        let phase = phase.clone();
+        tokio::spawn(async move { phase.drive(paused_rx).await })
+    };
     let creator = {
         let client = client.clone();
         let specs: Vec<(String, serde_json::Value)> = plans
@@ -1505,7 +1705,7 @@ async fn run(p: Params, two_clusters: bool) {
                 fault_log.push(format!("{t:>6.1?} SIGKILL leader {who:?}"));
             }
             Fault::PauseLeader => {
-                let who = pause_leader(&client, &replicas).await;
+                let who = pause_leader(&client, &replicas, &paused_slot).await;
                 let text = match &who {
                     Some((id, stopped, _, true)) => {
                         format!(
@@ -1597,7 +1797,8 @@ async fn run(p: Params, two_clusters: bool) {
     let expected_bound = kept.iter().filter(|c| c.pool.is_some()).count();
     let mut last = (0, 0);
     while settle_start.elapsed() < p.settle {
-        let claims = list_retrying(&claims_api).await;
+        let mut claims = list_retrying(&claims_api).await;
+        claims.retain(|c| !chaos_recreate::is_phase_claim(&c.name_any()));
         let gone = deleted
             .iter()
             .all(|d| !claims.iter().any(|c| c.name_any() == *d));
@@ -1644,6 +1845,12 @@ async fn run(p: Params, two_clusters: bool) {
         &list_retrying(&Api::<AccountClaim>::namespaced(client.clone(), CLAIMS_NS)).await,
     )
     .await;
+    phase_task.await.expect("source-path phase");
+    if !proxies.is_empty() {
+        let line = sigterm_with_held_write(&client, &replicas, &proxies, &phase).await;
+        fault_log.push(format!("{:>6.1?} {line}", window_start.elapsed()));
+    }
+    let phase_counts = phase.check().await;
     // The fence: a leader paused past its lease writes nothing once it resumes (its events name
     // it; every other write is covered by the invariants above).
     // A pause that no standby ended is a failure of its own (the lease was never taken, so the
@@ -1742,7 +1949,7 @@ async fn run(p: Params, two_clusters: bool) {
         counts.bound_left
     );
     println!(
-        "  tenantName written twice on a binding     §5.1 {}",
+        "  tenantName overwritten on a binding       §5.1 {}",
         counts.tenant_written_twice
     );
     println!(
@@ -1795,16 +2002,18 @@ async fn run(p: Params, two_clusters: bool) {
         observed.exhausted.len()
     );
     println!(
-        "  (figures) bindings claimed in the run {}, released {}, claims deleted {}, burst claims {}; new clusters on the over-limit binding {}",
+        "  (figures) bindings claimed in the run {}, released {} (dirty) and {} clean then claimed again, claims deleted {}, burst claims {}; new clusters on the over-limit binding {}",
         counts.claimed_in_run,
         counts.released_in_run,
+        counts.reclaimed_after_clean_release,
         deleted.len(),
         p.bursts * BURST,
         counts.clusters_on_aws_over
     );
+    phase_counts.print();
     println!("  total {:.1?}", started.elapsed());
     println!(
-        "reproduce: {}={} HAP_CHAOS_TENANTS={} HAP_CHAOS_KILLS={} HAP_CHAOS_APISERVER_RESTARTS={} HAP_CHAOS_PAUSES={} HAP_CHAOS_DELETIONS={} HAP_CHAOS_BURSTS={} cargo test --test chaos {} -- --nocapture",
+        "reproduce: {}={} HAP_CHAOS_TENANTS={} HAP_CHAOS_KILLS={} HAP_CHAOS_APISERVER_RESTARTS={} HAP_CHAOS_PAUSES={} HAP_CHAOS_DELETIONS={} HAP_CHAOS_BURSTS={} HAP_CHAOS_SOURCE_NAMES={} HAP_CHAOS_SOURCE_REFUSALS={} HAP_CHAOS_SOURCE_GRACE={} cargo test --test chaos {} -- --nocapture",
         if two_clusters {
             "HAP_CHAOS_GARDEN_CLAIMS"
         } else {
@@ -1817,6 +2026,9 @@ async fn run(p: Params, two_clusters: bool) {
         p.pauses,
         p.deletions,
         p.bursts,
+        p.source_names,
+        p.source_refusals,
+        p.source_grace.as_secs(),
         if two_clusters {
             "with_a_separate_garden"
         } else {
@@ -1850,11 +2062,12 @@ async fn run(p: Params, two_clusters: bool) {
                 .iter()
                 .filter(|p| p.name.starts_with("runtime."))
                 .count()
-        && kills == p.kills;
+        && kills == p.kills
+        && phase_counts.violations() == 0;
     if !clean {
         env.save_logs(&dir.join("logs"));
         panic!(
-            "chaos found violations: {counts:?}; {runtime_counts:?}; panics {panics:?}; kills {kills}/{}; pauses {}/{} ({untaken_pauses} no standby ended); writes after a pause {paused_writes:?}. Logs kept in {}",
+            "chaos found violations: {counts:?}; {runtime_counts:?}; {phase_counts:?}; panics {panics:?}; kills {kills}/{}; pauses {}/{} ({untaken_pauses} no standby ended); writes after a pause {paused_writes:?}. Logs kept in {}",
             p.kills,
             paused.len(),
             p.pauses,

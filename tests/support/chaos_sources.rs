@@ -160,6 +160,51 @@ impl Webhooks {
         }
         out
     }
+
+    /// Runtimes labelled `chaos/replica: t<slot>` go to that slot with `timeoutSeconds: 1`,
+    /// below the decision time: the API server gives up while the webhook still waits.
+    pub fn timeout_registrations(&self) -> Vec<Value> {
+        let ca = base64(self.ca_pem.as_bytes());
+        ['a', 'b']
+            .iter()
+            .enumerate()
+            .map(|(i, replica)| json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": format!("hap-chaos-runtimes-timeout-{replica}")},
+                "webhooks": [{
+                    "name": "runtimes.accountpool.io", "admissionReviewVersions": ["v1"],
+                    "sideEffects": "NoneOnDryRun", "failurePolicy": "Fail", "timeoutSeconds": 1,
+                    "clientConfig": {"url": format!("https://127.0.0.1:{}/mutate/runtimes", self.ports[i]), "caBundle": ca},
+                    "rules": [{"apiGroups": ["infrastructuremanager.kyma-project.io"], "apiVersions": ["v1"],
+                        "resources": ["runtimes"], "operations": ["CREATE", "UPDATE"]}],
+                    "objectSelector": {"matchLabels": {REPLICA_LABEL: format!("t{replica}")}},
+                }],
+            }))
+            .collect()
+    }
+
+    /// One Shoot registration per replica slot, for the garden's kube-apiserver (which
+    /// gardener-apiserver asks): opted-in Shoots labelled with the slot.
+    pub fn shoot_registrations(&self) -> Vec<Value> {
+        let ca = base64(self.ca_pem.as_bytes());
+        ['a', 'b']
+            .iter()
+            .enumerate()
+            .map(|(i, replica)| json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": format!("hap-chaos-shoots-{replica}")},
+                "webhooks": [{
+                    "name": "shoots.accountpool.io", "admissionReviewVersions": ["v1"],
+                    "sideEffects": "NoneOnDryRun", "failurePolicy": "Fail", "timeoutSeconds": 10,
+                    "reinvocationPolicy": "Never",
+                    "clientConfig": {"url": format!("https://127.0.0.1:{}/mutate/shoots", self.ports[i]), "caBundle": ca},
+                    "rules": [{"apiGroups": ["core.gardener.cloud"], "apiVersions": ["v1beta1"],
+                        "resources": ["shoots"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}],
+                    "objectSelector": {"matchLabels": {"accountpool.io/request": "true", REPLICA_LABEL: replica.to_string()}},
+                }],
+            }))
+            .collect()
+    }
 }
 
 fn base64(data: &[u8]) -> String {
