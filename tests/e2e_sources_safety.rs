@@ -141,14 +141,17 @@ impl Bench {
         self.claims().get_opt(name).await.expect("read claim")
     }
 
-    /// Plays the leader: binds the claim to `binding`.
+    /// Plays the leader: binds the claim to `binding`, of a binding namespace no other test
+    /// uses (a claim without one counts in every namespace, and one left behind by a failed run
+    /// would then count in other tests' pools).
     async fn bind(&self, name: &str, binding: &str) {
         self.claims()
             .patch_status(
                 name,
                 &PatchParams::default(),
                 &Patch::Merge(
-                    json!({"status": {"phase": "Bound", "credentialsBindingName": binding}}),
+                    json!({"status": {"phase": "Bound", "credentialsBindingName": binding,
+                        "bindingNamespace": "hap-test-webhook-only"}}),
                 ),
             )
             .await

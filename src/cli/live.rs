@@ -17,7 +17,9 @@ use kube::{Client, ResourceExt};
 use crate::api::{AccountClaim, BindingKind, HapConfig, HapConfigSpec, Shoot};
 use crate::k8s::writes::binding_resource;
 use crate::labels::ResolvedLabelKeys;
-use crate::pools::{BindingView, ClaimView, ShootView, binding_view, claim_view, shoot_view};
+use crate::pools::{
+    BindingView, ClaimView, Inventory, ShootView, binding_view, claim_view, shoot_view,
+};
 use crate::rules::CompiledRules;
 
 /// The HapConfig read when `--config` is not given: the operator's default `--config-name`.
@@ -169,6 +171,26 @@ pub struct PoolsInput {
     pub bindings: Vec<BindingView>,
     pub claims: Vec<ClaimView>,
     pub shoots: Vec<ShootView>,
+}
+
+impl PoolsInput {
+    /// The index the operator would keep of what was read: claims count only for the binding
+    /// namespace in force (a claim bound to a binding of the same name in another namespace runs
+    /// in another account), as in the operator.
+    pub fn inventory(&self) -> Inventory {
+        let mut inv = Inventory::new(self.keys.clone());
+        inv.set_namespace(Some(self.binding_namespace.clone()));
+        for b in &self.bindings {
+            inv.apply_binding(b.clone());
+        }
+        for c in &self.claims {
+            inv.apply_claim(c.clone());
+        }
+        for s in &self.shoots {
+            inv.apply_shoot(s.clone());
+        }
+        inv
+    }
 }
 
 /// `hap pools`: the bindings, Shoots and claims of the pools the HapConfig in force describes.

@@ -8,7 +8,6 @@ use serde::Serialize;
 use super::live::{self, DEFAULT_CONFIG};
 use super::validate::{Format, usage};
 use crate::api::{BindingKind, PoolFigures};
-use crate::pools::Inventory;
 
 /// Show every pool of the live cluster: bindings by hyperscaler type, EU access and sharing.
 #[derive(clap::Args, Debug)]
@@ -51,17 +50,7 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(note) = &input.note {
         eprintln!("hap: {note}");
     }
-    let mut inventory = Inventory::new(input.keys);
-    inventory.set_namespace(Some(input.binding_namespace.clone()));
-    for b in input.bindings {
-        inventory.apply_binding(b);
-    }
-    for c in input.claims {
-        inventory.apply_claim(c);
-    }
-    for s in input.shoots {
-        inventory.apply_shoot(s);
-    }
+    let inventory = input.inventory();
     let figures = inventory.all_figures();
     match args.output {
         Format::Json => {

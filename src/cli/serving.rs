@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::live::PoolsInput;
-use crate::pools::{ClaimView, Inventory};
+use crate::pools::ClaimView;
 use crate::rules::{CompiledRules, Outcome};
 use crate::selection::{
     Choice, InFlight, MultiAccountPolicy, OrderedRequest, UseReason, describe_pool, select_ordered,
@@ -31,12 +31,7 @@ pub struct Serving {
 }
 
 pub fn serving(rules: &CompiledRules, o: &Outcome, input: &PoolsInput, ga: &str) -> Serving {
-    let inv = Inventory::build(
-        input.keys.clone(),
-        input.bindings.clone(),
-        input.claims.clone(),
-        input.shoots.clone(),
-    );
+    let inv = input.inventory();
     let claim = ClaimView {
         namespace: "hap-explain".into(),
         name: "request".into(),
@@ -110,5 +105,70 @@ pub fn describe(s: &Serving) -> String {
         (Some(b), _) => format!("live: {which}, pool {pool}: {} binding {b}", s.decision),
         (None, Some(m)) => format!("live: no binding now ({}): {m}", s.decision),
         (None, None) => format!("live: {which}, pool {pool}: {}", s.decision),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::HapConfigSpec;
+    use crate::labels::ResolvedLabelKeys;
+    use crate::pools::BindingView;
+
+    /// A free binding here, and a claim of another binding namespace bound to a binding of the
+    /// same name there: that claim's cluster runs in the other namespace's account.
+    fn input() -> PoolsInput {
+        let spec: HapConfigSpec =
+            serde_json::from_value(json!({"bindingNamespace": "garden-here", "rules": ["aws"]}))
+                .expect("spec");
+        let there = ClaimView {
+            namespace: "claims".into(),
+            name: "elsewhere".into(),
+            uid: "u-elsewhere".into(),
+            global_account: "ga-other".into(),
+            bound_binding: Some("aws-1".into()),
+            binding_namespace: Some("garden-there".into()),
+            ..Default::default()
+        };
+        PoolsInput {
+            config: "default".into(),
+            note: None,
+            binding_namespace: "garden-here".into(),
+            binding_kind: crate::api::BindingKind::CredentialsBinding,
+            shoot_namespace: "garden-here".into(),
+            keys: ResolvedLabelKeys::from_spec(None),
+            bindings: vec![BindingView {
+                name: "aws-1".into(),
+                resource_version: Some("1".into()),
+                labels: BTreeMap::from([("hyperscalerType".into(), "aws".into())]),
+            }],
+            claims: vec![there],
+            shoots: Vec::new(),
+            spec,
+        }
+    }
+
+    #[test]
+    fn a_claim_of_another_binding_namespace_does_not_make_a_binding_here_in_use() {
+        let input = input();
+        let (rules, _) = CompiledRules::from_spec(&input.spec).expect("rules");
+        let request = crate::rules::Request {
+            plan: "aws",
+            platform_region: None,
+            cluster_region: None,
+            provider: None,
+        };
+        let outcome = rules.evaluate(&request).expect("outcome");
+        let s = serving(&rules, &outcome, &input, "ga-1");
+        assert_eq!(
+            (s.decision, s.binding.as_deref()),
+            ("Claimed", Some("aws-1")),
+            "{:?}",
+            s.message
+        );
     }
 }
