@@ -10,7 +10,7 @@ use std::time::Instant;
 use hap_operator::api::ReleaseMode;
 use hap_operator::ledger::{Ledger, Outcome};
 use hap_operator::pools::{BindingView, ClaimView, Inventory, Kind, ShootView};
-use hap_operator::release::{Release, decide_release};
+use hap_operator::release::{Origin, Presence, Release, decide_release};
 use hap_operator::selection::{Choice, MultiAccountPolicy, Request, WriteState, select};
 
 use super::api::{
@@ -50,8 +50,8 @@ pub enum Write {
 pub trait Sources {
     /// A live read: an object of the claim's kind and name exists now.
     fn exists(&self, claim: &Claim) -> bool;
-    /// A stored object may have run on `binding` for this claim: release it dirty.
-    fn used(&self, claim: &Claim, binding: &str) -> bool;
+    /// The claim carries its object's UID: the source pass saw the object stored.
+    fn existed(&self, claim: &Claim) -> bool;
 }
 
 /// The source clean-up of one claim in progress: read the claim, check its object, delete.
@@ -132,11 +132,10 @@ fn state_at(api: &Api, kind: usize, pos: usize) -> BTreeMap<String, Obj> {
     out
 }
 
-/// The release of a deleting source claim: the glue between `decide_release` and the source
-/// path, kept in one place so that a release which learns clean and dirty itself replaces it.
-/// NEW: an object of the claim's name that exists again holds the release (the index may not
-/// show it, and for a Runtime it never shows); a binding no stored object may have used is
-/// released clean, since the cleanup job would wipe an account nobody touched.
+/// The release of a deleting source claim, as the claim controller takes it: the real
+/// `decide_release` with the claim's origin (OLD: today's code read no object, so every source
+/// claim is released as a user's, dirty); NEW: when the decision asks for the object, the live
+/// read answers and the decision is taken again.
 fn source_release(
     p: Protocol,
     view: &ClaimView,
@@ -144,17 +143,30 @@ fn source_release(
     inflight: &hap_operator::selection::InFlight,
     now: Instant,
     exists: bool,
-    used: impl Fn(&str) -> bool,
-) -> Option<(Release, bool)> {
-    if p == Protocol::New && exists {
-        return None;
+    existed: bool,
+) -> Release {
+    let mode = ReleaseMode::MarkDirty;
+    if p == Protocol::Old {
+        return decide_release(view, inv, inflight, mode, Origin::User, now);
     }
-    let d = decide_release(view, inv, inflight, ReleaseMode::MarkDirty, now);
-    let clean = match &d {
-        Release::MarkDirty { binding, .. } => p == Protocol::New && !used(binding),
-        _ => false,
+    let unread = Origin::Source {
+        existed,
+        now: Presence::Unread,
     };
-    Some((d, clean))
+    let d = decide_release(view, inv, inflight, mode, unread, now);
+    if !matches!(d, Release::ReadSource { .. }) {
+        return d;
+    }
+    let now_is = if exists {
+        Presence::Exists
+    } else {
+        Presence::Gone
+    };
+    let read = Origin::Source {
+        existed,
+        now: now_is,
+    };
+    decide_release(view, inv, inflight, mode, read, now)
 }
 
 /// NEW: bindings without a tenant that a Shoot already names are never claimable, whoever runs
@@ -282,32 +294,19 @@ impl Replica {
     ) -> VecDeque<Write> {
         let view = claim_view(c);
         let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
-        let exists = sources.exists(c);
-        let used = |b: &str| sources.used(c, b);
-        let Some((d, clean)) = source_release(p, &view, inv, inflight, now, exists, used) else {
-            return VecDeque::new();
-        };
-        trace(|| {
-            format!(
-                "  replica {} releases {}: {d:?} clean {clean}",
-                self.id, c.uid
-            )
-        });
+        let (exists, existed) = (sources.exists(c), sources.existed(c));
+        let d = source_release(p, &view, inv, inflight, now, exists, existed);
+        trace(|| format!("  replica {} releases {}: {d:?}", self.id, c.uid));
         let mut plan = VecDeque::new();
         match d {
             Release::MarkDirty {
                 binding,
                 expected_resource_version: Some(rv),
-            } => {
-                inflight.release_started(&binding, Some(rv.clone()), now);
-                let base = rv.parse().unwrap_or(0);
-                plan.push_back(Write::Release {
-                    binding,
-                    base,
-                    clean,
-                });
-                plan.push_back(Write::Finalizer);
-            }
+            } => release_write(inflight, &mut plan, binding, &rv, false, now),
+            Release::ReleaseClean {
+                binding,
+                expected_resource_version: Some(rv),
+            } => release_write(inflight, &mut plan, binding, &rv, true, now),
             Release::Resolve {
                 binding,
                 expected_resource_version,
@@ -330,6 +329,9 @@ impl Replica {
                 }
             }
             Release::MarkDirty { .. }
+            | Release::ReleaseClean { .. }
+            | Release::ReadSource { .. }
+            | Release::WaitForSource { .. }
             | Release::WaitForShoot { .. }
             | Release::WaitForWrite { .. } => {}
             Release::Keep(_) => plan.push_back(Write::Finalizer),
@@ -479,6 +481,25 @@ impl Replica {
         }
         sent.is_ok()
     }
+}
+
+/// A release write, recorded as started before it is sent, then the finalizer.
+fn release_write(
+    inflight: &mut hap_operator::selection::InFlight,
+    plan: &mut VecDeque<Write>,
+    binding: String,
+    rv: &str,
+    clean: bool,
+    now: Instant,
+) {
+    inflight.release_started(&binding, Some(rv.to_string()), now);
+    let base = rv.parse().unwrap_or(0);
+    plan.push_back(Write::Release {
+        binding,
+        base,
+        clean,
+    });
+    plan.push_back(Write::Finalizer);
 }
 
 /// Prints a line of the trace when `HAP_SIM_TRACE` is set.
