@@ -1,7 +1,8 @@
 //! One operator replica on the request-source path: the claim controller's reconcile split into
 //! its decision and its writes around the real ledger, selection and `decide_release`, as
 //! `tests/simulation/operator.rs` does for AccountClaims, plus the source path's own rules for
-//! each protocol (`Protocol`). The source clean-up (GC) is the world's, since it reads the
+//! each protocol (`Protocol`). Claim writes carry the claimed-by record, and a claim bound to a
+//! binding another claim claimed removes it first (the real `before_use`). The source clean-up (GC) is the world's, since it reads the
 //! request objects; its progress lives here so that a paused leader keeps it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -11,7 +12,9 @@ use hap_operator::api::ReleaseMode;
 use hap_operator::ledger::{Ledger, Outcome};
 use hap_operator::pools::{BindingView, ClaimView, Inventory, Kind, ShootView};
 use hap_operator::release::{Origin, Presence, Release, decide_release};
-use hap_operator::selection::{Choice, MultiAccountPolicy, Request, WriteState, select};
+use hap_operator::selection::{
+    BeforeUse, Choice, MultiAccountPolicy, Request, WriteState, before_use, select,
+};
 
 use super::api::{
     Api, BINDINGS, CLAIMS, Change, Claim, Obj, Phase, Refused, SHOOTS, Writer, pools,
@@ -32,11 +35,16 @@ pub enum Write {
         base: u64,
         tenant: String,
     },
+    /// Another claim's claimed-by record removed before this claim is recorded Bound.
+    Unclaim {
+        binding: String,
+        base: u64,
+    },
     Status {
         base: u64,
         phase: Phase,
     },
-    /// `dirty=true`, or with `clean` the tenant label removed (the binding is free again).
+    /// `dirty=true`, or with `clean` the tenant and claimed-by labels removed (free again).
     Release {
         binding: String,
         base: u64,
@@ -373,8 +381,25 @@ impl Replica {
         let inv = shown.as_ref().unwrap_or(inv);
         let choice = select(inv, inflight, &req, policy, &BTreeSet::new(), now);
         trace(|| format!("  replica {} decides {}: {choice:?}", self.id, c.uid));
-        inflight.record(&view, pool, &choice, now);
+        let before = match &choice {
+            Choice::Use { binding, .. } => before_use(inv, inflight, &c.uid, binding, now),
+            _ => BeforeUse::Bind,
+        };
         let mut plan = VecDeque::new();
+        match before {
+            BeforeUse::Wait { .. } => return plan,
+            BeforeUse::Unclaim {
+                binding,
+                expected_resource_version,
+            } => {
+                let base = expected_resource_version
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                plan.push_back(Write::Unclaim { binding, base });
+            }
+            BeforeUse::Bind => {}
+        }
+        inflight.record(&view, pool, &choice, now);
         let phase = match choice {
             Choice::Use { binding, .. } | Choice::Bound { binding } => Phase::Bound(binding),
             Choice::Claim {
@@ -441,9 +466,8 @@ impl Replica {
                 binding,
                 base,
                 tenant,
-            } => api
-                .set_label(binding, *base, "tenantName", tenant, &by)
-                .map(drop),
+            } => api.claim_binding(binding, *base, tenant, &by).map(drop),
+            Write::Unclaim { binding, base } => api.unclaim(binding, *base, &by).map(drop),
             Write::Status { base, phase } => {
                 api.set_status(uid, *base, phase.clone(), &by).map(drop)
             }
@@ -458,9 +482,7 @@ impl Replica {
                 binding,
                 base,
                 clean: true,
-            } => api
-                .remove_label(binding, *base, "tenantName", &by)
-                .map(drop),
+            } => api.release_clean(binding, *base, &by).map(drop),
             Write::Finalizer => api.remove_finalizer(uid),
         };
         let outcome = if sent.is_ok() {
@@ -475,6 +497,10 @@ impl Replica {
                 phase: Phase::Bound(_),
                 ..
             } => l.assignment_outcome(uid, outcome, now),
+            // No status was written: the claim is not being assigned any more.
+            Write::Unclaim { .. } if outcome == Outcome::Refused => {
+                l.assignment_outcome(uid, outcome, now)
+            }
             Write::Release { binding, .. } => l.release_outcome(binding, outcome, now),
             Write::Finalizer if outcome == Outcome::Written => l.inflight.forget_claim(uid, now),
             _ => {}
