@@ -1,10 +1,21 @@
 //! Binding labels: the configured label keys and the three pool selectors of DESIGN §4 (tenant,
 //! claim, any). One definition serves both the selector text users read and the in-memory match.
+//! `CLAIMED_BY` is the one fixed key: the operator's record of which claim claimed a binding.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::api::LabelKeys;
+
+/// The binding label naming the AccountClaim (by uid) whose claim write gave the binding its
+/// tenant, for as long as no other claim was bound to it. Written in the same compare-and-swap
+/// as the tenant label; removed (compare-and-swap) before any other claim is bound to the
+/// binding; a clean release requires it to name the releasing claim (crate::release, step 9).
+/// Fixed, not one of the configurable keys: it is the operator's own record, which no other
+/// tool (KEB, the cleanup job) reads or writes, and a key that changed with the config would
+/// make every record written under the old key read as absent — which is safe (dirty), but
+/// pointless to offer.
+pub const CLAIMED_BY: &str = "accountpool.io/claimed-by";
 
 /// Label keys with their defaults filled in.
 #[derive(Clone, Debug, PartialEq, Eq)]

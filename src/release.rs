@@ -26,18 +26,24 @@
 //!    object may have been admitted onto this very binding, and for a Runtime or Cluster its Shoot
 //!    does not exist yet, so step 6 cannot see it. The read is the caller's (`Origin`): the
 //!    decision asks for it (`ReadSource`) and is taken again with its answer.
-//! 9. Dirty only what a cluster may have touched. A source claim whose object never existed (it
-//!    never carried the object's UID: refused by a later admission step, or a request the API
-//!    server gave up on) and whose binding no Shoot in the index names is released clean: its
-//!    tenant label is removed, conditioned on the indexed resourceVersion, and the account goes
-//!    back to the pool without the cleanup job. Everything else — every AccountClaim a user
-//!    created (nobody can know what the tenant did with the account) — gets the dirty label,
-//!    conditioned on the indexed resourceVersion.
+//! 9. Dirty only what a cluster may have touched. Clean needs all of: a source claim whose object
+//!    never existed (it never carried the object's UID: refused by a later admission step, or a
+//!    request the API server gave up on); no Shoot in the index names the binding; and the
+//!    binding's `accountpool.io/claimed-by` label (`labels::CLAIMED_BY`) names this claim's uid.
+//!    That label is written with the tenant label, in the same compare-and-swap, by the claim
+//!    write of the claim that claimed the binding, and removed (compare-and-swap) before any
+//!    other claim is recorded Bound to it (`selection::claimant`): a binding two claims shared
+//!    may have run the other one's cluster, whichever of them goes last. A clean release removes
+//!    the tenant and claimed-by labels in one compare-and-swap on the indexed resourceVersion,
+//!    and the account goes back to the pool without the cleanup job. Everything else — every
+//!    AccountClaim a user created (nobody can know what the tenant did with the account), every
+//!    binding without the record — gets the dirty label, conditioned on the same version.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
 
 use crate::api::ReleaseMode;
+use crate::labels::CLAIMED_BY;
 use crate::pools::{ClaimView, Inventory};
 use crate::selection::{InFlight, WriteState};
 
@@ -84,7 +90,8 @@ pub enum Release {
         binding: String,
         expected_resource_version: Option<String>,
     },
-    /// Remove the tenant label, conditioned on this version: no cluster ever used the account.
+    /// Remove the tenant and claimed-by labels, conditioned on this version: no cluster ever
+    /// used the account.
     ReleaseClean {
         binding: String,
         expected_resource_version: Option<String>,
@@ -147,6 +154,7 @@ pub fn decide_release(
     };
     let keys = inv.keys();
     let labels = &entry.view.labels;
+    let alone = labels.get(CLAIMED_BY) == Some(&claim.uid);
     if labels.get(&keys.shared).map(String::as_str) == Some("true") {
         return keep(KeepReason::Shared);
     }
@@ -168,7 +176,7 @@ pub fn decide_release(
             };
         }
         // An earlier release with no known outcome: the same compare-and-swap again settles it.
-        Some(p) => return release(name, inv, origin, p.base_resource_version.clone()),
+        Some(p) => return release(name, inv, origin, alone, p.base_resource_version.clone()),
         None => {}
     }
     let ga = &claim.global_account;
@@ -209,11 +217,24 @@ pub fn decide_release(
             clusters: users.len(),
         });
     }
-    release(name, inv, origin, entry.view.resource_version.clone())
+    release(
+        name,
+        inv,
+        origin,
+        alone,
+        entry.view.resource_version.clone(),
+    )
 }
 
-/// Steps 8 and 9: how `binding`, which nothing keeps any more, is released.
-fn release(binding: &str, inv: &Inventory, origin: Origin, base: Option<String>) -> Release {
+/// Steps 8 and 9: how `binding`, which nothing keeps any more, is released. `alone`: its
+/// claimed-by label names the releasing claim.
+fn release(
+    binding: &str,
+    inv: &Inventory,
+    origin: Origin,
+    alone: bool,
+    base: Option<String>,
+) -> Release {
     let binding = binding.to_string();
     let dirty = |binding| Release::MarkDirty {
         binding,
@@ -225,7 +246,7 @@ fn release(binding: &str, inv: &Inventory, origin: Origin, base: Option<String>)
     match now {
         Presence::Unread => Release::ReadSource { binding },
         Presence::Exists => Release::WaitForSource { binding },
-        Presence::Gone if existed || shoot_on(inv, &binding) => dirty(binding),
+        Presence::Gone if existed || !alone || shoot_on(inv, &binding) => dirty(binding),
         Presence::Gone => Release::ReleaseClean {
             binding,
             expected_resource_version: base.clone(),
@@ -279,6 +300,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::labels::CLAIMED_BY;
     use crate::pools::tests::{binding, claim, inventory, pool, shoot};
     use crate::selection::Choice;
 
@@ -635,7 +657,11 @@ mod tests {
         // Issue 19, defect 2: a Runtime refused after the webhook served it left its binding
         // dirty for a tenant that never had a cluster.
         let c = deleting("c", "ga", Some("s"), "b");
-        let inv = inventory(vec![owned("b", "ga", &[])], vec![c.clone()], vec![]);
+        let inv = inventory(
+            vec![owned("b", "ga", &[(CLAIMED_BY, "uid-c")])],
+            vec![c.clone()],
+            vec![],
+        );
         assert_eq!(
             with(&c, &inv, source(false, Presence::Gone)),
             Release::ReleaseClean {
@@ -647,6 +673,47 @@ mod tests {
         assert_eq!(with(&c, &inv, source(true, Presence::Gone)), dirty("b"));
         // An AccountClaim a user created: what the tenant did with it is unknown.
         assert_eq!(with(&c, &inv, Origin::User), dirty("b"));
+    }
+
+    #[test]
+    fn only_the_claim_that_claimed_the_binding_alone_releases_it_clean() {
+        // Issue 19: r0 Claimed b and ran; r1 of the same tenant Reused b and was refused. r0
+        // went first (kept for r1), r1 goes last: clean would hand the next tenant an account r0
+        // ran in. A Reuse removes claimed-by (selection::claimant), so r1 never finds its own.
+        let c = deleting("c", "ga", Some("s"), "b");
+        let gone = source(false, Presence::Gone);
+        let clean = Release::ReleaseClean {
+            binding: "b".into(),
+            expected_resource_version: Some("rv-b".into()),
+        };
+        let mine = inventory(
+            vec![owned("b", "ga", &[(CLAIMED_BY, "uid-c")])],
+            vec![c.clone()],
+            vec![],
+        );
+        assert_eq!(with(&c, &mine, gone), clean);
+        let other = inventory(
+            vec![owned("b", "ga", &[(CLAIMED_BY, "uid-r0")])],
+            vec![c.clone()],
+            vec![],
+        );
+        assert_eq!(with(&c, &other, gone), dirty("b"));
+        // No record: claimed before the record existed, or another claim was bound to it since.
+        let none = inventory(vec![owned("b", "ga", &[])], vec![c.clone()], vec![]);
+        assert_eq!(with(&c, &none, gone), dirty("b"));
+        // A repeated release reads the record too.
+        let now = Instant::now();
+        let mut fl = InFlight::default();
+        fl.release_started("b", Some("rv-old".into()), now);
+        fl.release_unknown("b", now);
+        let again = decide_release(&c, &other, &fl, ReleaseMode::MarkDirty, gone, now);
+        assert_eq!(
+            again,
+            Release::MarkDirty {
+                binding: "b".into(),
+                expected_resource_version: Some("rv-old".into())
+            }
+        );
     }
 
     #[test]
@@ -721,7 +788,11 @@ mod tests {
         fl.release_started("b", Some("rv-old".into()), now);
         fl.release_unknown("b", now);
         let gone = source(false, Presence::Gone);
-        let quiet = inventory(vec![owned("b", "ga", &[])], vec![c.clone()], vec![]);
+        let quiet = inventory(
+            vec![owned("b", "ga", &[(CLAIMED_BY, "uid-c")])],
+            vec![c.clone()],
+            vec![],
+        );
         assert_eq!(
             decide_release(&c, &quiet, &fl, ReleaseMode::MarkDirty, gone, now),
             Release::ReleaseClean {
@@ -730,7 +801,7 @@ mod tests {
             }
         );
         let used = inventory(
-            vec![owned("b", "ga", &[])],
+            vec![owned("b", "ga", &[(CLAIMED_BY, "uid-c")])],
             vec![c.clone()],
             vec![shoot("t", Some("b"))],
         );

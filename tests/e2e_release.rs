@@ -2,7 +2,8 @@
 //! whose object never existed (a Runtime the API server's schema validation refused after the
 //! webhook served it) gives its binding back clean — tenant label removed, no dirty label — while
 //! one whose object existed (a Runtime, a Shoot through the real gardener-apiserver) is marked
-//! dirty for the cleanup job, and not before the object is gone. A claim deleted while no valid HapConfig exists says so once, not on every retry,
+//! dirty for the cleanup job, and not before the object is gone; a binding two Runtimes shared
+//! (one ran, one was refused) is dirty whichever claim goes last. A claim deleted while no valid HapConfig exists says so once, not on every retry,
 //! and the `Claimed` event is sent after the status write, not between it and the binding's.
 
 mod support;
@@ -10,6 +11,7 @@ mod support;
 use std::time::Duration;
 
 use hap_operator::api::ClaimPhase;
+use hap_operator::labels::CLAIMED_BY;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
@@ -140,6 +142,10 @@ async fn a_runtime_refused_after_admission_leaves_its_binding_clean() {
         !hap.labels(&free).await.contains_key("dirty"),
         "no cluster ever used {free}"
     );
+    assert!(
+        !hap.labels(&free).await.contains_key(CLAIMED_BY),
+        "the record goes with the tenant"
+    );
     assert_eq!(events(&hap, &claim, "ReleasedClean").await, 1);
 
     // Issue 19, defect 1: a claim deleted while its Runtime exists (re-created, or deleted by
@@ -256,6 +262,152 @@ async fn a_shoot_that_existed_leaves_its_binding_dirty() {
     );
     until("the Shoot's claim gone", || claim_gone(&hap, &claim)).await;
     assert_eq!(events(&hap, &claim, "ReleasedClean").await, 0);
+    hap.stop_operator().await;
+}
+
+/// Creates Runtime `name` of `ga` and returns its claim's binding once its claim carries the
+/// Runtime's UID (it existed).
+async fn live_runtime(
+    hap: &Hap,
+    runtimes: &Api<DynamicObject>,
+    ns: &str,
+    scope: &str,
+    spec: &RuntimeSpec<'_>,
+) -> String {
+    runtimes
+        .create(&PostParams::default(), &runtime(ns, scope, spec))
+        .await
+        .expect("Runtime admitted");
+    let claim = format!("runtime.{ns}.{}", spec.name);
+    let binding = hap.bound(&claim).await;
+    eventually(
+        Duration::from_secs(60),
+        "the claim labelled with its Runtime's UID",
+        || async {
+            let c = hap.claims().get(&claim).await.ok()?;
+            c.metadata.labels?.contains_key(UID_LABEL).then_some(())
+        },
+    )
+    .await;
+    binding
+}
+
+/// Creates Runtime `name`, which the webhook serves and the CRD schema refuses after it, and
+/// returns its claim's binding.
+async fn refused_runtime(
+    hap: &Hap,
+    runtimes: &Api<DynamicObject>,
+    ns: &str,
+    scope: &str,
+    spec: &RuntimeSpec<'_>,
+) -> String {
+    let mut obj = runtime(ns, scope, spec);
+    obj.data["spec"]["security"]
+        .as_object_mut()
+        .expect("security")
+        .remove("administrators");
+    let refused = runtimes.create(&PostParams::default(), &obj).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 422),
+        "expected the schema to refuse it: {refused:?}"
+    );
+    hap.bound(&format!("runtime.{ns}.{}", spec.name)).await
+}
+
+async fn delete_claim(hap: &Hap, claim: &str) {
+    hap.claims()
+        .delete(claim, &DeleteParams::default())
+        .await
+        .expect("delete the claim");
+    until("the claim gone", || claim_gone(hap, claim)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_two_runtimes_shared_is_released_dirty_whichever_claim_goes_last() {
+    // Issue 19: Runtime a of a tenant ran on the binding, Runtime b of the same tenant got it by
+    // Reuse and was refused. b's claim never served an object; when it went last, the binding
+    // went back clean and the next tenant got an account a ran in.
+    install_platform_crds().await;
+    let scope = unique("relshared");
+    let mut hap = Hap::without_operator(
+        &["aws"],
+        json!({"requestSources": [{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}}]}),
+    )
+    .await;
+    for b in ["aws-1", "aws-2"] {
+        hap.binding(b, "aws", &[("hyperscalerType", "aws")]).await;
+    }
+    let certs = Certs::new();
+    let mut args = certs.args(hap.run_args());
+    // The claims are deleted by hand, in the order the test needs: the source clean-up must
+    // not take the refused Runtime's claim first.
+    args.source_grace = Duration::from_secs(600);
+    hap.operator = Some(Operator::start_with(&hap.client, args).await);
+    let addr = hap
+        .operator
+        .as_ref()
+        .and_then(|o| o.handle.webhook.get())
+        .expect("webhook address");
+    let ns = scoped_namespace(&hap.client, "kcp", &scope).await;
+    let runtimes = api(&hap.client, &ns, &runtime_resource());
+    let _hook = WebhookRegistration::register(
+        "Runtime",
+        &format!("https://{addr}/mutate/runtimes"),
+        &certs.ca_bundle(),
+        &scope,
+        json!({}),
+    );
+    fn spec<'a>(name: &'a str, ga: &'a str) -> RuntimeSpec<'a> {
+        RuntimeSpec {
+            name,
+            global_account: Some(ga),
+            plan: "aws",
+            platform_region: "cf-us10",
+            region: "eu-central-1",
+            provider: "aws",
+            binding: "",
+            extra_labels: &[],
+        }
+    }
+    for (ga, used_goes_first) in [("ga-1", true), ("ga-2", false)] {
+        let (a, b) = (format!("{ga}-a"), format!("{ga}-b"));
+        let binding = live_runtime(&hap, &runtimes, &ns, &scope, &spec(&a, ga)).await;
+        let reused = refused_runtime(&hap, &runtimes, &ns, &scope, &spec(&b, ga)).await;
+        assert_eq!(reused, binding, "one binding per tenant and pool");
+        // The reuse took the first claim's record off the binding.
+        assert!(
+            !hap.labels(&binding).await.contains_key(CLAIMED_BY),
+            "{:?}",
+            hap.labels(&binding).await
+        );
+        runtimes
+            .delete(&a, &DeleteParams::default())
+            .await
+            .expect("delete the live Runtime");
+        let (first, last) = if used_goes_first { (&a, &b) } else { (&b, &a) };
+        delete_claim(&hap, &format!("runtime.{ns}.{first}")).await;
+        let kept = hap.labels(&binding).await;
+        assert_eq!(
+            kept.get("tenantName").map(String::as_str),
+            Some(ga),
+            "kept for the other claim: {kept:?}"
+        );
+        assert!(!kept.contains_key("dirty"), "{kept:?}");
+        let last = format!("runtime.{ns}.{last}");
+        delete_claim(&hap, &last).await;
+        let released = hap.labels(&binding).await;
+        assert_eq!(
+            released.get("dirty").map(String::as_str),
+            Some("true"),
+            "{ga}: a Runtime ran on {binding}: {released:?}"
+        );
+        assert_eq!(
+            released.get("tenantName").map(String::as_str),
+            Some(ga),
+            "the cleanup job needs the tenant"
+        );
+        assert_eq!(events(&hap, &last, "ReleasedClean").await, 0);
+    }
     hap.stop_operator().await;
 }
 

@@ -8,7 +8,8 @@
 //!
 //! Checked after every step: (a) no binding is dirty while an object uses it; (b) no binding is
 //! used by two tenants (its tenant label and every object naming it); (d) no binding is dirty
-//! that no stored object ever used; (e) no binding a stored object used is released clean (the
+//! that no stored object ever used, unless a second claim was bound to it (then the operator
+//! cannot know, and dirty is the safe side); (e) no binding a stored object used is released clean (the
 //! next tenant would get an account someone ran clusters in). Once the faults stop and the
 //! replicas settle: (c) every claimed binding serves a live object or is released, and no claim
 //! is left behind. The API server's own checks (DESIGN §5 at every commit) run as well.
@@ -26,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use api::{Api, BINDINGS, Binding, CLAIMS, Claim, SHOOTS, Shoot, TENANTS};
 use hap_operator::api::MultiHyperscalerAccount;
+use hap_operator::labels::CLAIMED_BY;
 use hap_operator::selection::MultiAccountPolicy;
 use leader::{Gc, GcPhase, Protocol, Replica, Sources, Write, trace};
 use proptest::prelude::*;
@@ -41,15 +43,6 @@ const ADMIT: u64 = 2;
 const HOLD: u64 = 2;
 /// The ledger's clock advances this much per tick (its in-flight records live 120 s).
 const TICK: Duration = Duration::from_millis(100);
-
-/// Which rule releases a binding clean (NEW).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CleanRule {
-    /// Clean when the releasing claim never had a stored object (as issue 19 words it).
-    Claim,
-    /// Clean when no stored object was ever seen on the binding, through whichever claim.
-    Binding,
-}
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -146,7 +139,6 @@ struct Zombie {
 
 struct World {
     p: Protocol,
-    clean: CleanRule,
     api: Api,
     leader: Replica,
     /// NEW: the leader writes nothing before this tick (see `leader_may_act`).
@@ -156,8 +148,6 @@ struct World {
     calls: Vec<Call>,
     objects: BTreeMap<String, Stored>,
     meta: BTreeMap<String, Meta>,
-    /// Bindings a seen object ran on: the record the binding rule reads.
-    served_bindings: BTreeSet<String>,
     /// Truth for the checks: every binding a stored object ever named.
     ever_used: BTreeSet<String>,
     /// Bindings a leader was claiming when it paused: its claim write may commit (or have
@@ -165,6 +155,12 @@ struct World {
     interrupted: BTreeSet<String>,
     /// Tenant labels after the last step, to see a clean release happen.
     tenants: BTreeMap<String, Option<String>>,
+    /// Claimed-by records after the last step, to see one removed by a reuse.
+    records: BTreeMap<String, Option<String>>,
+    /// Bindings a second claim was bound to (their claimed-by record went, the tenant stayed):
+    /// the operator cannot tell any more whether one of their objects existed, and releases
+    /// them dirty (the price of (e)), so (d) does not hold them.
+    shared: BTreeSet<String>,
     /// Dirty bindings after the last step.
     dirty: usize,
     tick: u64,
@@ -176,10 +172,8 @@ struct World {
 }
 
 struct View<'a> {
-    clean: CleanRule,
     objects: &'a BTreeMap<String, Stored>,
     meta: &'a BTreeMap<String, Meta>,
-    served_bindings: &'a BTreeSet<String>,
 }
 
 impl Sources for View<'_> {
@@ -188,11 +182,8 @@ impl Sources for View<'_> {
             .get(&claim.uid)
             .is_some_and(|m| self.objects.contains_key(OBJECTS[m.obj].1))
     }
-    fn used(&self, claim: &Claim, binding: &str) -> bool {
-        match self.clean {
-            CleanRule::Claim => self.meta.get(&claim.uid).is_none_or(|m| m.served),
-            CleanRule::Binding => self.served_bindings.contains(binding),
-        }
+    fn existed(&self, claim: &Claim) -> bool {
+        self.meta.get(&claim.uid).is_some_and(|m| m.served)
     }
 }
 
@@ -232,7 +223,7 @@ fn pick_of<T: Clone>(items: &[T], pick: usize) -> Option<T> {
 }
 
 impl World {
-    fn new(p: Protocol, clean: CleanRule, s: &Setup) -> Self {
+    fn new(p: Protocol, s: &Setup) -> Self {
         let pol = policy(s.multi);
         let bindings = (0..s.bindings)
             .map(|i| Binding {
@@ -262,7 +253,6 @@ impl World {
         let leader = Replica::start(0, &api);
         let mut w = World {
             p,
-            clean,
             api,
             leader,
             quiet_until: 0,
@@ -270,11 +260,12 @@ impl World {
             policy: pol,
             calls: Vec::new(),
             ever_used: objects.values().map(|o| o.binding.clone()).collect(),
-            served_bindings: objects.values().map(|o| o.binding.clone()).collect(),
             objects,
             meta: BTreeMap::new(),
             interrupted: BTreeSet::new(),
             tenants: BTreeMap::new(),
+            records: BTreeMap::new(),
+            shared: BTreeSet::new(),
             dirty: 0,
             tick: 0,
             start: Instant::now(),
@@ -302,10 +293,8 @@ impl World {
 
     fn view(&self) -> View<'_> {
         View {
-            clean: self.clean,
             objects: &self.objects,
             meta: &self.meta,
-            served_bindings: &self.served_bindings,
         }
     }
 
@@ -485,10 +474,8 @@ impl World {
     fn reconcile(&mut self, uid: &str) {
         let now = self.now();
         let view = View {
-            clean: self.clean,
             objects: &self.objects,
             meta: &self.meta,
-            served_bindings: &self.served_bindings,
         };
         self.leader.reconcile(uid, self.p, &self.policy, &view, now);
     }
@@ -503,7 +490,6 @@ impl World {
             return;
         };
         o.seen = true;
-        self.served_bindings.insert(o.binding.clone());
         let Some(obj) = OBJECTS.iter().position(|(_, n)| *n == name) else {
             return;
         };
@@ -699,7 +685,16 @@ impl World {
             if tenants.len() > 1 {
                 found.push(format!("(b) {} is used by tenants {tenants:?}", b.name));
             }
-            if b.label("dirty").is_some() && !self.ever_used.contains(&b.name) {
+            let record = self.records.get(&b.name).cloned().flatten();
+            if record.is_some() && b.label(CLAIMED_BY).is_none() && b.label("tenantName").is_some()
+            {
+                self.shared.insert(b.name.clone());
+                seen.push("a reuse removed another claim's record");
+            }
+            if b.label("dirty").is_some()
+                && !self.ever_used.contains(&b.name)
+                && !self.shared.contains(&b.name)
+            {
                 found.push(format!(
                     "(d) {} is dirty, and no object ever used it",
                     b.name
@@ -733,6 +728,12 @@ impl World {
             self.event(what);
         }
         self.tenants = self.tenant_labels();
+        self.records = self
+            .api
+            .bindings
+            .values()
+            .map(|b| (b.name.clone(), b.label(CLAIMED_BY).map(str::to_string)))
+            .collect();
         self.violations
             .extend(found.into_iter().map(|v| match step {
                 usize::MAX => format!("settling: {v}"),
@@ -847,8 +848,8 @@ struct Report {
 }
 
 /// Runs the steps, stopping at the first violation, then the settling.
-fn run(p: Protocol, clean: CleanRule, setup: &Setup, steps: &[Step]) -> Report {
-    let mut w = World::new(p, clean, setup);
+fn run(p: Protocol, setup: &Setup, steps: &[Step]) -> Report {
+    let mut w = World::new(p, setup);
     for (i, s) in steps.iter().enumerate() {
         w.api.step = i;
         trace(|| format!("step {i} (tick {}): {s:?}", w.tick));
@@ -880,7 +881,7 @@ fn cases() -> u32 {
 /// Every case the NEW protocol has to survive, each reached by the random steps at least once:
 /// without this, a model change that made one unreachable would leave its test passing on
 /// nothing.
-const MUST_REACH: [&str; 17] = [
+const MUST_REACH: [&str; 18] = [
     "an object stored",
     "an object refused after admission",
     "an object deleted and created again",
@@ -896,6 +897,7 @@ const MUST_REACH: [&str; 17] = [
     "the clean-up's delete was refused",
     "a binding released dirty",
     "a binding released clean",
+    "a reuse removed another claim's record",
     "failover",
     "a paused leader's write landed late",
 ];
@@ -910,7 +912,7 @@ proptest! {
     /// The protocol issue 19 asks for keeps every invariant under every fault at once.
     #[test]
     fn the_new_source_protocol_keeps_every_invariant((setup, steps) in scenario()) {
-        let found = run(Protocol::New, CleanRule::Binding, &setup, &steps).violations;
+        let found = run(Protocol::New, &setup, &steps).violations;
         prop_assert!(found.is_empty(), "{found:#?}\nsetup {setup:?}\nsteps {steps:#?}");
     }
 }
@@ -926,7 +928,7 @@ fn the_random_steps_reach_every_case_that_matters() {
             continue;
         };
         let (setup, steps) = tree.current();
-        for (what, n) in run(Protocol::New, CleanRule::Binding, &setup, &steps).events {
+        for (what, n) in run(Protocol::New, &setup, &steps).events {
             *seen.entry(what).or_default() += n;
         }
     }
@@ -957,13 +959,13 @@ fn one_binding(direct: bool) -> Setup {
 /// Runs a written-out scenario under both protocols: OLD must show the violation `class`
 /// (proof that the checker can fail), NEW none.
 fn old_fails_new_holds(setup: &Setup, steps: &[Step], class: &str) {
-    let old = run(Protocol::Old, CleanRule::Binding, setup, steps).violations;
+    let old = run(Protocol::Old, setup, steps).violations;
     assert!(
         old.iter().any(|v| v.contains(class)),
         "OLD should break {class}, found {old:#?}"
     );
     trace(|| format!("OLD found {old:#?}"));
-    let new = run(Protocol::New, CleanRule::Binding, setup, steps).violations;
+    let new = run(Protocol::New, setup, steps).violations;
     assert!(new.is_empty(), "NEW should hold, found {new:#?}");
 }
 
@@ -1071,10 +1073,11 @@ fn old_object_refused_after_admission_dirties_a_binding_nobody_used() {
     old_fails_new_holds(&one_binding(false), &steps, "(d)");
 }
 
-/// Issue 19, defect 3: a Shoot of another tenant names the free binding itself; today's
-/// selection still claims it for the next tenant.
+/// Issue 19, defect 3: a Shoot of another tenant names the free binding itself. The selection
+/// used to claim it for the next tenant; the real selection both protocols run now skips it
+/// (5edf068), so OLD no longer shows (b) here and only NEW is held to it.
 #[test]
-fn old_selection_hands_an_untenanted_binding_in_use_to_a_second_tenant() {
+fn selection_never_hands_an_untenanted_binding_in_use_to_a_second_tenant() {
     use Step::*;
     let steps = [
         Create { obj: 2, tenant: 0 },
@@ -1084,16 +1087,13 @@ fn old_selection_hands_an_untenanted_binding_in_use_to_a_second_tenant() {
         Execute(0),
         Execute(0),
     ];
-    old_fails_new_holds(&one_binding(true), &steps, "(b)");
+    let new = run(Protocol::New, &one_binding(true), &steps).violations;
+    assert!(new.is_empty(), "found {new:#?}");
 }
 
-/// Found by this simulation: "clean when the releasing claim never had a stored object" is not
-/// enough. Runtime r0 runs on cb-0; r1 of the same tenant reuses cb-0 and is refused after
-/// admission. r0 goes first and its release keeps cb-0 for r1's claim; r1's claim goes last,
-/// never served anything, and releases cb-0 clean — the next tenant gets an account r0 ran in.
-/// Whether a binding may go clean is a fact of the binding's history, not of the last claim.
-#[test]
-fn clean_by_the_last_claim_alone_hands_out_a_used_account() {
+/// Steps: Runtime r0 served on cb-0 (its claim Claimed it), then Runtime r1 of the same tenant
+/// gets cb-0 by Reuse and is refused after admission, and r0 is deleted.
+fn reused_by_a_refused_runtime() -> Vec<Step> {
     use Step::*;
     let mut steps = runtime_served();
     steps.extend([
@@ -1101,6 +1101,7 @@ fn clean_by_the_last_claim_alone_hands_out_a_used_account() {
         Call(0),
         Call(0),
         Sweep, // r1's claim reuses cb-0
+        Execute(0),
         Execute(0),
         Call(0),
         Call(0),
@@ -1111,10 +1112,13 @@ fn clean_by_the_last_claim_alone_hands_out_a_used_account() {
         Delete(2),
     ]);
     steps.extend(ticks(GRACE as usize + 1));
-    // r0's claim (the first by uid) goes; its release keeps cb-0 for r1's claim.
-    steps.extend([Sweep, Gc(0), Gc(0), Gc(0), Gc(0), Sweep, Execute(0)]);
-    // Then r1's claim.
-    steps.extend([
+    steps
+}
+
+/// The clean-up of one claim (read, check, delete) and the release that follows.
+fn clean_up_and_release() -> Vec<Step> {
+    use Step::*;
+    vec![
         Sweep,
         Gc(0),
         Gc(0),
@@ -1123,14 +1127,80 @@ fn clean_by_the_last_claim_alone_hands_out_a_used_account() {
         Sweep,
         Execute(0),
         Execute(0),
-    ]);
-    let setup = one_binding(false);
-    let by_claim = run(Protocol::New, CleanRule::Claim, &setup, &steps).violations;
-    trace(|| format!("by claim: {by_claim:#?}"));
+        Execute(0),
+    ]
+}
+
+/// Found by this simulation: "clean when the releasing claim never had a stored object" is not
+/// enough. Runtime r0 runs on cb-0; r1 of the same tenant reuses cb-0 and is refused after
+/// admission. r0's claim goes first and its release keeps cb-0 for r1's claim; r1's claim goes
+/// last, never served anything, and must not release cb-0 clean: the next tenant would get an
+/// account r0 ran in. (e) on the real `decide_release`.
+#[test]
+fn a_binding_a_reused_claim_shared_is_never_released_clean() {
+    let mut steps = reused_by_a_refused_runtime();
+    // r0's claim (the first by uid) goes first; then r1's.
+    steps.extend(clean_up_and_release());
+    steps.extend(clean_up_and_release());
+    let report = run(Protocol::New, &one_binding(false), &steps);
     assert!(
-        by_claim.iter().any(|v| v.contains("(e)")),
-        "found {by_claim:#?}"
+        report.violations.is_empty(),
+        "found {:#?}",
+        report.violations
     );
-    let by_binding = run(Protocol::New, CleanRule::Binding, &setup, &steps).violations;
-    assert!(by_binding.is_empty(), "found {by_binding:#?}");
+    assert!(
+        report.events.contains_key("a binding released dirty"),
+        "the scenario must reach the release: {:#?}",
+        report.events
+    );
+}
+
+/// The reverse: r1's claim Claimed cb-0 and r1 was refused; r0 of the same tenant reused cb-0
+/// and ran. r0's claim goes first (its release keeps cb-0 for r1's claim), r1's claim last.
+#[test]
+fn a_binding_claimed_by_a_refused_runtime_and_reused_is_never_released_clean() {
+    use Step::*;
+    let mut steps = vec![
+        Create { obj: 3, tenant: 0 },
+        Call(0),
+        Call(0),
+        Sweep, // r1's claim claims cb-0
+        Execute(0),
+        Execute(0),
+        Call(0),
+        Call(0),
+        Admit {
+            pick: 0,
+            store: false,
+        },
+        Create { obj: 2, tenant: 0 },
+        Call(0),
+        Call(0),
+        Sweep, // r0's claim reuses cb-0
+        Execute(0),
+        Execute(0),
+        Call(0),
+        Call(0),
+        Admit {
+            pick: 0,
+            store: true,
+        },
+        Pass(0),
+        Delete(2),
+    ];
+    steps.extend(ticks(GRACE as usize + 1));
+    // r0's claim (the second by uid) goes first.
+    steps.extend([Sweep, Gc(1), Gc(0), Gc(0), Gc(0), Sweep, Execute(0)]);
+    steps.extend(clean_up_and_release());
+    let report = run(Protocol::New, &one_binding(false), &steps);
+    assert!(
+        report.violations.is_empty(),
+        "found {:#?}",
+        report.violations
+    );
+    assert!(
+        report.events.contains_key("a binding released dirty"),
+        "the scenario must reach the release: {:#?}",
+        report.events
+    );
 }

@@ -1,7 +1,8 @@
 //! Reconcile of AccountClaim: keep claims with a recorded binding where they are (apply-once),
 //! otherwise evaluate the rules, choose a binding over the ledger (the index seen through the
-//! in-flight writes), claim it with a compare-and-swap, and record the result in status. On
-//! deletion, release (controller::release).
+//! in-flight writes), claim it with a compare-and-swap (tenant and claimed-by labels), or, for a
+//! binding another claim claimed, remove that claim's claimed-by label first; and record the
+//! result in status. On deletion, release (controller::release).
 //!
 //! Every write's outcome goes back into the ledger: written, refused (the record ends), or
 //! unknown (the record stays until the index shows the object's new state). A reconcile never
@@ -20,12 +21,14 @@ use super::{Context, claim_key, decidable, point_caches, resync};
 use crate::api::{AccountClaim, CLAIM_FINALIZER, MatchedRule};
 use crate::k8s::K8sError;
 use crate::k8s::lean::StoredClaim;
+use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
 use crate::pools::{ClaimView, Kind, claim_view};
 use crate::rules::{EvalError, Request as RuleRequest};
 use crate::selection::{
-    Choice, MultiAccountPolicy, OrderedRequest, Placement, WriteState, check_bound, select_ordered,
+    BeforeUse, Choice, MultiAccountPolicy, OrderedRequest, Placement, WriteState, before_use,
+    check_bound, select_ordered,
 };
 use crate::status::{
     BoundTo, ClaimOutcome, PendingReason, claim_status_changed, desired_claim_status, is_denied,
@@ -258,18 +261,35 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
             pins: active.rules.pins(),
         };
         let placement = select_ordered(&l.inventory, &l.inflight, &request, &policy, &paused, now);
+        let before = match &placement.choice {
+            Choice::Use { binding, .. } => {
+                before_use(&l.inventory, &l.inflight, &view.uid, binding, now)
+            }
+            _ => BeforeUse::Bind,
+        };
+        if let BeforeUse::Wait { binding } = before {
+            tracing::debug!(
+                claim = key,
+                binding,
+                "waits for another claim's claim write"
+            );
+            return Ok(Action::requeue(Duration::from_millis(200)));
+        }
         // Recorded under the same lock as the decision, so a sibling claim decided right after
         // sees this one even though nothing has been written yet.
         l.inflight
             .record(&view, &placement.pool, &placement.choice, now);
-        placement
+        (placement, before)
     };
-    let Placement {
-        choice,
-        preference,
-        pool,
-        pinned,
-    } = placement;
+    let (
+        Placement {
+            choice,
+            preference,
+            pool,
+            pinned,
+        },
+        before,
+    ) = placement;
     tracing::debug!(claim = key, rv = ?claim.resource_version(), ?choice, "decided");
     let bound_to = |binding: String, decision| BoundTo {
         binding,
@@ -286,6 +306,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
     };
     match choice {
         Choice::Use { binding, decision } => {
+            unclaim(claim, ctx, &active, &view, &before).await?;
             bind(claim, ctx, &view, bound_to(binding, decision.into())).await
         }
         Choice::Claim {
@@ -445,7 +466,8 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s)
 }
 
-/// Writes `tenantName=<global account>` with the resourceVersion precondition.
+/// Writes `tenantName=<global account>` and `claimed-by=<claim uid>` with the resourceVersion
+/// precondition.
 async fn claim_binding(
     claim: &AccountClaim,
     ctx: &Context,
@@ -468,16 +490,15 @@ async fn claim_binding(
         });
     };
     let target = active.binding_target();
+    // The claimed-by record in the same compare-and-swap: a clean release trusts it only as
+    // long as no other claim was bound to the binding (crate::release, step 9).
+    let labels = [
+        (tenant_key.as_str(), view.global_account.as_str()),
+        (CLAIMED_BY, view.uid.as_str()),
+    ];
     let result = ctx
         .writer
-        .set_binding_label_cas(
-            target.kind,
-            &target.namespace,
-            binding,
-            rv,
-            tenant_key,
-            &view.global_account,
-        )
+        .set_binding_labels_cas(target.kind, &target.namespace, binding, rv, &labels)
         .await;
     ctx.ledger()
         .claim_outcome(binding, outcome(&result), Instant::now());
@@ -489,6 +510,56 @@ async fn claim_binding(
             Ok(())
         }
         Err(e) => Err(k8s(&key, "claiming a binding")(e)),
+    }
+}
+
+/// Removes the claimed-by record of the claim that claimed the binding before this claim, which
+/// did not claim it, is recorded Bound to it (`selection::claimant`). A conflict: the binding
+/// moved since the decision, which is taken again; the assignment recorded with it ends.
+pub(super) async fn unclaim(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+    before: &BeforeUse,
+) -> Result<(), ClaimError> {
+    let BeforeUse::Unclaim {
+        binding,
+        expected_resource_version,
+    } = before
+    else {
+        return Ok(());
+    };
+    let key = claim_key(claim);
+    let step = "removing another claim's claimed-by label before the reuse";
+    let target = active.binding_target();
+    let result = match expected_resource_version {
+        Some(rv) => {
+            ctx.writer
+                .remove_binding_labels_cas(
+                    target.kind,
+                    &target.namespace,
+                    binding,
+                    rv,
+                    &[CLAIMED_BY],
+                )
+                .await
+        }
+        None => Err(K8sError::Conflict {
+            what: format!("binding {binding} has no resourceVersion in the index"),
+        }),
+    };
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            // No status was written: the claim is not being assigned any more.
+            ctx.ledger()
+                .assignment_outcome(&view.uid, Outcome::Refused, Instant::now());
+            if let K8sError::Forbidden { message, .. } = &e {
+                refused(claim, ctx, active, binding, "reuse", message).await;
+            }
+            Err(k8s(&key, step)(e))
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Deletion of an AccountClaim: release its binding (crate::release decides) with a
 //! compare-and-swap — the dirty label for the cleanup job, or, for a source claim whose object
-//! never existed, the tenant label removed — then remove the finalizer. Before releasing a source
+//! never existed on a binding no other claim was bound to, the tenant and claimed-by labels
+//! removed — then remove the finalizer. Before releasing a source
 //! claim's binding its object is read live: while it exists (again), the release waits.
 //!
 //! Without a valid config the operator cannot know the pool's labels, so the finalizer stays and
@@ -21,6 +22,7 @@ use crate::api::conditions::reasons;
 use crate::api::{AccountClaim, CLAIM_FINALIZER, ReleaseMode, SourceKind};
 use crate::k8s::K8sError;
 use crate::k8s::sources::SourceWrites;
+use crate::labels::CLAIMED_BY;
 use crate::pools::{ClaimView, claim_view};
 use crate::release::{KeepReason, Origin, Presence, Release, decide_release};
 use crate::selection::Choice;
@@ -261,8 +263,10 @@ async fn write_release(
                 .await
         }
         How::Clean => {
+            // The record goes with the tenant: a binding claimed again gets a new one.
+            let labels = [keys.tenant_name.as_str(), CLAIMED_BY];
             ctx.writer
-                .remove_binding_label_cas(kind, ns, binding, rv, &keys.tenant_name)
+                .remove_binding_labels_cas(kind, ns, binding, rv, &labels)
                 .await
         }
     };
@@ -285,8 +289,9 @@ async fn write_release(
                     "ReleasedClean",
                     format!(
                         "released binding {ns}/{binding} clean: never used by a cluster (the \
-                         object the claim was made for never existed), so {} was removed and it \
-                         went back to the pool without the cleanup job",
+                         object the claim was made for never existed, and no other claim was \
+                         bound to it), so {} and {CLAIMED_BY} were removed and it went back to \
+                         the pool without the cleanup job",
                         keys.tenant_name
                     ),
                 ),
@@ -425,16 +430,14 @@ async fn resolve(
     }
     let target = active.binding_target();
     let tenant_key = &active.rules.label_keys().tenant_name;
+    // The same write as the first attempt, claimed-by included.
+    let labels = [
+        (tenant_key.as_str(), view.global_account.as_str()),
+        (CLAIMED_BY, view.uid.as_str()),
+    ];
     let result = ctx
         .writer
-        .set_binding_label_cas(
-            target.kind,
-            &target.namespace,
-            binding,
-            &rv,
-            tenant_key,
-            &view.global_account,
-        )
+        .set_binding_labels_cas(target.kind, &target.namespace, binding, &rv, &labels)
         .await;
     ctx.ledger()
         .claim_outcome(binding, outcome(&result), Instant::now());

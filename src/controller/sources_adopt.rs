@@ -1,17 +1,18 @@
 //! Reconcile of an adopting AccountClaim (`spec.adoptBinding`, created for a Kyma Runtime that
 //! named its binding): record the binding as Bound with decision `Adopted`, or report why it
-//! cannot be the tenant's. The decision is `sources::adopt`; nothing is written on the binding.
+//! cannot be the tenant's. The decision is `sources::adopt`; the only write on the binding is the
+//! removal of another claim's claimed-by record (`selection::claimant`).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kube::runtime::controller::Action;
 
 use super::active::ActiveConfig;
-use super::claim::{ClaimError, count, pending, status_outcome, write_outcome};
+use super::claim::{ClaimError, count, pending, status_outcome, unclaim, write_outcome};
 use super::{Context, resync};
 use crate::api::{AccountClaim, Decision, MatchedRule};
 use crate::pools::ClaimView;
-use crate::selection::{Choice, UseReason};
+use crate::selection::{BeforeUse, Choice, UseReason, before_use};
 use crate::sources::adopt::{Adoption, adopt};
 use crate::status::{BoundTo, ClaimOutcome, PendingReason};
 
@@ -22,10 +23,20 @@ pub(super) async fn reconcile(
     view: &ClaimView,
     binding: &str,
 ) -> Result<Action, ClaimError> {
-    let adoption = {
+    let (adoption, before) = {
         let mut guard = ctx.ledger();
         let l = &mut *guard;
         let adoption = adopt(&l.inventory, binding, &claim.spec.global_account);
+        let now = Instant::now();
+        let before = match &adoption {
+            Adoption::Bound { .. } => {
+                before_use(&l.inventory, &l.inflight, &view.uid, binding, now)
+            }
+            Adoption::NotTenant { .. } => BeforeUse::Bind,
+        };
+        if let BeforeUse::Wait { .. } = before {
+            return Ok(Action::requeue(Duration::from_millis(200)));
+        }
         if let Adoption::Bound { pool } = &adoption {
             // Counted as the tenant's cluster on the binding at once, like any assignment and
             // under the same lock as the decision, so a decision taken before the index shows
@@ -37,13 +48,15 @@ pub(super) async fn reconcile(
                     binding: binding.to_string(),
                     decision: UseReason::Reused,
                 },
-                Instant::now(),
+                now,
             );
         }
-        adoption
+        (adoption, before)
     };
     match adoption {
         Adoption::Bound { pool } => {
+            // A binding another claim claimed loses that claim's record before this one binds.
+            unclaim(claim, ctx, active, view, &before).await?;
             let to = BoundTo {
                 binding: binding.to_string(),
                 namespace: active.spec.binding_namespace.clone(),

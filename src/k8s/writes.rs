@@ -117,38 +117,71 @@ impl Writer {
         key: &str,
         value: &str,
     ) -> Result<Option<String>, K8sError> {
-        let body =
-            json!({"metadata": {"resourceVersion": resource_version, "labels": {key: value}}});
-        let what = format!("{} {ns}/{name}", kind.gvk().2);
-        let request = Request::new(DynamicObject::url_path(&binding_resource(kind), Some(ns)));
-        let request = request.patch(name, &patch_params(), &Patch::Merge(body));
-        self.fenced(|| what.clone())?;
-        send(&self.garden, request, "patch")
+        let labels = [(key, Some(value))];
+        self.patch_binding_labels_cas(kind, ns, name, resource_version, &labels, "label")
             .await
-            .map_err(|e| K8sError::classify("label", what, e))
     }
 
-    /// Removes one label of a binding only if the binding still has `resource_version`: the
-    /// compare-and-swap of a clean release, which hands a binding no cluster used back to the
-    /// pool. Returns the new resourceVersion.
-    pub async fn remove_binding_label_cas(
+    /// Sets several labels on a binding in one compare-and-swap: a claim write sets the tenant
+    /// and claimed-by labels together, so that no reader ever sees one without the other.
+    pub async fn set_binding_labels_cas(
         &self,
         kind: BindingKind,
         ns: &str,
         name: &str,
         resource_version: &str,
-        key: &str,
+        labels: &[(&str, &str)],
     ) -> Result<Option<String>, K8sError> {
-        // In a merge patch, null removes the key.
-        let body =
-            json!({"metadata": {"resourceVersion": resource_version, "labels": {key: null}}});
+        let labels: Vec<(&str, Option<&str>)> =
+            labels.iter().map(|(k, v)| (*k, Some(*v))).collect();
+        self.patch_binding_labels_cas(kind, ns, name, resource_version, &labels, "label")
+            .await
+    }
+
+    /// Removes labels of a binding only if the binding still has `resource_version`: the
+    /// compare-and-swap of a clean release (tenant and claimed-by) and of the removal of
+    /// claimed-by before a reuse. Returns the new resourceVersion.
+    pub async fn remove_binding_labels_cas(
+        &self,
+        kind: BindingKind,
+        ns: &str,
+        name: &str,
+        resource_version: &str,
+        keys: &[&str],
+    ) -> Result<Option<String>, K8sError> {
+        let labels: Vec<(&str, Option<&str>)> = keys.iter().map(|k| (*k, None)).collect();
+        self.patch_binding_labels_cas(kind, ns, name, resource_version, &labels, "unlabel")
+            .await
+    }
+
+    /// One merge patch of a binding's labels (`None` removes the key: null in a merge patch),
+    /// conditioned on `resource_version`.
+    async fn patch_binding_labels_cas(
+        &self,
+        kind: BindingKind,
+        ns: &str,
+        name: &str,
+        resource_version: &str,
+        labels: &[(&str, Option<&str>)],
+        verb: &'static str,
+    ) -> Result<Option<String>, K8sError> {
+        let labels: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v.map_or(serde_json::Value::Null, |v| v.into()),
+                )
+            })
+            .collect();
+        let body = json!({"metadata": {"resourceVersion": resource_version, "labels": labels}});
         let what = format!("{} {ns}/{name}", kind.gvk().2);
         let request = Request::new(DynamicObject::url_path(&binding_resource(kind), Some(ns)));
         let request = request.patch(name, &patch_params(), &Patch::Merge(body));
         self.fenced(|| what.clone())?;
         send(&self.garden, request, "patch")
             .await
-            .map_err(|e| K8sError::classify("unlabel", what, e))
+            .map_err(|e| K8sError::classify(verb, what, e))
     }
 
     /// One annotation of a claim as the API server has it (the claim watch drops annotations):

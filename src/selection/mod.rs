@@ -21,7 +21,10 @@
 //! - While a claim write for the tenant in the pool is in progress or its outcome is unknown, the
 //!   tenant's other claims get `Wait` rather than a second binding (§5.2) or a binding whose
 //!   claim may still fail; the claim that made the write retries it.
+//! - A binding another claim claimed loses that claim's `claimed-by` record before a `Use` of it
+//!   is recorded (`claimant::before_use`), so that no later release can take it for untouched.
 
+pub mod claimant;
 mod hash;
 mod inflight;
 mod ordered;
@@ -30,6 +33,7 @@ pub mod pinned;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
+pub use claimant::{BeforeUse, before_use};
 pub use hash::weight;
 pub use inflight::{
     DEFAULT_TTL, InFlight, PendingAssignment, PendingClaim, PendingRelease, WriteState,

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use hap_operator::labels::PoolKey;
+use hap_operator::labels::{CLAIMED_BY, PoolKey};
 use hap_operator::selection::MultiAccountPolicy;
 
 pub const TENANTS: [&str; 4] = ["t0", "t1", "t2", "t3"];
@@ -565,26 +565,66 @@ impl Api {
         Ok(())
     }
 
-    /// A clean release: the tenant label goes (compare-and-swap), the binding is free again and
-    /// the cleanup job never sees it. The same checks as a release marking it dirty.
-    pub fn remove_label(
+    /// A claim write: the tenant label and the claiming claim's `CLAIMED_BY` record in one
+    /// compare-and-swap, with the checks of `set_label`.
+    pub fn claim_binding(
         &mut self,
         name: &str,
         base: u64,
-        key: &str,
+        tenant: &str,
         by: &Writer,
     ) -> Result<u64, Refused> {
         let b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
         if b.rv != base {
             return Err(Refused::Conflict);
         }
-        if self.untouchable.contains_key(name) || key != "tenantName" {
-            self.violation(format!("removed {key} from {name}"));
+        if self.untouchable.contains_key(name) {
+            self.violation(format!("§5.4 replica {} claimed {name}", by.replica));
+        }
+        let claim = self.claims.get(&by.claim).cloned();
+        self.check_claim_write(&b, tenant, claim.as_ref(), by);
+        let mut b = b;
+        b.labels.insert("tenantName".into(), tenant.into());
+        b.labels.insert(CLAIMED_BY.into(), by.claim.clone());
+        self.put_binding(b);
+        Ok(self.rv)
+    }
+
+    /// The removal of another claim's `CLAIMED_BY` record before a claim is bound to the binding
+    /// (compare-and-swap).
+    pub fn unclaim(&mut self, name: &str, base: u64, by: &Writer) -> Result<u64, Refused> {
+        let b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
+        if b.rv != base {
+            return Err(Refused::Conflict);
+        }
+        if b.label(CLAIMED_BY) == Some(by.claim.as_str()) {
+            self.violation(format!(
+                "claim {} removed its own record from {name}",
+                by.claim
+            ));
+        }
+        let mut b = b;
+        b.labels.remove(CLAIMED_BY);
+        self.put_binding(b);
+        Ok(self.rv)
+    }
+
+    /// A clean release: the tenant label and the `CLAIMED_BY` record go (compare-and-swap), the
+    /// binding is free again and the cleanup job never sees it. The same checks as a release
+    /// marking it dirty.
+    pub fn release_clean(&mut self, name: &str, base: u64, by: &Writer) -> Result<u64, Refused> {
+        let b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
+        if b.rv != base {
+            return Err(Refused::Conflict);
+        }
+        if self.untouchable.contains_key(name) {
+            self.violation(format!("released {name} clean"));
         }
         let claim = self.claims.get(&by.claim).cloned();
         self.check_release(&b, claim.as_ref(), by);
         let mut b = b;
-        b.labels.remove(key);
+        b.labels.remove("tenantName");
+        b.labels.remove(CLAIMED_BY);
         self.put_binding(b);
         Ok(self.rv)
     }

@@ -1,7 +1,8 @@
 //! One operator replica on the request-source path: the claim controller's reconcile split into
 //! its decision and its writes around the real ledger, selection and `decide_release`, as
 //! `tests/simulation/operator.rs` does for AccountClaims, plus the source path's own rules for
-//! each protocol (`Protocol`). The source clean-up (GC) is the world's, since it reads the
+//! each protocol (`Protocol`). Claim writes carry the claimed-by record, and a claim bound to a
+//! binding another claim claimed removes it first (the real `before_use`). The source clean-up (GC) is the world's, since it reads the
 //! request objects; its progress lives here so that a paused leader keeps it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -10,8 +11,10 @@ use std::time::Instant;
 use hap_operator::api::ReleaseMode;
 use hap_operator::ledger::{Ledger, Outcome};
 use hap_operator::pools::{BindingView, ClaimView, Inventory, Kind, ShootView};
-use hap_operator::release::{Release, decide_release};
-use hap_operator::selection::{Choice, MultiAccountPolicy, Request, WriteState, select};
+use hap_operator::release::{Origin, Presence, Release, decide_release};
+use hap_operator::selection::{
+    BeforeUse, Choice, MultiAccountPolicy, Request, WriteState, before_use, select,
+};
 
 use super::api::{
     Api, BINDINGS, CLAIMS, Change, Claim, Obj, Phase, Refused, SHOOTS, Writer, pools,
@@ -32,11 +35,16 @@ pub enum Write {
         base: u64,
         tenant: String,
     },
+    /// Another claim's claimed-by record removed before this claim is recorded Bound.
+    Unclaim {
+        binding: String,
+        base: u64,
+    },
     Status {
         base: u64,
         phase: Phase,
     },
-    /// `dirty=true`, or with `clean` the tenant label removed (the binding is free again).
+    /// `dirty=true`, or with `clean` the tenant and claimed-by labels removed (free again).
     Release {
         binding: String,
         base: u64,
@@ -50,8 +58,8 @@ pub enum Write {
 pub trait Sources {
     /// A live read: an object of the claim's kind and name exists now.
     fn exists(&self, claim: &Claim) -> bool;
-    /// A stored object may have run on `binding` for this claim: release it dirty.
-    fn used(&self, claim: &Claim, binding: &str) -> bool;
+    /// The claim carries its object's UID: the source pass saw the object stored.
+    fn existed(&self, claim: &Claim) -> bool;
 }
 
 /// The source clean-up of one claim in progress: read the claim, check its object, delete.
@@ -132,11 +140,10 @@ fn state_at(api: &Api, kind: usize, pos: usize) -> BTreeMap<String, Obj> {
     out
 }
 
-/// The release of a deleting source claim: the glue between `decide_release` and the source
-/// path, kept in one place so that a release which learns clean and dirty itself replaces it.
-/// NEW: an object of the claim's name that exists again holds the release (the index may not
-/// show it, and for a Runtime it never shows); a binding no stored object may have used is
-/// released clean, since the cleanup job would wipe an account nobody touched.
+/// The release of a deleting source claim, as the claim controller takes it: the real
+/// `decide_release` with the claim's origin (OLD: today's code read no object, so every source
+/// claim is released as a user's, dirty); NEW: when the decision asks for the object, the live
+/// read answers and the decision is taken again.
 fn source_release(
     p: Protocol,
     view: &ClaimView,
@@ -144,17 +151,30 @@ fn source_release(
     inflight: &hap_operator::selection::InFlight,
     now: Instant,
     exists: bool,
-    used: impl Fn(&str) -> bool,
-) -> Option<(Release, bool)> {
-    if p == Protocol::New && exists {
-        return None;
+    existed: bool,
+) -> Release {
+    let mode = ReleaseMode::MarkDirty;
+    if p == Protocol::Old {
+        return decide_release(view, inv, inflight, mode, Origin::User, now);
     }
-    let d = decide_release(view, inv, inflight, ReleaseMode::MarkDirty, now);
-    let clean = match &d {
-        Release::MarkDirty { binding, .. } => p == Protocol::New && !used(binding),
-        _ => false,
+    let unread = Origin::Source {
+        existed,
+        now: Presence::Unread,
     };
-    Some((d, clean))
+    let d = decide_release(view, inv, inflight, mode, unread, now);
+    if !matches!(d, Release::ReadSource { .. }) {
+        return d;
+    }
+    let now_is = if exists {
+        Presence::Exists
+    } else {
+        Presence::Gone
+    };
+    let read = Origin::Source {
+        existed,
+        now: now_is,
+    };
+    decide_release(view, inv, inflight, mode, read, now)
 }
 
 /// NEW: bindings without a tenant that a Shoot already names are never claimable, whoever runs
@@ -282,32 +302,19 @@ impl Replica {
     ) -> VecDeque<Write> {
         let view = claim_view(c);
         let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
-        let exists = sources.exists(c);
-        let used = |b: &str| sources.used(c, b);
-        let Some((d, clean)) = source_release(p, &view, inv, inflight, now, exists, used) else {
-            return VecDeque::new();
-        };
-        trace(|| {
-            format!(
-                "  replica {} releases {}: {d:?} clean {clean}",
-                self.id, c.uid
-            )
-        });
+        let (exists, existed) = (sources.exists(c), sources.existed(c));
+        let d = source_release(p, &view, inv, inflight, now, exists, existed);
+        trace(|| format!("  replica {} releases {}: {d:?}", self.id, c.uid));
         let mut plan = VecDeque::new();
         match d {
             Release::MarkDirty {
                 binding,
                 expected_resource_version: Some(rv),
-            } => {
-                inflight.release_started(&binding, Some(rv.clone()), now);
-                let base = rv.parse().unwrap_or(0);
-                plan.push_back(Write::Release {
-                    binding,
-                    base,
-                    clean,
-                });
-                plan.push_back(Write::Finalizer);
-            }
+            } => release_write(inflight, &mut plan, binding, &rv, false, now),
+            Release::ReleaseClean {
+                binding,
+                expected_resource_version: Some(rv),
+            } => release_write(inflight, &mut plan, binding, &rv, true, now),
             Release::Resolve {
                 binding,
                 expected_resource_version,
@@ -330,6 +337,9 @@ impl Replica {
                 }
             }
             Release::MarkDirty { .. }
+            | Release::ReleaseClean { .. }
+            | Release::ReadSource { .. }
+            | Release::WaitForSource { .. }
             | Release::WaitForShoot { .. }
             | Release::WaitForWrite { .. } => {}
             Release::Keep(_) => plan.push_back(Write::Finalizer),
@@ -371,8 +381,25 @@ impl Replica {
         let inv = shown.as_ref().unwrap_or(inv);
         let choice = select(inv, inflight, &req, policy, &BTreeSet::new(), now);
         trace(|| format!("  replica {} decides {}: {choice:?}", self.id, c.uid));
-        inflight.record(&view, pool, &choice, now);
+        let before = match &choice {
+            Choice::Use { binding, .. } => before_use(inv, inflight, &c.uid, binding, now),
+            _ => BeforeUse::Bind,
+        };
         let mut plan = VecDeque::new();
+        match before {
+            BeforeUse::Wait { .. } => return plan,
+            BeforeUse::Unclaim {
+                binding,
+                expected_resource_version,
+            } => {
+                let base = expected_resource_version
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                plan.push_back(Write::Unclaim { binding, base });
+            }
+            BeforeUse::Bind => {}
+        }
+        inflight.record(&view, pool, &choice, now);
         let phase = match choice {
             Choice::Use { binding, .. } | Choice::Bound { binding } => Phase::Bound(binding),
             Choice::Claim {
@@ -439,9 +466,8 @@ impl Replica {
                 binding,
                 base,
                 tenant,
-            } => api
-                .set_label(binding, *base, "tenantName", tenant, &by)
-                .map(drop),
+            } => api.claim_binding(binding, *base, tenant, &by).map(drop),
+            Write::Unclaim { binding, base } => api.unclaim(binding, *base, &by).map(drop),
             Write::Status { base, phase } => {
                 api.set_status(uid, *base, phase.clone(), &by).map(drop)
             }
@@ -456,9 +482,7 @@ impl Replica {
                 binding,
                 base,
                 clean: true,
-            } => api
-                .remove_label(binding, *base, "tenantName", &by)
-                .map(drop),
+            } => api.release_clean(binding, *base, &by).map(drop),
             Write::Finalizer => api.remove_finalizer(uid),
         };
         let outcome = if sent.is_ok() {
@@ -473,12 +497,35 @@ impl Replica {
                 phase: Phase::Bound(_),
                 ..
             } => l.assignment_outcome(uid, outcome, now),
+            // No status was written: the claim is not being assigned any more.
+            Write::Unclaim { .. } if outcome == Outcome::Refused => {
+                l.assignment_outcome(uid, outcome, now)
+            }
             Write::Release { binding, .. } => l.release_outcome(binding, outcome, now),
             Write::Finalizer if outcome == Outcome::Written => l.inflight.forget_claim(uid, now),
             _ => {}
         }
         sent.is_ok()
     }
+}
+
+/// A release write, recorded as started before it is sent, then the finalizer.
+fn release_write(
+    inflight: &mut hap_operator::selection::InFlight,
+    plan: &mut VecDeque<Write>,
+    binding: String,
+    rv: &str,
+    clean: bool,
+    now: Instant,
+) {
+    inflight.release_started(&binding, Some(rv.to_string()), now);
+    let base = rv.parse().unwrap_or(0);
+    plan.push_back(Write::Release {
+        binding,
+        base,
+        clean,
+    });
+    plan.push_back(Write::Finalizer);
 }
 
 /// Prints a line of the trace when `HAP_SIM_TRACE` is set.
