@@ -264,7 +264,9 @@ pub async fn run_with(
         ));
         tokio::select! {
             _ = stop.cancelled() => {}
-            got = rx => if got.is_err() {
+            // A standby's lease task also ends, without leading, when told to stop: that is the
+            // stop, not an error, whichever of the two this select sees first.
+            got = rx => if got.is_err() && !stop.is_cancelled() {
                 // The lease task ended before leading: a fatal error (the namespace is missing).
                 background.abort();
                 return match task.await {
