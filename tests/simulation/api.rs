@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use hap_operator::labels::{CLAIMED_BY, PoolKey};
+use hap_operator::ledger::Ledger;
+use hap_operator::pools::{BindingView, ClaimView, Kind, ShootView};
 use hap_operator::selection::MultiAccountPolicy;
 
 pub const TENANTS: [&str; 4] = ["t0", "t1", "t2", "t3"];
@@ -627,5 +629,47 @@ impl Api {
         b.labels.remove(CLAIMED_BY);
         self.put_binding(b);
         Ok(self.rv)
+    }
+}
+
+/// The view of a claim the operator's index keeps (both simulations read the API the same way).
+pub fn claim_view(c: &Claim) -> ClaimView {
+    ClaimView {
+        namespace: "kcp".into(),
+        name: c.name.clone(),
+        uid: c.uid.clone(),
+        resource_version: Some(c.rv.to_string()),
+        global_account: c.tenant.clone(),
+        shoot_name: c.shoot.clone(),
+        bound_binding: c.recorded().map(str::to_string),
+        lost: matches!(c.phase, Phase::Failed(_)),
+        deleting: c.deleting,
+        ..Default::default()
+    }
+}
+
+/// One object of a watch event into the replica's ledger.
+pub fn apply(ledger: &mut Ledger, obj: &Obj) {
+    match obj {
+        Obj::Binding(b) => ledger.apply_binding(BindingView {
+            name: b.name.clone(),
+            resource_version: Some(b.rv.to_string()),
+            labels: b.labels.clone(),
+        }),
+        Obj::Claim(c) => ledger.apply_claim(claim_view(c)),
+        Obj::Shoot(s) => ledger.apply_shoot(ShootView {
+            name: s.name.clone(),
+            resource_version: Some(s.rv.to_string()),
+            binding: s.binding.clone(),
+        }),
+    }
+}
+
+/// The index's kind of a watch by its number in this API.
+pub fn kind_of(k: usize) -> Kind {
+    match k {
+        BINDINGS => Kind::Binding,
+        CLAIMS => Kind::Claim,
+        _ => Kind::Shoot,
     }
 }

@@ -10,14 +10,15 @@ use std::time::{Duration, Instant};
 use hap_operator::api::ReleaseMode;
 use hap_operator::leadership::Fence;
 use hap_operator::ledger::{Ledger, Outcome};
-use hap_operator::pools::{BindingView, ClaimView, Kind, ShootView};
+use hap_operator::pools::Kind;
 use hap_operator::release::{Origin, Release, decide_release};
 use hap_operator::selection::{
     Choice, MultiAccountPolicy, Request, WriteState, check_bound, select,
 };
 
 use super::api::{
-    Api, BINDINGS, CLAIMS, Change, Claim, Obj, Phase, Refused, SHOOTS, Writer, pools,
+    Api, BINDINGS, CLAIMS, Change, Claim, Obj, Phase, Refused, SHOOTS, Writer, apply, claim_view,
+    kind_of, pools,
 };
 
 /// The next write of a reconcile in progress.
@@ -59,45 +60,6 @@ pub struct Replica {
     pub plans: BTreeMap<String, VecDeque<Write>>,
     /// A watch restarted and has not listed yet: nothing can be decided (`decidable()`).
     unready: bool,
-}
-
-fn claim_view(c: &Claim) -> ClaimView {
-    ClaimView {
-        namespace: "kcp".into(),
-        name: c.name.clone(),
-        uid: c.uid.clone(),
-        resource_version: Some(c.rv.to_string()),
-        global_account: c.tenant.clone(),
-        shoot_name: c.shoot.clone(),
-        bound_binding: c.recorded().map(str::to_string),
-        lost: matches!(c.phase, Phase::Failed(_)),
-        deleting: c.deleting,
-        ..Default::default()
-    }
-}
-
-fn apply(ledger: &mut Ledger, obj: &Obj) {
-    match obj {
-        Obj::Binding(b) => ledger.apply_binding(BindingView {
-            name: b.name.clone(),
-            resource_version: Some(b.rv.to_string()),
-            labels: b.labels.clone(),
-        }),
-        Obj::Claim(c) => ledger.apply_claim(claim_view(c)),
-        Obj::Shoot(s) => ledger.apply_shoot(ShootView {
-            name: s.name.clone(),
-            resource_version: Some(s.rv.to_string()),
-            binding: s.binding.clone(),
-        }),
-    }
-}
-
-fn kind_of(k: usize) -> Kind {
-    match k {
-        BINDINGS => Kind::Binding,
-        CLAIMS => Kind::Claim,
-        _ => Kind::Shoot,
-    }
 }
 
 impl Replica {
