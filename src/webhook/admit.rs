@@ -53,17 +53,6 @@ pub async fn review(hook: &Webhook, body: &[u8]) -> Vec<u8> {
 
 /// Whether the claim of that name exists: the cache, or (it lags behind a claim created a moment
 /// ago, maybe by another replica) the API server, bounded by the decision timeout.
-async fn served(hook: &Webhook, name: &str) -> Result<bool, String> {
-    if hook.claims.cached(name).is_some() {
-        return Ok(true);
-    }
-    match tokio::time::timeout(hook.decision_timeout, hook.claims.get(name)).await {
-        Ok(Ok(found)) => Ok(found.is_some()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("the API server did not answer in time".into()),
-    }
-}
-
 fn kind_of(req: &AdmissionRequest<DynamicObject>) -> Option<SourceKind> {
     SourceKind::ALL.into_iter().find(|k| {
         let r = k.resource();
@@ -155,7 +144,7 @@ async fn decide(
         Plan::Patch { ops, warnings } => allow(resp, ops, warnings),
         Plan::DenyIfServed { claim, message } => {
             let name = claim.rsplit('/').next().unwrap_or_default();
-            match served(hook, name).await {
+            match super::serve::served(&hook.claims, name, hook.decision_timeout).await {
                 Ok(true) => deny(resp, message),
                 Ok(false) => (resp, "untouched"),
                 Err(e) => deny(

@@ -153,6 +153,24 @@ impl Tasks {
     }
 }
 
+/// Whether a claim of that name exists, for an UPDATE guard: the cache first, then (it may lag
+/// behind a claim another replica created a moment ago) the API server, bounded by `timeout`.
+/// `Err` when it cannot be told.
+pub(super) async fn served<C: ClaimCalls>(
+    claims: &C,
+    name: &str,
+    timeout: Duration,
+) -> Result<bool, String> {
+    if claims.cached(name).is_some() {
+        return Ok(true);
+    }
+    match tokio::time::timeout(timeout, claims.get(name)).await {
+        Ok(Ok(found)) => Ok(found.is_some()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the API server did not answer in time".into()),
+    }
+}
+
 /// Serves the claim of one admission call and returns the state to answer with, within
 /// `decision_timeout` in all. The side effects run in a task of their own: if this future is
 /// dropped, or the answer is late, the task still takes back a claim it leaves unanswered.

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::serve::{ClaimCalls, serve};
+use super::serve::{ClaimCalls, serve, served};
 use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase};
 use crate::k8s::K8sError;
 use crate::k8s::source_claims::CreateOutcome;
@@ -30,6 +30,8 @@ struct World {
     before_stamp: Vec<Hook>,
     /// Reads never answer (an API server that hangs).
     hang_get: bool,
+    /// The webhook's cache has not seen the claim yet.
+    cache_lags: bool,
     deletes: usize,
 }
 
@@ -81,6 +83,9 @@ fn conflict() -> K8sError {
 
 impl ClaimCalls for Fake {
     fn cached(&self, _: &str) -> Option<AccountClaim> {
+        if self.world.lock().expect("world").cache_lags {
+            return None;
+        }
         self.claim()
     }
 
@@ -348,4 +353,23 @@ async fn the_whole_call_answers_within_the_decision_timeout() {
     .await
     .expect("answered within the decision timeout");
     assert!(matches!(state, ClaimState::Undecided { .. }), "{state:?}");
+}
+
+/// Issue 19, defect 9: an UPDATE that would move a served object's binding is refused when its
+/// claim exists; the webhook's cache may not show a claim created a moment ago (another replica
+/// created it), so the check reads the API server before it lets the UPDATE through.
+#[tokio::test]
+async fn an_update_guard_whose_cache_lags_reads_the_claim_from_the_api_server() {
+    let fake = Fake::new(World {
+        claim: Some(existing_bound("u-1", "ga-1")),
+        cache_lags: true,
+        ..Default::default()
+    });
+    let name = plan().claim_name;
+    assert_eq!(served(&fake, &name, DECISION).await, Ok(true));
+    fake.with(|w| w.claim = None);
+    assert_eq!(served(&fake, &name, DECISION).await, Ok(false));
+    fake.with(|w| w.hang_get = true);
+    let unknown = served(&fake, &name, Duration::from_millis(50)).await;
+    assert!(unknown.is_err(), "{unknown:?}");
 }
