@@ -830,13 +830,25 @@ async fn sigterm_with_held_write(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     proxy.release();
+    // The claim settles only now when the lease stayed: the old leader's write is answered, it
+    // drains and hands over, and the next leader decides the claim. The phase's check ("every
+    // claimed binding serves a live object, is released, or is reported") is about the settled
+    // state, so wait for it, bounded.
+    let released = Instant::now();
+    let mut bound = phase.held_claim_bound().await;
+    while !bound && released.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        bound = phase.held_claim_bound().await;
+    }
     format!(
-        "SIGTERM leader {holder} with {pending} bytes of its garden requests held; the lease {} while they were held",
+        "SIGTERM leader {holder} with {pending} bytes of its garden requests held; the lease {} while they were held; the claim {} {:.1?} after the release",
         if moved {
             "moved to another replica"
         } else {
             "stayed"
-        }
+        },
+        if bound { "was bound" } else { "was NOT bound" },
+        released.elapsed()
     )
 }
 
