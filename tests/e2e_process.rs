@@ -22,6 +22,16 @@ impl Replica {
     }
 
     fn start_with_lease(hap: &Hap, identity: &str, lease: &str, duration_seconds: u32) -> Self {
+        Self::start_via(hap, identity, lease, duration_seconds, &kubeconfig())
+    }
+
+    fn start_via(
+        hap: &Hap,
+        identity: &str,
+        lease: &str,
+        duration_seconds: u32,
+        kubeconfig: &std::path::Path,
+    ) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
@@ -55,7 +65,7 @@ impl Replica {
                 "--log-format",
                 "json",
             ])
-            .env("KUBECONFIG", kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .stdout(log)
             .stderr(Stdio::null())
             .spawn()
@@ -183,6 +193,47 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     hap.claim("c3", json!({"globalAccount": "ga-2", "plan": "aws"}))
         .await;
     assert_ne!(hap.bound("c3").await, first);
+}
+
+/// A leader whose API server answers every request 3 s late (a lease of 6 s: writes allowed for
+/// 5 s after each renewal) keeps its lease and binds a claim. The fence used to be measured from
+/// the read before each renewal, and a renewal was a read and a write: 6 s, so the fence had run
+/// out by the time the first renewal came back, and the leader gave up at once, again and again
+/// (what the full chaos run showed on a loaded machine: leaders fenced from their first write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_behind_a_slow_api_server_keeps_its_lease_and_binds() {
+    let hap = Hap::without_operator(&["aws"], json!({})).await;
+    hap.binding("aws-slow-0", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let proxy = slow_proxy::SlowProxy::start(
+        slow_proxy::SlowProxy::target_of(&kubeconfig()),
+        Duration::from_secs(3),
+    )
+    .await;
+    let lease = unique("lease");
+    let via = proxy.kubeconfig(
+        &kubeconfig(),
+        std::env::temp_dir().join(format!("{lease}-slow.kubeconfig")),
+    );
+    let mut a = Replica::start_via(&hap, "replica-slow", &lease, 6, &via);
+    hap.claim("c-slow", json!({"globalAccount": "ga-slow", "plan": "aws"}))
+        .await;
+    // Before the fix the replica exited on its first renewal ("lost the leader lease"): the
+    // claim is never bound.
+    let claims = hap.claims();
+    let bound = eventually(Duration::from_secs(120), "the claim bound", || async {
+        let s = claims.get("c-slow").await.ok()?.status?;
+        (s.phase == Some(hap_operator::api::ClaimPhase::Bound)).then_some(())?;
+        s.credentials_binding_name
+    })
+    .await;
+    assert_eq!(bound, "aws-slow-0");
+    assert!(
+        a.child.try_wait().expect("replica status").is_none(),
+        "the replica is still running"
+    );
+    assert!(a.is_leader().await, "still leading");
+    let _ = std::fs::remove_file(via);
 }
 
 /// A leader that stops cleanly releases the Lease, and the waiting standby takes it at once —

@@ -1,6 +1,6 @@
 //! Leader election on a Lease, with the fence every write passes (crate::leadership). A standby
 //! runs its caches and waits here; the leader renews the lease and extends the fence with each
-//! renewal, measured from when the renewal was sent. When the fence runs out — renewals failed,
+//! renewal, measured from when the renewal's write was sent. When the fence runs out — renewals failed,
 //! another replica holds the lease, or this process was paused past its lease — `lost` fires,
 //! writes stop at once, in-flight work is dropped, and the process exits to come back as a
 //! standby. On shutdown the leader keeps renewing while its controllers drain, and gives the
@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{RunArgs, RunError};
 use crate::k8s::K8sError;
-use crate::k8s::lease::LeaseApi;
+use crate::k8s::lease::{Current, LeaseApi};
 use crate::leadership::{Fence, Observer, Step};
 use crate::metrics::SharedMetrics;
 
@@ -67,31 +67,34 @@ pub async fn hold(
     let lease = LeaseApi::new(client, &args.lease_namespace, &args.lease_name);
     let mut observer = Observer::default();
     let mut acquired = Some(acquired);
+    // The lease as this replica last wrote it: a leader renews from it with one request (a
+    // conditioned patch), and reads the lease again only when that patch meets a conflict.
+    let mut written = None;
     tracing::info!(lease = %args.lease_name, namespace = %args.lease_namespace, identity = %me, "waiting for the leader lease");
     loop {
         let leading = acquired.is_none();
         if leading && end.release.is_cancelled() {
-            fence.revoke();
-            metrics.leader.set(0);
-            if let Ok(Some(current)) = lease.get().await {
-                let _ = lease.release(&current).await;
-            }
+            give_up(&lease, &fence, &metrics).await;
             return Ok(());
         }
         if !leading && end.stop.is_cancelled() {
             return Ok(());
         }
-        let sent = Instant::now();
+        let started = Instant::now();
         let mut pause = if leading { t.renew } else { t.retry };
-        match lease.get().await {
+        let current = match written.take() {
+            Some(mine) if leading => Ok(Some(mine)),
+            _ => lease.get().await,
+        };
+        match current {
             Ok(current) => {
                 if let Some(c) = &current {
                     observer.observe(&c.record(), Instant::now());
                 }
                 match observer.step(&me, Instant::now()) {
-                    Step::Take => match lease.hold(current.as_ref(), &me, t.duration).await {
-                        Ok(()) => {
-                            fence.renewed(sent, t.duration, t.margin);
+                    Step::Take => match write(&lease, current.as_ref(), &me, t, &fence).await {
+                        Ok(mine) => {
+                            written = Some(mine);
                             if let Some(tx) = acquired.take() {
                                 tracing::info!("acquired the leader lease");
                                 metrics.leader.set(1);
@@ -123,10 +126,41 @@ pub async fn hold(
             lost.cancel();
             return Ok(());
         }
+        if acquired.is_none() {
+            // Renewals start every `renew` however long each took, so a slow API server
+            // shortens the pause instead of stretching the gap between renewals.
+            pause = pause.min(t.renew.saturating_sub(started.elapsed()));
+        }
         let wake = if leading { &end.release } else { &end.stop };
         tokio::select! {
             _ = wake.cancelled() => {}
             _ = tokio::time::sleep(pause) => {}
         }
+    }
+}
+
+/// Writes the lease as held by `me` and, when the write lands, extends the fence from when it
+/// was sent. Measured from the write, not from the read before it: a standby counts the lease's
+/// duration from when it sees this write, which is after it was sent. Measured from the read,
+/// an API server that answers slowly closed the fence before the renewal came back.
+async fn write(
+    lease: &LeaseApi,
+    current: Option<&Current>,
+    me: &str,
+    t: Timing,
+    fence: &Fence,
+) -> Result<Current, K8sError> {
+    let sent = Instant::now();
+    let mine = lease.hold(current, me, t.duration).await?;
+    fence.renewed(sent, t.duration, t.margin);
+    Ok(mine)
+}
+
+/// Stops writing, then hands the lease back so that a standby takes it at once.
+async fn give_up(lease: &LeaseApi, fence: &Fence, metrics: &SharedMetrics) {
+    fence.revoke();
+    metrics.leader.set(0);
+    if let Ok(Some(current)) = lease.get().await {
+        let _ = lease.release(&current).await;
     }
 }

@@ -62,13 +62,14 @@ impl LeaseApi {
     /// Writes the lease as held by `me` for `duration`: creates it when `current` is `None`,
     /// else patches it conditioned on the version read (a merge patch that names
     /// `metadata.resourceVersion` fails with a conflict when the lease moved on). A create into a
-    /// namespace that does not exist fails with `NotFound`.
+    /// namespace that does not exist fails with `NotFound`. Returns the lease as written, so that
+    /// the holder can renew from it without reading it first.
     pub async fn hold(
         &self,
         current: Option<&Current>,
         me: &str,
         duration: Duration,
-    ) -> Result<(), K8sError> {
+    ) -> Result<Current, K8sError> {
         let now = MicroTime(Timestamp::now());
         let seconds = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
         let result = match current {
@@ -92,7 +93,7 @@ impl LeaseApi {
                     field_manager: Some(field_manager()),
                     ..Default::default()
                 };
-                self.api.create(&pp, &lease).await.map(drop)
+                self.api.create(&pp, &lease).await
             }
             Some(Current(lease)) => {
                 let spec = lease.spec.clone().unwrap_or_default();
@@ -112,18 +113,17 @@ impl LeaseApi {
                 self.patch(patch).await
             }
         };
-        result.map_err(|e| K8sError::classify("write", self.what(), e))
+        result
+            .map(Current)
+            .map_err(|e| K8sError::classify("write", self.what(), e))
     }
 
-    async fn patch(&self, body: serde_json::Value) -> Result<(), kube::Error> {
+    async fn patch(&self, body: serde_json::Value) -> Result<Lease, kube::Error> {
         let pp = PatchParams {
             field_manager: Some(field_manager()),
             ..Default::default()
         };
-        self.api
-            .patch(&self.name, &pp, &Patch::Merge(body))
-            .await
-            .map(drop)
+        self.api.patch(&self.name, &pp, &Patch::Merge(body)).await
     }
 
     /// Gives the lease up (on a clean shutdown), so that a standby takes over at once.
@@ -138,6 +138,7 @@ impl LeaseApi {
         });
         self.patch(body)
             .await
+            .map(drop)
             .map_err(|e| K8sError::classify("release", self.what(), e))
     }
 }
