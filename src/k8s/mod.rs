@@ -71,6 +71,24 @@ fn is_failed_patch_test(status: &kube::core::Status) -> bool {
         && (m == PATCH_REJECTED || (m.starts_with("testing value ") && m.contains(" failed")))
 }
 
+/// Whether the request failed before it was sent: no connection could be made (refused, no
+/// route, TLS handshake). Such a write certainly did not commit; treated as "outcome unknown", it
+/// held the binding's ledger entry for up to two minutes after every API server restart (the
+/// full chaos run: a refused Shoot's claim waited that long for its release).
+fn never_sent(e: &kube::Error) -> bool {
+    let kube::Error::Service(inner) = e else {
+        return false;
+    };
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(inner.as_ref());
+    while let Some(c) = cause {
+        if let Some(h) = c.downcast_ref::<hyper_util::client::legacy::Error>() {
+            return h.is_connect();
+        }
+        cause = c.source();
+    }
+    false
+}
+
 impl K8sError {
     /// Sorts a kube error into Conflict / NotFound / Api.
     pub fn classify(action: &'static str, what: impl Into<String>, source: kube::Error) -> Self {
@@ -105,7 +123,7 @@ impl K8sError {
                 source: kube::Error::Api(status),
                 ..
             } => status.code >= 500,
-            K8sError::Api { .. } => true,
+            K8sError::Api { source, .. } => !never_sent(source),
             _ => false,
         }
     }
@@ -148,6 +166,46 @@ pub fn forbidden_hint(message: &str, plural: &str, namespace: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write to `url` through a real client, classified as the writers classify it.
+    async fn write_to(url: &str) -> K8sError {
+        let config = kube::Config::new(url.parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(client, "default");
+        let patch = kube::api::Patch::Merge(serde_json::json!({"data": {"a": "b"}}));
+        let err = api
+            .patch("c", &kube::api::PatchParams::default(), &patch)
+            .await
+            .expect_err("nothing answers");
+        K8sError::classify("patch", "ConfigMap default/c", err)
+    }
+
+    #[tokio::test]
+    async fn a_write_no_connection_was_made_for_did_not_commit() {
+        // A port nothing listens on (an API server restarting): refused before anything was sent.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("port")
+            .port();
+        let refused = write_to(&format!("http://127.0.0.1:{port}")).await;
+        assert!(!refused.outcome_unknown(), "{refused:?}");
+
+        // A server that reads the request and hangs up: it may have committed.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("listener");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+            }
+        });
+        let cut = write_to(&format!("http://{addr}")).await;
+        assert!(cut.outcome_unknown(), "{cut:?}");
+    }
 
     #[test]
     fn forbidden_hints_name_what_is_missing() {
