@@ -130,9 +130,21 @@ const NEVER_REQUESTED: [&str; 4] = ["secrets", "workloadidentities", "internalse
 /// provider type = plan's provider, claim's plan, credentials, quota).
 const BINDINGS: [(&str, &str, &str, Credentials, Option<&str>); 4] = [
     ("aws-1", "aws", "aws", Credentials::Secret, None),
-    ("azure-wi", "azure", "azure", Credentials::WorkloadIdentity, None),
+    (
+        "azure-wi",
+        "azure",
+        "azure",
+        Credentials::WorkloadIdentity,
+        None,
+    ),
     ("gcp-is", "gcp", "gcp", Credentials::InternalSecret, None),
-    ("ali-quota", "alicloud", "alicloud", Credentials::Secret, Some("ali-quota")),
+    (
+        "ali-quota",
+        "alicloud",
+        "alicloud",
+        Credentials::Secret,
+        Some("ali-quota"),
+    ),
 ];
 
 /// The HapConfig rules the flow runs with: one pool per entry of [`BINDINGS`].
@@ -223,8 +235,14 @@ async fn bound_or_refused(hap: &Hap, claim: &str) -> Result<String, String> {
 async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
     let hap = r.hap;
     for (name, provider, _, creds, quota) in BINDINGS {
-        hap.binding_with(name, provider, &[("hyperscalerType", provider)], creds, quota)
-            .await;
+        hap.binding_with(
+            name,
+            provider,
+            &[("hyperscalerType", provider)],
+            creds,
+            quota,
+        )
+        .await;
     }
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = sa_kubeconfig(&kubeconfig(), dir.path(), &r.ns, &r.sa, "sa.kubeconfig");
@@ -370,19 +388,27 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
     }
     for (binding, _, _, creds, quota) in BINDINGS {
         let claim = format!("c-{binding}");
-        eventually(Duration::from_secs(60), &format!("claim {claim} gone"), || async {
-            hap.claims()
-                .get_opt(&claim)
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        })
+        eventually(
+            Duration::from_secs(60),
+            &format!("claim {claim} gone"),
+            || async {
+                hap.claims()
+                    .get_opt(&claim)
+                    .await
+                    .ok()?
+                    .is_none()
+                    .then_some(())
+            },
+        )
         .await;
-        let labels = eventually(Duration::from_secs(60), &format!("{binding} dirty"), || async {
-            let l = hap.labels(binding).await;
-            (l.get("dirty").map(String::as_str) == Some("true")).then_some(l)
-        })
+        let labels = eventually(
+            Duration::from_secs(60),
+            &format!("{binding} dirty"),
+            || async {
+                let l = hap.labels(binding).await;
+                (l.get("dirty").map(String::as_str) == Some("true")).then_some(l)
+            },
+        )
         .await;
         assert_eq!(
             labels.get("tenantName").map(String::as_str),

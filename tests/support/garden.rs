@@ -352,7 +352,10 @@ pub fn binding_object_with(
 }
 
 async fn create_dynamic(client: &Client, ns: &str, ar: &ApiResource, obj: Value) {
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let created_now = created(
         Api::namespaced_with(client.clone(), ns, ar)
             .create(&PostParams::default(), &dynamic(obj))
