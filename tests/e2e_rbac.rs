@@ -7,14 +7,15 @@
 //! kube-apiserver's audit log (in the garden too) proves that the operator's identities never
 //! requested any of those objects although gardener-apiserver's admission demands that they may
 //! `get` the ones bindings reference. Without that permission a binding write is refused, and the
-//! claim and the HapConfig say what to grant.
+//! claim and the HapConfig say what to grant; a Quota outside the project namespace needs the
+//! Role docs/install.md gives for it.
 
 mod support;
 
 #[path = "support/deploy.rs"]
 mod deploy;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -833,4 +834,152 @@ async fn without_the_secret_get_the_claim_says_what_to_grant() {
         Some("ga-deny")
     );
     hap.config_condition("Ready", "True").await;
+}
+
+/// The Role docs/install.md tells to add when a binding's Quota lives outside the project
+/// namespace (Gardener's example keeps trial Quotas in `garden-trial`): the YAML block of that
+/// paragraph, moved into `quota_ns` and bound to the operator's ServiceAccount in `ops_ns`.
+fn documented_quota_role(quota_ns: &str, ops_ns: &str) -> Vec<Value> {
+    let doc = std::fs::read_to_string(repo_root().join("docs/install.md")).unwrap();
+    let from = doc
+        .find("keeps trial Quotas in `garden-trial`")
+        .expect("docs/install.md: the trial Quota paragraph");
+    let block = &doc[from..];
+    let start = block.find("```yaml\n").expect("its YAML block") + "```yaml\n".len();
+    let end = start + block[start..].find("```").expect("end of the block");
+    let yaml: String = block[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("  ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut objs = parse_stream(&yaml);
+    assert_eq!(objs.len(), 2, "a Role and a RoleBinding: {objs:?}");
+    for o in &mut objs {
+        assert_eq!(o["metadata"]["namespace"], "garden-trial", "{o}");
+        o["metadata"]["namespace"] = json!(quota_ns);
+        if let Some(subjects) = o["subjects"].as_array_mut() {
+            for s in subjects {
+                s["namespace"] = json!(ops_ns);
+            }
+        }
+    }
+    objs
+}
+
+/// A binding whose Quota lives in another namespace: under the shipped RBAC alone its claim is
+/// refused and says to grant `get` on quotas; with the Role docs/install.md gives for that layout
+/// it binds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_in_another_namespace_needs_the_documented_role() {
+    let hap = Hap::without_operator(&["alicloud"], json!({})).await;
+    let quota_ns = namespace(&hap.client, "trial").await;
+    let ns = &hap.bindings_ns;
+    support::garden::create_secret(&hap.garden, ns, "ali-trial", "alicloud").await;
+    let quota = support::garden::quota_object(&quota_ns, "trial-quota");
+    support::garden::create_dynamic(
+        &hap.garden,
+        &quota_ns,
+        &support::garden::quota_resource(),
+        quota,
+    )
+    .await;
+    let labels = BTreeMap::from([("hyperscalerType".to_string(), "alicloud".to_string())]);
+    let mut binding = support::garden::binding_object_with(
+        ns,
+        "ali-trial",
+        "alicloud",
+        &labels,
+        Credentials::Secret,
+        Some("trial-quota"),
+    );
+    binding["quotas"][0]["namespace"] = json!(quota_ns);
+    support::garden::create_dynamic(&hap.garden, ns, &credentials_binding_resource(), binding)
+        .await;
+
+    let place = Place {
+        ns: unique("hapsys"),
+        bindings_ns: ns.clone(),
+        suffix: unique("quota"),
+    };
+    let shipped: Vec<Value> = relocate(&kustomize("deploy/kustomize/base"), &place)
+        .into_iter()
+        .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
+        .collect();
+    let mut cleanup = cleanup_for(&shipped);
+    cleanup.push(vec![
+        "delete".into(),
+        "hapconfig".into(),
+        hap.config.clone(),
+        "--ignore-not-found".into(),
+        "--wait=false".into(),
+    ]);
+    let _cleanup = Cleanup(cleanup);
+    apply(&shipped, "kustomize RBAC as shipped");
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = sa_kubeconfig(
+        &kubeconfig(),
+        dir.path(),
+        &place.ns,
+        "hap-operator",
+        "sa.kubeconfig",
+    );
+    let log = dir.path().join("operator.log");
+    let logfile = std::fs::File::create(&log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_hap"))
+        .args([
+            "run",
+            &format!("--config-name={}", hap.config),
+            &format!("--claim-namespace={}", hap.claims_ns),
+            "--mark-ignored-configs=false",
+            "--http-addr=127.0.0.1:0",
+            "--leader-elect=false",
+            "--log-format=json",
+            "--pending-retry=2s",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("HAP_GARDEN_KUBECONFIG")
+        .env("RUST_LOG", "info,kube=warn")
+        .stdin(Stdio::null())
+        .stdout(logfile.try_clone().unwrap())
+        .stderr(logfile)
+        .spawn()
+        .expect("spawn hap run");
+    let _op = Process {
+        child: Some(child),
+        log,
+    };
+    hap.claim(
+        "c1",
+        json!({"globalAccount": "ga-trial", "plan": "alicloud"}),
+    )
+    .await;
+    let refused = bound_or_refused(&hap, "c1").await;
+    let msg = refused.expect_err("the shipped Role alone does not cover a Quota elsewhere");
+    assert!(
+        msg.contains("cannot reference a quota you are not allowed to read")
+            && msg.contains("`get` on quotas.core.gardener.cloud"),
+        "the claim names the permission to grant: {msg}"
+    );
+
+    let role = documented_quota_role(&quota_ns, &place.ns);
+    apply(&role, "the Role docs/install.md gives for Quotas elsewhere");
+    // gardener-apiserver caches authorization decisions for 10 s; the claim retries after its
+    // pause.
+    eventually(
+        Duration::from_secs(120),
+        "c1 Bound once the documented Role is applied",
+        || async {
+            let c = hap.claims().get("c1").await.ok()?;
+            (c.status?.phase == Some(hap_operator::api::ClaimPhase::Bound)).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        hap.labels("ali-trial")
+            .await
+            .get("tenantName")
+            .map(String::as_str),
+        Some("ga-trial")
+    );
 }

@@ -351,7 +351,8 @@ pub fn binding_object_with(
     b
 }
 
-async fn create_dynamic(client: &Client, ns: &str, ar: &ApiResource, obj: Value) {
+/// Creates `obj` (of resource `ar`) in `ns`; it must not exist yet.
+pub async fn create_dynamic(client: &Client, ns: &str, ar: &ApiResource, obj: Value) {
     let name = obj["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
