@@ -2,8 +2,8 @@
 //! manifest (kustomize base, the monitoring and separate-garden overlays, the garden side, the
 //! Helm chart with default, KEB, separate-garden and garden-side values) passes
 //! `kubectl apply --dry-run=server`; kustomize and Helm ship the same RBAC in each topology; the
-//! RBAC is no wider than documented (`kubectl auth can-i`, and Secrets only as the `get`
-//! gardener-apiserver's admission demands); the CRD copies under deploy/ and the generated docs
+//! RBAC is no wider than documented (`kubectl auth can-i`, and Secrets, WorkloadIdentities,
+//! InternalSecrets and Quotas only as the `get` gardener-apiserver's admission demands); the CRD copies under deploy/ and the generated docs
 //! do not drift. That the RBAC is sufficient is tests/e2e_rbac.rs.
 //!
 //! Helm comes from `e2e/build-helm.sh` (built from the Go module proxy, cached); `scripts/test.sh`
@@ -241,9 +241,19 @@ fn helm_and_kustomize_ship_the_same_rbac() {
     }
 }
 
-/// No wildcard, no non-resource URLs, only the write verbs the code uses, and Secrets only as a
-/// `get` in a namespaced Role: gardener-apiserver admits a binding update only if the caller may
-/// `get` the Secret it references; `list` or `watch` would let it read them all.
+/// What bindings reference, as (API group, resource): gardener-apiserver admits a binding update
+/// only if the caller may `get` the one a binding's credentialsRef names and each Quota it lists.
+const REFERENCED: [(&str, &str); 4] = [
+    ("", "secrets"),
+    ("security.gardener.cloud", "workloadidentities"),
+    ("core.gardener.cloud", "internalsecrets"),
+    ("core.gardener.cloud", "quotas"),
+];
+
+/// No wildcard, no non-resource URLs, only the write verbs the code uses, and what bindings
+/// reference (Secrets, WorkloadIdentities, InternalSecrets, Quotas) only as a `get`, each alone in
+/// its rule, in a namespaced Role: that is all admission asks; `list` or `watch` would let the
+/// operator read them all.
 fn check_least_privilege(objs: &[Value], what: &str) {
     let writes: BTreeSet<&str> = ["create", "patch"].into();
     for o in objs.iter().filter(|o| kind(o).ends_with("Role")) {
@@ -263,19 +273,18 @@ fn check_least_privilege(objs: &[Value], what: &str) {
                     name(o)
                 );
             }
-            if strings("resources")
-                .iter()
-                .any(|r| r.starts_with("secrets"))
-            {
-                assert!(
-                    kind(o) == "Role"
-                        && strings("resources") == ["secrets"]
-                        && strings("apiGroups") == [""]
-                        && strings("verbs") == ["get"],
-                    "{what}: Secrets only as `get`, alone in its rule, in a namespaced Role: {} {}: {rule}",
-                    kind(o),
-                    name(o)
-                );
+            for (group, resource) in REFERENCED {
+                if strings("resources").iter().any(|r| r.starts_with(resource)) {
+                    assert!(
+                        kind(o) == "Role"
+                            && strings("resources") == [resource]
+                            && strings("apiGroups") == [group]
+                            && strings("verbs") == ["get"],
+                        "{what}: {resource} only as `get`, alone in its rule, in a namespaced Role: {} {}: {rule}",
+                        kind(o),
+                        name(o)
+                    );
+                }
             }
             for v in strings("verbs") {
                 assert!(
@@ -706,6 +715,14 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["list", "shoots.core.gardener.cloud", "-n", bns],
         // What gardener-apiserver's admission asks before it admits a binding update.
         &["get", "secrets", "-n", bns],
+        &[
+            "get",
+            "workloadidentities.security.gardener.cloud",
+            "-n",
+            bns,
+        ],
+        &["get", "internalsecrets.core.gardener.cloud", "-n", bns],
+        &["get", "quotas.core.gardener.cloud", "-n", bns],
         &["create", "leases.coordination.k8s.io", "-n", op],
         &["patch", "leases.coordination.k8s.io/hap-operator", "-n", op],
         &["get", "leases.coordination.k8s.io/hap-operator", "-n", op],
@@ -721,6 +738,47 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["watch", "secrets", "-n", bns],
         &["get", "secrets", "-n", op],
         &["list", "secrets", "--all-namespaces"],
+        // The same for the other kinds bindings reference.
+        &[
+            "get",
+            "workloadidentities.security.gardener.cloud",
+            "-n",
+            &other_ns,
+        ],
+        &[
+            "list",
+            "workloadidentities.security.gardener.cloud",
+            "-n",
+            bns,
+        ],
+        &[
+            "watch",
+            "workloadidentities.security.gardener.cloud",
+            "-n",
+            bns,
+        ],
+        &[
+            "list",
+            "workloadidentities.security.gardener.cloud",
+            "--all-namespaces",
+        ],
+        &[
+            "get",
+            "internalsecrets.core.gardener.cloud",
+            "-n",
+            &other_ns,
+        ],
+        &["list", "internalsecrets.core.gardener.cloud", "-n", bns],
+        &["watch", "internalsecrets.core.gardener.cloud", "-n", bns],
+        &[
+            "list",
+            "internalsecrets.core.gardener.cloud",
+            "--all-namespaces",
+        ],
+        &["get", "quotas.core.gardener.cloud", "-n", &other_ns],
+        &["list", "quotas.core.gardener.cloud", "-n", bns],
+        &["watch", "quotas.core.gardener.cloud", "-n", bns],
+        &["list", "quotas.core.gardener.cloud", "--all-namespaces"],
         // Bindings only in the binding namespace, only patch among writes.
         &[
             "patch",
@@ -926,6 +984,14 @@ async fn separate_garden_identities_can_do_nothing_beyond_their_side() {
             ],
             &["list", "shoots.core.gardener.cloud", "-n", bns],
             &["get", "secrets", "-n", bns],
+            &[
+                "get",
+                "workloadidentities.security.gardener.cloud",
+                "-n",
+                bns,
+            ],
+            &["get", "internalsecrets.core.gardener.cloud", "-n", bns],
+            &["get", "quotas.core.gardener.cloud", "-n", bns],
         ],
     );
     assert!(
@@ -952,11 +1018,59 @@ async fn separate_garden_identities_can_do_nothing_beyond_their_side() {
             &["patch", "secretbindings.core.gardener.cloud", "-n", bns],
             &["list", "shoots.core.gardener.cloud", "-n", bns],
             &["get", "secrets", "-n", bns],
+            &[
+                "get",
+                "workloadidentities.security.gardener.cloud",
+                "-n",
+                bns,
+            ],
+            &["get", "internalsecrets.core.gardener.cloud", "-n", bns],
+            &["get", "quotas.core.gardener.cloud", "-n", bns],
         ],
         &[
             &["list", "secrets", "-n", bns],
             &["watch", "secrets", "-n", bns],
             &["get", "secrets", "-n", &other_project],
+            &[
+                "get",
+                "workloadidentities.security.gardener.cloud",
+                "-n",
+                &other_project,
+            ],
+            &[
+                "list",
+                "workloadidentities.security.gardener.cloud",
+                "-n",
+                bns,
+            ],
+            &[
+                "watch",
+                "workloadidentities.security.gardener.cloud",
+                "-n",
+                bns,
+            ],
+            &[
+                "list",
+                "workloadidentities.security.gardener.cloud",
+                "--all-namespaces",
+            ],
+            &[
+                "get",
+                "internalsecrets.core.gardener.cloud",
+                "-n",
+                &other_project,
+            ],
+            &["list", "internalsecrets.core.gardener.cloud", "-n", bns],
+            &["watch", "internalsecrets.core.gardener.cloud", "-n", bns],
+            &[
+                "list",
+                "internalsecrets.core.gardener.cloud",
+                "--all-namespaces",
+            ],
+            &["get", "quotas.core.gardener.cloud", "-n", &other_project],
+            &["list", "quotas.core.gardener.cloud", "-n", bns],
+            &["watch", "quotas.core.gardener.cloud", "-n", bns],
+            &["list", "quotas.core.gardener.cloud", "--all-namespaces"],
             &[
                 "patch",
                 "credentialsbindings.security.gardener.cloud",

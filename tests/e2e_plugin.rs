@@ -1,6 +1,6 @@
 //! End-to-end (real kube-apiserver and gardener-apiserver): the `hap` binary installed as
 //! `kubectl-hap` and run through kubectl's plugin mechanism. `kubectl hap pools` counts a known
-//! inventory exactly as the operator does; `validate --live` and `explain --live` read the
+//! inventory exactly as the operator does (credential kinds of the bindings included); `validate --live` and `explain --live` read the
 //! cluster's HapConfig and keep the JSON contract of their file-based forms (DESIGN §6). Also with
 //! a separate garden (`--garden-kubeconfig`): bindings and Shoots read there.
 
@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::garden::Credentials;
 use support::*;
 
 /// A directory holding `kubectl-hap` → the freshly built `hap`, as a user would install it.
@@ -52,10 +53,11 @@ fn json_of(out: &str) -> Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
-fn pool(t: &str, eu: bool, shared: bool, figures: [i32; 5]) -> Value {
+/// A pool's figures; `credentials` counts its bindings by the kind their credentialsRef names.
+fn pool(t: &str, eu: bool, shared: bool, figures: [i32; 5], credentials: Value) -> Value {
     let [total, free, claimed, dirty, clusters] = figures;
     json!({"hyperscalerType": t, "euAccess": eu, "shared": shared, "total": total, "free": free,
-           "claimed": claimed, "dirty": dirty, "clusters": clusters})
+           "claimed": claimed, "dirty": dirty, "clusters": clusters, "credentials": credentials})
 }
 
 /// The pools of the operator's own HapConfig status, one entry per pool.
@@ -114,19 +116,36 @@ async fn reads_the_live_cluster(hap: Hap) {
             "aws-dirty",
             aws(&[("tenantName", "ga-y"), ("dirty", "true")]),
         ),
-        ("aws-internal", aws(&[("internal", "true")])),
-        (
-            "aws-eu-1",
-            vec![("hyperscalerType", "aws_cf-eu11"), ("euAccess", "true")],
-        ),
     ] {
         hap.binding(name, "aws", &labels).await;
     }
-    for name in ["azure-shared-1", "azure-shared-2"] {
-        hap.binding(
+    // Today's credential kinds: status and `hap pools` count each pool's bindings by kind.
+    hap.binding_with(
+        "aws-internal",
+        "aws",
+        &aws(&[("internal", "true")]),
+        Credentials::InternalSecret,
+        None,
+    )
+    .await;
+    hap.binding_with(
+        "aws-eu-1",
+        "aws",
+        &[("hyperscalerType", "aws_cf-eu11"), ("euAccess", "true")],
+        Credentials::WorkloadIdentity,
+        None,
+    )
+    .await;
+    for (name, creds) in [
+        ("azure-shared-1", Credentials::Secret),
+        ("azure-shared-2", Credentials::WorkloadIdentity),
+    ] {
+        hap.binding_with(
             name,
             "azure",
             &[("hyperscalerType", "azure"), ("shared", "true")],
+            creds,
+            None,
         )
         .await;
     }
@@ -143,9 +162,27 @@ async fn reads_the_live_cluster(hap: Hap) {
 
     // total = free + claimed + dirty + internal; clusters from bound claims and Shoots.
     let expected = sorted(&json!([
-        pool("aws", false, false, [5, 1, 2, 1, 2]),
-        pool("aws_cf-eu11", true, false, [1, 1, 0, 0, 0]),
-        pool("azure", false, true, [2, 0, 0, 0, 2]),
+        pool(
+            "aws",
+            false,
+            false,
+            [5, 1, 2, 1, 2],
+            json!({"Secret": 4, "InternalSecret": 1})
+        ),
+        pool(
+            "aws_cf-eu11",
+            true,
+            false,
+            [1, 1, 0, 0, 0],
+            json!({"WorkloadIdentity": 1})
+        ),
+        pool(
+            "azure",
+            false,
+            true,
+            [2, 0, 0, 0, 2],
+            json!({"Secret": 1, "WorkloadIdentity": 1})
+        ),
     ]));
     // The operator's status agrees once it has seen everything...
     eventually(
@@ -181,11 +218,42 @@ async fn reads_the_live_cluster(hap: Hap) {
                 "FREE",
                 "CLAIMED",
                 "DIRTY",
-                "CLUSTERS"
+                "CLUSTERS",
+                "CREDENTIALS"
             ],
-            vec!["aws", "false", "false", "5", "1", "2", "1", "2"],
-            vec!["aws_cf-eu11", "true", "false", "1", "1", "0", "0", "0"],
-            vec!["azure", "false", "true", "2", "-", "-", "-", "2"],
+            vec![
+                "aws",
+                "false",
+                "false",
+                "5",
+                "1",
+                "2",
+                "1",
+                "2",
+                "Secret=4,InternalSecret=1"
+            ],
+            vec![
+                "aws_cf-eu11",
+                "true",
+                "false",
+                "1",
+                "1",
+                "0",
+                "0",
+                "0",
+                "WorkloadIdentity"
+            ],
+            vec![
+                "azure",
+                "false",
+                "true",
+                "2",
+                "-",
+                "-",
+                "-",
+                "2",
+                "Secret=1,WorkloadIdentity=1"
+            ],
         ],
         "{out}"
     );
@@ -432,7 +500,13 @@ async fn pools_under_the_documented_role(hap: Hap) {
     assert_eq!(
         sorted(&report["pools"]),
         // aws-1 has no tenant but Shoot s1 uses it: not free (issue 19, defect 3).
-        vec![pool("aws", false, false, [1, 0, 0, 0, 1])],
+        vec![pool(
+            "aws",
+            false,
+            false,
+            [1, 0, 0, 0, 1],
+            json!({"Secret": 1})
+        )],
         "{report}"
     );
 }

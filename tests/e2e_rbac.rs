@@ -2,17 +2,20 @@
 //! RBAC, with its own ServiceAccount tokens, in both topologies — one cluster (kustomize base,
 //! Helm narrow mode) and a separate garden (kustomize `overlays/separate-garden` + `garden`, Helm
 //! `garden.kubeconfigSecret` + `garden.rbacOnly`). Each runs the claim flow and the release
-//! without a single RBAC error, and kube-apiserver's audit log (in the garden too) proves that
-//! the operator's identities never requested a Secret although gardener-apiserver's admission
-//! demands that they may `get` the ones bindings reference. Without that permission a binding
-//! write is refused, and the claim and the HapConfig say what to grant.
+//! without a single RBAC error, for a binding of each credential kind gardener-apiserver v1.141
+//! accepts (a Secret, a WorkloadIdentity, an InternalSecret) and one that references a Quota.
+//! kube-apiserver's audit log (in the garden too) proves that the operator's identities never
+//! requested any of those objects although gardener-apiserver's admission demands that they may
+//! `get` the ones bindings reference. Without that permission a binding write is refused, and the
+//! claim and the HapConfig say what to grant; a Quota outside the project namespace needs the
+//! Role docs/install.md gives for it.
 
 mod support;
 
 #[path = "support/deploy.rs"]
 mod deploy;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -25,6 +28,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::{Value, json};
+use support::garden::Credentials;
 use support::*;
 
 fn kubectl_with(kubeconfig: &Path, args: &[&str]) -> (bool, String, String) {
@@ -119,11 +123,40 @@ impl Run<'_> {
     }
 }
 
+/// What the operator must never request: the objects bindings reference, whose `get` the shipped
+/// RBAC grants only because gardener-apiserver's admission asks whether the caller could.
+const NEVER_REQUESTED: [&str; 4] = ["secrets", "workloadidentities", "internalsecrets", "quotas"];
+
+/// One binding per credential kind (and one with a Quota), each in a pool of its own: (binding,
+/// provider type = plan's provider, claim's plan, credentials, quota).
+const BINDINGS: [(&str, &str, &str, Credentials, Option<&str>); 4] = [
+    ("aws-1", "aws", "aws", Credentials::Secret, None),
+    (
+        "azure-wi",
+        "azure",
+        "azure",
+        Credentials::WorkloadIdentity,
+        None,
+    ),
+    ("gcp-is", "gcp", "gcp", Credentials::InternalSecret, None),
+    (
+        "ali-quota",
+        "alicloud",
+        "alicloud",
+        Credentials::Secret,
+        Some("ali-quota"),
+    ),
+];
+
+/// The HapConfig rules the flow runs with: one pool per entry of [`BINDINGS`].
+const RULES: [&str; 4] = ["aws", "azure", "gcp", "alicloud"];
+
 /// kube-apiserver's audit log of each cluster: the operator's identities made requests (the
-/// garden one: label patches of bindings, which went through the aggregator to
-/// gardener-apiserver and were admitted), none of them touched `secrets`, and with a separate
-/// garden the operator's cluster saw no binding request and the garden no claim request.
-fn audit_proves_no_secret_was_requested(r: &Run<'_>, garden_user: &str) {
+/// garden one: label patches of every binding, which went through the aggregator to
+/// gardener-apiserver and were admitted), none of them touched Secrets, WorkloadIdentities,
+/// InternalSecrets or Quotas, and with a separate garden the operator's cluster saw no binding
+/// request and the garden no claim request.
+fn audit_proves_no_credentials_were_requested(r: &Run<'_>, garden_user: &str) {
     let resource = |e: &Value| {
         e["objectRef"]["resource"]
             .as_str()
@@ -137,21 +170,27 @@ fn audit_proves_no_secret_was_requested(r: &Run<'_>, garden_user: &str) {
     };
     assert!(!ops.is_empty(), "the audit log records {}", r.user());
     for (events, who) in [(&ops, r.user()), (&garden, garden_user.to_string())] {
-        let secrets: Vec<&Value> = events.iter().filter(|e| resource(e) == "secrets").collect();
-        assert!(secrets.is_empty(), "{who} requested Secrets: {secrets:#?}");
+        let read: Vec<&Value> = events
+            .iter()
+            .filter(|e| NEVER_REQUESTED.contains(&resource(e).as_str()))
+            .collect();
+        assert!(read.is_empty(), "{who} requested credentials: {read:#?}");
     }
-    let patches = garden
-        .iter()
-        .filter(|e| {
-            resource(e) == "credentialsbindings"
-                && e["verb"] == "patch"
-                && e["responseStatus"]["code"] == 200
-        })
-        .count();
-    assert!(
-        patches >= 2,
-        "{garden_user} patched the binding (claim, release) through gardener-apiserver: {patches} admitted patches in the audit log"
-    );
+    for (binding, ..) in BINDINGS {
+        let patches = garden
+            .iter()
+            .filter(|e| {
+                resource(e) == "credentialsbindings"
+                    && e["objectRef"]["name"] == binding
+                    && e["verb"] == "patch"
+                    && e["responseStatus"]["code"] == 200
+            })
+            .count();
+        assert!(
+            patches >= 2,
+            "{garden_user} patched {binding} (claim, release) through gardener-apiserver: {patches} admitted patches in the audit log"
+        );
+    }
     if r.garden.is_some() {
         let resources =
             |events: &[Value]| -> BTreeSet<String> { events.iter().map(resource).collect() };
@@ -171,14 +210,41 @@ fn audit_proves_no_secret_was_requested(r: &Run<'_>, garden_user: &str) {
     }
 }
 
+/// The binding a claim is bound to, or the message of its refusal (`Forbidden`: the garden
+/// refused the label patch), whichever comes first.
+async fn bound_or_refused(hap: &Hap, claim: &str) -> Result<String, String> {
+    eventually(
+        Duration::from_secs(60),
+        &format!("claim {claim} Bound or Forbidden"),
+        || async {
+            let s = hap.claims().get(claim).await.ok()?.status?;
+            if s.phase == Some(hap_operator::api::ClaimPhase::Bound) {
+                return Some(Ok(s.credentials_binding_name?));
+            }
+            let ready = condition(&s.conditions, "Ready")?;
+            (ready.reason == "Forbidden").then(|| Err(ready.message.clone()))
+        },
+    )
+    .await
+}
+
 /// The main claim flow with the operator binary under the ServiceAccount's token: HapConfig
-/// Ready, a claim Bound and its binding labelled, a HapConfig event in `default`, the claim
-/// deleted and the binding marked dirty, events published, leader Lease held and handed back —
-/// no RBAC error anywhere in the operator's log, and no Secret request in the audit logs.
+/// Ready, a claim Bound and its binding labelled for each binding of [`BINDINGS`] (every
+/// credential kind, and a Quota), a HapConfig event in `default`, the claims deleted and the
+/// bindings marked dirty, events published, leader Lease held and handed back — no RBAC error
+/// anywhere in the operator's log, and no credentials request in the audit logs.
 async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
     let hap = r.hap;
-    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+    for (name, provider, _, creds, quota) in BINDINGS {
+        hap.binding_with(
+            name,
+            provider,
+            &[("hyperscalerType", provider)],
+            creds,
+            quota,
+        )
         .await;
+    }
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = sa_kubeconfig(&kubeconfig(), dir.path(), &r.ns, &r.sa, "sa.kubeconfig");
     let (garden_kubeconfig, garden_user) = match &r.garden {
@@ -194,18 +260,7 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
         ),
         None => (None, r.user()),
     };
-    // The garden identity may `get` a Secret by name (admission asks that), but not list or
-    // watch them; checked with the very token the operator runs with.
-    // (A SelfSubjectAccessReview: asking must not itself be a Secret request in the audit log.)
     let garden_side = garden_kubeconfig.clone().unwrap_or(kubeconfig.clone());
-    for (verb, expect) in [("list", "no"), ("watch", "no"), ("get", "yes")] {
-        let (_, out, err) = kubectl_with(
-            &garden_side,
-            &["auth", "can-i", verb, "secrets", "-n", &hap.bindings_ns],
-        );
-        assert_eq!(out.trim(), expect, "can-i {verb} secrets: {err}");
-    }
-
     let identity = unique("hap-operator-pod");
     let log = dir.path().join("operator.log");
     let logfile = std::fs::File::create(&log).unwrap();
@@ -275,20 +330,28 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
     .await;
 
     hap.config_condition("Ready", "True").await;
-    hap.claim(
-        "c1",
-        json!({"globalAccount": "ga-rbac", "plan": "aws", "shootName": "s1"}),
-    )
-    .await;
-    assert_eq!(hap.bound("c1").await, "aws-1");
-    assert_eq!(
-        hap.labels("aws-1")
-            .await
-            .get("tenantName")
-            .map(String::as_str),
-        Some("ga-rbac"),
-        "the binding is labelled through the Role in the binding namespace (in the garden)"
-    );
+    // One claim per binding: each kind's label patch is admitted.
+    for (binding, _, plan, creds, quota) in BINDINGS {
+        let claim = format!("c-{binding}");
+        hap.claim(
+            &claim,
+            json!({"globalAccount": "ga-rbac", "plan": plan, "shootName": format!("s-{binding}")}),
+        )
+        .await;
+        assert_eq!(
+            bound_or_refused(hap, &claim).await,
+            Ok(binding.to_string()),
+            "{creds:?}, quota {quota:?}"
+        );
+        assert_eq!(
+            hap.labels(binding)
+                .await
+                .get("tenantName")
+                .map(String::as_str),
+            Some("ga-rbac"),
+            "{binding} ({creds:?}, quota {quota:?}) is labelled through the Role in the binding namespace (in the garden)"
+        );
+    }
 
     // A valid config turned invalid: an event about the cluster-scoped HapConfig, in `default`.
     hap.apply_config(&["aws", "aws"], json!({})).await;
@@ -314,32 +377,46 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
         },
     )
     .await;
-    hap.apply_config(&["aws"], json!({})).await;
+    hap.apply_config(&RULES, json!({})).await;
     hap.config_condition("Ready", "True").await;
 
-    // Deleting the claim releases the binding (finalizer removed by JSON patch).
-    hap.claims()
-        .delete("c1", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually(Duration::from_secs(60), "claim c1 gone", || async {
+    // Deleting the claims releases the bindings (finalizer removed by JSON patch).
+    for (binding, ..) in BINDINGS {
         hap.claims()
-            .get_opt("c1")
+            .delete(&format!("c-{binding}"), &DeleteParams::default())
             .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    let labels = eventually(Duration::from_secs(60), "aws-1 dirty", || async {
-        let l = hap.labels("aws-1").await;
-        (l.get("dirty").map(String::as_str) == Some("true")).then_some(l)
-    })
-    .await;
-    assert_eq!(
-        labels.get("tenantName").map(String::as_str),
-        Some("ga-rbac")
-    );
+            .unwrap();
+    }
+    for (binding, _, _, creds, quota) in BINDINGS {
+        let claim = format!("c-{binding}");
+        eventually(
+            Duration::from_secs(60),
+            &format!("claim {claim} gone"),
+            || async {
+                hap.claims()
+                    .get_opt(&claim)
+                    .await
+                    .ok()?
+                    .is_none()
+                    .then_some(())
+            },
+        )
+        .await;
+        let labels = eventually(
+            Duration::from_secs(60),
+            &format!("{binding} dirty"),
+            || async {
+                let l = hap.labels(binding).await;
+                (l.get("dirty").map(String::as_str) == Some("true")).then_some(l)
+            },
+        )
+        .await;
+        assert_eq!(
+            labels.get("tenantName").map(String::as_str),
+            Some("ga-rbac"),
+            "{binding} ({creds:?}, quota {quota:?}) released"
+        );
+    }
 
     let claim_events: Api<Event> = Api::namespaced(hap.client.clone(), &hap.claims_ns);
     let reasons: BTreeSet<String> = claim_events
@@ -389,11 +466,29 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
         "--log-format=json: every line is JSON:\n{log}"
     );
 
-    audit_proves_no_secret_was_requested(&r, &garden_user);
+    // The garden identity may `get` the credentials and Quotas bindings reference (admission
+    // asks that), but not list or watch them; checked with the very token the operator runs
+    // with. (A SelfSubjectAccessReview: asking must not itself be a request for them.)
+    for resource in [
+        "secrets",
+        "workloadidentities.security.gardener.cloud",
+        "internalsecrets.core.gardener.cloud",
+        "quotas.core.gardener.cloud",
+    ] {
+        for (verb, expect) in [("list", "no"), ("watch", "no"), ("get", "yes")] {
+            let (_, out, err) = kubectl_with(
+                &garden_side,
+                &["auth", "can-i", verb, resource, "-n", &hap.bindings_ns],
+            );
+            assert_eq!(out.trim(), expect, "can-i {verb} {resource}: {err}");
+        }
+    }
+
+    audit_proves_no_credentials_were_requested(&r, &garden_user);
 }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_rbac_is_sufficient_for_the_claim_flow() {
-    let hap = Hap::without_operator(&["aws"], json!({})).await;
+    let hap = Hap::without_operator(&RULES, json!({})).await;
     let place = Place {
         ns: unique("hapsys"),
         bindings_ns: hap.bindings_ns.clone(),
@@ -427,7 +522,7 @@ async fn kustomize_rbac_is_sufficient_for_the_claim_flow() {
 /// events through a Role in `default`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_claim_namespace_rbac_is_sufficient_for_the_claim_flow() {
-    let hap = Hap::without_operator(&["aws"], json!({})).await;
+    let hap = Hap::without_operator(&RULES, json!({})).await;
     let ns = namespace(&hap.client, "hapsys").await;
     let release = unique("hap");
     let objs: Vec<Value> = helm_template(
@@ -490,7 +585,7 @@ async fn helm_claim_namespace_rbac_is_sufficient_for_the_claim_flow() {
 /// operator's ServiceAccount in the project namespace and the garden-side Role).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_rbac_is_sufficient_with_a_separate_garden() {
-    let hap = Hap::without_operator_with_separate_garden(&["aws"], json!({})).await;
+    let hap = Hap::without_operator_with_separate_garden(&RULES, json!({})).await;
     let place = Place {
         ns: unique("hapsys"),
         bindings_ns: hap.bindings_ns.clone(),
@@ -538,7 +633,7 @@ async fn kustomize_rbac_is_sufficient_with_a_separate_garden() {
 /// `garden.rbacOnly` in the garden.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_rbac_is_sufficient_with_a_separate_garden() {
-    let hap = Hap::without_operator_with_separate_garden(&["aws"], json!({})).await;
+    let hap = Hap::without_operator_with_separate_garden(&RULES, json!({})).await;
     let ns = namespace(&hap.client, "hapsys").await;
     let release = unique("hap");
     let binding_ns = format!("bindingNamespace={}", hap.bindings_ns);
@@ -739,4 +834,152 @@ async fn without_the_secret_get_the_claim_says_what_to_grant() {
         Some("ga-deny")
     );
     hap.config_condition("Ready", "True").await;
+}
+
+/// The Role docs/install.md tells to add when a binding's Quota lives outside the project
+/// namespace (Gardener's example keeps trial Quotas in `garden-trial`): the YAML block of that
+/// paragraph, moved into `quota_ns` and bound to the operator's ServiceAccount in `ops_ns`.
+fn documented_quota_role(quota_ns: &str, ops_ns: &str) -> Vec<Value> {
+    let doc = std::fs::read_to_string(repo_root().join("docs/install.md")).unwrap();
+    let from = doc
+        .find("keeps trial Quotas in `garden-trial`")
+        .expect("docs/install.md: the trial Quota paragraph");
+    let block = &doc[from..];
+    let start = block.find("```yaml\n").expect("its YAML block") + "```yaml\n".len();
+    let end = start + block[start..].find("```").expect("end of the block");
+    let yaml: String = block[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("  ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut objs = parse_stream(&yaml);
+    assert_eq!(objs.len(), 2, "a Role and a RoleBinding: {objs:?}");
+    for o in &mut objs {
+        assert_eq!(o["metadata"]["namespace"], "garden-trial", "{o}");
+        o["metadata"]["namespace"] = json!(quota_ns);
+        if let Some(subjects) = o["subjects"].as_array_mut() {
+            for s in subjects {
+                s["namespace"] = json!(ops_ns);
+            }
+        }
+    }
+    objs
+}
+
+/// A binding whose Quota lives in another namespace: under the shipped RBAC alone its claim is
+/// refused and says to grant `get` on quotas; with the Role docs/install.md gives for that layout
+/// it binds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_in_another_namespace_needs_the_documented_role() {
+    let hap = Hap::without_operator(&["alicloud"], json!({})).await;
+    let quota_ns = namespace(&hap.client, "trial").await;
+    let ns = &hap.bindings_ns;
+    support::garden::create_secret(&hap.garden, ns, "ali-trial", "alicloud").await;
+    let quota = support::garden::quota_object(&quota_ns, "trial-quota");
+    support::garden::create_dynamic(
+        &hap.garden,
+        &quota_ns,
+        &support::garden::quota_resource(),
+        quota,
+    )
+    .await;
+    let labels = BTreeMap::from([("hyperscalerType".to_string(), "alicloud".to_string())]);
+    let mut binding = support::garden::binding_object_with(
+        ns,
+        "ali-trial",
+        "alicloud",
+        &labels,
+        Credentials::Secret,
+        Some("trial-quota"),
+    );
+    binding["quotas"][0]["namespace"] = json!(quota_ns);
+    support::garden::create_dynamic(&hap.garden, ns, &credentials_binding_resource(), binding)
+        .await;
+
+    let place = Place {
+        ns: unique("hapsys"),
+        bindings_ns: ns.clone(),
+        suffix: unique("quota"),
+    };
+    let shipped: Vec<Value> = relocate(&kustomize("deploy/kustomize/base"), &place)
+        .into_iter()
+        .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
+        .collect();
+    let mut cleanup = cleanup_for(&shipped);
+    cleanup.push(vec![
+        "delete".into(),
+        "hapconfig".into(),
+        hap.config.clone(),
+        "--ignore-not-found".into(),
+        "--wait=false".into(),
+    ]);
+    let _cleanup = Cleanup(cleanup);
+    apply(&shipped, "kustomize RBAC as shipped");
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = sa_kubeconfig(
+        &kubeconfig(),
+        dir.path(),
+        &place.ns,
+        "hap-operator",
+        "sa.kubeconfig",
+    );
+    let log = dir.path().join("operator.log");
+    let logfile = std::fs::File::create(&log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_hap"))
+        .args([
+            "run",
+            &format!("--config-name={}", hap.config),
+            &format!("--claim-namespace={}", hap.claims_ns),
+            "--mark-ignored-configs=false",
+            "--http-addr=127.0.0.1:0",
+            "--leader-elect=false",
+            "--log-format=json",
+            "--pending-retry=2s",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("HAP_GARDEN_KUBECONFIG")
+        .env("RUST_LOG", "info,kube=warn")
+        .stdin(Stdio::null())
+        .stdout(logfile.try_clone().unwrap())
+        .stderr(logfile)
+        .spawn()
+        .expect("spawn hap run");
+    let _op = Process {
+        child: Some(child),
+        log,
+    };
+    hap.claim(
+        "c1",
+        json!({"globalAccount": "ga-trial", "plan": "alicloud"}),
+    )
+    .await;
+    let refused = bound_or_refused(&hap, "c1").await;
+    let msg = refused.expect_err("the shipped Role alone does not cover a Quota elsewhere");
+    assert!(
+        msg.contains("cannot reference a quota you are not allowed to read")
+            && msg.contains("`get` on quotas.core.gardener.cloud"),
+        "the claim names the permission to grant: {msg}"
+    );
+
+    let role = documented_quota_role(&quota_ns, &place.ns);
+    apply(&role, "the Role docs/install.md gives for Quotas elsewhere");
+    // gardener-apiserver caches authorization decisions for 10 s; the claim retries after its
+    // pause.
+    eventually(
+        Duration::from_secs(120),
+        "c1 Bound once the documented Role is applied",
+        || async {
+            let c = hap.claims().get("c1").await.ok()?;
+            (c.status?.phase == Some(hap_operator::api::ClaimPhase::Bound)).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        hap.labels("ali-trial")
+            .await
+            .get("tenantName")
+            .map(String::as_str),
+        Some("ga-trial")
+    );
 }

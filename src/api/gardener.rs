@@ -35,6 +35,59 @@ impl BindingKind {
     }
 }
 
+/// What a binding's credentials are: the kind its `credentialsRef` names (a SecretBinding's
+/// `secretRef` is always a Secret). gardener-apiserver v1.141 accepts the first three; `Other`
+/// stands for a kind a later Gardener may add, so that a binding is never dropped for it.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+pub enum CredentialsKind {
+    /// `v1` Secret.
+    #[default]
+    Secret,
+    /// `security.gardener.cloud/v1alpha1` WorkloadIdentity.
+    WorkloadIdentity,
+    /// `core.gardener.cloud/v1beta1` InternalSecret.
+    InternalSecret,
+    /// A kind this version of hap-operator does not know.
+    Other,
+}
+
+impl CredentialsKind {
+    /// The kind of a `credentialsRef` from its `apiVersion` and `kind`, as gardener-apiserver
+    /// tells them apart (by API group).
+    pub fn from_ref(api_version: &str, kind: &str) -> Self {
+        match (api_version, kind) {
+            ("v1", "Secret") => CredentialsKind::Secret,
+            ("security.gardener.cloud/v1alpha1", "WorkloadIdentity") => {
+                CredentialsKind::WorkloadIdentity
+            }
+            ("core.gardener.cloud/v1beta1", "InternalSecret") => CredentialsKind::InternalSecret,
+            _ => CredentialsKind::Other,
+        }
+    }
+
+    /// The kind of a binding as the API server sends it: its `credentialsRef`, or a Secret when it
+    /// has none (a SecretBinding).
+    pub fn of_binding(binding: &serde_json::Value) -> Self {
+        let r = &binding["credentialsRef"];
+        if r.is_null() {
+            return CredentialsKind::Secret;
+        }
+        let s = |k: &str| r[k].as_str().unwrap_or_default();
+        Self::from_ref(s("apiVersion"), s("kind"))
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialsKind::Secret => "Secret",
+            CredentialsKind::WorkloadIdentity => "WorkloadIdentity",
+            CredentialsKind::InternalSecret => "InternalSecret",
+            CredentialsKind::Other => "Other",
+        }
+    }
+}
+
 /// The part of a Shoot that cluster counting needs: which binding it uses.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(

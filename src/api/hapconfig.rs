@@ -7,7 +7,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::gardener::BindingKind;
+use super::gardener::{BindingKind, CredentialsKind};
 use super::policy::{
     PINS_ONE_TENANT_MESSAGE, PINS_ONE_TENANT_RULE, Pin, StructuredRule, rule_items,
 };
@@ -369,6 +369,10 @@ pub struct PoolFigures {
     pub claimed: i64,
     pub dirty: i64,
     pub clusters: i64,
+    /// How many of the pool's bindings reference each kind of credentials (`Secret`,
+    /// `WorkloadIdentity`, `InternalSecret`); kinds with none are left out.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub credentials: BTreeMap<CredentialsKind, i64>,
 }
 
 /// A binding labelled for a tenant that no claim or Shoot uses.

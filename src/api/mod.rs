@@ -11,7 +11,7 @@ pub mod sources;
 pub use accountclaim::{
     AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule,
 };
-pub use gardener::{BindingKind, Shoot, ShootSpec};
+pub use gardener::{BindingKind, CredentialsKind, Shoot, ShootSpec};
 pub use hapconfig::{
     BindingsInUse, HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules,
     MultiHyperscalerAccount, OrphanStatus, PinStatus, PlanSpec, PoolFigures, PreferenceStatus,

@@ -2,8 +2,8 @@
 //! `hap explain --live`). It lists once, turns what it read into the plain views the pure core
 //! takes (`HapConfigSpec`, label maps, `pools::*View`), and decides nothing itself.
 //!
-//! It reads the HapConfig, binding metadata (never the bindings' credentials references), Shoots
-//! and AccountClaims, and never Secrets; it writes nothing. The client comes from `KUBECONFIG`
+//! It reads the HapConfig, bindings (their labels and the kind of their credentials reference,
+//! never the credentials), Shoots and AccountClaims, and never Secrets; it writes nothing. The client comes from `KUBECONFIG`
 //! or the in-cluster config, as kubectl's does, so `kubectl hap ...` talks to kubectl's cluster;
 //! bindings and Shoots are read from the garden (`--garden-kubeconfig`) when that is another one.
 
@@ -14,7 +14,7 @@ use std::path::Path;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 
-use crate::api::{AccountClaim, BindingKind, HapConfig, HapConfigSpec, Shoot};
+use crate::api::{AccountClaim, BindingKind, CredentialsKind, HapConfig, HapConfigSpec, Shoot};
 use crate::k8s::writes::binding_resource;
 use crate::labels::ResolvedLabelKeys;
 use crate::pools::{
@@ -130,7 +130,8 @@ pub fn in_force(cfg: &HapConfig) -> InForce {
     }
 }
 
-/// The labels of every binding in the namespace and kind the spec names (metadata only).
+/// The labels and credential kind of every binding in the namespace and kind the spec names
+/// (the bindings themselves; what they reference is never read).
 async fn binding_views(
     client: &Client,
     spec: &HapConfigSpec,
@@ -139,10 +140,14 @@ async fn binding_views(
     let ns = &spec.binding_namespace;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &binding_resource(kind));
     let list = api
-        .list_metadata(&ListParams::default())
+        .list(&ListParams::default())
         .await
         .map_err(api_error(format!("list {}s in {ns}", kind.gvk().2)))?;
-    Ok(list.items.into_iter().map(|b| binding_view(&b)).collect())
+    Ok(list
+        .items
+        .into_iter()
+        .map(|b| binding_view(&b, CredentialsKind::of_binding(&b.data)))
+        .collect())
 }
 
 /// `hap validate --live`: the current generation's spec (what was applied, valid or not) and the

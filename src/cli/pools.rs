@@ -1,22 +1,26 @@
 //! `hap pools` (`kubectl hap pools`): every pool in the live cluster with its figures, counted by
 //! the operator's own `pools::Inventory` from one list of bindings, Shoots and AccountClaims.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use serde::Serialize;
 
 use super::live::{self, DEFAULT_CONFIG};
 use super::validate::{Format, usage};
-use crate::api::{BindingKind, PoolFigures};
+use crate::api::{BindingKind, CredentialsKind, PoolFigures};
 
 /// Show every pool of the live cluster: bindings by hyperscaler type, EU access and sharing.
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Reads the HapConfig (--config) for bindingNamespace, bindingKind, labelKeys and\n\
-shootNamespace, then lists binding metadata, Shoots and AccountClaims once. Never reads Secrets.\n\
+shootNamespace, then lists bindings, Shoots and AccountClaims once. Never reads Secrets or other\n\
+credentials.\n\
 FREE: unclaimed bindings a claim can take; CLAIMED: held by a tenant; DIRTY: waiting for the\n\
 cleanup job; CLUSTERS: Shoots and bound claims on the pool's bindings. Shared pools show only\n\
-TOTAL and CLUSTERS. Exit codes: 0 shown, 2 the cluster could not be read."
+TOTAL and CLUSTERS. CREDENTIALS: what the bindings' credentialsRef names (Secret,\n\
+WorkloadIdentity, InternalSecret), with counts when a pool mixes kinds.\n\
+Exit codes: 0 shown, 2 the cluster could not be read."
 )]
 pub struct Args {
     /// The HapConfig to read (the operator's --config-name).
@@ -81,7 +85,7 @@ pub fn run(args: Args) -> ExitCode {
 
 /// The pools as a kubectl-style table, columns padded to their widest cell.
 fn table(figures: &[PoolFigures]) -> String {
-    const HEADER: [&str; 8] = [
+    const HEADER: [&str; 9] = [
         "HYPERSCALER-TYPE",
         "EU",
         "SHARED",
@@ -90,8 +94,9 @@ fn table(figures: &[PoolFigures]) -> String {
         "CLAIMED",
         "DIRTY",
         "CLUSTERS",
+        "CREDENTIALS",
     ];
-    let rows: Vec<[String; 8]> = figures
+    let rows: Vec<[String; 9]> = figures
         .iter()
         .map(|f| {
             // A shared pool is never claimed, so free/claimed/dirty do not apply to it.
@@ -111,6 +116,7 @@ fn table(figures: &[PoolFigures]) -> String {
                 dedicated(f.claimed),
                 dedicated(f.dirty),
                 f.clusters.to_string(),
+                credentials_cell(&f.credentials),
             ]
         })
         .collect();
@@ -135,6 +141,20 @@ fn table(figures: &[PoolFigures]) -> String {
     out
 }
 
+/// The kinds of credentials a pool's bindings reference: the kind alone when all share it (the
+/// usual case), else each kind with its count; `-` for a pool without bindings.
+fn credentials_cell(kinds: &BTreeMap<CredentialsKind, i64>) -> String {
+    match kinds.len() {
+        0 => "-".to_string(),
+        1 => kinds.keys().map(|k| k.as_str()).collect(),
+        _ => kinds
+            .iter()
+            .map(|(k, n)| format!("{}={n}", k.as_str()))
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +169,10 @@ mod tests {
                 claimed: 8,
                 dirty: 1,
                 clusters: 9,
+                credentials: BTreeMap::from([
+                    (CredentialsKind::Secret, 11),
+                    (CredentialsKind::WorkloadIdentity, 1),
+                ]),
                 ..Default::default()
             },
             PoolFigures {
@@ -156,13 +180,19 @@ mod tests {
                 shared: true,
                 total: 2,
                 clusters: 40,
+                credentials: BTreeMap::from([(CredentialsKind::InternalSecret, 2)]),
+                ..Default::default()
+            },
+            PoolFigures {
+                hyperscaler_type: "gcp".into(),
                 ..Default::default()
             },
         ];
         let expected = "\
-HYPERSCALER-TYPE    EU      SHARED   TOTAL   FREE   CLAIMED   DIRTY   CLUSTERS
-aws                 false   false    12      3      8         1       9
-openstack_eu-de-1   false   true     2       -      -         -       40
+HYPERSCALER-TYPE    EU      SHARED   TOTAL   FREE   CLAIMED   DIRTY   CLUSTERS   CREDENTIALS
+aws                 false   false    12      3      8         1       9          Secret=11,WorkloadIdentity=1
+openstack_eu-de-1   false   true     2       -      -         -       40         InternalSecret
+gcp                 false   false    0       0      0         0       0          -
 ";
         assert_eq!(table(&figures), expected);
     }

@@ -563,7 +563,7 @@ async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), k
             &ctx.ledger,
             Kind::Binding,
             |token| list_page(&api, token),
-            |l, b| l.apply_binding(binding_view(&b)),
+            |l, b| l.apply_binding(binding_view(&b, b.credentials())),
         )
         .await?;
     }

@@ -489,8 +489,9 @@ fn watch_config() -> watcher::Config {
     watcher::Config::default().page_size(LIST_PAGE)
 }
 
-/// The binding watch of a target: metadata only (labels and resourceVersion are all selection
-/// needs; the credentials reference is never read).
+/// The binding watch of a target: metadata and the kind of the credentials reference (labels and
+/// resourceVersion are all selection needs; the kind is shown in status; the credentials
+/// themselves are never read).
 pub fn watch_bindings(
     client: &Client,
     target: &BindingTarget,
@@ -503,7 +504,7 @@ pub fn watch_bindings(
         stream,
         feed,
         Kind::Binding,
-        |l, b| l.apply_binding(binding_view(b)),
+        |l, b| l.apply_binding(binding_view(b, b.credentials())),
         |l, b| l.delete_binding(&b.name_any(), b.resource_version().as_deref()),
     ))
 }

@@ -2,7 +2,7 @@
 //! serde would build into nested JSON maps only for the caches to drop them again: at 10k claims
 //! that was most of the allocations of a list and a third of the peak heap. These types skip
 //! them (and annotations, which no decision reads) while decoding and hand on the ordinary typed
-//! objects; the claim cache keeps a compact form of each claim (`StoredClaim`).
+//! objects (a binding: its metadata and the kind of its credentials only); the claim cache keeps a compact form of each claim (`StoredClaim`).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -14,7 +14,9 @@ use kube::core::{ApiResource, DynamicResourceScope};
 use kube::runtime::watcher::Event;
 use serde::{Deserialize, Deserializer};
 
-use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, Shoot, ShootSpec};
+use crate::api::{
+    AccountClaim, AccountClaimSpec, AccountClaimStatus, CredentialsKind, Shoot, ShootSpec,
+};
 use crate::pools::{ClaimView, claim_view_of};
 use crate::status::{CompactStatus, settled};
 
@@ -170,12 +172,43 @@ pub struct LeanShoot {
 }
 lean_resource!(LeanShoot => Shoot { spec });
 
-/// A binding's metadata (labels and resourceVersion are all selection reads), of either binding
-/// kind.
+/// A binding's metadata (labels and resourceVersion are all selection reads) and the kind of its
+/// credentials, which status and `hap pools` show; of either binding kind. The reference's name
+/// and namespace are skipped: the operator never reads the credentials.
 #[derive(Deserialize, Clone, Debug)]
 pub struct LeanObject {
     #[serde(deserialize_with = "lean_meta")]
     metadata: ObjectMeta,
+    /// A SecretBinding has no `credentialsRef`: its `secretRef` is a Secret.
+    #[serde(
+        default,
+        rename = "credentialsRef",
+        deserialize_with = "credentials_kind"
+    )]
+    credentials: CredentialsKind,
+}
+
+impl LeanObject {
+    pub fn credentials(&self) -> CredentialsKind {
+        self.credentials
+    }
+}
+
+/// The two fields of a `credentialsRef` that say its kind.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct KindRef {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+}
+
+fn credentials_kind<'de, D: Deserializer<'de>>(d: D) -> Result<CredentialsKind, D::Error> {
+    let r = Option::<KindRef>::deserialize(d)?;
+    Ok(r.map_or(CredentialsKind::Secret, |r| {
+        CredentialsKind::from_ref(&r.api_version, &r.kind)
+    }))
 }
 
 impl Resource for LeanObject {
@@ -269,6 +302,70 @@ mod tests {
             .into();
         assert_eq!(shoot.spec.binding_name(), Some("b9"));
         assert!(shoot.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn a_binding_keeps_the_kind_of_its_credentials_only() {
+        let binding = |r: serde_json::Value| {
+            let json = serde_json::json!({
+                "apiVersion": "security.gardener.cloud/v1alpha1", "kind": "CredentialsBinding",
+                "metadata": {"name": "b1", "resourceVersion": "4", "labels": {"hyperscalerType": "aws"}},
+                "provider": {"type": "aws"},
+                "credentialsRef": r,
+            });
+            serde_json::from_value::<LeanObject>(json).expect("decodes")
+        };
+        let cases = [
+            ("v1", "Secret", CredentialsKind::Secret),
+            (
+                "security.gardener.cloud/v1alpha1",
+                "WorkloadIdentity",
+                CredentialsKind::WorkloadIdentity,
+            ),
+            (
+                "core.gardener.cloud/v1beta1",
+                "InternalSecret",
+                CredentialsKind::InternalSecret,
+            ),
+            // A kind a later Gardener may add, or one in an unexpected group: kept, not dropped.
+            (
+                "security.gardener.cloud/v1beta1",
+                "Token",
+                CredentialsKind::Other,
+            ),
+            ("v1", "WorkloadIdentity", CredentialsKind::Other),
+        ];
+        for (api_version, kind, expected) in cases {
+            let b = binding(serde_json::json!({"apiVersion": api_version, "kind": kind,
+                "name": "b1", "namespace": "garden-kyma"}));
+            assert_eq!(b.credentials(), expected, "{api_version} {kind}");
+            assert_eq!(
+                b.labels().get("hyperscalerType").map(String::as_str),
+                Some("aws")
+            );
+        }
+        // A SecretBinding has no credentialsRef: its secretRef is a Secret.
+        let json = serde_json::json!({"apiVersion": "core.gardener.cloud/v1beta1",
+            "kind": "SecretBinding", "metadata": {"name": "s1"},
+            "secretRef": {"name": "s1", "namespace": "garden-kyma"}});
+        let sb: LeanObject = serde_json::from_value(json).expect("decodes");
+        assert_eq!(sb.credentials(), CredentialsKind::Secret);
+        // The same rule for the CLI, which reads bindings as dynamic objects.
+        for (api_version, kind, expected) in cases {
+            let data =
+                serde_json::json!({"credentialsRef": {"apiVersion": api_version, "kind": kind}});
+            assert_eq!(CredentialsKind::of_binding(&data), expected);
+        }
+        assert_eq!(
+            CredentialsKind::of_binding(&serde_json::json!({"secretRef": {}})),
+            CredentialsKind::Secret
+        );
+        // A malformed reference is an error of the object, not a panic.
+        assert!(
+            serde_json::from_value::<LeanObject>(serde_json::json!({
+            "metadata": {"name": "b"}, "credentialsRef": {"kind": 3}}))
+            .is_err()
+        );
     }
 
     #[test]

@@ -143,14 +143,15 @@ impl K8sError {
 
 /// What a refused binding write needs, in words for the person who fixes it: the server's own
 /// message (RBAC names the verb, resource and namespace) and, for gardener-apiserver's check of
-/// the Secret a binding references, the permission or object that check wants.
+/// what a binding references (its credentials and Quotas), the permission or object that check
+/// wants.
 pub fn forbidden_hint(message: &str, plural: &str, namespace: &str) -> String {
-    let hint = if message.contains("not allowed to read") {
+    let hint = if let Some(resource) = unreadable_reference(message) {
         format!(
-            "gardener-apiserver lets only callers that may `get` the Secret a binding references update the binding: grant the operator's identity in the garden `get` on secrets in namespace {namespace} (docs/install.md, RBAC)"
+            "gardener-apiserver lets only callers that may `get` what a binding references update the binding: grant the operator's identity in the garden `get` on {resource} in namespace {namespace}, or in the namespace the binding's reference names (docs/install.md, RBAC)"
         )
     } else if message.contains("not found") {
-        "the Secret (or WorkloadIdentity) this binding references does not exist, so gardener-apiserver refuses every update of the binding: restore it, or take the binding out of the pool".to_string()
+        "an object this binding references (its Secret, WorkloadIdentity, InternalSecret or a Quota) does not exist, so gardener-apiserver refuses every update of the binding: restore it, or take the binding out of the pool".to_string()
     } else if message.contains("cannot patch") {
         format!(
             "grant the operator's identity in the garden `patch` on {plural} in namespace {namespace} (docs/install.md, RBAC)"
@@ -161,6 +162,22 @@ pub fn forbidden_hint(message: &str, plural: &str, namespace: &str) -> String {
         )
     };
     format!("the garden refused the write: {message}; {hint}")
+}
+
+/// The resource gardener-apiserver's ResourceReferenceManager wanted the caller to be allowed to
+/// `get`, from its refusal "<binding kind> cannot reference a <Kind> you are not allowed to read"
+/// (v1.141 words Quotas in lower case). An unknown kind is named as the server wrote it.
+fn unreadable_reference(message: &str) -> Option<String> {
+    let (head, _) = message.split_once(" you are not allowed to read")?;
+    let (_, kind) = head.rsplit_once("cannot reference a ")?;
+    let resource = match kind.trim() {
+        "Secret" => "secrets",
+        "WorkloadIdentity" => "workloadidentities.security.gardener.cloud",
+        "InternalSecret" => "internalsecrets.core.gardener.cloud",
+        "quota" | "Quota" => "quotas.core.gardener.cloud",
+        other => return Some(format!("the {other} it references")),
+    };
+    Some(resource.to_string())
 }
 
 #[cfg(test)]
@@ -222,6 +239,28 @@ mod tests {
             h.contains("`get` on secrets in namespace garden-kyma"),
             "{h}"
         );
+        for (kind, resource) in [
+            (
+                "WorkloadIdentity",
+                "workloadidentities.security.gardener.cloud",
+            ),
+            ("InternalSecret", "internalsecrets.core.gardener.cloud"),
+            ("quota", "quotas.core.gardener.cloud"),
+        ] {
+            // gardener-apiserver v1.141's words, as the operator receives them.
+            let refused = format!(
+                r#"credentialsbindings.security.gardener.cloud "b1" is forbidden:  cannot reference a {kind} you are not allowed to read"#
+            );
+            let h = forbidden_hint(&refused, "credentialsbindings", "garden-kyma");
+            assert!(
+                h.contains(&format!("`get` on {resource} in namespace garden-kyma"))
+                    && !h.contains("secrets in"),
+                "{h}"
+            );
+        }
+        let odd = "CredentialsBinding cannot reference a Token you are not allowed to read";
+        let h = forbidden_hint(odd, "credentialsbindings", "g");
+        assert!(h.contains("`get` on the Token it references"), "{h}");
         let gone = r#"secrets "aws-1" not found"#;
         assert!(forbidden_hint(gone, "credentialsbindings", "g").contains("does not exist"));
     }

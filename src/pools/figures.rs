@@ -5,7 +5,8 @@
 //! untenanted ones a cluster uses); `claimed` the bindings a tenant holds and that are not dirty;
 //! `dirty` those waiting for the cleanup job; `clusters` the clusters on all of them. A shared
 //! pool (`shared: true` in its key) has only `total` and `clusters`. So `total = free + claimed +
-//! dirty + unclaimed internal + in use without a tenant` for a dedicated pool.
+//! dirty + unclaimed internal + in use without a tenant` for a dedicated pool. `credentials` counts
+//! the pool's bindings by the kind their `credentialsRef` names (it sums to `total`).
 //!
 //! Bindings in use that need a person: untenanted ones a cluster uses (`InUseWithoutTenant`:
 //! never claimed while so, or a second tenant would share the cloud account) and dirty ones a
@@ -56,6 +57,9 @@ impl Inventory {
         for name in all {
             total += 1;
             clusters += self.clusters_on(name).len();
+            if let Some(kind) = self.binding(name).map(|e| e.view.credentials) {
+                *f.credentials.entry(kind).or_default() += 1;
+            }
         }
         f.total = count(total);
         let in_use = m

@@ -1,12 +1,12 @@
 //! The plain views of the API objects: which binding a claim records (through
 //! `status::recorded_binding`, the one definition of "bound"), which binding a Shoot uses, a
-//! binding's labels — each with the resourceVersion that orders views of the object.
+//! binding's labels and credential kind — each with the resourceVersion that orders views of the object.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::{BindingView, ClaimView, ShootView};
-use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, Shoot};
+use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, CredentialsKind, Shoot};
 use crate::status::{is_denied, recorded_binding, waiting_in};
 
 /// The view of a claim that selection, release and counting take.
@@ -37,12 +37,13 @@ pub fn claim_view_of(
     }
 }
 
-/// The view of a binding, from its metadata.
-pub fn binding_view(b: &impl Resource) -> BindingView {
+/// The view of a binding, from its metadata and the kind of its credentials.
+pub fn binding_view(b: &impl Resource, credentials: CredentialsKind) -> BindingView {
     BindingView {
         name: b.name_any(),
         resource_version: b.resource_version(),
         labels: b.labels().clone(),
+        credentials,
     }
 }
 

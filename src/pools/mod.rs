@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub use from_api::{binding_view, claim_view, claim_view_of, shoot_view};
 pub use index::{Changes, Kind, Relist, is_newer};
 
+use crate::api::CredentialsKind;
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 pub use small_map::SmallMap;
 
@@ -34,6 +35,8 @@ pub struct BindingView {
     /// Precondition for compare-and-swap label writes, and the order of views.
     pub resource_version: Option<String>,
     pub labels: BTreeMap<String, String>,
+    /// What the binding's `credentialsRef` names (one byte; status and `hap pools` count them).
+    pub credentials: CredentialsKind,
 }
 
 /// What selection and release need to know about one AccountClaim.

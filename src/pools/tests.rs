@@ -12,6 +12,7 @@ pub(crate) fn binding(name: &str, labels: &[(&str, &str)]) -> BindingView {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        ..Default::default()
     }
 }
 
@@ -156,6 +157,64 @@ fn clusters_are_the_union_of_bound_claims_and_shoots_by_name() {
     assert!(inv.clusters_on("nope").is_empty());
     assert!(inv.shoot("s5").is_some() && inv.shoot("s4").is_none());
     assert_eq!(inv.claim("uid-c4").map(|c| c.deleting), Some(true));
+}
+
+#[test]
+fn figures_count_the_credential_kinds_of_each_pool() {
+    let with = |name: &str, labels: &[(&str, &str)], credentials| BindingView {
+        credentials,
+        ..binding(name, labels)
+    };
+    let aws = [("hyperscalerType", "aws")];
+    let inv = inventory(
+        vec![
+            with("s1", &aws, CredentialsKind::Secret),
+            with("s2", &aws, CredentialsKind::Secret),
+            with("w1", &aws, CredentialsKind::WorkloadIdentity),
+            with(
+                "d1",
+                &[("hyperscalerType", "aws"), ("dirty", "true")],
+                CredentialsKind::InternalSecret,
+            ),
+            with(
+                "g1",
+                &[("hyperscalerType", "gcp")],
+                CredentialsKind::WorkloadIdentity,
+            ),
+            // In no pool: counted nowhere.
+            with("x1", &[], CredentialsKind::InternalSecret),
+        ],
+        vec![],
+        vec![],
+    );
+    let f = inv.figures(&pool("aws", false, false));
+    assert_eq!(
+        f.credentials,
+        BTreeMap::from([
+            (CredentialsKind::Secret, 2),
+            (CredentialsKind::WorkloadIdentity, 1),
+            (CredentialsKind::InternalSecret, 1),
+        ])
+    );
+    assert_eq!(f.credentials.values().sum::<i64>(), f.total);
+    let g = inv.figures(&pool("gcp", false, false));
+    assert_eq!(
+        g.credentials,
+        BTreeMap::from([(CredentialsKind::WorkloadIdentity, 1)])
+    );
+    assert!(
+        inv.figures(&pool("azure", false, false))
+            .credentials
+            .is_empty()
+    );
+    // In status the counts are keyed by kind name, and left out for a pool without bindings.
+    let json = serde_json::to_value(&f).expect("serializes");
+    assert_eq!(
+        json["credentials"],
+        serde_json::json!({"Secret": 2, "WorkloadIdentity": 1, "InternalSecret": 1})
+    );
+    let empty = serde_json::to_value(inv.figures(&pool("azure", false, false))).expect("json");
+    assert!(empty.get("credentials").is_none(), "{empty}");
 }
 
 #[test]

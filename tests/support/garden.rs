@@ -6,7 +6,9 @@
 //! - [`project`] / [`create_project`]: a Project and its namespace `garden-<name>`; bindings and
 //!   Shoots may only live in project namespaces.
 //! - [`create_binding`] / [`create_secret_binding`]: the Secret a binding references, then the
-//!   binding (admission rejects a binding whose Secret is missing or unreadable to the caller).
+//!   binding (admission rejects a binding whose Secret is missing or unreadable to the caller);
+//!   [`create_binding_with`] and its wrappers: a CredentialsBinding on a WorkloadIdentity or an
+//!   InternalSecret, or one that references a Quota.
 //! - [`create_shoot`]: a valid Shoot for a binding (workers, Kubernetes version, region, machine
 //!   type and image from the binding's CloudProfile, networking); [`delete_shoot`] deletes it
 //!   with the confirmation annotation Gardener demands. Delete Shoots before their bindings:
@@ -248,6 +250,185 @@ pub async fn create_binding(
         .create(&PostParams::default(), &obj)
         .await
         .unwrap_or_else(|e| panic!("create CredentialsBinding {ns}/{name}: {e}"));
+}
+
+/// What a CredentialsBinding's `credentialsRef` points at; gardener-apiserver (v1.141) accepts
+/// these three kinds and checks, on every create and update of the binding, that the caller may
+/// `get` the one referenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Credentials {
+    Secret,
+    /// `security.gardener.cloud/v1alpha1`; needs `spec.audiences` and `spec.targetSystem.type`
+    /// (the binding's provider type).
+    WorkloadIdentity,
+    /// `core.gardener.cloud/v1beta1`, a Secret only gardener-apiserver serves.
+    InternalSecret,
+}
+
+impl Credentials {
+    fn api_version(self) -> &'static str {
+        match self {
+            Credentials::Secret => "v1",
+            Credentials::WorkloadIdentity => "security.gardener.cloud/v1alpha1",
+            Credentials::InternalSecret => "core.gardener.cloud/v1beta1",
+        }
+    }
+
+    pub fn kind(self) -> &'static str {
+        match self {
+            Credentials::Secret => "Secret",
+            Credentials::WorkloadIdentity => "WorkloadIdentity",
+            Credentials::InternalSecret => "InternalSecret",
+        }
+    }
+}
+
+pub fn workload_identity_resource() -> ApiResource {
+    resource(
+        "security.gardener.cloud",
+        "v1alpha1",
+        "WorkloadIdentity",
+        "workloadidentities",
+    )
+}
+
+pub fn internal_secret_resource() -> ApiResource {
+    resource(
+        "core.gardener.cloud",
+        "v1beta1",
+        "InternalSecret",
+        "internalsecrets",
+    )
+}
+
+pub fn quota_resource() -> ApiResource {
+    resource("core.gardener.cloud", "v1beta1", "Quota", "quotas")
+}
+
+/// The object a binding's credentials reference names, of that kind (same name as the binding).
+pub fn credentials_object(ns: &str, name: &str, provider: &str, creds: Credentials) -> Value {
+    match creds {
+        Credentials::Secret => secret_object(ns, name, provider),
+        Credentials::WorkloadIdentity => json!({
+            "apiVersion": creds.api_version(), "kind": creds.kind(),
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"audiences": ["hap-test"], "targetSystem": {"type": provider}},
+        }),
+        Credentials::InternalSecret => json!({
+            "apiVersion": creds.api_version(), "kind": creds.kind(), "type": "Opaque",
+            "metadata": {"name": name, "namespace": ns},
+            "stringData": {"provider": provider, "credentials": format!("test credentials of {name}")},
+        }),
+    }
+}
+
+/// A Quota of credentials scope, as a trial landscape limits the cluster lifetime of an account.
+pub fn quota_object(ns: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Quota",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"scope": {"apiVersion": "v1", "kind": "Secret"}, "clusterLifetimeDays": 14,
+                 "metrics": {"cpu": "200"}},
+    })
+}
+
+/// A CredentialsBinding whose `credentialsRef` is `creds` (named like the binding), and which
+/// references the Quota `quota` of its namespace if given.
+pub fn binding_object_with(
+    ns: &str,
+    name: &str,
+    provider: &str,
+    labels: &BTreeMap<String, String>,
+    creds: Credentials,
+    quota: Option<&str>,
+) -> Value {
+    let mut b = binding_object(ns, name, provider, labels);
+    b["credentialsRef"] = json!({"apiVersion": creds.api_version(), "kind": creds.kind(),
+                                 "name": name, "namespace": ns});
+    if let Some(q) = quota {
+        b["quotas"] = json!([{"name": q, "namespace": ns}]);
+    }
+    b
+}
+
+/// Creates `obj` (of resource `ar`) in `ns`; it must not exist yet.
+pub async fn create_dynamic(client: &Client, ns: &str, ar: &ApiResource, obj: Value) {
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let created_now = created(
+        Api::namespaced_with(client.clone(), ns, ar)
+            .create(&PostParams::default(), &dynamic(obj))
+            .await,
+        &format!("{} {ns}/{name}", ar.kind),
+    );
+    assert!(created_now, "{} {ns}/{name} existed already", ar.kind);
+}
+
+/// Creates the credentials of kind `creds`, the Quota `quota` (if given) and a CredentialsBinding
+/// referencing both, with these labels.
+pub async fn create_binding_with(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    provider: &str,
+    labels: &[(&str, &str)],
+    creds: Credentials,
+    quota: Option<&str>,
+) {
+    match creds {
+        Credentials::Secret => create_secret(client, ns, name, provider).await,
+        Credentials::WorkloadIdentity => {
+            let obj = credentials_object(ns, name, provider, creds);
+            create_dynamic(client, ns, &workload_identity_resource(), obj).await;
+        }
+        Credentials::InternalSecret => {
+            let obj = credentials_object(ns, name, provider, creds);
+            create_dynamic(client, ns, &internal_secret_resource(), obj).await;
+        }
+    }
+    if let Some(q) = quota {
+        create_dynamic(client, ns, &quota_resource(), quota_object(ns, q)).await;
+    }
+    let obj = binding_object_with(ns, name, provider, &label_map(labels), creds, quota);
+    create_dynamic(client, ns, &credentials_binding_resource(), obj).await;
+}
+
+/// A CredentialsBinding on a WorkloadIdentity of the binding's provider type.
+pub async fn create_workload_identity_binding(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    provider: &str,
+    labels: &[(&str, &str)],
+) {
+    let creds = Credentials::WorkloadIdentity;
+    create_binding_with(client, ns, name, provider, labels, creds, None).await;
+}
+
+/// A CredentialsBinding on an InternalSecret.
+pub async fn create_internal_secret_binding(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    provider: &str,
+    labels: &[(&str, &str)],
+) {
+    let creds = Credentials::InternalSecret;
+    create_binding_with(client, ns, name, provider, labels, creds, None).await;
+}
+
+/// A Secret-backed CredentialsBinding that references a Quota of its own name.
+pub async fn create_quota_binding(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    provider: &str,
+    labels: &[(&str, &str)],
+) {
+    let creds = Credentials::Secret;
+    create_binding_with(client, ns, name, provider, labels, creds, Some(name)).await;
 }
 
 /// Creates a SecretBinding with these labels, and the Secret it references.

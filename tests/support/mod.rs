@@ -456,6 +456,28 @@ impl Hap {
         create_binding(&self.garden, &self.bindings_ns, name, provider, labels).await;
     }
 
+    /// Creates a CredentialsBinding on credentials of kind `creds` (and the Quota `quota`, if
+    /// given) in the binding namespace.
+    pub async fn binding_with(
+        &self,
+        name: &str,
+        provider: &str,
+        labels: &[(&str, &str)],
+        creds: garden::Credentials,
+        quota: Option<&str>,
+    ) {
+        garden::create_binding_with(
+            &self.garden,
+            &self.bindings_ns,
+            name,
+            provider,
+            labels,
+            creds,
+            quota,
+        )
+        .await;
+    }
+
     /// Creates a valid Shoot in the binding namespace that uses `binding`.
     pub async fn shoot(&self, name: &str, binding: &str) {
         garden::create_shoot(&self.garden, &self.bindings_ns, name, binding).await;
