@@ -90,6 +90,14 @@ pub struct RunArgs {
         default_value = "/etc/hap-operator/webhook/tls.key"
     )]
     pub webhook_key_file: PathBuf,
+    /// PEM CA of the client certificates the webhook's callers (kube-apiserver,
+    /// gardener-apiserver) present through their `--admission-control-config-file`: a caller
+    /// without one it signed is refused at TLS. Unset: any caller that reaches the port is
+    /// served, as before (the API servers of most clusters present no client certificate until
+    /// they are configured to, and a webhook that refused them would fail every CREATE under
+    /// `failurePolicy: Fail`); limit who reaches the port with the NetworkPolicy then.
+    #[arg(long, env = "HAP_WEBHOOK_CLIENT_CA", value_name = "PATH")]
+    pub webhook_client_ca: Option<PathBuf>,
     /// How long an admission call may take in all (find or create its AccountClaim, wait for
     /// the leader, stamp or take the claim back) before it is answered. Keep it at least 2 s
     /// below the webhook's timeoutSeconds: a call kube-apiserver gave up on fails the request.
@@ -138,6 +146,7 @@ impl RunArgs {
             webhook_addr: None,
             webhook_cert_file: PathBuf::from("/etc/hap-operator/webhook/tls.crt"),
             webhook_key_file: PathBuf::from("/etc/hap-operator/webhook/tls.key"),
+            webhook_client_ca: None,
             webhook_decision_timeout: Duration::from_secs(8),
             webhook_timeout: None,
             source_grace: Duration::from_secs(60),

@@ -208,6 +208,7 @@ pub async fn run_with(
             addr,
             cert_file: args.webhook_cert_file.clone(),
             key_file: args.webhook_key_file.clone(),
+            client_ca_file: args.webhook_client_ca.clone(),
             config_name: args.config_name.clone(),
             claim_namespace: args.source_claim_namespace(),
             decision_timeout: args.effective_decision_timeout(),
