@@ -348,8 +348,7 @@ mod tests {
         let open = server_config(cert.clone(), None).expect("config");
         assert!(server_accepts(open.clone(), &serving, None).await);
         assert!(server_accepts(open, &serving, Some(client_cert(&strangers))).await);
-        let strict =
-            server_config(cert, Some(&dir.path().join("client-ca.crt"))).expect("config");
+        let strict = server_config(cert, Some(&dir.path().join("client-ca.crt"))).expect("config");
         assert!(
             !server_accepts(strict.clone(), &serving, None).await,
             "a caller without a client certificate was served"
