@@ -22,6 +22,7 @@ use serde_json::json;
 use tokio::sync::OnceCell;
 
 pub mod platform;
+pub mod scrape;
 
 static CRDS: OnceCell<()> = OnceCell::const_new();
 static COUNTER: AtomicU32 = AtomicU32::new(0);
