@@ -241,9 +241,11 @@ fn helm_and_kustomize_ship_the_same_rbac() {
     }
 }
 
-/// No wildcard, no non-resource URLs, only the write verbs the code uses, and Secrets only as a
-/// `get` in a namespaced Role: gardener-apiserver admits a binding update only if the caller may
-/// `get` the Secret it references; `list` or `watch` would let it read them all.
+/// No wildcard, no non-resource URL but `get /metrics` in the scrapers' reader role, only the
+/// write verbs the code uses (`create` of TokenReviews and SubjectAccessReviews: the HTTPS
+/// /metrics asks who a scraper is), and Secrets only as a `get` in a namespaced Role:
+/// gardener-apiserver admits a binding update only if the caller may `get` the Secret it
+/// references; `list` or `watch` would let it read them all.
 fn check_least_privilege(objs: &[Value], what: &str) {
     let writes: BTreeSet<&str> = ["create", "patch"].into();
     for o in objs.iter().filter(|o| kind(o).ends_with("Role")) {
@@ -254,7 +256,15 @@ fn check_least_privilege(objs: &[Value], what: &str) {
                     .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
                     .unwrap_or_default()
             };
-            assert!(rule.get("nonResourceURLs").is_none(), "{what}: {rule}");
+            if rule.get("nonResourceURLs").is_some() {
+                assert!(
+                    name(o).ends_with("metrics-reader")
+                        && strings("nonResourceURLs") == ["/metrics"]
+                        && strings("verbs") == ["get"],
+                    "{what}: the only non-resource rule is the reader's get /metrics: {rule}"
+                );
+                continue;
+            }
             for k in ["apiGroups", "resources", "verbs", "resourceNames"] {
                 assert!(
                     !strings(k).iter().any(|s| s.contains('*')),
@@ -287,8 +297,11 @@ fn check_least_privilege(objs: &[Value], what: &str) {
             if strings("verbs").iter().any(|v| v == "create") {
                 let res = strings("resources");
                 assert!(
-                    res == ["leases"] || res == ["events"],
-                    "{what}: create only for leases and events: {rule}"
+                    res == ["leases"]
+                        || res == ["events"]
+                        || res == ["tokenreviews"]
+                        || res == ["subjectaccessreviews"],
+                    "{what}: create only for leases, events and the metrics' reviews: {rule}"
                 );
             }
         }
@@ -393,7 +406,10 @@ const SERVICE_MONITOR_CRD: &str = r#"{
         "properties": {
           "selector": {"type": "object", "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}},
           "endpoints": {"type": "array", "items": {"type": "object", "properties": {
-            "port": {"type": "string"}, "path": {"type": "string"}, "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}}}}}}}}]
+            "port": {"type": "string"}, "path": {"type": "string"}, "scheme": {"type": "string"},
+            "bearerTokenFile": {"type": "string"},
+            "tlsConfig": {"type": "object", "properties": {"insecureSkipVerify": {"type": "boolean"}}},
+            "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}}}}}}}}]
   }
 }"#;
 
@@ -487,9 +503,22 @@ async fn monitoring_overlay_passes_server_dry_run() {
             "the ServiceMonitor selects the metrics Service"
         );
     }
+    let endpoint = &sm["spec"]["endpoints"][0];
+    assert!(
+        svc["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == endpoint["port"]),
+        "the ServiceMonitor scrapes a port of the Service: {endpoint}"
+    );
     assert_eq!(
-        sm["spec"]["endpoints"][0]["port"],
-        svc["spec"]["ports"][0]["name"]
+        endpoint["scheme"], "https",
+        "the metrics are served over TLS"
+    );
+    assert!(
+        endpoint["bearerTokenFile"].is_string(),
+        "the scrape carries Prometheus' token: {endpoint}"
     );
     let place = Place {
         ns: namespace(&client, "hapsys").await,
@@ -1050,6 +1079,14 @@ fn rule_rows(objs: &[Value], rename: &dyn Fn(&str) -> String) -> BTreeSet<String
             None => format!("ClusterRole {}", name(o)),
         };
         for r in o["rules"].as_array().unwrap() {
+            if r.get("nonResourceURLs").is_some() {
+                rows.insert(format!(
+                    "{object} | non-resource URL | {} | any | {}",
+                    list(&r["nonResourceURLs"]),
+                    list(&r["verbs"])
+                ));
+                continue;
+            }
             let group = match list(&r["apiGroups"]).as_str() {
                 "" => "core".to_string(),
                 g => g.to_string(),
