@@ -1458,3 +1458,62 @@ fn config_reference_matches_the_crd_schema() {
         assert!(wanted.contains(&format!("`{field}`")), "{field}");
     }
 }
+
+/// The NetworkPolicy (issue 20): the chart's and the kustomize component's admit the webhook port
+/// from outside the pod network only and the probe and metrics ports from the monitoring
+/// namespace only, and both pass a server dry run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_policies_limit_the_webhook_and_metrics_ports() {
+    let client = client().await;
+    let ns = namespace(&client, "hapsys").await;
+    let objs = helm_template(
+        &unique("hap"),
+        &ns,
+        &[
+            "--set",
+            "networkPolicy.enabled=true",
+            "--set",
+            "sources.runtimes.enabled=true",
+        ],
+    );
+    let chart = objs
+        .iter()
+        .find(|o| kind(o) == "NetworkPolicy")
+        .expect("the chart renders a NetworkPolicy")
+        .clone();
+    let component = deploy::parse_stream(
+        &std::fs::read_to_string(
+            repo_root().join("deploy/kustomize/components/network-policy/networkpolicy.yaml"),
+        )
+        .unwrap(),
+    )
+    .remove(0);
+    for (what, policy) in [("helm", &chart), ("kustomize", &component)] {
+        let rules = policy["spec"]["ingress"].as_array().unwrap();
+        let ports = |r: &Value| -> Vec<i64> {
+            r["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["port"].as_i64().unwrap())
+                .collect()
+        };
+        assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]), "{what}");
+        assert_eq!(ports(&rules[0]), [9443], "{what}");
+        assert_eq!(
+            rules[0]["from"][0]["ipBlock"]["except"],
+            json!(["100.96.0.0/11"]),
+            "{what}: no pod calls the webhook"
+        );
+        assert_eq!(ports(&rules[1]), [8080, 8443], "{what}");
+        assert_eq!(
+            rules[1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "monitoring",
+            "{what}"
+        );
+        assert_eq!(rules.len(), 2, "{what}: nothing else is admitted");
+    }
+    let mut component = component;
+    component["metadata"]["namespace"] = json!(ns);
+    dry_run(&[chart, component], "the NetworkPolicies");
+}
