@@ -48,3 +48,18 @@ plugins:
 	}
 	return nil
 }
+
+// presentsWebhookClientCert: the API servers of this control plane (and of its garden) were
+// started with the admission configuration; a control plane from an older launcher was not.
+func (e env) presentsWebhookClientCert(opts options) bool {
+	dirs := []env{e}
+	if opts.Garden {
+		dirs = append(dirs, e.garden())
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d.admissionConfigFile()); err != nil {
+			return false
+		}
+	}
+	return true
+}
