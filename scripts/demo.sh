@@ -33,7 +33,8 @@ if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   echo "demo operator already running (pid $(cat "$pidfile"))"
 else
   mkdir -p .testenv/logs .testenv/run
-  nohup "$hap" run --leader-elect=false --http-addr 127.0.0.1:18080 >.testenv/logs/hap-operator.log 2>&1 &
+  # Plain /metrics on loopback for the demo; the shipped Deployment serves it over HTTPS to tokens.
+  nohup "$hap" run --leader-elect=false --http-addr 127.0.0.1:18080 --metrics-secure=false >.testenv/logs/hap-operator.log 2>&1 &
   echo $! >"$pidfile"
   for _ in $(seq 1 100); do
     curl -fsS http://127.0.0.1:18080/readyz >/dev/null 2>&1 && break

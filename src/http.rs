@@ -1,5 +1,6 @@
-//! The operator's HTTP endpoints: `/livez` (the controller makes progress), `/readyz` (every
-//! cache synced), `/metrics` (Prometheus), and the health state behind the first two.
+//! The operator's plain HTTP endpoints: `/livez` (the controller makes progress), `/readyz`
+//! (every cache synced), `/metrics` (Prometheus) only when it is not served securely
+//! (`secure_metrics`), and the health state behind the first two.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -117,14 +118,16 @@ impl Health {
 #[derive(Clone)]
 struct AppState {
     health: Health,
-    metrics: SharedMetrics,
+    /// None: /metrics is served over HTTPS to authorized callers, not here.
+    metrics: Option<SharedMetrics>,
 }
 
-/// Serves on an already bound listener until `shutdown` resolves.
+/// Serves on an already bound listener until `shutdown` resolves; `/metrics` only with
+/// `metrics`.
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
     health: Health,
-    metrics: SharedMetrics,
+    metrics: Option<SharedMetrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = Router::new()
@@ -155,14 +158,22 @@ async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
     }
 }
 
-async fn metrics_handler(State(s): State<AppState>) -> impl IntoResponse {
+async fn metrics_handler(State(s): State<AppState>) -> axum::response::Response {
+    let Some(metrics) = s.metrics else {
+        return (
+            StatusCode::NOT_FOUND,
+            "/metrics is served over HTTPS on --metrics-addr to callers with a bearer token\n",
+        )
+            .into_response();
+    };
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        s.metrics.encode(),
+        metrics.encode(),
     )
+        .into_response()
 }
 
 #[cfg(test)]
@@ -207,7 +218,7 @@ mod tests {
         let state = || {
             State(AppState {
                 health: health.clone(),
-                metrics: Arc::new(crate::metrics::Metrics::new()),
+                metrics: Some(Arc::new(crate::metrics::Metrics::new())),
             })
         };
         let ready = || async { readyz(state()).await.into_response().status() };

@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod pools;
 pub mod release;
 pub mod rules;
+pub mod secure_metrics;
 pub mod selection;
 pub mod sources;
 pub mod status;

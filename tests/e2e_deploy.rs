@@ -250,10 +250,11 @@ const REFERENCED: [(&str, &str); 4] = [
     ("core.gardener.cloud", "quotas"),
 ];
 
-/// No wildcard, no non-resource URLs, only the write verbs the code uses, and what bindings
-/// reference (Secrets, WorkloadIdentities, InternalSecrets, Quotas) only as a `get`, each alone in
-/// its rule, in a namespaced Role: that is all admission asks; `list` or `watch` would let the
-/// operator read them all.
+/// No wildcard, no non-resource URL but `get /metrics` in the scrapers' reader role, only the
+/// write verbs the code uses (`create` of TokenReviews and SubjectAccessReviews: the HTTPS
+/// /metrics asks who a scraper is), and what bindings reference (Secrets, WorkloadIdentities,
+/// InternalSecrets, Quotas) only as a `get`, each alone in its rule, in a namespaced Role: that
+/// is all admission asks; `list` or `watch` would let the operator read them all.
 fn check_least_privilege(objs: &[Value], what: &str) {
     let writes: BTreeSet<&str> = ["create", "patch"].into();
     for o in objs.iter().filter(|o| kind(o).ends_with("Role")) {
@@ -264,7 +265,15 @@ fn check_least_privilege(objs: &[Value], what: &str) {
                     .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
                     .unwrap_or_default()
             };
-            assert!(rule.get("nonResourceURLs").is_none(), "{what}: {rule}");
+            if rule.get("nonResourceURLs").is_some() {
+                assert!(
+                    name(o).ends_with("metrics-reader")
+                        && strings("nonResourceURLs") == ["/metrics"]
+                        && strings("verbs") == ["get"],
+                    "{what}: the only non-resource rule is the reader's get /metrics: {rule}"
+                );
+                continue;
+            }
             for k in ["apiGroups", "resources", "verbs", "resourceNames"] {
                 assert!(
                     !strings(k).iter().any(|s| s.contains('*')),
@@ -296,8 +305,11 @@ fn check_least_privilege(objs: &[Value], what: &str) {
             if strings("verbs").iter().any(|v| v == "create") {
                 let res = strings("resources");
                 assert!(
-                    res == ["leases"] || res == ["events"],
-                    "{what}: create only for leases and events: {rule}"
+                    res == ["leases"]
+                        || res == ["events"]
+                        || res == ["tokenreviews"]
+                        || res == ["subjectaccessreviews"],
+                    "{what}: create only for leases, events and the metrics' reviews: {rule}"
                 );
             }
         }
@@ -402,7 +414,10 @@ const SERVICE_MONITOR_CRD: &str = r#"{
         "properties": {
           "selector": {"type": "object", "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}},
           "endpoints": {"type": "array", "items": {"type": "object", "properties": {
-            "port": {"type": "string"}, "path": {"type": "string"}, "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}}}}}}}}]
+            "port": {"type": "string"}, "path": {"type": "string"}, "scheme": {"type": "string"},
+            "bearerTokenFile": {"type": "string"},
+            "tlsConfig": {"type": "object", "properties": {"insecureSkipVerify": {"type": "boolean"}}},
+            "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}}}}}}}}]
   }
 }"#;
 
@@ -496,9 +511,22 @@ async fn monitoring_overlay_passes_server_dry_run() {
             "the ServiceMonitor selects the metrics Service"
         );
     }
+    let endpoint = &sm["spec"]["endpoints"][0];
+    assert!(
+        svc["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == endpoint["port"]),
+        "the ServiceMonitor scrapes a port of the Service: {endpoint}"
+    );
     assert_eq!(
-        sm["spec"]["endpoints"][0]["port"],
-        svc["spec"]["ports"][0]["name"]
+        endpoint["scheme"], "https",
+        "the metrics are served over TLS"
+    );
+    assert!(
+        endpoint["bearerTokenFile"].is_string(),
+        "the scrape carries Prometheus' token: {endpoint}"
     );
     let place = Place {
         ns: namespace(&client, "hapsys").await,
@@ -1164,6 +1192,14 @@ fn rule_rows(objs: &[Value], rename: &dyn Fn(&str) -> String) -> BTreeSet<String
             None => format!("ClusterRole {}", name(o)),
         };
         for r in o["rules"].as_array().unwrap() {
+            if r.get("nonResourceURLs").is_some() {
+                rows.insert(format!(
+                    "{object} | non-resource URL | {} | any | {}",
+                    list(&r["nonResourceURLs"]),
+                    list(&r["verbs"])
+                ));
+                continue;
+            }
             let group = match list(&r["apiGroups"]).as_str() {
                 "" => "core".to_string(),
                 g => g.to_string(),
@@ -1534,4 +1570,63 @@ fn config_reference_matches_the_crd_schema() {
     ] {
         assert!(wanted.contains(&format!("`{field}`")), "{field}");
     }
+}
+
+/// The NetworkPolicy (issue 20): the chart's and the kustomize component's admit the webhook port
+/// from outside the pod network only and the probe and metrics ports from the monitoring
+/// namespace only, and both pass a server dry run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_policies_limit_the_webhook_and_metrics_ports() {
+    let client = client().await;
+    let ns = namespace(&client, "hapsys").await;
+    let objs = helm_template(
+        &unique("hap"),
+        &ns,
+        &[
+            "--set",
+            "networkPolicy.enabled=true",
+            "--set",
+            "sources.runtimes.enabled=true",
+        ],
+    );
+    let chart = objs
+        .iter()
+        .find(|o| kind(o) == "NetworkPolicy")
+        .expect("the chart renders a NetworkPolicy")
+        .clone();
+    let component = deploy::parse_stream(
+        &std::fs::read_to_string(
+            repo_root().join("deploy/kustomize/components/network-policy/networkpolicy.yaml"),
+        )
+        .unwrap(),
+    )
+    .remove(0);
+    for (what, policy) in [("helm", &chart), ("kustomize", &component)] {
+        let rules = policy["spec"]["ingress"].as_array().unwrap();
+        let ports = |r: &Value| -> Vec<i64> {
+            r["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["port"].as_i64().unwrap())
+                .collect()
+        };
+        assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]), "{what}");
+        assert_eq!(ports(&rules[0]), [9443], "{what}");
+        assert_eq!(
+            rules[0]["from"][0]["ipBlock"]["except"],
+            json!(["100.96.0.0/11"]),
+            "{what}: no pod calls the webhook"
+        );
+        assert_eq!(ports(&rules[1]), [8080, 8443], "{what}");
+        assert_eq!(
+            rules[1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "monitoring",
+            "{what}"
+        );
+        assert_eq!(rules.len(), 2, "{what}: nothing else is admitted");
+    }
+    let mut component = component;
+    component["metadata"]["namespace"] = json!(ns);
+    dry_run(&[chart, component], "the NetworkPolicies");
 }

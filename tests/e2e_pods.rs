@@ -91,8 +91,8 @@ async fn kustomize_base_runs_as_pods_and_fails_over() {
     let client = node_client().await;
     // The base exactly as shipped: hap-system, the Gardener project `kyma` (namespace
     // garden-kyma, which the landscape of the node environment has), the HapConfig `default`.
-    // Nothing is patched.
-    let objs = kustomize("deploy/kustomize/base");
+    // Nothing is patched but the plain /metrics these tests read (`with_plain_metrics`).
+    let objs = with_plain_metrics(kustomize("deploy/kustomize/base"));
     let claims_ns = unique("claims");
     let _cleanup = Cleanup(vec![
         vec!["uncordon".into(), NODE.into()],
@@ -380,7 +380,9 @@ async fn helm_chart_runs_as_pods_with_a_separate_garden() {
         .args([
             "--set", &values[0], "--set", &values[1], "--set", &values[2],
         ])
-        .args(["--set", "garden.kubeconfigSecret=hap-garden"]));
+        .args(["--set", "garden.kubeconfigSecret=hap-garden"])
+        // The plain /metrics these tests read through the pod proxy (`with_plain_metrics`).
+        .args(["--set", "metrics.secure=false"]));
     assert!(ok, "helm install: {out}\n{err}");
     let (leader, standby) = check_running(&client, &ns, &format!("{sa}-metrics"), &sa).await;
     hap.config_condition("Ready", "True").await;

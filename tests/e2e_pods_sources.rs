@@ -271,7 +271,8 @@ async fn request_source_webhooks_are_served_from_pods() {
         delete_args(&["namespace", NS]),
         delete_args(&["hapconfig", "default"]),
     ]);
-    let objs = kustomize("deploy/kustomize/overlays/request-sources");
+    // The plain /metrics these tests read through the pod proxy (`with_plain_metrics`).
+    let objs = with_plain_metrics(kustomize("deploy/kustomize/overlays/request-sources"));
     for o in objs
         .iter()
         .filter(|o| matches!(kind(o), "ClusterRole" | "ClusterRoleBinding"))

@@ -62,6 +62,9 @@ impl Replica {
                 &duration_seconds.to_string(),
                 "--http-addr",
                 &format!("127.0.0.1:{port}"),
+                // Leadership is read off the plain /metrics (tests/e2e_metrics_auth.rs covers
+                // the HTTPS one).
+                "--metrics-secure=false",
                 "--log-format",
                 "json",
             ])

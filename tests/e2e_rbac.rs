@@ -52,14 +52,28 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
 /// The address the operator serves HTTP on, from its JSON log (it binds port 0, so no two
 /// tests can race for a port).
 fn served_addr(log: &str) -> Option<String> {
+    served(log, "serving /livez")
+}
+
+/// The address of the server whose start line begins with `message`.
+fn served(log: &str, message: &str) -> Option<String> {
     log.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find(|v| {
             v["fields"]["message"]
                 .as_str()
-                .is_some_and(|m| m.starts_with("serving /livez"))
+                .is_some_and(|m| m.starts_with(message))
         })
         .and_then(|v| v["fields"]["addr"].as_str().map(str::to_string))
+}
+
+/// The bearer token of a kubeconfig `sa_kubeconfig` wrote.
+fn sa_token(kubeconfig: &Path) -> String {
+    let cfg: Value = serde_json::from_str(&std::fs::read_to_string(kubeconfig).unwrap()).unwrap();
+    cfg["users"][0]["user"]["token"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 /// The `hap` binary as a process; killed if the test fails before stopping it.
@@ -113,6 +127,8 @@ struct Run<'a> {
     ns: String,
     sa: String,
     lease: String,
+    /// The shipped ClusterRole that lets scrapers read /metrics, as this test named it.
+    metrics_reader: String,
     /// With a separate garden: the operator's identity there.
     garden: Option<GardenIdentity>,
 }
@@ -271,6 +287,7 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
             &format!("--claim-namespace={}", hap.claims_ns),
             "--mark-ignored-configs=false",
             "--http-addr=127.0.0.1:0",
+            "--metrics-addr=127.0.0.1:0",
             "--leader-elect=true",
             &format!("--lease-name={}", r.lease),
             "--log-format=json",
@@ -321,8 +338,22 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
         },
     )
     .await;
+    // The HTTPS /metrics: the operator reviews tokens under the shipped RBAC (a 503 would say it
+    // may not); its own token is no reader's, a scraper bound to the shipped role is.
+    let metrics = eventually(
+        Duration::from_secs(30),
+        "the HTTPS /metrics address",
+        || async { served(&op.log(), "serving /metrics over TLS") },
+    )
+    .await;
+    let own = sa_token(&kubeconfig);
+    let (code, body) = support::scrape::https_get(&metrics, "/metrics", Some(&own))
+        .await
+        .expect("answer");
+    assert_eq!(code, 403, "the operator's own token: {body}");
+    let (reader, _binding) = support::scrape::scraper(&r.ns, Some(&r.metrics_reader));
     eventually(Duration::from_secs(30), "hap_leader 1", || async {
-        let (_, body) = http_get(&addr, "/metrics")?;
+        let (_, body) = support::scrape::https_get(&metrics, "/metrics", Some(&reader)).await?;
         body.lines()
             .any(|l| l.trim() == "hap_leader 1")
             .then_some(())
@@ -513,6 +544,7 @@ async fn kustomize_rbac_is_sufficient_for_the_claim_flow() {
         ns: place.ns.clone(),
         sa: "hap-operator".into(),
         lease: "hap-operator".into(),
+        metrics_reader: format!("hap-operator-metrics-reader-{}", place.suffix),
         garden: None,
     })
     .await;
@@ -575,6 +607,7 @@ async fn helm_claim_namespace_rbac_is_sufficient_for_the_claim_flow() {
         ns,
         sa: format!("{release}-hap-operator"),
         lease: format!("{release}-hap-operator"),
+        metrics_reader: format!("{release}-hap-operator-metrics-reader"),
         garden: None,
     })
     .await;
@@ -621,6 +654,7 @@ async fn kustomize_rbac_is_sufficient_with_a_separate_garden() {
         ns: place.ns.clone(),
         sa: "hap-operator".into(),
         lease: "hap-operator".into(),
+        metrics_reader: format!("hap-operator-metrics-reader-{}", place.suffix),
         garden: Some(GardenIdentity {
             ns: hap.bindings_ns.clone(),
             sa: "hap-operator".into(),
@@ -692,6 +726,7 @@ async fn helm_rbac_is_sufficient_with_a_separate_garden() {
         ns,
         sa: format!("{release}-hap-operator"),
         lease: format!("{release}-hap-operator"),
+        metrics_reader: format!("{release}-hap-operator-metrics-reader"),
         garden: Some(GardenIdentity {
             ns: hap.bindings_ns.clone(),
             sa: format!("{release}-hap-operator"),
@@ -762,6 +797,7 @@ async fn without_the_secret_get_the_claim_says_what_to_grant() {
             &format!("--claim-namespace={}", hap.claims_ns),
             "--mark-ignored-configs=false",
             "--http-addr=127.0.0.1:0",
+            "--metrics-addr=127.0.0.1:0",
             "--leader-elect=false",
             "--log-format=json",
             "--pending-retry=2s",

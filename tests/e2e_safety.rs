@@ -33,6 +33,7 @@ impl Unready {
             ready: Default::default(),
             metrics: Default::default(),
             webhook: Default::default(),
+            metrics_addr: Default::default(),
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let (client, h) = (client.clone(), handle.clone());

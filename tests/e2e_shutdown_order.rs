@@ -82,7 +82,8 @@ async fn review(State(gate): State<Gate>, body: Bytes) -> String {
 /// Serves the test's webhook over TLS on 127.0.0.1; returns its port.
 async fn serve(certs: &Certs, gate: Gate) -> u16 {
     let cert = ReloadingCert::new(certs.cert_file(), certs.key_file()).expect("cert");
-    let acceptor = tokio_rustls::TlsAcceptor::from(server_config(Arc::new(cert)).expect("tls"));
+    let acceptor =
+        tokio_rustls::TlsAcceptor::from(server_config(Arc::new(cert), None).expect("tls"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

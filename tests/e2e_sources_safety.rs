@@ -49,6 +49,7 @@ impl Bench {
             addr: "127.0.0.1:0".parse().expect("addr"),
             cert_file: certs.cert_file(),
             key_file: certs.key_file(),
+            client_ca_file: None,
             config_name: hap.config.clone(),
             claim_namespace: hap.claims_ns.clone(),
             decision_timeout: Duration::from_secs(6),

@@ -24,7 +24,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the operator.
-    Run(crate::controller::RunArgs),
+    Run(Box<crate::controller::RunArgs>),
     /// Print the CustomResourceDefinitions (what `crds/` holds).
     Crd,
     /// Check rules: every error at once, with entry, index and column.
@@ -52,7 +52,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Validate(args) => validate::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Migrate(args) => migrate::run(args),

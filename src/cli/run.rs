@@ -34,6 +34,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             ready: Default::default(),
             metrics: std::sync::Arc::new(crate::metrics::Metrics::new()),
             webhook: Default::default(),
+            metrics_addr: Default::default(),
         };
         let webhook = handle.webhook.clone();
         let result = controller::run_with(client, args, handle, shutdown_signal()).await;

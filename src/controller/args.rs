@@ -34,9 +34,38 @@ pub struct RunArgs {
     /// operator's cluster. Default: the operator's cluster is the garden.
     #[arg(long, env = "HAP_GARDEN_KUBECONFIG", value_name = "PATH")]
     pub garden_kubeconfig: Option<PathBuf>,
-    /// Address of /livez, /readyz and /metrics.
+    /// Address of /livez and /readyz (plain HTTP, for the kubelet's probes), and of /metrics
+    /// when `--metrics-secure=false`.
     #[arg(long, env = "HAP_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
+    /// Serve /metrics over HTTPS on `--metrics-addr`, only to callers whose bearer token the API
+    /// server authenticates (TokenReview) and allows `get` on the non-resource URL /metrics
+    /// (SubjectAccessReview; the ClusterRole hap-operator-metrics-reader grants it). The metrics
+    /// name every global account served. False: plain /metrics on `--http-addr` for anyone who
+    /// reaches the port (then limit that with the NetworkPolicy).
+    #[arg(long, env = "HAP_METRICS_SECURE", default_value_t = true, action = ArgAction::Set)]
+    pub metrics_secure: bool,
+    /// Address of the HTTPS /metrics (with `--metrics-secure`).
+    #[arg(long, env = "HAP_METRICS_ADDR", default_value = "0.0.0.0:8443")]
+    pub metrics_addr: SocketAddr,
+    /// PEM certificate chain of the HTTPS /metrics, re-read when it changes. Unset: a
+    /// certificate made at start and signed by itself (scrapers then skip verifying it, as for
+    /// controller-runtime operators; what protects the metrics is the token check).
+    #[arg(
+        long,
+        env = "HAP_METRICS_CERT_FILE",
+        value_name = "PATH",
+        requires = "metrics_key_file"
+    )]
+    pub metrics_cert_file: Option<PathBuf>,
+    /// PEM private key of `--metrics-cert-file`.
+    #[arg(
+        long,
+        env = "HAP_METRICS_KEY_FILE",
+        value_name = "PATH",
+        requires = "metrics_cert_file"
+    )]
+    pub metrics_key_file: Option<PathBuf>,
     /// Elect a leader through a Lease so that several replicas can run; only the leader writes.
     #[arg(long, env = "HAP_LEADER_ELECT", default_value_t = true, action = ArgAction::Set)]
     pub leader_elect: bool,
@@ -90,6 +119,14 @@ pub struct RunArgs {
         default_value = "/etc/hap-operator/webhook/tls.key"
     )]
     pub webhook_key_file: PathBuf,
+    /// PEM CA of the client certificates the webhook's callers (kube-apiserver,
+    /// gardener-apiserver) present through their `--admission-control-config-file`: a caller
+    /// without one it signed is refused at TLS. Unset: any caller that reaches the port is
+    /// served, as before (the API servers of most clusters present no client certificate until
+    /// they are configured to, and a webhook that refused them would fail every CREATE under
+    /// `failurePolicy: Fail`); limit who reaches the port with the NetworkPolicy then.
+    #[arg(long, env = "HAP_WEBHOOK_CLIENT_CA", value_name = "PATH")]
+    pub webhook_client_ca: Option<PathBuf>,
     /// How long an admission call may take in all (find or create its AccountClaim, wait for
     /// the leader, stamp or take the claim back) before it is answered. Keep it at least 2 s
     /// below the webhook's timeoutSeconds: a call kube-apiserver gave up on fails the request.
@@ -116,7 +153,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 impl RunArgs {
     /// Settings for running the operator in-process (tests, demos): no leader election, an
-    /// ephemeral HTTP port.
+    /// ephemeral HTTP port with plain /metrics (tests read it there; the secure endpoint is
+    /// turned on by the tests of it).
     pub fn for_config(config_name: &str) -> Self {
         Self {
             config_name: config_name.to_string(),
@@ -124,6 +162,10 @@ impl RunArgs {
             mark_ignored_configs: true,
             garden_kubeconfig: None,
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_secure: false,
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_cert_file: None,
+            metrics_key_file: None,
             leader_elect: false,
             lease_name: "hap-operator".into(),
             lease_namespace: "default".into(),
@@ -138,6 +180,7 @@ impl RunArgs {
             webhook_addr: None,
             webhook_cert_file: PathBuf::from("/etc/hap-operator/webhook/tls.crt"),
             webhook_key_file: PathBuf::from("/etc/hap-operator/webhook/tls.key"),
+            webhook_client_ca: None,
             webhook_decision_timeout: Duration::from_secs(8),
             webhook_timeout: None,
             source_grace: Duration::from_secs(60),

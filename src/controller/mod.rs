@@ -55,6 +55,8 @@ use backoff::Backoff;
 /// Why the operator stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    #[error("cannot serve /metrics over HTTPS")]
+    Metrics(#[from] crate::secure_metrics::MetricsServeError),
     #[error("cannot serve HTTP on {addr}")]
     Http {
         addr: std::net::SocketAddr,
@@ -151,6 +153,8 @@ pub struct Handle {
     pub metrics: SharedMetrics,
     /// The admission webhook's address, once it listens.
     pub webhook: crate::webhook::WebhookAddr,
+    /// The HTTPS /metrics address, once it listens (with `--metrics-secure`).
+    pub metrics_addr: Arc<std::sync::OnceLock<std::net::SocketAddr>>,
 }
 
 /// Runs the operator until `shutdown` resolves, leadership is lost, or a fatal error occurs.
@@ -163,6 +167,7 @@ pub async fn run(
         ready: Health::default(),
         metrics: Arc::new(Metrics::new()),
         webhook: Default::default(),
+        metrics_addr: Default::default(),
     };
     run_with(client, args, handle, shutdown).await
 }
@@ -189,15 +194,19 @@ pub async fn run_with(
             source,
         })?;
     {
-        let (health, metrics, stop) = (handle.ready.clone(), handle.metrics.clone(), stop.clone());
+        let (health, stop) = (handle.ready.clone(), stop.clone());
+        let plain = (!args.metrics_secure).then(|| handle.metrics.clone());
         tokio::spawn(async move {
             let done = async move { stop.cancelled().await };
-            if let Err(e) = crate::http::serve_on(listener, health, metrics, done).await {
+            if let Err(e) = crate::http::serve_on(listener, health, plain, done).await {
                 tracing::error!(error = %e, "HTTP server stopped");
             }
         });
     }
     preflight(&client, &args).await?;
+    if args.metrics_secure {
+        serve_secure_metrics(&client, &args, &handle, &stop).await?;
+    }
     let garden = crate::k8s::clients::garden(&client, args.garden_kubeconfig.as_deref())
         .await
         .map_err(RunError::Garden)?;
@@ -208,6 +217,7 @@ pub async fn run_with(
             addr,
             cert_file: args.webhook_cert_file.clone(),
             key_file: args.webhook_key_file.clone(),
+            client_ca_file: args.webhook_client_ca.clone(),
             config_name: args.config_name.clone(),
             claim_namespace: args.source_claim_namespace(),
             decision_timeout: args.effective_decision_timeout(),
@@ -317,6 +327,31 @@ where
 
 /// Fails early, with a hint, when the CRDs are missing. An API server that does not answer (it
 /// is restarting) is waited for, up to a minute: a crash loop would only add to its load.
+/// `/metrics` over HTTPS for authorized scrapers (`--metrics-secure`), on every replica.
+async fn serve_secure_metrics(
+    client: &Client,
+    args: &RunArgs,
+    handle: &Handle,
+    stop: &CancellationToken,
+) -> Result<(), RunError> {
+    let files = args
+        .metrics_cert_file
+        .clone()
+        .zip(args.metrics_key_file.clone());
+    let tls = crate::secure_metrics::tls_config(files)?;
+    let reviewer = crate::secure_metrics::api_reviewer(client.clone());
+    let addr = crate::secure_metrics::start(
+        args.metrics_addr,
+        tls,
+        handle.metrics.clone(),
+        reviewer,
+        stop.clone(),
+    )
+    .await?;
+    let _ = handle.metrics_addr.set(addr);
+    Ok(())
+}
+
 async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
     let lp = ListParams::default().limit(1);
     let started = Instant::now();

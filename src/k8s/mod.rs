@@ -2,6 +2,7 @@
 //! label writes on bindings, finalizers and events. Everything here is a thin edge around
 //! kube-rs; decisions live in the pure modules.
 
+pub mod access;
 pub mod caches;
 pub mod clients;
 pub mod lean;

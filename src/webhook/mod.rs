@@ -144,6 +144,8 @@ pub struct Settings {
     pub addr: SocketAddr,
     pub cert_file: std::path::PathBuf,
     pub key_file: std::path::PathBuf,
+    /// CA of the client certificates callers must present; unset: any caller is served.
+    pub client_ca_file: Option<std::path::PathBuf>,
     pub config_name: String,
     pub claim_namespace: String,
     pub decision_timeout: Duration,
@@ -162,7 +164,10 @@ pub async fn start(
         settings.cert_file.clone(),
         settings.key_file.clone(),
     )?);
-    let acceptor = TlsAcceptor::from(tls::server_config(cert)?);
+    let acceptor = TlsAcceptor::from(tls::server_config(
+        cert,
+        settings.client_ca_file.as_deref(),
+    )?);
     let listener =
         TcpListener::bind(settings.addr)
             .await

@@ -1,7 +1,9 @@
 //! The webhook's serving certificate, read from PEM files and read again when they change (a
 //! mounted Secret is swapped atomically by the kubelet; cert-manager renews it), so a renewal
 //! never needs a restart. A file that cannot be read or parsed keeps the previous certificate
-//! serving and is logged; at start it is an error: the webhook serves TLS only.
+//! serving and is logged; at start it is an error: the webhook serves TLS only. With a client CA
+//! the handshake also demands a client certificate signed by it (the API servers' webhook client
+//! certificate), so only they can make the operator act on a review.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -37,6 +39,14 @@ pub enum TlsError {
     },
     #[error("cannot build the TLS configuration")]
     Config(#[source] rustls::Error),
+    #[error("{path} holds no PEM CA certificate usable as a client CA")]
+    NoClientCa { path: PathBuf },
+    #[error("cannot verify client certificates against {path}")]
+    ClientVerifier {
+        path: PathBuf,
+        #[source]
+        source: rustls::server::VerifierBuilderError,
+    },
 }
 
 /// The stamp of a file: modification time and length.
@@ -144,13 +154,46 @@ impl ResolvesServerCert for ReloadingCert {
     }
 }
 
-/// The server configuration: TLS 1.2 and 1.3 with ring, HTTP/1.1, no client certificates.
-pub fn server_config(cert: Arc<ReloadingCert>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+/// Who may connect: anyone, or only holders of a client certificate signed by a CA in `path`
+/// (read once at start: the API servers' client CA changes with a rollout of theirs).
+fn client_verifier(
+    path: Option<&Path>,
+    provider: &Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let Some(path) = path else {
+        return Ok(rustls::server::WebPkiClientVerifier::no_client_auth());
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(&read(path)?).filter_map(Result::ok) {
+        // A certificate the store refuses (not a CA it can parse) is left out; none at all
+        // is an error below.
+        let _ = roots.add(c);
+    }
+    if roots.is_empty() {
+        return Err(TlsError::NoClientCa {
+            path: path.to_path_buf(),
+        });
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|source| TlsError::ClientVerifier {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// The server configuration: TLS 1.2 and 1.3 with ring, HTTP/1.1; client certificates signed by
+/// the CA in `client_ca` required when it is set, none asked for otherwise.
+pub fn server_config(
+    cert: Arc<ReloadingCert>,
+    client_ca: Option<&Path>,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = client_verifier(client_ca, &provider)?;
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Config)?
-        .with_no_client_auth()
+        .with_client_cert_verifier(verifier)
         .with_cert_resolver(cert);
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
@@ -224,7 +267,7 @@ mod tests {
             ReloadingCert::new(dir.path().join("tls.crt"), dir.path().join("tls.key"))
                 .expect("loads"),
         );
-        let cfg = server_config(cert.clone()).expect("config");
+        let cfg = server_config(cert.clone(), None).expect("config");
         assert_eq!(served(cfg.clone(), &ca).await, first);
         let second = issue(&ca, dir.path());
         assert_ne!(first, second);
@@ -247,6 +290,94 @@ mod tests {
         let now = cert.current().expect("a certificate");
         assert_eq!(now.cert[0].to_vec(), second);
         assert_eq!(served(cfg, &ca).await, second);
+    }
+
+    /// A client certificate signed by `ca`.
+    fn client_cert(ca: &Ca) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = p.signed_by(&key, &ca.issuer).expect("cert");
+        let der = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).expect("key");
+        (cert.der().clone(), der)
+    }
+
+    /// Whether the server accepted a handshake from a client that presents `auth`, if any.
+    async fn server_accepts(
+        server: Arc<rustls::ServerConfig>,
+        ca: &Ca,
+        auth: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>,
+    ) -> bool {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca.pem.as_bytes()) {
+            roots.add(c.expect("ca pem")).expect("root");
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots);
+        let client = match auth {
+            Some((cert, key)) => builder
+                .with_client_auth_cert(vec![cert], key)
+                .expect("client auth"),
+            None => builder.with_no_client_auth(),
+        };
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let accept = tokio::spawn(async move { TlsAcceptor::from(server).accept(b).await });
+        let name = ServerName::try_from("localhost").expect("name");
+        // With TLS 1.3 the client may finish before the server has judged its certificate:
+        // the server's side of the handshake decides.
+        let conn = TlsConnector::from(Arc::new(client)).connect(name, a).await;
+        let accepted = accept.await.expect("join").is_ok();
+        drop(conn);
+        accepted
+    }
+
+    #[tokio::test]
+    async fn with_a_client_ca_only_clients_it_signed_are_served() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (serving, callers, strangers) = (ca(), ca(), ca());
+        issue(&serving, dir.path());
+        std::fs::write(dir.path().join("client-ca.crt"), &callers.pem).expect("write");
+        let cert = Arc::new(
+            ReloadingCert::new(dir.path().join("tls.crt"), dir.path().join("tls.key"))
+                .expect("loads"),
+        );
+        let open = server_config(cert.clone(), None).expect("config");
+        assert!(server_accepts(open.clone(), &serving, None).await);
+        assert!(server_accepts(open, &serving, Some(client_cert(&strangers))).await);
+        let strict = server_config(cert, Some(&dir.path().join("client-ca.crt"))).expect("config");
+        assert!(
+            !server_accepts(strict.clone(), &serving, None).await,
+            "a caller without a client certificate was served"
+        );
+        assert!(
+            !server_accepts(strict.clone(), &serving, Some(client_cert(&strangers))).await,
+            "a caller with a certificate of another CA was served"
+        );
+        assert!(server_accepts(strict, &serving, Some(client_cert(&callers))).await);
+    }
+
+    #[test]
+    fn a_client_ca_file_without_a_certificate_is_an_error_at_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca = ca();
+        issue(&ca, dir.path());
+        let cert = Arc::new(
+            ReloadingCert::new(dir.path().join("tls.crt"), dir.path().join("tls.key"))
+                .expect("loads"),
+        );
+        let bad = dir.path().join("client-ca.crt");
+        std::fs::write(&bad, "not a certificate").expect("write");
+        let err = server_config(cert.clone(), Some(&bad)).expect_err("refused");
+        assert!(matches!(err, TlsError::NoClientCa { .. }), "{err}");
+        let missing = dir.path().join("absent.crt");
+        assert!(matches!(
+            server_config(cert, Some(&missing)),
+            Err(TlsError::Read { .. })
+        ));
     }
 
     #[test]

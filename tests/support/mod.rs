@@ -22,6 +22,7 @@ use serde_json::json;
 use tokio::sync::OnceCell;
 
 pub mod platform;
+pub mod scrape;
 pub mod slow_proxy;
 
 static CRDS: OnceCell<()> = OnceCell::const_new();

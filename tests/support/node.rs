@@ -76,6 +76,25 @@ pub fn pod_name(p: &Pod) -> String {
 }
 
 /// GET through the API server's proxy to a pod's port (the pod IP, on the node).
+/// Turns on the plain `/metrics` of the operator's Deployments: these tests read it through
+/// kube-apiserver's pod proxy, which never forwards a bearer token, so the shipped HTTPS
+/// `/metrics` would answer them 401 (tests/e2e_metrics_auth.rs and tests/e2e_rbac.rs cover it).
+pub fn with_plain_metrics(mut objs: Vec<Value>) -> Vec<Value> {
+    for o in objs.iter_mut().filter(|o| o["kind"] == "Deployment") {
+        if let Some(cs) = o
+            .pointer_mut("/spec/template/spec/containers")
+            .and_then(Value::as_array_mut)
+        {
+            for c in cs.iter_mut().filter(|c| c["name"] == "hap-operator") {
+                if let Some(args) = c["args"].as_array_mut() {
+                    args.push(Value::from("--metrics-secure=false"));
+                }
+            }
+        }
+    }
+    objs
+}
+
 pub fn pod_get(ns: &str, pod: &str, path: &str) -> Option<String> {
     let (ok, out, _) = kubectl(&[
         "get",

@@ -342,6 +342,9 @@ impl OperatorProcess {
             .args(args)
             .args(["--identity", identity])
             .args(["--http-addr", &format!("127.0.0.1:{port}")])
+            // Benchmarks and chaos read the plain /metrics (tests/e2e_metrics_auth.rs covers
+            // the HTTPS one).
+            .arg("--metrics-secure=false")
             .env("KUBECONFIG", kubeconfig)
             // The topology is the caller's choice (`--garden-kubeconfig` in `args`), never
             // inherited.

@@ -64,6 +64,7 @@ func (e env) startControlPlane(p portSet) error {
 		"--authorization-mode=RBAC",
 		"--token-auth-file=" + pki("tokens.csv"),
 		"--disable-admission-plugins=ServiceAccount",
+		"--admission-control-config-file=" + e.admissionConfigFile(),
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--v=1",

@@ -47,6 +47,7 @@ func (e env) startGardener(p portSet) error {
 		"--authentication-kubeconfig=" + e.kubeconfig(),
 		"--authorization-kubeconfig=" + e.kubeconfig(),
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez",
+		"--admission-control-config-file=" + e.admissionConfigFile(),
 		"--profiling=false",
 		"--log-level=info",
 	}

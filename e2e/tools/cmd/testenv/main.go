@@ -233,10 +233,11 @@ func (e env) writeOptions(o options) error {
 }
 
 // up starts whatever is not running and reports whether it started anything. A healthy control
-// plane of the requested shape is left alone; a partial one (a component died) or one of another
-// shape is torn down and started afresh, since its data is disposable.
+// plane of the requested shape is left alone; a partial one (a component died), one of another
+// shape, or one an older launcher started without the webhook client certificate is torn down
+// and started afresh, since its data is disposable.
 func (e env) up(opts options) (bool, error) {
-	if e.readRun("complete") == "yes" && e.recordedOptions() == opts && e.status() == nil {
+	if e.readRun("complete") == "yes" && e.recordedOptions() == opts && e.status() == nil && e.presentsWebhookClientCert(opts) {
 		return false, nil
 	}
 	if err := e.down(); err != nil {

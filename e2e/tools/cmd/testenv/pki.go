@@ -2,7 +2,8 @@ package main
 
 // Certificates and credentials: a cluster CA, kube-apiserver's serving certificate, the
 // front-proxy CA and client certificate of the aggregation layer, gardener-apiserver's serving
-// certificate, the service-account signing key and an admin token in system:masters.
+// certificate, the client CA and certificate the API servers present to admission webhooks, the
+// service-account signing key and an admin token in system:masters.
 
 import (
 	"crypto/ecdsa"
@@ -89,9 +90,14 @@ func (e env) writePKI() error {
 	if err != nil {
 		return err
 	}
+	webhookClients, err := newAuthority("hap-testenv-webhook-client-ca", now)
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{
 		"ca.crt":             pemBlock("CERTIFICATE", ca.der),
 		"front-proxy-ca.crt": pemBlock("CERTIFICATE", frontProxy.der),
+		webhookClientCAFile:  pemBlock("CERTIFICATE", webhookClients.der),
 	}
 	leaves := []struct {
 		name string
@@ -115,6 +121,12 @@ func (e env) writePKI() error {
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 			DNSNames:    []string{gardenerServiceDNS, "gardener-apiserver.kube-system", "localhost"},
+		}},
+		// kube-apiserver and gardener-apiserver present it to every admission webhook they
+		// call (admission.go); a webhook that trusts webhook-client-ca.crt serves only them.
+		{"webhook-client", webhookClients, &x509.Certificate{
+			Subject:     pkix.Name{CommonName: "hap-testenv-webhook-client"},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}},
 	}
 	for _, l := range leaves {
@@ -145,7 +157,7 @@ func (e env) writePKI() error {
 			return err
 		}
 	}
-	return nil
+	return e.writeAdmissionConfig()
 }
 
 func keyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
