@@ -61,6 +61,7 @@ lint: tools
 	cargo clippy --all-targets --locked -- -D warnings
 	cd e2e/tools && test -z "$$(gofmt -l .)" || { echo "gofmt: run 'gofmt -w e2e/tools'"; gofmt -l .; exit 1; }
 	cd e2e/testhelper && test -z "$$(gofmt -l .)" || { echo "gofmt: run 'gofmt -w e2e/testhelper'"; gofmt -l .; exit 1; }
+	cd e2e/cert-manager && test -z "$$(gofmt -l .)" || { echo "gofmt: run 'gofmt -w e2e/cert-manager'"; gofmt -l .; exit 1; }
 
 .PHONY: test
 test: tools lint

@@ -21,6 +21,12 @@ image_s=$(( $(date +%s) - image_start ))
 # Flux kstatus and Argo CD Lua health checks for tests/e2e_gitops.rs; built once per source hash.
 HAP_TESTHELPER=$(e2e/build-testhelper.sh)
 export HAP_TESTHELPER
+# cert-manager's controller and CA injector for tests/e2e_cert_manager.rs (e2e/cert-manager), built
+# once per version and source hash, cached; its CRDs lie next to the binary.
+cert_manager_start=$(date +%s)
+HAP_CERT_MANAGER_BIN=$(e2e/build-cert-manager.sh)
+export HAP_CERT_MANAGER_BIN
+cert_manager_s=$(( $(date +%s) - cert_manager_start ))
 # helm for tests/e2e_deploy.rs (renders deploy/helm); built from Go modules, cached.
 HAP_HELM=$(e2e/build-helm.sh)
 export HAP_HELM
@@ -49,4 +55,4 @@ cargo test --locked --all-targets --no-fail-fast
 if [ -x scripts/fuzz-smoke.sh ]; then
   scripts/fuzz-smoke.sh
 fi
-echo "make test: all green in $(( $(date +%s) - start ))s (tools $(( built - start ))s, control plane and garden up $(( up - built ))s, image ${image_s}s, node environment up ${node_s}s)"
+echo "make test: all green in $(( $(date +%s) - start ))s (tools $(( built - start ))s, control plane and garden up $(( up - built ))s, image ${image_s}s, cert-manager ${cert_manager_s}s, node environment up ${node_s}s)"

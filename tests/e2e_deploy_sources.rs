@@ -121,6 +121,71 @@ fn helm_and_kustomize_ship_the_same_webhooks_and_source_rules() {
     }
 }
 
+/// Checks the cert-manager objects form a CA → serving-certificate chain whose CA is what
+/// cainjector injects: a serving certificate injected as caBundle while its key rotates breaks
+/// every handshake between the renewal and the next injection (issue 20).
+fn check_certificate_chain(objs: &[Value], what: &str) {
+    let find = |k: &str, n: &str| {
+        objs.iter()
+            .find(|o| kind(o) == k && name(o) == n)
+            .unwrap_or_else(|| panic!("{what}: no {k} {n}"))
+    };
+    let hooks: Vec<&Value> = objs
+        .iter()
+        .filter(|o| kind(o) == "MutatingWebhookConfiguration")
+        .collect();
+    assert!(!hooks.is_empty(), "{what}: no webhook configuration");
+    for hook in hooks {
+        let from = hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: {} has no inject-ca-from", name(hook)));
+        let (_, ca_name) = from.split_once('/').expect("namespace/name");
+        let ca = find("Certificate", ca_name);
+        assert_eq!(ca["spec"]["isCA"], true, "{what}: {from} is not a CA");
+        // Renewing the CA with the same key keeps the serving certificates it signed valid.
+        assert_eq!(
+            ca["spec"]["privateKey"]["rotationPolicy"], "Never",
+            "{what}"
+        );
+        let root = find(
+            "Issuer",
+            ca["spec"]["issuerRef"]["name"].as_str().expect("issuer"),
+        );
+        assert!(
+            root["spec"]["selfSigned"].is_object(),
+            "{what}: CA not self-signed"
+        );
+        let signer = objs
+            .iter()
+            .find(|o| {
+                kind(o) == "Issuer" && o["spec"]["ca"]["secretName"] == ca["spec"]["secretName"]
+            })
+            .unwrap_or_else(|| panic!("{what}: no CA Issuer for {ca_name}'s Secret"));
+        let leaf = find("Certificate", "hap-operator-webhook");
+        assert_eq!(
+            leaf["spec"]["issuerRef"]["name"], signer["metadata"]["name"],
+            "{what}"
+        );
+        assert_ne!(leaf["spec"]["isCA"], true, "{what}");
+        assert_eq!(
+            leaf["spec"]["secretName"], "hap-operator-webhook-tls",
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn ca_bundle_is_a_ca_that_outlives_serving_certificate_renewals() {
+    check_certificate_chain(
+        &kustomize("deploy/kustomize/overlays/request-sources-cert-manager"),
+        "kustomize",
+    );
+    check_certificate_chain(
+        &helm_template("hap-operator", "hap-system", &ALL_SOURCES),
+        "helm",
+    );
+}
+
 #[test]
 fn every_source_can_be_left_off() {
     let none = helm_template("hap-operator", "hap-system", &[]);
