@@ -287,8 +287,8 @@ fn check_least_privilege(objs: &[Value], what: &str) {
             if strings("verbs").iter().any(|v| v == "create") {
                 let res = strings("resources");
                 assert!(
-                    res == ["leases"] || res == ["events"],
-                    "{what}: create only for leases and events: {rule}"
+                    res == ["leases"] || res == ["events"] || res == ["configmaps"],
+                    "{what}: create only for leases, events and the last-known-good ConfigMap: {rule}"
                 );
             }
         }
@@ -709,6 +709,9 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["create", "leases.coordination.k8s.io", "-n", op],
         &["patch", "leases.coordination.k8s.io/hap-operator", "-n", op],
         &["get", "leases.coordination.k8s.io/hap-operator", "-n", op],
+        &["create", "configmaps", "-n", op],
+        &["patch", "configmaps/hap-last-known-good.default", "-n", op],
+        &["get", "configmaps/hap-last-known-good.default", "-n", op],
         &["create", "events.events.k8s.io", "-n", "default"],
         &["create", "events.events.k8s.io", "-n", &other_ns],
     ];
@@ -770,8 +773,8 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["get", "deployments.apps", "-n", op],
         &["patch", "deployments.apps", "-n", op],
         &["create", "deployments.apps", "-n", "default"],
+        // ConfigMaps: only the last-known-good record (above), by its name.
         &["get", "configmaps", "-n", op],
-        &["create", "configmaps", "-n", op],
         &["get", "pods", "-n", op],
         &["create", "pods", "-n", op],
         &["create", "pods", "--subresource=exec", "-n", op],
@@ -792,6 +795,11 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["patch", "leases.coordination.k8s.io/someone-else", "-n", op],
         &["get", "leases.coordination.k8s.io/someone-else", "-n", op],
         &["list", "leases.coordination.k8s.io", "-n", op],
+        // The last-known-good record: only its own, never read or written elsewhere.
+        &["patch", "configmaps/someone-else", "-n", op],
+        &["get", "configmaps/someone-else", "-n", op],
+        &["list", "configmaps", "-n", op],
+        &["create", "configmaps", "-n", "default"],
         &[
             "delete",
             "leases.coordination.k8s.io/hap-operator",

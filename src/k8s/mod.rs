@@ -4,6 +4,7 @@
 
 pub mod caches;
 pub mod clients;
+pub mod last_good;
 pub mod lean;
 pub mod lease;
 pub mod source_claims;

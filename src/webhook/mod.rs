@@ -147,6 +147,8 @@ pub struct Settings {
     pub config_name: String,
     pub claim_namespace: String,
     pub decision_timeout: Duration,
+    /// The operator's last-known-good record, read at start.
+    pub last_good: Option<crate::k8s::last_good::LastGood>,
 }
 
 /// Loads the certificate, binds, starts the watches and serves until `stop`. Returns once
@@ -205,7 +207,8 @@ pub async fn start(
         });
     }
     let hook = Arc::new(Webhook {
-        resolver: ConfigResolver::new(settings.config_name, configs.clone()),
+        resolver: ConfigResolver::new(settings.config_name, configs.clone())
+            .with_last_good(settings.last_good),
         configs,
         claims,
         decision_timeout: settings.decision_timeout,
