@@ -20,4 +20,5 @@ pub mod rules;
 pub mod selection;
 pub mod sources;
 pub mod status;
+pub mod tenancy;
 pub mod webhook;

@@ -710,6 +710,8 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["patch", "leases.coordination.k8s.io/hap-operator", "-n", op],
         &["get", "leases.coordination.k8s.io/hap-operator", "-n", op],
         &["create", "configmaps", "-n", op],
+        // spec.tenants: a requester namespace's labels, one GET.
+        &["get", "namespaces"],
         &["patch", "configmaps/hap-last-known-good.default", "-n", op],
         &["get", "configmaps/hap-last-known-good.default", "-n", op],
         &["create", "events.events.k8s.io", "-n", "default"],
@@ -827,6 +829,9 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["impersonate", "serviceaccounts", "-n", op],
         &["create", "serviceaccounts", "--subresource=token", "-n", op],
         &["create", "namespaces"],
+        &["list", "namespaces"],
+        &["watch", "namespaces"],
+        &["patch", "namespaces"],
         &["create", "customresourcedefinitions.apiextensions.k8s.io"],
         &["list", "nodes"],
         &["*", "*"],

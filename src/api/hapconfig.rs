@@ -130,6 +130,11 @@ pub struct HapConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
     pub request_sources: Option<Vec<RequestSource>>,
+
+    /// Who may claim for which global accounts (docs/configuration.md, Tenant authorization).
+    /// Unset: every requester may claim for every global account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<super::tenants::TenantPolicy>,
 }
 
 /// Syntax of rule entries.

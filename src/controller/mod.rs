@@ -119,6 +119,8 @@ pub struct Context {
     pub resolver: ConfigResolver,
     /// Where the last valid generation is recorded for a restart (not `status.activeSpec`).
     pub last_good: config::LastGoodWriter,
+    /// Namespace labels for `spec.tenants`, read only when a rule needs them.
+    pub namespaces: crate::k8s::namespaces::NamespaceReader,
     pub ledger: SharedLedger,
     pub metrics: SharedMetrics,
     pub health: Health,
@@ -426,6 +428,7 @@ fn start_caches(
         resolver: ConfigResolver::new(args.config_name.clone(), config_store)
             .with_last_good(recorded.clone()),
         last_good: config::LastGoodWriter::new(last_good, recorded.as_ref()),
+        namespaces: crate::k8s::namespaces::NamespaceReader::new(client.clone()),
         ledger,
         metrics: handle.metrics.clone(),
         health: handle.ready.clone(),

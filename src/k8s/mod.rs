@@ -7,6 +7,7 @@ pub mod clients;
 pub mod last_good;
 pub mod lean;
 pub mod lease;
+pub mod namespaces;
 pub mod source_claims;
 pub mod sources;
 pub mod writes;

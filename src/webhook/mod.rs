@@ -105,6 +105,8 @@ pub enum WebhookError {
 /// Shared state of the webhook of one replica.
 pub struct Webhook {
     resolver: ConfigResolver,
+    /// Namespace labels for `spec.tenants`, read only when a rule needs them.
+    namespaces: crate::k8s::namespaces::NamespaceReader,
     configs: Store<HapConfig>,
     claims: SourceClaims,
     decision_timeout: Duration,
@@ -209,6 +211,7 @@ pub async fn start(
     let hook = Arc::new(Webhook {
         resolver: ConfigResolver::new(settings.config_name, configs.clone())
             .with_last_good(settings.last_good),
+        namespaces: crate::k8s::namespaces::NamespaceReader::new(client.clone()),
         configs,
         claims,
         decision_timeout: settings.decision_timeout,
