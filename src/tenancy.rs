@@ -164,5 +164,56 @@ fn user_refusal(rule: &TenantRule, user: Option<&User>) -> Option<String> {
     (!by_name && !by_group).then(|| format!("user `{}` is not listed", user.username))
 }
 
+/// The policy's effect in words, one line per rule after a headline (`hap validate`).
+pub fn describe(policy: Option<&TenantPolicy>) -> Vec<String> {
+    let Some(policy) = policy else {
+        return vec![
+            "tenants: no policy (spec.tenants unset): every requester may claim for every global account".into(),
+        ];
+    };
+    let mut out = vec![format!(
+        "tenants: {} allow rule(s); a request no rule allows ends TenantNotAllowed",
+        policy.rules.len()
+    )];
+    let list = |v: &Option<Vec<String>>| v.as_ref().map(|v| v.join(", "));
+    for r in &policy.rules {
+        let kinds = r.kinds.as_ref().map_or("every requester".to_string(), |k| {
+            k.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+        });
+        let mut conds = Vec::new();
+        if let Some(n) = list(&r.namespaces) {
+            conds.push(format!("namespace in [{n}]"));
+        }
+        if let Some(l) = r.namespace_labels.as_ref().filter(|l| !l.is_empty()) {
+            let l: Vec<String> = l.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            conds.push(format!("namespace labelled {}", l.join(",")));
+        }
+        if let Some(g) = list(&r.global_accounts) {
+            conds.push(format!("global account in [{g}]"));
+        }
+        if let Some(k) = &r.global_account_from_namespace_label {
+            conds.push(format!("global account = the namespace's label {k}"));
+        }
+        if let Some(u) = list(&r.users) {
+            conds.push(format!("user in [{u}]"));
+        }
+        if let Some(g) = list(&r.groups) {
+            conds.push(format!("group in [{g}]"));
+        }
+        let conds = if conds.is_empty() {
+            "always".to_string()
+        } else {
+            conds.join(" and ")
+        };
+        let adopt = if r.adopt_binding == Some(true) {
+            "; may name its binding (adoptBinding)"
+        } else {
+            ""
+        };
+        out.push(format!("  rule `{}`: {kinds}: {conds}{adopt}", r.name));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;
