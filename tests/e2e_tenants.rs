@@ -297,3 +297,42 @@ async fn an_account_claim_may_adopt_a_binding_only_where_the_policy_allows() {
         .await;
     assert_eq!(hap.bound("fresh").await, "aws-free");
 }
+
+/// The API server refuses what the policy cannot mean: users or groups on a rule that covers
+/// AccountClaims (they are known at admission only), and two rules of one name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_refuses_a_policy_that_cannot_hold() {
+    let hap = Hap::without_operator(&["aws"], json!({})).await;
+    let refused = |tenants: Value| {
+        let spec =
+            json!({"bindingNamespace": hap.bindings_ns, "rules": ["aws"], "tenants": tenants});
+        let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig",
+            "metadata": {"name": hap.config}, "spec": spec});
+        let configs = hap.configs();
+        async move {
+            let cfg: hap_operator::api::HapConfig = serde_json::from_value(body).expect("config");
+            let pp = kube::api::PatchParams::apply("kubectl").force();
+            match configs
+                .patch(
+                    &cfg.metadata.name.clone().unwrap_or_default(),
+                    &pp,
+                    &kube::api::Patch::Apply(&cfg),
+                )
+                .await
+            {
+                Err(kube::Error::Api(s)) => s.message,
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+        }
+    };
+    let m = refused(
+        json!({"rules": [{"name": "keb", "users": ["system:serviceaccount:kcp-system:keb"]}]}),
+    )
+    .await;
+    assert!(
+        m.contains("users and groups are known at admission only"),
+        "{m}"
+    );
+    let m = refused(json!({"rules": [{"name": "a"}, {"name": "a", "kinds": ["Shoot"]}]})).await;
+    assert!(m.contains("every name must be unique"), "{m}");
+}
