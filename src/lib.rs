@@ -21,4 +21,5 @@ pub mod secure_metrics;
 pub mod selection;
 pub mod sources;
 pub mod status;
+pub mod tenancy;
 pub mod webhook;

@@ -499,3 +499,59 @@ fn a_rule_that_starts_with_a_dash_is_validated_not_a_usage_error() {
     assert_eq!(code(&o), 1, "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(json_out(&o)["error"]["reason"], json!("InvalidConfig"));
 }
+
+#[test]
+fn validate_and_explain_show_the_tenant_policy() {
+    let f = file(
+        "apiVersion: accountpool.io/v1alpha1\nkind: HapConfig\nmetadata: {name: default}\nspec:\n  bindingNamespace: garden-kyma\n  rules: [aws]\n  tenants:\n    rules:\n      - {name: keb, kinds: [Runtime], namespaces: [kcp-system]}\n      - {name: own, kinds: [AccountClaim], globalAccountFromNamespaceLabel: accountpool.io/global-account}\n",
+    );
+    let o = hap(&["validate", "-f", path(&f)]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(code(&o), 0, "{out}");
+    assert!(
+        out.contains("tenants: 2 allow rule(s)")
+            && out.contains("rule `keb`: Runtime: namespace in [kcp-system]"),
+        "{out}"
+    );
+    let refused = hap(&[
+        "explain",
+        "-f",
+        path(&f),
+        "--plan",
+        "aws",
+        "--global-account",
+        "ga-1",
+        "--namespace",
+        "team-a",
+        "--namespace-label",
+        "accountpool.io/global-account=ga-2",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code(&refused), 1);
+    let error = &json_out(&refused)["error"];
+    assert_eq!(error["reason"], "TenantNotAllowed");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("rule `own`"),
+        "{error}"
+    );
+    let allowed = hap(&[
+        "explain",
+        "-f",
+        path(&f),
+        "--plan",
+        "aws",
+        "--global-account",
+        "ga-1",
+        "--namespace",
+        "kcp-system",
+        "--requester",
+        "Runtime",
+    ]);
+    let out = String::from_utf8_lossy(&allowed.stdout);
+    assert_eq!(code(&allowed), 0, "{out}");
+    assert!(out.contains("tenants: allowed by rule `keb`"), "{out}");
+}

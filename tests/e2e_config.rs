@@ -98,6 +98,58 @@ async fn invalid_change_keeps_last_valid_generation_serving() {
     assert!(condition(&st.conditions, "Stalled").is_none());
 }
 
+/// Attack (issue 20 item 6): whoever may patch `hapconfigs/status` writes a made-up rule into
+/// `status.activeSpec` while the spec is invalid — even under the operator's field manager name,
+/// which any client may choose — and waits for a restart. The restarted operator must serve the
+/// last valid generation it recorded itself, never the injected rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_active_spec_is_not_served_after_a_restart() {
+    let mut hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.binding("gcp-1", "gcp", &[("hyperscalerType", "gcp")])
+        .await;
+    hap.config_condition("Ready", "True").await;
+    hap.apply_config(&["aws", "azurre"], json!({})).await;
+    hap.config_condition("RulesValid", "False").await;
+    hap.stop_operator().await;
+
+    let forged = json!({"status": {"activeGeneration": 1, "activeSpec": {
+        "bindingNamespace": hap.bindings_ns, "rules": ["aws", "gcp"]}}});
+    let pp = kube::api::PatchParams {
+        field_manager: Some("hap-operator".into()),
+        ..Default::default()
+    };
+    hap.configs()
+        .patch_status(&hap.config, &pp, &kube::api::Patch::Merge(&forged))
+        .await
+        .expect("patch status");
+    hap.start_operator().await;
+
+    hap.claim("aws-claim", json!({"globalAccount": "ga-a", "plan": "aws"}))
+        .await;
+    assert_eq!(
+        hap.bound("aws-claim").await,
+        "aws-1",
+        "the recorded rules serve"
+    );
+    hap.claim("gcp-claim", json!({"globalAccount": "ga-g", "plan": "gcp"}))
+        .await;
+    hap.ready_reason("gcp-claim", "NoMatchingRule").await;
+    let labels = hap.labels("gcp-1").await;
+    assert!(
+        !labels.contains_key("tenantName"),
+        "the injected rule claimed gcp-1: {labels:?}"
+    );
+    let st = hap.config_status().await;
+    let served = st.active_spec.and_then(|s| s.rules).unwrap_or_default();
+    assert_eq!(
+        served,
+        vec!["aws".to_string()],
+        "status shows what is served"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_pool_is_reported_without_invalidating_rules() {
     let hap = Hap::new(

@@ -308,8 +308,9 @@ fn check_least_privilege(objs: &[Value], what: &str) {
                     res == ["leases"]
                         || res == ["events"]
                         || res == ["tokenreviews"]
-                        || res == ["subjectaccessreviews"],
-                    "{what}: create only for leases, events and the metrics' reviews: {rule}"
+                        || res == ["subjectaccessreviews"]
+                        || res == ["configmaps"],
+                    "{what}: create only for leases, events, the metrics' reviews and the last-known-good ConfigMap: {rule}"
                 );
             }
         }
@@ -754,6 +755,11 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["create", "leases.coordination.k8s.io", "-n", op],
         &["patch", "leases.coordination.k8s.io/hap-operator", "-n", op],
         &["get", "leases.coordination.k8s.io/hap-operator", "-n", op],
+        &["create", "configmaps", "-n", op],
+        // spec.tenants: a requester namespace's labels, one GET.
+        &["get", "namespaces"],
+        &["patch", "configmaps/hap-last-known-good.default", "-n", op],
+        &["get", "configmaps/hap-last-known-good.default", "-n", op],
         &["create", "events.events.k8s.io", "-n", "default"],
         &["create", "events.events.k8s.io", "-n", &other_ns],
     ];
@@ -856,8 +862,8 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["get", "deployments.apps", "-n", op],
         &["patch", "deployments.apps", "-n", op],
         &["create", "deployments.apps", "-n", "default"],
+        // ConfigMaps: only the last-known-good record (above), by its name.
         &["get", "configmaps", "-n", op],
-        &["create", "configmaps", "-n", op],
         &["get", "pods", "-n", op],
         &["create", "pods", "-n", op],
         &["create", "pods", "--subresource=exec", "-n", op],
@@ -878,6 +884,11 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["patch", "leases.coordination.k8s.io/someone-else", "-n", op],
         &["get", "leases.coordination.k8s.io/someone-else", "-n", op],
         &["list", "leases.coordination.k8s.io", "-n", op],
+        // The last-known-good record: only its own, never read or written elsewhere.
+        &["patch", "configmaps/someone-else", "-n", op],
+        &["get", "configmaps/someone-else", "-n", op],
+        &["list", "configmaps", "-n", op],
+        &["create", "configmaps", "-n", "default"],
         &[
             "delete",
             "leases.coordination.k8s.io/hap-operator",
@@ -905,6 +916,9 @@ async fn service_account_can_do_nothing_beyond_the_shipped_rules() {
         &["impersonate", "serviceaccounts", "-n", op],
         &["create", "serviceaccounts", "--subresource=token", "-n", op],
         &["create", "namespaces"],
+        &["list", "namespaces"],
+        &["watch", "namespaces"],
+        &["patch", "namespaces"],
         &["create", "customresourcedefinitions.apiextensions.k8s.io"],
         &["list", "nodes"],
         &["*", "*"],

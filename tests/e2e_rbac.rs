@@ -525,10 +525,13 @@ async fn kustomize_rbac_is_sufficient_for_the_claim_flow() {
         bindings_ns: hap.bindings_ns.clone(),
         suffix: unique("flow"),
     };
-    let objs: Vec<Value> = relocate(&kustomize("deploy/kustomize/base"), &place)
-        .into_iter()
-        .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
-        .collect();
+    let objs: Vec<Value> = for_config(
+        relocate(&kustomize("deploy/kustomize/base"), &place),
+        &hap.config,
+    )
+    .into_iter()
+    .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
+    .collect();
     let mut cleanup = cleanup_for(&objs);
     cleanup.push(vec![
         "delete".into(),
@@ -565,6 +568,8 @@ async fn helm_claim_namespace_rbac_is_sufficient_for_the_claim_flow() {
             &format!("bindingNamespace={}", hap.bindings_ns),
             "--set",
             &format!("claimNamespace={}", hap.claims_ns),
+            "--set",
+            &format!("config.name={}", hap.config),
         ],
     )
     .into_iter()
@@ -624,9 +629,12 @@ async fn kustomize_rbac_is_sufficient_with_a_separate_garden() {
         bindings_ns: hap.bindings_ns.clone(),
         suffix: unique("gflow"),
     };
-    let ops: Vec<Value> = relocate(
-        &kustomize("deploy/kustomize/overlays/separate-garden"),
-        &place,
+    let ops: Vec<Value> = for_config(
+        relocate(
+            &kustomize("deploy/kustomize/overlays/separate-garden"),
+            &place,
+        ),
+        &hap.config,
     )
     .into_iter()
     .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
@@ -679,6 +687,8 @@ async fn helm_rbac_is_sufficient_with_a_separate_garden() {
             &binding_ns,
             "--set",
             "garden.kubeconfigSecret=hap-garden",
+            "--set",
+            &format!("config.name={}", hap.config),
         ],
     )
     .into_iter()
@@ -750,10 +760,13 @@ async fn without_the_secret_get_the_claim_says_what_to_grant() {
         bindings_ns: hap.bindings_ns.clone(),
         suffix: unique("deny"),
     };
-    let shipped: Vec<Value> = relocate(&kustomize("deploy/kustomize/base"), &place)
-        .into_iter()
-        .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
-        .collect();
+    let shipped: Vec<Value> = for_config(
+        relocate(&kustomize("deploy/kustomize/base"), &place),
+        &hap.config,
+    )
+    .into_iter()
+    .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
+    .collect();
     let without_get: Vec<Value> = shipped
         .iter()
         .map(|o| {
@@ -937,10 +950,13 @@ async fn a_quota_in_another_namespace_needs_the_documented_role() {
         bindings_ns: ns.clone(),
         suffix: unique("quota"),
     };
-    let shipped: Vec<Value> = relocate(&kustomize("deploy/kustomize/base"), &place)
-        .into_iter()
-        .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
-        .collect();
+    let shipped: Vec<Value> = for_config(
+        relocate(&kustomize("deploy/kustomize/base"), &place),
+        &hap.config,
+    )
+    .into_iter()
+    .filter(|o| kind(o) == "Namespace" || is_rbac_or_sa(o))
+    .collect();
     let mut cleanup = cleanup_for(&shipped);
     cleanup.push(vec![
         "delete".into(),
@@ -1018,4 +1034,20 @@ async fn a_quota_in_another_namespace_needs_the_documented_role() {
             .map(String::as_str),
         Some("ga-trial")
     );
+}
+
+/// The shipped RBAC names the last-known-good record of `--config-name=default`; these tests run
+/// the operator for a HapConfig of their own, so the record's name follows it.
+fn for_config(objs: Vec<Value>, config: &str) -> Vec<Value> {
+    let record = format!("hap-last-known-good.{config}");
+    objs.into_iter()
+        .map(|mut o| {
+            for rule in o["rules"].as_array_mut().into_iter().flatten() {
+                if rule["resourceNames"] == json!(["hap-last-known-good.default"]) {
+                    rule["resourceNames"] = json!([record]);
+                }
+            }
+            o
+        })
+        .collect()
 }

@@ -53,6 +53,7 @@ impl Bench {
             config_name: hap.config.clone(),
             claim_namespace: hap.claims_ns.clone(),
             decision_timeout: Duration::from_secs(6),
+            last_good: None,
         };
         let (out, stop) = (WebhookAddr::default(), CancellationToken::new());
         let metrics = Arc::new(hap_operator::metrics::Metrics::new());

@@ -41,4 +41,6 @@ pub mod reasons {
     pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
     /// An adopted binding (`spec.adoptBinding`) that does not carry the claim's global account.
     pub const BINDING_NOT_TENANT: &str = "BindingNotTenant";
+    /// `spec.tenants` allows no such requester to claim for that global account (final).
+    pub const TENANT_NOT_ALLOWED: &str = "TenantNotAllowed";
 }

@@ -130,6 +130,11 @@ pub struct HapConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
     pub request_sources: Option<Vec<RequestSource>>,
+
+    /// Who may claim for which global accounts (docs/configuration.md, Tenant authorization).
+    /// Unset: every requester may claim for every global account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<super::tenants::TenantPolicy>,
 }
 
 /// Syntax of rule entries.
@@ -267,8 +272,9 @@ pub struct HapConfigStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
-    /// The spec of `activeGeneration`, kept so that a restarted operator keeps serving the last
-    /// valid rules while the current generation is invalid.
+    /// The spec of `activeGeneration`, for people and tools to read. The operator never reads it
+    /// back: whoever may patch the status could write it. A restarted operator serves the last
+    /// valid rules from its own record (ConfigMap `hap-last-known-good.<name>` in its namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_spec: Option<Box<HapConfigSpec>>,
     /// Number of rule entries in force.

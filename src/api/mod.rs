@@ -7,6 +7,7 @@ pub mod gardener;
 pub mod hapconfig;
 pub mod policy;
 pub mod sources;
+pub mod tenants;
 
 pub use accountclaim::{
     AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule,
@@ -22,6 +23,7 @@ pub use sources::{
     FieldSource, LabelOperator, LabelRequirement, ObjectIdentity, PurposeOperator,
     PurposeRequirement, RequestFields, RequestSource, SourceKind, SourceStatus,
 };
+pub use tenants::{RequesterKind, TenantPolicy, TenantRule};
 
 /// API group of every resource hap-operator owns.
 pub const GROUP: &str = "accountpool.io";

@@ -16,8 +16,8 @@ use super::validate::{Format, Source, load_spec, render, usage};
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Exit codes: 0 matched, 1 no pool (NoMatchingRule, AmbiguousMatch, InvalidConfig,\n\
-UnknownPlan, MissingProvider, Denied; invalid rules count as InvalidConfig), 2 usage error (bad flags,\n\
-unreadable file or cluster). --live uses the rules the operator keeps in force: the current\n\
+UnknownPlan, MissingProvider, Denied, TenantNotAllowed; invalid rules count as InvalidConfig),\n\
+2 usage error (bad flags, unreadable file or cluster). --live uses the rules the operator keeps in force: the current\n\
 generation, or the last valid one while the current one is invalid (said on stderr)."
 )]
 pub struct Args {
@@ -41,6 +41,84 @@ pub struct Args {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     pub output: Format,
+    /// Check `spec.tenants` for a requester in this namespace (with --global-account).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// The requester's kind for `spec.tenants`: AccountClaim (default), Shoot, Runtime, Cluster.
+    #[arg(
+        long = "requester",
+        value_name = "KIND",
+        default_value = "AccountClaim"
+    )]
+    pub requester: String,
+    /// A label of the requester's namespace (`key=value`, repeatable).
+    #[arg(long = "namespace-label", value_name = "K=V")]
+    pub namespace_labels: Vec<String>,
+    /// The admission request's user (sources only).
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// A group of the admission request's user (repeatable).
+    #[arg(long = "group", value_name = "GROUP")]
+    pub groups: Vec<String>,
+    /// The request names its binding (`spec.adoptBinding`).
+    #[arg(long)]
+    pub adopt: bool,
+}
+
+/// `spec.tenants` for the requester the flags describe: `Err` with the exit code when refused or
+/// the flags are wrong; a note on stderr when the policy is set but no namespace was given.
+fn check_tenants(args: &Args, spec: &crate::api::HapConfigSpec) -> Result<(), ExitCode> {
+    let Some(ns) = &args.namespace else {
+        if spec.tenants.is_some() {
+            eprintln!(
+                "hap: spec.tenants is set; pass --namespace and --global-account (and --requester, --user, --group) to see whether a requester may claim"
+            );
+        }
+        return Ok(());
+    };
+    let kind: crate::api::RequesterKind = serde_json::from_value(serde_json::json!(args.requester))
+        .map_err(|_| {
+            usage(&format!(
+                "--requester {}: one of AccountClaim, Shoot, Runtime, Cluster",
+                args.requester
+            ))
+        })?;
+    let mut labels = std::collections::BTreeMap::new();
+    for kv in &args.namespace_labels {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| usage(&format!("--namespace-label {kv}: expected key=value")))?;
+        labels.insert(k.to_string(), v.to_string());
+    }
+    let user = args.user.as_ref().map(|u| crate::tenancy::User {
+        username: u.clone(),
+        groups: args.groups.clone(),
+    });
+    let who = crate::tenancy::Requester {
+        kind,
+        namespace: ns,
+        namespace_labels: Some(&labels),
+        user: user.as_ref(),
+    };
+    let ga = args.global_account.as_deref().unwrap_or_default();
+    let ask = crate::tenancy::Ask {
+        global_account: ga,
+        adopt_binding: args.adopt,
+    };
+    match crate::tenancy::decide(spec.tenants.as_ref(), &who, &ask) {
+        crate::tenancy::Decision::Allowed { rule } => {
+            if args.output == Format::Text {
+                match rule {
+                    Some(r) => println!("tenants: allowed by rule `{r}`"),
+                    None => println!("tenants: no policy; every requester may claim"),
+                }
+            }
+            Ok(())
+        }
+        crate::tenancy::Decision::Denied { message } => {
+            Err(failure(args.output, "TenantNotAllowed", &message))
+        }
+    }
 }
 
 /// The JSON contract of `hap explain -o json` (DESIGN §6), in its documented key order; the
@@ -129,6 +207,9 @@ pub fn run(args: Args) -> ExitCode {
         Ok(s) => s,
         Err(e) => return usage(&e),
     };
+    if let Err(code) = check_tenants(&args, &spec) {
+        return code;
+    }
     let rules = match CompiledRules::from_spec(&spec) {
         Ok((rules, warnings)) => {
             for w in &warnings {

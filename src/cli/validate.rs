@@ -137,7 +137,12 @@ pub fn run(args: Args) -> ExitCode {
             };
             println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         }
-        Format::Text => print_text(&v, count),
+        Format::Text => {
+            print_text(&v, count);
+            for line in crate::tenancy::describe(spec.tenants.as_ref()) {
+                println!("{line}");
+            }
+        }
     }
     if v.errors.is_empty() {
         ExitCode::SUCCESS

@@ -1,6 +1,8 @@
 //! Which configuration is in force. The HapConfig named by `--config-name` is compiled once per
 //! generation; an invalid generation keeps the last valid one of the same object serving
-//! (last-known-good), and a deleted or recreated object never inherits old rules.
+//! (last-known-good), and a deleted or recreated object never inherits old rules. After a restart
+//! the last-known-good comes only from the operator's own record ([`LastGood`], a ConfigMap only
+//! its RBAC writes), never from `status.activeSpec`, which whoever may patch the status can write.
 
 use std::sync::{Arc, Mutex};
 
@@ -9,6 +11,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{BindingKind, HapConfig, HapConfigSpec};
 use crate::k8s::BindingTarget;
+pub use crate::k8s::last_good::LastGood;
 use crate::rules::{CompiledRules, Diagnostic, Validation};
 
 /// A compiled, valid generation of the config in force.
@@ -58,10 +61,22 @@ pub enum ConfigState {
     },
 }
 
+impl LastGood {
+    pub fn of(active: &ActiveConfig) -> Self {
+        Self {
+            uid: active.uid.clone(),
+            generation: active.generation,
+            spec: active.spec.clone(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Memo {
     valid: Option<Arc<ActiveConfig>>,
     invalid: Option<(String, i64, Arc<Validation>)>,
+    /// The operator's record read at start; used only while no generation was valid in memory.
+    recorded: Option<LastGood>,
 }
 
 /// Resolves and caches the config in force.
@@ -78,6 +93,14 @@ impl ConfigResolver {
             store,
             memo: Mutex::new(Memo::default()),
         }
+    }
+
+    /// Seeds the last-known-good from the operator's own record (read once at start).
+    pub fn with_last_good(self, recorded: Option<LastGood>) -> Self {
+        if let Ok(mut memo) = self.memo.lock() {
+            memo.recorded = recorded;
+        }
+        self
     }
 
     pub fn name(&self) -> &str {
@@ -135,7 +158,7 @@ impl ConfigResolver {
             }
             Err(validation) => {
                 if memo.valid.is_none() {
-                    memo.valid = recover_from_status(cfg, &uid);
+                    memo.valid = recover(memo.recorded.as_ref(), &uid, generation);
                 }
                 let validation = Arc::new(validation);
                 memo.invalid = Some((uid, generation, validation.clone()));
@@ -145,17 +168,17 @@ impl ConfigResolver {
     }
 }
 
-/// After a restart the memo is empty; the status remembers which spec was last valid.
-fn recover_from_status(cfg: &HapConfig, uid: &str) -> Option<Arc<ActiveConfig>> {
-    let status = cfg.status.as_ref()?;
-    let spec = status.active_spec.as_deref()?;
-    let generation = status.active_generation?;
-    let (rules, warnings) = CompiledRules::from_spec(spec).ok()?;
+/// After a restart the memo is empty; the operator's record remembers which spec was last valid.
+/// It counts only for the same object (uid) and an older generation; `status.activeSpec` is not
+/// read at all.
+fn recover(recorded: Option<&LastGood>, uid: &str, generation: i64) -> Option<Arc<ActiveConfig>> {
+    let good = recorded.filter(|g| g.uid == uid && g.generation < generation)?;
+    let (rules, warnings) = CompiledRules::from_spec(&good.spec).ok()?;
     Some(Arc::new(ActiveConfig {
         uid: uid.to_string(),
-        generation,
-        sources: compile_sources(spec),
-        spec: spec.clone(),
+        generation: good.generation,
+        sources: compile_sources(&good.spec),
+        spec: good.spec.clone(),
         rules,
         warnings,
     }))
@@ -177,5 +200,36 @@ fn invalid_state(memo: &Memo, generation: i64, validation: Arc<Validation>) -> C
             generation,
             validation,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn good(uid: &str, generation: i64, rules: &[&str]) -> LastGood {
+        LastGood {
+            uid: uid.into(),
+            generation,
+            spec: HapConfigSpec {
+                binding_namespace: "garden".into(),
+                rules: Some(rules.iter().map(ToString::to_string).collect()),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn only_the_same_objects_older_record_is_recovered() {
+        let rec = good("u1", 2, &["aws"]);
+        let got = recover(Some(&rec), "u1", 3).expect("recovered");
+        assert_eq!((got.generation, &got.spec.rules), (2, &rec.spec.rules));
+        assert!(recover(Some(&rec), "u2", 3).is_none(), "a recreated object");
+        assert!(recover(Some(&rec), "u1", 2).is_none(), "not older");
+        assert!(recover(None, "u1", 3).is_none());
+        assert!(
+            recover(Some(&good("u1", 1, &["azurre"])), "u1", 3).is_none(),
+            "invalid record"
+        );
     }
 }

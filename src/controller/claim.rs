@@ -208,6 +208,10 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         };
     }
 
+    if let Some(cause) = tenant_refusal(claim, ctx, &active).await {
+        return tenant_not_allowed(claim, ctx, cause).await;
+    }
+
     // A request that named its binding already (adopted from its source) is recorded, never
     // chosen again.
     if let Some(adopted) = claim.spec.adopt_binding.as_deref() {
@@ -700,6 +704,65 @@ async fn forbidden(
     .await?;
     let wait = retry_at.saturating_duration_since(Instant::now());
     Ok(Action::requeue(wait.max(Duration::from_millis(100))))
+}
+
+/// Why `spec.tenants` refuses this claim, if it does. A claim a request source created without
+/// naming a binding was checked at admission (with the user, which only admission knows) and is
+/// not checked again; an adoption the operator found itself is checked by the object's kind and
+/// namespace. An AccountClaim is checked by its own namespace.
+async fn tenant_refusal(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &super::active::ActiveConfig,
+) -> Option<String> {
+    let policy = active.spec.tenants.as_ref()?;
+    let own_ns = claim.namespace().unwrap_or_default();
+    let source = crate::sources::naming::SourceRef::from_labels(claim.labels())
+        .filter(|_| own_ns == ctx.args.source_claim_namespace());
+    let (kind, namespace) = match &source {
+        Some(_) if claim.spec.adopt_binding.is_none() => return None,
+        Some(s) => (s.kind.into(), s.namespace.clone()),
+        None => (crate::api::RequesterKind::AccountClaim, own_ns),
+    };
+    let needed = crate::tenancy::needs_namespace_labels(Some(policy));
+    let labels = ctx.namespaces.labels_if(needed, &namespace).await;
+    let who = crate::tenancy::Requester {
+        kind,
+        namespace: &namespace,
+        namespace_labels: labels.as_ref(),
+        user: None,
+    };
+    let ask = crate::tenancy::Ask {
+        global_account: &claim.spec.global_account,
+        adopt_binding: claim.spec.adopt_binding.is_some(),
+    };
+    match crate::tenancy::decide(Some(policy), &who, &ask) {
+        crate::tenancy::Decision::Allowed { .. } => None,
+        crate::tenancy::Decision::Denied { message } => Some(message),
+    }
+}
+
+/// `spec.tenants` refuses the claim: Failed with reason TenantNotAllowed (final), and an event.
+async fn tenant_not_allowed(
+    claim: &AccountClaim,
+    ctx: &Context,
+    cause: String,
+) -> Result<Action, ClaimError> {
+    let reason = crate::api::conditions::reasons::TENANT_NOT_ALLOWED;
+    if pending_reason(claim) != Some(reason) {
+        ctx.writer
+            .event(
+                &claim.object_ref(&()),
+                true,
+                reason,
+                "Authorize",
+                cause.clone(),
+            )
+            .await;
+        count(ctx, reason);
+    }
+    write_outcome(claim, ctx, &ClaimOutcome::TenantNotAllowed { cause }).await?;
+    Ok(Action::await_change())
 }
 
 /// A deny entry matched: the claim ends Failed with reason Denied (final, see status::claim).

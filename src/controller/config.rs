@@ -12,14 +12,54 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::Context;
-use super::active::{ActiveConfig, ConfigState};
+use super::active::{ActiveConfig, ConfigState, LastGood};
 use crate::api::{HapConfig, PoolFigures, PreferenceStatus, RuleStatus};
 use crate::k8s::K8sError;
+use crate::k8s::last_good::LastGoodApi;
 use crate::pools::Inventory;
 use crate::selection::InFlight;
 use crate::status::{
     ConfigInputs, MissingPool, bindings_in_use_event, config_status_changed, desired_config_status,
 };
+
+/// Records each newly valid generation in the operator's own ConfigMap, once per generation.
+pub struct LastGoodWriter {
+    api: LastGoodApi,
+    written: std::sync::Mutex<Option<(String, i64)>>,
+}
+
+impl LastGoodWriter {
+    pub fn new(api: LastGoodApi, recorded: Option<&LastGood>) -> Self {
+        Self {
+            api,
+            written: std::sync::Mutex::new(recorded.map(|g| (g.uid.clone(), g.generation))),
+        }
+    }
+
+    /// Writes the record when `active` is not the one written last. A failed write is reported
+    /// and tried again on the next reconcile; serving does not depend on it.
+    async fn record(&self, active: &ActiveConfig) {
+        let key = (active.uid.clone(), active.generation);
+        if self
+            .written
+            .lock()
+            .ok()
+            .is_some_and(|w| w.as_ref() == Some(&key))
+        {
+            return;
+        }
+        match self.api.put(&LastGood::of(active)).await {
+            Ok(()) => {
+                if let Ok(mut w) = self.written.lock() {
+                    *w = Some(key);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot record the last valid HapConfig generation; a restart while the spec is invalid would hold claims")
+            }
+        }
+    }
+}
 
 /// When the internal state was last rebuilt, per config object.
 #[derive(Default)]
@@ -112,6 +152,7 @@ async fn reconcile_in_force(
                 input.warnings = v.warnings.iter().map(ToString::to_string).collect();
             } else {
                 input.warnings = active.warnings.iter().map(ToString::to_string).collect();
+                ctx.last_good.record(active).await;
             }
             input.active_generation = Some(active.generation);
             input.active_spec = Some(Box::new(active.spec.clone()));

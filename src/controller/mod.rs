@@ -42,6 +42,7 @@ use crate::k8s::caches::{
     LIST_PAGE, Page, SharedLedger, claim_stream, controller_stream, lock, relist_pages,
     store_ready, watch_bindings, watch_shoots,
 };
+use crate::k8s::last_good::{LastGood, LastGoodApi};
 use crate::k8s::lean::{LeanClaim, LeanObject, StoredClaim};
 use crate::k8s::writes::binding_resource;
 use crate::k8s::{Caches, ChangeFeed, Retargetable, Writer};
@@ -118,6 +119,10 @@ pub struct Context {
     pub writer: Writer,
     pub caches: Caches,
     pub resolver: ConfigResolver,
+    /// Where the last valid generation is recorded for a restart (not `status.activeSpec`).
+    pub last_good: config::LastGoodWriter,
+    /// Namespace labels for `spec.tenants`, read only when a rule needs them.
+    pub namespaces: crate::k8s::namespaces::NamespaceReader,
     pub ledger: SharedLedger,
     pub metrics: SharedMetrics,
     pub health: Health,
@@ -155,6 +160,18 @@ pub struct Handle {
     pub webhook: crate::webhook::WebhookAddr,
     /// The HTTPS /metrics address, once it listens (with `--metrics-secure`).
     pub metrics_addr: Arc<std::sync::OnceLock<std::net::SocketAddr>>,
+}
+
+/// The operator's last-known-good record; one that cannot be read is reported and not used
+/// (an invalid spec then holds claims until it is fixed, rather than serving unverified rules).
+async fn read_last_good(api: &LastGoodApi) -> Option<LastGood> {
+    match api.get().await {
+        Ok(recorded) => recorded,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the last-known-good record; an invalid HapConfig will hold claims until fixed");
+            None
+        }
+    }
 }
 
 /// Runs the operator until `shutdown` resolves, leadership is lost, or a fatal error occurs.
@@ -207,6 +224,8 @@ pub async fn run_with(
     if args.metrics_secure {
         serve_secure_metrics(&client, &args, &handle, &stop).await?;
     }
+    let last_good = LastGoodApi::new(client.clone(), &args.lease_namespace, &args.config_name);
+    let recorded = read_last_good(&last_good).await;
     let garden = crate::k8s::clients::garden(&client, args.garden_kubeconfig.as_deref())
         .await
         .map_err(RunError::Garden)?;
@@ -221,6 +240,7 @@ pub async fn run_with(
             config_name: args.config_name.clone(),
             claim_namespace: args.source_claim_namespace(),
             decision_timeout: args.effective_decision_timeout(),
+            last_good: recorded.clone(),
         };
         if settings.decision_timeout < args.webhook_decision_timeout {
             tracing::warn!(decision_timeout = ?settings.decision_timeout, "--webhook-decision-timeout is shortened to --webhook-timeout minus 2 s");
@@ -251,7 +271,14 @@ pub async fn run_with(
     } else {
         Fence::open()
     };
-    let (ctx, streams) = start_caches(&client, &garden, &args, &handle, fence.clone());
+    let (ctx, streams) = start_caches(
+        &client,
+        &garden,
+        &args,
+        &handle,
+        fence.clone(),
+        (last_good, recorded),
+    );
     let background = tokio::spawn(background(ctx.clone(), stop.clone()));
 
     let lost = CancellationToken::new();
@@ -398,6 +425,7 @@ fn start_caches(
     args: &RunArgs,
     handle: &Handle,
     fence: Fence,
+    (last_good, recorded): (LastGoodApi, Option<LastGood>),
 ) -> (Arc<Context>, Streams) {
     let feed = ChangeFeed::default();
     let ledger: SharedLedger = Arc::new(Mutex::new(Ledger::default()));
@@ -432,7 +460,10 @@ fn start_caches(
             ),
             shoots: Retargetable::new(garden.clone(), ledger.clone(), feed.clone(), watch_shoots),
         },
-        resolver: ConfigResolver::new(args.config_name.clone(), config_store),
+        resolver: ConfigResolver::new(args.config_name.clone(), config_store)
+            .with_last_good(recorded.clone()),
+        last_good: config::LastGoodWriter::new(last_good, recorded.as_ref()),
+        namespaces: crate::k8s::namespaces::NamespaceReader::new(client.clone()),
         ledger,
         metrics: handle.metrics.clone(),
         health: handle.ready.clone(),

@@ -5,8 +5,10 @@
 pub mod access;
 pub mod caches;
 pub mod clients;
+pub mod last_good;
 pub mod lean;
 pub mod lease;
+pub mod namespaces;
 pub mod source_claims;
 pub mod sources;
 pub mod writes;

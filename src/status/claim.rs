@@ -17,7 +17,7 @@
 //! denied claim is `Failed` too: the denial is a decision, recorded once, and a later change of
 //! the rules does not revisit it (as a bound claim never moves); a new claim is decided anew.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 
 use super::{CondStatus, remove_condition, set_condition};
 use crate::api::conditions::{reasons, types};
@@ -115,6 +115,9 @@ pub enum ClaimOutcome {
     ReleaseBlocked { reason: &'static str, cause: String },
     /// A deny entry matched; `cause` is the denial's message (`EvalError::Denied`).
     Denied { cause: String, matched: MatchedRule },
+    /// `spec.tenants` allows no such requester to claim for this global account; `cause` names
+    /// the rules and why each does not hold (`tenancy::decide`). Final, like a denial.
+    TenantNotAllowed { cause: String },
 }
 
 /// Whether the claim's `Released` condition already says `False` for `reason`: a release that
@@ -165,12 +168,14 @@ pub fn waiting_in(s: &AccountClaimStatus) -> Option<PoolKey> {
     })
 }
 
-/// Whether a status records a denial (`ClaimOutcome::Denied`), which is final.
+/// Whether a status records a denial (`ClaimOutcome::Denied` or `TenantNotAllowed`), which is
+/// final.
 pub fn is_denied(s: &AccountClaimStatus) -> bool {
     s.phase == Some(ClaimPhase::Failed)
-        && s.conditions
-            .iter()
-            .any(|c| c.type_ == types::READY && c.reason == reasons::DENIED)
+        && s.conditions.iter().any(|c| {
+            c.type_ == types::READY
+                && (c.reason == reasons::DENIED || c.reason == reasons::TENANT_NOT_ALLOWED)
+        })
 }
 
 /// Whether a claim needs nothing until something else moves: it holds the release finalizer, is
@@ -242,6 +247,33 @@ pub fn bound_message(s: &AccountClaimStatus) -> Option<String> {
     ))
 }
 
+type SetCondition<'a> = dyn Fn(&mut Vec<Condition>, &str, CondStatus, &str, &str) + 'a;
+
+/// A final refusal (a deny entry, or the tenant policy): Failed, Ready/Bound False and Stalled.
+fn final_refusal(
+    conds: &mut Vec<Condition>,
+    set: &SetCondition<'_>,
+    (reason, cause): (&str, &str),
+    spec: &AccountClaimSpec,
+    matched: Option<MatchedRule>,
+) -> AccountClaimStatus {
+    let msg = format!("{cause} (request: {})", describe_request(spec));
+    for t in [types::READY, types::BOUND, types::STALLED] {
+        let st = if t == types::STALLED {
+            CondStatus::True
+        } else {
+            CondStatus::False
+        };
+        set(conds, t, st, reason, &msg);
+    }
+    remove_condition(conds, types::RECONCILING);
+    AccountClaimStatus {
+        phase: Some(ClaimPhase::Failed),
+        matched_rule: matched,
+        ..Default::default()
+    }
+}
+
 /// The status to write, starting from the current one so that transition times survive.
 pub fn desired_claim_status(
     current: Option<&AccountClaimStatus>,
@@ -287,23 +319,20 @@ pub fn desired_claim_status(
             remove_condition(&mut conds, types::RECONCILING);
             status
         }
-        ClaimOutcome::Denied { cause, matched } => {
-            let msg = format!("{cause} (request: {})", describe_request(spec));
-            for t in [types::READY, types::BOUND, types::STALLED] {
-                let st = if t == types::STALLED {
-                    CondStatus::True
-                } else {
-                    CondStatus::False
-                };
-                set(&mut conds, t, st, reasons::DENIED, &msg);
-            }
-            remove_condition(&mut conds, types::RECONCILING);
-            AccountClaimStatus {
-                phase: Some(ClaimPhase::Failed),
-                matched_rule: Some(matched.clone()),
-                ..Default::default()
-            }
-        }
+        ClaimOutcome::Denied { cause, matched } => final_refusal(
+            &mut conds,
+            &set,
+            (reasons::DENIED, cause),
+            spec,
+            Some(matched.clone()),
+        ),
+        ClaimOutcome::TenantNotAllowed { cause } => final_refusal(
+            &mut conds,
+            &set,
+            (reasons::TENANT_NOT_ALLOWED, cause),
+            spec,
+            None,
+        ),
         ClaimOutcome::Kept { namespace } => {
             let old = current.cloned().unwrap_or_default();
             let ns = old

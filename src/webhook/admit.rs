@@ -14,7 +14,8 @@ use kube::core::admission::{
 use serde_json::Value;
 
 use super::Webhook;
-use crate::api::{BindingKind, SourceKind};
+use crate::api::conditions::reasons;
+use crate::api::{BindingKind, HapConfigSpec, SourceKind};
 use crate::controller::active::ConfigState;
 use crate::metrics::AdmissionLabels;
 use crate::sources::admission::{Operation, Plan, Request, Serving, Verdict, finish, plan};
@@ -154,6 +155,11 @@ async fn decide(
             }
         }
         Plan::Claim(p) => {
+            let who = (kind, &req.user_info);
+            if let Some(message) = tenant_refusal(hook, &active.spec, who, &p).await {
+                // Refused before any claim exists: nothing is created, nothing claimed.
+                return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
+            }
             let state =
                 super::serve::serve(&hook.claims, &p, hook.decision_timeout, hook.tasks.guard())
                     .await;
@@ -162,5 +168,36 @@ async fn decide(
                 Verdict::Deny(m) => deny(resp, m),
             }
         }
+    }
+}
+
+/// Why `spec.tenants` refuses this request, if it does: by the object's kind and namespace, the
+/// admission request's user and the global account it asks for.
+async fn tenant_refusal(
+    hook: &Webhook,
+    spec: &HapConfigSpec,
+    (kind, user): (SourceKind, &k8s_openapi::api::authentication::v1::UserInfo),
+    p: &crate::sources::admission::ClaimPlan,
+) -> Option<String> {
+    let policy = spec.tenants.as_ref()?;
+    let needed = crate::tenancy::needs_namespace_labels(Some(policy));
+    let labels = hook.namespaces.labels_if(needed, &p.source.namespace).await;
+    let user = crate::tenancy::User {
+        username: user.username.clone().unwrap_or_default(),
+        groups: user.groups.clone().unwrap_or_default(),
+    };
+    let who = crate::tenancy::Requester {
+        kind: kind.into(),
+        namespace: &p.source.namespace,
+        namespace_labels: labels.as_ref(),
+        user: Some(&user),
+    };
+    let ask = crate::tenancy::Ask {
+        global_account: &p.spec.global_account,
+        adopt_binding: p.spec.adopt_binding.is_some(),
+    };
+    match crate::tenancy::decide(Some(policy), &who, &ask) {
+        crate::tenancy::Decision::Allowed { .. } => None,
+        crate::tenancy::Decision::Denied { message } => Some(message),
     }
 }

@@ -105,6 +105,8 @@ pub enum WebhookError {
 /// Shared state of the webhook of one replica.
 pub struct Webhook {
     resolver: ConfigResolver,
+    /// Namespace labels for `spec.tenants`, read only when a rule needs them.
+    namespaces: crate::k8s::namespaces::NamespaceReader,
     configs: Store<HapConfig>,
     claims: SourceClaims,
     decision_timeout: Duration,
@@ -149,6 +151,8 @@ pub struct Settings {
     pub config_name: String,
     pub claim_namespace: String,
     pub decision_timeout: Duration,
+    /// The operator's last-known-good record, read at start.
+    pub last_good: Option<crate::k8s::last_good::LastGood>,
 }
 
 /// Loads the certificate, binds, starts the watches and serves until `stop`. Returns once
@@ -210,7 +214,9 @@ pub async fn start(
         });
     }
     let hook = Arc::new(Webhook {
-        resolver: ConfigResolver::new(settings.config_name, configs.clone()),
+        resolver: ConfigResolver::new(settings.config_name, configs.clone())
+            .with_last_good(settings.last_good),
+        namespaces: crate::k8s::namespaces::NamespaceReader::new(client.clone()),
         configs,
         claims,
         decision_timeout: settings.decision_timeout,

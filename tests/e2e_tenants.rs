@@ -1,0 +1,338 @@
+//! Tenant authorization (`spec.tenants`) on the real control plane and the real gardener-apiserver:
+//! each test is an attack that succeeded before the policy existed — a Runtime from a foreign
+//! namespace took another tenant's binding, fabricated Shoots burnt bindings, an AccountClaim
+//! adopted another tenant's binding — and now ends `TenantNotAllowed` with no claim and no
+//! binding touched.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use kube::api::{DynamicObject, ListParams, PostParams};
+use serde_json::{Value, json};
+use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
+use support::platform::{
+    Certs, RuntimeSpec, SCOPE_LABEL, WebhookRegistration, api, install_platform_crds, kubectl_at,
+    runtime, runtime_binding, runtime_resource, scoped_namespace,
+};
+use support::{Hap, Operator, unique};
+
+const REQUEST: &str = "accountpool.io/request";
+
+fn denial(result: Result<DynamicObject, kube::Error>) -> String {
+    match result {
+        Err(kube::Error::Api(s)) => s.message,
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+/// Every binding of the pool that carries a tenant or is marked dirty: what a request can touch.
+async fn touched(hap: &Hap) -> BTreeMap<String, BTreeMap<String, String>> {
+    let list = support::bindings_api(&hap.garden, &hap.bindings_ns)
+        .list(&ListParams::default())
+        .await
+        .expect("list bindings");
+    list.items
+        .into_iter()
+        .filter_map(|b| {
+            let labels = b.metadata.labels.clone().unwrap_or_default();
+            (labels.contains_key("tenantName") || labels.contains_key("dirty"))
+                .then(|| (b.metadata.name.clone().unwrap_or_default(), labels))
+        })
+        .collect()
+}
+
+async fn claim_names(hap: &Hap) -> Vec<String> {
+    hap.claims()
+        .list(&ListParams::default())
+        .await
+        .expect("list claims")
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect()
+}
+
+/// (a) A Runtime in a namespace the policy does not allow for that global account asked for the
+/// global account of another tenant and was handed that tenant's binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_from_a_foreign_namespace_cannot_take_another_tenants_binding() {
+    install_platform_crds().await;
+    let scope = unique("tenants");
+    let mut hap = Hap::without_operator(&["aws"], json!({})).await;
+    let kcp = scoped_namespace(&hap.client, "kcp", &scope).await;
+    let foreign = scoped_namespace(&hap.client, "foreign", &scope).await;
+    hap.apply_config(
+        &["aws"],
+        json!({
+            "requestSources": [{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}}],
+            "tenants": {"rules": [
+                {"name": "keb", "kinds": ["Runtime"], "namespaces": [kcp]},
+                {"name": "people", "kinds": ["AccountClaim"]},
+            ]},
+        }),
+    )
+    .await;
+    // The victim's binding: already labelled for its tenant, so a request for that global
+    // account is served from it.
+    hap.binding(
+        "victim-1",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-victim")],
+    )
+    .await;
+    hap.binding("aws-free", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let certs = Certs::new();
+    hap.operator = Some(Operator::start_with(&hap.client, certs.args(hap.run_args())).await);
+    let addr = hap
+        .operator
+        .as_ref()
+        .and_then(|o| o.handle.webhook.get())
+        .expect("webhook address");
+    let _hook = WebhookRegistration::register(
+        "Runtime",
+        &format!("https://{addr}/mutate/runtimes"),
+        &certs.ca_bundle(),
+        &scope,
+        json!({}),
+    );
+    let spec = |name| RuntimeSpec {
+        name,
+        global_account: Some("ga-victim"),
+        plan: "aws",
+        platform_region: "cf-us10",
+        region: "eu-central-1",
+        provider: "aws",
+        binding: "",
+        extra_labels: &[],
+    };
+    let before = touched(&hap).await;
+
+    let attack = api(&hap.client, &foreign, &runtime_resource())
+        .create(
+            &PostParams::default(),
+            &runtime(&foreign, &scope, &spec("rt-x")),
+        )
+        .await;
+    let message = denial(attack);
+    assert!(
+        message.contains("TenantNotAllowed") && message.contains("rule `keb`"),
+        "names the reason and the rule: {message}"
+    );
+    assert!(claim_names(&hap).await.is_empty(), "no claim was created");
+    assert_eq!(touched(&hap).await, before, "no binding touched");
+
+    // The namespace the policy allows is served, from the tenant's own binding.
+    api(&hap.client, &kcp, &runtime_resource())
+        .create(
+            &PostParams::default(),
+            &runtime(&kcp, &scope, &spec("rt-ok")),
+        )
+        .await
+        .expect("allowed Runtime admitted");
+    assert_eq!(
+        runtime_binding(&hap.client, &kcp, "rt-ok").await,
+        "victim-1"
+    );
+}
+
+/// A Shoot that asks for its binding: opted in, tenant and plan labels, no binding name.
+async fn shoot_request(hap: &Hap, name: &str, scope: &str, ga: &str) -> DynamicObject {
+    let p = profile(&hap.garden, "aws").await;
+    let mut obj = shoot_object(
+        &hap.bindings_ns,
+        name,
+        "",
+        BindingRef::CredentialsBinding,
+        &p,
+    );
+    if let Some(spec) = obj["spec"].as_object_mut() {
+        spec.remove("credentialsBindingName");
+    }
+    obj["metadata"]["labels"] = json!({REQUEST: "true", SCOPE_LABEL: scope,
+        "accountpool.io/plan": "aws", "accountpool.io/platform-region": "cf-us10",
+        "accountpool.io/global-account": ga});
+    serde_json::from_value(obj).expect("shoot")
+}
+
+/// (b) Twenty Shoots with fabricated global accounts each took (and later burnt) a binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fabricated_global_accounts_on_shoots_touch_no_binding() {
+    let scope = unique("tenants");
+    let mut hap = Hap::without_operator(
+        &["aws"],
+        json!({
+            "requestSources": [{"id": "shoots", "kind": "Shoot", "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}],
+            "tenants": {"rules": [
+                {"name": "known-tenants", "kinds": ["Shoot"], "globalAccounts": ["GA-REAL"]},
+            ]},
+        }),
+    )
+    .await;
+    for i in 0..21 {
+        hap.binding(&format!("aws-{i:02}"), "aws", &[("hyperscalerType", "aws")])
+            .await;
+    }
+    let (ok, _, err) = kubectl_at(
+        &support::kubeconfig(),
+        &[
+            "label",
+            "namespace",
+            &hap.bindings_ns,
+            &format!("{SCOPE_LABEL}={scope}"),
+        ],
+        None,
+    );
+    assert!(ok, "{err}");
+    let certs = Certs::new();
+    hap.operator = Some(Operator::start_with(&hap.client, certs.args(hap.run_args())).await);
+    let addr = hap
+        .operator
+        .as_ref()
+        .and_then(|o| o.handle.webhook.get())
+        .expect("webhook address");
+    let _hook = WebhookRegistration::register(
+        "Shoot",
+        &format!("https://{addr}/mutate/shoots"),
+        &certs.ca_bundle(),
+        &scope,
+        json!({"matchLabels": {REQUEST: "true"}}),
+    );
+    let shoots = api(&hap.garden, &hap.bindings_ns, &shoot_resource());
+    let before = touched(&hap).await;
+    let mut refused = 0;
+    for i in 0..20 {
+        let obj = shoot_request(
+            &hap,
+            &format!("fake-{i:02}"),
+            &scope,
+            &format!("ga-fake-{i}"),
+        )
+        .await;
+        let message = denial(shoots.create(&PostParams::default(), &obj).await);
+        assert!(message.contains("TenantNotAllowed"), "{message}");
+        refused += 1;
+    }
+    assert_eq!(refused, 20);
+    assert!(claim_names(&hap).await.is_empty(), "no claim was created");
+    assert_eq!(touched(&hap).await, before, "no binding touched");
+
+    // The listed tenant (case-insensitively) is served.
+    let ok = shoots
+        .create(
+            &PostParams::default(),
+            &shoot_request(&hap, "real", &scope, "ga-real").await,
+        )
+        .await
+        .expect("the listed tenant's Shoot is admitted");
+    let binding: Option<&Value> = ok.data.pointer("/spec/credentialsBindingName");
+    assert!(
+        binding
+            .and_then(Value::as_str)
+            .is_some_and(|b| b.starts_with("aws-"))
+    );
+}
+
+/// (c) An AccountClaim named another tenant's binding in `spec.adoptBinding` and was bound to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_claim_may_adopt_a_binding_only_where_the_policy_allows() {
+    let hap = Hap::without_operator(&["aws"], json!({})).await;
+    hap.apply_config(
+        &["aws"],
+        json!({"tenants": {"rules": [
+            {"name": "team", "kinds": ["AccountClaim"], "namespaces": [hap.claims_ns]},
+            {"name": "migration", "kinds": ["AccountClaim"], "namespaces": ["kcp-system"], "adoptBinding": true},
+        ]}}),
+    )
+    .await;
+    hap.binding(
+        "victim-1",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-victim")],
+    )
+    .await;
+    hap.binding("aws-free", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let hap = hap.with_operator().await;
+    let before = hap.labels("victim-1").await;
+
+    hap.claim(
+        "adopt",
+        json!({"globalAccount": "ga-victim", "plan": "aws", "adoptBinding": "victim-1"}),
+    )
+    .await;
+    let message = hap.ready_reason("adopt", "TenantNotAllowed").await;
+    assert!(
+        message.contains("rule `team`") && message.contains("adoptBinding"),
+        "{message}"
+    );
+    assert_eq!(hap.labels("victim-1").await, before, "binding untouched");
+    let claim = hap.claims().get("adopt").await.expect("claim");
+    let status = claim.status.expect("status");
+    assert_eq!(status.phase, Some(hap_operator::api::ClaimPhase::Failed));
+    assert!(status.credentials_binding_name.is_none());
+    let events = kubectl_at(
+        &support::kubeconfig(),
+        &[
+            "get",
+            "events",
+            "-n",
+            &hap.claims_ns,
+            "--field-selector",
+            "involvedObject.name=adopt",
+            "-o",
+            "json",
+        ],
+        None,
+    );
+    assert!(
+        events.1.contains("TenantNotAllowed"),
+        "an event says so: {}",
+        events.1
+    );
+
+    // A fresh claim from the allowed namespace is served.
+    hap.claim("fresh", json!({"globalAccount": "ga-team", "plan": "aws"}))
+        .await;
+    assert_eq!(hap.bound("fresh").await, "aws-free");
+}
+
+/// The API server refuses what the policy cannot mean: users or groups on a rule that covers
+/// AccountClaims (they are known at admission only), and two rules of one name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_refuses_a_policy_that_cannot_hold() {
+    let hap = Hap::without_operator(&["aws"], json!({})).await;
+    let refused = |tenants: Value| {
+        let spec =
+            json!({"bindingNamespace": hap.bindings_ns, "rules": ["aws"], "tenants": tenants});
+        let body = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig",
+            "metadata": {"name": hap.config}, "spec": spec});
+        let configs = hap.configs();
+        async move {
+            let cfg: hap_operator::api::HapConfig = serde_json::from_value(body).expect("config");
+            let pp = kube::api::PatchParams::apply("kubectl").force();
+            match configs
+                .patch(
+                    &cfg.metadata.name.clone().unwrap_or_default(),
+                    &pp,
+                    &kube::api::Patch::Apply(&cfg),
+                )
+                .await
+            {
+                Err(kube::Error::Api(s)) => s.message,
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+        }
+    };
+    let m = refused(
+        json!({"rules": [{"name": "keb", "users": ["system:serviceaccount:kcp-system:keb"]}]}),
+    )
+    .await;
+    assert!(
+        m.contains("users and groups are known at admission only"),
+        "{m}"
+    );
+    let m = refused(json!({"rules": [{"name": "a"}, {"name": "a", "kinds": ["Shoot"]}]})).await;
+    assert!(m.contains("every name must be unique"), "{m}");
+}
