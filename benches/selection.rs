@@ -49,6 +49,7 @@ fn world() -> World {
             name: format!("aws-{i:05}"),
             resource_version: Some(format!("{}", 1000 + i)),
             labels: labels(&l),
+            annotations: Default::default(),
         });
     }
     let target = |i: usize| {

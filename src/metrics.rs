@@ -16,6 +16,22 @@ pub struct TypeLabels {
     pub hyperscaler_type: String,
 }
 
+/// A dedicated pool and a lifecycle state (crate::pools::lifecycle): a bounded set, never a
+/// binding's name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolStateLabels {
+    pub hyperscaler_type: String,
+    pub eu_access: String,
+    pub state: String,
+}
+
+/// A dedicated pool.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub hyperscaler_type: String,
+    pub eu_access: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BindingLabels {
     pub credentials_binding: String,
@@ -67,6 +83,8 @@ pub struct Metrics {
     pub reconcile_errors: Family<OutcomeLabels, Counter>,
     pub leader: Gauge,
     pub admission_seconds: Family<AdmissionLabels, Histogram>,
+    pub pool_bindings: Family<PoolStateLabels, Gauge>,
+    pub pool_oldest_dirty_seconds: Family<PoolLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -96,6 +114,8 @@ impl Metrics {
             admission_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
+            pool_bindings: Family::default(),
+            pool_oldest_dirty_seconds: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -162,6 +182,16 @@ impl Metrics {
             "admission_duration_seconds",
             "Admission webhook calls of request sources, by kind and outcome",
             m.admission_seconds.clone(),
+        );
+        registry.register(
+            "pool_bindings",
+            "Bindings of each dedicated pool per lifecycle state (Free, Claimed, Dirty, CoolingDown, Cordoned, Suspect, InUseWithoutTenant, Internal)",
+            m.pool_bindings.clone(),
+        );
+        registry.register(
+            "pool_oldest_dirty_seconds",
+            "Age of the longest-waiting dirty binding of each dedicated pool since this process first saw it dirty; 0 when none is dirty",
+            m.pool_oldest_dirty_seconds.clone(),
         );
         Self { registry, ..m }
     }

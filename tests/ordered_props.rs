@@ -69,6 +69,7 @@ fn binding(i: usize, (t, owner, shared): &Spec) -> BindingView {
         name: format!("b{i}"),
         resource_version: Some("1".into()),
         labels,
+        annotations: Default::default(),
     }
 }
 

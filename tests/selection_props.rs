@@ -67,6 +67,7 @@ fn binding(i: usize, (kind, eu, _): &Spec) -> BindingView {
         name: format!("cb-{i:02}"),
         resource_version: Some("1".into()),
         labels,
+        annotations: Default::default(),
     }
 }
 

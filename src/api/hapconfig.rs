@@ -299,6 +299,10 @@ pub struct HapConfigStatus {
     /// Per request source: whether it is watched and what it serves.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request_sources: Vec<SourceStatus>,
+    // Account lifecycle (issue 22): one block, kept together.
+    /// Per dedicated pool: bindings per lifecycle state, the oldest dirty one, cordoned ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<super::lifecycle::PoolLifecycle>,
 }
 
 /// One rule entry and its pools.

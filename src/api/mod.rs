@@ -5,6 +5,7 @@ pub mod accountclaim;
 pub mod conditions;
 pub mod gardener;
 pub mod hapconfig;
+pub mod lifecycle;
 pub mod policy;
 pub mod sources;
 
@@ -17,6 +18,7 @@ pub use hapconfig::{
     MultiHyperscalerAccount, OrphanStatus, PinStatus, PlanSpec, PoolFigures, PreferenceStatus,
     ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
 };
+pub use lifecycle::{CordonedBinding, PoolLifecycle};
 pub use policy::{EuAccessMode, Pin, PinPool, PoolPreference, StructuredRule};
 pub use sources::{
     FieldSource, LabelOperator, LabelRequirement, ObjectIdentity, PurposeOperator,

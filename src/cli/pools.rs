@@ -7,7 +7,8 @@ use serde::Serialize;
 
 use super::live::{self, DEFAULT_CONFIG};
 use super::validate::{Format, usage};
-use crate::api::{BindingKind, PoolFigures};
+use crate::api::{BindingKind, PoolFigures, PoolLifecycle};
+use crate::pools::lifecycle::{DirtyClock, Marks};
 
 /// Show every pool of the live cluster: bindings by hyperscaler type, EU access and sharing.
 #[derive(clap::Args, Debug)]
@@ -15,8 +16,10 @@ use crate::api::{BindingKind, PoolFigures};
     after_help = "Reads the HapConfig (--config) for bindingNamespace, bindingKind, labelKeys and\n\
 shootNamespace, then lists binding metadata, Shoots and AccountClaims once. Never reads Secrets.\n\
 FREE: unclaimed bindings a claim can take; CLAIMED: held by a tenant; DIRTY: waiting for the\n\
-cleanup job; CLUSTERS: Shoots and bound claims on the pool's bindings. Shared pools show only\n\
-TOTAL and CLUSTERS. Exit codes: 0 shown, 2 the cluster could not be read."
+cleanup job; CLUSTERS: Shoots and bound claims on the pool's bindings; STATES: the bindings per\n\
+lifecycle state (Free, Claimed, Dirty, CoolingDown, Cordoned, Suspect, InUseWithoutTenant,\n\
+Internal; states with none left out; see docs/operating.md). Shared pools show only TOTAL and\n\
+CLUSTERS. Exit codes: 0 shown, 2 the cluster could not be read."
 )]
 pub struct Args {
     /// The HapConfig to read (the operator's --config-name).
@@ -40,6 +43,8 @@ struct Report<'a> {
     binding_kind: BindingKind,
     shoot_namespace: &'a str,
     pools: &'a [PoolFigures],
+    /// Per dedicated pool, bindings per lifecycle state.
+    lifecycle: &'a [PoolLifecycle],
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -52,6 +57,8 @@ pub fn run(args: Args) -> ExitCode {
     }
     let inventory = input.inventory();
     let figures = inventory.all_figures();
+    // One list, no history: no first-seen-dirty time to report.
+    let lifecycle = inventory.lifecycles(Marks::default(), &DirtyClock::default());
     match args.output {
         Format::Json => {
             let report = Report {
@@ -60,6 +67,7 @@ pub fn run(args: Args) -> ExitCode {
                 binding_kind: input.binding_kind,
                 shoot_namespace: &input.shoot_namespace,
                 pools: &figures,
+                lifecycle: &lifecycle,
             };
             println!(
                 "{}",
@@ -74,14 +82,14 @@ pub fn run(args: Args) -> ExitCode {
                 inventory.keys().hyperscaler_type
             );
         }
-        Format::Text => print!("{}", table(&figures)),
+        Format::Text => print!("{}", table(&figures, &lifecycle)),
     }
     ExitCode::SUCCESS
 }
 
 /// The pools as a kubectl-style table, columns padded to their widest cell.
-fn table(figures: &[PoolFigures]) -> String {
-    const HEADER: [&str; 8] = [
+fn table(figures: &[PoolFigures], lifecycle: &[PoolLifecycle]) -> String {
+    const HEADER: [&str; 9] = [
         "HYPERSCALER-TYPE",
         "EU",
         "SHARED",
@@ -90,8 +98,9 @@ fn table(figures: &[PoolFigures]) -> String {
         "CLAIMED",
         "DIRTY",
         "CLUSTERS",
+        "STATES",
     ];
-    let rows: Vec<[String; 8]> = figures
+    let rows: Vec<[String; 9]> = figures
         .iter()
         .map(|f| {
             // A shared pool is never claimed, so free/claimed/dirty do not apply to it.
@@ -111,6 +120,7 @@ fn table(figures: &[PoolFigures]) -> String {
                 dedicated(f.claimed),
                 dedicated(f.dirty),
                 f.clusters.to_string(),
+                states(f, lifecycle),
             ]
         })
         .collect();
@@ -133,6 +143,28 @@ fn table(figures: &[PoolFigures]) -> String {
         out.push_str(&line(row));
     }
     out
+}
+
+/// `Free=3,Claimed=8,Cordoned=1`: the pool's non-zero states in the documented order; `-` for
+/// a shared pool.
+fn states(f: &PoolFigures, lifecycle: &[PoolLifecycle]) -> String {
+    let Some(l) = lifecycle.iter().find(|l| {
+        !f.shared && l.hyperscaler_type == f.hyperscaler_type && l.eu_access == f.eu_access
+    }) else {
+        return "-".into();
+    };
+    let parts: Vec<String> = crate::pools::lifecycle::BindingState::ALL
+        .iter()
+        .filter_map(|s| {
+            let n = l.states.get(s.as_str()).copied().unwrap_or(0);
+            (n > 0).then(|| format!("{}={n}", s.as_str()))
+        })
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(",")
+    }
 }
 
 #[cfg(test)]
@@ -159,11 +191,24 @@ mod tests {
                 ..Default::default()
             },
         ];
+        let lifecycle = vec![PoolLifecycle {
+            hyperscaler_type: "aws".into(),
+            states: [
+                ("Free", 2),
+                ("Claimed", 8),
+                ("Dirty", 1),
+                ("Cordoned", 1),
+                ("Suspect", 0),
+            ]
+            .map(|(s, n)| (s.to_string(), n))
+            .into(),
+            ..Default::default()
+        }];
         let expected = "\
-HYPERSCALER-TYPE    EU      SHARED   TOTAL   FREE   CLAIMED   DIRTY   CLUSTERS
-aws                 false   false    12      3      8         1       9
-openstack_eu-de-1   false   true     2       -      -         -       40
+HYPERSCALER-TYPE    EU      SHARED   TOTAL   FREE   CLAIMED   DIRTY   CLUSTERS   STATES
+aws                 false   false    12      3      8         1       9          Free=2,Claimed=8,Dirty=1,Cordoned=1
+openstack_eu-de-1   false   true     2       -      -         -       40         -
 ";
-        assert_eq!(table(&figures), expected);
+        assert_eq!(table(&figures, &lifecycle), expected);
     }
 }

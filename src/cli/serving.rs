@@ -145,6 +145,7 @@ mod tests {
                 name: "aws-1".into(),
                 resource_version: Some("1".into()),
                 labels: BTreeMap::from([("hyperscalerType".into(), "aws".into())]),
+                annotations: Default::default(),
             }],
             claims: vec![there],
             shoots: Vec::new(),

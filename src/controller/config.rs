@@ -142,6 +142,11 @@ async fn reconcile_in_force(
             // Not known yet: what was reported stays, so that no Event says it was resolved.
             let reported = cfg.status.as_ref().map(|s| s.bindings_in_use.clone());
             input.bindings_in_use = reported.unwrap_or_default();
+            input.pools = cfg
+                .status
+                .as_ref()
+                .map(|s| s.pools.clone())
+                .unwrap_or_default();
             requeue = Duration::from_millis(500);
         } else {
             if let Some(next) = refresh_if_due(cfg, active, ctx).await {
@@ -151,6 +156,7 @@ async fn reconcile_in_force(
             fill_pools(&mut input, active, &ledger.inventory, &ledger.inflight);
             input.refused_writes = ctx.denials.refusals();
             export_metrics(ctx, &ledger.inventory);
+            input.pools = super::lifecycle::pools(ctx, &ledger.inventory);
         }
         input.sources = ctx.sources.statuses();
         input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {

@@ -109,6 +109,7 @@ mod tests {
             name: name.into(),
             resource_version: Some(rv.into()),
             labels: [("hyperscalerType".to_string(), t.to_string())].into(),
+            annotations: Default::default(),
         }
     }
 

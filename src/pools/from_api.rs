@@ -43,6 +43,12 @@ pub fn binding_view(b: &impl Resource) -> BindingView {
         name: b.name_any(),
         resource_version: b.resource_version(),
         labels: b.labels().clone(),
+        annotations: b
+            .annotations()
+            .iter()
+            .filter(|(k, _)| k.starts_with(crate::labels::OWN_PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     }
 }
 

@@ -17,6 +17,7 @@
 pub mod figures;
 mod from_api;
 mod index;
+pub mod lifecycle;
 mod small_map;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -34,6 +35,9 @@ pub struct BindingView {
     /// Precondition for compare-and-swap label writes, and the order of views.
     pub resource_version: Option<String>,
     pub labels: BTreeMap<String, String>,
+    /// The binding's `accountpool.io/` annotations only (the cordon reason); the rest is
+    /// skipped while decoding (crate::k8s::lean).
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// What selection and release need to know about one AccountClaim.

@@ -12,6 +12,7 @@ pub(crate) fn binding(name: &str, labels: &[(&str, &str)]) -> BindingView {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        annotations: Default::default(),
     }
 }
 

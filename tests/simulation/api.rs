@@ -655,6 +655,7 @@ pub fn apply(ledger: &mut Ledger, obj: &Obj) {
             name: b.name.clone(),
             resource_version: Some(b.rv.to_string()),
             labels: b.labels.clone(),
+            annotations: Default::default(),
         }),
         Obj::Claim(c) => ledger.apply_claim(claim_view(c)),
         Obj::Shoot(s) => ledger.apply_shoot(ShootView {

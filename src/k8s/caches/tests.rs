@@ -13,6 +13,7 @@ fn bv(name: &str, rv: u64) -> BindingView {
         name: name.into(),
         resource_version: Some(rv.to_string()),
         labels: [("hyperscalerType".to_string(), "aws".to_string())].into(),
+        annotations: Default::default(),
     }
 }
 

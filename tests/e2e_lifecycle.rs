@@ -1,0 +1,177 @@
+//! End-to-end (real kube-apiserver and gardener-apiserver): accounts with a lifecycle (issue 22).
+//! Every binding's state in the HapConfig status and the metrics; the cleanup contract (the
+//! cleanup job removes `dirty` and the tenant label, and the binding is Free again); cordon.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::json;
+use support::*;
+
+fn aws(ga: &str, shoot: &str) -> serde_json::Value {
+    json!({"globalAccount": ga, "plan": "aws", "shootName": shoot})
+}
+
+/// The states of the dedicated aws pool (no euAccess) in the HapConfig status.
+async fn states(hap: &Hap) -> Option<BTreeMap<String, i64>> {
+    let st = hap.config_status().await;
+    st.pools
+        .into_iter()
+        .find(|p| p.hyperscaler_type == "aws" && !p.eu_access)
+        .map(|p| p.states)
+}
+
+fn want(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+    let mut all: BTreeMap<String, i64> = [
+        "Free",
+        "Claimed",
+        "Dirty",
+        "CoolingDown",
+        "Cordoned",
+        "Suspect",
+        "InUseWithoutTenant",
+        "Internal",
+    ]
+    .iter()
+    .map(|s| (s.to_string(), 0))
+    .collect();
+    for (s, n) in pairs {
+        all.insert(s.to_string(), *n);
+    }
+    all
+}
+
+/// Sets (or removes) an annotation of a binding, as an operator would with kubectl.
+async fn annotate(hap: &Hap, binding: &str, key: &str, value: Option<&str>) {
+    let patch = json!({"metadata": {"annotations": {key: value}}});
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .patch(
+            binding,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("annotate {binding} {key}: {e}"));
+}
+
+fn metrics(hap: &Hap) -> String {
+    hap.operator
+        .as_ref()
+        .expect("operator")
+        .handle
+        .metrics
+        .encode()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_binding_has_a_state_in_status_and_metrics_and_a_cleaned_binding_is_free_again() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    let aws_only = [("hyperscalerType", "aws")];
+    for name in ["aws-free", "aws-used", "aws-own"] {
+        hap.binding(name, "aws", &aws_only).await;
+    }
+    hap.binding(
+        "aws-dirty",
+        "aws",
+        &[
+            ("hyperscalerType", "aws"),
+            ("tenantName", "ga-old"),
+            ("dirty", "true"),
+        ],
+    )
+    .await;
+    hap.binding(
+        "aws-int",
+        "aws",
+        &[("hyperscalerType", "aws"), ("internal", "true")],
+    )
+    .await;
+    hap.binding(
+        "aws-cord",
+        "aws",
+        &[
+            ("hyperscalerType", "aws"),
+            ("accountpool.io/cordoned", "true"),
+        ],
+    )
+    .await;
+    annotate(
+        &hap,
+        "aws-cord",
+        "accountpool.io/cordon-reason",
+        Some("quota ticket 42"),
+    )
+    .await;
+    hap.shoot("foreign", "aws-used").await;
+    // The one claim takes aws-free or aws-own; which one is the hash's choice.
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    let claimed = hap.bound("c1").await;
+    assert!(
+        ["aws-free", "aws-own"].contains(&claimed.as_str()),
+        "{claimed}"
+    );
+    let expected = want(&[
+        ("Free", 1),
+        ("Claimed", 1),
+        ("Dirty", 1),
+        ("Cordoned", 1),
+        ("InUseWithoutTenant", 1),
+        ("Internal", 1),
+    ]);
+    eventually(
+        Duration::from_secs(60),
+        "every state in status.pools",
+        || async { (states(&hap).await? == expected).then_some(()) },
+    )
+    .await;
+    let st = hap.config_status().await;
+    let pool = st
+        .pools
+        .iter()
+        .find(|p| p.hyperscaler_type == "aws")
+        .expect("aws pool");
+    assert!(pool.oldest_dirty_since.is_some(), "{pool:?}");
+    let cordoned: Vec<(&str, &str)> = pool
+        .cordoned
+        .iter()
+        .map(|c| (c.binding.as_str(), c.reason.as_str()))
+        .collect();
+    assert_eq!(cordoned, [("aws-cord", "quota ticket 42")]);
+    let text = metrics(&hap);
+    for line in [
+        r#"hap_pool_bindings{hyperscaler_type="aws",eu_access="false",state="Dirty"} 1"#,
+        r#"hap_pool_bindings{hyperscaler_type="aws",eu_access="false",state="Free"} 1"#,
+        r#"hap_pool_bindings{hyperscaler_type="aws",eu_access="false",state="Suspect"} 0"#,
+    ] {
+        assert!(text.contains(line), "metrics lack {line}:\n{text}");
+    }
+    assert!(
+        text.contains(r#"hap_pool_oldest_dirty_seconds{hyperscaler_type="aws",eu_access="false"}"#),
+        "{text}"
+    );
+    // The cleanup contract: the job removes dirty and the tenant label; the binding is Free.
+    hap.label("aws-dirty", "dirty", None).await;
+    hap.label("aws-dirty", "tenantName", None).await;
+    let cleaned = want(&[
+        ("Free", 2),
+        ("Claimed", 1),
+        ("Cordoned", 1),
+        ("InUseWithoutTenant", 1),
+        ("Internal", 1),
+    ]);
+    eventually(
+        Duration::from_secs(60),
+        "the cleaned binding counted Free",
+        || async { (states(&hap).await? == cleaned).then_some(()) },
+    )
+    .await;
+    let st = hap.config_status().await;
+    let pool = st
+        .pools
+        .iter()
+        .find(|p| p.hyperscaler_type == "aws")
+        .expect("aws pool");
+    assert_eq!(pool.oldest_dirty_since, None, "no dirty binding left");
+}
