@@ -175,3 +175,94 @@ async fn every_binding_has_a_state_in_status_and_metrics_and_a_cleaned_binding_i
         .expect("aws pool");
     assert_eq!(pool.oldest_dirty_since, None, "no dirty binding left");
 }
+
+/// The events on the HapConfig with this reason, their messages joined.
+async fn events(hap: &Hap, reason: &str) -> String {
+    let selector = format!("reason={reason},involvedObject.name={}", hap.config);
+    let (ok, out, err) = kubectl(&[
+        "get",
+        "events",
+        "-A",
+        "--field-selector",
+        &selector,
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(ok, "{err}");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cordoned_binding_gets_no_new_tenant_its_tenant_keeps_it_and_status_and_events_say_why() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding(
+        "aws-1",
+        "aws",
+        &[
+            ("hyperscalerType", "aws"),
+            ("accountpool.io/cordoned", "true"),
+        ],
+    )
+    .await;
+    annotate(
+        &hap,
+        "aws-1",
+        "accountpool.io/cordon-reason",
+        Some("credentials rotated"),
+    )
+    .await;
+    hap.binding(
+        "aws-2",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-1")],
+    )
+    .await;
+    hap.shoot("s1", "aws-2").await;
+    hap.label("aws-2", "accountpool.io/cordoned", Some("true"))
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "both cordoned in status.pools",
+        || async { (states(&hap).await?.get("Cordoned") == Some(&2)).then_some(()) },
+    )
+    .await;
+    // A new tenant: the only unclaimed binding is cordoned, so it waits.
+    hap.claim("new", aws("ga-2", "s-new")).await;
+    let message = hap.ready_reason("new", "PoolExhausted").await;
+    assert!(message.contains("1 free but cordoned"), "{message}");
+    // The tenant that holds the cordoned aws-2 keeps it for its next cluster.
+    hap.claim("old", aws("ga-1", "s-old")).await;
+    assert_eq!(hap.bound("old").await, "aws-2");
+    let st = hap.config_status().await;
+    let pool = st
+        .pools
+        .iter()
+        .find(|p| p.hyperscaler_type == "aws")
+        .expect("aws pool");
+    let listed: Vec<(&str, Option<&str>, &str)> = pool
+        .cordoned
+        .iter()
+        .map(|c| (c.binding.as_str(), c.tenant.as_deref(), c.reason.as_str()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("aws-1", None, "credentials rotated"),
+            ("aws-2", Some("ga-1"), "")
+        ]
+    );
+    let note = eventually(
+        Duration::from_secs(30),
+        "a BindingsCordoned event",
+        || async {
+            let out = events(&hap, "BindingsCordoned").await;
+            out.contains("aws-2").then_some(out)
+        },
+    )
+    .await;
+    assert!(note.contains("aws-1 (credentials rotated)"), "{note}");
+    assert!(!hap.labels("aws-1").await.contains_key("tenantName"));
+    // Uncordoned: the waiting tenant gets it.
+    hap.label("aws-1", "accountpool.io/cordoned", None).await;
+    assert_eq!(hap.bound("new").await, "aws-1");
+}

@@ -18,7 +18,8 @@ use crate::k8s::K8sError;
 use crate::pools::Inventory;
 use crate::selection::InFlight;
 use crate::status::{
-    ConfigInputs, MissingPool, bindings_in_use_event, config_status_changed, desired_config_status,
+    ConfigInputs, MissingPool, bindings_in_use_event, config_status_changed, cordon_event,
+    desired_config_status,
 };
 
 /// When the internal state was last rebuilt, per config object.
@@ -167,12 +168,13 @@ async fn reconcile_in_force(
         });
     }
     let desired = desired_config_status(cfg.status.as_ref(), &input, now);
-    let event = bindings_in_use_event(cfg.status.as_ref(), &desired)
-        .filter(|_| active.is_some() && input.progressing.is_none());
+    let settled = active.is_some() && input.progressing.is_none();
+    let event = bindings_in_use_event(cfg.status.as_ref(), &desired).filter(|_| settled);
+    let cordons = cordon_event(cfg.status.as_ref(), &desired).filter(|_| settled);
     write(ctx, cfg, desired).await?;
     // After the write: a status write that conflicts is computed again, and only the one that
     // lands reports the change.
-    if let Some((warning, reason, note)) = event {
+    for (warning, reason, note) in event.into_iter().chain(cordons) {
         ctx.writer
             .event(&cfg.object_ref(&()), warning, reason, "Select", note)
             .await;

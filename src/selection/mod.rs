@@ -21,6 +21,8 @@
 //! - While a claim write for the tenant in the pool is in progress or its outcome is unknown, the
 //!   tenant's other claims get `Wait` rather than a second binding (§5.2) or a binding whose
 //!   claim may still fail; the claim that made the write retries it.
+//! - A cordoned binding (`accountpool.io/cordoned=true`, crate::pools::lifecycle) is never
+//!   claimed; a tenant that already holds it keeps using it, so its clusters stay together.
 //! - A binding another claim claimed loses that claim's `claimed-by` record before a `Use` of it
 //!   is recorded (`claimant::before_use`), so that no later release can take it for untouched.
 
@@ -411,9 +413,15 @@ fn select_dedicated(
     // Bindings being claimed or released right now are not counted in the message: it is part
     // of the claim's status, and a figure that moves would rewrite every waiting claim's status
     // on each change of the pool. Pins change only with the config, so their count may stay.
-    let (mut pinned, mut in_use, mut candidates) = (0usize, 0usize, Vec::new());
+    let (mut pinned, mut in_use, mut cordoned, mut candidates) =
+        (0usize, 0usize, 0usize, Vec::new());
     for b in claimable {
-        if limits
+        if inv
+            .binding(b)
+            .is_some_and(|e| crate::pools::lifecycle::is_cordoned(&e.view.labels))
+        {
+            cordoned += 1;
+        } else if limits
             .reserved
             .is_some_and(|r| r.pins.reserved_from(b, r.tenant))
         {
@@ -456,6 +464,12 @@ fn select_dedicated(
     if pinned > 0 {
         message.push_str(&format!(
             " ({pinned} free but pinned to other global accounts)"
+        ));
+    }
+    if cordoned > 0 {
+        message.push_str(&format!(
+            " ({cordoned} free but cordoned ({}=true), never given to a new tenant: see status.pools in the HapConfig)",
+            crate::pools::lifecycle::CORDONED
         ));
     }
     if in_use > 0 {

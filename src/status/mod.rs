@@ -9,6 +9,7 @@
 mod claim;
 mod compact;
 mod config;
+mod lifecycle;
 mod sources;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -19,6 +20,7 @@ pub use claim::{
 };
 pub use compact::CompactStatus;
 pub use config::{ConfigInputs, MissingPool, bindings_in_use_event, desired_config_status};
+pub use lifecycle::cordon_event;
 
 use crate::api::{AccountClaimStatus, HapConfigStatus};
 
