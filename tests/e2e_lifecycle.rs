@@ -266,3 +266,50 @@ async fn a_cordoned_binding_gets_no_new_tenant_its_tenant_keeps_it_and_status_an
     hap.label("aws-1", "accountpool.io/cordoned", None).await;
     assert_eq!(hap.bound("new").await, "aws-1");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_paused_nothing_is_written_on_bindings_and_unpausing_resumes_everything() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    for name in ["aws-1", "aws-2"] {
+        hap.binding(name, "aws", &[("hyperscalerType", "aws")])
+            .await;
+    }
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    let first = hap.bound("c1").await;
+    let other = if first == "aws-1" { "aws-2" } else { "aws-1" };
+    hap.apply_config(&["aws"], json!({"paused": true})).await;
+    hap.config_condition("Ready", "True").await;
+    // A new claim waits, and nothing is claimed for it.
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    let message = hap.ready_reason("c2", "Paused").await;
+    assert!(
+        message.contains("is paused (spec.paused: true)"),
+        "{message}"
+    );
+    // A release waits: the finalizer stays and the binding is not marked dirty.
+    hap.claims()
+        .delete("c1", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete c1");
+    eventually(
+        Duration::from_secs(60),
+        "c1's release waits with Paused",
+        || async {
+            let s = hap.claims().get("c1").await.ok()?.status?;
+            let c = condition(&s.conditions, "Released")?;
+            (c.status == "False" && c.reason == "Paused").then_some(())
+        },
+    )
+    .await;
+    assert!(!hap.labels(&first).await.contains_key("dirty"));
+    assert!(!hap.labels(other).await.contains_key("tenantName"));
+    // Unpaused: the release and the claim go on.
+    hap.apply_config(&["aws"], json!({"paused": false})).await;
+    assert_eq!(hap.bound("c2").await, other);
+    eventually(Duration::from_secs(60), "c1 released and gone", || async {
+        let gone = hap.claims().get_opt("c1").await.ok()?.is_none();
+        let dirty = hap.labels(&first).await.get("dirty").cloned();
+        (gone && dirty.as_deref() == Some("true")).then_some(())
+    })
+    .await;
+}

@@ -41,4 +41,6 @@ pub mod reasons {
     pub const SOURCE_UNAVAILABLE: &str = "SourceUnavailable";
     /// An adopted binding (`spec.adoptBinding`) that does not carry the claim's global account.
     pub const BINDING_NOT_TENANT: &str = "BindingNotTenant";
+    /// The HapConfig in force is paused (`spec.paused: true`): nothing is claimed or released.
+    pub const PAUSED: &str = "Paused";
 }

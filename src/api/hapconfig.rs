@@ -130,6 +130,13 @@ pub struct HapConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
     pub request_sources: Option<Vec<RequestSource>>,
+
+    // Account lifecycle (issue 22): one block, kept together.
+    /// Hold (as during a migration): while `true` nothing is written on bindings; new claims
+    /// wait with reason `Paused`, releases wait, and the admission webhook refuses new requests
+    /// of request sources with reason `Paused`. Setting it back to `false` resumes everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
 }
 
 /// Syntax of rule entries.

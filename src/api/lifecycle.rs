@@ -1,11 +1,34 @@
-//! Status types of the binding lifecycle (issue 22): per dedicated pool, how many bindings are in
-//! each state, since when the oldest dirty one waits, and which ones are cordoned and why.
+//! Types of the binding lifecycle (issue 22): the pause switch of the spec, and per dedicated
+//! pool in the status how many bindings are in each state, since when the oldest dirty one
+//! waits, and which ones are cordoned and why.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+impl super::HapConfigSpec {
+    /// Whether the config holds every binding write (`spec.paused: true`).
+    pub fn is_paused(&self) -> bool {
+        self.paused == Some(true)
+    }
+
+    /// Why a new request of a request source is refused while paused, or `None` when the config
+    /// is not paused. Every kind is refused rather than admitted untouched: a Shoot without a
+    /// binding is refused by Gardener anyway, and a Cluster or Runtime admitted without one would
+    /// never get one (the webhook serves an object only when it is created).
+    pub fn paused_denial(&self, config: &str, kind: &str) -> Option<String> {
+        self.is_paused().then(|| {
+            format!(
+                "Paused: HapConfig `{config}` is paused (spec.paused: true, e.g. during a migration), \
+                 so no new {kind} gets a hyperscaler account now; nothing was created. Retry the \
+                 request once the platform team unpauses it (`kubectl get hapconfig {config}` shows \
+                 spec.paused)"
+            )
+        })
+    }
+}
 
 /// The lifecycle of one dedicated pool.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -35,4 +58,27 @@ pub struct CordonedBinding {
     pub tenant: Option<String>,
     /// The `accountpool.io/cordon-reason` annotation, or empty.
     pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::api::HapConfigSpec;
+
+    #[test]
+    fn only_paused_true_pauses_and_the_denial_names_the_config_and_how_to_retry() {
+        let mut spec = HapConfigSpec::default();
+        assert_eq!(spec.paused_denial("default", "Shoot"), None);
+        spec.paused = Some(false);
+        assert!(!spec.is_paused());
+        spec.paused = Some(true);
+        let m = spec.paused_denial("default", "Runtime").expect("paused");
+        assert!(
+            m.starts_with("Paused: HapConfig `default` is paused"),
+            "{m}"
+        );
+        assert!(
+            m.contains("no new Runtime") && m.contains("Retry the request once"),
+            "{m}"
+        );
+    }
 }

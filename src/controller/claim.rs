@@ -208,6 +208,15 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         };
     }
 
+    // Paused: no binding is chosen or written; the claim waits and comes back with the retry.
+    if active.spec.is_paused() {
+        let cause = format!(
+            "HapConfig `{}` is paused (spec.paused: true): no binding is claimed until it is unpaused",
+            ctx.resolver.name()
+        );
+        return pending(claim, ctx, PendingReason::Paused, cause, None).await;
+    }
+
     // A request that named its binding already (adopted from its source) is recorded, never
     // chosen again.
     if let Some(adopted) = claim.spec.adopt_binding.as_deref() {

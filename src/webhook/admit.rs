@@ -67,6 +67,15 @@ fn deny(resp: AdmissionResponse, message: String) -> (AdmissionResponse, &'stati
     (resp, "denied")
 }
 
+/// A refusal while the config is paused: 503 with reason `Paused`, so a caller sees a hold to
+/// wait out, not a permission it lacks.
+fn paused(resp: AdmissionResponse, message: String) -> (AdmissionResponse, &'static str) {
+    let mut resp = resp.deny(message);
+    resp.result.code = 503;
+    resp.result.reason = crate::api::conditions::reasons::PAUSED.into();
+    (resp, "denied")
+}
+
 fn allow(
     resp: AdmissionResponse,
     ops: Vec<Value>,
@@ -154,6 +163,12 @@ async fn decide(
             }
         }
         Plan::Claim(p) => {
+            if let Some(message) = active
+                .spec
+                .paused_denial(hook.resolver.name(), kind.as_str())
+            {
+                return paused(resp, message);
+            }
             let state =
                 super::serve::serve(&hook.claims, &p, hook.decision_timeout, hook.tasks.guard())
                     .await;
