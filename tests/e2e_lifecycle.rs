@@ -313,3 +313,89 @@ async fn while_paused_nothing_is_written_on_bindings_and_unpausing_resumes_every
     })
     .await;
 }
+
+async fn annotations(hap: &Hap, binding: &str) -> BTreeMap<String, String> {
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .get(binding)
+        .await
+        .expect("get binding")
+        .metadata
+        .annotations
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_binding_cools_down_for_other_tenants_across_a_restart_but_not_for_its_own() {
+    let mut hap = Hap::new(&["aws"], json!({"release": {"cooldown": "1h"}})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    assert_eq!(hap.bound("c1").await, "aws-1");
+    hap.claims()
+        .delete("c1", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete c1");
+    let record = eventually(
+        Duration::from_secs(60),
+        "aws-1 released and recorded",
+        || async {
+            let labels = hap.labels("aws-1").await;
+            let a = annotations(&hap, "aws-1").await;
+            (labels.get("dirty").map(String::as_str) == Some("true")
+                && a.contains_key("accountpool.io/released-at"))
+            .then_some(a)
+        },
+    )
+    .await;
+    assert_eq!(
+        record.get("accountpool.io/released-by").map(String::as_str),
+        Some("ga-1")
+    );
+    // The cleanup job wipes the account and clears both labels; the operator restarts meanwhile.
+    hap.stop_operator().await;
+    hap.label("aws-1", "dirty", None).await;
+    hap.label("aws-1", "tenantName", None).await;
+    hap.start_operator().await;
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    let message = hap.ready_reason("c2", "PoolExhausted").await;
+    assert!(message.contains("released by another tenant"), "{message}");
+    eventually(
+        Duration::from_secs(60),
+        "aws-1 CoolingDown in status",
+        || async { (states(&hap).await?.get("CoolingDown") == Some(&1)).then_some(()) },
+    )
+    .await;
+    assert!(!hap.labels("aws-1").await.contains_key("tenantName"));
+    // The tenant that released it may have it back at once.
+    hap.claim("c3", aws("ga-1", "s3")).await;
+    assert_eq!(hap.bound("c3").await, "aws-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_bindings_are_taken_never_used_first_then_released_longest_ago() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    for (name, at) in [
+        ("aws-a", Some("2020-01-01T00:00:00Z")),
+        ("aws-b", None),
+        ("aws-c", Some("2021-01-01T00:00:00Z")),
+        ("aws-d", Some("2019-01-01T00:00:00Z")),
+    ] {
+        hap.binding(name, "aws", &[("hyperscalerType", "aws")])
+            .await;
+        if let Some(at) = at {
+            annotate(&hap, name, "accountpool.io/released-at", Some(at)).await;
+            annotate(&hap, name, "accountpool.io/released-by", Some("ga-old")).await;
+        }
+    }
+    // Let the operator see the annotations before the first claim.
+    eventually(Duration::from_secs(60), "four free bindings", || async {
+        (states(&hap).await?.get("Free") == Some(&4)).then_some(())
+    })
+    .await;
+    for (i, want) in ["aws-b", "aws-d", "aws-a", "aws-c"].iter().enumerate() {
+        let name = format!("c{i}");
+        hap.claim(&name, aws(&format!("ga-{i}"), &format!("s{i}")))
+            .await;
+        assert_eq!(&hap.bound(&name).await, want, "claim {i}");
+    }
+}

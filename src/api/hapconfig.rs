@@ -250,6 +250,12 @@ pub struct ReleaseSpec {
     /// `Retain`: leave the binding with its tenant.
     #[serde(default)]
     pub mode: ReleaseMode,
+    /// Account lifecycle (issue 22): how long a binding released by one tenant is kept from
+    /// other tenants (`24h`, `90m`), counted from the release the operator recorded on it
+    /// (`accountpool.io/released-at`). Unset or `0s`: no cooldown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN), length(max = 32))]
+    pub cooldown: Option<String>,
 }
 
 /// Release mode.

@@ -24,6 +24,7 @@ use crate::k8s::lean::StoredClaim;
 use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
+use crate::pools::lifecycle::Cooldown;
 use crate::pools::{ClaimView, Kind, claim_view};
 use crate::rules::{EvalError, Request as RuleRequest};
 use crate::selection::{
@@ -249,7 +250,13 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         index: i64::try_from(outcome.index).unwrap_or(i64::MAX),
         entry: outcome.entry.clone(),
     };
-    let policy = MultiAccountPolicy::from_spec(active.spec.multi_hyperscaler_account.as_ref());
+    let cooldown = active
+        .spec
+        .release
+        .as_ref()
+        .and_then(|r| r.cooldown.as_deref());
+    let policy = MultiAccountPolicy::from_spec(active.spec.multi_hyperscaler_account.as_ref())
+        .with_cooldown(Cooldown::from_spec(cooldown, jiff::Timestamp::now()));
     // Bindings the garden just refused to let us write are tried last.
     let paused = ctx.denials.paused_bindings(now);
     let placement = {

@@ -157,7 +157,7 @@ async fn reconcile_in_force(
             fill_pools(&mut input, active, &ledger.inventory, &ledger.inflight);
             input.refused_writes = ctx.denials.refusals();
             export_metrics(ctx, &ledger.inventory);
-            input.pools = super::lifecycle::pools(ctx, &ledger.inventory);
+            input.pools = super::lifecycle::pools(ctx, &active.spec, &ledger.inventory);
         }
         input.sources = ctx.sources.statuses();
         input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {

@@ -2,17 +2,27 @@
 //! clock, computes every dedicated pool's states for the status, and exports them as metrics,
 //! one series per pool and state.
 
+use std::collections::BTreeSet;
+
 use jiff::Timestamp;
 
 use super::Context;
-use crate::api::PoolLifecycle;
+use crate::api::{HapConfigSpec, PoolLifecycle};
 use crate::metrics::{PoolLabels, PoolStateLabels};
-use crate::pools::Inventory;
-use crate::pools::lifecycle::Marks;
+use crate::pools::lifecycle::{Cooldown, Marks};
+use crate::pools::{BindingClass, Inventory};
 
 /// The lifecycle of every dedicated pool, with the metrics exported from it.
-pub(super) fn pools(ctx: &Context, inv: &Inventory) -> Vec<PoolLifecycle> {
+pub(super) fn pools(ctx: &Context, spec: &HapConfigSpec, inv: &Inventory) -> Vec<PoolLifecycle> {
     let now = Timestamp::now();
+    let cooldown = spec.release.as_ref().and_then(|r| r.cooldown.as_deref());
+    let cooling = Cooldown::from_spec(cooldown, now)
+        .map(|c| cooling_down(inv, &c))
+        .unwrap_or_default();
+    let marks = Marks {
+        cooling_down: Some(&cooling),
+        ..Marks::default()
+    };
     let pools = {
         // Poisoned only by a panic elsewhere; the clock is a plain map, still consistent.
         let mut clock = ctx
@@ -20,10 +30,19 @@ pub(super) fn pools(ctx: &Context, inv: &Inventory) -> Vec<PoolLifecycle> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         clock.observe(inv.dirty_bindings().map(|(_, b)| b), now);
-        inv.lifecycles(Marks::default(), &clock)
+        inv.lifecycles(marks, &clock)
     };
     export(ctx, &pools, now);
     pools
+}
+
+/// Unclaimed bindings released less than the cooldown ago (kept from every other tenant).
+fn cooling_down(inv: &Inventory, c: &Cooldown) -> BTreeSet<String> {
+    inv.bindings()
+        .filter(|e| matches!(e.pool, Some((_, BindingClass::Claimable))))
+        .filter(|e| c.keeps(&e.view.annotations, None))
+        .map(|e| e.view.name.clone())
+        .collect()
 }
 
 fn export(ctx: &Context, pools: &[PoolLifecycle], now: Timestamp) {

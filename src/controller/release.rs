@@ -261,8 +261,17 @@ async fn write_release(
     let (ns, kind) = (&target.namespace, target.kind);
     let result = match how {
         How::Dirty => {
+            // The release is recorded with the dirty label: cooldown and spread read it.
+            let at = crate::pools::lifecycle::release_time(jiff::Timestamp::now());
+            let record = [
+                (crate::pools::lifecycle::RELEASED_AT, at.as_str()),
+                (
+                    crate::pools::lifecycle::RELEASED_BY,
+                    claim.spec.global_account.as_str(),
+                ),
+            ];
             ctx.writer
-                .set_binding_label_cas(kind, ns, binding, rv, &keys.dirty, "true")
+                .mark_dirty_cas(kind, ns, binding, rv, &keys.dirty, &record)
                 .await
         }
         How::Clean => {

@@ -9,6 +9,10 @@
 //! `internal=true` binding is `Internal`; an unclaimed one is `CoolingDown` or `Free`.
 //! Shared bindings have no state: they are never claimed, never labelled.
 //!
+//! The release is recorded on the binding (`RELEASED_AT`, `RELEASED_BY`) in the same
+//! compare-and-swap that marks it dirty, so cooldown and spread survive restarts without a write
+//! of their own; the cleanup contract asks the job to leave `accountpool.io/` annotations.
+//!
 //! "Dirty since" is kept in memory (`DirtyClock`): the first time this process saw the binding
 //! dirty. The operator does not write it on the binding: a dirty binding belongs to the cleanup
 //! job, and an extra write per release would race that job's label writes for a figure nobody
@@ -29,6 +33,54 @@ use crate::labels::PoolKey;
 pub const CORDONED: &str = "accountpool.io/cordoned";
 /// The annotation saying why a binding is cordoned (free text, shown in status and events).
 pub const CORDON_REASON: &str = "accountpool.io/cordon-reason";
+
+/// The annotation recording when the operator released the binding (RFC 3339, seconds), written
+/// with the dirty label in one compare-and-swap; the cleanup job leaves it.
+pub const RELEASED_AT: &str = "accountpool.io/released-at";
+/// The annotation naming the tenant (global account) that released the binding.
+pub const RELEASED_BY: &str = "accountpool.io/released-by";
+
+/// The value of `RELEASED_AT` for a release at `now`.
+pub fn release_time(now: Timestamp) -> String {
+    now.round(jiff::Unit::Second).unwrap_or(now).to_string()
+}
+
+/// The release recorded on a binding: when, and by which tenant. `None` when none is recorded
+/// or the time does not parse (a hand-edited value counts as never released).
+pub fn released(annotations: &BTreeMap<String, String>) -> Option<(Timestamp, Option<&str>)> {
+    let at = annotations.get(RELEASED_AT)?.parse::<Timestamp>().ok()?;
+    Some((at, annotations.get(RELEASED_BY).map(String::as_str)))
+}
+
+/// The release cooldown in force (`spec.release.cooldown`) and the wall-clock time to judge it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cooldown {
+    pub period: std::time::Duration,
+    pub now: Timestamp,
+}
+
+impl Cooldown {
+    /// From the spec's duration text; `None` when unset, zero or unreadable (the CRD's pattern
+    /// keeps unreadable values out).
+    pub fn from_spec(cooldown: Option<&str>, now: Timestamp) -> Option<Self> {
+        let period = crate::duration::parse(cooldown?).ok()?;
+        (!period.is_zero()).then_some(Cooldown { period, now })
+    }
+
+    /// Whether a binding with these annotations is kept from `tenant` (`None`: from any tenant
+    /// other than the one that released it): released less than the period ago by someone else.
+    pub fn keeps(&self, annotations: &BTreeMap<String, String>, tenant: Option<&str>) -> bool {
+        let Some((at, by)) = released(annotations) else {
+            return false;
+        };
+        if tenant.is_some() && by == tenant {
+            return false;
+        }
+        let period =
+            jiff::SignedDuration::try_from(self.period).unwrap_or(jiff::SignedDuration::MAX);
+        at.checked_add(period).is_ok_and(|end| self.now < end)
+    }
+}
 
 /// Where a dedicated binding is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
