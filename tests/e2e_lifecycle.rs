@@ -399,3 +399,84 @@ async fn free_bindings_are_taken_never_used_first_then_released_longest_ago() {
         assert_eq!(&hap.bound(&name).await, want, "claim {i}");
     }
 }
+
+/// Sets a Shoot's `status.lastErrors` codes as the gardenlet would (through shoots/status).
+async fn shoot_errors(hap: &Hap, shoot: &str, codes: &[&str]) {
+    let errors: Vec<serde_json::Value> = codes
+        .iter()
+        .map(|c| json!({"description": format!("infrastructure: {c}"), "codes": [c], "lastUpdateTime": "2026-11-26T12:00:00Z"}))
+        .collect();
+    let errors = if errors.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!(errors)
+    };
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        hap.garden.clone(),
+        &hap.bindings_ns,
+        &support::garden::shoot_resource(),
+    );
+    api.patch_status(
+        shoot,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {"lastErrors": errors}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("patch status of Shoot {shoot}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_whose_shoots_report_account_errors_is_suspect_until_they_clear() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding(
+        "aws-1",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-1")],
+    )
+    .await;
+    hap.binding(
+        "aws-2",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-2")],
+    )
+    .await;
+    hap.shoot("s1", "aws-1").await;
+    hap.shoot("s2", "aws-2").await;
+    hap.config_condition("AccountsHealthy", "True").await;
+    // A rate limit is not the account's fault: not suspect by default.
+    shoot_errors(&hap, "s2", &["ERR_INFRA_RATE_LIMITS_EXCEEDED"]).await;
+    shoot_errors(&hap, "s1", &["ERR_INFRA_UNAUTHORIZED"]).await;
+    let cond = hap.config_condition("AccountsHealthy", "False").await;
+    assert_eq!(cond.reason, "Suspect");
+    assert!(
+        cond.message.contains("aws-1 (ERR_INFRA_UNAUTHORIZED)"),
+        "{}",
+        cond.message
+    );
+    assert!(!cond.message.contains("aws-2"), "{}", cond.message);
+    let expected = want(&[("Claimed", 1), ("Suspect", 1)]);
+    eventually(
+        Duration::from_secs(60),
+        "aws-1 Suspect in status.pools",
+        || async { (states(&hap).await? == expected).then_some(()) },
+    )
+    .await;
+    let note = eventually(
+        Duration::from_secs(30),
+        "a BindingsSuspect event",
+        || async {
+            let out = events(&hap, "BindingsSuspect").await;
+            (!out.is_empty()).then_some(out)
+        },
+    )
+    .await;
+    assert!(note.contains("aws-1"), "{note}");
+    // The errors clear: the binding is Claimed again.
+    shoot_errors(&hap, "s1", &[]).await;
+    hap.config_condition("AccountsHealthy", "True").await;
+    let cleared = want(&[("Claimed", 2)]);
+    eventually(Duration::from_secs(60), "aws-1 Claimed again", || async {
+        (states(&hap).await? == cleared).then_some(())
+    })
+    .await;
+}

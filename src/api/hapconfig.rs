@@ -137,6 +137,11 @@ pub struct HapConfigSpec {
     /// of request sources with reason `Paused`. Setting it back to `false` resumes everything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
+
+    /// When a binding counts as `Suspect` (a broken account): its Shoots report these error
+    /// codes in `status.lastErrors[].codes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<super::lifecycle::SuspectSpec>,
 }
 
 /// Syntax of rule entries.

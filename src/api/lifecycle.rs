@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,56 @@ impl super::HapConfigSpec {
     }
 }
 
+/// Which Shoot errors make a binding `Suspect`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SuspectSpec {
+    /// Error codes of `status.lastErrors[].codes`. Default
+    /// `[ERR_INFRA_UNAUTHORIZED, ERR_INFRA_QUOTA_EXCEEDED]`; `[]` turns the check off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 32),
+        inner(length(max = 64), regex(pattern = r"^ERR_[A-Z_]+$"))
+    )]
+    pub codes: Option<Vec<String>>,
+    /// How many Shoots on the binding must report one of the codes. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub threshold: Option<i32>,
+}
+
+/// The codes that make a binding suspect when the spec names none.
+pub const DEFAULT_SUSPECT_CODES: [&str; 2] = ["ERR_INFRA_UNAUTHORIZED", "ERR_INFRA_QUOTA_EXCEEDED"];
+
+impl SuspectSpec {
+    /// The codes and threshold in force, defaults filled in.
+    pub fn resolved(spec: Option<&SuspectSpec>) -> (Vec<String>, usize) {
+        let codes = spec.and_then(|s| s.codes.clone()).unwrap_or_else(|| {
+            DEFAULT_SUSPECT_CODES
+                .iter()
+                .map(|c| c.to_string())
+                .collect()
+        });
+        let threshold = spec
+            .and_then(|s| s.threshold)
+            .and_then(|t| usize::try_from(t).ok())
+            .filter(|t| *t >= 1)
+            .unwrap_or(1);
+        (codes, threshold)
+    }
+}
+
+/// A binding whose Shoots report errors that point at the account itself.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuspectBinding {
+    pub binding: String,
+    /// The configured codes its Shoots report.
+    pub codes: Vec<String>,
+    /// How many of its Shoots report one of them.
+    pub shoots: i64,
+}
+
 /// The lifecycle of one dedicated pool.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -46,6 +97,9 @@ pub struct PoolLifecycle {
     /// Cordoned bindings, the first ones by name (at most 10), with the reason given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cordoned: Vec<CordonedBinding>,
+    /// Suspect bindings, the first ones by name (at most 10), with the codes seen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspect: Vec<SuspectBinding>,
 }
 
 /// A binding an operator cordoned.

@@ -12,13 +12,13 @@ pub mod sources;
 pub use accountclaim::{
     AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule,
 };
-pub use gardener::{BindingKind, Shoot, ShootSpec};
+pub use gardener::{BindingKind, Shoot, ShootError, ShootSpec, ShootStatus};
 pub use hapconfig::{
     BindingsInUse, HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules,
     MultiHyperscalerAccount, OrphanStatus, PinStatus, PlanSpec, PoolFigures, PreferenceStatus,
     ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
 };
-pub use lifecycle::{CordonedBinding, PoolLifecycle};
+pub use lifecycle::{CordonedBinding, PoolLifecycle, SuspectBinding, SuspectSpec};
 pub use policy::{EuAccessMode, Pin, PinPool, PoolPreference, StructuredRule};
 pub use sources::{
     FieldSource, LabelOperator, LabelRequirement, ObjectIdentity, PurposeOperator,

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use jiff::Timestamp;
 
 use super::Context;
-use crate::api::{HapConfigSpec, PoolLifecycle};
+use crate::api::{HapConfigSpec, PoolLifecycle, SuspectSpec};
 use crate::metrics::{PoolLabels, PoolStateLabels};
 use crate::pools::lifecycle::{Cooldown, Marks};
 use crate::pools::{BindingClass, Inventory};
@@ -19,9 +19,12 @@ pub(super) fn pools(ctx: &Context, spec: &HapConfigSpec, inv: &Inventory) -> Vec
     let cooling = Cooldown::from_spec(cooldown, now)
         .map(|c| cooling_down(inv, &c))
         .unwrap_or_default();
+    let (codes, threshold) = SuspectSpec::resolved(spec.suspect.as_ref());
+    let suspects = inv.suspects(&codes, threshold);
+    let suspect: BTreeSet<String> = suspects.keys().cloned().collect();
     let marks = Marks {
         cooling_down: Some(&cooling),
-        ..Marks::default()
+        suspect: Some(&suspect),
     };
     let pools = {
         // Poisoned only by a panic elsewhere; the clock is a plain map, still consistent.
@@ -30,7 +33,7 @@ pub(super) fn pools(ctx: &Context, spec: &HapConfigSpec, inv: &Inventory) -> Vec
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         clock.observe(inv.dirty_bindings().map(|(_, b)| b), now);
-        inv.lifecycles(marks, &clock)
+        inv.lifecycles_with(marks, &clock, &suspects)
     };
     export(ctx, &pools, now);
     pools

@@ -15,7 +15,9 @@ use kube::core::{ApiResource, DynamicResourceScope};
 use kube::runtime::watcher::Event;
 use serde::{Deserialize, Deserializer};
 
-use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, Shoot, ShootSpec};
+use crate::api::{
+    AccountClaim, AccountClaimSpec, AccountClaimStatus, Shoot, ShootSpec, ShootStatus,
+};
 use crate::pools::{ClaimView, claim_view_of};
 use crate::status::{CompactStatus, settled};
 
@@ -209,8 +211,11 @@ pub struct LeanShoot {
     metadata: ObjectMeta,
     #[serde(default)]
     spec: ShootSpec,
+    /// Only `lastErrors[].codes` (`ShootStatus`): the rest of the status is skipped.
+    #[serde(default)]
+    status: Option<ShootStatus>,
 }
-lean_resource!(LeanShoot => Shoot { spec });
+lean_resource!(LeanShoot => Shoot { spec, status });
 
 /// A binding's metadata (labels and resourceVersion are all selection reads), of either binding
 /// kind.

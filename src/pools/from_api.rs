@@ -58,5 +58,13 @@ pub fn shoot_view(s: &Shoot) -> ShootView {
         name: s.name_any(),
         resource_version: s.resource_version(),
         binding: s.spec.binding_name().map(str::to_string),
+        error_codes: s
+            .status
+            .iter()
+            .flat_map(|st| &st.last_errors)
+            .flat_map(|e| e.codes.iter().cloned())
+            .collect::<std::collections::BTreeSet<String>>()
+            .into_iter()
+            .collect(),
     }
 }

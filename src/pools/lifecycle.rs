@@ -26,7 +26,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{BindingClass, Inventory};
-use crate::api::{CordonedBinding, PoolLifecycle};
+use crate::api::{CordonedBinding, PoolLifecycle, SuspectBinding};
 use crate::labels::PoolKey;
 
 /// The label an operator sets (`=true`) to keep new tenants off a binding.
@@ -224,6 +224,34 @@ impl Inventory {
     }
 }
 
+impl Inventory {
+    /// Bindings whose Shoots report any of `codes`, at least `threshold` Shoots each: binding →
+    /// (the codes seen, sorted, and the number of such Shoots).
+    pub fn suspects(
+        &self,
+        codes: &[String],
+        threshold: usize,
+    ) -> BTreeMap<String, (BTreeSet<String>, usize)> {
+        let mut out: BTreeMap<String, (BTreeSet<String>, usize)> = BTreeMap::new();
+        for shoot in self.shoots.values() {
+            let Some(b) = &shoot.binding else { continue };
+            let seen: Vec<&String> = shoot
+                .error_codes
+                .iter()
+                .filter(|c| codes.contains(c))
+                .collect();
+            if seen.is_empty() {
+                continue;
+            }
+            let e = out.entry(b.clone()).or_default();
+            e.0.extend(seen.into_iter().cloned());
+            e.1 += 1;
+        }
+        out.retain(|_, (_, n)| *n >= threshold.max(1));
+        out
+    }
+}
+
 /// Cordoned bindings listed per pool in the status; the state counts say how many in all.
 pub const CORDONED_NAMED: usize = 10;
 
@@ -237,6 +265,38 @@ impl Inventory {
         self.pools()
             .filter_map(|(key, _)| self.lifecycle(key, marks, clock))
             .collect()
+    }
+
+    /// As `lifecycles`, with each pool's suspect bindings named (first ones by name).
+    pub fn lifecycles_with(
+        &self,
+        marks: Marks<'_>,
+        clock: &DirtyClock,
+        suspects: &BTreeMap<String, (BTreeSet<String>, usize)>,
+    ) -> Vec<PoolLifecycle> {
+        let mut out = self.lifecycles(marks, clock);
+        for p in &mut out {
+            let key = PoolKey {
+                hyperscaler_type: p.hyperscaler_type.clone(),
+                eu_access: p.eu_access,
+                shared: false,
+            };
+            p.suspect = suspects
+                .iter()
+                .filter(|(b, _)| {
+                    self.binding(b)
+                        .and_then(|e| e.pool.as_ref())
+                        .is_some_and(|(k, _)| *k == key)
+                })
+                .take(CORDONED_NAMED)
+                .map(|(b, (codes, n))| SuspectBinding {
+                    binding: b.clone(),
+                    codes: codes.iter().cloned().collect(),
+                    shoots: count(*n),
+                })
+                .collect();
+        }
+        out
     }
 
     /// The lifecycle status of one pool; `None` for a shared pool.
@@ -283,6 +343,7 @@ impl Inventory {
                 .collect(),
             oldest_dirty_since: clock.oldest(dirty).map(Time),
             cordoned,
+            suspect: Vec::new(),
         })
     }
 }

@@ -83,6 +83,8 @@ pub struct ShootView {
     pub resource_version: Option<String>,
     /// `spec.credentialsBindingName`, else `spec.secretBindingName`.
     pub binding: Option<String>,
+    /// The codes of `status.lastErrors`, sorted, each once (usually none).
+    pub error_codes: Vec<String>,
 }
 
 /// The role a binding plays in its pool.

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use super::{CondStatus, set_condition};
 use crate::api::HapConfigStatus;
 
 /// Every cordoned binding the status lists, as `(binding, tenant, reason)`.
@@ -48,6 +49,84 @@ pub fn cordon_event(
     Some((false, "BindingsCordoned", note))
 }
 
+/// Every suspect binding the status lists, with its codes.
+fn suspects(s: &HapConfigStatus) -> BTreeSet<(&str, Vec<&str>)> {
+    s.pools
+        .iter()
+        .flat_map(|p| &p.suspect)
+        .map(|b| {
+            (
+                b.binding.as_str(),
+                b.codes.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect()
+}
+
+fn describe_suspects(s: &HapConfigStatus) -> String {
+    suspects(s)
+        .iter()
+        .map(|(b, codes)| format!("{b} ({})", codes.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The Event to send when the suspect bindings changed: a Warning naming them, or a Normal
+/// event once none is left.
+pub fn suspect_event(
+    old: Option<&HapConfigStatus>,
+    new: &HapConfigStatus,
+) -> Option<(bool, &'static str, String)> {
+    let before = old.map(suspects).unwrap_or_default();
+    if before == suspects(new) {
+        return None;
+    }
+    if suspects(new).is_empty() {
+        let note = "no binding is suspect any more: the Shoots' errors cleared";
+        return Some((false, "SuspectsCleared", note.to_string()));
+    }
+    let note = format!(
+        "bindings whose Shoots report account errors get no new tenant: {}",
+        describe_suspects(new)
+    );
+    Some((true, "BindingsSuspect", note))
+}
+
+/// The `AccountsHealthy` condition: False, reason `Suspect`, naming every suspect binding;
+/// True, reason `NoSuspect`, when there is none. Only for a config in force (it has pools).
+pub fn set_accounts_condition(
+    status: &mut HapConfigStatus,
+    generation: Option<i64>,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) {
+    let listed = describe_suspects(status);
+    let (st, reason, message) = if listed.is_empty() {
+        (
+            CondStatus::True,
+            NO_SUSPECT,
+            "no binding's Shoots report account errors".to_string(),
+        )
+    } else {
+        let m =
+            format!("Shoots report account errors on: {listed}; these bindings get no new tenant");
+        (CondStatus::False, SUSPECT, m)
+    };
+    set_condition(
+        &mut status.conditions,
+        ACCOUNTS_HEALTHY,
+        st,
+        reason,
+        message,
+        generation,
+        now,
+    );
+}
+
+/// Condition type and reasons of `set_accounts_condition`.
+pub const ACCOUNTS_HEALTHY: &str = "AccountsHealthy";
+pub const SUSPECT: &str = "Suspect";
+pub const NO_SUSPECT: &str = "NoSuspect";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +148,27 @@ mod tests {
             }],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn suspects_give_a_warning_once_and_a_false_condition_until_they_clear() {
+        let mut s = status(&[]);
+        s.pools[0].suspect = vec![crate::api::SuspectBinding {
+            binding: "aws-1".into(),
+            codes: vec!["ERR_INFRA_UNAUTHORIZED".into()],
+            shoots: 1,
+        }];
+        let clear = status(&[]);
+        let (warning, reason, note) = suspect_event(Some(&clear), &s).expect("a change");
+        assert!(warning && reason == "BindingsSuspect", "{reason}");
+        assert!(note.contains("aws-1 (ERR_INFRA_UNAUTHORIZED)"), "{note}");
+        assert_eq!(suspect_event(Some(&s), &s.clone()), None);
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
+        set_accounts_condition(&mut s, Some(3), &now);
+        let c = crate::status::find_condition(&s.conditions, ACCOUNTS_HEALTHY).expect("set");
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", SUSPECT));
+        let (_, reason, _) = suspect_event(Some(&s), &clear).expect("cleared");
+        assert_eq!(reason, "SuspectsCleared");
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub use claim::{
 };
 pub use compact::CompactStatus;
 pub use config::{ConfigInputs, MissingPool, bindings_in_use_event, desired_config_status};
-pub use lifecycle::cordon_event;
+pub use lifecycle::{ACCOUNTS_HEALTHY, cordon_event, set_accounts_condition, suspect_event};
 
 use crate::api::{AccountClaimStatus, HapConfigStatus};
 

@@ -204,3 +204,36 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn suspects_need_a_configured_code_on_enough_shoots() {
+    let mut bad = shoot("s1", Some("a"));
+    bad.error_codes = vec!["ERR_INFRA_UNAUTHORIZED".into()];
+    let mut limited = shoot("s2", Some("b"));
+    limited.error_codes = vec!["ERR_INFRA_RATE_LIMITS_EXCEEDED".into()];
+    let mut quota = shoot("s3", Some("b"));
+    quota.error_codes = vec!["ERR_INFRA_QUOTA_EXCEEDED".into()];
+    let inv = inventory(
+        vec![
+            binding("a", &[("hyperscalerType", "aws"), ("tenantName", "ga")]),
+            binding("b", &[("hyperscalerType", "aws"), ("tenantName", "gb")]),
+        ],
+        vec![],
+        vec![bad, limited, quota, shoot("s4", Some("a"))],
+    );
+    let codes: Vec<String> = crate::api::lifecycle::DEFAULT_SUSPECT_CODES
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    let got = inv.suspects(&codes, 1);
+    let names: Vec<(&str, usize)> = got.iter().map(|(b, (_, n))| (b.as_str(), *n)).collect();
+    assert_eq!(names, [("a", 1), ("b", 1)]);
+    assert!(inv.suspects(&codes, 2).is_empty());
+    assert!(inv.suspects(&[], 1).is_empty());
+    let suspect: BTreeSet<String> = got.keys().cloned().collect();
+    let marks = Marks {
+        suspect: Some(&suspect),
+        ..Marks::default()
+    };
+    assert_eq!(inv.state("a", marks), Some(BindingState::Suspect));
+}
