@@ -3,6 +3,7 @@
 //! operator's own inventory (one series per binding or tenant, as upstream KEB exports them).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -85,6 +86,9 @@ pub struct Metrics {
     pub admission_seconds: Family<AdmissionLabels, Histogram>,
     pub pool_bindings: Family<PoolStateLabels, Gauge>,
     pub pool_oldest_dirty_seconds: Family<PoolLabels, Gauge>,
+    pub pool_claim_rate: Family<PoolLabels, Gauge<f64, AtomicU64>>,
+    pub pool_days_until_empty: Family<PoolLabels, Gauge<f64, AtomicU64>>,
+    pub pool_min_free: Family<PoolLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -116,6 +120,9 @@ impl Metrics {
             }),
             pool_bindings: Family::default(),
             pool_oldest_dirty_seconds: Family::default(),
+            pool_claim_rate: Family::default(),
+            pool_days_until_empty: Family::default(),
+            pool_min_free: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -192,6 +199,21 @@ impl Metrics {
             "pool_oldest_dirty_seconds",
             "Age of the longest-waiting dirty binding of each dedicated pool since this process first saw it dirty; 0 when none is dirty",
             m.pool_oldest_dirty_seconds.clone(),
+        );
+        registry.register(
+            "pool_claims_per_day",
+            "Claims per day of each dedicated pool over spec.poolLow.claimRateWindow (default 24h), as seen by this process",
+            m.pool_claim_rate.clone(),
+        );
+        registry.register(
+            "pool_days_until_empty",
+            "Days until no binding of the pool is free at its claim rate; no series while nothing is claimed",
+            m.pool_days_until_empty.clone(),
+        );
+        registry.register(
+            "pool_min_free",
+            "The pool's minimum of free bindings (spec.poolLow); below it PoolsAvailable is False with reason PoolLow",
+            m.pool_min_free.clone(),
         );
         Self { registry, ..m }
     }

@@ -480,3 +480,65 @@ async fn a_binding_whose_shoots_report_account_errors_is_suspect_until_they_clea
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_below_its_min_free_is_reported_pool_low_with_its_claim_rate_and_forecast() {
+    let hap = Hap::new(
+        &["aws"],
+        json!({"poolLow": {"minFree": 1, "pools": {"aws": 2}}}),
+    )
+    .await;
+    for name in ["aws-1", "aws-2", "aws-3"] {
+        hap.binding(name, "aws", &[("hyperscalerType", "aws")])
+            .await;
+    }
+    hap.config_condition("PoolsAvailable", "True").await;
+    // Two claims leave one free binding, below the pool's minimum of 2.
+    for i in 1..=2 {
+        let name = format!("c{i}");
+        hap.claim(&name, aws(&format!("ga-{i}"), &format!("s{i}")))
+            .await;
+        hap.bound(&name).await;
+    }
+    let cond = hap.config_condition("PoolsAvailable", "False").await;
+    assert_eq!(cond.reason, "PoolLow");
+    assert!(
+        cond.message
+            .contains("hyperscalerType=aws (1 free, minFree 2)"),
+        "{}",
+        cond.message
+    );
+    let pool = eventually(
+        Duration::from_secs(60),
+        "claim rate in status.pools",
+        || async {
+            let st = hap.config_status().await;
+            let p = st.pools.into_iter().find(|p| p.hyperscaler_type == "aws")?;
+            (p.claims_in_window == Some(2)).then_some(p)
+        },
+    )
+    .await;
+    assert_eq!(pool.min_free, Some(2));
+    // Two claims in the default 24 h window: 2 per day, one free binding lasts half a day.
+    assert_eq!(pool.claim_rate_per_day.as_deref(), Some("2.00"));
+    assert_eq!(pool.days_until_empty.as_deref(), Some("0.5"));
+    let text = metrics(&hap);
+    for line in [
+        r#"hap_pool_claims_per_day{hyperscaler_type="aws",eu_access="false"} 2.0"#,
+        r#"hap_pool_days_until_empty{hyperscaler_type="aws",eu_access="false"} 0.5"#,
+        r#"hap_pool_min_free{hyperscaler_type="aws",eu_access="false"} 2"#,
+    ] {
+        assert!(text.contains(line), "metrics lack {line}:\n{text}");
+    }
+    let note = eventually(Duration::from_secs(30), "a PoolLow event", || async {
+        let out = events(&hap, "PoolLow").await;
+        (!out.is_empty()).then_some(out)
+    })
+    .await;
+    assert!(note.contains("hyperscalerType=aws"), "{note}");
+    // A new binding brings the pool back to its minimum.
+    hap.binding("aws-4", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let cond = hap.config_condition("PoolsAvailable", "True").await;
+    assert_eq!(cond.reason, "PoolsPresent");
+}

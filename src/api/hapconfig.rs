@@ -142,6 +142,11 @@ pub struct HapConfigSpec {
     /// codes in `status.lastErrors[].codes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspect: Option<super::lifecycle::SuspectSpec>,
+
+    /// When a pool counts as low: fewer `Free` bindings than `minFree` makes `PoolsAvailable`
+    /// False with reason `PoolLow`; and the window the claim rate is measured over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_low: Option<super::lifecycle::PoolLowSpec>,
 }
 
 /// Syntax of rule entries.

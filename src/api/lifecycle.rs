@@ -70,6 +70,44 @@ impl SuspectSpec {
     }
 }
 
+/// Pool-low thresholds and the claim-rate window.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolLowSpec {
+    /// Free bindings every dedicated pool should keep at least. Default 0 (no check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100000))]
+    pub min_free: Option<i32>,
+    /// Per hyperscalerType (both EU-access variants): its own minimum, overriding `minFree`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 200))]
+    #[x_kube(validation = Rule::new("self.all(k, self[k] >= 0)").message("every minFree override must be at least 0"))]
+    pub pools: Option<BTreeMap<String, i32>>,
+    /// The window the claim rate is measured over (`24h`, `7d` is not a Go duration: `168h`).
+    /// Default `24h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = super::hapconfig::DURATION_PATTERN), length(max = 32))]
+    pub claim_rate_window: Option<String>,
+}
+
+impl PoolLowSpec {
+    /// The minimum of free bindings for a hyperscalerType (0: no check).
+    pub fn min_free(spec: Option<&PoolLowSpec>, hyperscaler_type: &str) -> i64 {
+        let own = spec
+            .and_then(|s| s.pools.as_ref())
+            .and_then(|p| p.get(hyperscaler_type).copied());
+        i64::from(own.or(spec.and_then(|s| s.min_free)).unwrap_or(0).max(0))
+    }
+
+    /// The claim-rate window; 24 hours when unset or unreadable.
+    pub fn window(spec: Option<&PoolLowSpec>) -> std::time::Duration {
+        spec.and_then(|s| s.claim_rate_window.as_deref())
+            .and_then(|w| crate::duration::parse(w).ok())
+            .filter(|d| !d.is_zero())
+            .unwrap_or(std::time::Duration::from_secs(24 * 3600))
+    }
+}
+
 /// A binding whose Shoots report errors that point at the account itself.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -100,6 +138,18 @@ pub struct PoolLifecycle {
     /// Suspect bindings, the first ones by name (at most 10), with the codes seen.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suspect: Vec<SuspectBinding>,
+    /// The pool's minimum of free bindings (`spec.poolLow`); absent when 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_free: Option<i64>,
+    /// Bindings claimed in the pool during the claim-rate window (seen by this process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims_in_window: Option<i64>,
+    /// Claims per day over the window, two decimals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_rate_per_day: Option<String>,
+    /// Days until no binding is free at that rate, one decimal; absent while nothing is claimed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days_until_empty: Option<String>,
 }
 
 /// A binding an operator cordoned.

@@ -365,6 +365,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
                 return forbidden(claim, ctx, cause, Some((matched, pool)), retry_at).await;
             }
             claimed?;
+            super::lifecycle::record_claim(ctx, &active.spec, &pool);
             let bound = bind(
                 claim,
                 ctx,

@@ -19,7 +19,8 @@ use crate::pools::Inventory;
 use crate::selection::InFlight;
 use crate::status::{
     ConfigInputs, MissingPool, bindings_in_use_event, config_status_changed, cordon_event,
-    desired_config_status, set_accounts_condition, suspect_event,
+    desired_config_status, pool_low_event, set_accounts_condition, set_pool_low_condition,
+    suspect_event,
 };
 
 /// When the internal state was last rebuilt, per config object.
@@ -170,15 +171,17 @@ async fn reconcile_in_force(
     let mut desired = desired_config_status(cfg.status.as_ref(), &input, now);
     if active.is_some() && input.progressing.is_none() {
         set_accounts_condition(&mut desired, generation, now);
+        set_pool_low_condition(&mut desired, generation, now);
     }
     let settled = active.is_some() && input.progressing.is_none();
     let event = bindings_in_use_event(cfg.status.as_ref(), &desired).filter(|_| settled);
     let cordons = cordon_event(cfg.status.as_ref(), &desired).filter(|_| settled);
     let suspects = suspect_event(cfg.status.as_ref(), &desired).filter(|_| settled);
+    let low = pool_low_event(cfg.status.as_ref(), &desired).filter(|_| settled);
     write(ctx, cfg, desired).await?;
     // After the write: a status write that conflicts is computed again, and only the one that
     // lands reports the change.
-    for (warning, reason, note) in event.into_iter().chain(cordons).chain(suspects) {
+    for (warning, reason, note) in event.into_iter().chain(cordons).chain(suspects).chain(low) {
         ctx.writer
             .event(&cfg.object_ref(&()), warning, reason, "Select", note)
             .await;

@@ -128,6 +128,8 @@ pub struct Context {
     pub refresh: Mutex<config::RefreshClock>,
     /// When each dirty binding was first seen dirty (issue 22).
     pub dirty_clock: Mutex<crate::pools::lifecycle::DirtyClock>,
+    /// Claims per pool over the claim-rate window (issue 22).
+    pub claim_log: Mutex<crate::pools::lifecycle::ClaimLog>,
     /// The claim watch has listed every claim once.
     pub claims_synced: Arc<AtomicBool>,
     /// Binding writes the garden refused (RBAC or admission), paused until they may be retried.
@@ -409,6 +411,7 @@ fn start_caches(
         sweep_now: Arc::default(),
         refresh: Mutex::new(config::RefreshClock::default()),
         dirty_clock: Mutex::default(),
+        claim_log: Mutex::default(),
         claims_synced,
         denials: denials::Denials::default(),
         sources: sources::SourceRuntime::default(),

@@ -343,9 +343,72 @@ impl Inventory {
                 .collect(),
             oldest_dirty_since: clock.oldest(dirty).map(Time),
             cordoned,
-            suspect: Vec::new(),
+            ..Default::default()
         })
     }
+}
+
+/// The claims of each pool seen by this process, by time: the claim rate and the forecast.
+#[derive(Clone, Debug, Default)]
+pub struct ClaimLog {
+    at: HashMap<PoolKey, std::collections::VecDeque<Timestamp>>,
+}
+
+impl ClaimLog {
+    /// Records one claim in `pool` at `now`, forgetting what is older than `keep`.
+    pub fn record(&mut self, pool: &PoolKey, now: Timestamp, keep: std::time::Duration) {
+        let q = self.at.entry(pool.clone()).or_default();
+        q.push_back(now);
+        Self::trim(q, now, keep);
+    }
+
+    fn trim(
+        q: &mut std::collections::VecDeque<Timestamp>,
+        now: Timestamp,
+        keep: std::time::Duration,
+    ) {
+        let keep = jiff::SignedDuration::try_from(keep).unwrap_or(jiff::SignedDuration::MAX);
+        while q.front().is_some_and(|t| now.duration_since(*t) > keep) {
+            q.pop_front();
+        }
+    }
+
+    /// Claims of `pool` within `window` before `now`.
+    pub fn count(&self, pool: &PoolKey, now: Timestamp, window: std::time::Duration) -> usize {
+        let window = jiff::SignedDuration::try_from(window).unwrap_or(jiff::SignedDuration::MAX);
+        self.at.get(pool).map_or(0, |q| {
+            q.iter()
+                .filter(|t| now.duration_since(**t) < window)
+                .count()
+        })
+    }
+}
+
+/// Claims per day and days until no binding is free at that rate (`None` while the rate is 0).
+pub fn forecast(claims: usize, window: std::time::Duration, free: i64) -> (f64, Option<f64>) {
+    let days = window.as_secs_f64() / 86_400.0;
+    if claims == 0 || days <= 0.0 {
+        return (0.0, None);
+    }
+    let rate = claims as f64 / days;
+    (rate, Some(free.max(0) as f64 / rate))
+}
+
+/// The pools whose `Free` count is below their minimum, as `(hyperscalerType, euAccess, free,
+/// minimum)`, ordered by pool.
+pub fn low_pools(pools: &[PoolLifecycle]) -> Vec<(String, bool, i64, i64)> {
+    pools
+        .iter()
+        .filter_map(|p| {
+            let min = p.min_free?;
+            let free = p
+                .states
+                .get(BindingState::Free.as_str())
+                .copied()
+                .unwrap_or(0);
+            (free < min).then(|| (p.hyperscaler_type.clone(), p.eu_access, free, min))
+        })
+        .collect()
 }
 
 /// When each dirty binding was first seen dirty by this process.

@@ -122,6 +122,74 @@ pub fn set_accounts_condition(
     );
 }
 
+fn describe_low(s: &HapConfigStatus) -> String {
+    crate::pools::lifecycle::low_pools(&s.pools)
+        .iter()
+        .map(|(t, eu, free, min)| {
+            let eu = if *eu { ", euAccess" } else { "" };
+            format!("hyperscalerType={t}{eu} ({free} free, minFree {min})")
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `PoolsAvailable=False`, reason `PoolLow`, naming the pools below their `minFree`, when the
+/// condition would otherwise be True (a missing pool says more and stays).
+pub fn set_pool_low_condition(
+    status: &mut HapConfigStatus,
+    generation: Option<i64>,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) {
+    let low = describe_low(status);
+    let available = crate::status::find_condition(&status.conditions, POOLS_AVAILABLE)
+        .is_some_and(|c| c.status == "True");
+    if low.is_empty() || !available {
+        return;
+    }
+    let message = format!("pools below their minimum of free bindings: {low}");
+    set_condition(
+        &mut status.conditions,
+        POOLS_AVAILABLE,
+        CondStatus::False,
+        POOL_LOW,
+        message,
+        generation,
+        now,
+    );
+}
+
+/// The Event when the set of low pools changed: a Warning naming them, a Normal one once none is
+/// low any more.
+pub fn pool_low_event(
+    old: Option<&HapConfigStatus>,
+    new: &HapConfigStatus,
+) -> Option<(bool, &'static str, String)> {
+    let names = |s: &HapConfigStatus| -> Vec<(String, bool)> {
+        crate::pools::lifecycle::low_pools(&s.pools)
+            .into_iter()
+            .map(|(t, eu, _, _)| (t, eu))
+            .collect()
+    };
+    let before = old.map(names).unwrap_or_default();
+    let now = names(new);
+    if before == now {
+        return None;
+    }
+    if now.is_empty() {
+        let note = "every pool has at least its minimum of free bindings again";
+        return Some((false, "PoolRecovered", note.to_string()));
+    }
+    let note = format!(
+        "pools below their minimum of free bindings: {}",
+        describe_low(new)
+    );
+    Some((true, POOL_LOW, note))
+}
+
+const POOLS_AVAILABLE: &str = crate::api::conditions::types::POOLS_AVAILABLE;
+/// `PoolsAvailable` reason for pools below `minFree`.
+pub const POOL_LOW: &str = "PoolLow";
+
 /// Condition type and reasons of `set_accounts_condition`.
 pub const ACCOUNTS_HEALTHY: &str = "AccountsHealthy";
 pub const SUSPECT: &str = "Suspect";
@@ -169,6 +237,41 @@ mod tests {
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", SUSPECT));
         let (_, reason, _) = suspect_event(Some(&s), &clear).expect("cleared");
         assert_eq!(reason, "SuspectsCleared");
+    }
+
+    #[test]
+    fn a_pool_below_its_minimum_turns_pools_available_false_with_pool_low() {
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH);
+        let mut s = status(&[]);
+        s.pools[0].states = [("Free".to_string(), 1)].into();
+        s.pools[0].min_free = Some(2);
+        set_condition(
+            &mut s.conditions,
+            POOLS_AVAILABLE,
+            CondStatus::True,
+            "PoolsPresent",
+            "",
+            None,
+            &now,
+        );
+        let mut before = s.clone();
+        before.pools[0].min_free = None;
+        set_pool_low_condition(&mut s, Some(1), &now);
+        let c = crate::status::find_condition(&s.conditions, POOLS_AVAILABLE).expect("set");
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", POOL_LOW));
+        assert!(
+            c.message
+                .contains("hyperscalerType=aws (1 free, minFree 2)"),
+            "{}",
+            c.message
+        );
+        let (warning, reason, _) = pool_low_event(Some(&before), &s).expect("a change");
+        assert!(warning && reason == POOL_LOW);
+        assert_eq!(pool_low_event(Some(&s), &s.clone()), None);
+        let low = s.clone();
+        s.pools[0].states.insert("Free".into(), 2);
+        let (_, reason, _) = pool_low_event(Some(&low), &s).expect("recovered");
+        assert_eq!(reason, "PoolRecovered");
     }
 
     #[test]

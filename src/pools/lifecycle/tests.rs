@@ -237,3 +237,21 @@ fn suspects_need_a_configured_code_on_enough_shoots() {
     };
     assert_eq!(inv.state("a", marks), Some(BindingState::Suspect));
 }
+
+#[test]
+fn the_claim_rate_counts_the_window_and_the_forecast_divides_free_by_it() {
+    let t0: Timestamp = "2026-11-26T00:00:00Z".parse().expect("time");
+    let day = std::time::Duration::from_secs(86_400);
+    let p = pool("aws", false, false);
+    let mut log = ClaimLog::default();
+    for h in [0, 6, 12, 30] {
+        log.record(&p, t0 + SignedDuration::from_hours(h), 2 * day);
+    }
+    let now = t0 + SignedDuration::from_hours(30);
+    // Within the last 24 h: the claims at 12 h and 30 h.
+    assert_eq!(log.count(&p, now, day), 2);
+    assert_eq!(log.count(&pool("gcp", false, false), now, day), 0);
+    let (rate, days) = forecast(2, day, 5);
+    assert_eq!((rate, days), (2.0, Some(2.5)));
+    assert_eq!(forecast(0, day, 5), (0.0, None));
+}
