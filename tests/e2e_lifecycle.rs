@@ -542,3 +542,105 @@ async fn a_pool_below_its_min_free_is_reported_pool_low_with_its_claim_rate_and_
     let cond = hap.config_condition("PoolsAvailable", "True").await;
     assert_eq!(cond.reason, "PoolsPresent");
 }
+
+/// The webhook while paused (Shoot source, through the real gardener-apiserver): a new request
+/// is refused with reason Paused and a retry message, nothing is claimed; unpaused, the same
+/// request gets its binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_paused_the_webhook_refuses_new_shoot_requests_with_paused_and_creates_nothing() {
+    use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
+    use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, kubectl_at};
+    const REQUEST: &str = "accountpool.io/request";
+    let scope = unique("paused");
+    let source = json!([{"id": "shoots", "kind": "Shoot", "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}]);
+    let mut hap =
+        Hap::without_operator(&["aws"], json!({"requestSources": source, "paused": true})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let (ok, _, err) = kubectl_at(
+        &support::kubeconfig(),
+        &[
+            "label",
+            "namespace",
+            &hap.bindings_ns,
+            &format!("{SCOPE_LABEL}={scope}"),
+        ],
+        None,
+    );
+    assert!(ok, "{err}");
+    let certs = Certs::new();
+    let op = Operator::start_with(&hap.client, certs.args(hap.run_args())).await;
+    let url = format!(
+        "https://{}/mutate/shoots",
+        op.handle.webhook.get().expect("webhook")
+    );
+    let _hook = WebhookRegistration::register(
+        "Shoot",
+        &url,
+        &certs.ca_bundle(),
+        &scope,
+        json!({"matchLabels": {REQUEST: "true"}}),
+    );
+    hap.operator = Some(op);
+    let p = profile(&hap.garden, "aws").await;
+    let mut obj = shoot_object(
+        &hap.bindings_ns,
+        "s1",
+        "",
+        BindingRef::CredentialsBinding,
+        &p,
+    );
+    obj["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("credentialsBindingName");
+    obj["metadata"]["labels"] = json!({REQUEST: "true", SCOPE_LABEL: scope,
+        "accountpool.io/plan": "aws", "accountpool.io/platform-region": "cf-us10",
+        "accountpool.io/global-account": "ga-1"});
+    let obj: kube::api::DynamicObject = serde_json::from_value(obj).expect("shoot");
+    let shoots = api(&hap.garden, &hap.bindings_ns, &shoot_resource());
+    let refused = shoots.create(&kube::api::PostParams::default(), &obj).await;
+    match refused {
+        Err(kube::Error::Api(s)) => {
+            assert!(
+                s.message.contains("Paused") && s.message.contains("Retry"),
+                "{}",
+                s.message
+            );
+            // 403, not 503: client libraries retry a 503 by themselves for minutes.
+            assert_eq!((s.code, s.reason.as_str()), (403, "Paused"), "{s:?}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(
+        hap.claims()
+            .list(&Default::default())
+            .await
+            .expect("claims")
+            .items
+            .is_empty()
+    );
+    assert!(!hap.labels("aws-1").await.contains_key("tenantName"));
+    // Unpaused, the same request is served.
+    hap.apply_config(&["aws"], json!({"requestSources": source, "paused": false}))
+        .await;
+    hap.config_condition("Ready", "True").await;
+    let served = eventually(
+        Duration::from_secs(60),
+        "the Shoot admitted with a binding",
+        || async {
+            shoots
+                .create(&kube::api::PostParams::default(), &obj)
+                .await
+                .ok()
+        },
+    )
+    .await;
+    assert_eq!(
+        served
+            .data
+            .pointer("/spec/credentialsBindingName")
+            .and_then(|v| v.as_str()),
+        Some("aws-1")
+    );
+}

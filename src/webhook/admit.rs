@@ -67,11 +67,13 @@ fn deny(resp: AdmissionResponse, message: String) -> (AdmissionResponse, &'stati
     (resp, "denied")
 }
 
-/// A refusal while the config is paused: 503 with reason `Paused`, so a caller sees a hold to
-/// wait out, not a permission it lacks.
+/// A refusal while the config is paused: 403 as every denial, with reason `Paused` and a message
+/// saying to retry once unpaused. Not 503: client libraries retry a 503 on their own at once
+/// (kube-rs kept one create retrying for minutes in e2e_lifecycle), hammering the webhook for a
+/// hold that lasts as long as a migration.
 fn paused(resp: AdmissionResponse, message: String) -> (AdmissionResponse, &'static str) {
     let mut resp = resp.deny(message);
-    resp.result.code = 503;
+    resp.result.code = 403;
     resp.result.reason = crate::api::conditions::reasons::PAUSED.into();
     (resp, "denied")
 }
