@@ -17,6 +17,9 @@ use crate::api::LabelKeys;
 /// pointless to offer.
 pub const CLAIMED_BY: &str = "accountpool.io/claimed-by";
 
+/// The prefix of every label and annotation key the operator itself defines.
+pub const OWN_PREFIX: &str = "accountpool.io/";
+
 /// Label keys with their defaults filled in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedLabelKeys {

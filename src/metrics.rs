@@ -3,6 +3,7 @@
 //! operator's own inventory (one series per binding or tenant, as upstream KEB exports them).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -14,6 +15,22 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TypeLabels {
     pub hyperscaler_type: String,
+}
+
+/// A dedicated pool and a lifecycle state (crate::pools::lifecycle): a bounded set, never a
+/// binding's name.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolStateLabels {
+    pub hyperscaler_type: String,
+    pub eu_access: String,
+    pub state: String,
+}
+
+/// A dedicated pool.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    pub hyperscaler_type: String,
+    pub eu_access: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -67,6 +84,11 @@ pub struct Metrics {
     pub reconcile_errors: Family<OutcomeLabels, Counter>,
     pub leader: Gauge,
     pub admission_seconds: Family<AdmissionLabels, Histogram>,
+    pub pool_bindings: Family<PoolStateLabels, Gauge>,
+    pub pool_oldest_dirty_seconds: Family<PoolLabels, Gauge>,
+    pub pool_claim_rate: Family<PoolLabels, Gauge<f64, AtomicU64>>,
+    pub pool_days_until_empty: Family<PoolLabels, Gauge<f64, AtomicU64>>,
+    pub pool_min_free: Family<PoolLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -96,6 +118,11 @@ impl Metrics {
             admission_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
+            pool_bindings: Family::default(),
+            pool_oldest_dirty_seconds: Family::default(),
+            pool_claim_rate: Family::default(),
+            pool_days_until_empty: Family::default(),
+            pool_min_free: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -162,6 +189,31 @@ impl Metrics {
             "admission_duration_seconds",
             "Admission webhook calls of request sources, by kind and outcome",
             m.admission_seconds.clone(),
+        );
+        registry.register(
+            "pool_bindings",
+            "Bindings of each dedicated pool per lifecycle state (Free, Claimed, Dirty, CoolingDown, Cordoned, Suspect, InUseWithoutTenant, Internal)",
+            m.pool_bindings.clone(),
+        );
+        registry.register(
+            "pool_oldest_dirty_seconds",
+            "Age of the longest-waiting dirty binding of each dedicated pool since this process first saw it dirty; 0 when none is dirty",
+            m.pool_oldest_dirty_seconds.clone(),
+        );
+        registry.register(
+            "pool_claims_per_day",
+            "Claims per day of each dedicated pool over spec.poolLow.claimRateWindow (default 24h), as seen by this process",
+            m.pool_claim_rate.clone(),
+        );
+        registry.register(
+            "pool_days_until_empty",
+            "Days until no binding of the pool is free at its claim rate; no series while nothing is claimed",
+            m.pool_days_until_empty.clone(),
+        );
+        registry.register(
+            "pool_min_free",
+            "The pool's minimum of free bindings (spec.poolLow); below it PoolsAvailable is False with reason PoolLow",
+            m.pool_min_free.clone(),
         );
         Self { registry, ..m }
     }

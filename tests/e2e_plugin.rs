@@ -200,6 +200,29 @@ async fn reads_the_live_cluster(hap: Hap) {
     assert_eq!(report["config"], hap.config.as_str());
     assert_eq!(report["bindingNamespace"], hap.bindings_ns.as_str());
     assert_eq!(report["bindingKind"], "CredentialsBinding");
+    // Lifecycle states, the same the operator's status.pools shows (issue 22).
+    let states = |r: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
+        let mut v: Vec<_> = r
+            .as_array()
+            .expect("lifecycle")
+            .iter()
+            .map(|p| {
+                (
+                    p["hyperscalerType"].as_str().unwrap_or("").to_string(),
+                    p["states"].clone(),
+                )
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let operator = serde_json::to_value(hap.config_status().await.pools).expect("json");
+    assert_eq!(states(&report["lifecycle"]), states(&operator));
+    assert_eq!(
+        report["lifecycle"][0]["states"]["Internal"], 1,
+        "{}",
+        report["lifecycle"]
+    );
 
     let (code, out, err) = in_garden(&["pools", "--config", &hap.config]);
     assert_eq!(code, 0, "{err}");
@@ -219,7 +242,8 @@ async fn reads_the_live_cluster(hap: Hap) {
                 "CLAIMED",
                 "DIRTY",
                 "CLUSTERS",
-                "CREDENTIALS"
+                "CREDENTIALS",
+                "STATES"
             ],
             vec![
                 "aws",
@@ -230,7 +254,8 @@ async fn reads_the_live_cluster(hap: Hap) {
                 "2",
                 "1",
                 "2",
-                "Secret=4,InternalSecret=1"
+                "Secret=4,InternalSecret=1",
+                "Free=1,Claimed=2,Dirty=1,Internal=1"
             ],
             vec![
                 "aws_cf-eu11",
@@ -241,7 +266,8 @@ async fn reads_the_live_cluster(hap: Hap) {
                 "0",
                 "0",
                 "0",
-                "WorkloadIdentity"
+                "WorkloadIdentity",
+                "Free=1"
             ],
             vec![
                 "azure",
@@ -252,7 +278,8 @@ async fn reads_the_live_cluster(hap: Hap) {
                 "-",
                 "-",
                 "2",
-                "Secret=1,WorkloadIdentity=1"
+                "Secret=1,WorkloadIdentity=1",
+                "-"
             ],
         ],
         "{out}"

@@ -43,4 +43,6 @@ pub mod reasons {
     pub const BINDING_NOT_TENANT: &str = "BindingNotTenant";
     /// `spec.tenants` allows no such requester to claim for that global account (final).
     pub const TENANT_NOT_ALLOWED: &str = "TenantNotAllowed";
+    /// The HapConfig in force is paused (`spec.paused: true`): nothing is claimed or released.
+    pub const PAUSED: &str = "Paused";
 }

@@ -88,13 +88,15 @@ impl CredentialsKind {
     }
 }
 
-/// The part of a Shoot that cluster counting needs: which binding it uses.
+/// The part of a Shoot that cluster counting needs: which binding it uses (and, in its status,
+/// the error codes that make the binding suspect).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "core.gardener.cloud",
     version = "v1beta1",
     kind = "Shoot",
     namespaced,
+    status = "ShootStatus",
     schema = "disabled"
 )]
 #[serde(rename_all = "camelCase")]
@@ -112,4 +114,20 @@ impl ShootSpec {
             .as_deref()
             .or(self.secret_binding_name.as_deref())
     }
+}
+
+/// The part of a Shoot's status the binding lifecycle reads: the codes of its last errors
+/// (`ERR_INFRA_UNAUTHORIZED`, ...). Descriptions and times are skipped while decoding.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShootStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_errors: Vec<ShootError>,
+}
+
+/// One of a Shoot's last errors, reduced to its codes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ShootError {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codes: Vec<String>,
 }

@@ -135,6 +135,23 @@ pub struct HapConfigSpec {
     /// Unset: every requester may claim for every global account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenants: Option<super::tenants::TenantPolicy>,
+
+    // Account lifecycle (issue 22): one block, kept together.
+    /// Hold (as during a migration): while `true` nothing is written on bindings; new claims
+    /// wait with reason `Paused`, releases wait, and the admission webhook refuses new requests
+    /// of request sources with reason `Paused`. Setting it back to `false` resumes everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+
+    /// When a binding counts as `Suspect` (a broken account): its Shoots report these error
+    /// codes in `status.lastErrors[].codes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<super::lifecycle::SuspectSpec>,
+
+    /// When a pool counts as low: fewer `Free` bindings than `minFree` makes `PoolsAvailable`
+    /// False with reason `PoolLow`; and the window the claim rate is measured over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_low: Option<super::lifecycle::PoolLowSpec>,
 }
 
 /// Syntax of rule entries.
@@ -248,6 +265,12 @@ pub struct ReleaseSpec {
     /// `Retain`: leave the binding with its tenant.
     #[serde(default)]
     pub mode: ReleaseMode,
+    /// Account lifecycle (issue 22): how long a binding released by one tenant is kept from
+    /// other tenants (`24h`, `90m`), counted from the release the operator recorded on it
+    /// (`accountpool.io/released-at`). Unset or `0s`: no cooldown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN), length(max = 32))]
+    pub cooldown: Option<String>,
 }
 
 /// Release mode.
@@ -305,6 +328,10 @@ pub struct HapConfigStatus {
     /// Per request source: whether it is watched and what it serves.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request_sources: Vec<SourceStatus>,
+    // Account lifecycle (issue 22): one block, kept together.
+    /// Per dedicated pool: bindings per lifecycle state, the oldest dirty one, cordoned ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<super::lifecycle::PoolLifecycle>,
 }
 
 /// One rule entry and its pools.

@@ -5,6 +5,7 @@ pub mod accountclaim;
 pub mod conditions;
 pub mod gardener;
 pub mod hapconfig;
+pub mod lifecycle;
 pub mod policy;
 pub mod sources;
 pub mod tenants;
@@ -12,12 +13,13 @@ pub mod tenants;
 pub use accountclaim::{
     AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule,
 };
-pub use gardener::{BindingKind, CredentialsKind, Shoot, ShootSpec};
+pub use gardener::{BindingKind, CredentialsKind, Shoot, ShootError, ShootSpec, ShootStatus};
 pub use hapconfig::{
     BindingsInUse, HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules,
     MultiHyperscalerAccount, OrphanStatus, PinStatus, PlanSpec, PoolFigures, PreferenceStatus,
     ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
 };
+pub use lifecycle::{CordonedBinding, PoolLifecycle, PoolLowSpec, SuspectBinding, SuspectSpec};
 pub use policy::{EuAccessMode, Pin, PinPool, PoolPreference, StructuredRule};
 pub use sources::{
     FieldSource, LabelOperator, LabelRequirement, ObjectIdentity, PurposeOperator,

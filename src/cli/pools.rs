@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::live::{self, DEFAULT_CONFIG};
 use super::validate::{Format, usage};
-use crate::api::{BindingKind, CredentialsKind, PoolFigures};
+use crate::api::{BindingKind, CredentialsKind, PoolFigures, PoolLifecycle};
+use crate::pools::lifecycle::{DirtyClock, Marks};
 
 /// Show every pool of the live cluster: bindings by hyperscaler type, EU access and sharing.
 #[derive(clap::Args, Debug)]
@@ -17,9 +18,11 @@ use crate::api::{BindingKind, CredentialsKind, PoolFigures};
 shootNamespace, then lists bindings, Shoots and AccountClaims once. Never reads Secrets or other\n\
 credentials.\n\
 FREE: unclaimed bindings a claim can take; CLAIMED: held by a tenant; DIRTY: waiting for the\n\
-cleanup job; CLUSTERS: Shoots and bound claims on the pool's bindings. Shared pools show only\n\
-TOTAL and CLUSTERS. CREDENTIALS: what the bindings' credentialsRef names (Secret,\n\
-WorkloadIdentity, InternalSecret), with counts when a pool mixes kinds.\n\
+cleanup job; CLUSTERS: Shoots and bound claims on the pool's bindings. CREDENTIALS: what the\n\
+bindings' credentialsRef names (Secret, WorkloadIdentity, InternalSecret), with counts when a\n\
+pool mixes kinds. STATES: the bindings per lifecycle state (Free, Claimed, Dirty, CoolingDown,\n\
+Cordoned, Suspect, InUseWithoutTenant, Internal; states with none left out; see\n\
+docs/operating.md). Shared pools show only TOTAL and CLUSTERS (and CREDENTIALS).\n\
 Exit codes: 0 shown, 2 the cluster could not be read."
 )]
 pub struct Args {
@@ -44,6 +47,8 @@ struct Report<'a> {
     binding_kind: BindingKind,
     shoot_namespace: &'a str,
     pools: &'a [PoolFigures],
+    /// Per dedicated pool, bindings per lifecycle state.
+    lifecycle: &'a [PoolLifecycle],
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -56,6 +61,8 @@ pub fn run(args: Args) -> ExitCode {
     }
     let inventory = input.inventory();
     let figures = inventory.all_figures();
+    // One list, no history: no first-seen-dirty time to report.
+    let lifecycle = inventory.lifecycles(Marks::default(), &DirtyClock::default());
     match args.output {
         Format::Json => {
             let report = Report {
@@ -64,6 +71,7 @@ pub fn run(args: Args) -> ExitCode {
                 binding_kind: input.binding_kind,
                 shoot_namespace: &input.shoot_namespace,
                 pools: &figures,
+                lifecycle: &lifecycle,
             };
             println!(
                 "{}",
@@ -78,14 +86,14 @@ pub fn run(args: Args) -> ExitCode {
                 inventory.keys().hyperscaler_type
             );
         }
-        Format::Text => print!("{}", table(&figures)),
+        Format::Text => print!("{}", table(&figures, &lifecycle)),
     }
     ExitCode::SUCCESS
 }
 
 /// The pools as a kubectl-style table, columns padded to their widest cell.
-fn table(figures: &[PoolFigures]) -> String {
-    const HEADER: [&str; 9] = [
+fn table(figures: &[PoolFigures], lifecycle: &[PoolLifecycle]) -> String {
+    const HEADER: [&str; 10] = [
         "HYPERSCALER-TYPE",
         "EU",
         "SHARED",
@@ -95,8 +103,9 @@ fn table(figures: &[PoolFigures]) -> String {
         "DIRTY",
         "CLUSTERS",
         "CREDENTIALS",
+        "STATES",
     ];
-    let rows: Vec<[String; 9]> = figures
+    let rows: Vec<[String; 10]> = figures
         .iter()
         .map(|f| {
             // A shared pool is never claimed, so free/claimed/dirty do not apply to it.
@@ -117,6 +126,7 @@ fn table(figures: &[PoolFigures]) -> String {
                 dedicated(f.dirty),
                 f.clusters.to_string(),
                 credentials_cell(&f.credentials),
+                states(f, lifecycle),
             ]
         })
         .collect();
@@ -155,6 +165,28 @@ fn credentials_cell(kinds: &BTreeMap<CredentialsKind, i64>) -> String {
     }
 }
 
+/// `Free=3,Claimed=8,Cordoned=1`: the pool's non-zero states in the documented order; `-` for
+/// a shared pool.
+fn states(f: &PoolFigures, lifecycle: &[PoolLifecycle]) -> String {
+    let Some(l) = lifecycle.iter().find(|l| {
+        !f.shared && l.hyperscaler_type == f.hyperscaler_type && l.eu_access == f.eu_access
+    }) else {
+        return "-".into();
+    };
+    let parts: Vec<String> = crate::pools::lifecycle::BindingState::ALL
+        .iter()
+        .filter_map(|s| {
+            let n = l.states.get(s.as_str()).copied().unwrap_or(0);
+            (n > 0).then(|| format!("{}={n}", s.as_str()))
+        })
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(",")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,12 +220,25 @@ mod tests {
                 ..Default::default()
             },
         ];
+        let lifecycle = vec![PoolLifecycle {
+            hyperscaler_type: "aws".into(),
+            states: [
+                ("Free", 2),
+                ("Claimed", 8),
+                ("Dirty", 1),
+                ("Cordoned", 1),
+                ("Suspect", 0),
+            ]
+            .map(|(s, n)| (s.to_string(), n))
+            .into(),
+            ..Default::default()
+        }];
         let expected = "\
-HYPERSCALER-TYPE    EU      SHARED   TOTAL   FREE   CLAIMED   DIRTY   CLUSTERS   CREDENTIALS
-aws                 false   false    12      3      8         1       9          Secret=11,WorkloadIdentity=1
-openstack_eu-de-1   false   true     2       -      -         -       40         InternalSecret
-gcp                 false   false    0       0      0         0       0          -
+HYPERSCALER-TYPE    EU      SHARED   TOTAL   FREE   CLAIMED   DIRTY   CLUSTERS   CREDENTIALS                    STATES
+aws                 false   false    12      3      8         1       9          Secret=11,WorkloadIdentity=1   Free=2,Claimed=8,Dirty=1,Cordoned=1
+openstack_eu-de-1   false   true     2       -      -         -       40         InternalSecret                 -
+gcp                 false   false    0       0      0         0       0          -                              -
 ";
-        assert_eq!(table(&figures), expected);
+        assert_eq!(table(&figures, &lifecycle), expected);
     }
 }

@@ -45,7 +45,15 @@ pub fn serving(rules: &CompiledRules, o: &Outcome, input: &PoolsInput, ga: &str)
         provider_type: &o.provider_type,
         pins: rules.pins(),
     };
-    let policy = MultiAccountPolicy::from_spec(input.spec.multi_hyperscaler_account.as_ref());
+    let cooldown = input
+        .spec
+        .release
+        .as_ref()
+        .and_then(|r| r.cooldown.as_deref());
+    let policy =
+        MultiAccountPolicy::from_spec(input.spec.multi_hyperscaler_account.as_ref()).with_cooldown(
+            crate::pools::lifecycle::Cooldown::from_spec(cooldown, jiff::Timestamp::now()),
+        );
     let p = select_ordered(
         &inv,
         &InFlight::default(),

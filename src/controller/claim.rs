@@ -24,6 +24,7 @@ use crate::k8s::lean::StoredClaim;
 use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
+use crate::pools::lifecycle::Cooldown;
 use crate::pools::{ClaimView, Kind, claim_view};
 use crate::rules::{EvalError, Request as RuleRequest};
 use crate::selection::{
@@ -211,6 +212,14 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
     if let Some(cause) = tenant_refusal(claim, ctx, &active).await {
         return tenant_not_allowed(claim, ctx, cause).await;
     }
+    // Paused: no binding is chosen or written; the claim waits and comes back with the retry.
+    if active.spec.is_paused() {
+        let cause = format!(
+            "HapConfig `{}` is paused (spec.paused: true): no binding is claimed until it is unpaused",
+            ctx.resolver.name()
+        );
+        return pending(claim, ctx, PendingReason::Paused, cause, None).await;
+    }
 
     // A request that named its binding already (adopted from its source) is recorded, never
     // chosen again.
@@ -244,7 +253,13 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         index: i64::try_from(outcome.index).unwrap_or(i64::MAX),
         entry: outcome.entry.clone(),
     };
-    let policy = MultiAccountPolicy::from_spec(active.spec.multi_hyperscaler_account.as_ref());
+    let cooldown = active
+        .spec
+        .release
+        .as_ref()
+        .and_then(|r| r.cooldown.as_deref());
+    let policy = MultiAccountPolicy::from_spec(active.spec.multi_hyperscaler_account.as_ref())
+        .with_cooldown(Cooldown::from_spec(cooldown, jiff::Timestamp::now()));
     // Bindings the garden just refused to let us write are tried last.
     let paused = ctx.denials.paused_bindings(now);
     let placement = {
@@ -353,6 +368,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
                 return forbidden(claim, ctx, cause, Some((matched, pool)), retry_at).await;
             }
             claimed?;
+            super::lifecycle::record_claim(ctx, &active.spec, &pool);
             let bound = bind(
                 claim,
                 ctx,

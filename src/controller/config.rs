@@ -19,7 +19,9 @@ use crate::k8s::last_good::LastGoodApi;
 use crate::pools::Inventory;
 use crate::selection::InFlight;
 use crate::status::{
-    ConfigInputs, MissingPool, bindings_in_use_event, config_status_changed, desired_config_status,
+    ConfigInputs, MissingPool, bindings_in_use_event, config_status_changed, cordon_event,
+    desired_config_status, pool_low_event, set_accounts_condition, set_pool_low_condition,
+    suspect_event,
 };
 
 /// Records each newly valid generation in the operator's own ConfigMap, once per generation.
@@ -183,6 +185,11 @@ async fn reconcile_in_force(
             // Not known yet: what was reported stays, so that no Event says it was resolved.
             let reported = cfg.status.as_ref().map(|s| s.bindings_in_use.clone());
             input.bindings_in_use = reported.unwrap_or_default();
+            input.pools = cfg
+                .status
+                .as_ref()
+                .map(|s| s.pools.clone())
+                .unwrap_or_default();
             requeue = Duration::from_millis(500);
         } else {
             if let Some(next) = refresh_if_due(cfg, active, ctx).await {
@@ -192,6 +199,7 @@ async fn reconcile_in_force(
             fill_pools(&mut input, active, &ledger.inventory, &ledger.inflight);
             input.refused_writes = ctx.denials.refusals();
             export_metrics(ctx, &ledger.inventory);
+            input.pools = super::lifecycle::pools(ctx, &active.spec, &ledger.inventory);
         }
         input.sources = ctx.sources.statuses();
         input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {
@@ -201,13 +209,20 @@ async fn reconcile_in_force(
                 .map(|(_, _, t)| Time(*t))
         });
     }
-    let desired = desired_config_status(cfg.status.as_ref(), &input, now);
-    let event = bindings_in_use_event(cfg.status.as_ref(), &desired)
-        .filter(|_| active.is_some() && input.progressing.is_none());
+    let mut desired = desired_config_status(cfg.status.as_ref(), &input, now);
+    if active.is_some() && input.progressing.is_none() {
+        set_accounts_condition(&mut desired, generation, now);
+        set_pool_low_condition(&mut desired, generation, now);
+    }
+    let settled = active.is_some() && input.progressing.is_none();
+    let event = bindings_in_use_event(cfg.status.as_ref(), &desired).filter(|_| settled);
+    let cordons = cordon_event(cfg.status.as_ref(), &desired).filter(|_| settled);
+    let suspects = suspect_event(cfg.status.as_ref(), &desired).filter(|_| settled);
+    let low = pool_low_event(cfg.status.as_ref(), &desired).filter(|_| settled);
     write(ctx, cfg, desired).await?;
     // After the write: a status write that conflicts is computed again, and only the one that
     // lands reports the change.
-    if let Some((warning, reason, note)) = event {
+    for (warning, reason, note) in event.into_iter().chain(cordons).chain(suspects).chain(low) {
         ctx.writer
             .event(&cfg.object_ref(&()), warning, reason, "Select", note)
             .await;

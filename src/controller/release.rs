@@ -52,6 +52,9 @@ pub(super) async fn release(
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let view = claim_view(claim);
+    if active.spec.is_paused() && holds_binding(ctx, &view) {
+        return paused(claim, ctx, key).await;
+    }
     let mode = active
         .spec
         .release
@@ -258,8 +261,17 @@ async fn write_release(
     let (ns, kind) = (&target.namespace, target.kind);
     let result = match how {
         How::Dirty => {
+            // The release is recorded with the dirty label: cooldown and spread read it.
+            let at = crate::pools::lifecycle::release_time(jiff::Timestamp::now());
+            let record = [
+                (crate::pools::lifecycle::RELEASED_AT, at.as_str()),
+                (
+                    crate::pools::lifecycle::RELEASED_BY,
+                    claim.spec.global_account.as_str(),
+                ),
+            ];
             ctx.writer
-                .set_binding_label_cas(kind, ns, binding, rv, &keys.dirty, "true")
+                .mark_dirty_cas(kind, ns, binding, rv, &keys.dirty, &record)
                 .await
         }
         How::Clean => {
@@ -370,6 +382,42 @@ async fn object_now(
 fn object_name(annotation: &str) -> Option<String> {
     let (_, name) = annotation.rsplit_once('/')?;
     (!name.is_empty()).then(|| name.to_string())
+}
+
+/// Whether releasing the claim may write a binding: it records one, or a claim write of it is
+/// still in flight. A claim that never got a binding is let go even while paused.
+fn holds_binding(ctx: &Context, view: &ClaimView) -> bool {
+    view.bound_binding.is_some()
+        || ctx
+            .ledger()
+            .inflight
+            .claim_made_by(&view.uid, Instant::now())
+            .is_some()
+}
+
+/// While the config is paused a release writes nothing: `Released=False` reason `Paused`, an
+/// event once, and a retry after `--pending-retry` (unpausing resumes it).
+async fn paused(claim: &AccountClaim, ctx: &Context, key: &str) -> Result<Action, ClaimError> {
+    let reason = reasons::PAUSED;
+    let cause = format!(
+        "the release waits: HapConfig `{}` is paused (spec.paused: true), so the binding is not \
+         marked for the cleanup job until it is unpaused",
+        ctx.resolver.name()
+    );
+    if !release_blocked_for(claim.status.as_ref(), reason) {
+        ctx.writer
+            .event(
+                &claim.object_ref(&()),
+                false,
+                "ReleaseWaiting",
+                "Release",
+                cause.clone(),
+            )
+            .await;
+    }
+    tracing::debug!(claim = key, "release waits: paused");
+    write_outcome(claim, ctx, &ClaimOutcome::ReleaseBlocked { reason, cause }).await?;
+    Ok(Action::requeue(ctx.args.pending_retry))
 }
 
 /// Without a valid HapConfig nothing can be released: `Released=False` says why, an event is

@@ -1,8 +1,10 @@
 //! What the watches decode. Every object the API server sends carries its `managedFields`, which
 //! serde would build into nested JSON maps only for the caches to drop them again: at 10k claims
 //! that was most of the allocations of a list and a third of the peak heap. These types skip
-//! them (and annotations, which no decision reads) while decoding and hand on the ordinary typed
-//! objects (a binding: its metadata and the kind of its credentials only); the claim cache keeps a compact form of each claim (`StoredClaim`).
+//! them (and annotations other than the operator's own `accountpool.io/` ones, which no decision
+//! reads) while decoding and hand on the ordinary typed objects (a binding: its metadata and the
+//! kind of its credentials only); the claim cache keeps a compact form of each claim
+//! (`StoredClaim`).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -16,6 +18,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::api::{
     AccountClaim, AccountClaimSpec, AccountClaimStatus, CredentialsKind, Shoot, ShootSpec,
+    ShootStatus,
 };
 use crate::pools::{ClaimView, claim_view_of};
 use crate::status::{CompactStatus, settled};
@@ -33,11 +36,51 @@ struct Meta {
     deletion_timestamp: Option<Time>,
     deletion_grace_period_seconds: Option<i64>,
     labels: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "own_annotations")]
+    annotations: Option<BTreeMap<String, String>>,
     finalizers: Option<Vec<String>>,
     owner_references: Option<Vec<OwnerReference>>,
 }
 
-/// Decodes `metadata` without `managedFields` and annotations.
+/// The `accountpool.io/` annotations; the values of the others (a last-applied configuration can
+/// be large) are skipped without being built. `None` when there are none.
+fn own_annotations<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    struct Own;
+    impl<'de> serde::de::Visitor<'de> for Own {
+        type Value = Option<BTreeMap<String, String>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of annotations")
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_map(Own)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(k) = m.next_key::<String>()? {
+                if k.starts_with(crate::labels::OWN_PREFIX) {
+                    out.insert(k, m.next_value::<String>()?);
+                } else {
+                    m.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok((!out.is_empty()).then_some(out))
+        }
+    }
+    d.deserialize_option(Own)
+}
+
+/// Decodes `metadata` without `managedFields` and without foreign annotations.
 pub fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     let m = Meta::deserialize(d)?;
     Ok(ObjectMeta {
@@ -50,6 +93,7 @@ pub fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error
         deletion_timestamp: m.deletion_timestamp,
         deletion_grace_period_seconds: m.deletion_grace_period_seconds,
         labels: m.labels,
+        annotations: m.annotations,
         finalizers: m.finalizers,
         owner_references: m.owner_references,
         ..ObjectMeta::default()
@@ -169,8 +213,11 @@ pub struct LeanShoot {
     metadata: ObjectMeta,
     #[serde(default)]
     spec: ShootSpec,
+    /// Only `lastErrors[].codes` (`ShootStatus`): the rest of the status is skipped.
+    #[serde(default)]
+    status: Option<ShootStatus>,
 }
-lean_resource!(LeanShoot => Shoot { spec });
+lean_resource!(LeanShoot => Shoot { spec, status });
 
 /// A binding's metadata (labels and resourceVersion are all selection reads) and the kind of its
 /// credentials, which status and `hap pools` show; of either binding kind. The reference's name
@@ -288,6 +335,32 @@ mod tests {
                 .as_deref(),
             Some("b1")
         );
+    }
+
+    #[test]
+    fn a_binding_keeps_only_the_operators_own_annotations() {
+        let json = serde_json::json!({
+            "apiVersion": "security.gardener.cloud/v1alpha1",
+            "kind": "CredentialsBinding",
+            "metadata": {"name": "b1", "namespace": "garden", "resourceVersion": "3",
+                "labels": {"accountpool.io/cordoned": "true"},
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"big\": 1}",
+                    "accountpool.io/cordon-reason": "quota ticket 42"}}
+        });
+        let lean: LeanObject = serde_json::from_value(json).expect("decodes");
+        let view = crate::pools::binding_view(&lean, lean.credentials());
+        assert_eq!(
+            view.annotations,
+            BTreeMap::from([(
+                "accountpool.io/cordon-reason".into(),
+                "quota ticket 42".into()
+            )])
+        );
+        let none: LeanObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "b2", "annotations": null}
+        }))
+        .expect("decodes a null map");
+        assert!(none.metadata.annotations.is_none());
     }
 
     #[test]

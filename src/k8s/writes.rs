@@ -118,7 +118,7 @@ impl Writer {
         value: &str,
     ) -> Result<Option<String>, K8sError> {
         let labels = [(key, Some(value))];
-        self.patch_binding_labels_cas(kind, ns, name, resource_version, &labels, "label")
+        self.patch_binding_cas(kind, ns, name, resource_version, &labels, &[], "label")
             .await
     }
 
@@ -134,8 +134,32 @@ impl Writer {
     ) -> Result<Option<String>, K8sError> {
         let labels: Vec<(&str, Option<&str>)> =
             labels.iter().map(|(k, v)| (*k, Some(*v))).collect();
-        self.patch_binding_labels_cas(kind, ns, name, resource_version, &labels, "label")
+        self.patch_binding_cas(kind, ns, name, resource_version, &labels, &[], "label")
             .await
+    }
+
+    /// Marks a binding dirty and records the release on it (`annotations`) in one
+    /// compare-and-swap: the release time survives restarts without a write of its own.
+    pub async fn mark_dirty_cas(
+        &self,
+        kind: BindingKind,
+        ns: &str,
+        name: &str,
+        resource_version: &str,
+        dirty_key: &str,
+        annotations: &[(&str, &str)],
+    ) -> Result<Option<String>, K8sError> {
+        let labels = [(dirty_key, Some("true"))];
+        self.patch_binding_cas(
+            kind,
+            ns,
+            name,
+            resource_version,
+            &labels,
+            annotations,
+            "label",
+        )
+        .await
     }
 
     /// Removes labels of a binding only if the binding still has `resource_version`: the
@@ -150,19 +174,21 @@ impl Writer {
         keys: &[&str],
     ) -> Result<Option<String>, K8sError> {
         let labels: Vec<(&str, Option<&str>)> = keys.iter().map(|k| (*k, None)).collect();
-        self.patch_binding_labels_cas(kind, ns, name, resource_version, &labels, "unlabel")
+        self.patch_binding_cas(kind, ns, name, resource_version, &labels, &[], "unlabel")
             .await
     }
 
-    /// One merge patch of a binding's labels (`None` removes the key: null in a merge patch),
-    /// conditioned on `resource_version`.
-    async fn patch_binding_labels_cas(
+    /// One merge patch of a binding's labels (`None` removes the key: null in a merge patch) and
+    /// annotations, conditioned on `resource_version`.
+    #[allow(clippy::too_many_arguments)]
+    async fn patch_binding_cas(
         &self,
         kind: BindingKind,
         ns: &str,
         name: &str,
         resource_version: &str,
         labels: &[(&str, Option<&str>)],
+        annotations: &[(&str, &str)],
         verb: &'static str,
     ) -> Result<Option<String>, K8sError> {
         let labels: serde_json::Map<String, serde_json::Value> = labels
@@ -174,7 +200,14 @@ impl Writer {
                 )
             })
             .collect();
-        let body = json!({"metadata": {"resourceVersion": resource_version, "labels": labels}});
+        let mut body = json!({"metadata": {"resourceVersion": resource_version, "labels": labels}});
+        if !annotations.is_empty() {
+            let annotations: serde_json::Map<String, serde_json::Value> = annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), (*v).into()))
+                .collect();
+            body["metadata"]["annotations"] = annotations.into();
+        }
         let what = format!("{} {ns}/{name}", kind.gvk().2);
         let request = Request::new(DynamicObject::url_path(&binding_resource(kind), Some(ns)));
         let request = request.patch(name, &patch_params(), &Patch::Merge(body));

@@ -2,11 +2,12 @@
 //!
 //! Figures per pool: `total` every binding in it (dirty and internal ones included); `free` the
 //! bindings a claim could take (internal ones excluded, they are never claimed, and so are
-//! untenanted ones a cluster uses); `claimed` the bindings a tenant holds and that are not dirty;
+//! untenanted ones a cluster uses and cordoned ones); `claimed` the bindings a tenant holds and that are not dirty;
 //! `dirty` those waiting for the cleanup job; `clusters` the clusters on all of them. A shared
 //! pool (`shared: true` in its key) has only `total` and `clusters`. So `total = free + claimed +
-//! dirty + unclaimed internal + in use without a tenant` for a dedicated pool. `credentials` counts
-//! the pool's bindings by the kind their `credentialsRef` names (it sums to `total`).
+//! dirty + unclaimed internal + in use without a tenant + cordoned unclaimed` for a dedicated
+//! pool. `credentials` counts the pool's bindings by the kind their `credentialsRef` names (it
+//! sums to `total`).
 //!
 //! Bindings in use that need a person: untenanted ones a cluster uses (`InUseWithoutTenant`:
 //! never claimed while so, or a second tenant would share the cloud account) and dirty ones a
@@ -62,12 +63,18 @@ impl Inventory {
             }
         }
         f.total = count(total);
-        let in_use = m
+        // Neither a binding in use nor a cordoned one can be taken (see selection).
+        let taken = m
             .claimable
             .iter()
-            .filter(|b| !self.clusters_on(b).is_empty())
+            .filter(|b| {
+                !self.clusters_on(b).is_empty()
+                    || self
+                        .binding(b)
+                        .is_some_and(|e| super::lifecycle::is_cordoned(&e.view.labels))
+            })
             .count();
-        f.free = count(m.claimable.len() - in_use);
+        f.free = count(m.claimable.len() - taken);
         f.claimed = count(claimed);
         f.dirty = count(m.dirty.len());
         f.clusters = count(clusters);

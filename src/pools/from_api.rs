@@ -44,6 +44,12 @@ pub fn binding_view(b: &impl Resource, credentials: CredentialsKind) -> BindingV
         resource_version: b.resource_version(),
         labels: b.labels().clone(),
         credentials,
+        annotations: b
+            .annotations()
+            .iter()
+            .filter(|(k, _)| k.starts_with(crate::labels::OWN_PREFIX))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     }
 }
 
@@ -53,5 +59,13 @@ pub fn shoot_view(s: &Shoot) -> ShootView {
         name: s.name_any(),
         resource_version: s.resource_version(),
         binding: s.spec.binding_name().map(str::to_string),
+        error_codes: s
+            .status
+            .iter()
+            .flat_map(|st| &st.last_errors)
+            .flat_map(|e| e.codes.iter().cloned())
+            .collect::<std::collections::BTreeSet<String>>()
+            .into_iter()
+            .collect(),
     }
 }

@@ -17,6 +17,7 @@
 pub mod figures;
 mod from_api;
 mod index;
+pub mod lifecycle;
 mod small_map;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -37,6 +38,9 @@ pub struct BindingView {
     pub labels: BTreeMap<String, String>,
     /// What the binding's `credentialsRef` names (one byte; status and `hap pools` count them).
     pub credentials: CredentialsKind,
+    /// The binding's `accountpool.io/` annotations only (the cordon reason); the rest is
+    /// skipped while decoding (crate::k8s::lean).
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// What selection and release need to know about one AccountClaim.
@@ -82,6 +86,8 @@ pub struct ShootView {
     pub resource_version: Option<String>,
     /// `spec.credentialsBindingName`, else `spec.secretBindingName`.
     pub binding: Option<String>,
+    /// The codes of `status.lastErrors`, sorted, each once (usually none).
+    pub error_codes: Vec<String>,
 }
 
 /// The role a binding plays in its pool.

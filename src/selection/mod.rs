@@ -21,6 +21,12 @@
 //! - While a claim write for the tenant in the pool is in progress or its outcome is unknown, the
 //!   tenant's other claims get `Wait` rather than a second binding (§5.2) or a binding whose
 //!   claim may still fail; the claim that made the write retries it.
+//! - A binding released by another tenant less than `spec.release.cooldown` ago is not claimed
+//!   (the tenant that released it may have it back); among the candidates the never-used ones
+//!   come first, then the one released longest ago (issue 22). Pins ignore the cooldown: a pin
+//!   is a person's explicit choice.
+//! - A cordoned binding (`accountpool.io/cordoned=true`, crate::pools::lifecycle) is never
+//!   claimed; a tenant that already holds it keeps using it, so its clusters stay together.
 //! - A binding another claim claimed loses that claim's `claimed-by` record before a `Use` of it
 //!   is recorded (`claimant::before_use`), so that no later release can take it for untouched.
 
@@ -109,6 +115,9 @@ pub struct MultiAccountPolicy {
     allowed: BTreeSet<String>,
     default_limit: Option<u32>,
     limits: BTreeMap<String, u32>,
+    /// The release cooldown (issue 22). Carried here, with the other per-config settings every
+    /// selection takes, so that no caller signature changes for it.
+    cooldown: Option<crate::pools::lifecycle::Cooldown>,
 }
 
 impl MultiAccountPolicy {
@@ -135,7 +144,14 @@ impl MultiAccountPolicy {
                 .collect(),
             default_limit,
             limits,
+            cooldown: None,
         }
+    }
+
+    /// The same policy with the release cooldown in force.
+    pub fn with_cooldown(mut self, cooldown: Option<crate::pools::lifecycle::Cooldown>) -> Self {
+        self.cooldown = cooldown;
+        self
     }
 
     /// Whether the global account may hold several bindings per pool.
@@ -411,9 +427,17 @@ fn select_dedicated(
     // Bindings being claimed or released right now are not counted in the message: it is part
     // of the claim's status, and a figure that moves would rewrite every waiting claim's status
     // on each change of the pool. Pins change only with the config, so their count may stay.
-    let (mut pinned, mut in_use, mut candidates) = (0usize, 0usize, Vec::new());
+    let (mut pinned, mut in_use, mut cordoned, mut cooling) = (0usize, 0usize, 0usize, 0usize);
+    let mut candidates = Vec::new();
     for b in claimable {
-        if limits
+        let entry = inv.binding(b);
+        if entry.is_some_and(|e| crate::pools::lifecycle::is_cordoned(&e.view.labels)) {
+            cordoned += 1;
+        } else if let (Some(c), Some(e)) = (&policy.cooldown, entry)
+            && c.keeps(&e.view.annotations, Some(ga))
+        {
+            cooling += 1;
+        } else if limits
             .reserved
             .is_some_and(|r| r.pins.reserved_from(b, r.tenant))
         {
@@ -429,9 +453,19 @@ fn select_dedicated(
             candidates.push(b);
         }
     }
+    // Spread: never-used first, then the one released longest ago; among equals (above all the
+    // never-used ones) the tenant's rendezvous hash, so concurrent tenants start apart.
+    let released_at = |b: &str| {
+        inv.binding(b)
+            .and_then(|e| crate::pools::lifecycle::released(&e.view.annotations))
+            .map(|(at, _)| at)
+    };
     let best = candidates.into_iter().max_by_key(|b| {
+        let at = released_at(b);
         (
             !exclude.contains(*b),
+            at.is_none(),
+            std::cmp::Reverse(at),
             weight(ga, b),
             std::cmp::Reverse(b.as_str()),
         )
@@ -456,6 +490,17 @@ fn select_dedicated(
     if pinned > 0 {
         message.push_str(&format!(
             " ({pinned} free but pinned to other global accounts)"
+        ));
+    }
+    if cooling > 0 {
+        message.push_str(&format!(
+            " ({cooling} free but released by another tenant less than spec.release.cooldown ago)"
+        ));
+    }
+    if cordoned > 0 {
+        message.push_str(&format!(
+            " ({cordoned} free but cordoned ({}=true), never given to a new tenant: see status.pools in the HapConfig)",
+            crate::pools::lifecycle::CORDONED
         ));
     }
     if in_use > 0 {

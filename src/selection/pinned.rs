@@ -93,6 +93,18 @@ fn unavailable(pin: &PinRule, inv: &Inventory, ga: &str, pool: &PoolKey) -> Opti
             "binding {b} carries no tenant but a cluster uses it ({}); it is never claimed while in use",
             inv.clusters_on(b).iter().collect::<Vec<_>>().join(", ")
         )),
+        BindingClass::Claimable if crate::pools::lifecycle::is_cordoned(&entry.view.labels) => {
+            let reason = entry
+                .view
+                .annotations
+                .get(crate::pools::lifecycle::CORDON_REASON)
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            Some(format!(
+                "binding {b} is cordoned{reason}; no new tenant gets it until {}=true is removed",
+                crate::pools::lifecycle::CORDONED
+            ))
+        }
         BindingClass::Claimable => None,
         BindingClass::Owned { tenant } => Some(format!(
             "binding {b} is held by another tenant ({}={tenant}); it is never taken from it",

@@ -3,7 +3,7 @@
 //! | outcome | phase | Ready / Bound | Stalled / Reconciling |
 //! |---|---|---|---|
 //! | bound | Bound | True `Bound` | absent |
-//! | pending, retried: `ConfigMissing`, `PoolExhausted`, `Progressing`, `InventoryUnavailable` | Pending | False, reason | Reconciling=True |
+//! | pending, retried: `ConfigMissing`, `PoolExhausted`, `Progressing`, `InventoryUnavailable`, `Paused` | Pending | False, reason | Reconciling=True |
 //! | pending, terminal: `ConfigInvalid`, `NoMatchingRule`, `AmbiguousMatch`, `MissingProvider`, `UnknownPlan`, `BindingNotTenant` | Pending | False, reason | Stalled=True |
 //! | binding lost | Failed | False `BindingLost` | Stalled=True |
 //! | denied by a rule entry | Failed | False `Denied` | Stalled=True |
@@ -48,6 +48,8 @@ pub enum PendingReason {
     PinnedBindingUnavailable,
     /// The binding the request adopted (`spec.adoptBinding`) is not the tenant's.
     BindingNotTenant,
+    /// The HapConfig in force is paused: the claim waits until it is unpaused.
+    Paused,
 }
 
 impl PendingReason {
@@ -66,6 +68,7 @@ impl PendingReason {
             PendingReason::Forbidden => reasons::FORBIDDEN,
             PendingReason::PinnedBindingUnavailable => reasons::PINNED_BINDING_UNAVAILABLE,
             PendingReason::BindingNotTenant => reasons::BINDING_NOT_TENANT,
+            PendingReason::Paused => reasons::PAUSED,
         }
     }
 
@@ -78,6 +81,7 @@ impl PendingReason {
                 | PendingReason::Progressing
                 | PendingReason::PinnedBindingUnavailable
                 | PendingReason::InventoryUnavailable
+                | PendingReason::Paused
         )
     }
 }

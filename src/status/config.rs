@@ -59,6 +59,8 @@ pub struct ConfigInputs {
     pub refused_writes: BTreeMap<String, String>,
     /// Per request source of the rules in force.
     pub sources: Vec<crate::api::SourceStatus>,
+    /// Per dedicated pool: bindings per lifecycle state (issue 22).
+    pub pools: Vec<crate::api::PoolLifecycle>,
 }
 
 fn list(items: &[String]) -> String {
@@ -330,6 +332,11 @@ pub fn desired_config_status(
         last_refresh_time: input.last_refresh_time.clone(),
         request_sources: if in_force {
             input.sources.clone()
+        } else {
+            Vec::new()
+        },
+        pools: if in_force {
+            input.pools.clone()
         } else {
             Vec::new()
         },

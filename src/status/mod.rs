@@ -9,6 +9,7 @@
 mod claim;
 mod compact;
 mod config;
+mod lifecycle;
 mod sources;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -19,6 +20,10 @@ pub use claim::{
 };
 pub use compact::CompactStatus;
 pub use config::{ConfigInputs, MissingPool, bindings_in_use_event, desired_config_status};
+pub use lifecycle::{
+    ACCOUNTS_HEALTHY, cordon_event, pool_low_event, set_accounts_condition, set_pool_low_condition,
+    suspect_event,
+};
 
 use crate::api::{AccountClaimStatus, HapConfigStatus};
 

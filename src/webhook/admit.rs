@@ -68,6 +68,17 @@ fn deny(resp: AdmissionResponse, message: String) -> (AdmissionResponse, &'stati
     (resp, "denied")
 }
 
+/// A refusal while the config is paused: 403 as every denial, with reason `Paused` and a message
+/// saying to retry once unpaused. Not 503: client libraries retry a 503 on their own at once
+/// (kube-rs kept one create retrying for minutes in e2e_lifecycle), hammering the webhook for a
+/// hold that lasts as long as a migration.
+fn paused(resp: AdmissionResponse, message: String) -> (AdmissionResponse, &'static str) {
+    let mut resp = resp.deny(message);
+    resp.result.code = 403;
+    resp.result.reason = crate::api::conditions::reasons::PAUSED.into();
+    (resp, "denied")
+}
+
 fn allow(
     resp: AdmissionResponse,
     ops: Vec<Value>,
@@ -159,6 +170,12 @@ async fn decide(
             if let Some(message) = tenant_refusal(hook, &active.spec, who, &p).await {
                 // Refused before any claim exists: nothing is created, nothing claimed.
                 return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
+            }
+            if let Some(message) = active
+                .spec
+                .paused_denial(hook.resolver.name(), kind.as_str())
+            {
+                return paused(resp, message);
             }
             let state =
                 super::serve::serve(&hook.claims, &p, hook.decision_timeout, hook.tasks.guard())

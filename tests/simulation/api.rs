@@ -659,6 +659,7 @@ pub fn apply(ledger: &mut Ledger, obj: &Obj) {
         }),
         Obj::Claim(c) => ledger.apply_claim(claim_view(c)),
         Obj::Shoot(s) => ledger.apply_shoot(ShootView {
+            error_codes: Vec::new(),
             name: s.name.clone(),
             resource_version: Some(s.rv.to_string()),
             binding: s.binding.clone(),

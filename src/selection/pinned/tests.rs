@@ -251,6 +251,10 @@ fn an_unavailable_pinned_binding_is_reported_not_replaced() {
         ),
         (vec![("dirty", "true")], "waits for the cleanup job"),
         (vec![("internal", "true")], "the operator never claims it"),
+        (
+            vec![("accountpool.io/cordoned", "true")],
+            "binding p is cordoned; no new tenant gets it",
+        ),
     ] {
         let mut l = vec![("hyperscalerType", "gcp")];
         l.extend(labels);

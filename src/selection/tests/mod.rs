@@ -371,6 +371,8 @@ fn a_conflict_moves_the_tenant_to_its_next_candidate() {
     assert!(matches!(again, Choice::Claim { binding, .. } if binding == order[0]));
 }
 
+mod cooldown;
+mod cordon;
 mod inflight;
 mod multi;
 

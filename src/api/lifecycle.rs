@@ -1,0 +1,188 @@
+//! Types of the binding lifecycle (issue 22): the pause switch of the spec, and per dedicated
+//! pool in the status how many bindings are in each state, since when the oldest dirty one
+//! waits, and which ones are cordoned and why.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+impl super::HapConfigSpec {
+    /// Whether the config holds every binding write (`spec.paused: true`).
+    pub fn is_paused(&self) -> bool {
+        self.paused == Some(true)
+    }
+
+    /// Why a new request of a request source is refused while paused, or `None` when the config
+    /// is not paused. Every kind is refused rather than admitted untouched: a Shoot without a
+    /// binding is refused by Gardener anyway, and a Cluster or Runtime admitted without one would
+    /// never get one (the webhook serves an object only when it is created).
+    pub fn paused_denial(&self, config: &str, kind: &str) -> Option<String> {
+        self.is_paused().then(|| {
+            format!(
+                "Paused: HapConfig `{config}` is paused (spec.paused: true, e.g. during a migration), \
+                 so no new {kind} gets a hyperscaler account now; nothing was created. Retry the \
+                 request once the platform team unpauses it (`kubectl get hapconfig {config}` shows \
+                 spec.paused)"
+            )
+        })
+    }
+}
+
+/// Which Shoot errors make a binding `Suspect`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SuspectSpec {
+    /// Error codes of `status.lastErrors[].codes`. Default
+    /// `[ERR_INFRA_UNAUTHORIZED, ERR_INFRA_QUOTA_EXCEEDED]`; `[]` turns the check off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 32),
+        inner(length(max = 64), regex(pattern = r"^ERR_[A-Z_]+$"))
+    )]
+    pub codes: Option<Vec<String>>,
+    /// How many Shoots on the binding must report one of the codes. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub threshold: Option<i32>,
+}
+
+/// The codes that make a binding suspect when the spec names none.
+pub const DEFAULT_SUSPECT_CODES: [&str; 2] = ["ERR_INFRA_UNAUTHORIZED", "ERR_INFRA_QUOTA_EXCEEDED"];
+
+impl SuspectSpec {
+    /// The codes and threshold in force, defaults filled in.
+    pub fn resolved(spec: Option<&SuspectSpec>) -> (Vec<String>, usize) {
+        let codes = spec.and_then(|s| s.codes.clone()).unwrap_or_else(|| {
+            DEFAULT_SUSPECT_CODES
+                .iter()
+                .map(|c| c.to_string())
+                .collect()
+        });
+        let threshold = spec
+            .and_then(|s| s.threshold)
+            .and_then(|t| usize::try_from(t).ok())
+            .filter(|t| *t >= 1)
+            .unwrap_or(1);
+        (codes, threshold)
+    }
+}
+
+/// Pool-low thresholds and the claim-rate window.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolLowSpec {
+    /// Free bindings every dedicated pool should keep at least. Default 0 (no check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100000))]
+    pub min_free: Option<i32>,
+    /// Per hyperscalerType (both EU-access variants): its own minimum, overriding `minFree`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 200))]
+    #[x_kube(validation = Rule::new("self.all(k, self[k] >= 0)").message("every minFree override must be at least 0"))]
+    pub pools: Option<BTreeMap<String, i32>>,
+    /// The window the claim rate is measured over (`24h`, `7d` is not a Go duration: `168h`).
+    /// Default `24h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = super::hapconfig::DURATION_PATTERN), length(max = 32))]
+    pub claim_rate_window: Option<String>,
+}
+
+impl PoolLowSpec {
+    /// The minimum of free bindings for a hyperscalerType (0: no check).
+    pub fn min_free(spec: Option<&PoolLowSpec>, hyperscaler_type: &str) -> i64 {
+        let own = spec
+            .and_then(|s| s.pools.as_ref())
+            .and_then(|p| p.get(hyperscaler_type).copied());
+        i64::from(own.or(spec.and_then(|s| s.min_free)).unwrap_or(0).max(0))
+    }
+
+    /// The claim-rate window; 24 hours when unset or unreadable.
+    pub fn window(spec: Option<&PoolLowSpec>) -> std::time::Duration {
+        spec.and_then(|s| s.claim_rate_window.as_deref())
+            .and_then(|w| crate::duration::parse(w).ok())
+            .filter(|d| !d.is_zero())
+            .unwrap_or(std::time::Duration::from_secs(24 * 3600))
+    }
+}
+
+/// A binding whose Shoots report errors that point at the account itself.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuspectBinding {
+    pub binding: String,
+    /// The configured codes its Shoots report.
+    pub codes: Vec<String>,
+    /// How many of its Shoots report one of them.
+    pub shoots: i64,
+}
+
+/// The lifecycle of one dedicated pool.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolLifecycle {
+    pub hyperscaler_type: String,
+    pub eu_access: bool,
+    /// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, Suspect,
+    /// InUseWithoutTenant, Internal (every state listed, zero included).
+    pub states: BTreeMap<String, i64>,
+    /// When the longest-waiting dirty binding was first seen dirty by this operator process
+    /// (a restart starts the clock again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_dirty_since: Option<Time>,
+    /// Cordoned bindings, the first ones by name (at most 10), with the reason given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cordoned: Vec<CordonedBinding>,
+    /// Suspect bindings, the first ones by name (at most 10), with the codes seen.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suspect: Vec<SuspectBinding>,
+    /// The pool's minimum of free bindings (`spec.poolLow`); absent when 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_free: Option<i64>,
+    /// Bindings claimed in the pool during the claim-rate window (seen by this process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims_in_window: Option<i64>,
+    /// Claims per day over the window, two decimals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_rate_per_day: Option<String>,
+    /// Days until no binding is free at that rate, one decimal; absent while nothing is claimed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days_until_empty: Option<String>,
+}
+
+/// A binding an operator cordoned.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CordonedBinding {
+    pub binding: String,
+    /// The tenant that holds it, if any: its clusters stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// The `accountpool.io/cordon-reason` annotation, or empty.
+    pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::api::HapConfigSpec;
+
+    #[test]
+    fn only_paused_true_pauses_and_the_denial_names_the_config_and_how_to_retry() {
+        let mut spec = HapConfigSpec::default();
+        assert_eq!(spec.paused_denial("default", "Shoot"), None);
+        spec.paused = Some(false);
+        assert!(!spec.is_paused());
+        spec.paused = Some(true);
+        let m = spec.paused_denial("default", "Runtime").expect("paused");
+        assert!(
+            m.starts_with("Paused: HapConfig `default` is paused"),
+            "{m}"
+        );
+        assert!(
+            m.contains("no new Runtime") && m.contains("Retry the request once"),
+            "{m}"
+        );
+    }
+}

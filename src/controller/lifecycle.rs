@@ -1,0 +1,126 @@
+//! The binding lifecycle in the HapConfig reconcile (issue 22): advances the first-seen-dirty
+//! clock, computes every dedicated pool's states for the status, and exports them as metrics,
+//! one series per pool and state.
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+
+use super::Context;
+use crate::api::{HapConfigSpec, PoolLifecycle, PoolLowSpec, SuspectSpec};
+use crate::labels::PoolKey;
+use crate::metrics::{PoolLabels, PoolStateLabels};
+use crate::pools::lifecycle::{Cooldown, Marks, forecast};
+use crate::pools::{BindingClass, Inventory};
+
+/// The lifecycle of every dedicated pool, with the metrics exported from it.
+pub(super) fn pools(ctx: &Context, spec: &HapConfigSpec, inv: &Inventory) -> Vec<PoolLifecycle> {
+    let now = Timestamp::now();
+    let cooldown = spec.release.as_ref().and_then(|r| r.cooldown.as_deref());
+    let cooling = Cooldown::from_spec(cooldown, now)
+        .map(|c| cooling_down(inv, &c))
+        .unwrap_or_default();
+    let (codes, threshold) = SuspectSpec::resolved(spec.suspect.as_ref());
+    let suspects = inv.suspects(&codes, threshold);
+    let suspect: BTreeSet<String> = suspects.keys().cloned().collect();
+    let marks = Marks {
+        cooling_down: Some(&cooling),
+        suspect: Some(&suspect),
+    };
+    let pools = {
+        // Poisoned only by a panic elsewhere; the clock is a plain map, still consistent.
+        let mut clock = ctx
+            .dirty_clock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        clock.observe(inv.dirty_bindings().map(|(_, b)| b), now);
+        inv.lifecycles_with(marks, &clock, &suspects)
+    };
+    let mut pools = pools;
+    forecast_all(ctx, spec, &mut pools, now);
+    export(ctx, &pools, now);
+    pools
+}
+
+/// Records a claim for the claim rate of `pool`.
+pub(super) fn record_claim(ctx: &Context, spec: &HapConfigSpec, pool: &PoolKey) {
+    let window = PoolLowSpec::window(spec.pool_low.as_ref());
+    ctx.claim_log
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .record(pool, Timestamp::now(), window);
+}
+
+/// Fills each pool's minimum, claims in the window, rate and forecast.
+fn forecast_all(ctx: &Context, spec: &HapConfigSpec, pools: &mut [PoolLifecycle], now: Timestamp) {
+    let low = spec.pool_low.as_ref();
+    let window = PoolLowSpec::window(low);
+    let log = ctx
+        .claim_log
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for p in pools {
+        let key = PoolKey {
+            hyperscaler_type: p.hyperscaler_type.clone(),
+            eu_access: p.eu_access,
+            shared: false,
+        };
+        let min = PoolLowSpec::min_free(low, &p.hyperscaler_type);
+        p.min_free = (min > 0).then_some(min);
+        let claims = log.count(&key, now, window);
+        let free = p.states.get("Free").copied().unwrap_or(0);
+        let (rate, days) = forecast(claims, window, free);
+        p.claims_in_window = Some(i64::try_from(claims).unwrap_or(i64::MAX));
+        p.claim_rate_per_day = Some(format!("{rate:.2}"));
+        p.days_until_empty = days.map(|d| format!("{d:.1}"));
+    }
+}
+
+/// Unclaimed bindings released less than the cooldown ago (kept from every other tenant).
+fn cooling_down(inv: &Inventory, c: &Cooldown) -> BTreeSet<String> {
+    inv.bindings()
+        .filter(|e| matches!(e.pool, Some((_, BindingClass::Claimable))))
+        .filter(|e| c.keeps(&e.view.annotations, None))
+        .map(|e| e.view.name.clone())
+        .collect()
+}
+
+fn export(ctx: &Context, pools: &[PoolLifecycle], now: Timestamp) {
+    let m = &ctx.metrics;
+    m.pool_bindings.clear();
+    m.pool_oldest_dirty_seconds.clear();
+    m.pool_claim_rate.clear();
+    m.pool_days_until_empty.clear();
+    m.pool_min_free.clear();
+    for p in pools {
+        let eu_access = p.eu_access.to_string();
+        for (state, n) in &p.states {
+            m.pool_bindings
+                .get_or_create(&PoolStateLabels {
+                    hyperscaler_type: p.hyperscaler_type.clone(),
+                    eu_access: eu_access.clone(),
+                    state: state.clone(),
+                })
+                .set(*n);
+        }
+        let age = p
+            .oldest_dirty_since
+            .as_ref()
+            .map_or(0, |t| now.duration_since(t.0).as_secs().max(0));
+        let pool = PoolLabels {
+            hyperscaler_type: p.hyperscaler_type.clone(),
+            eu_access,
+        };
+        m.pool_oldest_dirty_seconds.get_or_create(&pool).set(age);
+        let parse = |s: &Option<String>| s.as_deref().and_then(|v| v.parse::<f64>().ok());
+        m.pool_claim_rate
+            .get_or_create(&pool)
+            .set(parse(&p.claim_rate_per_day).unwrap_or(0.0));
+        if let Some(days) = parse(&p.days_until_empty) {
+            m.pool_days_until_empty.get_or_create(&pool).set(days);
+        }
+        m.pool_min_free
+            .get_or_create(&pool)
+            .set(p.min_free.unwrap_or(0));
+    }
+}

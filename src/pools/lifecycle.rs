@@ -1,0 +1,443 @@
+//! The lifecycle state of every dedicated binding (issue 22): one pure function over its pool
+//! role, the clusters on it and what keeps new tenants off it, the per-pool counts that the
+//! HapConfig status, `hap pools` and the metrics show, and the clock of when each binding was
+//! first seen dirty.
+//!
+//! Precedence, first match wins: a binding clusters use without a tenant (`InUseWithoutTenant`)
+//! needs a person before anything else; then what an operator or the Shoots said about it
+//! (`Cordoned`, `Suspect`); then its place in the cycle (`Dirty`, `Claimed`); an unclaimed
+//! `internal=true` binding is `Internal`; an unclaimed one is `CoolingDown` or `Free`.
+//! Shared bindings have no state: they are never claimed, never labelled.
+//!
+//! The release is recorded on the binding (`RELEASED_AT`, `RELEASED_BY`) in the same
+//! compare-and-swap that marks it dirty, so cooldown and spread survive restarts without a write
+//! of their own; the cleanup contract asks the job to leave `accountpool.io/` annotations.
+//!
+//! "Dirty since" is kept in memory (`DirtyClock`): the first time this process saw the binding
+//! dirty. The operator does not write it on the binding: a dirty binding belongs to the cleanup
+//! job, and an extra write per release would race that job's label writes for a figure nobody
+//! decides anything on. After a restart the clock starts again at the first list, so an age is
+//! a lower bound; docs/operating.md says so.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use jiff::Timestamp;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::{BindingClass, Inventory};
+use crate::api::{CordonedBinding, PoolLifecycle, SuspectBinding};
+use crate::labels::PoolKey;
+
+/// The label an operator sets (`=true`) to keep new tenants off a binding.
+pub const CORDONED: &str = "accountpool.io/cordoned";
+/// The annotation saying why a binding is cordoned (free text, shown in status and events).
+pub const CORDON_REASON: &str = "accountpool.io/cordon-reason";
+
+/// The annotation recording when the operator released the binding (RFC 3339, seconds), written
+/// with the dirty label in one compare-and-swap; the cleanup job leaves it.
+pub const RELEASED_AT: &str = "accountpool.io/released-at";
+/// The annotation naming the tenant (global account) that released the binding.
+pub const RELEASED_BY: &str = "accountpool.io/released-by";
+
+/// The value of `RELEASED_AT` for a release at `now`.
+pub fn release_time(now: Timestamp) -> String {
+    now.round(jiff::Unit::Second).unwrap_or(now).to_string()
+}
+
+/// The release recorded on a binding: when, and by which tenant. `None` when none is recorded
+/// or the time does not parse (a hand-edited value counts as never released).
+pub fn released(annotations: &BTreeMap<String, String>) -> Option<(Timestamp, Option<&str>)> {
+    let at = annotations.get(RELEASED_AT)?.parse::<Timestamp>().ok()?;
+    Some((at, annotations.get(RELEASED_BY).map(String::as_str)))
+}
+
+/// The release cooldown in force (`spec.release.cooldown`) and the wall-clock time to judge it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cooldown {
+    pub period: std::time::Duration,
+    pub now: Timestamp,
+}
+
+impl Cooldown {
+    /// From the spec's duration text; `None` when unset, zero or unreadable (the CRD's pattern
+    /// keeps unreadable values out).
+    pub fn from_spec(cooldown: Option<&str>, now: Timestamp) -> Option<Self> {
+        let period = crate::duration::parse(cooldown?).ok()?;
+        (!period.is_zero()).then_some(Cooldown { period, now })
+    }
+
+    /// Whether a binding with these annotations is kept from `tenant` (`None`: from any tenant
+    /// other than the one that released it): released less than the period ago by someone else.
+    pub fn keeps(&self, annotations: &BTreeMap<String, String>, tenant: Option<&str>) -> bool {
+        let Some((at, by)) = released(annotations) else {
+            return false;
+        };
+        if tenant.is_some() && by == tenant {
+            return false;
+        }
+        let period =
+            jiff::SignedDuration::try_from(self.period).unwrap_or(jiff::SignedDuration::MAX);
+        at.checked_add(period).is_ok_and(|end| self.now < end)
+    }
+}
+
+/// Where a dedicated binding is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BindingState {
+    /// Unclaimed, clean, unused: the next claim may take it.
+    Free,
+    /// Held by a tenant.
+    Claimed,
+    /// Carries the dirty label: waits for the cleanup job.
+    Dirty,
+    /// Clean and unclaimed, but released too recently to go to another tenant.
+    CoolingDown,
+    /// Cordoned by an operator: no new tenant; a current tenant keeps its clusters.
+    Cordoned,
+    /// Its Shoots report infrastructure errors (credentials, quota): no new tenant.
+    Suspect,
+    /// A cluster uses it but no tenant holds it: never claimed while so.
+    InUseWithoutTenant,
+    /// `internal=true` and unclaimed: not the operator's to hand out.
+    Internal,
+}
+
+impl BindingState {
+    /// Every state, in the order status and metrics list them.
+    pub const ALL: [BindingState; 8] = [
+        BindingState::Free,
+        BindingState::Claimed,
+        BindingState::Dirty,
+        BindingState::CoolingDown,
+        BindingState::Cordoned,
+        BindingState::Suspect,
+        BindingState::InUseWithoutTenant,
+        BindingState::Internal,
+    ];
+
+    /// The name status, metrics and docs use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BindingState::Free => "Free",
+            BindingState::Claimed => "Claimed",
+            BindingState::Dirty => "Dirty",
+            BindingState::CoolingDown => "CoolingDown",
+            BindingState::Cordoned => "Cordoned",
+            BindingState::Suspect => "Suspect",
+            BindingState::InUseWithoutTenant => "InUseWithoutTenant",
+            BindingState::Internal => "Internal",
+        }
+    }
+}
+
+/// What decides a binding's state besides its pool role.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// Clusters on the binding (claims and Shoots, `Inventory::clusters_on`).
+    pub clusters: usize,
+    /// Carries `accountpool.io/cordoned=true`.
+    pub cordoned: bool,
+    /// Its Shoots report the configured infrastructure errors.
+    pub suspect: bool,
+    /// Released less than the cooldown ago.
+    pub cooling_down: bool,
+}
+
+/// The state of a binding in role `class`; `None` for shared bindings.
+pub fn state_of(class: &BindingClass, f: Facts) -> Option<BindingState> {
+    use BindingState as S;
+    Some(match class {
+        BindingClass::Shared => return None,
+        BindingClass::Claimable if f.clusters > 0 => S::InUseWithoutTenant,
+        _ if f.cordoned => S::Cordoned,
+        _ if f.suspect => S::Suspect,
+        BindingClass::Dirty { .. } => S::Dirty,
+        BindingClass::Owned { .. } => S::Claimed,
+        BindingClass::InternalFree => S::Internal,
+        BindingClass::Claimable if f.cooling_down => S::CoolingDown,
+        BindingClass::Claimable => S::Free,
+    })
+}
+
+/// Whether labels carry the cordon label set to `true`.
+pub fn is_cordoned(labels: &BTreeMap<String, String>) -> bool {
+    labels.get(CORDONED).map(String::as_str) == Some("true")
+}
+
+/// Bindings that later features mark: suspect ones, and ones still cooling down.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Marks<'a> {
+    pub suspect: Option<&'a BTreeSet<String>>,
+    pub cooling_down: Option<&'a BTreeSet<String>>,
+}
+
+impl Inventory {
+    /// The facts of one binding.
+    pub fn facts(&self, name: &str, marks: Marks<'_>) -> Facts {
+        let has = |s: Option<&BTreeSet<String>>| s.is_some_and(|s| s.contains(name));
+        Facts {
+            clusters: self.clusters_on(name).len(),
+            cordoned: self
+                .binding(name)
+                .is_some_and(|e| is_cordoned(&e.view.labels)),
+            suspect: has(marks.suspect),
+            cooling_down: has(marks.cooling_down),
+        }
+    }
+
+    /// The state of one binding; `None` when it is shared or in no pool.
+    pub fn state(&self, name: &str, marks: Marks<'_>) -> Option<BindingState> {
+        let (_, class) = self.binding(name)?.pool.as_ref()?;
+        state_of(class, self.facts(name, marks))
+    }
+
+    /// The bindings of a dedicated pool, by state (every state present, zero when none);
+    /// `None` for a shared pool.
+    pub fn states(&self, key: &PoolKey, marks: Marks<'_>) -> Option<BTreeMap<BindingState, usize>> {
+        if key.shared {
+            return None;
+        }
+        let mut out: BTreeMap<BindingState, usize> =
+            BindingState::ALL.iter().map(|s| (*s, 0)).collect();
+        let Some(m) = self.pool(key) else {
+            return Some(out);
+        };
+        let names = m
+            .claimable
+            .iter()
+            .chain(&m.internal_free)
+            .chain(&m.dirty)
+            .chain(m.owned.values().flatten());
+        for name in names {
+            if let Some(s) = self.state(name, marks) {
+                *out.entry(s).or_default() += 1;
+            }
+        }
+        Some(out)
+    }
+
+    /// The dirty bindings of every pool, by name.
+    pub fn dirty_bindings(&self) -> impl Iterator<Item = (&PoolKey, &str)> {
+        self.pools()
+            .flat_map(|(k, m)| m.dirty.iter().map(move |b| (k, b.as_str())))
+    }
+}
+
+impl Inventory {
+    /// Bindings whose Shoots report any of `codes`, at least `threshold` Shoots each: binding →
+    /// (the codes seen, sorted, and the number of such Shoots).
+    pub fn suspects(
+        &self,
+        codes: &[String],
+        threshold: usize,
+    ) -> BTreeMap<String, (BTreeSet<String>, usize)> {
+        let mut out: BTreeMap<String, (BTreeSet<String>, usize)> = BTreeMap::new();
+        for shoot in self.shoots.values() {
+            let Some(b) = &shoot.binding else { continue };
+            let seen: Vec<&String> = shoot
+                .error_codes
+                .iter()
+                .filter(|c| codes.contains(c))
+                .collect();
+            if seen.is_empty() {
+                continue;
+            }
+            let e = out.entry(b.clone()).or_default();
+            e.0.extend(seen.into_iter().cloned());
+            e.1 += 1;
+        }
+        out.retain(|_, (_, n)| *n >= threshold.max(1));
+        out
+    }
+}
+
+/// Cordoned bindings listed per pool in the status; the state counts say how many in all.
+pub const CORDONED_NAMED: usize = 10;
+
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl Inventory {
+    /// The lifecycle status of every dedicated pool that has a binding, ordered by pool key.
+    pub fn lifecycles(&self, marks: Marks<'_>, clock: &DirtyClock) -> Vec<PoolLifecycle> {
+        self.pools()
+            .filter_map(|(key, _)| self.lifecycle(key, marks, clock))
+            .collect()
+    }
+
+    /// As `lifecycles`, with each pool's suspect bindings named (first ones by name).
+    pub fn lifecycles_with(
+        &self,
+        marks: Marks<'_>,
+        clock: &DirtyClock,
+        suspects: &BTreeMap<String, (BTreeSet<String>, usize)>,
+    ) -> Vec<PoolLifecycle> {
+        let mut out = self.lifecycles(marks, clock);
+        for p in &mut out {
+            let key = PoolKey {
+                hyperscaler_type: p.hyperscaler_type.clone(),
+                eu_access: p.eu_access,
+                shared: false,
+            };
+            p.suspect = suspects
+                .iter()
+                .filter(|(b, _)| {
+                    self.binding(b)
+                        .and_then(|e| e.pool.as_ref())
+                        .is_some_and(|(k, _)| *k == key)
+                })
+                .take(CORDONED_NAMED)
+                .map(|(b, (codes, n))| SuspectBinding {
+                    binding: b.clone(),
+                    codes: codes.iter().cloned().collect(),
+                    shoots: count(*n),
+                })
+                .collect();
+        }
+        out
+    }
+
+    /// The lifecycle status of one pool; `None` for a shared pool.
+    pub fn lifecycle(
+        &self,
+        key: &PoolKey,
+        marks: Marks<'_>,
+        clock: &DirtyClock,
+    ) -> Option<PoolLifecycle> {
+        let states = self.states(key, marks)?;
+        let m = self.pool(key);
+        let dirty = m
+            .into_iter()
+            .flat_map(|m| m.dirty.iter().map(String::as_str));
+        let members = m.into_iter().flat_map(|m| {
+            m.claimable
+                .iter()
+                .chain(&m.internal_free)
+                .chain(&m.dirty)
+                .chain(m.owned.values().flatten())
+        });
+        let mut cordoned: Vec<CordonedBinding> = members
+            .filter_map(|b| self.binding(b))
+            .filter(|e| is_cordoned(&e.view.labels))
+            .map(|e| CordonedBinding {
+                binding: e.view.name.clone(),
+                tenant: e.view.labels.get(&self.keys().tenant_name).cloned(),
+                reason: e
+                    .view
+                    .annotations
+                    .get(CORDON_REASON)
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+            .collect();
+        cordoned.sort_by(|a, b| a.binding.cmp(&b.binding));
+        cordoned.truncate(CORDONED_NAMED);
+        Some(PoolLifecycle {
+            hyperscaler_type: key.hyperscaler_type.clone(),
+            eu_access: key.eu_access,
+            states: states
+                .into_iter()
+                .map(|(s, n)| (s.as_str().to_string(), count(n)))
+                .collect(),
+            oldest_dirty_since: clock.oldest(dirty).map(Time),
+            cordoned,
+            ..Default::default()
+        })
+    }
+}
+
+/// The claims of each pool seen by this process, by time: the claim rate and the forecast.
+#[derive(Clone, Debug, Default)]
+pub struct ClaimLog {
+    at: HashMap<PoolKey, std::collections::VecDeque<Timestamp>>,
+}
+
+impl ClaimLog {
+    /// Records one claim in `pool` at `now`, forgetting what is older than `keep`.
+    pub fn record(&mut self, pool: &PoolKey, now: Timestamp, keep: std::time::Duration) {
+        let q = self.at.entry(pool.clone()).or_default();
+        q.push_back(now);
+        Self::trim(q, now, keep);
+    }
+
+    fn trim(
+        q: &mut std::collections::VecDeque<Timestamp>,
+        now: Timestamp,
+        keep: std::time::Duration,
+    ) {
+        let keep = jiff::SignedDuration::try_from(keep).unwrap_or(jiff::SignedDuration::MAX);
+        while q.front().is_some_and(|t| now.duration_since(*t) > keep) {
+            q.pop_front();
+        }
+    }
+
+    /// Claims of `pool` within `window` before `now`.
+    pub fn count(&self, pool: &PoolKey, now: Timestamp, window: std::time::Duration) -> usize {
+        let window = jiff::SignedDuration::try_from(window).unwrap_or(jiff::SignedDuration::MAX);
+        self.at.get(pool).map_or(0, |q| {
+            q.iter()
+                .filter(|t| now.duration_since(**t) < window)
+                .count()
+        })
+    }
+}
+
+/// Claims per day and days until no binding is free at that rate (`None` while the rate is 0).
+pub fn forecast(claims: usize, window: std::time::Duration, free: i64) -> (f64, Option<f64>) {
+    let days = window.as_secs_f64() / 86_400.0;
+    if claims == 0 || days <= 0.0 {
+        return (0.0, None);
+    }
+    let rate = claims as f64 / days;
+    (rate, Some(free.max(0) as f64 / rate))
+}
+
+/// The pools whose `Free` count is below their minimum, as `(hyperscalerType, euAccess, free,
+/// minimum)`, ordered by pool.
+pub fn low_pools(pools: &[PoolLifecycle]) -> Vec<(String, bool, i64, i64)> {
+    pools
+        .iter()
+        .filter_map(|p| {
+            let min = p.min_free?;
+            let free = p
+                .states
+                .get(BindingState::Free.as_str())
+                .copied()
+                .unwrap_or(0);
+            (free < min).then(|| (p.hyperscaler_type.clone(), p.eu_access, free, min))
+        })
+        .collect()
+}
+
+/// When each dirty binding was first seen dirty by this process.
+#[derive(Clone, Debug, Default)]
+pub struct DirtyClock {
+    since: HashMap<String, Timestamp>,
+}
+
+impl DirtyClock {
+    /// Records `now` for bindings newly dirty, and forgets those no longer dirty (a binding
+    /// cleaned and dirtied again starts a new clock).
+    pub fn observe<'a>(&mut self, dirty: impl IntoIterator<Item = &'a str>, now: Timestamp) {
+        let dirty: BTreeSet<&str> = dirty.into_iter().collect();
+        self.since.retain(|b, _| dirty.contains(b.as_str()));
+        for b in dirty {
+            self.since.entry(b.to_string()).or_insert(now);
+        }
+    }
+
+    /// When the binding was first seen dirty.
+    pub fn since(&self, binding: &str) -> Option<Timestamp> {
+        self.since.get(binding).copied()
+    }
+
+    /// The earliest first-seen time among `bindings`.
+    pub fn oldest<'a>(&self, bindings: impl IntoIterator<Item = &'a str>) -> Option<Timestamp> {
+        bindings.into_iter().filter_map(|b| self.since(b)).min()
+    }
+}
+
+#[cfg(test)]
+mod tests;

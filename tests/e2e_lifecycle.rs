@@ -1,0 +1,646 @@
+//! End-to-end (real kube-apiserver and gardener-apiserver): accounts with a lifecycle (issue 22).
+//! Every binding's state in the HapConfig status and the metrics; the cleanup contract (the
+//! cleanup job removes `dirty` and the tenant label, and the binding is Free again); cordon.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::json;
+use support::*;
+
+fn aws(ga: &str, shoot: &str) -> serde_json::Value {
+    json!({"globalAccount": ga, "plan": "aws", "shootName": shoot})
+}
+
+/// The states of the dedicated aws pool (no euAccess) in the HapConfig status.
+async fn states(hap: &Hap) -> Option<BTreeMap<String, i64>> {
+    let st = hap.config_status().await;
+    st.pools
+        .into_iter()
+        .find(|p| p.hyperscaler_type == "aws" && !p.eu_access)
+        .map(|p| p.states)
+}
+
+fn want(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+    let mut all: BTreeMap<String, i64> = [
+        "Free",
+        "Claimed",
+        "Dirty",
+        "CoolingDown",
+        "Cordoned",
+        "Suspect",
+        "InUseWithoutTenant",
+        "Internal",
+    ]
+    .iter()
+    .map(|s| (s.to_string(), 0))
+    .collect();
+    for (s, n) in pairs {
+        all.insert(s.to_string(), *n);
+    }
+    all
+}
+
+/// Sets (or removes) an annotation of a binding, as an operator would with kubectl.
+async fn annotate(hap: &Hap, binding: &str, key: &str, value: Option<&str>) {
+    let patch = json!({"metadata": {"annotations": {key: value}}});
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .patch(
+            binding,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("annotate {binding} {key}: {e}"));
+}
+
+fn metrics(hap: &Hap) -> String {
+    hap.operator
+        .as_ref()
+        .expect("operator")
+        .handle
+        .metrics
+        .encode()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_binding_has_a_state_in_status_and_metrics_and_a_cleaned_binding_is_free_again() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    let aws_only = [("hyperscalerType", "aws")];
+    for name in ["aws-free", "aws-used", "aws-own"] {
+        hap.binding(name, "aws", &aws_only).await;
+    }
+    hap.binding(
+        "aws-dirty",
+        "aws",
+        &[
+            ("hyperscalerType", "aws"),
+            ("tenantName", "ga-old"),
+            ("dirty", "true"),
+        ],
+    )
+    .await;
+    hap.binding(
+        "aws-int",
+        "aws",
+        &[("hyperscalerType", "aws"), ("internal", "true")],
+    )
+    .await;
+    hap.binding(
+        "aws-cord",
+        "aws",
+        &[
+            ("hyperscalerType", "aws"),
+            ("accountpool.io/cordoned", "true"),
+        ],
+    )
+    .await;
+    annotate(
+        &hap,
+        "aws-cord",
+        "accountpool.io/cordon-reason",
+        Some("quota ticket 42"),
+    )
+    .await;
+    hap.shoot("foreign", "aws-used").await;
+    // The one claim takes aws-free or aws-own; which one is the hash's choice.
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    let claimed = hap.bound("c1").await;
+    assert!(
+        ["aws-free", "aws-own"].contains(&claimed.as_str()),
+        "{claimed}"
+    );
+    let expected = want(&[
+        ("Free", 1),
+        ("Claimed", 1),
+        ("Dirty", 1),
+        ("Cordoned", 1),
+        ("InUseWithoutTenant", 1),
+        ("Internal", 1),
+    ]);
+    eventually(
+        Duration::from_secs(60),
+        "every state in status.pools",
+        || async { (states(&hap).await? == expected).then_some(()) },
+    )
+    .await;
+    let st = hap.config_status().await;
+    let pool = st
+        .pools
+        .iter()
+        .find(|p| p.hyperscaler_type == "aws")
+        .expect("aws pool");
+    assert!(pool.oldest_dirty_since.is_some(), "{pool:?}");
+    let cordoned: Vec<(&str, &str)> = pool
+        .cordoned
+        .iter()
+        .map(|c| (c.binding.as_str(), c.reason.as_str()))
+        .collect();
+    assert_eq!(cordoned, [("aws-cord", "quota ticket 42")]);
+    let text = metrics(&hap);
+    for line in [
+        r#"hap_pool_bindings{hyperscaler_type="aws",eu_access="false",state="Dirty"} 1"#,
+        r#"hap_pool_bindings{hyperscaler_type="aws",eu_access="false",state="Free"} 1"#,
+        r#"hap_pool_bindings{hyperscaler_type="aws",eu_access="false",state="Suspect"} 0"#,
+    ] {
+        assert!(text.contains(line), "metrics lack {line}:\n{text}");
+    }
+    assert!(
+        text.contains(r#"hap_pool_oldest_dirty_seconds{hyperscaler_type="aws",eu_access="false"}"#),
+        "{text}"
+    );
+    // The cleanup contract: the job removes dirty and the tenant label; the binding is Free.
+    hap.label("aws-dirty", "dirty", None).await;
+    hap.label("aws-dirty", "tenantName", None).await;
+    let cleaned = want(&[
+        ("Free", 2),
+        ("Claimed", 1),
+        ("Cordoned", 1),
+        ("InUseWithoutTenant", 1),
+        ("Internal", 1),
+    ]);
+    eventually(
+        Duration::from_secs(60),
+        "the cleaned binding counted Free",
+        || async { (states(&hap).await? == cleaned).then_some(()) },
+    )
+    .await;
+    let st = hap.config_status().await;
+    let pool = st
+        .pools
+        .iter()
+        .find(|p| p.hyperscaler_type == "aws")
+        .expect("aws pool");
+    assert_eq!(pool.oldest_dirty_since, None, "no dirty binding left");
+}
+
+/// The events on the HapConfig with this reason, their messages joined.
+async fn events(hap: &Hap, reason: &str) -> String {
+    let selector = format!("reason={reason},involvedObject.name={}", hap.config);
+    let (ok, out, err) = kubectl(&[
+        "get",
+        "events",
+        "-A",
+        "--field-selector",
+        &selector,
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(ok, "{err}");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cordoned_binding_gets_no_new_tenant_its_tenant_keeps_it_and_status_and_events_say_why() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding(
+        "aws-1",
+        "aws",
+        &[
+            ("hyperscalerType", "aws"),
+            ("accountpool.io/cordoned", "true"),
+        ],
+    )
+    .await;
+    annotate(
+        &hap,
+        "aws-1",
+        "accountpool.io/cordon-reason",
+        Some("credentials rotated"),
+    )
+    .await;
+    hap.binding(
+        "aws-2",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-1")],
+    )
+    .await;
+    hap.shoot("s1", "aws-2").await;
+    hap.label("aws-2", "accountpool.io/cordoned", Some("true"))
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "both cordoned in status.pools",
+        || async { (states(&hap).await?.get("Cordoned") == Some(&2)).then_some(()) },
+    )
+    .await;
+    // A new tenant: the only unclaimed binding is cordoned, so it waits.
+    hap.claim("new", aws("ga-2", "s-new")).await;
+    let message = hap.ready_reason("new", "PoolExhausted").await;
+    assert!(message.contains("1 free but cordoned"), "{message}");
+    // The tenant that holds the cordoned aws-2 keeps it for its next cluster.
+    hap.claim("old", aws("ga-1", "s-old")).await;
+    assert_eq!(hap.bound("old").await, "aws-2");
+    let st = hap.config_status().await;
+    let pool = st
+        .pools
+        .iter()
+        .find(|p| p.hyperscaler_type == "aws")
+        .expect("aws pool");
+    let listed: Vec<(&str, Option<&str>, &str)> = pool
+        .cordoned
+        .iter()
+        .map(|c| (c.binding.as_str(), c.tenant.as_deref(), c.reason.as_str()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("aws-1", None, "credentials rotated"),
+            ("aws-2", Some("ga-1"), "")
+        ]
+    );
+    let note = eventually(
+        Duration::from_secs(30),
+        "a BindingsCordoned event",
+        || async {
+            let out = events(&hap, "BindingsCordoned").await;
+            out.contains("aws-2").then_some(out)
+        },
+    )
+    .await;
+    assert!(note.contains("aws-1 (credentials rotated)"), "{note}");
+    assert!(!hap.labels("aws-1").await.contains_key("tenantName"));
+    // Uncordoned: the waiting tenant gets it.
+    hap.label("aws-1", "accountpool.io/cordoned", None).await;
+    assert_eq!(hap.bound("new").await, "aws-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_paused_nothing_is_written_on_bindings_and_unpausing_resumes_everything() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    for name in ["aws-1", "aws-2"] {
+        hap.binding(name, "aws", &[("hyperscalerType", "aws")])
+            .await;
+    }
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    let first = hap.bound("c1").await;
+    let other = if first == "aws-1" { "aws-2" } else { "aws-1" };
+    hap.apply_config(&["aws"], json!({"paused": true})).await;
+    hap.config_condition("Ready", "True").await;
+    // A new claim waits, and nothing is claimed for it.
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    let message = hap.ready_reason("c2", "Paused").await;
+    assert!(
+        message.contains("is paused (spec.paused: true)"),
+        "{message}"
+    );
+    // A release waits: the finalizer stays and the binding is not marked dirty.
+    hap.claims()
+        .delete("c1", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete c1");
+    eventually(
+        Duration::from_secs(60),
+        "c1's release waits with Paused",
+        || async {
+            let s = hap.claims().get("c1").await.ok()?.status?;
+            let c = condition(&s.conditions, "Released")?;
+            (c.status == "False" && c.reason == "Paused").then_some(())
+        },
+    )
+    .await;
+    assert!(!hap.labels(&first).await.contains_key("dirty"));
+    assert!(!hap.labels(other).await.contains_key("tenantName"));
+    // Unpaused: the release and the claim go on.
+    hap.apply_config(&["aws"], json!({"paused": false})).await;
+    assert_eq!(hap.bound("c2").await, other);
+    eventually(Duration::from_secs(60), "c1 released and gone", || async {
+        let gone = hap.claims().get_opt("c1").await.ok()?.is_none();
+        let dirty = hap.labels(&first).await.get("dirty").cloned();
+        (gone && dirty.as_deref() == Some("true")).then_some(())
+    })
+    .await;
+}
+
+async fn annotations(hap: &Hap, binding: &str) -> BTreeMap<String, String> {
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .get(binding)
+        .await
+        .expect("get binding")
+        .metadata
+        .annotations
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_binding_cools_down_for_other_tenants_across_a_restart_but_not_for_its_own() {
+    let mut hap = Hap::new(&["aws"], json!({"release": {"cooldown": "1h"}})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    assert_eq!(hap.bound("c1").await, "aws-1");
+    hap.claims()
+        .delete("c1", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete c1");
+    let record = eventually(
+        Duration::from_secs(60),
+        "aws-1 released and recorded",
+        || async {
+            let labels = hap.labels("aws-1").await;
+            let a = annotations(&hap, "aws-1").await;
+            (labels.get("dirty").map(String::as_str) == Some("true")
+                && a.contains_key("accountpool.io/released-at"))
+            .then_some(a)
+        },
+    )
+    .await;
+    assert_eq!(
+        record.get("accountpool.io/released-by").map(String::as_str),
+        Some("ga-1")
+    );
+    // The cleanup job wipes the account and clears both labels; the operator restarts meanwhile.
+    hap.stop_operator().await;
+    hap.label("aws-1", "dirty", None).await;
+    hap.label("aws-1", "tenantName", None).await;
+    hap.start_operator().await;
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    let message = hap.ready_reason("c2", "PoolExhausted").await;
+    assert!(message.contains("released by another tenant"), "{message}");
+    eventually(
+        Duration::from_secs(60),
+        "aws-1 CoolingDown in status",
+        || async { (states(&hap).await?.get("CoolingDown") == Some(&1)).then_some(()) },
+    )
+    .await;
+    assert!(!hap.labels("aws-1").await.contains_key("tenantName"));
+    // The tenant that released it may have it back at once.
+    hap.claim("c3", aws("ga-1", "s3")).await;
+    assert_eq!(hap.bound("c3").await, "aws-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn free_bindings_are_taken_never_used_first_then_released_longest_ago() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    for (name, at) in [
+        ("aws-a", Some("2020-01-01T00:00:00Z")),
+        ("aws-b", None),
+        ("aws-c", Some("2021-01-01T00:00:00Z")),
+        ("aws-d", Some("2019-01-01T00:00:00Z")),
+    ] {
+        hap.binding(name, "aws", &[("hyperscalerType", "aws")])
+            .await;
+        if let Some(at) = at {
+            annotate(&hap, name, "accountpool.io/released-at", Some(at)).await;
+            annotate(&hap, name, "accountpool.io/released-by", Some("ga-old")).await;
+        }
+    }
+    // Let the operator see the annotations before the first claim.
+    eventually(Duration::from_secs(60), "four free bindings", || async {
+        (states(&hap).await?.get("Free") == Some(&4)).then_some(())
+    })
+    .await;
+    for (i, want) in ["aws-b", "aws-d", "aws-a", "aws-c"].iter().enumerate() {
+        let name = format!("c{i}");
+        hap.claim(&name, aws(&format!("ga-{i}"), &format!("s{i}")))
+            .await;
+        assert_eq!(&hap.bound(&name).await, want, "claim {i}");
+    }
+}
+
+/// Sets a Shoot's `status.lastErrors` codes as the gardenlet would (through shoots/status).
+async fn shoot_errors(hap: &Hap, shoot: &str, codes: &[&str]) {
+    let errors: Vec<serde_json::Value> = codes
+        .iter()
+        .map(|c| json!({"description": format!("infrastructure: {c}"), "codes": [c], "lastUpdateTime": "2026-11-26T12:00:00Z"}))
+        .collect();
+    let errors = if errors.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!(errors)
+    };
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        hap.garden.clone(),
+        &hap.bindings_ns,
+        &support::garden::shoot_resource(),
+    );
+    api.patch_status(
+        shoot,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {"lastErrors": errors}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("patch status of Shoot {shoot}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_whose_shoots_report_account_errors_is_suspect_until_they_clear() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding(
+        "aws-1",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-1")],
+    )
+    .await;
+    hap.binding(
+        "aws-2",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-2")],
+    )
+    .await;
+    hap.shoot("s1", "aws-1").await;
+    hap.shoot("s2", "aws-2").await;
+    hap.config_condition("AccountsHealthy", "True").await;
+    // A rate limit is not the account's fault: not suspect by default.
+    shoot_errors(&hap, "s2", &["ERR_INFRA_RATE_LIMITS_EXCEEDED"]).await;
+    shoot_errors(&hap, "s1", &["ERR_INFRA_UNAUTHORIZED"]).await;
+    let cond = hap.config_condition("AccountsHealthy", "False").await;
+    assert_eq!(cond.reason, "Suspect");
+    assert!(
+        cond.message.contains("aws-1 (ERR_INFRA_UNAUTHORIZED)"),
+        "{}",
+        cond.message
+    );
+    assert!(!cond.message.contains("aws-2"), "{}", cond.message);
+    let expected = want(&[("Claimed", 1), ("Suspect", 1)]);
+    eventually(
+        Duration::from_secs(60),
+        "aws-1 Suspect in status.pools",
+        || async { (states(&hap).await? == expected).then_some(()) },
+    )
+    .await;
+    let note = eventually(
+        Duration::from_secs(30),
+        "a BindingsSuspect event",
+        || async {
+            let out = events(&hap, "BindingsSuspect").await;
+            (!out.is_empty()).then_some(out)
+        },
+    )
+    .await;
+    assert!(note.contains("aws-1"), "{note}");
+    // The errors clear: the binding is Claimed again.
+    shoot_errors(&hap, "s1", &[]).await;
+    hap.config_condition("AccountsHealthy", "True").await;
+    let cleared = want(&[("Claimed", 2)]);
+    eventually(Duration::from_secs(60), "aws-1 Claimed again", || async {
+        (states(&hap).await? == cleared).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_below_its_min_free_is_reported_pool_low_with_its_claim_rate_and_forecast() {
+    let hap = Hap::new(
+        &["aws"],
+        json!({"poolLow": {"minFree": 1, "pools": {"aws": 2}}}),
+    )
+    .await;
+    for name in ["aws-1", "aws-2", "aws-3"] {
+        hap.binding(name, "aws", &[("hyperscalerType", "aws")])
+            .await;
+    }
+    hap.config_condition("PoolsAvailable", "True").await;
+    // Two claims leave one free binding, below the pool's minimum of 2.
+    for i in 1..=2 {
+        let name = format!("c{i}");
+        hap.claim(&name, aws(&format!("ga-{i}"), &format!("s{i}")))
+            .await;
+        hap.bound(&name).await;
+    }
+    let cond = hap.config_condition("PoolsAvailable", "False").await;
+    assert_eq!(cond.reason, "PoolLow");
+    assert!(
+        cond.message
+            .contains("hyperscalerType=aws (1 free, minFree 2)"),
+        "{}",
+        cond.message
+    );
+    let pool = eventually(
+        Duration::from_secs(60),
+        "claim rate in status.pools",
+        || async {
+            let st = hap.config_status().await;
+            let p = st.pools.into_iter().find(|p| p.hyperscaler_type == "aws")?;
+            (p.claims_in_window == Some(2)).then_some(p)
+        },
+    )
+    .await;
+    assert_eq!(pool.min_free, Some(2));
+    // Two claims in the default 24 h window: 2 per day, one free binding lasts half a day.
+    assert_eq!(pool.claim_rate_per_day.as_deref(), Some("2.00"));
+    assert_eq!(pool.days_until_empty.as_deref(), Some("0.5"));
+    let text = metrics(&hap);
+    for line in [
+        r#"hap_pool_claims_per_day{hyperscaler_type="aws",eu_access="false"} 2.0"#,
+        r#"hap_pool_days_until_empty{hyperscaler_type="aws",eu_access="false"} 0.5"#,
+        r#"hap_pool_min_free{hyperscaler_type="aws",eu_access="false"} 2"#,
+    ] {
+        assert!(text.contains(line), "metrics lack {line}:\n{text}");
+    }
+    let note = eventually(Duration::from_secs(30), "a PoolLow event", || async {
+        let out = events(&hap, "PoolLow").await;
+        (!out.is_empty()).then_some(out)
+    })
+    .await;
+    assert!(note.contains("hyperscalerType=aws"), "{note}");
+    // A new binding brings the pool back to its minimum.
+    hap.binding("aws-4", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let cond = hap.config_condition("PoolsAvailable", "True").await;
+    assert_eq!(cond.reason, "PoolsPresent");
+}
+
+/// The webhook while paused (Shoot source, through the real gardener-apiserver): a new request
+/// is refused with reason Paused and a retry message, nothing is claimed; unpaused, the same
+/// request gets its binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_paused_the_webhook_refuses_new_shoot_requests_with_paused_and_creates_nothing() {
+    use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
+    use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, kubectl_at};
+    const REQUEST: &str = "accountpool.io/request";
+    let scope = unique("paused");
+    let source = json!([{"id": "shoots", "kind": "Shoot", "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}]);
+    let mut hap =
+        Hap::without_operator(&["aws"], json!({"requestSources": source, "paused": true})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let (ok, _, err) = kubectl_at(
+        &support::kubeconfig(),
+        &[
+            "label",
+            "namespace",
+            &hap.bindings_ns,
+            &format!("{SCOPE_LABEL}={scope}"),
+        ],
+        None,
+    );
+    assert!(ok, "{err}");
+    let certs = Certs::new();
+    let op = Operator::start_with(&hap.client, certs.args(hap.run_args())).await;
+    let url = format!(
+        "https://{}/mutate/shoots",
+        op.handle.webhook.get().expect("webhook")
+    );
+    let _hook = WebhookRegistration::register(
+        "Shoot",
+        &url,
+        &certs.ca_bundle(),
+        &scope,
+        json!({"matchLabels": {REQUEST: "true"}}),
+    );
+    hap.operator = Some(op);
+    let p = profile(&hap.garden, "aws").await;
+    let mut obj = shoot_object(
+        &hap.bindings_ns,
+        "s1",
+        "",
+        BindingRef::CredentialsBinding,
+        &p,
+    );
+    obj["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("credentialsBindingName");
+    obj["metadata"]["labels"] = json!({REQUEST: "true", SCOPE_LABEL: scope,
+        "accountpool.io/plan": "aws", "accountpool.io/platform-region": "cf-us10",
+        "accountpool.io/global-account": "ga-1"});
+    let obj: kube::api::DynamicObject = serde_json::from_value(obj).expect("shoot");
+    let shoots = api(&hap.garden, &hap.bindings_ns, &shoot_resource());
+    let refused = shoots.create(&kube::api::PostParams::default(), &obj).await;
+    match refused {
+        Err(kube::Error::Api(s)) => {
+            assert!(
+                s.message.contains("Paused") && s.message.contains("Retry"),
+                "{}",
+                s.message
+            );
+            // 403, not 503: client libraries retry a 503 by themselves for minutes.
+            assert_eq!((s.code, s.reason.as_str()), (403, "Paused"), "{s:?}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(
+        hap.claims()
+            .list(&Default::default())
+            .await
+            .expect("claims")
+            .items
+            .is_empty()
+    );
+    assert!(!hap.labels("aws-1").await.contains_key("tenantName"));
+    // Unpaused, the same request is served.
+    hap.apply_config(&["aws"], json!({"requestSources": source, "paused": false}))
+        .await;
+    hap.config_condition("Ready", "True").await;
+    let served = eventually(
+        Duration::from_secs(60),
+        "the Shoot admitted with a binding",
+        || async {
+            shoots
+                .create(&kube::api::PostParams::default(), &obj)
+                .await
+                .ok()
+        },
+    )
+    .await;
+    assert_eq!(
+        served
+            .data
+            .pointer("/spec/credentialsBindingName")
+            .and_then(|v| v.as_str()),
+        Some("aws-1")
+    );
+}
