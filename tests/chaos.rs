@@ -1132,6 +1132,18 @@ fn metadata_fields(
         .unwrap_or_default()
 }
 
+/// The annotation keys an entry of managedFields owns (`f:<key>`, and `.` for the map itself).
+fn annotation_fields(
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
+) -> Vec<String> {
+    m.fields_v1
+        .as_ref()
+        .and_then(|f| f.0.get("f:metadata"))
+        .and_then(|v| v.get("f:annotations"))
+        .and_then(|v| v.as_object().map(|o| o.keys().cloned().collect()))
+        .unwrap_or_default()
+}
+
 async fn check(
     at: &Clusters,
     plans: &[ClaimPlan],
@@ -1285,14 +1297,21 @@ async fn check(
                 );
             }
         }
-        // Invariant 6 on bindings: the operator writes labels only.
+        // Invariant 6 on bindings: the operator writes metadata only — labels, and annotations
+        // of its own `accountpool.io/` prefix (the release record the cooldown reads) — never
+        // spec or anything else.
         for m in b.managed_fields() {
             if m.manager.as_deref() != Some(MANAGER) {
                 continue;
             }
             if m.subresource.is_some()
                 || top_fields(m).iter().any(|f| f != "f:metadata")
-                || metadata_fields(m).iter().any(|f| f != "f:labels")
+                || metadata_fields(m)
+                    .iter()
+                    .any(|f| f != "f:labels" && f != "f:annotations")
+                || annotation_fields(m)
+                    .iter()
+                    .any(|f| f != "." && !f.starts_with("f:accountpool.io/"))
             {
                 c.foreign_writes += 1;
                 eprintln!("foreign write on binding {name}: {:?}", m.fields_v1);
@@ -1969,7 +1988,7 @@ async fn run(p: Params, two_clusters: bool) {
         counts.tenant_without_claim
     );
     println!(
-        "  operator writes outside labels/finalizers/status §5.6 {}",
+        "  writes outside own metadata/finalizers/status   §5.6 {}",
         counts.foreign_writes
     );
     println!(
