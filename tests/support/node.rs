@@ -87,6 +87,12 @@ pub fn with_plain_metrics(mut objs: Vec<Value>) -> Vec<Value> {
         {
             for c in cs.iter_mut().filter(|c| c["name"] == "hap-operator") {
                 if let Some(args) = c["args"].as_array_mut() {
+                    // Replaced, not appended: the flag may be given once (the kustomize base
+                    // sets `--metrics-secure=true`, and a second one stops the operator at start).
+                    args.retain(|a| {
+                        !a.as_str()
+                            .is_some_and(|a| a.starts_with("--metrics-secure"))
+                    });
                     args.push(Value::from("--metrics-secure=false"));
                 }
             }
