@@ -121,13 +121,19 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         let l = ctx.ledger();
         if l.inflight.is_finished(&uid, Instant::now()) {
             // Its finalizer is gone: the claim is being deleted, whatever the store still holds.
+            tracing::debug!(claim = key, "finished; waits for its deletion");
             return Ok(Action::await_change());
         }
-        if l.inventory.knows_later(Kind::Claim, &uid, rv.as_deref())
-            || l.inflight.wrote_after(&uid, rv.as_deref(), Instant::now())
-        {
+        let later = l.inventory.knows_later(Kind::Claim, &uid, rv.as_deref());
+        if later || l.inflight.wrote_after(&uid, rv.as_deref(), Instant::now()) {
             // The store's copy is older than what the index knows (a newer version, or the
             // claim's deletion): decide on the newer one, which is on its way to the store.
+            tracing::debug!(
+                claim = key,
+                ?rv,
+                index_later = later,
+                "the store's copy is older; waits for the newer one"
+            );
             return Ok(Action::requeue(Duration::from_millis(100)));
         }
     }
@@ -271,6 +277,10 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
             .assignment_of(&view.uid, now)
             .is_some_and(|a| a.state == WriteState::Written)
         {
+            tracing::debug!(
+                claim = key,
+                "its Bound status was written; waits for the index to show it"
+            );
             return Ok(Action::requeue(Duration::from_millis(200)));
         }
         let request = OrderedRequest {

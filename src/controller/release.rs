@@ -49,6 +49,7 @@ pub(super) async fn release(
     };
     point_caches(ctx);
     if !decidable(ctx) {
+        tracing::debug!(claim = key, "release waits for a current inventory");
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let view = claim_view(claim);
@@ -85,7 +86,13 @@ pub(super) async fn release(
         Decided::Paused(paused) => {
             return release_blocked(claim, ctx, paused.message, paused.retry_at).await;
         }
-        Decided::NoVersion => return Ok(Action::requeue(Duration::from_millis(300))),
+        Decided::NoVersion => {
+            tracing::debug!(
+                claim = key,
+                "release waits for the binding's version in the index"
+            );
+            return Ok(Action::requeue(Duration::from_millis(300)));
+        }
         Decided::Go(release) => {
             if let Some(action) = act(claim, ctx, &active, &view, key, release).await? {
                 return Ok(action);
