@@ -19,10 +19,18 @@ help:
 	@echo "make test        every test (fmt, clippy, unit, property, CLI, e2e, fuzz smoke)"
 	@echo "make image       the container image (static musl binary, FROM scratch) as an OCI archive, with buildah"
 	@echo "make crds        regenerate crds/ from the Rust types (and their copies under deploy/)"
+	@echo "make monitoring  copy the PrometheusRule and the Grafana dashboard into the Helm chart"
 	@echo "make testenv-up / testenv-down   the local control plane alone (with gardener-apiserver)"
 	@echo "make node-up / node-down         a control plane with a real node (kubelet, containerd), the image loaded"
 	@echo "make chaos       full chaos test: 1000 claims, leader kills, apiserver restarts (own control plane)"
 	@echo "make bench       microbenchmarks and the load benchmark (own control plane); see BENCHMARKS.md"
+
+.PHONY: monitoring
+# The Helm chart ships byte-identical copies of the PrometheusRule and the Grafana dashboard of the
+# kustomize components (tests/alerts.rs fails when they differ).
+monitoring:
+	cp deploy/kustomize/components/prometheus-rules/prometheusrule.yaml deploy/helm/hap-operator/files/prometheusrule.yaml
+	cp deploy/kustomize/components/grafana-dashboard/hap-operator.json deploy/helm/hap-operator/files/hap-operator.json
 
 .PHONY: tools
 tools:

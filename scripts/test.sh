@@ -30,6 +30,10 @@ cert_manager_s=$(( $(date +%s) - cert_manager_start ))
 # helm for tests/e2e_deploy.rs (renders deploy/helm); built from Go modules, cached.
 HAP_HELM=$(e2e/build-helm.sh)
 export HAP_HELM
+# promtool and the Prometheus server (Debian's package, unpacked, never installed as a service)
+# for tests/alerts.rs (promtool unit tests of every shipped alert) and tests/e2e_prometheus.rs.
+HAP_PROMETHEUS_DIR=$(e2e/build-prometheus.sh)
+export HAP_PROMETHEUS_DIR
 # The Containerfile and Dockerfile are linted (hadolint from PyPI).
 scripts/lint-dockerfile.sh
 cleanup() {
