@@ -14,6 +14,7 @@ pub mod labels;
 pub mod leadership;
 pub mod ledger;
 pub mod metrics;
+pub mod metrics_keb;
 pub mod pools;
 pub mod release;
 pub mod rules;

@@ -89,6 +89,8 @@ pub struct Metrics {
     pub pool_claim_rate: Family<PoolLabels, Gauge<f64, AtomicU64>>,
     pub pool_days_until_empty: Family<PoolLabels, Gauge<f64, AtomicU64>>,
     pub pool_min_free: Family<PoolLabels, Gauge>,
+    /// KEB's names of the pool gauges (`hap run --keb-metrics`), encoded after the `hap_*` ones.
+    pub keb: Option<crate::metrics_keb::KebMetrics>,
 }
 
 impl Default for Metrics {
@@ -98,6 +100,14 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The `hap_*` metrics, plus KEB's names when `keb` (crate::metrics_keb).
+    pub fn with_keb_names(keb: bool) -> Self {
+        Self {
+            keb: keb.then(crate::metrics_keb::KebMetrics::new),
+            ..Self::new()
+        }
+    }
+
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("hap");
         let m = Self {
@@ -123,6 +133,7 @@ impl Metrics {
             pool_claim_rate: Family::default(),
             pool_days_until_empty: Family::default(),
             pool_min_free: Family::default(),
+            keb: None,
             registry: Registry::default(),
         };
         registry.register(
@@ -220,8 +231,16 @@ impl Metrics {
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+        let encoded = encode_registry(&mut out, &self.registry)
+            .and_then(|()| {
+                self.keb
+                    .as_ref()
+                    .map_or(Ok(()), |k| k.encode_into(&mut out))
+            })
+            .and_then(|()| encode_eof(&mut out));
+        if encoded.is_err() {
             out.clear();
         }
         out

@@ -146,7 +146,7 @@ async fn metrics_are_served_only_to_tokens_allowed_to_read_them() {
             l.starts_with("hap_credentials_bindings_per_global_account") && l.contains(&ga)
         })
     };
-    eventually(
+    let (_, body) = eventually(
         Duration::from_secs(30),
         "the reader's scrape names the tenant",
         || async {
@@ -156,4 +156,6 @@ async fn metrics_are_served_only_to_tokens_allowed_to_read_them() {
         },
     )
     .await;
+    // KEB's names only with --keb-metrics (tests/e2e_prometheus.rs runs with it).
+    assert!(!body.contains("kcp_keb_v2"), "{body}");
 }

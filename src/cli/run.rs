@@ -32,7 +32,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         };
         let handle = controller::Handle {
             ready: Default::default(),
-            metrics: std::sync::Arc::new(crate::metrics::Metrics::new()),
+            metrics: std::sync::Arc::new(crate::metrics::Metrics::with_keb_names(args.keb_metrics)),
             webhook: Default::default(),
             metrics_addr: Default::default(),
         };

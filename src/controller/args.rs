@@ -141,6 +141,11 @@ pub struct RunArgs {
     /// decision timeout plus 5 s: an admission call still waiting must not lose its claim.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub source_grace: Duration,
+    /// Also export KEB's names of the pool gauges (`kcp_keb_v2_*_credentials_bindings`,
+    /// `kcp_keb_v2_instances_per_credentials_binding`), so that dashboards built for Kyma
+    /// Environment Broker keep working.
+    #[arg(long, env = "HAP_KEB_METRICS", default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub keb_metrics: bool,
 }
 
 /// What a webhook call needs beyond its decision timeout before kube-apiserver's timeoutSeconds:
@@ -184,6 +189,7 @@ impl RunArgs {
             webhook_decision_timeout: Duration::from_secs(8),
             webhook_timeout: None,
             source_grace: Duration::from_secs(60),
+            keb_metrics: false,
         }
     }
 

@@ -397,6 +397,9 @@ fn export_metrics(ctx: &Context, inv: &Inventory) {
                 .inc();
         }
     }
+    if let Some(keb) = &m.keb {
+        keb.export(inv);
+    }
 }
 
 /// Runs the internal-state refresh when its cycle has elapsed (seed 003): list bindings and
