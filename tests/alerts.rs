@@ -153,7 +153,11 @@ fn helm_renders_the_rule_and_dashboard_only_when_enabled() {
     };
     let plain = render(&[]);
     assert!(kind(&plain, "PrometheusRule").is_empty());
-    assert!(!kind(&plain, "ConfigMap").iter().any(|c| c["data"]["hap-operator.json"].is_string()));
+    assert!(
+        !kind(&plain, "ConfigMap")
+            .iter()
+            .any(|c| c["data"]["hap-operator.json"].is_string())
+    );
     let on = render(&[
         "--set",
         "prometheusRule.enabled=true",
@@ -169,13 +173,15 @@ fn helm_renders_the_rule_and_dashboard_only_when_enabled() {
         .filter(|c| c["data"]["hap-operator.json"].is_string())
         .collect();
     assert_eq!(dashboards.len(), 1, "one dashboard ConfigMap");
-    assert_eq!(dashboards[0]["metadata"]["labels"]["grafana_dashboard"], "1");
+    assert_eq!(
+        dashboards[0]["metadata"]["labels"]["grafana_dashboard"],
+        "1"
+    );
     let shipped: Value = serde_json::from_str(
         &std::fs::read_to_string(prometheus::root().join(prometheus::DASHBOARD)).unwrap(),
     )
     .unwrap();
     let rendered: Value =
-        serde_json::from_str(dashboards[0]["data"]["hap-operator.json"].as_str().unwrap())
-            .unwrap();
+        serde_json::from_str(dashboards[0]["data"]["hap-operator.json"].as_str().unwrap()).unwrap();
     assert_eq!(rendered, shipped);
 }
