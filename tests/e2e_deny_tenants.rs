@@ -184,3 +184,41 @@ async fn a_deny_entry_for_global_accounts_refuses_shoots_and_claims_of_those_ten
     assert_eq!(open["hyperscalerType"], json!("aws"), "{open}");
     op.stop().await;
 }
+
+/// The CRD rejects what it can see of a structured entry's global-account condition, naming the
+/// entry's field: a condition on an entry that names pools, and both lists at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_account_conditions_the_crd_can_see_are_rejected_at_apply_time() {
+    let hap = Hap::without_operator_with_separate_garden(&["aws"], json!({})).await;
+    let apply = |entries: &str| {
+        let manifest = format!(
+            "apiVersion: accountpool.io/v1alpha1\nkind: HapConfig\nmetadata: {{name: {}}}\nspec:\n  bindingNamespace: {}\n  rules: [aws]\n  structuredRules:\n{entries}",
+            hap.config, hap.bindings_ns
+        );
+        support::kubectl_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&manifest))
+    };
+    let (ok, _, err) = apply(
+        "    - {plan: gcp, globalAccounts: [ga-1], oneOf: [{}]}\n    - {plan: azure, globalAccounts: [ga-1], exceptGlobalAccounts: [ga-2], oneOf: []}\n    - {plan: trial, globalAccounts: [\"ga 1\"], oneOf: []}\n",
+    );
+    assert!(!ok, "accepted");
+    assert!(
+        err.contains("spec.structuredRules[0]")
+            && err
+                .contains("globalAccounts: only a deny entry (oneOf: []) may name global accounts"),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.structuredRules[1]")
+            && err.contains("globalAccounts and exceptGlobalAccounts are mutually exclusive"),
+        "{err}"
+    );
+    assert!(
+        err.contains("spec.structuredRules[2].globalAccounts[0]"),
+        "{err}"
+    );
+    // A structured deny entry for a tenant is accepted.
+    let (ok, _, err) = apply(
+        "    - {plan: gcp, exceptGlobalAccounts: [GA-1], oneOf: [], message: \"{plan} closed for {globalAccount}\"}\n",
+    );
+    assert!(ok, "{err}");
+}

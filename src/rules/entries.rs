@@ -466,4 +466,38 @@ mod tests {
             "{text}"
         );
     }
+
+    #[test]
+    fn structured_global_account_conditions_and_their_errors_name_the_field() {
+        let s = structured(serde_json::json!({
+            "plan": "trial", "exceptGlobalAccounts": ["GA-2", "ga-1"], "oneOf": [],
+            "message": "{plan} is closed for {globalAccount}",
+        }));
+        let r = structured_rule(&s, 0).unwrap();
+        assert_eq!(r.ga, TenantCond::NotIn(vec!["ga-1".into(), "ga-2".into()]));
+        assert_eq!(
+            canonical_text(&r, Syntax::Seed),
+            r#"trial(GA!=ga-1|ga-2) deny "{plan} is closed for {globalAccount}""#
+        );
+        let bad = structured(serde_json::json!({
+            "plan": "trial", "globalAccounts": ["ga-1", "ga 2"], "oneOf": [{}],
+        }));
+        let fields: Vec<_> = structured_rule(&bad, 3)
+            .unwrap_err()
+            .iter()
+            .filter_map(|d| d.field.clone())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "structuredRules[3].globalAccounts",
+                "structuredRules[3].globalAccounts[1]"
+            ]
+        );
+        let both = structured(serde_json::json!({
+            "plan": "trial", "globalAccounts": ["a"], "exceptGlobalAccounts": ["b"], "oneOf": [],
+        }));
+        let errs = structured_rule(&both, 0).unwrap_err();
+        assert!(errs[0].message.contains("mutually exclusive"), "{errs:?}");
+    }
 }
