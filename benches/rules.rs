@@ -88,6 +88,7 @@ fn requests_fifty() -> Vec<Request<'static>> {
                 platform_region: *pr,
                 cluster_region: Some("eu-de-1"),
                 provider: None,
+                global_account: None,
             })
         })
         .collect()
@@ -99,6 +100,7 @@ fn requests_keb() -> Vec<Request<'static>> {
         platform_region: pr,
         cluster_region: cr,
         provider,
+        global_account: None,
     };
     vec![
         r("aws", Some("cf-eu10"), Some("eu-central-1"), None),

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use hap_operator::api::policy::{EntryCheck, entry_checks};
 use hap_operator::api::{HapConfigSpec, RuleSyntax};
-use hap_operator::rules::{CompiledRules, Cond, EuAccess, PoolResult, Reason, Rule};
+use hap_operator::rules::{CompiledRules, Cond, EuAccess, PoolResult, Reason, Rule, TenantCond};
 use proptest::prelude::*;
 
 /// What a check found: the kind (EU or shared) and the column.
@@ -126,6 +126,7 @@ fn rule() -> impl Strategy<Value = Rule> {
             plan: plan.to_string(),
             pr,
             cr,
+            ga: TenantCond::Absent,
             pools,
             deny_message: None,
         })
@@ -195,6 +196,10 @@ fn known_entries() {
         ),
         ("aws->EU|-", RuleSyntax::Keb, vec![("eu", 8)]),
         (r#"aws deny "a | b""#, RuleSyntax::Seed, vec![]),
+        // `|` between global accounts is no fallback.
+        ("aws(GA=shared|euaccess) deny", RuleSyntax::Seed, vec![]),
+        ("aws(PR=*, GA!=a|b|s) deny", RuleSyntax::Seed, vec![]),
+        ("aws(GA=eu|s|sf) -> DENY", RuleSyntax::Keb, vec![]),
     ] {
         let mut want = want;
         want.sort();

@@ -555,3 +555,51 @@ fn validate_and_explain_show_the_tenant_policy() {
     assert_eq!(code(&allowed), 0, "{out}");
     assert!(out.contains("tenants: allowed by rule `keb`"), "{out}");
 }
+
+/// Deny entries by global account (issue 20): validate points at upstream's comma list and
+/// accepts the `|` list; explain shows which tenant an entry denies, with the message filled in.
+#[test]
+fn validate_and_explain_show_deny_entries_by_global_account() {
+    let o = hap(&[
+        "validate",
+        "--rule",
+        "trial",
+        "--rule",
+        "trial(GA=a,b) deny",
+    ]);
+    assert_eq!(code(&o), 1);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("rule 2: column 11: global accounts are separated by `|`"),
+        "{out}"
+    );
+    let spec = file(
+        "apiVersion: accountpool.io/v1alpha1\nkind: HapConfig\nmetadata: {name: default}\nspec:\n  bindingNamespace: garden-kyma\n  plans: {trial: {providerFromRequest: true}}\n  rules:\n    - trial(shared)\n    - 'trial(GA!=GA-Partner) deny \"{plan} is paused for {globalAccount}\"'\n",
+    );
+    assert_eq!(code(&hap(&["validate", "-f", path(&spec)])), 0);
+    let explain = |ga: &str| {
+        json_out(&hap(&[
+            "explain",
+            "-f",
+            path(&spec),
+            "--plan",
+            "trial",
+            "--provider",
+            "aws",
+            "--global-account",
+            ga,
+            "-o",
+            "json",
+        ]))
+    };
+    let denied = explain("ga-other");
+    assert_eq!(denied["error"]["reason"], json!("Denied"), "{denied}");
+    assert_eq!(
+        denied["error"]["message"],
+        json!(
+            "rule 2 `trial(GA!=GA-Partner) deny \"{plan} is paused for {globalAccount}\"` denies plan `trial` with no platform region and no cluster region for global account `ga-other`: trial is paused for ga-other"
+        )
+    );
+    let served = explain("ga-partner");
+    assert_eq!(served["shared"], json!(true), "{served}");
+}

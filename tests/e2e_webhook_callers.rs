@@ -4,7 +4,8 @@
 //! through `--admission-control-config-file`), their calls are served — a Runtime through
 //! kube-apiserver and a Shoot through gardener-apiserver get their bindings — while a hand-made
 //! AdmissionReview POSTed with only the serving CA, the attack of the issue, is refused at TLS
-//! and creates no AccountClaim.
+//! and creates no AccountClaim — from this process and from another pod's network (a network
+//! namespace with its own veth address).
 
 mod support;
 
@@ -306,4 +307,201 @@ async fn gardener_apiserver_is_served_and_a_forged_shoot_review_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_separate_gardens_gardener_apiserver_is_served_with_its_client_ca() {
     shoot_callers(true).await;
+}
+
+/// Another pod on the node network, as the kernel makes one: a network namespace joined to the
+/// host by a veth pair, with its own address. It reaches the webhook only over that network and
+/// holds no client certificate. Removed (with its veth pair) on drop.
+struct PodNetwork {
+    name: String,
+    host: std::net::Ipv4Addr,
+}
+
+impl PodNetwork {
+    fn ip(args: &[&str]) {
+        let out = std::process::Command::new("ip")
+            .args(args)
+            .output()
+            .expect("run ip");
+        assert!(
+            out.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn create() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .subsec_nanos();
+        let tag = format!("{:06x}", (std::process::id() ^ nanos) & 0xff_ffff);
+        // A /30 of 10.231.0.0/16 that no other test uses at the same time (random third octet).
+        let (third, fourth) = ((nanos >> 8) % 250, 4 * ((nanos >> 16) % 60));
+        let host = std::net::Ipv4Addr::new(10, 231, third as u8, fourth as u8 + 1);
+        let pod = std::net::Ipv4Addr::new(10, 231, third as u8, fourth as u8 + 2);
+        let net = Self {
+            name: format!("hap-pod-{tag}"),
+            host,
+        };
+        let (h, p) = (format!("hapvh{tag}"), format!("hapvp{tag}"));
+        Self::ip(&["netns", "add", &net.name]);
+        Self::ip(&["link", "add", &h, "type", "veth", "peer", "name", &p]);
+        Self::ip(&["link", "set", &p, "netns", &net.name]);
+        Self::ip(&["addr", "add", &format!("{host}/30"), "dev", &h]);
+        Self::ip(&["link", "set", &h, "up"]);
+        let inside = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", net.name.as_str(), "ip"];
+            all.extend_from_slice(args);
+            Self::ip(&all);
+        };
+        inside(&["addr", "add", &format!("{pod}/30"), "dev", &p]);
+        inside(&["link", "set", &p, "up"]);
+        inside(&["link", "set", "lo", "up"]);
+        net
+    }
+
+    /// POSTs `review` to `url` from inside the namespace, as a forging pod would: no client
+    /// certificate, and the server's certificate not checked (the forger needs no trust in it).
+    /// The answer's body, or curl's error.
+    async fn post(&self, url: String, review: &Value) -> Result<Value, String> {
+        let name = self.name.clone();
+        let body = serde_json::to_string(review).expect("review");
+        tokio::task::spawn_blocking(move || {
+            let out = std::process::Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &name,
+                    "curl",
+                    "-sS",
+                    "-k",
+                    "--max-time",
+                    "20",
+                ])
+                .args([
+                    "-H",
+                    "Content-Type: application/json",
+                    "--data-binary",
+                    &body,
+                    &url,
+                ])
+                .output()
+                .map_err(|e| format!("run curl: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "curl exit {:?}: {}",
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            serde_json::from_slice(&out.stdout)
+                .map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+        })
+        .await
+        .expect("curl task")
+    }
+}
+
+impl Drop for PodNetwork {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes the veth end inside it, and so the pair.
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+/// The forged review of issue 20, sent from another pod's network: with `--webhook-client-ca`
+/// the TLS handshake refuses it and no claim or binding label changes. The same request against
+/// the webhook without the client CA is answered and claims a binding: that is the attack, and it
+/// shows the pod really reaches the webhook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_review_from_another_pods_network_is_refused_at_tls() {
+    install_platform_crds().await;
+    let scope = unique("podnet");
+    // Bindings in the separate garden, as in a real landscape (and where the test
+    // environment's gardener-apiserver runs); claims here.
+    let mut hap = Hap::without_operator_with_separate_garden(
+        &["aws"],
+        json!({"requestSources": [{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}}]}),
+    )
+    .await;
+    for b in ["aws-1", "aws-2"] {
+        hap.binding(b, "aws", &[("hyperscalerType", "aws")]).await;
+    }
+    let pod = PodNetwork::create();
+    let certs = Certs::new();
+    let forged = |name: &str, ga: &str| {
+        let spec = RuntimeSpec {
+            name,
+            global_account: Some(ga),
+            plan: "aws",
+            platform_region: "cf-eu10",
+            region: "eu-central-1",
+            provider: "aws",
+            binding: "",
+            extra_labels: &[],
+        };
+        let ns = unique("no-such-ns");
+        let object = serde_json::to_value(runtime(&ns, &scope, &spec)).expect("runtime");
+        review(
+            json!({"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"}),
+            json!({"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"}),
+            &ns,
+            name,
+            object,
+        )
+    };
+    let start = |with_ca: bool| {
+        let mut args = certs.args(hap.run_args());
+        args.webhook_addr = Some(SocketAddr::new(pod.host.into(), 0));
+        if with_ca {
+            args.webhook_client_ca = Some(client_ca(&support::kubeconfig()));
+        }
+        args
+    };
+    let url = |op: &Operator| {
+        format!(
+            "https://{}/mutate/runtimes",
+            op.handle.webhook.get().expect("webhook address")
+        )
+    };
+
+    // Without the client CA (before item 2): the pod's forgery is served and claims a binding.
+    let open = Operator::start_with(&hap.client, start(false)).await;
+    let answer = pod.post(url(&open), &forged("rt-a", "ga-forged-a")).await;
+    assert_eq!(
+        answer.as_ref().ok().map(|a| &a["response"]["allowed"]),
+        Some(&json!(true)),
+        "the pod must reach the webhook for this test to mean anything: {answer:?}"
+    );
+    let claims_before = claim_names(&hap).await;
+    assert_eq!(claims_before.len(), 1, "{claims_before:?}");
+    open.stop().await;
+
+    // With it: refused at TLS, nothing created or claimed.
+    let mut labels_before = Vec::new();
+    for b in ["aws-1", "aws-2"] {
+        labels_before.push(hap.labels(b).await);
+    }
+    hap.operator = Some(Operator::start_with(&hap.client, start(true)).await);
+    let answer = pod
+        .post(
+            url(hap.operator.as_ref().expect("operator")),
+            &forged("rt-b", "ga-forged-b"),
+        )
+        .await;
+    let err = answer.expect_err("a pod without a client certificate was answered");
+    assert!(
+        err.contains("alert") || err.contains("certificate") || err.contains("SSL"),
+        "refused, but not at TLS: {err}"
+    );
+    // The handshake failed, so no request reached a handler: nothing is in flight to wait for.
+    assert_eq!(claim_names(&hap).await, claims_before);
+    let mut labels_after = Vec::new();
+    for b in ["aws-1", "aws-2"] {
+        labels_after.push(hap.labels(b).await);
+    }
+    assert_eq!(labels_after, labels_before);
 }

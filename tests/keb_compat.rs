@@ -30,6 +30,7 @@ fn eval(r: &CompiledRules, plan: &str, pr: Option<&str>, hr: Option<&str>) -> St
         platform_region: pr,
         cluster_region: hr,
         provider: Some("aws"),
+        global_account: None,
     };
     match r.evaluate(&req) {
         Ok(o) => format!(
@@ -246,6 +247,7 @@ fn suffixes_come_pr_then_hr_whatever_the_flag_order() {
         platform_region: None,
         cluster_region: Some("x"),
         provider: None,
+        global_account: None,
     };
     let e = r.evaluate(&req).unwrap_err();
     assert_eq!(e.reason(), "InvalidConfig");

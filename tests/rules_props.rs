@@ -1,11 +1,12 @@
 //! Property tests of the rules engine: canonical printing round-trips (Seed, KEB and the
 //! structured form, ordered pools and deny included), results do not depend on rule order,
 //! matching and NoMatchingRule never contradict, fallbacks never leave EU access, and parsing
-//! never panics.
+//! never panics — with deny entries that target or exclude global accounts (`GA=`, `GA!=`)
+//! among the entries and several tenants among the requests.
 
 use hap_operator::api::{HapConfigSpec, LegacyRules, RuleSyntax};
 use hap_operator::rules::{
-    CompiledRules, Cond, EuAccess, PoolResult, Rule, Syntax, parse_entry, to_structured,
+    CompiledRules, Cond, EuAccess, PoolResult, Rule, Syntax, TenantCond, parse_entry, to_structured,
 };
 use proptest::prelude::*;
 
@@ -47,7 +48,19 @@ fn message() -> impl Strategy<Value = Option<String>> {
     .prop_map(|m| m.map(str::to_string))
 }
 
-/// Any rule: up to three preferences, or a deny (no preferences) with or without a message.
+/// A global-account condition over a small alphabet (written in mixed case, as users may).
+fn tenant() -> impl Strategy<Value = TenantCond> {
+    let list = prop::collection::vec(prop::sample::select(vec!["g1", "G2", "g3"]), 1..3)
+        .prop_map(|l| TenantCond::normalize(&l));
+    prop_oneof![
+        2 => Just(TenantCond::Absent),
+        1 => list.clone().prop_map(TenantCond::In),
+        1 => list.prop_map(TenantCond::NotIn),
+    ]
+}
+
+/// Any rule: up to three preferences, or a deny (no preferences) with or without a message and
+/// with or without a global-account condition.
 fn rule() -> impl Strategy<Value = Rule> {
     (
         prop::sample::select(vec!["aws", "gcp", "trial", "sap-converged-cloud"]),
@@ -55,11 +68,17 @@ fn rule() -> impl Strategy<Value = Rule> {
         cond(),
         prop::collection::vec(pool(), 0..4),
         message(),
+        tenant(),
     )
-        .prop_map(|(plan, pr, cr, pools, message)| Rule {
+        .prop_map(|(plan, pr, cr, pools, message, ga)| Rule {
             plan: plan.to_string(),
             pr,
             cr,
+            ga: if pools.is_empty() {
+                ga
+            } else {
+                TenantCond::Absent
+            },
             deny_message: message.filter(|_| pools.is_empty()),
             pools,
         })
@@ -86,12 +105,18 @@ fn keb_set() -> impl Strategy<Value = Vec<String>> {
         small.clone(),
         small,
         prop::collection::vec(pool, 0..3),
+        tenant(),
     )
-        .prop_map(|(plan, pr, cr, pools)| {
+        .prop_map(|(plan, pr, cr, pools, ga)| {
             let rule = Rule {
                 plan: plan.into(),
                 pr,
                 cr,
+                ga: if pools.is_empty() {
+                    ga
+                } else {
+                    TenantCond::Absent
+                },
                 pools,
                 deny_message: None,
             };
@@ -110,6 +135,9 @@ fn keb_spec(rules: Vec<String>) -> HapConfigSpec {
 }
 
 const REGIONS: [Option<&str>; 4] = [None, Some("a"), Some("b"), Some("c")];
+/// The tenants of the requests: listed ones in another case than the entries, and one no entry
+/// names.
+const TENANTS: [Option<&str>; 5] = [None, Some("G1"), Some("g2"), Some("g3"), Some("g4")];
 
 /// The matched entry's text and its pools in order, or the error reason.
 type Comparable = Result<(String, Vec<(String, bool, bool)>), &'static str>;
@@ -117,13 +145,14 @@ type Comparable = Result<(String, Vec<(String, bool, bool)>), &'static str>;
 fn results(r: &CompiledRules) -> Vec<Comparable> {
     let mut out = Vec::new();
     for plan in ["aws", "gcp"] {
-        for pr in REGIONS {
-            for cr in REGIONS {
+        for (pr, cr, ga) in requests() {
+            {
                 let req = hap_operator::rules::Request {
                     plan,
                     platform_region: pr,
                     cluster_region: cr,
                     provider: None,
+                    global_account: ga,
                 };
                 out.push(
                     r.evaluate(&req)
@@ -147,6 +176,21 @@ fn results(r: &CompiledRules) -> Vec<Comparable> {
         }
     }
     out
+}
+
+/// Every combination of regions and tenant the properties evaluate.
+fn requests() -> impl Iterator<
+    Item = (
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+    ),
+> {
+    REGIONS.into_iter().flat_map(|pr| {
+        REGIONS
+            .into_iter()
+            .flat_map(move |cr| TENANTS.into_iter().map(move |ga| (pr, cr, ga)))
+    })
 }
 
 proptest! {
@@ -194,7 +238,7 @@ proptest! {
         for plan in ["aws", "gcp"] {
             for pr in REGIONS {
                 for cr in REGIONS {
-                    let req = hap_operator::rules::Request { plan, platform_region: pr, cluster_region: cr, provider: None };
+                    let req = hap_operator::rules::Request { plan, platform_region: pr, cluster_region: cr, provider: None, global_account: None };
                     let Ok(o) = r.evaluate(&req) else { continue };
                     let eu: Vec<bool> = o.preferences.iter().map(|p| p.pool.eu_access).collect();
                     prop_assert!(eu.windows(2).all(|w| w[0] <= w[1]), "{:?}", eu);
@@ -260,19 +304,24 @@ proptest! {
         let Ok((r, _)) = CompiledRules::from_spec(&keb_spec(set)) else { return Ok(()) };
         let rules: Vec<&Rule> = r.rules().collect();
         for plan in ["aws", "gcp"] {
-            for pr in REGIONS {
-                for cr in REGIONS {
-                    let req = hap_operator::rules::Request { plan, platform_region: pr, cluster_region: cr, provider: None };
-                    let matching: Vec<&&Rule> = rules.iter().filter(|x| x.plan == plan && x.matches(pr, cr)).collect();
-                    match r.evaluate(&req) {
-                        Err(e) if e.reason() == "NoMatchingRule" => prop_assert!(matching.is_empty()),
-                        // Validation rules out every tie statically.
-                        Err(e) => prop_assert_ne!(e.reason(), "AmbiguousMatch"),
-                        Ok(o) => {
-                            let winner = rules[o.index - 1];
-                            prop_assert!(winner.matches(pr, cr));
+            for (pr, cr, ga) in requests() {
+                let req = hap_operator::rules::Request { plan, platform_region: pr, cluster_region: cr, provider: None, global_account: ga };
+                let matching: Vec<&&Rule> = rules.iter().filter(|x| x.plan == plan && x.matches_request(pr, cr, ga)).collect();
+                match r.evaluate(&req) {
+                    Err(e) if e.reason() == "NoMatchingRule" => prop_assert!(matching.is_empty()),
+                    // Validation rules out every tie statically.
+                    Err(e) => {
+                        prop_assert_ne!(e.reason(), "AmbiguousMatch");
+                        if let hap_operator::rules::EvalError::Denied { index, .. } = e {
+                            let winner = rules[index - 1];
+                            prop_assert!(winner.matches_request(pr, cr, ga));
                             prop_assert!(matching.iter().all(|m| m.specificity() <= winner.specificity()));
                         }
+                    }
+                    Ok(o) => {
+                        let winner = rules[o.index - 1];
+                        prop_assert!(winner.matches_request(pr, cr, ga));
+                        prop_assert!(matching.iter().all(|m| m.specificity() <= winner.specificity()));
                     }
                 }
             }
@@ -286,7 +335,7 @@ proptest! {
     }
 
     #[test]
-    fn parsers_never_panic_on_grammar_soup(s in "[a-zA-Z*(),=>: ;\\-_.]{0,48}") {
+    fn parsers_never_panic_on_grammar_soup(s in "[a-zA-Z*(),=>: ;|!\\-_.]{0,48}") {
         let _ = parse_entry(Syntax::Seed, &s);
         let _ = parse_entry(Syntax::Keb, &s);
         let legacy = LegacyRules { platform_region_rule: Some(s.clone()), ..Default::default() };

@@ -56,6 +56,7 @@ fn pool(
         platform_region: pr,
         cluster_region: cr,
         provider,
+        global_account: None,
     };
     match rules.evaluate(&req) {
         Ok(o) => {
@@ -569,6 +570,7 @@ fn seed_002_ordered_preferences_and_deny() {
         platform_region: pr,
         cluster_region: None,
         provider: None,
+        global_account: None,
     };
     let o = r.evaluate(&req(Some("cf-sa30"))).expect("matches");
     let pools: Vec<String> = o

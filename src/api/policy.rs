@@ -27,6 +27,9 @@ pub const MAX_PREFERENCES: usize = 8;
 #[x_kube(validation = Rule::new("!has(self.message) || size(self.oneOf) == 0").message("message is what a deny entry tells the request: set it only with oneOf: []"))]
 #[x_kube(validation = eu_rule())]
 #[x_kube(validation = shared_rule())]
+#[x_kube(validation = Rule::new("!has(self.globalAccounts) || size(self.oneOf) == 0").message("globalAccounts: only a deny entry (oneOf: []) may name global accounts; an entry that names pools applies to every tenant"))]
+#[x_kube(validation = Rule::new("!has(self.exceptGlobalAccounts) || size(self.oneOf) == 0").message("exceptGlobalAccounts: only a deny entry (oneOf: []) may name global accounts; an entry that names pools applies to every tenant"))]
+#[x_kube(validation = Rule::new("!(has(self.globalAccounts) && has(self.exceptGlobalAccounts))").message("globalAccounts and exceptGlobalAccounts are mutually exclusive: an entry takes one of them"))]
 pub struct StructuredRule {
     /// The plan the entry matches, e.g. `aws`, `sap-converged-cloud`.
     #[schemars(length(min = 1, max = 63), regex(pattern = PLAN_PATTERN))]
@@ -44,10 +47,21 @@ pub struct StructuredRule {
     /// request the entry matches.
     #[schemars(length(max = 8))]
     pub one_of: Vec<PoolPreference>,
-    /// What a denied request is told (only with `oneOf: []`).
+    /// What a denied request is told (only with `oneOf: []`). `{plan}` and `{globalAccount}`
+    /// are replaced by the request's plan and global account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 200))]
     pub message: Option<String>,
+    /// Deny entries only: the entry matches requests of these global accounts only
+    /// (case-insensitive; KEB's blocklist `GA=`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 100), inner(length(max = 63), regex(pattern = LABEL_VALUE_PATTERN)))]
+    pub global_accounts: Option<Vec<String>>,
+    /// Deny entries only: the entry matches requests of every global account but these
+    /// (case-insensitive; KEB's blocklist `GA!=`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 100), inner(length(max = 63), regex(pattern = LABEL_VALUE_PATTERN)))]
+    pub except_global_accounts: Option<Vec<String>>,
 }
 
 /// One preference: the labels of the pool it names.

@@ -227,6 +227,7 @@ pub fn run(args: Args) -> ExitCode {
         platform_region: args.platform_region.as_deref(),
         cluster_region: args.cluster_region.as_deref(),
         provider: args.provider.as_deref(),
+        global_account: args.global_account.as_deref(),
     };
     match rules.evaluate(&req) {
         Ok(o) => {

@@ -170,6 +170,7 @@ mod tests {
             platform_region: None,
             cluster_region: None,
             provider: None,
+            global_account: None,
         };
         let outcome = rules.evaluate(&request).expect("outcome");
         let s = serving(&rules, &outcome, &input, "ga-1");

@@ -238,6 +238,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         platform_region: claim.spec.platform_region.as_deref(),
         cluster_region: claim.spec.cluster_region.as_deref(),
         provider: claim.spec.provider.as_deref(),
+        global_account: Some(&claim.spec.global_account),
     };
     let outcome = match active.rules.evaluate(&req) {
         Ok(o) => o,

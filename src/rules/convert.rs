@@ -117,6 +117,7 @@ mod tests {
                     platform_region: Some(pr),
                     cluster_region: None,
                     provider: Some("aws"),
+                    global_account: None,
                 };
                 // Indices and entry texts move with the form; pools and reasons must not.
                 let result = |r: &CompiledRules| {

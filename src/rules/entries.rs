@@ -7,7 +7,7 @@ use crate::api::{EuAccessMode, HapConfigSpec, PoolPreference, RuleSyntax, Struct
 
 use super::diag::{Diagnostic, Reason, Validation};
 use super::labelcheck::label_value_problem;
-use super::model::{Cond, EuAccess, PoolResult, Rule};
+use super::model::{Cond, EuAccess, PoolResult, Rule, TenantCond};
 use super::plans::PlanTable;
 use super::{Syntax, keb, legacy, seed};
 
@@ -245,6 +245,7 @@ pub(crate) fn structured_rule(s: &StructuredRule, item: usize) -> Result<Rule, V
         Some(Ok(m)) => Some(m),
         None => None,
     };
+    let ga = tenant_cond(s, item, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -252,9 +253,61 @@ pub(crate) fn structured_rule(s: &StructuredRule, item: usize) -> Result<Rule, V
         plan: s.plan.clone(),
         pr,
         cr,
+        ga,
         pools,
         deny_message: deny_message.filter(|_| s.one_of.is_empty()),
     })
+}
+
+/// `globalAccounts` / `exceptGlobalAccounts`: deny entries only, one of them, valid values.
+fn tenant_cond(s: &StructuredRule, item: usize, errors: &mut Vec<Diagnostic>) -> TenantCond {
+    let mut err = |f: &str, m: String| {
+        errors.push(Diagnostic::field(
+            format!("structuredRules[{item}].{f}"),
+            Reason::InvalidConfig,
+            m,
+        ));
+    };
+    let (field, list, exclude) = match (&s.global_accounts, &s.except_global_accounts) {
+        (None, None) => return TenantCond::Absent,
+        (Some(_), Some(_)) => {
+            err(
+                "exceptGlobalAccounts",
+                "globalAccounts and exceptGlobalAccounts are mutually exclusive: an entry takes one of them".into(),
+            );
+            return TenantCond::Absent;
+        }
+        (Some(l), None) => ("globalAccounts", l, false),
+        (None, Some(l)) => ("exceptGlobalAccounts", l, true),
+    };
+    if !s.one_of.is_empty() {
+        err(
+            field,
+            format!(
+                "{field}: only a deny entry (oneOf: []) may name global accounts; an entry that names pools applies to every tenant"
+            ),
+        );
+    }
+    if list.is_empty() {
+        err(
+            field,
+            format!("{field} is empty: name at least one global account, or remove it"),
+        );
+    }
+    for (k, v) in list.iter().enumerate() {
+        if let Some(problem) = label_value_problem(v) {
+            err(
+                &format!("{field}[{k}]"),
+                format!("`{v}` is not a global account a request can carry, {problem}"),
+            );
+        }
+    }
+    let list = TenantCond::normalize(list);
+    if exclude {
+        TenantCond::NotIn(list)
+    } else {
+        TenantCond::In(list)
+    }
 }
 
 fn preference(p: &PoolPreference) -> Result<PoolResult, String> {
@@ -304,6 +357,14 @@ pub fn to_structured(rule: &Rule) -> StructuredRule {
             })
             .collect(),
         message: rule.deny_message.clone(),
+        global_accounts: match &rule.ga {
+            TenantCond::In(l) => Some(l.clone()),
+            _ => None,
+        },
+        except_global_accounts: match &rule.ga {
+            TenantCond::NotIn(l) => Some(l.clone()),
+            _ => None,
+        },
     }
 }
 
@@ -404,5 +465,39 @@ mod tests {
             text.starts_with('{') && text.contains("FromRequest"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn structured_global_account_conditions_and_their_errors_name_the_field() {
+        let s = structured(serde_json::json!({
+            "plan": "trial", "exceptGlobalAccounts": ["GA-2", "ga-1"], "oneOf": [],
+            "message": "{plan} is closed for {globalAccount}",
+        }));
+        let r = structured_rule(&s, 0).unwrap();
+        assert_eq!(r.ga, TenantCond::NotIn(vec!["ga-1".into(), "ga-2".into()]));
+        assert_eq!(
+            canonical_text(&r, Syntax::Seed),
+            r#"trial(GA!=ga-1|ga-2) deny "{plan} is closed for {globalAccount}""#
+        );
+        let bad = structured(serde_json::json!({
+            "plan": "trial", "globalAccounts": ["ga-1", "ga 2"], "oneOf": [{}],
+        }));
+        let fields: Vec<_> = structured_rule(&bad, 3)
+            .unwrap_err()
+            .iter()
+            .filter_map(|d| d.field.clone())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "structuredRules[3].globalAccounts",
+                "structuredRules[3].globalAccounts[1]"
+            ]
+        );
+        let both = structured(serde_json::json!({
+            "plan": "trial", "globalAccounts": ["a"], "exceptGlobalAccounts": ["b"], "oneOf": [],
+        }));
+        let errs = structured_rule(&both, 0).unwrap_err();
+        assert!(errs[0].message.contains("mutually exclusive"), "{errs:?}");
     }
 }

@@ -17,6 +17,9 @@ pub struct Request<'a> {
     pub platform_region: Option<&'a str>,
     pub cluster_region: Option<&'a str>,
     pub provider: Option<&'a str>,
+    /// The tenant asking, which deny entries with `GA` conditions match on; `None` for a
+    /// request of no tenant (`hap explain` without `--global-account`).
+    pub global_account: Option<&'a str>,
 }
 
 /// The matched entry and the pools it points at. The top-level pool fields are those of the
@@ -145,7 +148,7 @@ pub fn evaluate(rules: &CompiledRules, req: &Request<'_>) -> Result<Outcome, Eva
     let mut best: Option<&Entry> = None;
     let mut tied: Vec<&Entry> = Vec::new();
     for e in candidates.iter().map(|&i| &rules.entries[i]) {
-        if !e.rule.matches(pr, cr) {
+        if !e.rule.matches_request(pr, cr, present(req.global_account)) {
             continue;
         }
         match best.map(|b| e.rule.specificity().cmp(&b.rule.specificity())) {
@@ -194,18 +197,45 @@ pub fn evaluate(rules: &CompiledRules, req: &Request<'_>) -> Result<Outcome, Eva
     outcome(rules, best, provider, pr, cr)
 }
 
-/// The denial of `req` by deny entry `e`.
+/// The denial of `req` by deny entry `e`; the entry's message with its placeholders filled in.
 fn denied(e: &Entry, req: &Request<'_>) -> EvalError {
-    let why = match &e.rule.deny_message {
-        Some(m) => m.clone(),
-        None => "the HapConfig allows no pool for these requests".to_string(),
+    let own = e.rule.deny_message.as_deref().map(|m| expand(m, req));
+    let why = own
+        .clone()
+        .unwrap_or_else(|| "the HapConfig allows no pool for these requests".to_string());
+    let tenant = match present(req.global_account) {
+        Some(ga) if !e.rule.ga.is_absent() => format!(" for global account `{ga}`"),
+        _ => String::new(),
     };
     EvalError::Denied {
         index: e.index,
         entry: e.text.clone(),
-        reason_text: e.rule.deny_message.clone(),
-        message: format!("{} denies {}: {why}", label(e), describe(req)),
+        reason_text: own,
+        message: format!("{} denies {}{tenant}: {why}", label(e), describe(req)),
     }
+}
+
+/// `{plan}` and `{globalAccount}` replaced as upstream KEB's blocklist does (an absent global
+/// account reads as empty). One pass over the message: a replacement is never expanded again.
+pub fn expand(message: &str, req: &Request<'_>) -> String {
+    let mut out = String::with_capacity(message.len() + 32);
+    let mut rest = message;
+    while let Some(at) = rest.find('{') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(after) = tail.strip_prefix("{plan}") {
+            out.push_str(req.plan);
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("{globalAccount}") {
+            out.push_str(present(req.global_account).unwrap_or_default());
+            rest = after;
+        } else {
+            out.push('{');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn outcome(
@@ -284,4 +314,162 @@ fn pool_of(
         eu_access,
         shared: p.shared,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{HapConfigSpec, RuleSyntax};
+
+    fn compile(syntax: RuleSyntax, rules: &[&str]) -> Result<CompiledRules, String> {
+        let spec = HapConfigSpec {
+            rule_syntax: Some(syntax),
+            rules: Some(rules.iter().map(|s| s.to_string()).collect()),
+            binding_namespace: "garden-kyma".into(),
+            ..Default::default()
+        };
+        CompiledRules::from_spec(&spec)
+            .map(|(r, _)| r)
+            .map_err(|v| v.summary())
+    }
+
+    fn ask(rules: &CompiledRules, plan: &str, ga: Option<&str>) -> Result<String, String> {
+        let req = Request {
+            plan,
+            provider: Some("aws"),
+            global_account: ga,
+            ..Default::default()
+        };
+        match rules.evaluate(&req) {
+            Ok(o) => Ok(o.hyperscaler_type),
+            Err(EvalError::Denied {
+                index, reason_text, ..
+            }) => Err(format!("{index}: {}", reason_text.unwrap_or_default())),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Upstream KEB's blocklist patterns, written as deny entries: the listed tenant is denied,
+    /// everyone but the exempt one is denied, and a listed tenant outranks the exemption rule
+    /// whatever the order; matching ignores case; the placeholders are filled in.
+    #[test]
+    fn deny_entries_target_and_exclude_global_accounts() {
+        for (syntax, rules) in [
+            (
+                RuleSyntax::Seed,
+                [
+                    r#"trial(GA!=ga-exempt|ga-ok) deny "{plan} is closed for {globalAccount}""#,
+                    "trial",
+                    r#"trial(GA=GA-VIP) deny "VIP {globalAccount} ({plan})""#,
+                ],
+            ),
+            (
+                RuleSyntax::Keb,
+                [
+                    r#"trial(GA!=ga-exempt|ga-ok) -> DENY "{plan} is closed for {globalAccount}""#,
+                    "trial",
+                    r#"trial(GA=GA-VIP) -> DENY "VIP {globalAccount} ({plan})""#,
+                ],
+            ),
+        ] {
+            let r = compile(syntax, &rules).expect("valid");
+            assert_eq!(ask(&r, "trial", Some("ga-exempt")), Ok("aws".into()));
+            assert_eq!(ask(&r, "trial", Some("GA-OK")), Ok("aws".into()));
+            assert_eq!(
+                ask(&r, "trial", Some("ga-other")),
+                Err("1: trial is closed for ga-other".into())
+            );
+            assert_eq!(
+                ask(&r, "trial", Some("ga-vip")),
+                Err("3: VIP ga-vip (trial)".into())
+            );
+            // No tenant: everyone-but matches (nobody is exempt), a listed set does not.
+            assert_eq!(
+                ask(&r, "trial", None),
+                Err("1: trial is closed for ".into())
+            );
+        }
+    }
+
+    #[test]
+    fn a_tenant_deny_outranks_region_entries_and_names_the_tenant() {
+        let r = compile(
+            RuleSyntax::Seed,
+            &["aws", "aws(PR=cf-eu10, CR=eu-1)", r#"aws(GA=ga-1) deny"#],
+        )
+        .expect("valid");
+        let req = Request {
+            plan: "aws",
+            platform_region: Some("cf-eu10"),
+            cluster_region: Some("eu-1"),
+            provider: None,
+            global_account: Some("GA-1"),
+        };
+        let e = r.evaluate(&req).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "rule 3 `aws(GA=ga-1) deny` denies plan `aws` with platform region `cf-eu10` and cluster region `eu-1` for global account `GA-1`: the HapConfig allows no pool for these requests"
+        );
+        let other = Request {
+            global_account: Some("ga-2"),
+            ..req
+        };
+        assert_eq!(
+            r.evaluate(&other).map(|o| o.hyperscaler_type),
+            Ok("aws_cf-eu10_eu-1".into())
+        );
+    }
+
+    #[test]
+    fn placeholders_expand_once_and_leave_other_braces() {
+        let req = Request {
+            plan: "trial",
+            global_account: Some("{plan}"),
+            ..Default::default()
+        };
+        assert_eq!(
+            expand("{plan}/{globalAccount}/{x}/{/{plan", &req),
+            "trial/{plan}/{x}/{/{plan"
+        );
+    }
+
+    #[test]
+    fn overlapping_tenant_denies_are_rejected_and_distinct_ones_are_not() {
+        let bad = |rules: &[&str], needle: &str| {
+            let e = compile(RuleSyntax::Seed, rules).expect_err("invalid");
+            assert!(e.contains(needle), "{rules:?}: {e}");
+        };
+        bad(
+            &["trial", "trial(GA=a|b) deny", "trial(GA=B|A) deny"],
+            "same plan and conditions",
+        );
+        bad(
+            &["trial", "trial(GA=a|b) deny", r#"trial(GA=b|c) deny "x""#],
+            "both deny global account `b`",
+        );
+        bad(
+            &["trial", "trial(GA!=a) deny", "trial(GA!=b) deny"],
+            "merge them into one entry",
+        );
+        // Different regions, same tenant: the entry covering both is suggested.
+        bad(
+            &["trial", "trial(PR=x, GA=a) deny", "trial(CR=y, GA=a) deny"],
+            "add `trial(PR=x, CR=y, GA=a)`",
+        );
+        assert!(
+            compile(
+                RuleSyntax::Seed,
+                &[
+                    "trial",
+                    "trial(GA=a) deny",
+                    "trial(GA=b) deny",
+                    "trial(GA!=c) deny",
+                    "trial(PR=x, CR=y, GA=a) deny",
+                    "trial(PR=x, GA=a) deny",
+                    "trial(CR=y, GA=a) deny",
+                ]
+            )
+            .is_ok()
+        );
+    }
 }

@@ -6,7 +6,10 @@
 
 use super::lexer::{Kind, Token};
 use super::model::{Cond, EuAccess, PoolResult, Rule};
-use super::parse::{Cursor, Issue, ParseResult, Parsed, did_you_mean, message, reject_foreign};
+use super::parse::{
+    Cursor, Issue, ParseResult, Parsed, did_you_mean, message, only_deny_names_tenants,
+    reject_foreign, tenant_cond,
+};
 
 /// Parses one KEB entry.
 pub fn parse(input: &str) -> ParseResult {
@@ -52,6 +55,7 @@ pub fn parse(input: &str) -> ParseResult {
             ));
         }
     }
+    only_deny_names_tenants(&c, &rule)?;
     Ok(Parsed {
         rule,
         plan_col,
@@ -179,6 +183,16 @@ fn input(c: &mut Cursor<'_>, rule: &mut Rule, warnings: &mut Vec<Issue>) -> Resu
         return Err(Issue::new(col, "input attribute is empty"));
     }
     let key = words(c, "an attribute name", warnings);
+    if key == "GA" {
+        if !rule.ga.is_absent() {
+            return Err(Issue::new(
+                col,
+                "GlobalAccount (GA) already set (an entry takes one of `GA=` and `GA!=`)",
+            ));
+        }
+        rule.ga = tenant_cond(c, &["PR", "HR", "GA"])?;
+        return Ok(());
+    }
     if !c.eat(Kind::Eq) {
         let what = if key.is_empty() {
             c.peek().map(|t| t.describe()).unwrap_or_default()
@@ -230,9 +244,9 @@ fn unknown_input(key: &str) -> String {
     let hint = match key {
         "CR" => " (the KEB syntax calls the cluster region `HR`)".to_string(),
         "EU" | "S" => format!(" (`{key}` is an output: write it after `->`)"),
-        _ => did_you_mean(key, ["PR", "HR"]),
+        _ => did_you_mean(key, ["PR", "HR", "GA"]),
     };
-    format!("unknown attribute `{key}`{hint}; inputs are PR and HR")
+    format!("unknown attribute `{key}`{hint}; inputs are PR, HR and GA (deny entries)")
 }
 
 /// One preference's outputs up to the next `|` (consumed by the caller) or the end; `-` alone
@@ -396,5 +410,34 @@ mod tests {
         assert!(e("aws -> EU | DENY").message.contains("stands alone"));
         assert!(e("aws -> - S").message.contains("stands alone"));
         assert!(e(r#"aws -> DENY "x"#).message.contains("closing"));
+    }
+
+    #[test]
+    fn global_account_conditions_on_deny_entries() {
+        use super::super::model::TenantCond;
+        let r = parse(r#"trial(PR=cf-eu10,GA!=GA-1|ga-2)->DENY"closed for {globalAccount}""#)
+            .unwrap()
+            .rule;
+        assert_eq!(r.ga, TenantCond::NotIn(vec!["ga-1".into(), "ga-2".into()]));
+        assert_eq!(
+            r.to_keb().as_deref(),
+            Some(r#"trial(PR=cf-eu10,GA!=ga-1|ga-2) -> DENY "closed for {globalAccount}""#)
+        );
+        let e = parse("trial(GA=a,b) -> DENY").unwrap_err();
+        assert_eq!(e.col, 11);
+        assert!(e.message.contains("separated by `|`"), "{}", e.message);
+        assert!(parse("trial(GA=a,HR=x) -> DENY").is_ok());
+        assert!(
+            parse("trial(GA=a) -> S")
+                .unwrap_err()
+                .message
+                .contains("only a deny entry")
+        );
+        assert!(
+            parse("trial(GA=a,GA!=b) -> DENY")
+                .unwrap_err()
+                .message
+                .contains("already set")
+        );
     }
 }

@@ -11,6 +11,8 @@ pub enum Kind<'a> {
     RParen,
     Comma,
     Eq,
+    /// `!=`, which only a global-account condition takes (`GA!=a|b`).
+    NotEq,
     Star,
     Arrow,
     /// `|` between the ordered pool preferences of one entry.
@@ -42,6 +44,7 @@ impl Token<'_> {
             Kind::RParen => "`)`".into(),
             Kind::Comma => "`,`".into(),
             Kind::Eq => "`=`".into(),
+            Kind::NotEq => "`!=`".into(),
             Kind::Star => "`*`".into(),
             Kind::Arrow => "`->`".into(),
             Kind::Bar => "`|`".into(),
@@ -71,6 +74,10 @@ pub fn lex(input: &str) -> Vec<Token<'_>> {
             '-' if next == Some('>') => {
                 chars.next();
                 Kind::Arrow
+            }
+            '!' if next == Some('=') => {
+                chars.next();
+                Kind::NotEq
             }
             '(' => Kind::LParen,
             ')' => Kind::RParen,
@@ -176,6 +183,21 @@ mod tests {
         );
         // Columns after a message count its characters.
         assert_eq!(lex(r#""é" |"#)[1].col, 5);
+    }
+
+    #[test]
+    fn not_equal_is_one_token_and_a_lone_bang_is_foreign() {
+        assert_eq!(
+            kinds("GA!=a|b"),
+            vec![
+                Kind::Word("GA"),
+                Kind::NotEq,
+                Kind::Word("a"),
+                Kind::Bar,
+                Kind::Word("b")
+            ]
+        );
+        assert_eq!(kinds("a!b")[1], Kind::Other('!'));
     }
 
     #[test]

@@ -304,6 +304,7 @@ fn same_results(a: &HapConfigSpec, b: &HapConfigSpec) -> bool {
                     platform_region: pr.as_deref(),
                     cluster_region: *cr,
                     provider: Some("aws"),
+                    global_account: None,
                 };
                 match (ra.evaluate(&req), rb.evaluate(&req)) {
                     (Ok(x), Ok(y)) => x.preferences == y.preferences,

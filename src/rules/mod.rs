@@ -31,7 +31,7 @@ pub(crate) use entries::Entry;
 pub use entries::to_structured;
 pub use eval::{EvalError, Outcome, Preference, Request};
 pub use labelcheck::{label_key_problem, label_value_problem};
-pub use model::{Cond, EuAccess, PoolResult, Rule, Specificity};
+pub use model::{Cond, EuAccess, PoolResult, Rule, Specificity, TenantCond};
 pub use pins::{PinRule, Pins};
 pub use plans::{PlanTable, Provider};
 pub use pools::{EntryInfo, PreferenceInfo};

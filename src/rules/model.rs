@@ -42,6 +42,66 @@ impl Cond {
     }
 }
 
+/// A condition on the request's global account: deny entries only (docs/rules.md §2.4). Values
+/// are kept lowercase, sorted and without repeats, so that matching is case-insensitive (as
+/// upstream KEB's operation blocklist) and `GA=a|b` equals `GA=B|a`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum TenantCond {
+    /// No condition: every global account, and requests without one.
+    #[default]
+    Absent,
+    /// `GA=a|b`: the request's global account is one of these.
+    In(Vec<String>),
+    /// `GA!=a|b`: the request's global account is none of these (a request without one too).
+    NotIn(Vec<String>),
+}
+
+impl TenantCond {
+    /// The canonical list: lowercase, sorted, each value once.
+    pub fn normalize<S: AsRef<str>>(values: &[S]) -> Vec<String> {
+        let mut out: Vec<String> = values
+            .iter()
+            .map(|v| v.as_ref().to_ascii_lowercase())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    pub fn matches(&self, global_account: Option<&str>) -> bool {
+        let listed = |list: &[String]| {
+            global_account.is_some_and(|g| list.iter().any(|v| v.eq_ignore_ascii_case(g)))
+        };
+        match self {
+            TenantCond::Absent => true,
+            TenantCond::In(list) => listed(list),
+            TenantCond::NotIn(list) => !listed(list),
+        }
+    }
+
+    pub fn is_absent(&self) -> bool {
+        matches!(self, TenantCond::Absent)
+    }
+
+    /// How much the condition narrows: a listed set (2) before everyone-but (1) before none (0).
+    pub fn rank(&self) -> u8 {
+        match self {
+            TenantCond::Absent => 0,
+            TenantCond::NotIn(_) => 1,
+            TenantCond::In(_) => 2,
+        }
+    }
+
+    /// `GA=a|b` / `GA!=a|b`, as both entry syntaxes write it; `None` without a condition.
+    pub fn text(&self) -> Option<String> {
+        match self {
+            TenantCond::Absent => None,
+            TenantCond::In(l) => Some(format!("GA={}", l.join("|"))),
+            TenantCond::NotIn(l) => Some(format!("GA!={}", l.join("|"))),
+        }
+    }
+}
+
 /// What an entry requires of the pool's euAccess label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub enum EuAccess {
@@ -98,16 +158,20 @@ pub struct Rule {
     pub plan: String,
     pub pr: Cond,
     pub cr: Cond,
+    /// The global accounts the entry applies to (deny entries only).
+    pub ga: TenantCond,
     /// The ordered preferences (`oneOf`), primary first. Empty: the entry denies what it matches.
     pub pools: Vec<PoolResult>,
     /// What a denied request is told (deny entries only).
     pub deny_message: Option<String>,
 }
 
-/// Specificity: exact conditions first, then wildcards (DESIGN §2.4); derived ordering compares
-/// the fields in that order.
+/// Specificity: the global-account condition first (`GA=` before `GA!=` before none), then
+/// exact region conditions, then wildcards (DESIGN §2.4, docs/rules.md §3); derived ordering
+/// compares the fields in that order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Specificity {
+    pub tenant: u8,
     pub exact: u8,
     pub wildcard: u8,
 }
@@ -124,6 +188,7 @@ impl Rule {
             plan: plan.into(),
             pr: Cond::Absent,
             cr: Cond::Absent,
+            ga: TenantCond::Absent,
             pools: vec![pool],
             deny_message: None,
         }
@@ -135,6 +200,7 @@ impl Rule {
             plan: plan.into(),
             pr: Cond::Absent,
             cr: Cond::Absent,
+            ga: TenantCond::Absent,
             pools: Vec::new(),
             deny_message: message,
         }
@@ -152,6 +218,7 @@ impl Rule {
     pub fn specificity(&self) -> Specificity {
         let count = |f: fn(&Cond) -> bool| u8::from(f(&self.pr)) + u8::from(f(&self.cr));
         Specificity {
+            tenant: self.ga.rank(),
             exact: count(|c| matches!(c, Cond::Exact(_))),
             wildcard: count(|c| matches!(c, Cond::Any)),
         }
@@ -159,6 +226,16 @@ impl Rule {
 
     pub fn matches(&self, platform_region: Option<&str>, cluster_region: Option<&str>) -> bool {
         self.pr.matches(platform_region) && self.cr.matches(cluster_region)
+    }
+
+    /// Whether the entry matches a request with these regions and this global account.
+    pub fn matches_request(
+        &self,
+        platform_region: Option<&str>,
+        cluster_region: Option<&str>,
+        global_account: Option<&str>,
+    ) -> bool {
+        self.matches(platform_region, cluster_region) && self.ga.matches(global_account)
     }
 
     pub fn has_wildcard(&self) -> bool {
@@ -190,6 +267,7 @@ impl Rule {
         if let Some(v) = self.cr.text() {
             attrs.push(format!("CR={v}"));
         }
+        attrs.extend(self.ga.text());
         let Some((primary, fallbacks)) = self.pools.split_first() else {
             let mut out = with_args(&self.plan, &attrs, ", ");
             out.push_str(" deny");
@@ -230,6 +308,7 @@ impl Rule {
         if let Some(v) = self.cr.text() {
             inputs.push(format!("HR={v}"));
         }
+        inputs.extend(self.ga.text());
         let mut out = with_args(&self.plan, &inputs, ",");
         if self.is_deny() {
             out.push_str(" -> DENY");
@@ -265,6 +344,7 @@ impl Rule {
         if let Some(v) = self.cr.text() {
             parts.push(format!("{cr_key}={v}"));
         }
+        parts.extend(self.ga.text());
         with_args(&self.plan, &parts, sep)
     }
 }

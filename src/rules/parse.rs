@@ -1,7 +1,7 @@
 //! What the entry parsers share: the parse result, the positioned issue, and a token cursor.
 
 use super::lexer::{Kind, Token, end_col, lex};
-use super::model::Rule;
+use super::model::{Rule, TenantCond};
 
 /// A parse error or warning at a 1-based character column of the entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,6 +87,93 @@ impl<'a> Cursor<'a> {
     pub fn end(&self) -> usize {
         self.end
     }
+}
+
+/// After the key `GA`: `=` or `!=`, then global accounts separated by `|`. The comma cannot
+/// separate them as in upstream KEB's blocklist (`GA=a,b`): it separates attributes here, and a
+/// global account may look like one (`shared`). `keys` are the entry's attribute names, to tell a
+/// comma that was meant inside the list from one that starts the next attribute.
+pub fn tenant_cond(c: &mut Cursor<'_>, keys: &[&str]) -> Result<TenantCond, Issue> {
+    let exclude = match c.peek_kind() {
+        Some(Kind::Eq) => false,
+        Some(Kind::NotEq) => true,
+        _ => {
+            return Err(Issue::new(
+                c.col(),
+                "`GA` needs global accounts: `GA=<id>|<id>` (deny these) or `GA!=<id>|<id>` (deny all but these)",
+            ));
+        }
+    };
+    c.bump();
+    let mut values = Vec::new();
+    loop {
+        let col = c.col();
+        let Some(Kind::Word(v)) = c.peek_kind() else {
+            let what = if values.is_empty() {
+                "GA is empty"
+            } else {
+                "empty global account after `|`"
+            };
+            return Err(Issue::new(
+                col,
+                format!("{what}: write `GA=<id>` or `GA=<id>|<id>`"),
+            ));
+        };
+        c.bump();
+        if let Some(problem) = super::labelcheck::label_value_problem(v) {
+            return Err(Issue::new(
+                col,
+                format!("`{v}` is not a global account a request can carry, {problem}"),
+            ));
+        }
+        values.push(v);
+        if !c.eat(Kind::Bar) {
+            break;
+        }
+    }
+    comma_inside_list(c, keys)?;
+    let list = TenantCond::normalize(&values);
+    Ok(if exclude {
+        TenantCond::NotIn(list)
+    } else {
+        TenantCond::In(list)
+    })
+}
+
+/// `GA=a,b`: the comma is followed by a word that is no attribute and has no `=`.
+fn comma_inside_list(c: &Cursor<'_>, keys: &[&str]) -> Result<(), Issue> {
+    let rest = &c.tokens()[c.pos..];
+    if let [comma, word, next @ ..] = rest
+        && comma.kind == Kind::Comma
+        && let Kind::Word(w) = word.kind
+        && !keys.contains(&w)
+        && !matches!(next.first().map(|t| t.kind), Some(Kind::Eq | Kind::NotEq))
+    {
+        return Err(Issue::new(
+            comma.col,
+            format!(
+                "global accounts are separated by `|`, not `,` (the comma separates attributes): write `GA=…|{w}`"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A `GA` condition on an entry that names pools: choosing a pool by tenant is not what entries
+/// do (pins and `spec.tenants` do), so only a deny may target global accounts.
+pub fn only_deny_names_tenants(c: &Cursor<'_>, rule: &Rule) -> Result<(), Issue> {
+    if rule.ga.is_absent() || rule.is_deny() {
+        return Ok(());
+    }
+    let col = c
+        .tokens()
+        .iter()
+        .find(|t| t.kind == Kind::Word("GA"))
+        .map_or(1, |t| t.col);
+    Err(Issue::new(
+        col,
+        "only a deny entry may name global accounts (`GA=`, `GA!=`): an entry that names pools applies to every tenant (pin a tenant with `spec.pins` instead)",
+    ))
 }
 
 /// Rejects the first character that can never appear in an entry.

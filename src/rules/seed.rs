@@ -4,9 +4,12 @@
 
 use super::lexer::Kind;
 use super::model::{Cond, EuAccess, PoolResult, Rule};
-use super::parse::{Cursor, Issue, ParseResult, Parsed, did_you_mean, message, reject_foreign};
+use super::parse::{
+    Cursor, Issue, ParseResult, Parsed, did_you_mean, message, only_deny_names_tenants,
+    reject_foreign, tenant_cond,
+};
 
-const ATTRS: [&str; 5] = ["PR", "CR", "HR", "shared", "euAccess"];
+const ATTRS: [&str; 6] = ["PR", "CR", "HR", "GA", "shared", "euAccess"];
 
 /// Parses one Seed entry.
 pub fn parse(input: &str) -> ParseResult {
@@ -79,6 +82,7 @@ pub fn parse(input: &str) -> ParseResult {
             return Err(Issue::new(t.col, message));
         }
     }
+    only_deny_names_tenants(&c, &rule)?;
     Ok(Parsed {
         rule,
         plan_col: head.col,
@@ -93,7 +97,7 @@ fn deny(c: &mut Cursor<'_>, rule: &mut Rule, outputs: &[(&str, usize)]) -> Resul
         return Err(Issue::new(
             *col,
             format!(
-                "a deny entry has no pool: remove `{name}` (only PR and CR conditions go with `deny`)"
+                "a deny entry has no pool: remove `{name}` (only PR, CR and GA conditions go with `deny`)"
             ),
         ));
     }
@@ -199,7 +203,14 @@ fn repeated(key: &str, col: usize, seen: &[&str]) -> Result<(), Issue> {
         };
         return Err(Issue::new(
             col,
-            format!("`{canonical}` is already set in this entry{alias}"),
+            format!(
+                "`{canonical}` is already set in this entry{alias}{}",
+                if canonical == "GA" {
+                    " (an entry takes one of `GA=` and `GA!=`)"
+                } else {
+                    ""
+                }
+            ),
         ));
     }
     Ok(())
@@ -227,6 +238,7 @@ fn attribute<'a>(
             }
         }
         "shared" | "euAccess" => output(c, pool, key)?,
+        "GA" => rule.ga = tenant_cond(c, &ATTRS)?,
         _ => return Err(Issue::new(col, unknown(key))),
     }
     seen.push(canonical);
@@ -333,6 +345,12 @@ fn fallback(c: &mut Cursor<'_>, rule: &Rule, bar: usize) -> Result<PoolResult, I
                 }
             }
             "shared" | "euAccess" => output(c, &mut pool, key)?,
+            "GA" => {
+                return Err(Issue::new(
+                    t.col,
+                    "`GA` is a condition of deny entries, and a deny entry has no fallbacks",
+                ));
+            }
             _ => return Err(Issue::new(t.col, unknown(key))),
         }
         seen.push(if key == "HR" { "CR" } else { key });
@@ -349,11 +367,19 @@ fn unknown(key: &str) -> String {
         "deny" => " (`deny` follows the attribute list: `PLAN(PR=...) deny`)".to_string(),
         _ => did_you_mean(key, ATTRS),
     };
-    format!("unknown attribute `{key}`{hint}; attributes are PR, CR (or HR), shared and euAccess")
+    format!(
+        "unknown attribute `{key}`{hint}; attributes are PR, CR (or HR), GA (deny entries), shared and euAccess"
+    )
 }
 
 /// `=<value>` or `=*` after a region key.
 fn region(c: &mut Cursor<'_>, key: &str) -> Result<Cond, Issue> {
+    if c.peek_kind() == Some(Kind::NotEq) {
+        return Err(Issue::new(
+            c.col(),
+            format!("`{key}` takes `=` only; `!=` is for global accounts (`GA!=<id>`)"),
+        ));
+    }
     if !c.eat(Kind::Eq) {
         return Err(Issue::new(
             c.col(),
@@ -522,5 +548,43 @@ mod tests {
                 .message
                 .contains("follows the attribute list")
         );
+    }
+
+    #[test]
+    fn global_account_conditions_on_deny_entries() {
+        use super::super::model::TenantCond;
+        let r = parse(r#"trial(PR=*, GA=Ga-2|ga-1|GA-1) deny "no {plan} for {globalAccount}""#)
+            .unwrap()
+            .rule;
+        assert_eq!(r.ga, TenantCond::In(vec!["ga-1".into(), "ga-2".into()]));
+        assert_eq!(
+            r.to_seed().as_deref(),
+            Some(r#"trial(PR=*, GA=ga-1|ga-2) deny "no {plan} for {globalAccount}""#)
+        );
+        let r = parse("trial(GA!=ga-x) deny").unwrap().rule;
+        assert_eq!(r.ga, TenantCond::NotIn(vec!["ga-x".into()]));
+        // Upstream's comma list: the comma separates attributes here, so it is pointed at.
+        let e = err("trial(GA=a,b) deny");
+        assert_eq!(e.col, 11);
+        assert!(e.message.contains("separated by `|`"), "{}", e.message);
+        // A real attribute after the comma is fine.
+        assert!(parse("trial(GA=a, PR=x) deny").is_ok());
+        let e = err("trial(GA=a)");
+        assert_eq!(e.col, 7);
+        assert!(e.message.contains("only a deny entry"), "{}", e.message);
+        assert!(
+            err("trial(GA=a, GA!=b) deny")
+                .message
+                .contains("one of `GA=` and `GA!=`")
+        );
+        assert!(err("trial(GA=) deny").message.contains("GA is empty"));
+        assert!(err("trial(GA=a|) deny").message.contains("after `|`"));
+        assert!(
+            err("trial(GA) deny")
+                .message
+                .contains("needs global accounts")
+        );
+        assert!(err("trial(PR!=a) deny").message.contains("`!=`"));
+        assert!(err("trial | (GA)").message.contains("no fallbacks"));
     }
 }

@@ -6,15 +6,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::Entry;
 use super::diag::{Diagnostic, Reason};
 use super::labelcheck::label_value_problem;
-use super::model::{Cond, PoolResult, Rule};
+use super::model::{Cond, PoolResult, Rule, TenantCond};
 use super::plans::{PlanTable, Provider};
 
 /// Same plan and conditions, whatever the outputs: each later copy is an error.
 pub fn duplicates(entries: &[Entry]) -> Vec<Diagnostic> {
-    let mut first: HashMap<(&str, &Cond, &Cond), &Entry> = HashMap::new();
+    let mut first: HashMap<(&str, &Cond, &Cond, &TenantCond), &Entry> = HashMap::new();
     let mut out = Vec::new();
     for e in entries {
-        let key = (e.rule.plan.as_str(), &e.rule.pr, &e.rule.cr);
+        let key = (e.rule.plan.as_str(), &e.rule.pr, &e.rule.cr, &e.rule.ga);
         match first.get(&key) {
             Some(orig) => out.push(e.diag(
                 Reason::DuplicateRule,
@@ -46,17 +46,22 @@ pub fn ambiguities(entries: &[Entry], keb: bool) -> Vec<Diagnostic> {
     // Later copies of a duplicate are reported as DuplicateRule, not again as ambiguous.
     for e in entries
         .iter()
-        .filter(|e| seen.insert((&e.rule.plan, &e.rule.pr, &e.rule.cr)))
+        .filter(|e| seen.insert((&e.rule.plan, &e.rule.pr, &e.rule.cr, &e.rule.ga)))
     {
         by_plan.entry(e.rule.plan.as_str()).or_default().push(e);
     }
     let mut out = Vec::new();
     for group in by_plan.values() {
-        let present: HashSet<(&Cond, &Cond)> =
-            group.iter().map(|e| (&e.rule.pr, &e.rule.cr)).collect();
+        let present: Present = group
+            .iter()
+            .map(|e| (&e.rule.pr, &e.rule.cr, &e.rule.ga))
+            .collect();
+        let mut tenants: Vec<&TenantCond> = group.iter().map(|e| &e.rule.ga).collect();
+        tenants.sort();
+        tenants.dedup();
         for (i, a) in group.iter().enumerate() {
             for b in &group[i + 1..] {
-                if let Some(d) = ambiguous_pair(a, b, &present, keb) {
+                if let Some(d) = ambiguous_pair(a, b, (&present, &tenants), keb) {
                     out.push(d);
                 }
             }
@@ -66,24 +71,48 @@ pub fn ambiguities(entries: &[Entry], keb: bool) -> Vec<Diagnostic> {
     out
 }
 
+/// The conditions of every entry of one plan.
+type Present<'a> = HashSet<(&'a Cond, &'a Cond, &'a TenantCond)>;
+
 fn ambiguous_pair(
     a: &Entry,
     b: &Entry,
-    present: &HashSet<(&Cond, &Cond)>,
+    (present, tenants): (&Present<'_>, &[&TenantCond]),
     keb: bool,
 ) -> Option<Diagnostic> {
     let spec = a.rule.specificity();
-    if spec != b.rule.specificity() || (a.rule.pr == b.rule.pr && a.rule.cr == b.rule.cr) {
+    let same_regions = a.rule.pr == b.rule.pr && a.rule.cr == b.rule.cr;
+    if spec != b.rule.specificity() || (same_regions && a.rule.ga == b.rule.ga) {
         return None;
     }
     let pr = intersect(&a.rule.pr, &b.rule.pr)?;
     let cr = intersect(&a.rule.cr, &b.rule.cr)?;
+    let ga = intersect_tenants(&a.rule.ga, &b.rule.ga)?;
+    if same_regions {
+        // Only the global-account lists differ, and no entry can be more specific for every
+        // request both match: the lists themselves must change.
+        return Some(b.diag(
+            Reason::AmbiguousRules,
+            None,
+            format!(
+                "rules {} `{}` and {} `{}` are ambiguous: {}",
+                a.index,
+                a.text,
+                b.index,
+                b.text,
+                tenant_overlap(&ga)
+            ),
+        ));
+    }
     let resolved = wider(&pr).iter().any(|p| {
         wider(&cr).iter().any(|c| {
-            let mut r = Rule::plain("");
-            r.pr = p.clone();
-            r.cr = c.clone();
-            r.specificity() > spec && present.contains(&(p, c))
+            tenants.iter().any(|g| {
+                let mut r = Rule::plain("");
+                r.pr = p.clone();
+                r.cr = c.clone();
+                r.ga = (*g).clone();
+                covers(g, &ga) && r.specificity() > spec && present.contains(&(p, c, *g))
+            })
         })
     });
     if resolved {
@@ -92,6 +121,7 @@ fn ambiguous_pair(
     let mut missing = Rule::plain(a.rule.plan.clone());
     missing.pr = pr;
     missing.cr = cr;
+    missing.ga = ga;
     let (pr_name, cr_name) = if keb { ("PR", "HR") } else { ("PR", "CR") };
     Some(b.diag(
         Reason::AmbiguousRules,
@@ -122,6 +152,46 @@ fn describe(name: &str, c: &Cond) -> String {
     match c {
         Cond::Exact(v) => format!("{name}={v}"),
         _ => format!("any {name}"),
+    }
+}
+
+/// Global accounts both conditions of equal rank accept, as a condition; `None` when none.
+fn intersect_tenants(a: &TenantCond, b: &TenantCond) -> Option<TenantCond> {
+    match (a, b) {
+        (TenantCond::In(x), TenantCond::In(y)) => {
+            let both: Vec<String> = x.iter().filter(|v| y.contains(v)).cloned().collect();
+            (!both.is_empty()).then_some(TenantCond::In(both))
+        }
+        (TenantCond::NotIn(x), TenantCond::NotIn(y)) => Some(TenantCond::NotIn(
+            TenantCond::normalize(&[x.as_slice(), y.as_slice()].concat()),
+        )),
+        (TenantCond::Absent, TenantCond::Absent) => Some(TenantCond::Absent),
+        // Unequal ranks are never compared (their specificity differs); both match some
+        // requests, so report the overlap conservatively.
+        (x, _) => Some(x.clone()),
+    }
+}
+
+/// Whether condition `wide` accepts every global account `narrow` accepts.
+fn covers(wide: &TenantCond, narrow: &TenantCond) -> bool {
+    match (wide, narrow) {
+        (TenantCond::Absent, _) => true,
+        (TenantCond::In(w), TenantCond::In(n)) => n.iter().all(|v| w.contains(v)),
+        (TenantCond::NotIn(w), TenantCond::In(n)) => n.iter().all(|v| !w.contains(v)),
+        (TenantCond::NotIn(w), TenantCond::NotIn(n)) => w.iter().all(|v| n.contains(v)),
+        _ => false,
+    }
+}
+
+/// Why two entries that differ only in their global-account lists are ambiguous.
+fn tenant_overlap(ga: &TenantCond) -> String {
+    match ga {
+        TenantCond::In(l) => format!(
+            "both deny global account{} `{}` under the same region conditions: name each global account in one of them only",
+            if l.len() == 1 { "" } else { "s" },
+            l.join("`, `")
+        ),
+        _ => "both `GA!=` entries match every global account neither lists, under the same region conditions: merge them into one entry".to_string(),
     }
 }
 
