@@ -20,6 +20,26 @@ pub const CLAIMED_BY: &str = "accountpool.io/claimed-by";
 /// The prefix of every label and annotation key the operator itself defines.
 pub const OWN_PREFIX: &str = "accountpool.io/";
 
+/// Labels on the AccountClaims a request source creates (`sources::naming` names the rest).
+pub const SOURCE_ID: &str = "accountpool.io/source-id";
+pub const SOURCE_KIND: &str = "accountpool.io/source-kind";
+pub const SOURCE_NAMESPACE: &str = "accountpool.io/source-namespace";
+
+/// The kind of request object a claim was created for; `None` for claims no source created
+/// (or whose source labels are incomplete, which no source reads either).
+pub fn source_kind(labels: &BTreeMap<String, String>) -> Option<crate::api::SourceKind> {
+    use crate::api::SourceKind;
+    if !labels.contains_key(SOURCE_ID) || !labels.contains_key(SOURCE_NAMESPACE) {
+        return None;
+    }
+    match labels.get(SOURCE_KIND)?.as_str() {
+        "Shoot" => Some(SourceKind::Shoot),
+        "Cluster" => Some(SourceKind::Cluster),
+        "Runtime" => Some(SourceKind::Runtime),
+        _ => None,
+    }
+}
+
 /// Label keys with their defaults filled in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedLabelKeys {

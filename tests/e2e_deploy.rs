@@ -1644,3 +1644,132 @@ async fn network_policies_limit_the_webhook_and_metrics_ports() {
     component["metadata"]["namespace"] = json!(ns);
     dry_run(&[chart, component], "the NetworkPolicies");
 }
+
+// ---------------------------------------------------------------------------------------------
+// API Priority and Fairness
+
+/// The FlowSchema and PriorityLevelConfiguration of both packagings, applied for real (renamed
+/// and pointed at a ServiceAccount of a unique namespace): kube-apiserver accepts them, finds
+/// the level (`Dangling=False`), and classifies a request of that ServiceAccount to them, as
+/// the `X-Kubernetes-PF-*` headers of its answer show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_requests_are_classified_to_its_own_flow_schema() {
+    let _ = client().await;
+    let packagings = [
+        (kustomize("deploy/kustomize/base"), "kustomize"),
+        (helm_template("hap-operator", "hap-system", &[]), "helm"),
+    ];
+    for (objs, what) in packagings {
+        let suffix = unique("apf");
+        let sa_ns = unique("hapsys");
+        let flow: Vec<Value> = objs
+            .iter()
+            .filter(|o| o["apiVersion"] == "flowcontrol.apiserver.k8s.io/v1")
+            .map(|o| {
+                let mut o = o.clone();
+                o["metadata"]["name"] = json!(format!("{}-{suffix}", name(&o)));
+                if kind(&o) == "FlowSchema" {
+                    let level = o["spec"]["priorityLevelConfiguration"]["name"].clone();
+                    o["spec"]["priorityLevelConfiguration"]["name"] =
+                        json!(format!("{}-{suffix}", level.as_str().unwrap_or_default()));
+                    for rule in o["spec"]["rules"].as_array_mut().into_iter().flatten() {
+                        for s in rule["subjects"].as_array_mut().into_iter().flatten() {
+                            s["serviceAccount"]["namespace"] = json!(sa_ns);
+                        }
+                    }
+                }
+                o
+            })
+            .collect();
+        let kinds: BTreeSet<&str> = flow.iter().map(kind).collect();
+        assert_eq!(
+            kinds,
+            BTreeSet::from(["FlowSchema", "PriorityLevelConfiguration"]),
+            "{what} ships both"
+        );
+        let _cleanup = Cleanup(
+            flow.iter()
+                .map(|o| {
+                    vec![
+                        "delete".into(),
+                        kind(o).to_lowercase(),
+                        name(o).into(),
+                        "--ignore-not-found".into(),
+                    ]
+                })
+                .collect(),
+        );
+        apply(&flow, what);
+        let fs = find(&flow, "FlowSchema", &format!("hap-operator-{suffix}")).clone();
+        let sa = fs["spec"]["rules"][0]["subjects"][0]["serviceAccount"]["name"]
+            .as_str()
+            .expect("a ServiceAccount subject")
+            .to_string();
+        let uid_of = |k: &str, n: &str| {
+            let (ok, out, err) = kubectl(&["get", k, n, "-o", "jsonpath={.metadata.uid}"]);
+            assert!(ok, "{what}: get {k} {n}: {err}");
+            out
+        };
+        let fs_name = name(&fs).to_string();
+        let level = fs["spec"]["priorityLevelConfiguration"]["name"]
+            .as_str()
+            .expect("level")
+            .to_string();
+        let (fs_uid, level_uid) = (
+            uid_of("flowschema", &fs_name),
+            uid_of("prioritylevelconfiguration", &level),
+        );
+        eventually(std::time::Duration::from_secs(30), "Dangling=False", || {
+            let (ok, out, _) = kubectl(&[
+                "get",
+                "flowschema",
+                &fs_name,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Dangling\")].status}",
+            ]);
+            std::future::ready((ok && out == "False").then_some(()))
+        })
+        .await;
+        // The request as the operator's ServiceAccount makes it (impersonated: APF classifies
+        // the impersonated user). Discovery is open to every authenticated user.
+        let user = format!("system:serviceaccount:{sa_ns}:{sa}");
+        let group = format!("system:serviceaccounts:{sa_ns}");
+        let headers = eventually(
+            std::time::Duration::from_secs(30),
+            "classified to the schema",
+            || {
+                let (ok, _, err) = kubectl(&[
+                    "get",
+                    "--raw",
+                    "/apis",
+                    "--as",
+                    &user,
+                    "--as-group",
+                    "system:serviceaccounts",
+                    "--as-group",
+                    &group,
+                    "--as-group",
+                    "system:authenticated",
+                    "-v=8",
+                ]);
+                let header = |h: &str| {
+                    err.lines()
+                        .filter_map(|l| l.split_once(&format!("{h}: ")))
+                        .map(|(_, v)| v.trim().to_string())
+                        .next()
+                };
+                let got = (
+                    header("X-Kubernetes-Pf-Flowschema-Uid"),
+                    header("X-Kubernetes-Pf-Prioritylevel-Uid"),
+                );
+                std::future::ready((ok && got.0.as_deref() == Some(fs_uid.as_str())).then_some(got))
+            },
+        )
+        .await;
+        assert_eq!(
+            headers.1.as_deref(),
+            Some(level_uid.as_str()),
+            "{what}: the request runs in the operator's own priority level"
+        );
+    }
+}

@@ -195,10 +195,10 @@ async fn reconcile_in_force(
             if let Some(next) = refresh_if_due(cfg, active, ctx).await {
                 requeue = requeue.min(next);
             }
-            let ledger = ctx.ledger();
+            let mut ledger = ctx.ledger();
             fill_pools(&mut input, active, &ledger.inventory, &ledger.inflight);
             input.refused_writes = ctx.denials.refusals();
-            export_metrics(ctx, &ledger.inventory);
+            export_metrics(ctx, &mut ledger.inventory);
             input.pools = super::lifecycle::pools(ctx, &active.spec, &ledger.inventory);
         }
         input.sources = ctx.sources.statuses();
@@ -352,15 +352,16 @@ fn between_backticks(s: &str) -> Option<&str> {
     Some(&s[start..start + len])
 }
 
-fn export_metrics(ctx: &Context, inv: &Inventory) {
-    use crate::metrics::{BindingLabels, TenantLabels, TypeLabels};
+/// The pool-level families are redone (one series per pool); the per-binding and per-tenant
+/// ones change only for what the index says moved since the last export (`take_touched`), so
+/// that a second with one new claim costs a few series, not one per binding.
+fn export_metrics(ctx: &Context, inv: &mut Inventory) {
+    use crate::metrics::TypeLabels;
     let m = &ctx.metrics;
     m.available_bindings.clear();
     m.claimed_bindings.clear();
     m.dirty_bindings.clear();
     m.shared_bindings.clear();
-    m.shoots_per_binding.clear();
-    m.bindings_per_global_account.clear();
     m.claims_waiting.clear();
     for (pool, n) in inv.waiting() {
         let l = TypeLabels {
@@ -381,25 +382,63 @@ fn export_metrics(ctx: &Context, inv: &Inventory) {
         let shared = if f.shared { f.total } else { 0 };
         m.shared_bindings.get_or_create(&l).inc_by(shared);
     }
-    for b in inv.bindings() {
-        let n = inv.clusters_on(&b.view.name).len();
-        m.shoots_per_binding
-            .get_or_create(&BindingLabels {
-                credentials_binding: b.view.name.clone(),
-            })
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
-        // Claimed accounts only: a dirty binding still names its last tenant for the cleanup job.
-        if let Some((_, crate::pools::BindingClass::Owned { tenant: t })) = &b.pool {
-            m.bindings_per_global_account
-                .get_or_create(&TenantLabels {
-                    global_account: t.clone(),
-                })
-                .inc();
-        }
-    }
+    // KEB's names are derived from the same inventory, under their flag only.
     if let Some(keb) = &m.keb {
         keb.export(inv);
     }
+    let touched = inv.take_touched();
+    if touched.all {
+        export_all_series(m, inv);
+        return;
+    }
+    for name in &touched.bindings {
+        set_binding_series(m, inv, name);
+    }
+    for tenant in &touched.tenants {
+        set_tenant_series(m, inv, tenant);
+    }
+}
+
+/// Every per-binding and per-tenant series from scratch (the first export, a re-classification).
+fn export_all_series(m: &crate::metrics::Metrics, inv: &Inventory) {
+    m.shoots_per_binding.clear();
+    m.bindings_per_global_account.clear();
+    for b in inv.bindings() {
+        set_binding_series(m, inv, &b.view.name);
+    }
+    let tenants: Vec<String> = inv.owned_per_tenant().map(|(t, _)| t.to_string()).collect();
+    for t in &tenants {
+        set_tenant_series(m, inv, t);
+    }
+}
+
+fn set_binding_series(m: &crate::metrics::Metrics, inv: &Inventory, name: &str) {
+    let l = crate::metrics::BindingLabels {
+        credentials_binding: name.to_string(),
+    };
+    if inv.binding(name).is_none() {
+        m.shoots_per_binding.remove(&l);
+        return;
+    }
+    let n = inv.clusters_on(name).len();
+    m.shoots_per_binding
+        .get_or_create(&l)
+        .set(i64::try_from(n).unwrap_or(i64::MAX));
+}
+
+/// Claimed accounts only: a dirty binding still names its last tenant for the cleanup job.
+fn set_tenant_series(m: &crate::metrics::Metrics, inv: &Inventory, tenant: &str) {
+    let l = crate::metrics::TenantLabels {
+        global_account: tenant.to_string(),
+    };
+    match inv.owned_count(tenant) {
+        0 => drop(m.bindings_per_global_account.remove(&l)),
+        n => drop(
+            m.bindings_per_global_account
+                .get_or_create(&l)
+                .set(i64::try_from(n).unwrap_or(i64::MAX)),
+        ),
+    };
 }
 
 /// Runs the internal-state refresh when its cycle has elapsed (seed 003): list bindings and

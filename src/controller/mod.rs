@@ -842,13 +842,15 @@ fn resync_sweep(
                 }
             }
             if left.is_empty() {
-                left = claims.state();
+                // Keys only: a copy of the store would keep every claim's old version alive
+                // until the sweep reaches it, tens of seconds at 10k claims.
+                left = claims
+                    .state()
+                    .iter()
+                    .map(|c| ObjectRef::from_obj(c.as_ref()))
+                    .collect();
             }
-            let chunk = left.split_off(left.len().saturating_sub(SWEEP_CHUNK));
-            let refs: Vec<_> = chunk
-                .iter()
-                .map(|c| ObjectRef::from_obj(c.as_ref()))
-                .collect();
+            let refs = left.split_off(left.len().saturating_sub(SWEEP_CHUNK));
             Some((futures::stream::iter(refs), (stop, left)))
         }
     });

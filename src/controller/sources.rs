@@ -1,7 +1,10 @@
 //! The source controller (leader only): keeps the watches of the foreign request objects the
 //! config needs, runs `sources::sync` over them after every burst of changes, and carries out
 //! its plan — claims created, labelled or deleted, ClusterConfigs written or deleted, every write
-//! through the fenced writer — and keeps each source's status for the HapConfig.
+//! through the fenced writer — and keeps each source's status for the HapConfig. A change that
+//! touches neither a source's claims, its objects nor the config starts no pass (the index counts
+//! source claims per event), and with no source configured and no source claim left none walks
+//! the claim cache.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -32,6 +35,24 @@ pub struct SourceRuntime {
     /// inventory keeps only what counting needs of a Shoot, so sources watch them on their own.
     shoots: Mutex<Option<(String, ForeignCache)>>,
     statuses: Mutex<Vec<SourceStatus>>,
+    /// What the last pass that found nothing to do saw; a tick that sees the same skips.
+    done: Mutex<Option<Stamp>>,
+}
+
+/// Everything a pass reads that can move without the clock: the config in force, the source
+/// claims (`Inventory::source_epoch`) and each foreign watch's events. Equal stamps, equal plan,
+/// except for what waits on the clock, which the resync tick covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp {
+    config: (String, i64),
+    claims: u64,
+    foreign: Vec<(Option<SourceKind>, u64)>,
+}
+
+/// Whether a pass must run: always on the resync tick, otherwise unless the last pass saw the
+/// same and found nothing to do.
+fn must_run(done: Option<&Stamp>, now: &Stamp, resync: bool) -> bool {
+    resync || done != Some(now)
 }
 
 impl SourceRuntime {
@@ -51,13 +72,13 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
     futures::pin_mut!(ticks);
     let mut resync = tokio::time::interval(ctx.args.effective_source_grace());
     loop {
-        tokio::select! {
+        let resynced = tokio::select! {
             _ = stop.cancelled() => return,
-            t = futures::StreamExt::next(&mut ticks) => if t.is_none() { return },
+            t = futures::StreamExt::next(&mut ticks) => if t.is_none() { return } else { false },
             // Claims whose object never appeared are noticed without any event.
-            _ = resync.tick() => {},
-        }
-        pass(&ctx).await;
+            _ = resync.tick() => true,
+        };
+        pass(&ctx, resynced).await;
     }
 }
 
@@ -128,12 +149,57 @@ fn age(meta: &ObjectMeta) -> Duration {
         .unwrap_or_default()
 }
 
-async fn pass(ctx: &Context) {
+/// The stamp of what a pass would read now (`Stamp`).
+fn stamp(ctx: &Context, active: &super::active::ActiveConfig, claims: u64) -> Stamp {
+    let mut foreign = Vec::new();
+    if let Ok(shoots) = ctx.sources.shoots.lock()
+        && let Some((_, cache)) = shoots.as_ref()
+    {
+        foreign.push((Some(SourceKind::Shoot), cache.events()));
+    }
+    if let Ok(f) = ctx.sources.foreign.lock() {
+        foreign.extend(f.iter().map(|(k, c)| (Some(*k), c.events())));
+    }
+    if let Ok(c) = ctx.sources.cluster_configs.lock()
+        && let Some(c) = c.as_ref()
+    {
+        foreign.push((None, c.events()));
+    }
+    Stamp {
+        config: (active.uid.clone(), active.generation),
+        claims,
+        foreign,
+    }
+}
+
+async fn pass(ctx: &Context, resynced: bool) {
     let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
         return;
     };
     let client = ctx.writer.client().clone();
     let claim_ns = ctx.args.source_claim_namespace();
+    // The kinds come from the index, kept per claim event: no walk of the claim cache here.
+    let (claimed_kinds, epoch) = {
+        let l = ctx.ledger();
+        (
+            l.inventory.source_kinds(&claim_ns),
+            l.inventory.source_epoch(),
+        )
+    };
+    let mut kinds: BTreeSet<SourceKind> = active.sources.iter().map(|s| s.kind).collect();
+    kinds.extend(claimed_kinds);
+    ensure_caches(ctx, &client, &kinds, &active.shoot_namespace());
+    if kinds.is_empty() {
+        if let Ok(mut s) = ctx.sources.statuses.lock() {
+            s.clear();
+        }
+        return;
+    }
+    let now = stamp(ctx, &active, epoch);
+    let done = ctx.sources.done.lock().ok().and_then(|d| d.clone());
+    if !must_run(done.as_ref(), &now, resynced) {
+        return;
+    }
     let claims: Vec<ClaimRecord> = ctx
         .caches
         .claims
@@ -142,16 +208,6 @@ async fn pass(ctx: &Context) {
         .filter(|c| c.meta().namespace.as_deref() == Some(claim_ns.as_str()))
         .filter_map(|c| ClaimRecord::from_claim(c.meta(), c.status_fields(), age(c.meta())))
         .collect();
-    let mut kinds: BTreeSet<SourceKind> = active.sources.iter().map(|s| s.kind).collect();
-    kinds.extend(claims.iter().map(|c| c.source.kind));
-    if kinds.is_empty() {
-        if let Ok(mut s) = ctx.sources.statuses.lock() {
-            s.clear();
-        }
-        ensure_caches(ctx, &client, &kinds, &active.shoot_namespace());
-        return;
-    }
-    ensure_caches(ctx, &client, &kinds, &active.shoot_namespace());
 
     let mut views = BTreeMap::new();
     if let Ok(shoots) = ctx.sources.shoots.lock()
@@ -188,6 +244,11 @@ async fn pass(ctx: &Context) {
     });
     if let Ok(mut s) = ctx.sources.statuses.lock() {
         *s = plan.statuses;
+    }
+    // A plan with actions is done again next time: their writes show as events, and a failed
+    // one is retried.
+    if let Ok(mut d) = ctx.sources.done.lock() {
+        *d = plan.actions.is_empty().then_some(now);
     }
     let writes = SourceWrites::new(ctx.writer.clone());
     for action in plan.actions {
@@ -330,4 +391,36 @@ fn object_name(source: &SourceRef, live: &AccountClaim) -> Option<String> {
         .and_then(|a| a.get(ANNOTATION_SOURCE))
         .and_then(|d| d.rsplit_once('/'))
         .map(|(_, name)| name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(claims: u64, events: u64) -> Stamp {
+        Stamp {
+            config: ("uid".into(), 1),
+            claims,
+            foreign: vec![(Some(SourceKind::Runtime), events)],
+        }
+    }
+
+    #[test]
+    fn a_pass_runs_again_only_when_what_it_reads_moved_or_on_the_resync() {
+        let done = stamp(3, 7);
+        assert!(!must_run(Some(&done), &stamp(3, 7), false));
+        assert!(must_run(Some(&done), &stamp(3, 7), true), "the resync");
+        assert!(
+            must_run(Some(&done), &stamp(4, 7), false),
+            "a source claim moved"
+        );
+        assert!(
+            must_run(Some(&done), &stamp(3, 8), false),
+            "a request object moved"
+        );
+        assert!(
+            must_run(None, &stamp(3, 7), false),
+            "the last pass had actions"
+        );
+    }
 }

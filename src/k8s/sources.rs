@@ -29,6 +29,8 @@ pub struct ForeignCache {
     store: Store<DynamicObject>,
     /// The last watch error, cleared by the next event: why the source cannot be watched.
     error: Arc<Mutex<Option<String>>>,
+    /// Events seen (errors included): the source controller skips a pass nothing moved for.
+    events: Arc<std::sync::atomic::AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -71,6 +73,7 @@ impl ForeignCache {
         let writer = reflector::store::Writer::new(resource.clone());
         let store = writer.as_reader();
         let error = Arc::new(Mutex::new(None));
+        let events = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let stream = reflector::reflector(
             writer,
             watcher(api, watcher::Config::default().any_semantic())
@@ -78,10 +81,11 @@ impl ForeignCache {
                 .modify(trim),
         );
         let task = {
-            let (error, kind) = (error.clone(), resource.kind.clone());
+            let (error, kind, seen) = (error.clone(), resource.kind.clone(), events.clone());
             tokio::spawn(async move {
                 stream
                     .for_each(|ev| {
+                        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         let mut slot = error.lock().unwrap_or_else(|p| p.into_inner());
                         match ev {
                             Ok(_) => {
@@ -105,8 +109,14 @@ impl ForeignCache {
             resource,
             store,
             error,
+            events,
             task,
         }
+    }
+
+    /// How many events the watch has delivered so far.
+    pub fn events(&self) -> u64 {
+        self.events.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn resource(&self) -> &ApiResource {

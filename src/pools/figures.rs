@@ -37,7 +37,8 @@ fn count(n: usize) -> i64 {
 }
 
 impl Inventory {
-    /// The figures of one pool; all zero when no binding is in it.
+    /// The figures of one pool; all zero when no binding is in it. Read from the counters the
+    /// index keeps per event (`tallies.rs`).
     pub fn figures(&self, key: &PoolKey) -> PoolFigures {
         let mut f = PoolFigures {
             hyperscaler_type: key.hyperscaler_type.clone(),
@@ -45,39 +46,15 @@ impl Inventory {
             shared: key.shared,
             ..Default::default()
         };
-        let Some(m) = self.pool(key) else { return f };
-        let claimed: usize = m.owned.values().map(BTreeSet::len).sum();
-        let all = m
-            .shared
-            .iter()
-            .chain(&m.claimable)
-            .chain(&m.internal_free)
-            .chain(&m.dirty)
-            .chain(m.owned.values().flatten());
-        let (mut total, mut clusters) = (0usize, 0usize);
-        for name in all {
-            total += 1;
-            clusters += self.clusters_on(name).len();
-            if let Some(kind) = self.binding(name).map(|e| e.view.credentials) {
-                *f.credentials.entry(kind).or_default() += 1;
-            }
-        }
-        f.total = count(total);
-        // Neither a binding in use nor a cordoned one can be taken (see selection).
-        let taken = m
-            .claimable
-            .iter()
-            .filter(|b| {
-                !self.clusters_on(b).is_empty()
-                    || self
-                        .binding(b)
-                        .is_some_and(|e| super::lifecycle::is_cordoned(&e.view.labels))
-            })
-            .count();
-        f.free = count(m.claimable.len() - taken);
-        f.claimed = count(claimed);
-        f.dirty = count(m.dirty.len());
-        f.clusters = count(clusters);
+        let Some(c) = self.tallies.pools.get(key) else {
+            return f;
+        };
+        f.total = count(c.total);
+        f.free = count(c.free);
+        f.claimed = count(c.claimed);
+        f.dirty = count(c.dirty);
+        f.clusters = count(c.clusters);
+        f.credentials = c.credentials.iter().map(|(k, n)| (*k, count(*n))).collect();
         f
     }
 
@@ -90,14 +67,123 @@ impl Inventory {
     /// use, ordered by pool, reason and name; each list names at most `IN_USE_NAMED` bindings.
     pub fn bindings_in_use(&self) -> Vec<BindingsInUse> {
         let mut out = Vec::new();
-        for (key, m) in self.pools() {
+        for (key, _) in self.pools() {
+            for reason in [IN_USE_WITHOUT_TENANT, DIRTY_IN_USE] {
+                let Some(used) = self.tallies.in_use.get(&(key.clone(), reason)) else {
+                    continue;
+                };
+                out.push(BindingsInUse {
+                    hyperscaler_type: key.hyperscaler_type.clone(),
+                    eu_access: key.eu_access,
+                    reason: reason.to_string(),
+                    count: count(used.len()),
+                    bindings: used.iter().take(IN_USE_NAMED).cloned().collect(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Bindings labelled for a tenant that no claim or Shoot uses, ordered by name.
+    pub fn orphans(&self, in_flight: &BTreeSet<String>) -> Vec<OrphanStatus> {
+        let keys = self.keys();
+        self.tallies
+            .orphans
+            .iter()
+            .filter(|name| !in_flight.contains(*name))
+            .filter_map(|name| {
+                let labels = &self.binding(name)?.view.labels;
+                Some(OrphanStatus {
+                    binding: name.clone(),
+                    tenant: labels.get(&keys.tenant_name)?.clone(),
+                    hyperscaler_type: labels
+                        .get(&keys.hyperscaler_type)
+                        .cloned()
+                        .unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
+    /// Owned (claimed, not dirty) bindings per tenant, over all pools.
+    pub fn owned_per_tenant(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.tallies.tenants.iter().map(|(t, n)| (t.as_str(), *n))
+    }
+
+    /// The bindings and tenants whose series moved since the last call: the per-binding and
+    /// per-tenant metric series to update.
+    pub fn take_touched(&mut self) -> super::Touched {
+        std::mem::replace(&mut self.tallies.touched, super::Touched::none())
+    }
+
+    /// Owned bindings of one tenant, over all pools.
+    pub fn owned_count(&self, tenant: &str) -> usize {
+        self.tallies.tenants.get(tenant).copied().unwrap_or(0)
+    }
+}
+
+/// The same figures, in-use lists and orphans by a walk over every binding: the reference the
+/// per-event counters are checked against.
+#[cfg(test)]
+pub(crate) mod scan {
+    use super::*;
+
+    /// The figures of one pool; all zero when no binding is in it.
+    pub fn figures(inv: &Inventory, key: &PoolKey) -> PoolFigures {
+        let mut f = PoolFigures {
+            hyperscaler_type: key.hyperscaler_type.clone(),
+            eu_access: key.eu_access,
+            shared: key.shared,
+            ..Default::default()
+        };
+        let Some(m) = inv.pool(key) else { return f };
+        let claimed: usize = m.owned.values().map(BTreeSet::len).sum();
+        let all = m
+            .shared
+            .iter()
+            .chain(&m.claimable)
+            .chain(&m.internal_free)
+            .chain(&m.dirty)
+            .chain(m.owned.values().flatten());
+        let (mut total, mut clusters) = (0usize, 0usize);
+        for name in all {
+            total += 1;
+            clusters += inv.clusters_on(name).len();
+            if let Some(kind) = inv.binding(name).map(|e| e.view.credentials) {
+                *f.credentials.entry(kind).or_default() += 1;
+            }
+        }
+        f.total = count(total);
+        // Neither a binding in use nor a cordoned one can be taken (see selection).
+        let taken = m
+            .claimable
+            .iter()
+            .filter(|b| {
+                !inv.clusters_on(b).is_empty()
+                    || inv
+                        .binding(b)
+                        .is_some_and(|e| crate::pools::lifecycle::is_cordoned(&e.view.labels))
+            })
+            .count();
+        f.free = count(m.claimable.len() - taken);
+        f.claimed = count(claimed);
+        f.dirty = count(m.dirty.len());
+        f.clusters = count(clusters);
+        f
+    }
+
+    /// Per pool, the bindings clusters use without a tenant and the dirty ones clusters still
+    /// use, ordered by pool, reason and name; each list names at most `IN_USE_NAMED` bindings.
+    pub fn bindings_in_use(inv: &Inventory) -> Vec<BindingsInUse> {
+        let mut out = Vec::new();
+        for (key, m) in inv.pools() {
             for (reason, set) in [
                 (IN_USE_WITHOUT_TENANT, &m.claimable),
                 (DIRTY_IN_USE, &m.dirty),
             ] {
                 let used: Vec<&String> = set
                     .iter()
-                    .filter(|b| !self.clusters_on(b).is_empty())
+                    .filter(|b| !inv.clusters_on(b).is_empty())
                     .collect();
                 if used.is_empty() {
                     continue;
@@ -115,16 +201,16 @@ impl Inventory {
     }
 
     /// Bindings labelled for a tenant that no claim or Shoot uses, ordered by name.
-    pub fn orphans(&self, in_flight: &BTreeSet<String>) -> Vec<OrphanStatus> {
-        let keys = self.keys();
-        self.bindings()
+    pub fn orphans(inv: &Inventory, in_flight: &BTreeSet<String>) -> Vec<OrphanStatus> {
+        let keys = inv.keys();
+        inv.bindings()
             .filter(|e| {
                 let labels = &e.view.labels;
                 let shared = labels.get(&keys.shared).map(String::as_str) == Some("true");
                 !shared && !labels.contains_key(&keys.dirty) && !e.internal
             })
             .filter(|e| {
-                self.clusters_on(&e.view.name).is_empty() && !in_flight.contains(&e.view.name)
+                inv.clusters_on(&e.view.name).is_empty() && !in_flight.contains(&e.view.name)
             })
             .filter_map(|e| {
                 let tenant = e.view.labels.get(&keys.tenant_name)?;

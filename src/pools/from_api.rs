@@ -34,6 +34,7 @@ pub fn claim_view_of(
         waiting_in: status.and_then(waiting_in),
         deleting: meta.deletion_timestamp.is_some(),
         denied: status.is_some_and(is_denied),
+        source: meta.labels.as_ref().and_then(crate::labels::source_kind),
     }
 }
 

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use super::tallies::Share;
 use super::{
     BindingEntry, BindingView, ClaimView, Inventory, PoolMembers, ShootView, SmallMap, classify,
 };
@@ -132,6 +133,7 @@ impl Inventory {
         let all: Vec<BindingView> = self.bindings.values().map(|e| e.view.clone()).collect();
         self.pools.clear();
         self.bindings.clear();
+        self.tallies.reset();
         for view in all {
             self.insert_binding(view);
         }
@@ -159,6 +161,7 @@ impl Inventory {
     pub fn clear_bindings(&mut self) {
         self.bindings.clear();
         self.pools.clear();
+        self.tallies.reset();
         self.book(Kind::Binding).reset();
         self.changes.all = true;
     }
@@ -399,6 +402,8 @@ impl Inventory {
         };
         let name = entry.view.name.clone();
         self.changes.bindings.insert(name.clone());
+        let share = Share::of(&self.keys, &entry, self.clusters_on(&name).len());
+        self.tallies.apply(&name, share, true);
         if let Some((key, class)) = &entry.pool {
             self.changes.pools.insert(key.clone());
             let members = self.pools.entry(key.clone()).or_default();
@@ -409,13 +414,20 @@ impl Inventory {
 
     fn unindex_binding(&mut self, old: &BindingEntry) {
         self.changes.bindings.insert(old.view.name.clone());
+        let share = Share::of(&self.keys, old, self.clusters_on(&old.view.name).len());
+        self.tallies.apply(&old.view.name, share, false);
         let Some((key, class)) = &old.pool else {
             return;
         };
         self.changes.pools.insert(key.clone());
         if let Some(members) = self.pools.get_mut(key) {
             members_of(members, class).remove(&old.view.name);
-            members.owned.retain(|_, set| !set.is_empty());
+            // Only the old tenant's set can have emptied: O(log T), not a walk of every tenant.
+            if let super::BindingClass::Owned { tenant } = class
+                && members.owned.get(tenant).is_some_and(BTreeSet::is_empty)
+            {
+                members.owned.remove(tenant);
+            }
             if members.is_empty() {
                 self.pools.remove(key);
             }
@@ -465,6 +477,9 @@ impl Inventory {
     /// Adds (`add`) or removes what one claim contributes: its cluster on its binding, and its
     /// place among the claims waiting for a pool.
     fn count_claim(&mut self, c: &ClaimView, add: bool) {
+        if let Some(kind) = c.source {
+            self.count_source_claim(&c.namespace, kind, add);
+        }
         if let Some(pool) = &c.waiting_in {
             let set = self.waiting.entry(pool.clone()).or_default();
             if add {
@@ -508,6 +523,19 @@ impl Inventory {
         self.count_cluster(binding, &cluster, add);
     }
 
+    fn count_source_claim(&mut self, namespace: &str, kind: crate::api::SourceKind, add: bool) {
+        self.source_epoch = self.source_epoch.wrapping_add(1);
+        let per_kind = self.source_claims.entry(namespace.to_string()).or_default();
+        let n = per_kind.entry(kind).or_default();
+        *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        if *n == 0 {
+            per_kind.remove(&kind);
+        }
+        if per_kind.is_empty() {
+            self.source_claims.remove(namespace);
+        }
+    }
+
     fn count_shoot(&mut self, s: &ShootView, add: bool) {
         if let Some(binding) = &s.binding {
             self.count_cluster(binding, &s.name, add);
@@ -515,8 +543,18 @@ impl Inventory {
     }
 
     fn count_cluster(&mut self, binding: &str, cluster: &str, add: bool) {
+        let before = self.clusters_on(binding).len();
         tally(&mut self.clusters, binding, cluster, add);
         tally(&mut self.cluster_bindings, cluster, binding, add);
+        let after = self.clusters_on(binding).len();
+        if before != after
+            && let Some(e) = self.bindings.get(binding)
+        {
+            let old = Share::of(&self.keys, e, before);
+            let new = Share::of(&self.keys, e, after);
+            self.tallies.apply(binding, old, false);
+            self.tallies.apply(binding, new, true);
+        }
         self.changes.bindings.insert(binding.to_string());
         if let Some((key, _)) = self.bindings.get(binding).and_then(|e| e.pool.as_ref()) {
             self.changes.pools.insert(key.clone());

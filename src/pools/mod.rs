@@ -19,6 +19,7 @@ mod from_api;
 mod index;
 pub mod lifecycle;
 mod small_map;
+mod tallies;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -28,6 +29,7 @@ pub use index::{Changes, Kind, Relist, is_newer};
 use crate::api::CredentialsKind;
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 pub use small_map::SmallMap;
+pub use tallies::Touched;
 
 /// What selection and release need to know about one binding.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,6 +69,8 @@ pub struct ClaimView {
     pub deleting: bool,
     /// A deny entry refused it: final, nothing in the inventory changes it.
     pub denied: bool,
+    /// The kind of request object a source created it for (`labels::source_kind`).
+    pub source: Option<crate::api::SourceKind>,
 }
 
 impl ClaimView {
@@ -176,6 +180,12 @@ pub struct Inventory {
     books: index::Books,
     changes: Changes,
     gone: Vec<(Kind, String)>,
+    tallies: tallies::Tallies,
+    /// Claims a request source created, per namespace and kind: the source controller reads
+    /// which kinds it must watch without walking every claim.
+    source_claims: HashMap<String, BTreeMap<crate::api::SourceKind, usize>>,
+    /// Moves with every event of such a claim: the source controller skips a pass it has done.
+    source_epoch: u64,
 }
 
 static EMPTY: BTreeSet<String> = BTreeSet::new();
@@ -346,6 +356,19 @@ impl Inventory {
     /// Every pool some pending claim waits for, with the number of such claims.
     pub fn waiting(&self) -> impl Iterator<Item = (&PoolKey, usize)> {
         self.waiting.iter().map(|(k, v)| (k, v.len()))
+    }
+
+    /// The kinds of the claims request sources created in `namespace`.
+    pub fn source_kinds(&self, namespace: &str) -> BTreeSet<crate::api::SourceKind> {
+        self.source_claims
+            .get(namespace)
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// A number that changes whenever a claim a request source created changes.
+    pub fn source_epoch(&self) -> u64 {
+        self.source_epoch
     }
 
     /// Number of bindings, claims and Shoots indexed.

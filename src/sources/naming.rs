@@ -14,9 +14,9 @@ use sha3::digest::{ExtendableOutput, Update, XofReader};
 use crate::api::SourceKind;
 
 /// Labels on the AccountClaims a source creates.
-pub const LABEL_SOURCE_ID: &str = "accountpool.io/source-id";
-pub const LABEL_SOURCE_KIND: &str = "accountpool.io/source-kind";
-pub const LABEL_SOURCE_NAMESPACE: &str = "accountpool.io/source-namespace";
+pub const LABEL_SOURCE_ID: &str = crate::labels::SOURCE_ID;
+pub const LABEL_SOURCE_KIND: &str = crate::labels::SOURCE_KIND;
+pub const LABEL_SOURCE_NAMESPACE: &str = crate::labels::SOURCE_NAMESPACE;
 /// The object's name, when it is a valid label value (names over 63 characters are left out).
 pub const LABEL_SOURCE_NAME: &str = "accountpool.io/source-name";
 pub const LABEL_SOURCE_UID: &str = "accountpool.io/source-uid";
@@ -201,12 +201,7 @@ impl SourceRef {
 
     /// Reads the labels of a claim; `None` for claims no source created.
     pub fn from_labels(labels: &BTreeMap<String, String>) -> Option<Self> {
-        let kind = match labels.get(LABEL_SOURCE_KIND)?.as_str() {
-            "Shoot" => SourceKind::Shoot,
-            "Cluster" => SourceKind::Cluster,
-            "Runtime" => SourceKind::Runtime,
-            _ => return None,
-        };
+        let kind = crate::labels::source_kind(labels)?;
         Some(Self {
             source_id: labels.get(LABEL_SOURCE_ID)?.clone(),
             kind,
