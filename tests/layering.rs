@@ -873,3 +873,33 @@ fn the_parser_sees_paths_through_groups_aliases_and_reexports() {
     ]));
     assert_eq!(g, vec![vec!["a".to_string(), "b".to_string()]]);
 }
+
+/// Field-manager parameters are built in one place (`k8s::params`), so every write names its
+/// manager the same way.
+#[test]
+fn field_manager_params_are_built_in_one_place() {
+    let mut found = Vec::new();
+    for m in load() {
+        if m.path == "k8s::params" {
+            continue;
+        }
+        let t = &m.tokens;
+        // `PatchParams {` as a struct literal (not `-> PatchParams {`) or `PatchParams::apply`.
+        let n = (1..t.len().saturating_sub(2))
+            .filter(|&i| {
+                matches!(&t[i], Tok::Ident(n) if n == "PatchParams" || n == "PostParams")
+                    && t[i - 1] != Tok::Punct('>')
+                    && (t[i + 1] == Tok::Punct('{')
+                        || (t[i + 1] == Tok::PathSep && t[i + 2] == Tok::Ident("apply".into())))
+            })
+            .count();
+        if n > 0 {
+            found.push(format!("src/{}: {n}", m.file.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "PatchParams/PostParams built outside src/k8s/params.rs:\n  {}",
+        found.join("\n  ")
+    );
+}

@@ -12,6 +12,7 @@ pub mod lean;
 pub mod lease;
 pub mod live;
 pub mod namespaces;
+pub mod params;
 pub mod source_claims;
 pub mod sources;
 pub mod startup;
