@@ -1,12 +1,17 @@
 //! hap-operator: a Hyperscaler Account Pool for Gardener, as a Kubernetes operator.
 //!
-//! Pure core (`rules`, `selection`, `pools`, `status`) over plain data; `k8s` is the only module
-//! that talks to the API server; `controller` wires watch caches to the core and writes results.
+//! Pure core over plain data (`api` types, `diag`, `claim_state`, `pools`, `tenancy`, `sources`,
+//! `rules`, `selection`, `ledger`, `status`, `release`): no kube client, no kube runtime, no
+//! tokio. `k8s` is the only module that talks to an API server; `webhook` and `controller` read
+//! through it, decide in the core and write through it. The layer order and these rules are
+//! checked by `tests/layering.rs`.
 
 pub mod api;
+pub mod claim_state;
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod diag;
 pub mod duration;
 pub mod http;
 pub mod k8s;

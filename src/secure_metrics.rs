@@ -16,7 +16,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use futures::future::BoxFuture;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use sha3::Digest;
@@ -39,19 +38,7 @@ const MAX_CACHED: usize = 1024;
 /// Connections open at once; a scraper keeps one.
 const MAX_CONNECTIONS: usize = 32;
 
-/// Asks the API server about a token (the production one is [`crate::k8s::access::review`]).
-pub type Reviewer =
-    Arc<dyn Fn(String) -> BoxFuture<'static, Result<Access, AccessError>> + Send + Sync>;
-
-/// The reviewer backed by the API server of `client`.
-pub fn api_reviewer(client: kube::Client) -> Reviewer {
-    Arc::new(move |token: String| {
-        let client = client.clone();
-        Box::pin(
-            async move { crate::k8s::access::review(&client, &token, "/metrics", "get").await },
-        )
-    })
-}
+pub use crate::k8s::access::{Reviewer, api_reviewer};
 
 /// The token of an `Authorization: Bearer …` header, if it carries one.
 pub fn bearer(value: Option<&str>) -> Option<&str> {

@@ -13,12 +13,7 @@ use super::policy::{
 };
 use super::sources::{RequestSource, SourceStatus};
 
-/// DNS-1123 label, as Kubernetes namespaces are named.
-pub const NAMESPACE_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
-/// A qualified label key (optional DNS prefix, then a name).
-pub const LABEL_KEY_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
-/// A Go duration as Kubernetes' metav1.Duration accepts it (`24h`, `90m`, `1h30m`, `0s`).
-pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$";
+pub use super::patterns::{DURATION_PATTERN, LABEL_KEY_PATTERN, NAMESPACE_PATTERN};
 
 /// HapConfig decides which pool of hyperscaler credentials a cluster request uses. Only the
 /// object named by the operator's `--config-name` (default `default`) is in force.
@@ -431,6 +426,29 @@ pub struct BindingsInUse {
     pub count: i64,
     /// Their names, the first ones by name (at most 10).
     pub bindings: Vec<String>,
+}
+
+/// The pause switch (issue 22): here, with the type, so that `lifecycle` need not name it.
+impl HapConfigSpec {
+    /// Whether the config holds every binding write (`spec.paused: true`).
+    pub fn is_paused(&self) -> bool {
+        self.paused == Some(true)
+    }
+
+    /// Why a new request of a request source is refused while paused, or `None` when the config
+    /// is not paused. Every kind is refused rather than admitted untouched: a Shoot without a
+    /// binding is refused by Gardener anyway, and a Cluster or Runtime admitted without one would
+    /// never get one (the webhook serves an object only when it is created).
+    pub fn paused_denial(&self, config: &str, kind: &str) -> Option<String> {
+        self.is_paused().then(|| {
+            format!(
+                "Paused: HapConfig `{config}` is paused (spec.paused: true, e.g. during a migration), \
+                 so no new {kind} gets a hyperscaler account now; nothing was created. Retry the \
+                 request once the platform team unpauses it (`kubectl get hapconfig {config}` shows \
+                 spec.paused)"
+            )
+        })
+    }
 }
 
 #[cfg(test)]

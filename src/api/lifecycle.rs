@@ -1,4 +1,4 @@
-//! Types of the binding lifecycle (issue 22): the pause switch of the spec, and per dedicated
+//! Types of the binding lifecycle (issue 22): the suspect and pool-low settings, and per dedicated
 //! pool in the status how many bindings are in each state, since when the oldest dirty one
 //! waits, and which ones are cordoned and why.
 
@@ -8,28 +8,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-
-impl super::HapConfigSpec {
-    /// Whether the config holds every binding write (`spec.paused: true`).
-    pub fn is_paused(&self) -> bool {
-        self.paused == Some(true)
-    }
-
-    /// Why a new request of a request source is refused while paused, or `None` when the config
-    /// is not paused. Every kind is refused rather than admitted untouched: a Shoot without a
-    /// binding is refused by Gardener anyway, and a Cluster or Runtime admitted without one would
-    /// never get one (the webhook serves an object only when it is created).
-    pub fn paused_denial(&self, config: &str, kind: &str) -> Option<String> {
-        self.is_paused().then(|| {
-            format!(
-                "Paused: HapConfig `{config}` is paused (spec.paused: true, e.g. during a migration), \
-                 so no new {kind} gets a hyperscaler account now; nothing was created. Retry the \
-                 request once the platform team unpauses it (`kubectl get hapconfig {config}` shows \
-                 spec.paused)"
-            )
-        })
-    }
-}
 
 /// Which Shoot errors make a binding `Suspect`.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
@@ -86,7 +64,7 @@ pub struct PoolLowSpec {
     /// The window the claim rate is measured over (`24h`, `7d` is not a Go duration: `168h`).
     /// Default `24h`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = super::hapconfig::DURATION_PATTERN), length(max = 32))]
+    #[schemars(regex(pattern = super::patterns::DURATION_PATTERN), length(max = 32))]
     pub claim_rate_window: Option<String>,
 }
 

@@ -6,6 +6,7 @@ pub mod conditions;
 pub mod gardener;
 pub mod hapconfig;
 pub mod lifecycle;
+pub mod patterns;
 pub mod policy;
 pub mod sources;
 pub mod tenants;

@@ -9,7 +9,7 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::hapconfig::{LABEL_KEY_PATTERN, NAMESPACE_PATTERN};
+use super::patterns::{LABEL_KEY_PATTERN, NAMESPACE_PATTERN};
 
 /// A source id: it becomes a label value on the AccountClaims the source creates.
 pub const SOURCE_ID_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";

@@ -7,7 +7,7 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::hapconfig::{LABEL_KEY_PATTERN, NAMESPACE_PATTERN};
+use super::patterns::{LABEL_KEY_PATTERN, NAMESPACE_PATTERN};
 
 /// Who may claim for whom. Without this section every requester may claim for every global
 /// account (as before it existed). With it, a request is served only when one of `rules` allows

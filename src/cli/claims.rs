@@ -102,16 +102,7 @@ pub fn run(args: Args) -> ExitCode {
 
 /// The namespace of the current kubeconfig context, as kubectl defaults it.
 fn current_namespace() -> String {
-    kube::config::Kubeconfig::read()
-        .ok()
-        .and_then(|k| {
-            let current = k.current_context.clone()?;
-            k.contexts
-                .iter()
-                .find(|c| c.name == current)
-                .and_then(|c| c.context.as_ref()?.namespace.clone())
-        })
-        .unwrap_or_else(|| "default".into())
+    crate::k8s::clients::kubeconfig_namespace().unwrap_or_else(|| "default".into())
 }
 
 /// A kubectl-style table, columns padded to their widest cell.

@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 
 pub mod claims;
 pub mod explain;
-pub mod live;
+pub use crate::k8s::live;
 pub mod migrate;
 pub mod pools;
 pub mod run;

@@ -23,7 +23,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     // `block_on` stays on the main thread, so every event the controllers wait for crossed
     // threads (a wake-up and a context switch each; ~25 % of the CPU per claim in `perf`).
     let operator = async move {
-        let client = match kube::Client::try_default().await {
+        let client = match crate::k8s::clients::own().await {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "cannot build a Kubernetes client (in-cluster config or KUBECONFIG)");

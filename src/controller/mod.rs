@@ -1,7 +1,8 @@
 //! Wiring: watches into the ledger, leader election and its fence, the HapConfig and
 //! AccountClaim controllers, the triggers that bring waiting claims back when their pool moves,
-//! HTTP and shutdown. Decisions are made by the pure modules; this module only feeds them and
-//! writes results.
+//! HTTP and shutdown, and the stream plumbing between them (relay, spec changes, the sweep).
+//! Decisions are made by the pure modules and every API call by `k8s` (`k8s::startup` for the
+//! start-up and take-over reads); this module feeds the one and wires the other.
 //!
 //! Every replica watches everything (HapConfigs, claims, and the bindings and Shoots of the
 //! config in force) from its start, and is ready once those caches have synced; only the leader
@@ -9,7 +10,7 @@
 //! consistent list each (the writes of the old leader may not have reached its watches yet),
 //! then starts at once with a warm index.
 
-pub mod active;
+pub use crate::k8s::active;
 pub mod args;
 pub mod backoff;
 mod claim;
@@ -17,6 +18,7 @@ mod config;
 mod denials;
 mod leader;
 mod lifecycle;
+mod outcome;
 mod release;
 mod revisit;
 mod sources;
@@ -28,24 +30,22 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::ListParams;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self as kcontroller, Action};
-use kube::runtime::reflector::{self, ObjectRef};
-use kube::{Api, Client, ResourceExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 pub use args::{LogFormat, RunArgs};
 
-use crate::api::{AccountClaim, HapConfig};
+use crate::api::HapConfig;
 use crate::http::Health;
 use crate::k8s::caches::{
-    LIST_PAGE, Page, SharedLedger, claim_stream, controller_stream, lock, relist_pages,
-    store_ready, watch_bindings, watch_shoots,
+    SharedLedger, lock, relist_pages, store_ready, watch_bindings, watch_shoots,
 };
 use crate::k8s::last_good::{LastGood, LastGoodApi};
-use crate::k8s::lean::{LeanClaim, LeanObject, StoredClaim};
-use crate::k8s::writes::binding_resource;
+use crate::k8s::lean::StoredClaim;
+use crate::k8s::startup;
 use crate::k8s::{Caches, ChangeFeed, Retargetable, Writer};
 use crate::leadership::Fence;
 use crate::ledger::Ledger;
@@ -346,17 +346,6 @@ pub async fn run_with(
     Ok(())
 }
 
-/// AccountClaims in the watched namespace, or in all namespaces.
-fn claim_api<K>(client: &Client, args: &RunArgs) -> Api<K>
-where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
-{
-    match &args.claim_namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
 /// Fails early, with a hint, when the CRDs are missing. An API server that does not answer (it
 /// is restarting) is waited for, up to a minute: a crash loop would only add to its load.
 /// `/metrics` over HTTPS for authorized scrapers (`--metrics-secure`), on every replica.
@@ -385,25 +374,12 @@ async fn serve_secure_metrics(
 }
 
 async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
-    let lp = ListParams::default().limit(1);
     let started = Instant::now();
     let mut delay = Duration::from_millis(200);
     loop {
-        let configs = Api::<HapConfig>::all(client.clone())
-            .list_metadata(&lp)
-            .await
-            .map_err(|e| RunError::CrdMissing("HapConfig", e));
-        let result = match configs {
-            Ok(_) => claim_api::<AccountClaim>(client, args)
-                .list_metadata(&lp)
-                .await
-                .map(drop)
-                .map_err(|e| RunError::CrdMissing("AccountClaim", e)),
-            Err(e) => Err(e),
-        };
-        match result {
+        match startup::crds_served(client, args.claim_namespace.as_deref()).await {
             Ok(()) => return Ok(()),
-            Err(RunError::CrdMissing(what, e))
+            Err((what, e))
                 if !matches!(e, kube::Error::Api(_))
                     && started.elapsed() < Duration::from_secs(60) =>
             {
@@ -411,7 +387,7 @@ async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(5));
             }
-            Err(e) => return Err(e),
+            Err((what, e)) => return Err(RunError::CrdMissing(what, e)),
         }
     }
 }
@@ -434,20 +410,12 @@ fn start_caches(
 ) -> (Arc<Context>, Streams) {
     let feed = ChangeFeed::default();
     let ledger: SharedLedger = Arc::new(Mutex::new(Ledger::default()));
-    let (config_store, config_writer) = reflector::store();
-    let config_stream = controller_stream(
-        Api::<HapConfig>::all(client.clone()),
-        config_writer,
-        feed.clone(),
-    );
-    let (claim_store, claim_writer) = reflector::store();
+    let (config_store, config_stream) = startup::config_stream(client, feed.clone());
     let claims_synced = Arc::new(AtomicBool::new(false));
-    let claims = claim_stream(
-        claim_api(client, args),
-        claim_writer,
-        ledger.clone(),
-        feed.clone(),
-        claims_synced.clone(),
+    let (claim_store, claims) = startup::claims_stream(
+        client,
+        args.claim_namespace.as_deref(),
+        (ledger.clone(), feed.clone(), claims_synced.clone()),
     );
     let (kick_tx, kick_rx) = futures::channel::mpsc::unbounded();
     let ctx = Arc::new(Context {
@@ -627,44 +595,22 @@ async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), k
     // Each kind is one re-list; a failed page abandons it (relist_pages), so that a take-over
     // that has to retry never leaves a re-list open that would keep the index from advancing.
     if let Some(target) = ctx.caches.bindings.target() {
-        let api: Api<LeanObject> = Api::namespaced_with(
-            garden.clone(),
-            &target.namespace,
-            &binding_resource(target.kind),
-        );
         relist_pages(
             &ctx.ledger,
             Kind::Binding,
-            |token| list_page(&api, token),
+            |token| startup::binding_page(garden, &target, token),
             |l, b| l.apply_binding(binding_view(&b, b.credentials())),
         )
         .await?;
     }
-    let api = claim_api::<LeanClaim>(client, &ctx.args);
+    let ns = ctx.args.claim_namespace.as_deref();
     relist_pages(
         &ctx.ledger,
         Kind::Claim,
-        |token| list_page(&api, token),
+        |token| startup::claim_page(client, ns, token),
         |l, c| l.apply_claim(claim_view(&c.into())),
     )
     .await
-}
-
-/// One page of a consistent list, from `token` on.
-async fn list_page<K>(api: &Api<K>, token: Option<String>) -> Result<Page<K>, kube::Error>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let mut lp = ListParams::default().limit(LIST_PAGE);
-    if let Some(c) = &token {
-        lp = lp.continue_token(c);
-    }
-    let page = api.list(&lp).await?;
-    Ok(Page {
-        items: page.items,
-        continue_token: page.metadata.continue_,
-        resource_version: page.metadata.resource_version,
-    })
 }
 
 async fn run_controllers(
@@ -820,7 +766,7 @@ const SWEEP_PACE: Duration = Duration::from_millis(250);
 /// Every claim in the store, once each `--resync` (or when `now` is notified), starting one
 /// period from now and paced in chunks; the next sweep starts one period after the last chunk.
 fn resync_sweep(
-    claims: reflector::Store<StoredClaim>,
+    claims: Store<StoredClaim>,
     period: Duration,
     now: Arc<tokio::sync::Notify>,
     stop: CancellationToken,
@@ -860,6 +806,8 @@ fn resync_sweep(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::AccountClaim;
+    use kube::runtime::reflector;
     use kube::runtime::watcher::Event;
 
     fn claim(name: &str) -> StoredClaim {

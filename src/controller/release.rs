@@ -16,7 +16,7 @@ use kube::{Resource, ResourceExt};
 
 use super::active::ActiveConfig;
 use super::active::ConfigState;
-use super::claim::{ClaimError, count, k8s, outcome, refused, write_outcome};
+use super::outcome::{ClaimError, count, k8s, outcome, refused, write_outcome};
 use super::{Context, decidable, point_caches};
 use crate::api::conditions::reasons;
 use crate::api::{AccountClaim, CLAIM_FINALIZER, ReleaseMode, SourceKind};

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use kube::runtime::controller::Action;
 
 use super::active::ActiveConfig;
-use super::claim::{ClaimError, count, pending, status_outcome, unclaim, write_outcome};
+use super::outcome::{ClaimError, count, pending, status_outcome, unclaim, write_outcome};
 use super::{Context, resync};
 use crate::api::{AccountClaim, Decision, MatchedRule};
 use crate::pools::ClaimView;

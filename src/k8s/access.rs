@@ -1,6 +1,9 @@
 //! Who a bearer token belongs to and whether that user may read a non-resource URL, asked of
 //! the API server (TokenReview, then SubjectAccessReview) — the delegated check of `/metrics`.
 
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -81,5 +84,17 @@ pub async fn review(
     Ok(match sar.status.map(|s| s.allowed) {
         Some(true) => Access::Allowed { user: name },
         _ => Access::Forbidden { user: name },
+    })
+}
+
+/// Asks the API server about a token (the production one is [`review`]).
+pub type Reviewer =
+    Arc<dyn Fn(String) -> BoxFuture<'static, Result<Access, AccessError>> + Send + Sync>;
+
+/// The reviewer backed by the API server of `client`.
+pub fn api_reviewer(client: Client) -> Reviewer {
+    Arc::new(move |token: String| {
+        let client = client.clone();
+        Box::pin(async move { review(&client, &token, "/metrics", "get").await })
     })
 }

@@ -59,6 +59,21 @@ pub async fn garden(own: &Client, garden_kubeconfig: Option<&Path>) -> Result<Cl
     }
 }
 
+/// The operator's own client: the in-cluster config, or `KUBECONFIG` as kubectl reads it.
+pub async fn own() -> Result<Client, kube::Error> {
+    Client::try_default().await
+}
+
+/// The namespace of the current kubeconfig context, if it names one (as kubectl defaults it).
+pub fn kubeconfig_namespace() -> Option<String> {
+    let k = Kubeconfig::read().ok()?;
+    let current = k.current_context.clone()?;
+    k.contexts
+        .iter()
+        .find(|c| c.name == current)
+        .and_then(|c| c.context.as_ref()?.namespace.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
 use sha3::{Digest, Sha3_256};
@@ -93,7 +93,7 @@ impl LastGoodApi {
             },
             "data": {UID_KEY: good.uid, GENERATION_KEY: good.generation.to_string(), SPEC_KEY: spec},
         });
-        let pp = PatchParams::apply(crate::api::FIELD_MANAGER).force();
+        let pp = super::params::apply(crate::api::FIELD_MANAGER);
         self.api
             .patch(&self.name, &pp, &Patch::Apply(body))
             .await

@@ -7,7 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::Patch;
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -89,10 +89,7 @@ impl LeaseApi {
                         ..Default::default()
                     }),
                 };
-                let pp = PostParams {
-                    field_manager: Some(field_manager()),
-                    ..Default::default()
-                };
+                let pp = super::params::post(&field_manager());
                 self.api.create(&pp, &lease).await
             }
             Some(Current(lease)) => {
@@ -119,10 +116,7 @@ impl LeaseApi {
     }
 
     async fn patch(&self, body: serde_json::Value) -> Result<Lease, kube::Error> {
-        let pp = PatchParams {
-            field_manager: Some(field_manager()),
-            ..Default::default()
-        };
+        let pp = super::params::patch(&field_manager());
         self.api.patch(&self.name, &pp, &Patch::Merge(body)).await
     }
 

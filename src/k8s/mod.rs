@@ -1,16 +1,21 @@
-//! The only module that talks to the API server: watch caches, status applies, compare-and-swap
-//! label writes on bindings, finalizers and events. Everything here is a thin edge around
-//! kube-rs; decisions live in the pure modules.
+//! The only module that talks to an API server (the operator's cluster and the garden): watch
+//! caches, the config in force, start-up and take-over reads, status applies, compare-and-swap
+//! label writes on bindings, finalizers, events, the lease, TokenReview, request-source writes
+//! and the CLI's read-only lists. A thin edge around kube-rs; decisions live in the pure modules.
 
 pub mod access;
+pub mod active;
 pub mod caches;
 pub mod clients;
 pub mod last_good;
 pub mod lean;
 pub mod lease;
+pub mod live;
 pub mod namespaces;
+pub mod params;
 pub mod source_claims;
 pub mod sources;
+pub mod startup;
 pub mod writes;
 
 pub use caches::{BindingCache, BindingTarget, Caches, ChangeFeed, Retargetable, SharedLedger};

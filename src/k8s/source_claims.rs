@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
@@ -100,10 +100,7 @@ impl SourceClaims {
     pub async fn create(&self, claim: &AccountClaim) -> Result<CreateOutcome, K8sError> {
         let name = claim.metadata.name.clone().unwrap_or_default();
         let what = format!("AccountClaim {}/{name}", self.namespace);
-        let pp = PostParams {
-            dry_run: false,
-            field_manager: Some(SOURCE_FIELD_MANAGER.into()),
-        };
+        let pp = super::params::post(SOURCE_FIELD_MANAGER);
         match self.api.create(&pp, claim).await {
             Ok(c) => Ok(CreateOutcome::Created(c)),
             Err(kube::Error::Api(s)) if s.is_already_exists() => match self.get(&name).await? {
@@ -133,10 +130,7 @@ impl SourceClaims {
             // Nanoseconds: two stamps never carry the same value, so each one is a change.
             "annotations": {ANNOTATION_ADMITTED_AT: at.to_string()},
         }});
-        let pp = PatchParams {
-            field_manager: Some(SOURCE_FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
+        let pp = super::params::patch(SOURCE_FIELD_MANAGER);
         self.api
             .patch(name, &pp, &Patch::Merge(&patch))
             .await

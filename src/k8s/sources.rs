@@ -9,9 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kube::api::{
-    DeleteParams, DynamicObject, GetParams, Patch, PatchParams, PostParams, Preconditions,
-};
+use kube::api::{DeleteParams, DynamicObject, GetParams, Patch, PatchParams, Preconditions};
 use kube::core::{ApiResource, Request};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -151,10 +149,7 @@ pub struct LiveRead {
 }
 
 fn params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    }
+    super::params::patch(FIELD_MANAGER)
 }
 
 /// A delete conditioned on both the uid and the resourceVersion it was decided on.
@@ -189,10 +184,7 @@ impl SourceWrites {
     /// An existing claim of that name is left as it is.
     pub async fn create_claim(&self, ns: &str, claim: &AccountClaim) -> Result<(), K8sError> {
         let api: Api<AccountClaim> = Api::namespaced(self.client(), ns);
-        let pp = PostParams {
-            dry_run: false,
-            field_manager: Some(SOURCE_FIELD_MANAGER.into()),
-        };
+        let pp = super::params::post(SOURCE_FIELD_MANAGER);
         let name = claim.metadata.name.clone().unwrap_or_default();
         let what = format!("AccountClaim {ns}/{name}");
         self.writer.fenced(|| what.clone())?;
@@ -211,10 +203,7 @@ impl SourceWrites {
         labels: &BTreeMap<String, String>,
     ) -> Result<(), K8sError> {
         let api: Api<AccountClaim> = Api::namespaced(self.client(), ns);
-        let pp = PatchParams {
-            field_manager: Some(SOURCE_FIELD_MANAGER.into()),
-            ..Default::default()
-        };
+        let pp = super::params::patch(SOURCE_FIELD_MANAGER);
         let what = format!("AccountClaim {ns}/{name}");
         self.writer.fenced(|| what.clone())?;
         api.patch_metadata(
@@ -341,10 +330,7 @@ impl SourceWrites {
                         what: what.clone(),
                         source,
                     })?;
-                let pp = PostParams {
-                    dry_run: false,
-                    field_manager: Some(FIELD_MANAGER.into()),
-                };
+                let pp = super::params::post(FIELD_MANAGER);
                 self.writer.fenced(|| what.clone())?;
                 api.create(&pp, &body).await.map(|_| ())
             }

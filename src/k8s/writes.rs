@@ -358,7 +358,7 @@ async fn apply_status(
     body: serde_json::Value,
     what: String,
 ) -> Result<Option<String>, K8sError> {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = super::params::apply(FIELD_MANAGER);
     let request = request.patch_subresource("status", name, &params, &Patch::Apply(body));
     send(client, request, "patch_status")
         .await
@@ -395,10 +395,7 @@ async fn send(
 
 /// Plain patches, attributed to the operator in managedFields.
 fn patch_params() -> PatchParams {
-    PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    }
+    super::params::patch(FIELD_MANAGER)
 }
 
 /// ApiResource of the configured binding kind.

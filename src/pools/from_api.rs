@@ -1,5 +1,5 @@
 //! The plain views of the API objects: which binding a claim records (through
-//! `status::recorded_binding`, the one definition of "bound"), which binding a Shoot uses, a
+//! `claim_state::recorded_binding`, the one definition of "bound"), which binding a Shoot uses, a
 //! binding's labels and credential kind — each with the resourceVersion that orders views of the object.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -7,7 +7,7 @@ use kube::{Resource, ResourceExt};
 
 use super::{BindingView, ClaimView, ShootView};
 use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, CredentialsKind, Shoot};
-use crate::status::{is_denied, recorded_binding, waiting_in};
+use crate::claim_state::{is_denied, recorded_binding, waiting_in};
 
 /// The view of a claim that selection, release and counting take.
 pub fn claim_view(c: &AccountClaim) -> ClaimView {

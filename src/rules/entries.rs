@@ -5,11 +5,11 @@
 use crate::api::policy::MAX_PREFERENCES;
 use crate::api::{EuAccessMode, HapConfigSpec, PoolPreference, RuleSyntax, StructuredRule};
 
-use super::diag::{Diagnostic, Reason, Validation};
-use super::labelcheck::label_value_problem;
 use super::model::{Cond, EuAccess, PoolResult, Rule, TenantCond};
 use super::plans::PlanTable;
 use super::{Syntax, keb, legacy, seed};
+use crate::diag::label_value_problem;
+use crate::diag::{Diagnostic, Reason, Validation};
 
 /// Where an entry was written.
 #[derive(Clone, Debug, PartialEq, Eq)]

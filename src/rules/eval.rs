@@ -5,10 +5,10 @@
 
 use crate::labels::PoolKey;
 
-use super::labelcheck::label_value_problem;
 use super::model::{EuAccess, PoolResult};
 use super::plans::Provider;
 use super::{CompiledRules, Entry};
+use crate::diag::label_value_problem;
 
 /// One cluster request. Empty strings count as absent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -9,10 +9,10 @@
 use crate::api::policy::MAX_PREFERENCES;
 
 use super::Entry;
-use super::diag::{Reason, Validation};
 use super::model::EuAccess;
 use super::plans::PlanTable;
 use super::pools::PreferenceInfo;
+use crate::diag::{Reason, Validation};
 
 /// How much EU access a preference promises; a later preference must not promise less.
 fn eu_rank(e: EuAccess) -> u8 {

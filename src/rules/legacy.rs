@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use crate::api::LegacyRules;
 
-use super::diag::{Diagnostic, Reason};
 use super::model::{Cond, EuAccess, PoolResult, Rule};
 use super::plans::PlanTable;
+use crate::diag::{Diagnostic, Reason};
 
 /// The four properties, in the order their suffixes and labels apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

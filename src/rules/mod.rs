@@ -3,12 +3,10 @@
 //! plan, and evaluated without Kubernetes I/O.
 
 pub mod convert;
-mod diag;
 mod entries;
 mod eval;
 mod fallback;
 mod keb;
-mod labelcheck;
 mod legacy;
 mod legacy_seed;
 mod lexer;
@@ -26,11 +24,11 @@ use std::collections::{BTreeMap, HashMap};
 use crate::api::{HapConfigSpec, RuleSyntax};
 use crate::labels::ResolvedLabelKeys;
 
-pub use diag::{Diagnostic, Reason, Validation};
+pub use crate::diag::{Diagnostic, Reason, Validation};
+pub use crate::diag::{label_key_problem, label_value_problem};
 pub(crate) use entries::Entry;
 pub use entries::to_structured;
 pub use eval::{EvalError, Outcome, Preference, Request};
-pub use labelcheck::{label_key_problem, label_value_problem};
 pub use model::{Cond, EuAccess, PoolResult, Rule, Specificity, TenantCond};
 pub use pins::{PinRule, Pins};
 pub use plans::{PlanTable, Provider};
@@ -85,7 +83,7 @@ impl CompiledRules {
     pub fn from_spec(spec: &HapConfigSpec) -> Result<(CompiledRules, Vec<Diagnostic>), Validation> {
         let mut v = Validation::default();
         let keys = ResolvedLabelKeys::from_spec(spec.label_keys.as_ref());
-        v.errors.extend(labelcheck::check_keys(&keys));
+        v.errors.extend(crate::diag::labelcheck::check_keys(&keys));
         let (plans, plan_errors) = PlanTable::from_spec(spec.plans.as_ref());
         v.errors.extend(plan_errors);
         let eu_regions = eu_regions(spec, &mut v);

@@ -120,7 +120,7 @@ pub fn tenant_cond(c: &mut Cursor<'_>, keys: &[&str]) -> Result<TenantCond, Issu
             ));
         };
         c.bump();
-        if let Some(problem) = super::labelcheck::label_value_problem(v) {
+        if let Some(problem) = crate::diag::label_value_problem(v) {
             return Err(Issue::new(
                 col,
                 format!("`{v}` is not a global account a request can carry, {problem}"),

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use crate::api::Pin;
 use crate::labels::PoolKey;
 
-use super::diag::{Diagnostic, Reason, Validation};
-use super::labelcheck::label_value_problem;
+use crate::diag::label_value_problem;
+use crate::diag::{Diagnostic, Reason, Validation};
 
 /// A validated pin.
 #[derive(Clone, Debug, PartialEq, Eq)]

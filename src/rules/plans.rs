@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use crate::api::PlanSpec;
 
-use super::diag::{Diagnostic, Reason};
 use super::parse::closest;
+use crate::diag::{Diagnostic, Reason};
 
 /// Where a plan's provider type comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

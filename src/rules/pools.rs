@@ -8,9 +8,9 @@ use serde::Serialize;
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 
 use super::Entry;
-use super::diag::{Diagnostic, Reason};
 use super::model::{Cond, EuAccess, PoolResult, Rule};
 use super::plans::{PlanTable, Provider};
+use crate::diag::{Diagnostic, Reason};
 
 /// One rule entry as the status reports it. The top-level pool fields describe the first
 /// preference (empty type, `false`, `false` for a deny entry).

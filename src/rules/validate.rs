@@ -4,10 +4,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::Entry;
-use super::diag::{Diagnostic, Reason};
-use super::labelcheck::label_value_problem;
 use super::model::{Cond, PoolResult, Rule, TenantCond};
 use super::plans::{PlanTable, Provider};
+use crate::diag::label_value_problem;
+use crate::diag::{Diagnostic, Reason};
 
 /// Same plan and conditions, whatever the outputs: each later copy is an error.
 pub fn duplicates(entries: &[Entry]) -> Vec<Diagnostic> {

@@ -73,7 +73,7 @@ pub fn value_problem(field: RequestField, value: &str) -> Option<String> {
         RequestField::GlobalAccount
         | RequestField::PlatformRegion
         | RequestField::ClusterRegion => {
-            crate::rules::label_value_problem(value).map(|p| format!("`{value}` {p}"))
+            crate::diag::label_value_problem(value).map(|p| format!("`{value}` {p}"))
         }
     }
 }

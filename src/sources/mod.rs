@@ -23,7 +23,7 @@ mod sync_tests;
 use serde_json::Value;
 
 use crate::api::{HapConfigSpec, RequestSource, SourceKind};
-use crate::rules::Diagnostic;
+use crate::diag::Diagnostic;
 use derive::{CompiledField, FieldProblem, Origin};
 use fieldpath::FieldPath;
 use kinds::RequestField;

@@ -179,7 +179,7 @@ impl SourceRef {
         if let Some(n) = self
             .name
             .as_ref()
-            .filter(|n| crate::rules::label_value_problem(n).is_none())
+            .filter(|n| crate::diag::label_value_problem(n).is_none())
         {
             l.insert(LABEL_SOURCE_NAME.to_string(), n.clone());
         }

@@ -9,7 +9,7 @@ use super::kinds::RequestField;
 use crate::api::{
     FieldSource, HapConfigSpec, LabelOperator, PurposeOperator, RequestSource, SourceKind,
 };
-use crate::rules::{Diagnostic, Reason, label_key_problem, label_value_problem};
+use crate::diag::{Diagnostic, Reason, label_key_problem, label_value_problem};
 
 fn at(i: usize, s: &RequestSource) -> String {
     format!("requestSources[{i}] `{}`", s.id)

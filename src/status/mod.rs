@@ -14,9 +14,11 @@ mod sources;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+pub use crate::claim_state::{
+    Recorded, is_denied, is_settled, recorded_binding, settled, waiting_in,
+};
 pub use claim::{
-    BoundTo, ClaimOutcome, PendingReason, Recorded, bound_message, desired_claim_status, is_denied,
-    is_settled, recorded_binding, release_blocked_for, settled, waiting_in,
+    BoundTo, ClaimOutcome, PendingReason, bound_message, desired_claim_status, release_blocked_for,
 };
 pub use compact::CompactStatus;
 pub use config::{ConfigInputs, MissingPool, bindings_in_use_event, desired_config_status};

@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::Webhook;
 use crate::api::conditions::reasons;
 use crate::api::{BindingKind, HapConfigSpec, SourceKind};
-use crate::controller::active::ConfigState;
+use crate::k8s::active::ConfigState;
 use crate::metrics::AdmissionLabels;
 use crate::sources::admission::{Operation, Plan, Request, Serving, Verdict, finish, plan};
 

@@ -22,18 +22,16 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::post;
-use futures::StreamExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
+use kube::Client;
+use kube::runtime::reflector::Store;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::HapConfig;
-use crate::controller::active::ConfigResolver;
+use crate::k8s::active::ConfigResolver;
 use crate::k8s::caches::store_ready;
 use crate::k8s::source_claims::SourceClaims;
 use crate::metrics::SharedMetrics;
@@ -183,21 +181,7 @@ pub async fn start(
         let _ = addr_out.addr.set(addr);
         tracing::info!(%addr, "serving the request-source admission webhooks (TLS)");
     }
-    let (configs, writer) = reflector::store();
-    let config_watch = reflector::reflector(
-        writer,
-        watcher(
-            Api::<HapConfig>::all(client.clone()),
-            watcher::Config::default().any_semantic(),
-        )
-        .default_backoff(),
-    )
-    .for_each(|ev| {
-        if let Err(e) = ev {
-            tracing::warn!(error = %e, "webhook HapConfig watch error; retrying");
-        }
-        futures::future::ready(())
-    });
+    let (configs, config_watch) = crate::k8s::startup::config_watch(client);
     let (claims, claims_task) = SourceClaims::start(client, &settings.claim_namespace);
     // Stopping: the operator's stop or `hap run`'s. The watches outlive it until the last call
     // is answered (`done`): a call in the drain still waits for the leader's decision.

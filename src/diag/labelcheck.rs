@@ -2,7 +2,7 @@
 
 use crate::labels::ResolvedLabelKeys;
 
-use super::diag::{Diagnostic, Reason};
+use super::{Diagnostic, Reason};
 
 /// Why `value` is not a valid label value, or `None` when it is.
 pub fn label_value_problem(value: &str) -> Option<String> {

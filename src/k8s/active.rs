@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::BindingTarget;
+pub use super::last_good::LastGood;
 use crate::api::{BindingKind, HapConfig, HapConfigSpec};
-use crate::k8s::BindingTarget;
-pub use crate::k8s::last_good::LastGood;
 use crate::rules::{CompiledRules, Diagnostic, Validation};
 
 /// A compiled, valid generation of the config in force.

@@ -1,6 +1,7 @@
-//! The only part of the CLI that talks to the API server (`hap pools`, `hap validate --live`,
-//! `hap explain --live`). It lists once, turns what it read into the plain views the pure core
-//! takes (`HapConfigSpec`, label maps, `pools::*View`), and decides nothing itself.
+//! The CLI's reads of a live cluster (`hap pools`, `hap validate --live`, `hap explain --live`),
+//! here in `k8s` because only `k8s` talks to an API server (`cli::live` names this module). It
+//! lists once, turns what it read into the plain views the pure core takes (`HapConfigSpec`,
+//! label maps, `pools::*View`), and decides nothing itself.
 //!
 //! It reads the HapConfig, bindings (their labels and the kind of their credentials reference,
 //! never the credentials), Shoots and AccountClaims, and never Secrets; it writes nothing. The client comes from `KUBECONFIG`
@@ -14,8 +15,8 @@ use std::path::Path;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 
+use super::writes::binding_resource;
 use crate::api::{AccountClaim, BindingKind, CredentialsKind, HapConfig, HapConfigSpec, Shoot};
-use crate::k8s::writes::binding_resource;
 use crate::labels::ResolvedLabelKeys;
 use crate::pools::{
     BindingView, ClaimView, Inventory, ShootView, binding_view, claim_view, shoot_view,

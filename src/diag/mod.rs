@@ -1,5 +1,10 @@
-//! Diagnostics of rule validation: the reasons, one diagnostic per problem, and the
-//! one-line-per-error summary the operator writes into conditions.
+//! Diagnostics of HapConfig validation (rules, request sources, label syntax): the reasons, one
+//! diagnostic per problem, and the one-line-per-error summary the operator writes into
+//! conditions. Below both `rules` and `sources`, so that neither imports the other for them.
+
+pub mod labelcheck;
+
+pub use labelcheck::{label_key_problem, label_value_problem};
 
 use std::fmt;
 

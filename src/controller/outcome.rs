@@ -1,0 +1,259 @@
+//! The claim reconciles' write toolkit, shared by the claim, release and adoption reconciles
+//! (so that none of them imports another): the reconcile error, status writes with their
+//! ledger record, pending and refused outcomes, and how a write's result counts.
+
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+
+use super::active::ActiveConfig;
+use super::{Context, claim_key};
+use crate::api::{AccountClaim, MatchedRule};
+use crate::k8s::K8sError;
+use crate::labels::CLAIMED_BY;
+use crate::ledger::Outcome;
+use crate::metrics::OutcomeLabels;
+use crate::pools::ClaimView;
+use crate::selection::BeforeUse;
+use crate::status::{ClaimOutcome, PendingReason, claim_status_changed, desired_claim_status};
+
+/// A reconcile that runs this long is cut off (every API call inside has a shorter timeout).
+pub(super) const RECONCILE_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error("claim {claim}: {step}")]
+    K8s {
+        claim: String,
+        step: &'static str,
+        #[source]
+        source: K8sError,
+    },
+    #[error("claim {claim}: the reconcile did not finish within {RECONCILE_TIMEOUT:?}")]
+    Timeout { claim: String },
+    /// Its binding is not released while the object may live, and which object is unknown.
+    #[error(
+        "claim {claim}: the release waits: the claim was made for {object} but names no object \
+         that can be read (label accountpool.io/source-name and annotation accountpool.io/source \
+         both missing)"
+    )]
+    SourceUnknown { claim: String, object: String },
+}
+
+impl ClaimError {
+    pub(super) fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            ClaimError::K8s {
+                source: K8sError::Conflict { .. },
+                ..
+            }
+        )
+    }
+}
+
+pub(super) fn k8s(claim: &str, step: &'static str) -> impl FnOnce(K8sError) -> ClaimError {
+    let claim = claim.to_string();
+    move |source| ClaimError::K8s {
+        claim,
+        step,
+        source,
+    }
+}
+
+/// Removes the claimed-by record of the claim that claimed the binding before this claim, which
+/// did not claim it, is recorded Bound to it (`selection::claimant`). A conflict: the binding
+/// moved since the decision, which is taken again; the assignment recorded with it ends.
+pub(super) async fn unclaim(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+    before: &BeforeUse,
+) -> Result<(), ClaimError> {
+    let BeforeUse::Unclaim {
+        binding,
+        expected_resource_version,
+    } = before
+    else {
+        return Ok(());
+    };
+    let key = claim_key(claim);
+    let step = "removing another claim's claimed-by label before the reuse";
+    let target = active.binding_target();
+    let result = match expected_resource_version {
+        Some(rv) => {
+            ctx.writer
+                .remove_binding_labels_cas(
+                    target.kind,
+                    &target.namespace,
+                    binding,
+                    rv,
+                    &[CLAIMED_BY],
+                )
+                .await
+        }
+        None => Err(K8sError::Conflict {
+            what: format!("binding {binding} has no resourceVersion in the index"),
+        }),
+    };
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            // No status was written: the claim is not being assigned any more.
+            ctx.ledger()
+                .assignment_outcome(&view.uid, Outcome::Refused, Instant::now());
+            if let K8sError::Forbidden { message, .. } = &e {
+                refused(claim, ctx, active, binding, "reuse", message).await;
+            }
+            Err(k8s(&key, step)(e))
+        }
+    }
+}
+
+/// Writes a pending status; an event and the outcome counter only when the reason is new, so
+/// that they count claims, not reconciles.
+pub(super) async fn pending(
+    claim: &AccountClaim,
+    ctx: &Context,
+    reason: PendingReason,
+    cause: String,
+    matched: Option<(MatchedRule, crate::labels::PoolKey)>,
+) -> Result<Action, ClaimError> {
+    let new = pending_reason(claim) != Some(reason.as_str());
+    let announced = matches!(
+        reason,
+        PendingReason::PoolExhausted | PendingReason::PinnedBindingUnavailable
+    );
+    if new && (reason.is_terminal() || announced) {
+        ctx.writer
+            .event(
+                &claim.object_ref(&()),
+                true,
+                reason.as_str(),
+                "Evaluate",
+                cause.clone(),
+            )
+            .await;
+        count(ctx, reason.as_str());
+    }
+    write_outcome(
+        claim,
+        ctx,
+        &ClaimOutcome::Pending {
+            reason,
+            cause,
+            matched,
+        },
+    )
+    .await?;
+    // Config changes and changes of the pool bring pending claims back; this is the safety net.
+    Ok(Action::requeue(ctx.args.pending_retry))
+}
+
+/// The garden refused a write of `binding`: remember it (writes of it pause), tell people once,
+/// and return when the next attempt may be made.
+pub(super) async fn refused(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    binding: &str,
+    what: &str,
+    message: &str,
+) -> Instant {
+    let target = active.binding_target();
+    let plural = target.kind.gvk().3;
+    let cause = format!(
+        "cannot {what} binding {}/{binding}: {}",
+        target.namespace,
+        crate::k8s::forbidden_hint(message, plural, &target.namespace)
+    );
+    let (retry_at, news) = ctx.denials.refused(binding, cause.clone(), Instant::now());
+    if news {
+        tracing::warn!(binding, %cause, "binding write refused by the garden");
+        ctx.writer
+            .event(&claim.object_ref(&()), true, "Forbidden", "Claim", cause)
+            .await;
+        // The HapConfig status lists refusals; the feed wakes its reconcile.
+        ctx.caches.feed.bump();
+    }
+    count(ctx, "Forbidden");
+    retry_at
+}
+
+pub(super) async fn write_outcome(
+    claim: &AccountClaim,
+    ctx: &Context,
+    outcome: &ClaimOutcome,
+) -> Result<(), ClaimError> {
+    let now = Time(Timestamp::now());
+    let desired = desired_claim_status(
+        claim.status.as_ref(),
+        &claim.spec,
+        claim.metadata.generation,
+        outcome,
+        &now,
+    );
+    if !claim_status_changed(claim.status.as_ref(), &desired) {
+        return Ok(());
+    }
+    let key = claim_key(claim);
+    let written = ctx
+        .writer
+        .apply_claim_status(
+            &claim.namespace().unwrap_or_default(),
+            &claim.name_any(),
+            claim.metadata.resource_version.as_deref(),
+            &desired,
+        )
+        .await
+        .map_err(k8s(&key, "writing status"))?;
+    if let (Some(rv), Some(uid)) = (written, claim.uid()) {
+        // Until the watch brings this version, a reconcile handed the older copy waits for it
+        // (it would decide, count and tell people all over again).
+        ctx.ledger()
+            .inflight
+            .status_written(&uid, rv, Instant::now());
+    }
+    Ok(())
+}
+
+pub(super) fn pending_reason(claim: &AccountClaim) -> Option<&str> {
+    claim
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::api::conditions::types::READY)
+        .map(|c| c.reason.as_str())
+}
+
+/// How an API call ended, for the ledger.
+pub(super) fn outcome<T>(result: &Result<T, K8sError>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Written,
+        Err(e) if e.outcome_unknown() => Outcome::Unknown,
+        Err(_) => Outcome::Refused,
+    }
+}
+
+/// How a status write ended, for the ledger.
+pub(super) fn status_outcome(result: &Result<(), ClaimError>) -> Outcome {
+    match result {
+        Ok(()) => Outcome::Written,
+        Err(ClaimError::K8s { source, .. }) if source.outcome_unknown() => Outcome::Unknown,
+        Err(_) => Outcome::Refused,
+    }
+}
+
+pub(super) fn count(ctx: &Context, outcome: &str) {
+    ctx.metrics
+        .claim_outcomes
+        .get_or_create(&OutcomeLabels {
+            outcome: outcome.to_string(),
+        })
+        .inc();
+}

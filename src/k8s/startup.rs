@@ -1,0 +1,139 @@
+//! The reads of the operator's start and of a take-over: whether its CRDs are served, the watch
+//! streams of HapConfigs and claims, the HapConfig watch of the webhook, and the pages of the
+//! consistent re-list a new leader makes of bindings and claims. Here, so that no module above
+//! `k8s` builds an `Api`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use futures::{Stream, StreamExt};
+use kube::api::ListParams;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+
+use super::caches::{LIST_PAGE, Page, SharedLedger, claim_stream, controller_stream};
+use super::lean::{LeanClaim, LeanObject, StoredClaim};
+use super::writes::binding_resource;
+use super::{BindingTarget, ChangeFeed};
+use crate::api::{AccountClaim, HapConfig};
+
+/// AccountClaims in the watched namespace, or in all namespaces.
+fn claims_api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// One LIST of each CRD the operator serves: the CRD (`HapConfig`, `AccountClaim`) the API
+/// server could not list, with its error.
+pub async fn crds_served(
+    client: &Client,
+    claim_namespace: Option<&str>,
+) -> Result<(), (&'static str, kube::Error)> {
+    let lp = ListParams::default().limit(1);
+    Api::<HapConfig>::all(client.clone())
+        .list_metadata(&lp)
+        .await
+        .map_err(|e| ("HapConfig", e))?;
+    claims_api::<AccountClaim>(client, claim_namespace)
+        .list_metadata(&lp)
+        .await
+        .map(drop)
+        .map_err(|e| ("AccountClaim", e))
+}
+
+/// The HapConfig watch of the controllers: their store, and the stream that fills it.
+pub fn config_stream(
+    client: &Client,
+    feed: ChangeFeed,
+) -> (
+    Store<HapConfig>,
+    impl Stream<Item = Result<HapConfig, watcher::Error>> + Send + use<>,
+) {
+    let (store, writer) = reflector::store();
+    let stream = controller_stream(Api::<HapConfig>::all(client.clone()), writer, feed);
+    (store, stream)
+}
+
+/// The claim watch of the controllers (see `caches::claim_stream`): their store, and the
+/// stream that fills it and the ledger.
+pub fn claims_stream(
+    client: &Client,
+    namespace: Option<&str>,
+    (ledger, feed, synced): (SharedLedger, ChangeFeed, Arc<AtomicBool>),
+) -> (
+    Store<StoredClaim>,
+    impl Stream<Item = Result<StoredClaim, watcher::Error>> + Send + use<>,
+) {
+    let (store, writer) = reflector::store();
+    let api = claims_api(client, namespace);
+    (store, claim_stream(api, writer, ledger, feed, synced))
+}
+
+/// The webhook's own HapConfig watch (it serves before the controllers' caches exist): its
+/// store, and the task that keeps it current and retries after errors.
+pub fn config_watch(
+    client: &Client,
+) -> (Store<HapConfig>, impl Future<Output = ()> + Send + use<>) {
+    let (store, writer) = reflector::store();
+    let task = reflector::reflector(
+        writer,
+        watcher(
+            Api::<HapConfig>::all(client.clone()),
+            watcher::Config::default().any_semantic(),
+        )
+        .default_backoff(),
+    )
+    .for_each(|ev| {
+        if let Err(e) = ev {
+            tracing::warn!(error = %e, "webhook HapConfig watch error; retrying");
+        }
+        futures::future::ready(())
+    });
+    (store, task)
+}
+
+/// One page of a consistent list of the bindings of `target`, from `token` on.
+pub async fn binding_page(
+    garden: &Client,
+    target: &BindingTarget,
+    token: Option<String>,
+) -> Result<Page<LeanObject>, kube::Error> {
+    let ar = binding_resource(target.kind);
+    list_page(
+        &Api::namespaced_with(garden.clone(), &target.namespace, &ar),
+        token,
+    )
+    .await
+}
+
+/// One page of a consistent list of the watched claims, from `token` on.
+pub async fn claim_page(
+    client: &Client,
+    namespace: Option<&str>,
+    token: Option<String>,
+) -> Result<Page<LeanClaim>, kube::Error> {
+    list_page(&claims_api(client, namespace), token).await
+}
+
+async fn list_page<K>(api: &Api<K>, token: Option<String>) -> Result<Page<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut lp = ListParams::default().limit(LIST_PAGE);
+    if let Some(c) = &token {
+        lp = lp.continue_token(c);
+    }
+    let page = api.list(&lp).await?;
+    Ok(Page {
+        items: page.items,
+        continue_token: page.metadata.continue_,
+        resource_version: page.metadata.resource_version,
+    })
+}
