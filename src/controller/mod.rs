@@ -396,6 +396,8 @@ async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
 struct Streams {
     configs: futures::stream::BoxStream<'static, Result<HapConfig, kube::runtime::watcher::Error>>,
     claims: futures::stream::BoxStream<'static, Result<StoredClaim, kube::runtime::watcher::Error>>,
+    /// Set: the claim watch's objects are kept for the controller from now on (`relay`).
+    claims_listening: Arc<AtomicBool>,
     kicks: futures::channel::mpsc::UnboundedReceiver<ClaimRef>,
 }
 
@@ -455,13 +457,14 @@ fn start_caches(
     });
     // The watch streams run from the start, leading or not; the controllers read them through
     // channels once leading, and until then what they yield is only kept in the stores.
-    let (configs, config_rx) = relay(config_stream);
-    let (claims, claim_rx) = relay(claims);
+    let (configs, config_rx, _) = relay(config_stream);
+    let (claims, claim_rx, claims_listening) = relay(claims);
     tokio::spawn(configs);
     tokio::spawn(claims);
     let streams = Streams {
         configs: config_rx,
         claims: claim_rx,
+        claims_listening,
         kicks: kick_rx,
     };
     (ctx, streams)
@@ -469,11 +472,13 @@ fn start_caches(
 
 /// Drives `stream` in a task of its own and hands its items to the returned receiver, dropping
 /// them while nobody receives yet (a standby: what matters is in the stores and the ledger).
+/// Items are kept from the receiver's first poll, or earlier once the returned flag is set.
 fn relay<T: Send + 'static>(
     stream: impl futures::Stream<Item = T> + Send + 'static,
 ) -> (
     impl Future<Output = ()> + Send + 'static,
     futures::stream::BoxStream<'static, T>,
+    Arc<AtomicBool>,
 ) {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<T>();
     let listening = Arc::new(AtomicBool::new(false));
@@ -489,12 +494,13 @@ fn relay<T: Send + 'static>(
         }
     };
     let mut rx = rx;
+    let flag = listening.clone();
     let rx = futures::stream::poll_fn(move |cx| {
         listening.store(true, Ordering::SeqCst);
         rx.poll_recv(cx)
     })
     .boxed();
-    (task, rx)
+    (task, rx, flag)
 }
 
 /// Points the binding and Shoot watches (and the index's keys and namespace) at the config in
@@ -621,6 +627,10 @@ async fn run_controllers(
 ) {
     // Every claim not settled, once at the start: a new leader finds the old one's work undone.
     // Settled ones whose binding moved come back through the inventory, the rest with the sweep.
+    // The watch's objects are kept from before the store is read: a list that ends in between
+    // hands its claims on (k8s::caches::stored_objects) instead of to nobody, and the store read
+    // here may be the old list's (a takeover right after an API server restart).
+    streams.claims_listening.store(true, Ordering::SeqCst);
     for claim in ctx.caches.claims.state() {
         if !claim.is_settled() {
             let _ = ctx

@@ -550,7 +550,7 @@ where
         .default_backoff()
         .modify(trim_metadata::<K>)
         .inspect_ok(move |_| feed.bump());
-    reflector::reflector(writer, stream).touched_objects()
+    stored_objects(reflector::reflector(writer, stream), |_| true)
 }
 
 /// The claim watch: into the ledger first, then into the controller's store, so that a claim a
@@ -587,7 +587,49 @@ pub fn claim_stream(
                 feed.bump();
             }
         });
-    reflector::reflector(writer, stream).touched_objects()
+    // Settled claims need no reconcile (controller::unsettled drops them anyway): a list of
+    // 10k claims buffers only the few that do.
+    stored_objects(reflector::reflector(writer, stream), |c: &StoredClaim| {
+        !c.is_settled()
+    })
+}
+
+/// The objects of a reflector's events (applied to its store before they come out), each handed
+/// on only once the store holds it. The store keeps its old list until a new list is complete
+/// (`InitDone`), so a listed object handed on at once was looked up in a store that did not
+/// have it yet (a claim created while the watch was away: the controller dropped it as not
+/// found) or held an older copy (a claim deleted meanwhile read as still Bound), and nothing
+/// brought it back until the sweep. Listed objects for which `keep` holds wait for the list's
+/// end; a list begun again drops those of the one it replaces (they are listed again).
+pub fn stored_objects<K, S>(
+    events: S,
+    keep: impl Fn(&K) -> bool + Send + 'static,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let mut listed: Vec<K> = Vec::new();
+    events.flat_map(move |ev| {
+        let out: Vec<Result<K, watcher::Error>> = match ev {
+            Err(e) => vec![Err(e)],
+            Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => vec![Ok(o)],
+            Ok(watcher::Event::Init) => {
+                listed = Vec::new();
+                Vec::new()
+            }
+            Ok(watcher::Event::InitApply(o)) => {
+                if keep(&o) {
+                    listed.push(o);
+                }
+                Vec::new()
+            }
+            Ok(watcher::Event::InitDone) => {
+                std::mem::take(&mut listed).into_iter().map(Ok).collect()
+            }
+        };
+        futures::stream::iter(out)
+    })
 }
 
 /// Whether a store has finished its first list (without waiting).

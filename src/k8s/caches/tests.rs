@@ -265,3 +265,92 @@ async fn a_new_target_is_ready_only_when_its_own_list_has_ended() {
     assert!(holds(&ledger, "a") && holds(&ledger, "b"));
     assert_eq!(lock(&ledger).inventory.open_relists(Kind::Binding), 0);
 }
+
+/// A ConfigMap stands for any watched kind: the reflector needs a real resource.
+fn cm(name: &str, rv: u64) -> k8s_openapi::api::core::v1::ConfigMap {
+    let mut c = k8s_openapi::api::core::v1::ConfigMap::default();
+    c.metadata.name = Some(name.into());
+    c.metadata.namespace = Some("ns".into());
+    c.metadata.resource_version = Some(rv.to_string());
+    c
+}
+
+type CmEvent = Result<watcher::Event<k8s_openapi::api::core::v1::ConfigMap>, watcher::Error>;
+
+/// Each object handed on is in the store as handed on, at that moment.
+fn in_store(
+    store: &Store<k8s_openapi::api::core::v1::ConfigMap>,
+    o: &k8s_openapi::api::core::v1::ConfigMap,
+) -> bool {
+    store
+        .get(&reflector::ObjectRef::from_obj(o))
+        .is_some_and(|held| held.resource_version() == o.resource_version())
+}
+
+#[tokio::test]
+async fn a_listed_object_is_handed_on_only_once_the_store_holds_it() {
+    // Issue 19, the stall of the full chaos run: after an API server restart the claim watch
+    // lists again, and its objects reached the controller while the store still held the old
+    // list: a claim created and deleted while the watch was away was "not found" (dropped), one
+    // deleted meanwhile was read as still Bound; nothing brought either back before the sweep.
+    let (store, writer) = reflector::store();
+    let (tx, rx) = mpsc::unbounded::<CmEvent>();
+    let mut out = Box::pin(stored_objects(reflector::reflector(writer, rx), |_| true));
+    let send = |ev| tx.unbounded_send(Ok(ev)).expect("send");
+    send(watcher::Event::Init);
+    send(watcher::Event::InitApply(cm("a", 1)));
+    send(watcher::Event::InitDone);
+    let first = out.next().await.expect("a").expect("ok");
+    assert!(in_store(&store, &first));
+    // Away: a changed, b created; the watch lists again.
+    send(watcher::Event::Init);
+    send(watcher::Event::InitApply(cm("a", 2)));
+    send(watcher::Event::InitApply(cm("b", 3)));
+    use futures::FutureExt;
+    assert!(
+        out.next().now_or_never().is_none(),
+        "nothing is handed on while the store holds the old list"
+    );
+    send(watcher::Event::InitDone);
+    let mut names = Vec::new();
+    for _ in 0..2 {
+        let o = out.next().await.expect("listed").expect("ok");
+        assert!(
+            in_store(&store, &o),
+            "{} handed on before the store held it",
+            o.name_any()
+        );
+        names.push(o.name_any());
+    }
+    assert_eq!(names, ["a", "b"]);
+    // Watch events come out at once, after the store took them.
+    send(watcher::Event::Apply(cm("b", 4)));
+    let o = out.next().await.expect("b").expect("ok");
+    assert!(in_store(&store, &o));
+}
+
+#[tokio::test]
+async fn a_list_begun_again_hands_on_only_the_objects_of_the_list_that_ended() {
+    let (store, writer) = reflector::store();
+    let (tx, rx) = mpsc::unbounded::<CmEvent>();
+    // `keep` leaves out what needs no reconcile (settled claims).
+    let mut out = Box::pin(stored_objects(reflector::reflector(writer, rx), |c| {
+        c.name_any() != "settled"
+    }));
+    let send = |ev| tx.unbounded_send(Ok(ev)).expect("send");
+    send(watcher::Event::Init);
+    send(watcher::Event::InitApply(cm("gone", 1)));
+    // The list failed mid-pagination: the watcher lists again; "gone" was deleted meanwhile.
+    send(watcher::Event::Init);
+    send(watcher::Event::InitApply(cm("settled", 2)));
+    send(watcher::Event::InitApply(cm("x", 3)));
+    send(watcher::Event::InitDone);
+    drop(tx);
+    let mut names = Vec::new();
+    while let Some(o) = out.next().await {
+        let o = o.expect("ok");
+        assert!(in_store(&store, &o));
+        names.push(o.name_any());
+    }
+    assert_eq!(names, ["x"]);
+}
