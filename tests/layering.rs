@@ -27,7 +27,7 @@ const LAYERS: &[&[&str]] = &[
     &["ledger"],
     &["status", "release"],
     // Process-wide helpers that know no API server: the lease clock, metrics families.
-    &["leadership", "metrics"],
+    &["leadership", "metrics", "metrics_keb"],
     // The only edge to API servers.
     &["k8s"],
     // HTTP servers and the reconcilers, which read through k8s and decide in the core.

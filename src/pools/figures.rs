@@ -25,10 +25,8 @@ use super::Inventory;
 use crate::api::{BindingsInUse, OrphanStatus, PoolFigures};
 use crate::labels::PoolKey;
 
-/// A cluster uses the binding, but no tenant holds it.
-pub const IN_USE_WITHOUT_TENANT: &str = "InUseWithoutTenant";
-/// The binding waits for the cleanup job while a cluster uses it.
-pub const DIRTY_IN_USE: &str = "DirtyInUse";
+// The reasons are the tallies' words: they count per reason, the figures only read.
+pub use super::tallies::{DIRTY_IN_USE, IN_USE_WITHOUT_TENANT};
 /// Bindings named per pool and reason; the count says how many there are in all.
 pub const IN_USE_NAMED: usize = 10;
 

@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::figures::{DIRTY_IN_USE, IN_USE_WITHOUT_TENANT};
 use super::{BindingClass, BindingEntry};
 use crate::api::CredentialsKind;
 use crate::labels::{PoolKey, ResolvedLabelKeys};
@@ -22,6 +21,11 @@ pub struct Counts {
     pub clusters: usize,
     pub credentials: BTreeMap<CredentialsKind, usize>,
 }
+
+/// A cluster uses the binding, but no tenant holds it.
+pub const IN_USE_WITHOUT_TENANT: &str = "InUseWithoutTenant";
+/// The binding waits for the cleanup job while a cluster uses it.
+pub const DIRTY_IN_USE: &str = "DirtyInUse";
 
 /// What the index keeps per event for figures, bindings in use and orphans.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
