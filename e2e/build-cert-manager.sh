@@ -32,7 +32,7 @@ if [ ! -x "$out/hap-cert-manager" ] || [ ! -d "$out/crds" ]; then
   # Drift only costs time (the shared packages compile again), so it warns and builds.
   "$mod/pin-to-tools.sh" --check ||
     echo "build-cert-manager: e2e/cert-manager is not pinned to e2e/tools' versions; this build compiles the shared packages again" >&2
-  echo "building cert-manager $version (controller, cainjector) with $go_version into $out (a cold build takes ~6-9 min on 2 cores)" >&2
+  echo "building cert-manager $version (controller, cainjector) with $go_version into $out (cold: ~1 CPU-minute once the control plane is built, ~9 without)" >&2
   (cd "$mod" && go build \
       -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$version" \
       -o "$tmp/hap-cert-manager" .) >&2
