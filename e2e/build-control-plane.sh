@@ -38,8 +38,11 @@ if [ "$need" = 1 ]; then
   done
   start=$(date +%s)
   echo "building control plane $k8s_version with $go_version into $bin (a cold build takes ~7 min on 2 cores)" >&2
-  # One go build for all binaries so they share compiled packages.
-  (cd "$tools" && go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
+  # One go build for all binaries so they share compiled packages. No -trimpath (here, for the
+  # launcher and in build-cert-manager.sh): with it, a package of a replaced module is compiled
+  # under the *required* version's name, so cert-manager's copies pinned to these versions would
+  # miss the Go build cache; without it both builds name them by their one module-cache path.
+  (cd "$tools" && go build -ldflags "$ldflags" -o "$tmp/" \
       k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler \
@@ -70,7 +73,7 @@ if [ ! -x "$launcher/testenv" ]; then
   mkdir -p "$launcher"
   for b in $bins; do ln -sfn "$bin/$b" "$launcher/$b"; done
   tmp_launcher=$(mktemp "$launcher/.testenv.XXXXXX")
-  (cd "$tools" && go build -trimpath -o "$tmp_launcher" ./cmd/testenv) >&2
+  (cd "$tools" && go build -o "$tmp_launcher" ./cmd/testenv) >&2
   mv -f "$tmp_launcher" "$launcher/testenv"
 fi
 if [ -x "$bin/pause" ]; then ln -sfn "$bin/pause" "$launcher/pause"; fi

@@ -106,8 +106,9 @@ func runController(ctx context.Context, kubeconfig, namespace string) error {
 		KubernetesAPIBurst: 100,
 		IssuerOptions:      controllerpkg.IssuerOptions{ClusterResourceNamespace: namespace},
 		CertificateOptions: controllerpkg.CertificateOptions{
+			// v1.20 has no maximum to set: it caps the backoff at a fixed 32 h (the maximum set here
+			// for v1.21).
 			CertificateRequestMinimumBackoffDuration: time.Hour,
-			CertificateRequestMaximumBackoffDuration: 32 * time.Hour,
 		},
 	})
 	if err != nil {
