@@ -3,8 +3,9 @@
 //! conditions. Below both `rules` and `sources`, so that neither imports the other for them.
 
 pub mod labelcheck;
+pub mod labelsyntax;
 
-pub use labelcheck::{label_key_problem, label_value_problem};
+pub use labelsyntax::{label_key_problem, label_value_problem};
 
 use std::fmt;
 
