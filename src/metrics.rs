@@ -89,6 +89,8 @@ pub struct Metrics {
     pub pool_claim_rate: Family<PoolLabels, Gauge<f64, AtomicU64>>,
     pub pool_days_until_empty: Family<PoolLabels, Gauge<f64, AtomicU64>>,
     pub pool_min_free: Family<PoolLabels, Gauge>,
+    pub orphan_bindings: Family<TypeLabels, Gauge>,
+    pub claim_bind_seconds: Family<TypeLabels, Histogram>,
     /// KEB's names of the pool gauges (`hap run --keb-metrics`), encoded after the `hap_*` ones.
     pub keb: Option<crate::metrics_keb::KebMetrics>,
 }
@@ -133,6 +135,11 @@ impl Metrics {
             pool_claim_rate: Family::default(),
             pool_days_until_empty: Family::default(),
             pool_min_free: Family::default(),
+            orphan_bindings: Family::default(),
+            // From a second to about a week: a claim binds at once, or waits for a free binding.
+            claim_bind_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.25, 2.0, 22))
+            }),
             keb: None,
             registry: Registry::default(),
         };
@@ -226,6 +233,16 @@ impl Metrics {
             "The pool's minimum of free bindings (spec.poolLow); below it PoolsAvailable is False with reason PoolLow",
             m.pool_min_free.clone(),
         );
+        registry.register(
+            "orphan_bindings",
+            "Bindings labelled for a tenant that no bound claim and no Shoot uses, per hyperscaler type (status.orphans)",
+            m.orphan_bindings.clone(),
+        );
+        registry.register(
+            "claim_bind_duration_seconds",
+            "Time from an AccountClaim's creation to the write of its Bound status, per hyperscaler type",
+            m.claim_bind_seconds.clone(),
+        );
         Self { registry, ..m }
     }
 
@@ -248,3 +265,44 @@ impl Metrics {
 }
 
 pub type SharedMetrics = Arc<Metrics>;
+
+/// Seconds from `created` (the API server's clock) to `now`; never negative, so that a clock
+/// behind the API server's records an instant bind rather than a nonsense sample.
+pub fn seconds_since(created: jiff::Timestamp, now: jiff::Timestamp) -> f64 {
+    let nanos = now.as_nanosecond() - created.as_nanosecond();
+    #[allow(clippy::cast_precision_loss)]
+    let secs = nanos.max(0) as f64 / 1e9;
+    secs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_since_creation_is_never_negative() {
+        let t = jiff::Timestamp::from_second(1_700_000_000).unwrap();
+        let later = jiff::Timestamp::from_second(1_700_000_090).unwrap();
+        assert!((seconds_since(t, later) - 90.0).abs() < 1e-9);
+        assert!(seconds_since(later, t).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn the_orphan_and_bind_time_families_are_exported() {
+        let m = Metrics::new();
+        let l = TypeLabels {
+            hyperscaler_type: "aws".into(),
+        };
+        m.orphan_bindings.get_or_create(&l).set(2);
+        m.claim_bind_seconds.get_or_create(&l).observe(3.0);
+        let text = m.encode();
+        assert!(
+            text.contains("hap_orphan_bindings{hyperscaler_type=\"aws\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hap_claim_bind_duration_seconds_count{hyperscaler_type=\"aws\"} 1"),
+            "{text}"
+        );
+    }
+}

@@ -638,6 +638,19 @@ async fn refresh_reports_orphans() {
     .await;
     assert_eq!(st.orphans[0].binding, "aws-1");
     assert_eq!(st.orphans[0].tenant, "ga-gone");
+    // The same count as a gauge, for the HapOrphanBindings alert and the dashboard.
+    let gauge = "hap_orphan_bindings{hyperscaler_type=\"aws\"} 1";
+    eventually(Duration::from_secs(20), "the orphan gauge", || async {
+        let text = hap
+            .operator
+            .as_ref()
+            .expect("operator")
+            .handle
+            .metrics
+            .encode();
+        text.contains(gauge).then_some(())
+    })
+    .await;
     let first = st.last_refresh_time.clone();
     eventually(Duration::from_secs(30), "a second refresh", || async {
         let st = hap.config_status().await;

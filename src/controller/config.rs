@@ -198,7 +198,7 @@ async fn reconcile_in_force(
             let mut ledger = ctx.ledger();
             fill_pools(&mut input, active, &ledger.inventory, &ledger.inflight);
             input.refused_writes = ctx.denials.refusals();
-            export_metrics(ctx, &mut ledger.inventory);
+            export_metrics(ctx, &mut ledger.inventory, &input.orphans);
             input.pools = super::lifecycle::pools(ctx, &active.spec, &ledger.inventory);
         }
         input.sources = ctx.sources.statuses();
@@ -355,9 +355,11 @@ fn between_backticks(s: &str) -> Option<&str> {
 /// The pool-level families are redone (one series per pool); the per-binding and per-tenant
 /// ones change only for what the index says moved since the last export (`take_touched`), so
 /// that a second with one new claim costs a few series, not one per binding.
-fn export_metrics(ctx: &Context, inv: &mut Inventory) {
+fn export_metrics(ctx: &Context, inv: &mut Inventory, orphans: &[crate::api::OrphanStatus]) {
     use crate::metrics::TypeLabels;
     let m = &ctx.metrics;
+    let figures = inv.all_figures();
+    export_orphans(m, &figures, orphans);
     m.available_bindings.clear();
     m.claimed_bindings.clear();
     m.dirty_bindings.clear();
@@ -371,7 +373,7 @@ fn export_metrics(ctx: &Context, inv: &mut Inventory) {
             .get_or_create(&l)
             .inc_by(i64::try_from(n).unwrap_or(i64::MAX));
     }
-    for f in inv.all_figures() {
+    for f in &figures {
         let l = TypeLabels {
             hyperscaler_type: f.hyperscaler_type.clone(),
         };
@@ -396,6 +398,31 @@ fn export_metrics(ctx: &Context, inv: &mut Inventory) {
     }
     for tenant in &touched.tenants {
         set_tenant_series(m, inv, tenant);
+    }
+}
+
+/// One series per hyperscaler type of the pools, 0 included: an alert or panel on orphans then
+/// has data while there are none, and a type whose last orphan was cleaned goes back to 0.
+fn export_orphans(
+    m: &crate::metrics::Metrics,
+    figures: &[PoolFigures],
+    orphans: &[crate::api::OrphanStatus],
+) {
+    use crate::metrics::TypeLabels;
+    m.orphan_bindings.clear();
+    for f in figures {
+        m.orphan_bindings
+            .get_or_create(&TypeLabels {
+                hyperscaler_type: f.hyperscaler_type.clone(),
+            })
+            .set(0);
+    }
+    for o in orphans {
+        m.orphan_bindings
+            .get_or_create(&TypeLabels {
+                hyperscaler_type: o.hyperscaler_type.clone(),
+            })
+            .inc();
     }
 }
 
