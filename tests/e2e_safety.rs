@@ -41,7 +41,7 @@ impl Unready {
             let stop = async move {
                 let _ = rx.await;
             };
-            let _ = hap_operator::controller::run_with(client, args, h, stop).await;
+            let _ = hap_operator::controller::run_with(client.into(), args, h, stop).await;
         });
         Self {
             handle,

@@ -130,8 +130,8 @@ async fn a_claim_handed_out_again_keeps_its_grace_from_the_stamp() {
 async fn a_stamp_after_the_read_makes_the_clean_up_delete_fail() {
     let hap = Hap::without_operator(&["aws"], json!({})).await;
     let writes = SourceWrites::new(Writer::new(
-        hap.client.clone(),
-        hap.client.clone(),
+        hap.client.clone().into(),
+        hap.client.clone().into(),
         None,
         Fence::open(),
     ));
@@ -191,8 +191,8 @@ async fn a_stamp_after_the_read_makes_the_clean_up_delete_fail() {
 async fn a_replica_that_does_not_lead_creates_no_claim() {
     let hap = Hap::without_operator(&["aws"], json!({})).await;
     let writes = SourceWrites::new(Writer::new(
-        hap.client.clone(),
-        hap.client.clone(),
+        hap.client.clone().into(),
+        hap.client.clone().into(),
         None,
         Fence::closed(),
     ));

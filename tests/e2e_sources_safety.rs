@@ -57,9 +57,15 @@ impl Bench {
         };
         let (out, stop) = (WebhookAddr::default(), CancellationToken::new());
         let metrics = Arc::new(hap_operator::metrics::Metrics::new());
-        let hook = hap_operator::webhook::start(&hap.client, settings, metrics, &out, stop.clone())
-            .await
-            .expect("webhook starts");
+        let hook = hap_operator::webhook::start(
+            &hap.client.clone().into(),
+            settings,
+            metrics,
+            &out,
+            stop.clone(),
+        )
+        .await
+        .expect("webhook starts");
         hook.wait_ready().await;
         let addr = out.get().expect("listening");
         Self {

@@ -74,17 +74,6 @@ const CLIENT_NAMES: &[&str] = &[
     "Discovery",
 ];
 
-/// Files above `k8s` that still hold a `kube::Client` to hand to `k8s` functions (they make no
-/// call with it). Only shrinks: a file listed here that no longer names the client fails the
-/// test, as does any other client name in it. The per-cluster wrapper of issue 21 item 1
-/// replaces these handles.
-const CLIENT_HANDLE_HOLDERS: &[&str] = &[
-    "controller/leader.rs",
-    "controller/mod.rs",
-    "controller/sources.rs",
-    "webhook/mod.rs",
-];
-
 /// Crates (or paths into them) the pure core must not name.
 const IMPURE_PREFIXES: &[&str] = &[
     "tokio",
@@ -791,25 +780,115 @@ fn only_k8s_talks_to_an_api_server() {
                 hits.insert(format!("kube::…::{name}"));
             }
         }
-        let file = m.file.to_string_lossy().into_owned();
-        if CLIENT_HANDLE_HOLDERS.contains(&file.as_str()) {
-            let handle_only = ["kube::Client", "kube::…::Client"];
-            if hits.is_empty() {
-                found.push(format!(
-                    "src/{file} no longer holds a client: drop it from CLIENT_HANDLE_HOLDERS"
-                ));
-            }
-            hits.retain(|h| !handle_only.contains(&h.as_str()));
-        }
         if !hits.is_empty() {
             let hits: Vec<_> = hits.into_iter().collect();
-            found.push(format!("src/{file}: {}", hits.join(", ")));
+            found.push(format!("src/{}: {}", m.file.display(), hits.join(", ")));
         }
     }
     println!("modules outside k8s naming a kube client: {}", found.len());
     assert!(
         found.is_empty(),
         "API clients or calls outside src/k8s (move them behind a src/k8s function):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+/// Whether the item whose keyword is at `i` (`fn`, or a field's name) is visible outside
+/// `k8s`: plain `pub` or `pub(crate)`, not `pub(super)` or `pub(in crate::k8s)`.
+fn visible_outside_k8s(t: &[Tok], mut i: usize) -> bool {
+    while i > 0
+        && matches!(&t[i - 1], Tok::Ident(q) if q == "async" || q == "const" || q == "unsafe")
+    {
+        i -= 1;
+    }
+    if i == 0 {
+        return false;
+    }
+    if matches!(&t[i - 1], Tok::Ident(p) if p == "pub") {
+        return true;
+    }
+    // `pub ( crate )`
+    i >= 4
+        && t[i - 1] == Tok::Punct(')')
+        && t[i - 2] == Tok::Ident("crate".into())
+        && t[i - 3] == Tok::Punct('(')
+        && t[i - 4] == Tok::Ident("pub".into())
+}
+
+/// The tokens of a function's return type: after its parameter list, up to its body or `where`.
+fn return_type(t: &[Tok], fn_at: usize) -> &[Tok] {
+    let Some(open) = (fn_at..t.len()).find(|&k| t[k] == Tok::Punct('(')) else {
+        return &[];
+    };
+    let mut depth = 0;
+    let mut close = open;
+    for (k, tok) in t.iter().enumerate().skip(open) {
+        match tok {
+            Tok::Punct('(') => depth += 1,
+            Tok::Punct(')') => {
+                depth -= 1;
+                if depth == 0 {
+                    close = k;
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let end = (close..t.len())
+        .find(|&k| {
+            matches!(&t[k], Tok::Punct('{') | Tok::Punct(';')) || t[k] == Tok::Ident("where".into())
+        })
+        .unwrap_or(t.len());
+    &t[close + 1..end]
+}
+
+/// `k8s` hands the other modules a `k8s::Cluster`, never the kube client inside: no function or
+/// field visible outside `k8s` returns or holds a `Client`. With the layering rule above, no
+/// module outside `k8s` can make an API call, and every write goes through `k8s::Writer`.
+#[test]
+fn k8s_hands_out_no_kube_client() {
+    let mut found = Vec::new();
+    for m in load() {
+        if top(&m.path) != "k8s" {
+            continue;
+        }
+        let t = &m.tokens;
+        let client = |toks: &[Tok]| toks.contains(&Tok::Ident("Client".into()));
+        for i in 0..t.len() {
+            let leak = match &t[i] {
+                Tok::Ident(f) if f == "fn" => {
+                    visible_outside_k8s(t, i) && client(return_type(t, i))
+                }
+                // A field `pub name: …Client…,`
+                Tok::Ident(_) if t.get(i + 1) == Some(&Tok::Punct(':')) => {
+                    let end = (i..t.len())
+                        .find(|&k| {
+                            matches!(
+                                t[k],
+                                Tok::Punct(',')
+                                    | Tok::Punct('}')
+                                    | Tok::Punct(';')
+                                    | Tok::Punct('=')
+                            )
+                        })
+                        .unwrap_or(t.len());
+                    visible_outside_k8s(t, i) && client(&t[i..end])
+                }
+                _ => false,
+            };
+            if leak {
+                let name = match t.get(i + 1) {
+                    Some(Tok::Ident(n)) if t[i] == Tok::Ident("fn".into()) => n.clone(),
+                    _ => format!("{:?}", t[i]),
+                };
+                found.push(format!("src/{}: {name}", m.file.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "k8s hands a kube client out (return a k8s::Cluster, keep the client `pub(in crate::k8s)`):\n  {}",
         found.join("\n  ")
     );
 }

@@ -23,7 +23,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     // `block_on` stays on the main thread, so every event the controllers wait for crossed
     // threads (a wake-up and a context switch each; ~25 % of the CPU per claim in `perf`).
     let operator = async move {
-        let client = match crate::k8s::clients::own().await {
+        let own = match crate::k8s::clients::own(args.api_limits()).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "cannot build a Kubernetes client (in-cluster config or KUBECONFIG)");
@@ -37,7 +37,7 @@ pub fn run(args: RunArgs) -> ExitCode {
             metrics_addr: Default::default(),
         };
         let webhook = handle.webhook.clone();
-        let result = controller::run_with(client, args, handle, shutdown_signal()).await;
+        let result = controller::run_with(own, args, handle, shutdown_signal()).await;
         // The controllers and the Lease are handed over; the webhook drains last, so that
         // object creations arriving while the pod leaves the Service are still answered.
         webhook.stop_and_drain().await;

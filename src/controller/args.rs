@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use clap::{ArgAction, ValueEnum};
 
+use crate::k8s::clients::ApiLimits;
+
 /// Log output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -146,6 +148,15 @@ pub struct RunArgs {
     /// Environment Broker keep working.
     #[arg(long, env = "HAP_KEB_METRICS", default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub keb_metrics: bool,
+    /// Requests a second the operator sends to each API server (its own cluster's, and the
+    /// garden's when `--garden-kubeconfig` names another), on average; a request over the
+    /// budget waits in the client's queue. 0: no limit (the API server's priority and fairness
+    /// then decides; the chart ships a FlowSchema for the operator).
+    #[arg(long, env = "HAP_KUBE_API_QPS", default_value_t = 0.0, value_parser = parse_qps)]
+    pub kube_api_qps: f64,
+    /// Requests sent at once after a quiet moment, above `--kube-api-qps`. 0: one second's worth.
+    #[arg(long, env = "HAP_KUBE_API_BURST", default_value_t = 0)]
+    pub kube_api_burst: u32,
 }
 
 /// What a webhook call needs beyond its decision timeout before kube-apiserver's timeoutSeconds:
@@ -154,6 +165,15 @@ pub const WEBHOOK_ANSWER_MARGIN: Duration = Duration::from_secs(2);
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_qps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(q) if q.is_finite() && q >= 0.0 => Ok(q),
+        _ => Err(format!(
+            "`{s}` is not a number of requests a second (0 or more; 0 is no limit)"
+        )),
+    }
 }
 
 impl RunArgs {
@@ -190,6 +210,16 @@ impl RunArgs {
             webhook_timeout: None,
             source_grace: Duration::from_secs(60),
             keb_metrics: false,
+            kube_api_qps: 0.0,
+            kube_api_burst: 0,
+        }
+    }
+
+    /// The request budget of each client, from `--kube-api-qps` and `--kube-api-burst`.
+    pub fn api_limits(&self) -> ApiLimits {
+        ApiLimits {
+            qps: self.kube_api_qps,
+            burst: self.kube_api_burst,
         }
     }
 
@@ -276,6 +306,39 @@ mod identity_tests {
     struct Cli {
         #[command(flatten)]
         run: RunArgs,
+    }
+
+    #[test]
+    fn the_request_budget_flags_become_the_clients_limits() {
+        let parse = |flags: &[&str]| {
+            <Cli as clap::Parser>::try_parse_from(
+                std::iter::once("hap").chain(flags.iter().copied()),
+            )
+            .map(|c| c.run)
+        };
+        let default = parse(&[]).expect("no flags");
+        assert_eq!(default.api_limits(), ApiLimits::UNLIMITED);
+        assert_eq!(RunArgs::for_config("x").api_limits(), ApiLimits::UNLIMITED);
+        let set = parse(&["--kube-api-qps", "50.5", "--kube-api-burst", "100"]).expect("flags");
+        assert_eq!(
+            set.api_limits(),
+            ApiLimits {
+                qps: 50.5,
+                burst: 100
+            }
+        );
+        for bad in ["-1", "many", "inf", "NaN"] {
+            let flag = format!("--kube-api-qps={bad}");
+            let Err(e) = parse(&[&flag]) else {
+                panic!("--kube-api-qps {bad} accepted");
+            };
+            let msg = e.to_string();
+            assert!(
+                msg.contains("--kube-api-qps") && msg.contains(bad),
+                "{bad}: {msg}"
+            );
+        }
+        assert!(parse(&["--kube-api-burst=-3"]).is_err());
     }
 
     #[test]

@@ -9,13 +9,12 @@
 
 use std::time::{Duration, Instant};
 
-use kube::Client;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::{RunArgs, RunError};
-use crate::k8s::K8sError;
 use crate::k8s::lease::{Current, LeaseApi};
+use crate::k8s::{Cluster, K8sError};
 use crate::leadership::{Fence, Observer, Step};
 use crate::metrics::SharedMetrics;
 
@@ -54,7 +53,7 @@ pub struct Ending {
 /// Holds the lease: sends on `acquired` once leading, extends `fence` on every renewal, gives it
 /// up on `end.release`, and cancels `lost` (then returns) when leadership ends otherwise.
 pub async fn hold(
-    client: Client,
+    own: Cluster,
     args: RunArgs,
     fence: Fence,
     metrics: SharedMetrics,
@@ -64,7 +63,7 @@ pub async fn hold(
 ) -> Result<(), RunError> {
     let t = Timing::new(args.lease_duration_seconds);
     let me = args.identity();
-    let lease = LeaseApi::new(client, &args.lease_namespace, &args.lease_name);
+    let lease = LeaseApi::new(&own, &args.lease_namespace, &args.lease_name);
     let mut observer = Observer::default();
     let mut acquired = Some(acquired);
     // The lease as this replica last wrote it: a leader renews from it with one request (a

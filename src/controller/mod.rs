@@ -30,10 +30,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self as kcontroller, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 pub use args::{LogFormat, RunArgs};
@@ -46,7 +46,7 @@ use crate::k8s::caches::{
 use crate::k8s::last_good::{LastGood, LastGoodApi};
 use crate::k8s::lean::StoredClaim;
 use crate::k8s::startup;
-use crate::k8s::{Caches, ChangeFeed, Retargetable, Writer};
+use crate::k8s::{Caches, ChangeFeed, Cluster, Retargetable, Writer};
 use crate::leadership::Fence;
 use crate::ledger::Ledger;
 use crate::metrics::{Metrics, SharedMetrics};
@@ -181,7 +181,7 @@ async fn read_last_good(api: &LastGoodApi) -> Option<LastGood> {
 
 /// Runs the operator until `shutdown` resolves, leadership is lost, or a fatal error occurs.
 pub async fn run(
-    client: Client,
+    own: Cluster,
     args: RunArgs,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
@@ -191,12 +191,12 @@ pub async fn run(
         webhook: Default::default(),
         metrics_addr: Default::default(),
     };
-    run_with(client, args, handle, shutdown).await
+    run_with(own, args, handle, shutdown).await
 }
 
 /// As [`run`], reporting health and metrics through `handle`.
 pub async fn run_with(
-    client: Client,
+    own: Cluster,
     args: RunArgs,
     handle: Handle,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -225,15 +225,16 @@ pub async fn run_with(
             }
         });
     }
-    preflight(&client, &args).await?;
+    preflight(&own, &args).await?;
     if args.metrics_secure {
-        serve_secure_metrics(&client, &args, &handle, &stop).await?;
+        serve_secure_metrics(&own, &args, &handle, &stop).await?;
     }
-    let last_good = LastGoodApi::new(client.clone(), &args.lease_namespace, &args.config_name);
+    let last_good = LastGoodApi::new(&own, &args.lease_namespace, &args.config_name);
     let recorded = read_last_good(&last_good).await;
-    let garden = crate::k8s::clients::garden(&client, args.garden_kubeconfig.as_deref())
-        .await
-        .map_err(RunError::Garden)?;
+    let garden =
+        crate::k8s::clients::garden(&own, args.garden_kubeconfig.as_deref(), args.api_limits())
+            .await
+            .map_err(RunError::Garden)?;
     // Every replica serves the webhooks, the standby too: it creates claims and waits for the
     // leader's decision.
     if let Some(addr) = args.webhook_addr {
@@ -251,7 +252,7 @@ pub async fn run_with(
             tracing::warn!(decision_timeout = ?settings.decision_timeout, "--webhook-decision-timeout is shortened to --webhook-timeout minus 2 s");
         }
         let hook = crate::webhook::start(
-            &client,
+            &own,
             settings,
             handle.metrics.clone(),
             &handle.webhook,
@@ -277,7 +278,7 @@ pub async fn run_with(
         Fence::open()
     };
     let (ctx, streams) = start_caches(
-        &client,
+        &own,
         &garden,
         &args,
         &handle,
@@ -296,7 +297,7 @@ pub async fn run_with(
             release: release.clone(),
         };
         let task = tokio::spawn(leader::hold(
-            client.clone(),
+            own.clone(),
             args.clone(),
             fence.clone(),
             handle.metrics.clone(),
@@ -319,9 +320,8 @@ pub async fn run_with(
         }
         lease_task = Some(task);
         // The controllers start at once; decisions wait for the re-read (decidable()).
-        let (client, garden, ctx, stop) =
-            (client.clone(), garden.clone(), ctx.clone(), stop.clone());
-        tokio::spawn(async move { take_over(&client, &garden, &ctx, &stop).await });
+        let (own, garden, ctx, stop) = (own.clone(), garden.clone(), ctx.clone(), stop.clone());
+        tokio::spawn(async move { take_over(&own, &garden, &ctx, &stop).await });
     } else {
         // The only replica is the one that writes.
         handle.metrics.leader.set(1);
@@ -350,7 +350,7 @@ pub async fn run_with(
 /// is restarting) is waited for, up to a minute: a crash loop would only add to its load.
 /// `/metrics` over HTTPS for authorized scrapers (`--metrics-secure`), on every replica.
 async fn serve_secure_metrics(
-    client: &Client,
+    own: &Cluster,
     args: &RunArgs,
     handle: &Handle,
     stop: &CancellationToken,
@@ -360,7 +360,7 @@ async fn serve_secure_metrics(
         .clone()
         .zip(args.metrics_key_file.clone());
     let tls = crate::secure_metrics::tls_config(files)?;
-    let reviewer = crate::secure_metrics::api_reviewer(client.clone());
+    let reviewer = crate::secure_metrics::api_reviewer(own);
     let addr = crate::secure_metrics::start(
         args.metrics_addr,
         tls,
@@ -373,11 +373,11 @@ async fn serve_secure_metrics(
     Ok(())
 }
 
-async fn preflight(client: &Client, args: &RunArgs) -> Result<(), RunError> {
+async fn preflight(own: &Cluster, args: &RunArgs) -> Result<(), RunError> {
     let started = Instant::now();
     let mut delay = Duration::from_millis(200);
     loop {
-        match startup::crds_served(client, args.claim_namespace.as_deref()).await {
+        match startup::crds_served(own, args.claim_namespace.as_deref()).await {
             Ok(()) => return Ok(()),
             Err((what, e))
                 if !matches!(e, kube::Error::Api(_))
@@ -403,8 +403,8 @@ struct Streams {
 
 /// Starts every watch (a standby keeps its caches warm) and builds the shared context.
 fn start_caches(
-    client: &Client,
-    garden: &Client,
+    own: &Cluster,
+    garden: &Cluster,
     args: &RunArgs,
     handle: &Handle,
     fence: Fence,
@@ -412,16 +412,16 @@ fn start_caches(
 ) -> (Arc<Context>, Streams) {
     let feed = ChangeFeed::default();
     let ledger: SharedLedger = Arc::new(Mutex::new(Ledger::default()));
-    let (config_store, config_stream) = startup::config_stream(client, feed.clone());
+    let (config_store, config_stream) = startup::config_stream(own, feed.clone());
     let claims_synced = Arc::new(AtomicBool::new(false));
     let (claim_store, claims) = startup::claims_stream(
-        client,
+        own,
         args.claim_namespace.as_deref(),
         (ledger.clone(), feed.clone(), claims_synced.clone()),
     );
     let (kick_tx, kick_rx) = futures::channel::mpsc::unbounded();
     let ctx = Arc::new(Context {
-        writer: Writer::new(client.clone(), garden.clone(), Some(args.identity()), fence),
+        writer: Writer::new(own.clone(), garden.clone(), Some(args.identity()), fence),
         caches: Caches {
             feed: feed.clone(),
             configs: config_store.clone(),
@@ -438,7 +438,7 @@ fn start_caches(
         resolver: ConfigResolver::new(args.config_name.clone(), config_store)
             .with_last_good(recorded.clone()),
         last_good: config::LastGoodWriter::new(last_good, recorded.as_ref()),
-        namespaces: crate::k8s::namespaces::NamespaceReader::new(client.clone()),
+        namespaces: crate::k8s::namespaces::NamespaceReader::new(own),
         ledger,
         metrics: handle.metrics.clone(),
         health: handle.ready.clone(),
@@ -570,11 +570,11 @@ async fn background(ctx: Arc<Context>, stop: CancellationToken) {
 /// A standby became the leader: the old leader's last writes may not have reached its watches,
 /// so bindings and claims are read again with one consistent list each and merged into the index
 /// (the index keeps whatever is newer), before any decision. Retried until it succeeds.
-async fn take_over(client: &Client, garden: &Client, ctx: &Context, stop: &CancellationToken) {
+async fn take_over(own: &Cluster, garden: &Cluster, ctx: &Context, stop: &CancellationToken) {
     let started = Instant::now();
     let mut delay = Duration::from_millis(200);
     loop {
-        match reread(client, garden, ctx).await {
+        match reread(own, garden, ctx).await {
             Ok(()) => break,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot re-read the inventory after taking over; retrying");
@@ -597,7 +597,7 @@ async fn take_over(client: &Client, garden: &Client, ctx: &Context, stop: &Cance
     );
 }
 
-async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), kube::Error> {
+async fn reread(own: &Cluster, garden: &Cluster, ctx: &Context) -> Result<(), kube::Error> {
     // Each kind is one re-list; a failed page abandons it (relist_pages), so that a take-over
     // that has to retry never leaves a re-list open that would keep the index from advancing.
     if let Some(target) = ctx.caches.bindings.target() {
@@ -613,7 +613,7 @@ async fn reread(client: &Client, garden: &Client, ctx: &Context) -> Result<(), k
     relist_pages(
         &ctx.ledger,
         Kind::Claim,
-        |token| startup::claim_page(client, ns, token),
+        |token| startup::claim_page(own, ns, token),
         |l, c| l.apply_claim(claim_view(&c.into())),
     )
     .await

@@ -372,7 +372,7 @@ async fn object_now(
     let reader = if source.kind == SourceKind::Shoot {
         ctx.writer.garden()
     } else {
-        ctx.writer.client()
+        ctx.writer.own()
     };
     let exists =
         SourceWrites::object_exists(reader, &source.kind.resource(), &source.namespace, &name)

@@ -11,13 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use kube::core::ApiResource;
-use kube::{Client, Resource};
 use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use super::active::ConfigState;
 use crate::api::{AccountClaim, BindingKind, SourceKind, SourceStatus};
+use crate::k8s::Cluster;
 use crate::k8s::sources::{ForeignCache, SourceWrites};
 use crate::sources::kinds::cluster_config_resource;
 use crate::sources::naming::{ANNOTATION_SOURCE, SourceRef};
@@ -84,7 +85,7 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
 
 fn ensure_caches(
     ctx: &Context,
-    client: &Client,
+    own: &Cluster,
     kinds: &BTreeSet<SourceKind>,
     shoot_namespace: &str,
 ) {
@@ -106,7 +107,7 @@ fn ensure_caches(
         for k in [SourceKind::Runtime, SourceKind::Cluster] {
             if kinds.contains(&k) {
                 foreign.entry(k).or_insert_with(|| {
-                    ForeignCache::start(client, k.resource(), ctx.caches.feed.clone())
+                    ForeignCache::start(own, k.resource(), ctx.caches.feed.clone())
                 });
             } else {
                 foreign.remove(&k);
@@ -117,7 +118,7 @@ fn ensure_caches(
         if kinds.contains(&SourceKind::Cluster) {
             if cfg.is_none() {
                 *cfg = Some(ForeignCache::start(
-                    client,
+                    own,
                     cluster_config_resource(),
                     ctx.caches.feed.clone(),
                 ));
@@ -176,7 +177,6 @@ async fn pass(ctx: &Context, resynced: bool) {
     let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
         return;
     };
-    let client = ctx.writer.client().clone();
     let claim_ns = ctx.args.source_claim_namespace();
     // The kinds come from the index, kept per claim event: no walk of the claim cache here.
     let (claimed_kinds, epoch) = {
@@ -188,7 +188,7 @@ async fn pass(ctx: &Context, resynced: bool) {
     };
     let mut kinds: BTreeSet<SourceKind> = active.sources.iter().map(|s| s.kind).collect();
     kinds.extend(claimed_kinds);
-    ensure_caches(ctx, &client, &kinds, &active.shoot_namespace());
+    ensure_caches(ctx, ctx.writer.own(), &kinds, &active.shoot_namespace());
     if kinds.is_empty() {
         if let Ok(mut s) = ctx.sources.statuses.lock() {
             s.clear();
@@ -351,7 +351,7 @@ async fn clean_up(
     let reader = if gone.source.kind == SourceKind::Shoot {
         ctx.writer.garden()
     } else {
-        ctx.writer.client()
+        ctx.writer.own()
     };
     let resource: ApiResource = gone.source.kind.resource();
     if SourceWrites::object_exists(reader, &resource, &gone.source.namespace, &name).await? {

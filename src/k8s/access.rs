@@ -91,8 +91,9 @@ pub async fn review(
 pub type Reviewer =
     Arc<dyn Fn(String) -> BoxFuture<'static, Result<Access, AccessError>> + Send + Sync>;
 
-/// The reviewer backed by the API server of `client`.
-pub fn api_reviewer(client: Client) -> Reviewer {
+/// The reviewer backed by the API server of `cluster`.
+pub fn api_reviewer(cluster: &super::Cluster) -> Reviewer {
+    let client = cluster.kube().clone();
     Arc::new(move |token: String| {
         let client = client.clone();
         Box::pin(async move { review(&client, &token, "/metrics", "get").await })

@@ -20,11 +20,12 @@ use std::time::Instant;
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
 
+use super::Cluster;
 use super::lean::{LeanClaim, LeanObject, LeanShoot, StoredClaim, widen};
 use super::writes::binding_resource;
 use crate::api::{BindingKind, HapConfig, Shoot};
@@ -75,7 +76,7 @@ pub type ShootTarget = String;
 
 /// How a watch task of one target is started: it feeds the ledger through its `Feed`.
 type Start<T> =
-    Arc<dyn Fn(&Client, &T, Feed) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+    Arc<dyn Fn(&Cluster, &T, Feed) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
 /// What a running watch reports into.
 #[derive(Clone)]
@@ -181,7 +182,7 @@ impl<T> Run<T> {
 
 /// A watch into the ledger whose target (namespace, kind) can change while the operator runs.
 pub struct Retargetable<T> {
-    client: Client,
+    cluster: Cluster,
     ledger: SharedLedger,
     feed: ChangeFeed,
     start: Start<T>,
@@ -191,16 +192,16 @@ pub struct Retargetable<T> {
 
 impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
     pub fn new(
-        client: Client,
+        cluster: Cluster,
         ledger: SharedLedger,
         feed: ChangeFeed,
-        start: impl Fn(&Client, &T, Feed) -> futures::future::BoxFuture<'static, ()>
+        start: impl Fn(&Cluster, &T, Feed) -> futures::future::BoxFuture<'static, ()>
         + Send
         + Sync
         + 'static,
     ) -> Self {
         Self {
-            client,
+            cluster,
             ledger,
             feed,
             start: Arc::new(start),
@@ -253,7 +254,7 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
             epoch,
             task: state.clone(),
         };
-        let task = tokio::spawn((self.start)(&self.client, &target, feed));
+        let task = tokio::spawn((self.start)(&self.cluster, &target, feed));
         Run {
             target,
             task,
@@ -493,12 +494,12 @@ fn watch_config() -> watcher::Config {
 /// resourceVersion are all selection needs; the kind is shown in status; the credentials
 /// themselves are never read).
 pub fn watch_bindings(
-    client: &Client,
+    garden: &Cluster,
     target: &BindingTarget,
     feed: Feed,
 ) -> futures::future::BoxFuture<'static, ()> {
     let ar = binding_resource(target.kind);
-    let api: Api<LeanObject> = Api::namespaced_with(client.clone(), &target.namespace, &ar);
+    let api: Api<LeanObject> = Api::namespaced_with(garden.kube().clone(), &target.namespace, &ar);
     let stream = watcher(api, watch_config()).default_backoff();
     Box::pin(drive(
         stream,
@@ -511,11 +512,11 @@ pub fn watch_bindings(
 
 /// The Shoot watch of a namespace.
 pub fn watch_shoots(
-    client: &Client,
+    garden: &Cluster,
     ns: &ShootTarget,
     feed: Feed,
 ) -> futures::future::BoxFuture<'static, ()> {
-    let api: Api<LeanShoot> = Api::namespaced(client.clone(), ns);
+    let api: Api<LeanShoot> = Api::namespaced(garden.kube().clone(), ns);
     let stream = watcher(api, watch_config())
         .default_backoff()
         .map_ok(widen::<LeanShoot, Shoot>);

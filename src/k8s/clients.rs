@@ -1,4 +1,5 @@
-//! API clients: the operator's own cluster, and the garden that serves bindings and Shoots.
+//! API clients: the operator's own cluster, and the garden that serves bindings and Shoots, each
+//! behind one opaque handle ([`Cluster`]) that only `k8s` can open.
 //!
 //! In a real landscape the garden (a virtual kube-apiserver with gardener-apiserver) is not the
 //! cluster the operator, its HapConfig and its AccountClaims live in; the operator then reaches it
@@ -7,8 +8,45 @@
 
 use std::path::{Path, PathBuf};
 
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+
+pub use super::rate::ApiLimits;
+use super::rate::RateLimitLayer;
+
+/// One cluster the operator talks to. Code above `k8s` holds these and hands them to `k8s`
+/// functions; the kube client inside is reachable only within `k8s`, so every request (and every
+/// write, through the fenced [`super::Writer`]) is made here. Cheap to clone: clones share one
+/// connection pool.
+#[derive(Clone)]
+pub struct Cluster {
+    client: Client,
+}
+
+impl Cluster {
+    /// The cluster `config` describes, its requests kept to `limits` (shared by every clone).
+    fn new(config: Config, limits: ApiLimits) -> Result<Self, kube::Error> {
+        let builder = ClientBuilder::try_from(config)?;
+        let client = match limits.bucket() {
+            Some(bucket) => builder.with_layer(&RateLimitLayer::new(bucket)).build(),
+            None => builder.build(),
+        };
+        Ok(Self { client })
+    }
+
+    /// The kube client of this cluster, for the API calls of `k8s` only.
+    pub(in crate::k8s) fn kube(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// For the binary's edge and tests, which build a kube client of their own.
+impl From<Client> for Cluster {
+    fn from(client: Client) -> Self {
+        Self { client }
+    }
+}
 
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -33,8 +71,8 @@ pub enum ClientError {
     },
 }
 
-/// A client for the cluster a kubeconfig file describes (its current context).
-pub async fn from_kubeconfig(path: &Path) -> Result<Client, ClientError> {
+/// The cluster a kubeconfig file describes (its current context), its requests kept to `limits`.
+pub async fn from_kubeconfig(path: &Path, limits: ApiLimits) -> Result<Cluster, ClientError> {
     let kubeconfig = Kubeconfig::read_from(path).map_err(|source| ClientError::Read {
         path: path.to_path_buf(),
         source,
@@ -45,23 +83,30 @@ pub async fn from_kubeconfig(path: &Path) -> Result<Client, ClientError> {
             path: path.to_path_buf(),
             source,
         })?;
-    Client::try_from(config).map_err(|source| ClientError::Build {
+    Cluster::new(config, limits).map_err(|source| ClientError::Build {
         path: path.to_path_buf(),
         source,
     })
 }
 
-/// The garden client: from `garden_kubeconfig` when given, else the operator's own client.
-pub async fn garden(own: &Client, garden_kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
+/// The garden: from `garden_kubeconfig` when given, with a budget of `limits` of its own; else
+/// the operator's own cluster, whose budget it then shares.
+pub async fn garden(
+    own: &Cluster,
+    garden_kubeconfig: Option<&Path>,
+    limits: ApiLimits,
+) -> Result<Cluster, ClientError> {
     match garden_kubeconfig {
-        Some(path) => from_kubeconfig(path).await,
+        Some(path) => from_kubeconfig(path, limits).await,
         None => Ok(own.clone()),
     }
 }
 
-/// The operator's own client: the in-cluster config, or `KUBECONFIG` as kubectl reads it.
-pub async fn own() -> Result<Client, kube::Error> {
-    Client::try_default().await
+/// The operator's own cluster: the in-cluster config, or `KUBECONFIG` as kubectl reads it; its
+/// requests kept to `limits`.
+pub async fn own(limits: ApiLimits) -> Result<Cluster, kube::Error> {
+    let config = Config::infer().await.map_err(kube::Error::InferConfig)?;
+    Cluster::new(config, limits)
 }
 
 /// The namespace of the current kubeconfig context, if it names one (as kubectl defaults it).
@@ -77,11 +122,80 @@ pub fn kubeconfig_namespace() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A kubeconfig of a server that answers every request `{}` and records when each arrived.
+    async fn recording_server(dir: &Path) -> (PathBuf, Arc<Mutex<Vec<Instant>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                if conn.read(&mut buf).await.unwrap_or(0) > 0 {
+                    log.lock().expect("log").push(Instant::now());
+                }
+                let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
+                let _ = conn.write_all(answer.as_bytes()).await;
+            }
+        });
+        let path = dir.join("kubeconfig");
+        let config = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters: [{{name: c, cluster: {{server: 'http://{addr}'}}}}]\n\
+             contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n\
+             users: [{{name: u, user: {{}}}}]\n"
+        );
+        std::fs::write(&path, config).expect("write kubeconfig");
+        (path, seen)
+    }
+
+    async fn send(cluster: &Cluster) {
+        let request = http::Request::get("/version")
+            .body(Vec::new())
+            .expect("request");
+        cluster
+            .kube()
+            .request_text(request)
+            .await
+            .expect("an answer");
+    }
+
+    #[tokio::test]
+    async fn a_cluster_with_limits_sends_its_burst_at_once_and_the_rest_at_qps() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, seen) = recording_server(dir.path()).await;
+        // 20 a second, 2 at once: of 5 requests the last 3 wait 50 ms each.
+        let limits = ApiLimits {
+            qps: 20.0,
+            burst: 2,
+        };
+        let cluster = from_kubeconfig(&path, limits).await.expect("cluster");
+        let started = Instant::now();
+        let sent = (0..5).map(|_| send(&cluster));
+        futures::future::join_all(sent).await;
+        let seen = seen.lock().expect("log").clone();
+        assert_eq!(seen.len(), 5);
+        let spread = seen
+            .iter()
+            .max()
+            .expect("a request")
+            .duration_since(started);
+        assert!(
+            spread >= Duration::from_millis(145),
+            "5 requests within {spread:?}"
+        );
+    }
 
     #[tokio::test]
     async fn a_missing_garden_kubeconfig_is_named_in_the_error() {
         let path = Path::new("/nonexistent/garden.kubeconfig");
-        let Err(err) = from_kubeconfig(path).await else {
+        let Err(err) = from_kubeconfig(path, ApiLimits::UNLIMITED).await else {
             panic!("a client from a file that does not exist");
         };
         assert!(matches!(err, ClientError::Read { .. }), "{err:?}");
@@ -93,7 +207,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("empty.kubeconfig");
         std::fs::write(&path, "apiVersion: v1\nkind: Config\n").expect("write");
-        let Err(err) = from_kubeconfig(&path).await else {
+        let Err(err) = from_kubeconfig(&path, ApiLimits::UNLIMITED).await else {
             panic!("a client from a kubeconfig without a context");
         };
         assert!(matches!(err, ClientError::Config { .. }), "{err:?}");

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use kube::api::Patch;
-use kube::{Api, Client};
 use serde_json::json;
 use sha3::{Digest, Sha3_256};
 
-use super::K8sError;
+use super::{Cluster, K8sError};
 use crate::api::HapConfigSpec;
 
 const UID_KEY: &str = "uid";
@@ -48,9 +48,9 @@ pub struct LastGoodApi {
 }
 
 impl LastGoodApi {
-    pub fn new(client: Client, namespace: &str, config: &str) -> Self {
+    pub fn new(cluster: &Cluster, namespace: &str, config: &str) -> Self {
         Self {
-            api: Api::namespaced(client, namespace),
+            api: Api::namespaced(cluster.kube().clone(), namespace),
             name: record_name(config),
             namespace: namespace.to_string(),
         }

@@ -7,11 +7,11 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Api;
 use kube::api::Patch;
-use kube::{Api, Client};
 use serde_json::json;
 
-use super::K8sError;
+use super::{Cluster, K8sError};
 use crate::leadership::LeaseRecord;
 
 pub struct LeaseApi {
@@ -38,9 +38,9 @@ impl Current {
 }
 
 impl LeaseApi {
-    pub fn new(client: Client, namespace: &str, name: &str) -> Self {
+    pub fn new(cluster: &Cluster, namespace: &str, name: &str) -> Self {
         Self {
-            api: Api::namespaced(client, namespace),
+            api: Api::namespaced(cluster.kube().clone(), namespace),
             name: name.to_string(),
             namespace: namespace.to_string(),
         }

@@ -15,6 +15,7 @@ use std::path::Path;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 
+use super::clients::ApiLimits;
 use super::writes::binding_resource;
 use crate::api::{AccountClaim, BindingKind, CredentialsKind, HapConfig, HapConfigSpec, Shoot};
 use crate::labels::ResolvedLabelKeys;
@@ -83,9 +84,10 @@ where
         .map_err(LiveError::Runtime)?;
     runtime.block_on(async move {
         let own = Client::try_default().await.map_err(LiveError::Client)?;
-        let garden = crate::k8s::clients::garden(&own, garden)
+        let garden = crate::k8s::clients::garden(&own.clone().into(), garden, ApiLimits::UNLIMITED)
             .await
             .map_err(LiveError::Garden)?;
+        let garden = garden.kube().clone();
         f(Clients { own, garden }).await
     })
 }

@@ -13,13 +13,14 @@ pub mod lease;
 pub mod live;
 pub mod namespaces;
 pub mod params;
+pub mod rate;
 pub mod source_claims;
 pub mod sources;
 pub mod startup;
 pub mod writes;
 
 pub use caches::{BindingCache, BindingTarget, Caches, ChangeFeed, Retargetable, SharedLedger};
-pub use clients::ClientError;
+pub use clients::{ClientError, Cluster};
 pub use writes::Writer;
 
 /// The message of kube-apiserver 1.35 when a JSON patch cannot be applied (a `test` failed).

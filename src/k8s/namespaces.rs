@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::{Api, Client};
+use kube::Api;
 
-use super::K8sError;
+use super::{Cluster, K8sError};
 
 #[derive(Clone)]
 pub struct NamespaceReader {
@@ -14,9 +14,9 @@ pub struct NamespaceReader {
 }
 
 impl NamespaceReader {
-    pub fn new(client: Client) -> Self {
+    pub fn new(cluster: &Cluster) -> Self {
         Self {
-            api: Api::all(client),
+            api: Api::all(cluster.kube().clone()),
         }
     }
 

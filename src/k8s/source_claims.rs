@@ -6,13 +6,13 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use kube::Api;
 use kube::api::{DeleteParams, Patch, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::K8sError;
+use super::{Cluster, K8sError};
 use crate::api::{AccountClaim, SOURCE_FIELD_MANAGER};
 use crate::sources::naming::{ANNOTATION_ADMITTED_AT, LABEL_SOURCE_ID};
 
@@ -35,8 +35,8 @@ pub enum CreateOutcome {
 
 impl SourceClaims {
     /// Starts the watch of `namespace`; it runs until the returned task is aborted.
-    pub fn start(client: &Client, namespace: &str) -> (Self, tokio::task::JoinHandle<()>) {
-        let api: Api<AccountClaim> = Api::namespaced(client.clone(), namespace);
+    pub fn start(cluster: &Cluster, namespace: &str) -> (Self, tokio::task::JoinHandle<()>) {
+        let api: Api<AccountClaim> = Api::namespaced(cluster.kube().clone(), namespace);
         let (store, writer) = reflector::store();
         let (tx, rx) = watch::channel(0u64);
         let cfg = watcher::Config::default()

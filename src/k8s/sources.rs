@@ -17,7 +17,7 @@ use kube::{Api, Client, Resource};
 use serde_json::{Value, json};
 
 use super::caches::{ChangeFeed, store_ready};
-use super::{K8sError, Writer};
+use super::{Cluster, K8sError, Writer};
 use crate::api::{AccountClaim, FIELD_MANAGER, SOURCE_FIELD_MANAGER};
 use crate::sources::sync::ConfigRef;
 
@@ -53,17 +53,18 @@ fn trim(obj: &mut DynamicObject) {
 
 impl ForeignCache {
     /// Starts watching `resource` in all namespaces; every event bumps `feed`.
-    pub fn start(client: &Client, resource: ApiResource, feed: ChangeFeed) -> Self {
-        Self::start_in(client, resource, None, feed)
+    pub fn start(cluster: &Cluster, resource: ApiResource, feed: ChangeFeed) -> Self {
+        Self::start_in(cluster, resource, None, feed)
     }
 
     /// Starts watching `resource` in `namespace` (all when `None`); every event bumps `feed`.
     pub fn start_in(
-        client: &Client,
+        cluster: &Cluster,
         resource: ApiResource,
         namespace: Option<&str>,
         feed: ChangeFeed,
     ) -> Self {
+        let client = cluster.kube();
         let api: Api<DynamicObject> = match namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
             None => Api::all_with(client.clone(), &resource),
@@ -177,7 +178,7 @@ impl SourceWrites {
     }
 
     fn client(&self) -> Client {
-        self.writer.client().clone()
+        self.writer.own().kube().clone()
     }
 
     /// Creates a claim the controller derived (adoption, or a Cluster whose name was generated).
@@ -229,7 +230,8 @@ impl SourceWrites {
             .map_err(|e| K8sError::classify("read", what(), kube::Error::BuildRequest(e)))?;
         let answer = self
             .writer
-            .client()
+            .own()
+            .kube()
             .send(request.map(kube::client::Body::from))
             .await
             .map_err(|e| K8sError::classify("read", what(), e))?;
@@ -290,14 +292,15 @@ impl SourceWrites {
         }
     }
 
-    /// Whether a request object exists, read from the API server (not the cache), through
-    /// `client` (the garden's for Shoots).
+    /// Whether a request object exists, read from the API server (not the cache), in
+    /// `cluster` (the garden for Shoots).
     pub async fn object_exists(
-        client: &Client,
+        cluster: &Cluster,
         resource: &ApiResource,
         ns: &str,
         name: &str,
     ) -> Result<bool, K8sError> {
+        let client = cluster.kube();
         Api::<DynamicObject>::namespaced_with(client.clone(), ns, resource)
             .get_metadata_opt(name)
             .await
@@ -417,7 +420,8 @@ mod tests {
             Duration::ZERO,
         );
         for fence in [Fence::closed(), expired] {
-            let writer = Writer::new(client.clone(), client.clone(), None, fence);
+            let cluster = Cluster::from(client.clone());
+            let writer = Writer::new(cluster.clone(), cluster, None, fence);
             let w = SourceWrites::new(writer);
             let claim: AccountClaim = serde_json::from_value(json!({
                 "apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim",

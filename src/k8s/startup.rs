@@ -16,7 +16,7 @@ use kube::{Api, Client};
 use super::caches::{LIST_PAGE, Page, SharedLedger, claim_stream, controller_stream};
 use super::lean::{LeanClaim, LeanObject, StoredClaim};
 use super::writes::binding_resource;
-use super::{BindingTarget, ChangeFeed};
+use super::{BindingTarget, ChangeFeed, Cluster};
 use crate::api::{AccountClaim, HapConfig};
 
 /// AccountClaims in the watched namespace, or in all namespaces.
@@ -33,9 +33,10 @@ where
 /// One LIST of each CRD the operator serves: the CRD (`HapConfig`, `AccountClaim`) the API
 /// server could not list, with its error.
 pub async fn crds_served(
-    client: &Client,
+    cluster: &Cluster,
     claim_namespace: Option<&str>,
 ) -> Result<(), (&'static str, kube::Error)> {
+    let client = cluster.kube();
     let lp = ListParams::default().limit(1);
     Api::<HapConfig>::all(client.clone())
         .list_metadata(&lp)
@@ -50,12 +51,13 @@ pub async fn crds_served(
 
 /// The HapConfig watch of the controllers: their store, and the stream that fills it.
 pub fn config_stream(
-    client: &Client,
+    cluster: &Cluster,
     feed: ChangeFeed,
 ) -> (
     Store<HapConfig>,
     impl Stream<Item = Result<HapConfig, watcher::Error>> + Send + use<>,
 ) {
+    let client = cluster.kube();
     let (store, writer) = reflector::store();
     let stream = controller_stream(Api::<HapConfig>::all(client.clone()), writer, feed);
     (store, stream)
@@ -64,13 +66,14 @@ pub fn config_stream(
 /// The claim watch of the controllers (see `caches::claim_stream`): their store, and the
 /// stream that fills it and the ledger.
 pub fn claims_stream(
-    client: &Client,
+    cluster: &Cluster,
     namespace: Option<&str>,
     (ledger, feed, synced): (SharedLedger, ChangeFeed, Arc<AtomicBool>),
 ) -> (
     Store<StoredClaim>,
     impl Stream<Item = Result<StoredClaim, watcher::Error>> + Send + use<>,
 ) {
+    let client = cluster.kube();
     let (store, writer) = reflector::store();
     let api = claims_api(client, namespace);
     (store, claim_stream(api, writer, ledger, feed, synced))
@@ -79,8 +82,9 @@ pub fn claims_stream(
 /// The webhook's own HapConfig watch (it serves before the controllers' caches exist): its
 /// store, and the task that keeps it current and retries after errors.
 pub fn config_watch(
-    client: &Client,
+    cluster: &Cluster,
 ) -> (Store<HapConfig>, impl Future<Output = ()> + Send + use<>) {
+    let client = cluster.kube();
     let (store, writer) = reflector::store();
     let task = reflector::reflector(
         writer,
@@ -101,10 +105,11 @@ pub fn config_watch(
 
 /// One page of a consistent list of the bindings of `target`, from `token` on.
 pub async fn binding_page(
-    garden: &Client,
+    garden: &Cluster,
     target: &BindingTarget,
     token: Option<String>,
 ) -> Result<Page<LeanObject>, kube::Error> {
+    let garden = garden.kube();
     let ar = binding_resource(target.kind);
     list_page(
         &Api::namespaced_with(garden.clone(), &target.namespace, &ar),
@@ -115,11 +120,11 @@ pub async fn binding_page(
 
 /// One page of a consistent list of the watched claims, from `token` on.
 pub async fn claim_page(
-    client: &Client,
+    cluster: &Cluster,
     namespace: Option<&str>,
     token: Option<String>,
 ) -> Result<Page<LeanClaim>, kube::Error> {
-    list_page(&claims_api(client, namespace), token).await
+    list_page(&claims_api(cluster.kube(), namespace), token).await
 }
 
 async fn list_page<K>(api: &Api<K>, token: Option<String>) -> Result<Page<K>, kube::Error>

@@ -13,40 +13,43 @@ use serde::Deserialize;
 use serde_json::json;
 use std::time::Instant;
 
-use super::K8sError;
+use super::{Cluster, K8sError};
 use crate::api::{
     AccountClaim, AccountClaimStatus, BindingKind, CLAIM_FINALIZER, FIELD_MANAGER, HapConfig,
     HapConfigStatus,
 };
 use crate::leadership::Fence;
 
-/// Every write the operator makes goes through here: binding labels through the garden client,
-/// everything else (status, finalizers, events) through the operator's own.
+/// Every write the operator makes goes through here: binding labels to the garden, everything
+/// else (status, finalizers, events) to the operator's own cluster. It hands out the clusters'
+/// handles, never a client: a write is made by a method of this type or of a writer built on it
+/// (`k8s::sources::SourceWrites`), and each passes the fence.
 #[derive(Clone)]
 pub struct Writer {
-    client: Client,
-    garden: Client,
+    own: Cluster,
+    garden: Cluster,
     /// `reportingInstance` of the events: the replica's identity, else the field manager.
     instance: String,
     fence: Fence,
 }
 
 impl Writer {
-    pub fn new(client: Client, garden: Client, instance: Option<String>, fence: Fence) -> Self {
+    pub fn new(own: Cluster, garden: Cluster, instance: Option<String>, fence: Fence) -> Self {
         Self {
             instance: instance.unwrap_or_else(|| FIELD_MANAGER.into()),
-            client,
+            own,
             garden,
             fence,
         }
     }
 
-    pub fn client(&self) -> &Client {
-        &self.client
+    /// The operator's own cluster (HapConfigs, claims, request objects other than Shoots).
+    pub fn own(&self) -> &Cluster {
+        &self.own
     }
 
-    /// The client of the garden (bindings and Shoots); the operator's own when they are one.
-    pub fn garden(&self) -> &Client {
+    /// The garden (bindings and Shoots); the operator's own cluster when they are one.
+    pub fn garden(&self) -> &Cluster {
         &self.garden
     }
 
@@ -78,7 +81,7 @@ impl Writer {
         let what = format!("HapConfig {name}");
         let request = Request::new(HapConfig::url_path(&(), None));
         self.fenced(|| what.clone())?;
-        apply_status(&self.client, &request, name, body, what)
+        apply_status(self.own.kube(), &request, name, body, what)
             .await
             .map(drop)
     }
@@ -102,7 +105,7 @@ impl Writer {
         let what = format!("AccountClaim {ns}/{name}");
         let request = Request::new(AccountClaim::url_path(&(), Some(ns)));
         self.fenced(|| what.clone())?;
-        apply_status(&self.client, &request, name, body, what).await
+        apply_status(self.own.kube(), &request, name, body, what).await
     }
 
     /// Sets one label on a binding only if the binding still has `resource_version`: the
@@ -212,7 +215,7 @@ impl Writer {
         let request = Request::new(DynamicObject::url_path(&binding_resource(kind), Some(ns)));
         let request = request.patch(name, &patch_params(), &Patch::Merge(body));
         self.fenced(|| what.clone())?;
-        send(&self.garden, request, "patch")
+        send(self.garden.kube(), request, "patch")
             .await
             .map_err(|e| K8sError::classify(verb, what, e))
     }
@@ -226,7 +229,7 @@ impl Writer {
         name: &str,
         key: &str,
     ) -> Result<Option<String>, K8sError> {
-        let api: kube::Api<AccountClaim> = kube::Api::namespaced(self.client.clone(), ns);
+        let api: kube::Api<AccountClaim> = kube::Api::namespaced(self.own.kube().clone(), ns);
         let meta = api
             .get_metadata_opt(name)
             .await
@@ -291,7 +294,7 @@ impl Writer {
         let request = Request::new(AccountClaim::url_path(&(), Some(ns)));
         let request = request.patch(name, &patch_params(), &Patch::<()>::Json(patch));
         self.fenced(|| what.clone())?;
-        send(&self.client, request, "patch")
+        send(self.own.kube(), request, "patch")
             .await
             .map(drop)
             .map_err(|e| K8sError::classify(action, what, e))
@@ -340,7 +343,7 @@ impl Writer {
                     .map_err(kube::Error::BuildRequest)
             });
         let sent = match request {
-            Ok(request) => send(&self.client, Ok(request), "create").await.map(drop),
+            Ok(request) => send(self.own.kube(), Ok(request), "create").await.map(drop),
             Err(e) => Err(e),
         };
         if let Err(e) = sent {

@@ -24,13 +24,13 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use kube::Client;
 use kube::runtime::reflector::Store;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::HapConfig;
+use crate::k8s::Cluster;
 use crate::k8s::active::ConfigResolver;
 use crate::k8s::caches::store_ready;
 use crate::k8s::source_claims::SourceClaims;
@@ -156,7 +156,7 @@ pub struct Settings {
 /// Loads the certificate, binds, starts the watches and serves until `stop`. Returns once
 /// listening; the serving runs in the background.
 pub async fn start(
-    client: &Client,
+    own: &Cluster,
     settings: Settings,
     metrics: SharedMetrics,
     addr_out: &WebhookAddr,
@@ -181,8 +181,8 @@ pub async fn start(
         let _ = addr_out.addr.set(addr);
         tracing::info!(%addr, "serving the request-source admission webhooks (TLS)");
     }
-    let (configs, config_watch) = crate::k8s::startup::config_watch(client);
-    let (claims, claims_task) = SourceClaims::start(client, &settings.claim_namespace);
+    let (configs, config_watch) = crate::k8s::startup::config_watch(own);
+    let (claims, claims_task) = SourceClaims::start(own, &settings.claim_namespace);
     // Stopping: the operator's stop or `hap run`'s. The watches outlive it until the last call
     // is answered (`done`): a call in the drain still waits for the leader's decision.
     let stopping = CancellationToken::new();
@@ -200,7 +200,7 @@ pub async fn start(
     let hook = Arc::new(Webhook {
         resolver: ConfigResolver::new(settings.config_name, configs.clone())
             .with_last_good(settings.last_good),
-        namespaces: crate::k8s::namespaces::NamespaceReader::new(client.clone()),
+        namespaces: crate::k8s::namespaces::NamespaceReader::new(own),
         configs,
         claims,
         decision_timeout: settings.decision_timeout,

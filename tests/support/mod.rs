@@ -274,7 +274,8 @@ impl Operator {
                 let stop = async move {
                     let _ = rx.await;
                 };
-                if let Err(e) = hap_operator::controller::run_with(client, args, handle, stop).await
+                if let Err(e) =
+                    hap_operator::controller::run_with(client.into(), args, handle, stop).await
                 {
                     panic!("operator stopped with an error: {e:?}");
                 }

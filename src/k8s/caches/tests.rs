@@ -130,10 +130,12 @@ struct Server {
 impl Server {
     fn start(
         self: &Arc<Self>,
-    ) -> impl Fn(&Client, &String, Feed) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static
-    {
+    ) -> impl Fn(&Cluster, &String, Feed) -> futures::future::BoxFuture<'static, ()>
+    + Send
+    + Sync
+    + 'static {
         let server = self.clone();
-        move |_: &Client, _: &String, feed: Feed| -> futures::future::BoxFuture<'static, ()> {
+        move |_: &Cluster, _: &String, feed: Feed| -> futures::future::BoxFuture<'static, ()> {
             let (tx, rx) = mpsc::unbounded();
             server.tasks.lock().unwrap().push((tx, 0, false));
             Box::pin(drive(rx, feed, Kind::Binding, apply, delete))
@@ -170,9 +172,11 @@ async fn settle() {
     }
 }
 
-fn client() -> Client {
+fn client() -> Cluster {
     let url = "http://127.0.0.1:9".parse().expect("url");
-    Client::try_from(kube::Config::new(url)).expect("client")
+    kube::Client::try_from(kube::Config::new(url))
+        .expect("client")
+        .into()
 }
 
 fn holds(ledger: &SharedLedger, name: &str) -> bool {
