@@ -47,5 +47,5 @@ buildah bud --quiet --timestamp 0 --network none --layers=false --pull-never \
   --signature-policy "$conf/policy.json" -f "$ctx/Containerfile" -t "$tag" "$ctx" >/dev/null
 buildah push --quiet --signature-policy "$conf/policy.json" "$tag" "oci-archive:$archive.tmp:$image" >&2
 mv -f "$archive.tmp" "$archive"
-echo "testhelper image: $image, OCI archive $(stat -c %s "$archive") bytes, built in $(( $(date +%s) - start ))s (helper binary included when it was built)" >&2
+echo "testhelper image: $image, OCI archive $(stat -c %s "$archive") bytes, built in $(( $(date +%s) - start ))s" >&2
 echo "$archive"

@@ -154,6 +154,10 @@ func postOnce(base *tls.Config, raw string, body []byte) postResult {
 		res.Stage, res.Error = "tls", err.Error()
 		return res
 	}
+	if err := awaitRefusal(tc); err != nil {
+		res.Stage, res.Error = stageOf(err), err.Error()
+		return res
+	}
 	req, err := http.NewRequest(http.MethodPost, raw, bytes.NewReader(body))
 	if err != nil {
 		res.Stage, res.Error = "connect", err.Error()
@@ -162,6 +166,11 @@ func postOnce(base *tls.Config, raw string, body []byte) postResult {
 	req.Header.Set("Content-Type", "application/json")
 	req.Close = true
 	if err := req.Write(tc); err != nil {
+		// A server that refused us may have closed before our write: its alert is in the input.
+		var one [1]byte
+		if _, rerr := tc.Read(one[:]); rerr != nil && stageOf(rerr) == "tls" {
+			err = rerr
+		}
 		res.Stage, res.Error = stageOf(err), err.Error()
 		return res
 	}
@@ -178,6 +187,27 @@ func postOnce(base *tls.Config, raw string, body []byte) postResult {
 	}
 	res.Stage, res.Status, res.Body = "answered", resp.StatusCode, string(answer)
 	return res
+}
+
+// awaitRefusal reads briefly before anything is sent. In TLS 1.3 the server judges the client's
+// certificate after the client's handshake has ended; a refusal is an alert that arrives within
+// milliseconds. A server that accepted sends nothing before the request (its session tickets are
+// handled inside crypto/tls), so the read times out and the connection stays usable (a timeout
+// does not poison a tls.Conn).
+func awaitRefusal(tc *tls.Conn) error {
+	_ = tc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	var one [1]byte
+	n, err := tc.Read(one[:])
+	var ne net.Error
+	switch {
+	case err != nil && errors.As(err, &ne) && ne.Timeout():
+		return tc.SetDeadline(time.Now().Add(20 * time.Second))
+	case err != nil:
+		return err
+	case n > 0:
+		return errors.New("the server sent data before the request")
+	}
+	return tc.SetDeadline(time.Now().Add(20 * time.Second))
 }
 
 // stageOf: a TLS alert from the server (crypto/tls reports it as a net.OpError "remote error")
