@@ -17,8 +17,8 @@ use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
 use support::platform::{
-    Certs, RuntimeSpec, SCOPE_LABEL, WebhookRegistration, api, install_platform_crds, runtime,
-    runtime_binding, runtime_resource, scoped_namespace,
+    Certs, RuntimeSpec, SCOPE_LABEL, WebhookRegistration, api, forged_review,
+    install_platform_crds, runtime, runtime_binding, runtime_resource, scoped_namespace,
 };
 use support::{Hap, Operator, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
