@@ -59,7 +59,7 @@ testenv-down:
 .PHONY: node-up node-down
 node-up: tools
 	scripts/ensure-node-tools.sh
-	e2e/testenv up --node --images "$$(scripts/image.sh)"
+	e2e/testenv up --node --images "$$(scripts/image.sh),$$(scripts/testhelper-image.sh)"
 node-down:
 	e2e/testenv down --node
 

@@ -9,8 +9,7 @@
 #
 # Prints the archive's path on stdout; progress and the figures (build time, sizes, digest) go
 # to stderr. buildah runs with configuration and storage of its own under
-# ~/.cache/hap-operator/containers (runc, the machine's hard ulimits, no registries), so nothing of
-# the host's container setup is read or changed, and no bridge or iptables rule is created.
+# ~/.cache/hap-operator/containers (scripts/buildah-env.sh).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -43,50 +42,11 @@ if grep -q "ld-linux\|ld-musl" <(head -c 4096 "$bin" | tr -c '[:print:]' '\n'); 
 fi
 
 # --- buildah, configured under the cache ----------------------------------------------------------
-conf="$cache/containers"
-mkdir -p "$conf/storage" "$conf/run" "$conf/net.d"
-nofile=$(ulimit -Hn); nproc=$(ulimit -Hu)
-[ "$nofile" = unlimited ] && nofile=1048576
-[ "$nproc" = unlimited ] && nproc=1048576
-cat >"$conf/containers.conf" <<EOF
-# Written by scripts/image.sh. crun refuses this kind of host's hybrid cgroups; runc works.
-# Default ulimits above the hard limits fail with EPERM, so they are the hard limits.
-[containers]
-default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
-netns = "none"
-[engine]
-runtime = "runc"
-# Network state under the cache too (the defaults create /run/containers/networks on the host).
-[network]
-network_backend = "cni"
-network_config_dir = "$conf/net.d"
-EOF
-cat >"$conf/storage.conf" <<EOF
-[storage]
-driver = "overlay"
-graphroot = "$conf/storage"
-runroot = "$conf/run"
-EOF
-cat >"$conf/registries.conf" <<EOF
-# No registry is searched or pulled from: the image is FROM scratch.
-unqualified-search-registries = []
-EOF
-cat >"$conf/policy.json" <<EOF
-{"default": [{"type": "reject"}],
- "transports": {
-   "containers-storage": {"": [{"type": "insecureAcceptAnything"}]},
-   "oci-archive": {"": [{"type": "insecureAcceptAnything"}]}}}
-EOF
-export CONTAINERS_CONF="$conf/containers.conf"
-export CONTAINERS_STORAGE_CONF="$conf/storage.conf"
-export CONTAINERS_REGISTRIES_CONF="$conf/registries.conf"
+# shellcheck source=scripts/buildah-env.sh
+. "$root/scripts/buildah-env.sh"
 
 ctx=$(mktemp -d "$out/context.XXXXXX")
 tag="localhost/hap-operator-build:$$"
-# buildah 1.28 keeps a blob-info cache in /var/lib/containers/cache whatever its configuration
-# says; removed again when this script created it.
-blob_cache_was_there=no
-[ -e /var/lib/containers ] && blob_cache_was_there=yes
 cleanup() {
   buildah rmi -f "$tag" >/dev/null 2>&1 || true
   rm -rf "$ctx" "$archive.again"

@@ -18,6 +18,11 @@ export HAP_GARDENER_APISERVER
 image_start=$(date +%s)
 archive=$(scripts/image.sh)
 image_s=$(( $(date +%s) - image_start ))
+# The test-only attacker image (e2e/testhelper FROM scratch, never shipped) that
+# tests/e2e_pods_callers.rs runs as a pod forging admission reviews; cached by source hash.
+attacker_start=$(date +%s)
+attacker=$(scripts/testhelper-image.sh)
+attacker_s=$(( $(date +%s) - attacker_start ))
 # Flux kstatus and Argo CD Lua health checks for tests/e2e_gitops.rs; built once per source hash.
 HAP_TESTHELPER=$(e2e/build-testhelper.sh)
 export HAP_TESTHELPER
@@ -48,9 +53,9 @@ export KUBECONFIG="$root/.testenv/kubeconfig"
 # inherited from the caller's environment.
 unset HAP_GARDEN_KUBECONFIG
 up=$(date +%s)
-# A second control plane with a real node, in a network namespace of its own, the image imported.
+# A second control plane with a real node, in a network namespace of its own, both images imported.
 node_start=$(date +%s)
-e2e/testenv up --node --garden --gardener --images "$archive"
+e2e/testenv up --node --garden --gardener --images "$archive,$attacker"
 node_s=$(( $(date +%s) - node_start ))
 export HAP_NODE_DIR="$root/.testenv-node"
 # Unit, property, CLI and e2e tests in one run; e2e tests share the control plane and isolate
@@ -59,4 +64,4 @@ cargo test --locked --all-targets --no-fail-fast
 if [ -x scripts/fuzz-smoke.sh ]; then
   scripts/fuzz-smoke.sh
 fi
-echo "make test: all green in $(( $(date +%s) - start ))s (tools $(( built - start ))s, control plane and garden up $(( up - built ))s, image ${image_s}s, cert-manager ${cert_manager_s}s, node environment up ${node_s}s)"
+echo "make test: all green in $(( $(date +%s) - start ))s (tools $(( built - start ))s, control plane and garden up $(( up - built ))s, image ${image_s}s, attacker image ${attacker_s}s, cert-manager ${cert_manager_s}s, node environment up ${node_s}s)"

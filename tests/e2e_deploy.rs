@@ -61,6 +61,27 @@ fn versions_follow_cargo() {
     assert!(dockerfile.contains(&format!("hap-operator:{version}")));
 }
 
+/// The attacker image of the pod tests (scripts/testhelper-image.sh) is test-only: no file
+/// under deploy/ names it.
+#[test]
+fn the_test_only_attacker_image_never_ships() {
+    fn walk(dir: &std::path::Path, hits: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, hits);
+            } else if std::fs::read_to_string(&path)
+                .is_ok_and(|t| t.contains("hap-testenv/testhelper"))
+            {
+                hits.push(path.display().to_string());
+            }
+        }
+    }
+    let mut hits = Vec::new();
+    walk(&repo_root().join("deploy"), &mut hits);
+    assert!(hits.is_empty(), "deploy/ names a test-only image: {hits:?}");
+}
+
 /// The workload settings the issue asks for, in both packagings.
 fn check_deployment(d: &Value, what: &str) {
     let spec = &d["spec"];

@@ -24,8 +24,6 @@ mod deploy;
 #[path = "support/node.rs"]
 mod node;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use deploy::*;
@@ -53,39 +51,6 @@ const WEBHOOKS: [&str; 3] = [
 const PODS: &str = "app.kubernetes.io/name=hap-operator";
 /// The label every served object of one run carries: the sources select it, cleanup uses it.
 const RUN_LABEL: &str = SCOPE_LABEL;
-
-/// The shell block of docs/sources.md under "Certificates without cert-manager".
-fn documented_certificate_script() -> String {
-    let doc = std::fs::read_to_string(repo_root().join("docs/sources.md")).unwrap();
-    let section = doc
-        .split("### Certificates without cert-manager")
-        .nth(1)
-        .expect("docs/sources.md has the section \"Certificates without cert-manager\"");
-    let block = section.split("```sh\n").nth(1).expect("a ```sh block");
-    block.split("```").next().unwrap().to_string()
-}
-
-/// Runs a script as a user would, in `dir`, with the node environment's kubectl and kubeconfig.
-fn sh(dir: &Path, script: &str) {
-    let kubectl_dir = kubectl_path().parent().unwrap().to_path_buf();
-    let path = format!(
-        "{}:{}",
-        kubectl_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new("bash")
-        .args(["-euo", "pipefail", "-c", script])
-        .current_dir(dir)
-        .env("PATH", path)
-        .env("KUBECONFIG", kubeconfig())
-        .output()
-        .expect("run bash");
-    assert!(
-        out.status.success(),
-        "{script}\nfailed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The sum of a metric's samples whose line contains `select`, from a pod's /metrics.
 fn metric_sum(pod: &str, metric: &str, select: &str) -> u64 {

@@ -17,8 +17,8 @@ use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
 use support::platform::{
-    Certs, RuntimeSpec, SCOPE_LABEL, WebhookRegistration, api, install_platform_crds, runtime,
-    runtime_binding, runtime_resource, scoped_namespace,
+    Certs, RuntimeSpec, SCOPE_LABEL, WebhookRegistration, api, forged_review,
+    install_platform_crds, runtime, runtime_binding, runtime_resource, scoped_namespace,
 };
 use support::{Hap, Operator, unique};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -91,18 +91,6 @@ async fn forge(
     serde_json::from_str(answer).map_err(|e| format!("{e}: {text}"))
 }
 
-fn review(kind: Value, resource: Value, ns: &str, name: &str, object: Value) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": unique("forged"), "kind": kind, "resource": resource,
-            "name": name, "namespace": ns, "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:anywhere:anyone"},
-            "object": object, "dryRun": false,
-        },
-    })
-}
-
 /// Every claim in the test's claim namespace.
 async fn claim_names(hap: &Hap) -> Vec<String> {
     hap.claims()
@@ -151,7 +139,7 @@ async fn a_forged_review_without_a_client_certificate_creates_no_claim() {
     };
     let ghost_ns = unique("no-such-ns");
     let object = serde_json::to_value(runtime(&ghost_ns, &scope, &spec)).expect("runtime");
-    let forged = review(
+    let forged = forged_review(
         json!({"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"}),
         json!({"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"}),
         &ghost_ns,
@@ -264,7 +252,7 @@ async fn shoot_callers(separate_garden: bool) {
         obj
     };
 
-    let forged = review(
+    let forged = forged_review(
         json!({"group": "core.gardener.cloud", "version": "v1beta1", "kind": "Shoot"}),
         json!({"group": "core.gardener.cloud", "version": "v1beta1", "resource": "shoots"}),
         &hap.bindings_ns,
@@ -445,7 +433,7 @@ async fn a_forged_review_from_another_pods_network_is_refused_at_tls() {
         };
         let ns = unique("no-such-ns");
         let object = serde_json::to_value(runtime(&ns, &scope, &spec)).expect("runtime");
-        review(
+        forged_review(
             json!({"group": "infrastructuremanager.kyma-project.io", "version": "v1", "kind": "Runtime"}),
             json!({"group": "infrastructuremanager.kyma-project.io", "version": "v1", "resource": "runtimes"}),
             &ns,

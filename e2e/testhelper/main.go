@@ -1,11 +1,12 @@
-// Command testhelper evaluates Kubernetes objects the way GitOps tools do, for hap-operator's e2e
-// tests:
+// Command testhelper evaluates Kubernetes objects the way GitOps tools do, and plays a pod that
+// POSTs to the admission webhook, for hap-operator's e2e tests:
 //
 //	testhelper kstatus [FILE|-]                      Flux: kstatus status.Compute per object
 //	testhelper argohealth --script health.lua [FILE|-]  Argo CD: a custom Lua health check per object
+//	testhelper https-post (--ca FILE|--insecure) --body JSON URL...  a POST without a client certificate
 //
-// Input is JSON: one object or a List (what `kubectl get -o json` prints), from FILE or stdin.
-// Output is one JSON object per input object and line, in input order. Exit codes: 0 evaluated,
+// For kstatus and argohealth, input is JSON: one object or a List (what `kubectl get -o json`
+// prints), from FILE or stdin. Output is one JSON object per input object and line, in input order. Exit codes: 0 evaluated,
 // 1 an object could not be evaluated (the line says why), 2 usage or unreadable input.
 //
 // Real Flux and Argo CD cannot run on the test control plane (see
@@ -22,7 +23,8 @@ import (
 
 const usage = `usage:
   testhelper kstatus [FILE|-]
-  testhelper argohealth --script HEALTH_LUA [FILE|-]`
+  testhelper argohealth --script HEALTH_LUA [FILE|-]
+  testhelper https-post (--ca FILE | --insecure) (--body JSON | --body-file FILE) URL...`
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -47,6 +49,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "kstatus":
 		eval = kstatus
+	case "https-post":
+		return httpsPost(args[1:], stdout, stderr)
 	case "argohealth":
 		var script string
 		var err error

@@ -1,10 +1,10 @@
 //! The node environment (`e2e/testenv up --node`, e2e/README.md) as the pod tests see it: its
 //! client, the operator's pods and what every installation of the shipped manifests must show
 //! when it runs there (Ready under `restricted`, probes, one leader, metrics through the Service).
-//! Shared by tests/e2e_pods.rs and tests/e2e_pods_sources.rs.
+//! Shared by tests/e2e_pods.rs, tests/e2e_pods_sources.rs and tests/e2e_pods_callers.rs.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,9 @@ use kube::Api;
 use kube::api::ListParams;
 use serde_json::Value;
 
-use crate::support::{client, eventually, kubectl, repo_root, use_kubeconfig};
+use crate::support::{
+    client, eventually, kubeconfig, kubectl, kubectl_path, repo_root, use_kubeconfig,
+};
 
 pub const NODE: &str = "hapnode";
 /// The node's address in its network namespace (e2e/tools/cmd/testenv/node.go).
@@ -316,4 +318,37 @@ pub fn delete_args(what: &[&str]) -> Vec<String> {
     v.insert(0, "delete".into());
     v.extend(["--ignore-not-found".into(), "--wait=false".into()]);
     v
+}
+
+/// The shell block of docs/sources.md under "Certificates without cert-manager".
+pub fn documented_certificate_script() -> String {
+    let doc = std::fs::read_to_string(repo_root().join("docs/sources.md")).unwrap();
+    let section = doc
+        .split("### Certificates without cert-manager")
+        .nth(1)
+        .expect("docs/sources.md has the section \"Certificates without cert-manager\"");
+    let block = section.split("```sh\n").nth(1).expect("a ```sh block");
+    block.split("```").next().unwrap().to_string()
+}
+
+/// Runs a script as a user would, in `dir`, with the node environment's kubectl and kubeconfig.
+pub fn sh(dir: &Path, script: &str) {
+    let kubectl_dir = kubectl_path().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        kubectl_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", script])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("KUBECONFIG", kubeconfig())
+        .output()
+        .expect("run bash");
+    assert!(
+        out.status.success(),
+        "{script}\nfailed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -366,6 +366,20 @@ pub fn runtime(ns: &str, scope: &str, r: &RuntimeSpec<'_>) -> DynamicObject {
     .expect("runtime")
 }
 
+/// A hand-made AdmissionReview of a CREATE, as anyone who reaches the webhook's port can write
+/// one: the user in it is made up, nothing vouches for it (issue 20's attack).
+pub fn forged_review(kind: Value, resource: Value, ns: &str, name: &str, object: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": unique("forged"), "kind": kind, "resource": resource,
+            "name": name, "namespace": ns, "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:anywhere:anyone"},
+            "object": object, "dryRun": false,
+        },
+    })
+}
+
 /// The binding name a Runtime carries now.
 pub async fn runtime_binding(client: &Client, ns: &str, name: &str) -> String {
     let rt = api(client, ns, &runtime_resource())
