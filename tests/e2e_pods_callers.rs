@@ -40,15 +40,6 @@ use support::platform::{
 };
 use support::*;
 
-const NS: &str = "hap-system";
-const BINDINGS_NS: &str = "garden-kyma";
-const SERVICE: &str = "hap-operator-webhook";
-const WEBHOOKS: [&str; 3] = [
-    "hap-operator-runtimes",
-    "hap-operator-clusters",
-    "hap-operator-shoots",
-];
-const PODS: &str = "app.kubernetes.io/name=hap-operator";
 /// Built by scripts/testhelper-image.sh and imported into the node's containerd.
 const ATTACKER_IMAGE: &str = "localhost/hap-testenv/testhelper:e2e";
 

@@ -40,15 +40,6 @@ use support::platform::{
 };
 use support::*;
 
-const NS: &str = "hap-system";
-const BINDINGS_NS: &str = "garden-kyma";
-const SERVICE: &str = "hap-operator-webhook";
-const WEBHOOKS: [&str; 3] = [
-    "hap-operator-runtimes",
-    "hap-operator-clusters",
-    "hap-operator-shoots",
-];
-const PODS: &str = "app.kubernetes.io/name=hap-operator";
 /// The label every served object of one run carries: the sources select it, cleanup uses it.
 const RUN_LABEL: &str = SCOPE_LABEL;
 

@@ -22,6 +22,16 @@ pub const NODE: &str = "hapnode";
 /// The node's address in its network namespace (e2e/tools/cmd/testenv/node.go).
 pub const NODE_IP: &str = "10.250.0.1";
 pub const IMAGE_ARCHIVE_HINT: &str = "e2e/testenv up --node --images $(scripts/image.sh)";
+/// Where the request-source overlay runs on the node, and the names its manifests give.
+pub const NS: &str = "hap-system";
+pub const BINDINGS_NS: &str = "garden-kyma";
+pub const SERVICE: &str = "hap-operator-webhook";
+pub const WEBHOOKS: [&str; 3] = [
+    "hap-operator-runtimes",
+    "hap-operator-clusters",
+    "hap-operator-shoots",
+];
+pub const PODS: &str = "app.kubernetes.io/name=hap-operator";
 
 /// The node environment's state directory: `HAP_NODE_DIR`, else `.testenv-node`.
 pub fn node_dir() -> PathBuf {
