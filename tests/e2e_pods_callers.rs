@@ -351,15 +351,7 @@ async fn a_forged_review_from_a_pod_is_served_without_the_client_ca_and_refused_
     kubectl_ok(&["create", "namespace", &rt_ns]);
     kubectl_ok(&["create", "namespace", &attacker_ns]);
 
-    let hap = Hap {
-        client: client.clone(),
-        garden: client.clone(),
-        garden_kubeconfig: None,
-        config: "default".into(),
-        bindings_ns: BINDINGS_NS.into(),
-        claims_ns: NS.into(),
-        operator: None,
-    };
+    let hap = overlay_hap(&client);
     hap.apply_config(
         &["aws"],
         json!({"requestSources": [{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: run}}]}),

@@ -239,15 +239,7 @@ async fn request_source_webhooks_are_served_from_pods() {
     kubectl_ok(&["create", "namespace", &rt_ns]);
 
     // The HapConfig serves Runtimes and opted-in Shoots of the project kyma.
-    let hap = Hap {
-        client: client.clone(),
-        garden: client.clone(),
-        garden_kubeconfig: None,
-        config: "default".into(),
-        bindings_ns: BINDINGS_NS.into(),
-        claims_ns: NS.into(),
-        operator: None,
-    };
+    let hap = overlay_hap(&client);
     hap.apply_config(
         &["aws"],
         json!({"requestSources": [

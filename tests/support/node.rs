@@ -323,6 +323,20 @@ pub fn check_logs(ns: &str, pods: &[String]) {
 
 /// kubectl arguments deleting `what` without waiting: nothing after a test depends on it being
 /// gone (names are unique, or used by one test only), and `testenv down` removes the rest.
+/// The test's handle on what the request-source overlay runs on the node: HapConfig `default`,
+/// bindings in `garden-kyma`, claims in the operator's namespace, no operator of the test's own.
+pub fn overlay_hap(client: &kube::Client) -> crate::support::Hap {
+    crate::support::Hap {
+        client: client.clone(),
+        garden: client.clone(),
+        garden_kubeconfig: None,
+        config: "default".into(),
+        bindings_ns: BINDINGS_NS.into(),
+        claims_ns: NS.into(),
+        operator: None,
+    }
+}
+
 pub fn delete_args(what: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = what.iter().map(|s| s.to_string()).collect();
     v.insert(0, "delete".into());
