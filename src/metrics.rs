@@ -90,6 +90,8 @@ pub struct Metrics {
     pub pool_days_until_empty: Family<PoolLabels, Gauge<f64, AtomicU64>>,
     pub pool_min_free: Family<PoolLabels, Gauge>,
     pub orphan_bindings: Family<TypeLabels, Gauge>,
+    /// The hyperscaler types `orphan_bindings` has a series of (`set_orphans`).
+    orphan_types: std::sync::Mutex<std::collections::BTreeSet<String>>,
     pub claim_bind_seconds: Family<TypeLabels, Histogram>,
     /// KEB's names of the pool gauges (`hap run --keb-metrics`), encoded after the `hap_*` ones.
     pub keb: Option<crate::metrics_keb::KebMetrics>,
@@ -136,7 +138,8 @@ impl Metrics {
             pool_days_until_empty: Family::default(),
             pool_min_free: Family::default(),
             orphan_bindings: Family::default(),
-            // From a second to about a week: a claim binds at once, or waits for a free binding.
+            orphan_types: Default::default(),
+            // From a quarter second to about six days: a claim binds at once, or waits for a free binding.
             claim_bind_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.25, 2.0, 22))
             }),
@@ -244,6 +247,39 @@ impl Metrics {
             m.claim_bind_seconds.clone(),
         );
         Self { registry, ..m }
+    }
+
+    /// The orphan count of each hyperscaler type: every series is set to its value in one step
+    /// and only a type no longer counted loses its series, so a scrape never sees an orphan
+    /// count drop to nothing (which would restart an alert's `for:`).
+    pub fn set_orphans(&self, counts: &std::collections::BTreeMap<String, i64>) {
+        let Ok(mut types) = self.orphan_types.lock() else {
+            return;
+        };
+        for gone in types.iter().filter(|t| !counts.contains_key(*t)) {
+            self.orphan_bindings.remove(&TypeLabels {
+                hyperscaler_type: gone.clone(),
+            });
+        }
+        for (t, n) in counts {
+            self.orphan_bindings
+                .get_or_create(&TypeLabels {
+                    hyperscaler_type: t.clone(),
+                })
+                .set(*n);
+        }
+        *types = counts.keys().cloned().collect();
+    }
+
+    /// Records a claim's time from creation to its Bound status.
+    pub fn observe_bind(&self, hyperscaler_type: &str, created: Option<jiff::Timestamp>) {
+        if let Some(created) = created {
+            self.claim_bind_seconds
+                .get_or_create(&TypeLabels {
+                    hyperscaler_type: hyperscaler_type.to_string(),
+                })
+                .observe(seconds_since(created, jiff::Timestamp::now()));
+        }
     }
 
     /// The OpenMetrics text exposition.

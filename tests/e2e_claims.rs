@@ -670,6 +670,28 @@ async fn refresh_reports_orphans() {
         ok && out.contains("aws-1"),
         "an OrphanBindings event names the binding: {out}"
     );
+    // Resolved by hand (the tenant label removed): the gauge goes back to 0, its series stays.
+    let (ok, _, err) = kubectl(&[
+        "label",
+        "credentialsbindings",
+        "aws-1",
+        "tenantName-",
+        "-n",
+        &hap.bindings_ns,
+    ]);
+    assert!(ok, "remove the tenant label: {err}");
+    let zero = "hap_orphan_bindings{hyperscaler_type=\"aws\"} 0";
+    eventually(Duration::from_secs(20), "the orphan gauge at 0", || async {
+        let text = hap
+            .operator
+            .as_ref()
+            .expect("operator")
+            .handle
+            .metrics
+            .encode();
+        text.contains(zero).then_some(())
+    })
+    .await;
 }
 
 async fn wait_gone(api: &kube::Api<AccountClaim>, name: &str) {

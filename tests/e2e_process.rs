@@ -167,7 +167,7 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
         "hap_claimed_credentials_bindings{hyperscaler_type=\"aws\"} 1",
         "hap_credentials_bindings_per_global_account{global_account=\"ga-1\"} 1",
         "hap_claim_outcomes_total{outcome=\"Claimed\"} 1",
-        "hap_claim_bind_duration_seconds_count{hyperscaler_type=\"aws\"} 1",
+        "hap_claim_bind_duration_seconds_count{hyperscaler_type=\"aws\"} 1\n",
         "hap_reconcile_duration_seconds_count{controller=\"accountclaim\"}",
     ];
     eventually(

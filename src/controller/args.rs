@@ -167,11 +167,15 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s).map_err(|e| e.to_string())
 }
 
+/// The slowest budget accepted: one request every 100 s. Below it a "budget" only wedges the
+/// operator (a lease renewal alone would wait longer than the lease lasts).
+const MIN_QPS: f64 = 0.01;
+
 fn parse_qps(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(q) if q.is_finite() && q >= 0.0 => Ok(q),
+        Ok(q) if q == 0.0 || (q.is_finite() && q >= MIN_QPS) => Ok(q),
         _ => Err(format!(
-            "`{s}` is not a number of requests a second (0 or more; 0 is no limit)"
+            "`{s}` is not a number of requests a second ({MIN_QPS} or more; 0 is no limit)"
         )),
     }
 }
@@ -327,7 +331,7 @@ mod identity_tests {
                 burst: 100
             }
         );
-        for bad in ["-1", "many", "inf", "NaN"] {
+        for bad in ["-1", "many", "inf", "NaN", "1e-20", "0.001"] {
             let flag = format!("--kube-api-qps={bad}");
             let Err(e) = parse(&[&flag]) else {
                 panic!("--kube-api-qps {bad} accepted");

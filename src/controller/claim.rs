@@ -513,22 +513,15 @@ async fn bind(
         .preference
         .filter(|p| *p > 1)
         .map(|p| (p, to.pool.hyperscaler_type.clone()));
-    let pool_type = crate::metrics::TypeLabels {
-        hyperscaler_type: to.pool.hyperscaler_type.clone(),
-    };
+    let pool_type = to.pool.hyperscaler_type.clone();
     let result = write_outcome(claim, ctx, &ClaimOutcome::Bound(to)).await;
     ctx.ledger()
         .assignment_outcome(&view.uid, status_outcome(&result), Instant::now());
     match result {
         Ok(()) => {
             count(ctx, &format!("{decision:?}"));
-            if let Some(created) = &claim.metadata.creation_timestamp {
-                let waited = crate::metrics::seconds_since(created.0, jiff::Timestamp::now());
-                ctx.metrics
-                    .claim_bind_seconds
-                    .get_or_create(&pool_type)
-                    .observe(waited);
-            }
+            let created = claim.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            ctx.metrics.observe_bind(&pool_type, created);
             if let Some((preference, hyperscaler_type)) = fallback {
                 ctx.metrics
                     .fallback_bindings

@@ -408,22 +408,14 @@ fn export_orphans(
     figures: &[PoolFigures],
     orphans: &[crate::api::OrphanStatus],
 ) {
-    use crate::metrics::TypeLabels;
-    m.orphan_bindings.clear();
-    for f in figures {
-        m.orphan_bindings
-            .get_or_create(&TypeLabels {
-                hyperscaler_type: f.hyperscaler_type.clone(),
-            })
-            .set(0);
-    }
+    let mut counts: std::collections::BTreeMap<String, i64> = figures
+        .iter()
+        .map(|f| (f.hyperscaler_type.clone(), 0))
+        .collect();
     for o in orphans {
-        m.orphan_bindings
-            .get_or_create(&TypeLabels {
-                hyperscaler_type: o.hyperscaler_type.clone(),
-            })
-            .inc();
+        *counts.entry(o.hyperscaler_type.clone()).or_default() += 1;
     }
+    m.set_orphans(&counts);
 }
 
 /// Every per-binding and per-tenant series from scratch (the first export, a re-classification).

@@ -68,6 +68,7 @@ pub(super) async fn reconcile(
                 decision: Decision::Adopted,
                 preference: None,
             };
+            let pool_type = to.pool.hyperscaler_type.clone();
             let result = write_outcome(claim, ctx, &ClaimOutcome::Bound(to)).await;
             ctx.ledger()
                 .assignment_outcome(&view.uid, status_outcome(&result), Instant::now());
@@ -75,6 +76,8 @@ pub(super) async fn reconcile(
                 Ok(()) => {
                     if claim.status.as_ref().and_then(|s| s.decision) != Some(Decision::Adopted) {
                         count(ctx, "Adopted");
+                        let created = claim.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                        ctx.metrics.observe_bind(&pool_type, created);
                     }
                     Ok(resync(ctx))
                 }

@@ -67,7 +67,10 @@ impl TokenBucket {
         }
         // Rounded up, so that the token is there when the wait is over.
         let wait = (1.0 - self.tokens) / self.qps;
-        Some(Duration::from_secs_f64(wait) + Duration::from_micros(1))
+        // A budget too small to express as a Duration waits a day rather than panicking inside
+        // the client's queue (args reject such budgets; this keeps the bucket total on its own).
+        let wait = Duration::try_from_secs_f64(wait).unwrap_or(Duration::from_secs(86_400));
+        Some(wait.min(Duration::from_secs(86_400)) + Duration::from_micros(1))
     }
 }
 
@@ -142,6 +145,16 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_budget_too_small_for_a_duration_waits_a_day_instead_of_panicking() {
+        // Found by review: 1/qps beyond Duration's range panicked inside the client's queue.
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(1e-30, 1.0);
+        assert_eq!(b.take(t0), None);
+        let wait = b.take(t0).expect("the burst is spent");
+        assert!(wait <= Duration::from_secs(86_401), "{wait:?}");
     }
 
     #[test]
