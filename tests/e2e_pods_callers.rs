@@ -285,13 +285,9 @@ async fn labels_of(
     all
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forged_review_from_a_pod_is_served_without_the_client_ca_and_refused_at_tls_with_it() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let client = node_client().await;
-    install_platform_crds().await;
-    // tests/e2e_pods.rs and e2e_pods_sources.rs install into hap-system too and remove it
-    // without waiting.
+/// tests/e2e_pods.rs and e2e_pods_sources.rs install into hap-system too and remove it
+/// without waiting.
+async fn earlier_installation_gone() {
     eventually(
         Duration::from_secs(120),
         "hap-system and HapConfig default of an earlier installation gone",
@@ -308,36 +304,35 @@ async fn a_forged_review_from_a_pod_is_served_without_the_client_ca_and_refused_
         },
     )
     .await;
-    let run = unique("pc");
-    let rt_ns = unique("kcp");
-    let attacker_ns = unique("attacker");
-    let objs = with_plain_metrics(kustomize("deploy/kustomize/overlays/request-sources"));
+}
+
+/// `kubectl delete --all` of `resource` in `ns`, waiting up to a minute.
+fn delete_all(resource: &str, ns: &str) -> Vec<String> {
+    [
+        "delete",
+        resource,
+        "-n",
+        ns,
+        "--all",
+        "--ignore-not-found",
+        "--timeout=60s",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Everything the test makes, removed when it ends, however it ends.
+fn cleanup_of(objs: &[Value], rt_ns: &str, attacker_ns: &str) -> Cleanup {
     let mut cleanup = vec![delete_args(&{
         let mut v = vec!["mutatingwebhookconfiguration"];
         v.extend(WEBHOOKS);
         v
     })];
     cleanup.extend([
-        vec![
-            "delete".into(),
-            "runtimes".into(),
-            "-n".into(),
-            rt_ns.clone(),
-            "--all".into(),
-            "--ignore-not-found".into(),
-            "--timeout=60s".into(),
-        ],
-        delete_args(&["namespace", &rt_ns]),
-        delete_args(&["namespace", &attacker_ns]),
-        vec![
-            "delete".into(),
-            "accountclaims".into(),
-            "-n".into(),
-            NS.into(),
-            "--all".into(),
-            "--ignore-not-found".into(),
-            "--timeout=60s".into(),
-        ],
+        delete_all("runtimes", rt_ns),
+        delete_args(&["namespace", rt_ns]),
+        delete_args(&["namespace", attacker_ns]),
+        delete_all("accountclaims", NS),
         delete_args(&["namespace", NS]),
         delete_args(&["hapconfig", "default"]),
     ]);
@@ -347,11 +342,12 @@ async fn a_forged_review_from_a_pod_is_served_without_the_client_ca_and_refused_
     {
         cleanup.push(delete_args(&[&kind(o).to_lowercase(), name(o)]));
     }
-    let _cleanup = Cleanup(cleanup);
-    kubectl_ok(&["create", "namespace", &rt_ns]);
-    kubectl_ok(&["create", "namespace", &attacker_ns]);
+    Cleanup(cleanup)
+}
 
-    let hap = overlay_hap(&client);
+/// The overlay as shipped, its certificate made as docs/sources.md says, serving Runtimes of
+/// this run; four bindings of the run in the pool.
+async fn deploy_open(client: &kube::Client, hap: &Hap, objs: Vec<Value>, run: &str) -> Vec<String> {
     hap.apply_config(
         &["aws"],
         json!({"requestSources": [{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: run}}]}),
@@ -361,29 +357,36 @@ async fn a_forged_review_from_a_pod_is_served_without_the_client_ca_and_refused_
     for b in &bindings {
         hap.binding(b, "aws", &[("hyperscalerType", "aws")]).await;
     }
-
-    // The overlay as shipped, its certificate made as docs/sources.md says.
     let (deployment, rest): (Vec<Value>, Vec<Value>) =
         objs.into_iter().partition(|o| kind(o) == "Deployment");
     apply(&rest, "overlay request-sources");
     let certs = tempfile::tempdir().unwrap();
     sh(certs.path(), &documented_certificate_script());
     apply(&deployment, "overlay request-sources: the Deployment");
-    check_running(&client, NS, "hap-operator-metrics", "hap-operator").await;
+    check_running(client, NS, "hap-operator-metrics", "hap-operator").await;
     hap.config_condition("Ready", "True").await;
+    bindings
+}
 
-    // (a) Without the client CA: the pod's forgery is answered `allowed` and a claim for the
-    // made-up tenant is Bound. One URL (the Service): each answered forgery burns a binding.
-    let open = rolled_out(&client, "HAP_WEBHOOK_ADDR").await;
+/// (a) Without the client CA: the pod's forgery is answered `allowed` and a claim for the
+/// made-up tenant is Bound. One URL (the Service): each answered forgery burns a binding.
+/// Returns the forged claim and the binding it took.
+async fn attack_open(
+    client: &kube::Client,
+    hap: &Hap,
+    attacker_ns: &str,
+    run: &str,
+) -> (String, String) {
+    let open = rolled_out(client, "HAP_WEBHOOK_ADDR").await;
     let service_url = webhook_urls(&open)[0].clone();
     let ghost_a = unique("no-such-ns");
     let tenant_a = format!("{run}-forged-a");
     let answered = attack(
-        &client,
-        &attacker_ns,
+        client,
+        attacker_ns,
         "forge-a",
         &[service_url],
-        &forged(&run, &ghost_a, "rt-a", &tenant_a),
+        &forged(run, &ghost_a, "rt-a", &tenant_a),
     )
     .await;
     let a = &answered[0];
@@ -404,9 +407,13 @@ async fn a_forged_review_from_a_pod_is_served_without_the_client_ca_and_refused_
     eprintln!(
         "e2e_pods_callers: without the client CA the pod's forgery was answered allowed; {claim_a} Bound to {taken}"
     );
+    (claim_a, taken)
+}
 
-    // (b) With the shipped component webhook-client-ca: the CA of the client certificate the
-    // node environment's kube-apiserver presents (its --admission-control-config-file).
+/// (b) The shipped component webhook-client-ca: the CA of the client certificate the node
+/// environment's kube-apiserver presents (its --admission-control-config-file). Returns the
+/// rolled-out pods.
+async fn close_with_client_ca(client: &kube::Client) -> Vec<Pod> {
     let client_ca = node_dir().join("pki/webhook-client-ca.crt");
     assert!(
         client_ca.exists(),
@@ -429,21 +436,11 @@ async fn a_forged_review_from_a_pod_is_served_without_the_client_ca_and_refused_
         &with_ca,
         "request-sources + webhook-client-ca: the Deployment",
     );
-    let closed = rolled_out(&client, "HAP_WEBHOOK_CLIENT_CA").await;
-    let claims_before = claim_names(&hap).await;
-    let labels_before = labels_of(&hap, &bindings, &taken).await;
+    rolled_out(client, "HAP_WEBHOOK_CLIENT_CA").await
+}
 
-    let ghost_b = unique("no-such-ns");
-    let urls = webhook_urls(&closed);
-    let refused = attack(
-        &client,
-        &attacker_ns,
-        "forge-b",
-        &urls,
-        &forged(&run, &ghost_b, "rt-b", &format!("{run}-forged-b")),
-    )
-    .await;
-    for r in &refused {
+fn assert_refused_at_tls(refused: &[Attempt]) {
+    for r in refused {
         assert_eq!(
             r.stage, "tls",
             "{}: a pod without a client certificate got past TLS: {r:?}",
@@ -460,19 +457,61 @@ async fn a_forged_review_from_a_pod_is_served_without_the_client_ca_and_refused_
         refused.len(),
         refused[0].error
     );
+}
 
-    // kube-apiserver presents its certificate: a Runtime created by a user is admitted and bound.
-    api(&client, &rt_ns, &runtime_resource())
+/// kube-apiserver presents its certificate: a Runtime created by a user is admitted and bound.
+/// Returns its claim and binding.
+async fn a_real_runtime_is_served(
+    client: &kube::Client,
+    hap: &Hap,
+    rt_ns: &str,
+    run: &str,
+) -> (String, String) {
+    api(client, rt_ns, &runtime_resource())
         .create(
             &PostParams::default(),
-            &request_runtime(&rt_ns, &run, "rt-real", &format!("{run}-real")),
+            &request_runtime(rt_ns, run, "rt-real", &format!("{run}-real")),
         )
         .await
         .expect("kube-apiserver's admission call is served");
-    let real = runtime_binding(&client, &rt_ns, "rt-real").await;
+    let real = runtime_binding(client, rt_ns, "rt-real").await;
     assert!(!real.is_empty(), "rt-real got a binding");
     let claim_real = format!("runtime.{rt_ns}.rt-real");
     assert_eq!(hap.bound(&claim_real).await, real);
+    (claim_real, real)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_review_from_a_pod_is_served_without_the_client_ca_and_refused_at_tls_with_it() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let client = node_client().await;
+    install_platform_crds().await;
+    earlier_installation_gone().await;
+    let run = unique("pc");
+    let rt_ns = unique("kcp");
+    let attacker_ns = unique("attacker");
+    let objs = with_plain_metrics(kustomize("deploy/kustomize/overlays/request-sources"));
+    let _cleanup = cleanup_of(&objs, &rt_ns, &attacker_ns);
+    kubectl_ok(&["create", "namespace", &rt_ns]);
+    kubectl_ok(&["create", "namespace", &attacker_ns]);
+    let hap = overlay_hap(&client);
+    let bindings = deploy_open(&client, &hap, objs, &run).await;
+    let (claim_a, taken) = attack_open(&client, &hap, &attacker_ns, &run).await;
+
+    let closed = close_with_client_ca(&client).await;
+    let claims_before = claim_names(&hap).await;
+    let labels_before = labels_of(&hap, &bindings, &taken).await;
+    let ghost_b = unique("no-such-ns");
+    let refused = attack(
+        &client,
+        &attacker_ns,
+        "forge-b",
+        &webhook_urls(&closed),
+        &forged(&run, &ghost_b, "rt-b", &format!("{run}-forged-b")),
+    )
+    .await;
+    assert_refused_at_tls(&refused);
+    let (claim_real, real) = a_real_runtime_is_served(&client, &hap, &rt_ns, &run).await;
 
     // The handshakes failed, so no handler saw the forgery: only the real claim is new (the
     // clean-up may have removed the first forgery's claim meanwhile), and no binding but the
