@@ -243,13 +243,19 @@ async fn a_call_cut_off_keeps_its_undecided_claim_for_the_retry_and_takes_a_refu
         tokio::join!(bench.call("rt-cut", "ga-cut"), leader)
     };
     assert_eq!(retry.0["allowed"], json!(true), "{}", retry.0);
-    assert_eq!(retry.1, Some(first), "the retry is served through the kept claim");
+    assert_eq!(
+        retry.1,
+        Some(first),
+        "the retry is served through the kept claim"
+    );
 
     let refused = claim_name("rt-cut-r");
     let tls = bench.send(&bench.review("rt-cut-r", "ga-cut-r")).await;
-    eventually(Duration::from_secs(10), "the second call's claim", || async {
-        bench.claim(&refused).await.map(|_| ())
-    })
+    eventually(
+        Duration::from_secs(10),
+        "the second call's claim",
+        || async { bench.claim(&refused).await.map(|_| ()) },
+    )
     .await;
     drop(tls);
     bench.refuse(&refused).await;

@@ -364,7 +364,11 @@ async fn a_retry_is_served_through_the_claim_an_undecided_call_kept() {
     fake.with(|w| w.modify(bind));
     let state = retry.await.expect("retry");
     assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
-    assert_eq!(fake.claim().and_then(|c| c.metadata.uid), first, "the same claim");
+    assert_eq!(
+        fake.claim().and_then(|c| c.metadata.uid),
+        first,
+        "the same claim"
+    );
 }
 
 #[tokio::test(start_paused = true)]
