@@ -168,6 +168,21 @@ impl Bench {
 }
 
 impl Bench {
+    /// Plays the leader refusing the claim (its pool is exhausted).
+    async fn refuse(&self, name: &str) {
+        let now = jiff::Timestamp::now().to_string();
+        self.claims()
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Pending", "conditions": [{
+                    "type": "Ready", "status": "False", "reason": "PoolExhausted",
+                    "message": "no claimable binding", "lastTransitionTime": now}]}})),
+            )
+            .await
+            .expect("refuse the claim");
+    }
+
     /// Plays the operator's release: lifts every finalizer of the claim.
     async fn release(&self, name: &str) {
         self.claims()
@@ -204,24 +219,58 @@ fn claim_name(name: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_cut_off_after_its_claim_was_created_leaves_no_claim() {
+async fn a_call_cut_off_keeps_its_undecided_claim_for_the_retry_and_takes_a_refused_one_back() {
     // Issue 19, defect 2: kube-apiserver closes the connection when its webhook timeout fires;
-    // hyper then drops the handler, and the clean-up used to go with it: the claim stayed, to be
-    // bound later for an object that never existed.
+    // hyper then drops the handler, and the clean-up used to go with it. The claim work now runs
+    // on: an undecided claim stays for the caller's retry (which the full chaos run needed: a
+    // retry whose claim had been deleted joined the back of the leader's queue again), a refused
+    // one is taken back.
     let bench = Bench::start().await;
     let claim = claim_name("rt-cut");
     let tls = bench.send(&bench.review("rt-cut", "ga-cut")).await;
-    eventually(Duration::from_secs(10), "the call's claim", || async {
-        bench.claim(&claim).await.map(|_| ())
+    let first = eventually(Duration::from_secs(10), "the call's claim", || async {
+        bench.claim(&claim).await.and_then(|c| c.metadata.uid)
     })
     .await;
     drop(tls);
-    // No operator runs to lift the claim's release finalizer: deleted means deletion started.
+    // Time for the cut-off call's task to act (it used to delete the claim at once).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let retry = {
+        let bench = &bench;
+        let leader = async {
+            eventually(Duration::from_secs(10), "the retry's claim", || async {
+                bench.claim(&claim).await.map(|_| ())
+            })
+            .await;
+            let uid = bench.claim(&claim).await.and_then(|c| c.metadata.uid);
+            bench.bind(&claim, "aws-1").await;
+            uid
+        };
+        tokio::join!(bench.call("rt-cut", "ga-cut"), leader)
+    };
+    assert_eq!(retry.0["allowed"], json!(true), "{}", retry.0);
+    assert_eq!(
+        retry.1,
+        Some(first),
+        "the retry is served through the kept claim"
+    );
+
+    let refused = claim_name("rt-cut-r");
+    let tls = bench.send(&bench.review("rt-cut-r", "ga-cut-r")).await;
+    eventually(
+        Duration::from_secs(10),
+        "the second call's claim",
+        || async { bench.claim(&refused).await.map(|_| ()) },
+    )
+    .await;
+    drop(tls);
+    bench.refuse(&refused).await;
+    // No operator runs to lift a release finalizer: deleted means deletion started.
     eventually(
         Duration::from_secs(15),
-        "the cut-off call's claim deleted",
+        "the cut-off call's refused claim deleted",
         || async {
-            match bench.claim(&claim).await {
+            match bench.claim(&refused).await {
                 None => Some(()),
                 Some(c) => c.metadata.deletion_timestamp.map(|_| ()),
             }

@@ -25,11 +25,11 @@ mod webhook;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use api::{Api, BINDINGS, Binding, CLAIMS, Claim, SHOOTS, Shoot, TENANTS};
+use api::{Api, BINDINGS, Binding, CLAIMS, Claim, Obj, SHOOTS, Shoot, TENANTS};
 use hap_operator::api::MultiHyperscalerAccount;
 use hap_operator::labels::CLAIMED_BY;
 use hap_operator::selection::MultiAccountPolicy;
-use leader::{Gc, GcPhase, Protocol, Replica, Sources, Write, trace};
+use leader::{Gc, GcPhase, Protocol, Replica, Sources, Write, recorded, trace};
 use proptest::prelude::*;
 use webhook::{Call, CallPhase, Ctx, Kind, OBJECTS, TIMEOUT, claim_name};
 
@@ -155,8 +155,11 @@ struct World {
     interrupted: BTreeSet<String>,
     /// Tenant labels after the last step, to see a clean release happen.
     tenants: BTreeMap<String, Option<String>>,
-    /// Claimed-by records after the last step, to see one removed by a reuse.
+    /// Claimed-by records as of the binding changes the checks have read (`logged`), to see one
+    /// removed by a reuse.
     records: BTreeMap<String, Option<String>>,
+    /// How many changes of the API server's binding log the checks have read.
+    logged: usize,
     /// Bindings a second claim was bound to (their claimed-by record went, the tenant stayed):
     /// the operator cannot tell any more whether one of their objects existed, and releases
     /// them dirty (the price of (e)), so (d) does not hold them.
@@ -265,6 +268,7 @@ impl World {
             interrupted: BTreeSet::new(),
             tenants: BTreeMap::new(),
             records: BTreeMap::new(),
+            logged: 0,
             shared: BTreeSet::new(),
             dirty: 0,
             tick: 0,
@@ -425,6 +429,11 @@ impl World {
             }
             (CallPhase::Cleanup { .. }, CallPhase::Done) if detached => {
                 Some("a detached clean-up ended")
+            }
+            (CallPhase::Wait { uid, .. }, CallPhase::Done)
+                if self.api.claims.get(uid).is_some_and(|c| !c.deleting) =>
+            {
+                Some("a call left its claim for a retry")
             }
             _ => None,
         };
@@ -666,10 +675,38 @@ impl World {
             .collect()
     }
 
+    /// Bindings whose claimed-by record a write removed while their tenant stayed (a second
+    /// claim was bound to them), read from every binding change since the last check: one step
+    /// can put a record and take it away again (a settling round; a paused leader's claim write
+    /// landing and the next leader's reuse), and a check that compared only the states after two
+    /// steps missed it and held such a binding's dirty release against (d).
+    fn records_removed(&mut self) -> BTreeSet<String> {
+        let log = &self.api.logs[BINDINGS];
+        let mut removed = BTreeSet::new();
+        for change in &log[self.logged..] {
+            let Some(Obj::Binding(b)) = &change.obj else {
+                self.records.remove(&change.key);
+                continue;
+            };
+            let record = b.label(CLAIMED_BY).map(str::to_string);
+            let before = self.records.insert(b.name.clone(), record).flatten();
+            if before.is_some() && b.label(CLAIMED_BY).is_none() && b.label("tenantName").is_some()
+            {
+                removed.insert(b.name.clone());
+            }
+        }
+        self.logged = log.len();
+        removed
+    }
+
     /// (a), (b), (d) and (e), on the state after a step.
     fn check(&mut self, step: usize) {
         let mut found = Vec::new();
         let mut seen = Vec::new();
+        for b in self.records_removed() {
+            self.shared.insert(b);
+            seen.push("a reuse removed another claim's record");
+        }
         for b in self.api.bindings.values() {
             let users: Vec<(&String, &Stored)> = self
                 .objects
@@ -684,12 +721,6 @@ impl World {
             tenants.extend(b.label("tenantName"));
             if tenants.len() > 1 {
                 found.push(format!("(b) {} is used by tenants {tenants:?}", b.name));
-            }
-            let record = self.records.get(&b.name).cloned().flatten();
-            if record.is_some() && b.label(CLAIMED_BY).is_none() && b.label("tenantName").is_some()
-            {
-                self.shared.insert(b.name.clone());
-                seen.push("a reuse removed another claim's record");
             }
             if b.label("dirty").is_some()
                 && !self.ever_used.contains(&b.name)
@@ -728,12 +759,6 @@ impl World {
             self.event(what);
         }
         self.tenants = self.tenant_labels();
-        self.records = self
-            .api
-            .bindings
-            .values()
-            .map(|b| (b.name.clone(), b.label(CLAIMED_BY).map(str::to_string)))
-            .collect();
         self.violations
             .extend(found.into_iter().map(|v| match step {
                 usize::MAX => format!("settling: {v}"),
@@ -845,10 +870,30 @@ impl World {
 struct Report {
     violations: Vec<String>,
     events: BTreeMap<&'static str, usize>,
+    /// The interleaving step by step (each step, the calls' phases, the leader's decisions and
+    /// every commit), kept when the run found a violation.
+    trace: Vec<String>,
 }
 
-/// Runs the steps, stopping at the first violation, then the settling.
+impl Report {
+    /// The violations, then the trace that led to them.
+    fn show(&self) -> String {
+        format!("{:#?}\n{}", self.violations, self.trace.join("\n"))
+    }
+}
+
+/// Runs the steps, stopping at the first violation, then the settling. A run that found a
+/// violation runs again (it is deterministic) with its trace kept.
 fn run(p: Protocol, setup: &Setup, steps: &[Step]) -> Report {
+    let first = run_once(p, setup, steps);
+    if first.violations.is_empty() {
+        return first;
+    }
+    let (again, trace) = recorded(|| run_once(p, setup, steps));
+    Report { trace, ..again }
+}
+
+fn run_once(p: Protocol, setup: &Setup, steps: &[Step]) -> Report {
     let mut w = World::new(p, setup);
     for (i, s) in steps.iter().enumerate() {
         w.api.step = i;
@@ -861,6 +906,7 @@ fn run(p: Protocol, setup: &Setup, steps: &[Step]) -> Report {
     }
     if w.violations.is_empty() {
         w.api.step = steps.len();
+        trace(|| format!("settling (tick {})", w.tick));
         w.settle();
         w.check_settled();
     }
@@ -868,6 +914,7 @@ fn run(p: Protocol, setup: &Setup, steps: &[Step]) -> Report {
     Report {
         violations: w.violations,
         events: w.events,
+        trace: Vec::new(),
     }
 }
 
@@ -890,7 +937,10 @@ const MUST_REACH: [&str; 18] = [
     "a call cancelled",
     "a call timed out",
     "a detached clean-up ended",
-    "a clean-up retried its delete",
+    // A delete that meets a conflict and is retried now needs a refused claim to change again
+    // before the delete lands, which the model's leader rarely does; the retry is covered
+    // deterministically by webhook::serve_tests::a_delete_that_meets_a_conflict_is_retried_…
+    "a call left its claim for a retry",
     "the clean-up spared a claim for its fresh stamp",
     "the clean-up found the object",
     "the clean-up deleted a claim",
@@ -912,8 +962,12 @@ proptest! {
     /// The protocol issue 19 asks for keeps every invariant under every fault at once.
     #[test]
     fn the_new_source_protocol_keeps_every_invariant((setup, steps) in scenario()) {
-        let found = run(Protocol::New, &setup, &steps).violations;
-        prop_assert!(found.is_empty(), "{found:#?}\nsetup {setup:?}\nsteps {steps:#?}");
+        let found = run(Protocol::New, &setup, &steps);
+        prop_assert!(
+            found.violations.is_empty(),
+            "{}\nsetup {setup:?}\nsteps {steps:?}",
+            found.show()
+        );
     }
 }
 
@@ -965,8 +1019,12 @@ fn old_fails_new_holds(setup: &Setup, steps: &[Step], class: &str) {
         "OLD should break {class}, found {old:#?}"
     );
     trace(|| format!("OLD found {old:#?}"));
-    let new = run(Protocol::New, setup, steps).violations;
-    assert!(new.is_empty(), "NEW should hold, found {new:#?}");
+    let new = run(Protocol::New, setup, steps);
+    assert!(
+        new.violations.is_empty(),
+        "NEW should hold, found {}",
+        new.show()
+    );
 }
 
 /// The first call for Runtime `r0`: created, bound to `cb-0` by the leader, admitted, stored
@@ -1029,8 +1087,8 @@ fn old_cancelled_request_dirties_a_binding_nobody_used() {
         Create { obj: 2, tenant: 0 },
         Call(0),
         Call(0),
-        Cancel(0), // NEW: the clean-up goes on, detached
-        Call(0),   // NEW: it deletes the undecided claim
+        Cancel(0), // NEW: the call's task goes on, detached
+        Call(0),   // NEW: it leaves the undecided claim for a retry; the leader binds it
         Sweep,
         Execute(0),
         Execute(0),
@@ -1203,4 +1261,101 @@ fn a_binding_claimed_by_a_refused_runtime_and_reused_is_never_released_clean() {
         "the scenario must reach the release: {:#?}",
         report.events
     );
+}
+
+/// Found by the simulation with the undecided claims kept for the retry. Runtime r0 and Shoot s0
+/// of tenant t1 are requested at once; the leader decides to claim cb-0 for r0's claim and lets
+/// s0's claim wait for that claim write (Progressing), then pauses with the claim write in
+/// flight. Both calls are cut off undecided, and both claims are kept. The paused leader's claim
+/// write lands (cb-0: tenant t1, claimed-by r0's claim); the next leader, whose list predates it,
+/// binds s0's claim to cb-0 by reuse (removing r0's record first) and r0's claim after it, in one
+/// settling round. Neither object ever appears; the clean-up deletes both claims and cb-0 is
+/// released dirty: two claims were bound to it, and the operator cannot tell that neither ran a
+/// cluster, so dirty is the safe side. The checker used to see the record only in the states
+/// after two steps, missed the one that came and went within the round, and reported (d).
+#[test]
+fn a_binding_two_kept_claims_shared_within_one_step_may_be_released_dirty() {
+    use Step::*;
+    let mut steps = vec![
+        Create { obj: 2, tenant: 1 },
+        Call(0), // r0: lookup
+        Call(0), // r0: its claim created
+        Create { obj: 0, tenant: 1 },
+        Call(1), // s0: lookup
+        Call(1), // s0: its claim created
+    ];
+    steps.extend(ticks(webhook::DECIDE as usize));
+    steps.extend([
+        Call(0),    // r0: no decision in time; the claim stays for a retry
+        Call(0),    // s0: the same
+        Sweep,      // r0's claim: claim cb-0; s0's claim: wait for that write
+        Execute(1), // s0's claim: Progressing
+        Failover,   // r0's claim write held in flight; the settling begins with it landing
+    ]);
+    let report = run(Protocol::New, &one_binding(false), &steps);
+    assert!(report.violations.is_empty(), "{}", report.show());
+    for case in [
+        "a call left its claim for a retry",
+        "a paused leader's write landed late",
+        "a reuse removed another claim's record",
+        "a binding released dirty",
+    ] {
+        assert!(
+            report.events.contains_key(case),
+            "the scenario must reach {case:?}: {:#?}",
+            report.events
+        );
+    }
+}
+
+/// Found by the property test with the undecided claims kept, but older than that: it needs no
+/// kept claim. Runtime r0 of multi-account tenant t0 runs on cb-0 (limit 2). Shoot s1's claim is
+/// decided onto cb-0 by reuse; its record removal lands, then the leader pauses with the status
+/// write `Bound(cb-0)` in flight. The next leader lists (cb-0: one cluster), the held status
+/// write lands, and the new leader, deciding from its list, puts s0 on cb-0 too: three clusters
+/// on a binding whose limit is 2 (DESIGN §5.3). A reuse writes only the claim's status, so no
+/// compare-and-swap on the binding stops it, and the take-over re-read comes before the late
+/// write. The product's take-over (`controller::take_over`) re-reads once, at once, with no bound
+/// on how long an old leader's write may stay in flight; the fix belongs there (a bound on a
+/// write's time in flight, and the re-read after it), and then in this model's `failover`.
+#[test]
+#[ignore = "open: a paused leader's late status write puts a binding over its limit (§5.3); see the doc comment"]
+fn a_paused_leaders_late_reuse_never_puts_a_binding_over_its_limit() {
+    use Step::*;
+    let mut steps = runtime_served();
+    steps.extend([
+        Create { obj: 1, tenant: 0 },
+        Call(0), // s1: lookup
+        Call(0), // s1: its claim created
+        Create { obj: 0, tenant: 0 },
+        Call(1), // s0: lookup
+        Call(1), // s0: its claim created
+        Deliver {
+            kind: BINDINGS,
+            n: 10,
+        },
+        Deliver {
+            kind: CLAIMS,
+            n: 10,
+        },
+        Deliver {
+            kind: SHOOTS,
+            n: 10,
+        },
+        Reconcile(1), // s1's claim: reuse cb-0 (remove r0's record, then Bound)
+        Execute(0),   // the record removed
+        Failover,     // s1's status write held in flight
+        Zombie,       // ... and landing after the next leader listed
+        Tick,
+        Tick,
+        Reconcile(2), // s0's claim: reuse cb-0, which the new leader sees with one cluster
+        Execute(0),
+    ]);
+    let setup = Setup {
+        bindings: 1,
+        direct: None,
+        multi: true,
+    };
+    let report = run(Protocol::New, &setup, &steps);
+    assert!(report.violations.is_empty(), "{}", report.show());
 }

@@ -478,7 +478,8 @@ pub fn finish(plan: &ClaimPlan, state: &ClaimState) -> Verdict {
                 _ => " (the leader has not picked it up; is an operator replica leading?)".into(),
             };
             Verdict::Deny(format!(
-                "hap-operator could not decide a binding for {what} in time ({via}){why}; nothing was claimed, retry"
+                "hap-operator could not decide a binding for {what} in time ({via}){why}; AccountClaim {} is kept for a retry of this request (deleted if no such object appears within the source grace period), retry",
+                plan.claim_ref()
             ))
         }
         ClaimState::Conflict { existing } => Verdict::Deny(format!(

@@ -1,8 +1,9 @@
 //! The side effects of one admission call that is served through an AccountClaim: find or create
-//! the claim, wait for the leader's decision, stamp a claim before answering `Bound` with it, and
-//! take back a claim that ends refused or undecided. They run in a task of their own, so that a
-//! call kube-apiserver gives up on (hyper then drops the handler) or a drain cuts off still takes
-//! its claim back; the answer is bounded by the decision timeout as a whole. The calls on the API
+//! the claim, wait for the leader's decision, stamp a claim before answering `Bound` with it,
+//! take back a claim that ends refused, and keep an undecided one for the caller's retry. They
+//! run in a task of their own, so that a call kube-apiserver gives up on (hyper then drops the
+//! handler) or a drain cuts off still takes a refused claim back; the answer is bounded by the
+//! decision timeout as a whole. The calls on the API
 //! server go through [`ClaimCalls`], so the protocol can be tested against a scripted API server.
 
 use std::future::Future;
@@ -216,9 +217,10 @@ struct Call<C> {
 
 /// How the settling of a claim ended.
 enum Settled {
-    /// Answer this; nothing to take back (bound and stamped, being deleted, gone or not ours).
+    /// Answer this; nothing to take back (bound and stamped, undecided and kept for the retry,
+    /// being deleted, gone or not ours).
     Answer(ClaimState),
-    /// Refused or undecided: take back this version of the claim, then answer the state.
+    /// Refused: take back this version of the claim, then answer the state.
     TakeBack(ClaimState, Box<AccountClaim>),
 }
 
@@ -258,8 +260,18 @@ impl<C: ClaimCalls> Call<C> {
                 .await
                 .map_err(|e| failed(&e))?,
         };
-        let conflict = |c: AccountClaim| ClaimState::Conflict {
-            existing: Box::new(c.spec),
+        let conflict = |c: AccountClaim| {
+            tracing::debug!(
+                claim = %p.claim_ref(),
+                uid = ?c.metadata.uid,
+                rv = ?c.metadata.resource_version,
+                deleting = c.metadata.deletion_timestamp.is_some(),
+                same_request = same_request(&c.spec, &p.spec),
+                "an earlier request's claim holds the name"
+            );
+            ClaimState::Conflict {
+                existing: Box::new(c.spec),
+            }
         };
         match existing {
             Some(c)
@@ -280,7 +292,10 @@ impl<C: ClaimCalls> Call<C> {
                     }
                 })?;
                 match self.calls.create(&obj).await.map_err(|e| failed(&e))? {
-                    CreateOutcome::Created(c) => Ok(c),
+                    CreateOutcome::Created(c) => {
+                        tracing::debug!(claim = %p.claim_ref(), uid = ?c.metadata.uid, "created the claim of a request");
+                        Ok(c)
+                    }
                     CreateOutcome::Exists(c)
                         if c.metadata.deletion_timestamp.is_none()
                             && same_request(&c.spec, &p.spec) =>
@@ -304,8 +319,15 @@ impl<C: ClaimCalls> Call<C> {
                 // Nobody to answer: a bound claim is the source clean-up's (its object never
                 // appears).
                 ClaimState::Bound { .. } => return Settled::Answer(too_late()),
-                ClaimState::Conflict { .. } => return Settled::Answer(state),
-                _ => return Settled::TakeBack(state, Box::new(last)),
+                ClaimState::Refused { .. } => return Settled::TakeBack(state, Box::new(last)),
+                // Undecided (the leader has not decided in time, or the call was cut off): the
+                // claim stays for the caller's retry, which is served through it, in its place
+                // in the leader's queue. Deleted, a retry's new claim started at the back of the
+                // queue again, and a leader whose queue took longer than the decision timeout
+                // (a takeover with many claims) never reached any (the full chaos run). If no
+                // object appears, the source clean-up deletes it after the grace period, and a
+                // binding claimed for it meanwhile goes back clean.
+                _ => return Settled::Answer(state),
             }
             claim = match self.calls.stamp(&last, jiff::Timestamp::now()).await {
                 Ok(stamped) if claim_is_stamped(&stamped, &last) => {
@@ -328,8 +350,8 @@ impl<C: ClaimCalls> Call<C> {
         }
     }
 
-    /// Waits until the claim is bound, refused or being deleted, the decision deadline passes
-    /// or the call is cut off; returns the state and the last version of the claim seen.
+    /// Waits until the claim is bound, refused or being deleted, or the decision deadline
+    /// passes; returns the state and the last version of the claim seen.
     async fn wait(&mut self, mut claim: AccountClaim) -> (ClaimState, AccountClaim) {
         let name = self.plan.claim_name.clone();
         let deadline = self.deadlines.decide_by;
@@ -347,8 +369,8 @@ impl<C: ClaimCalls> Call<C> {
                 return (state, claim);
             }
             tokio::select! {
+                // A call that was cut off waits on too: a refusal still to come is taken back.
                 _ = tokio::time::sleep_until(deadline) => return (state, claim),
-                _ = self.answer.closed() => return (state, claim),
                 changed = changes.changed(), if watching => {
                     // The cache is gone (shutting down): only reads still tell.
                     watching = changed.is_ok();
@@ -381,7 +403,10 @@ impl<C: ClaimCalls> Call<C> {
                 .delete_unchanged(&name, uid.clone(), rv.clone())
                 .await
             {
-                Ok(()) => return state,
+                Ok(()) => {
+                    tracing::debug!(claim = %self.plan.claim_ref(), ?uid, "took back the claim of a request that was not served");
+                    return state;
+                }
                 Err(K8sError::Conflict { .. }) => match self.calls.get(&name).await {
                     Ok(now) => match retake(now.as_ref(), uid.as_deref(), &self.plan.spec) {
                         Retake::Stop => return state,

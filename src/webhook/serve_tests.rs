@@ -311,31 +311,64 @@ async fn a_claim_deleted_as_it_is_handed_back_is_never_answered_bound() {
     assert!(!matches!(state, ClaimState::Bound { .. }), "{state:?}");
 }
 
-#[tokio::test]
-async fn a_cancelled_call_still_takes_its_claim_back() {
-    // kube-apiserver gave up on the call (its webhook timeout) and hyper dropped the handler.
-    let fake = Fake::new(World::default());
+/// Cancels a call (kube-apiserver gave up on it and hyper dropped the handler) once its claim
+/// exists.
+async fn cancel_once_claimed(fake: &Fake, p: &ClaimPlan) {
     let mut changes = fake.changes();
-    let p = plan();
-    {
-        let call = serve(&fake, &p, DECISION, None);
-        tokio::pin!(call);
-        tokio::select! {
-            _ = &mut call => panic!("no leader: the call cannot end this soon"),
-            _ = async {
-                while fake.claim().is_none() {
-                    let _ = changes.changed().await;
-                }
-            } => {}
-        }
+    let call = serve(fake, p, DECISION, None);
+    tokio::pin!(call);
+    tokio::select! {
+        _ = &mut call => panic!("no leader: the call cannot end this soon"),
+        _ = async {
+            while fake.claim().is_none() {
+                let _ = changes.changed().await;
+            }
+        } => {}
     }
+}
+
+#[tokio::test]
+async fn a_cancelled_call_still_takes_its_refused_claim_back() {
+    let fake = Fake::new(World::default());
+    let p = plan();
+    cancel_once_claimed(&fake, &p).await;
+    // The leader refuses the claim after the call was cut off.
+    fake.with(|w| w.modify(refuse));
+    let mut changes = fake.changes();
     tokio::time::timeout(Duration::from_secs(2), async {
         while fake.claim().is_some() {
             let _ = changes.changed().await;
         }
     })
     .await
-    .expect("the claim of the cancelled call is deleted");
+    .expect("the refused claim of the cancelled call is deleted");
+}
+
+#[tokio::test]
+async fn a_retry_is_served_through_the_claim_an_undecided_call_kept() {
+    // The full chaos run: each undecided call deleted its claim, so every retry's new claim
+    // joined the back of a leader's queue that took longer than the decision timeout to reach
+    // it, and no retry was ever served. Now the claim stays for the retry.
+    let fake = Fake::new(World::default());
+    let p = plan();
+    cancel_once_claimed(&fake, &p).await;
+    let first = fake.claim().and_then(|c| c.metadata.uid);
+    let retry = {
+        let fake = fake.clone();
+        let p = p.clone();
+        tokio::spawn(async move { serve(&fake, &p, DECISION, None).await })
+    };
+    // Time for the cut-off call's task to act on its claim (it used to delete it at once).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(fake.with(|w| w.deletes), 0, "the undecided claim is kept");
+    fake.with(|w| w.modify(bind));
+    let state = retry.await.expect("retry");
+    assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
+    assert_eq!(
+        fake.claim().and_then(|c| c.metadata.uid),
+        first,
+        "the same claim"
+    );
 }
 
 #[tokio::test(start_paused = true)]

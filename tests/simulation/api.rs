@@ -2,12 +2,38 @@
 //! etcd has), the log of every committed change per kind (what a watch replays), and the checks
 //! of DESIGN §5 made when a write commits, where the cause of a violation is still known.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 use hap_operator::labels::{CLAIMED_BY, PoolKey};
 use hap_operator::ledger::Ledger;
 use hap_operator::pools::{BindingView, ClaimView, Kind, ShootView};
 use hap_operator::selection::MultiAccountPolicy;
+
+thread_local! {
+    /// The trace of the run in progress, while it is recorded: a run that found a violation is
+    /// run again so, and its failure shows the interleaving step by step.
+    pub static RECORDED: RefCell<Option<Vec<String>>> = const { RefCell::new(None) };
+}
+
+/// A line of the trace: printed when `HAP_SIM_TRACE` is set, kept while the run is recorded.
+pub fn trace(line: impl FnOnce() -> String) {
+    static PRINT: OnceLock<bool> = OnceLock::new();
+    let print = *PRINT.get_or_init(|| std::env::var("HAP_SIM_TRACE").is_ok());
+    RECORDED.with_borrow_mut(|kept| {
+        if !print && kept.is_none() {
+            return;
+        }
+        let line = line();
+        if print {
+            eprintln!("{line}");
+        }
+        if let Some(kept) = kept {
+            kept.push(line);
+        }
+    });
+}
 
 pub const TENANTS: [&str; 4] = ["t0", "t1", "t2", "t3"];
 
@@ -193,9 +219,7 @@ impl Api {
 
     fn put_binding(&mut self, mut b: Binding) {
         b.rv = self.next_rv();
-        if std::env::var("HAP_SIM_TRACE").is_ok() {
-            eprintln!("  commit {} rv {} {:?}", b.name, b.rv, b.labels);
-        }
+        trace(|| format!("  commit {} rv {} {:?}", b.name, b.rv, b.labels));
         let change = Change {
             rv: b.rv,
             key: b.name.clone(),
@@ -207,12 +231,12 @@ impl Api {
 
     fn put_claim(&mut self, mut c: Claim) {
         c.rv = self.next_rv();
-        if std::env::var("HAP_SIM_TRACE").is_ok() {
-            eprintln!(
+        trace(|| {
+            format!(
                 "  commit {} rv {} {:?} deleting {}",
                 c.uid, c.rv, c.phase, c.deleting
-            );
-        }
+            )
+        });
         let change = Change {
             rv: c.rv,
             key: c.uid.clone(),

@@ -16,9 +16,10 @@ use hap_operator::selection::{
     BeforeUse, Choice, MultiAccountPolicy, Request, WriteState, before_use, select,
 };
 
+pub use super::api::trace;
 use super::api::{
-    Api, BINDINGS, CLAIMS, Change, Claim, Obj, Phase, Refused, SHOOTS, Writer, apply, claim_view,
-    kind_of, pools,
+    Api, BINDINGS, CLAIMS, Change, Claim, Obj, Phase, RECORDED, Refused, SHOOTS, Writer, apply,
+    claim_view, kind_of, pools,
 };
 
 /// Which source path runs: today's code, or the one issue 19 asks for.
@@ -490,9 +491,9 @@ fn release_write(
     plan.push_back(Write::Finalizer);
 }
 
-/// Prints a line of the trace when `HAP_SIM_TRACE` is set.
-pub fn trace(line: impl FnOnce() -> String) {
-    if std::env::var("HAP_SIM_TRACE").is_ok() {
-        eprintln!("{}", line());
-    }
+/// Runs `f` with its trace kept, and returns the trace with its result.
+pub fn recorded<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    RECORDED.set(Some(Vec::new()));
+    let out = f();
+    (out, RECORDED.take().unwrap_or_default())
 }

@@ -60,7 +60,7 @@ pub enum CallPhase {
         rv: u64,
         binding: String,
     },
-    /// Delete the claim if it is unchanged since `rv` (a refused or undecided request).
+    /// Delete the claim if it is unchanged since `rv` (a refused request; OLD: undecided too).
     Cleanup {
         uid: String,
         rv: u64,
@@ -194,10 +194,16 @@ impl Call {
         match state(cx.p, c) {
             // OLD answers Bound from the claim as it is, writing nothing on it.
             State::Bound(b) if cx.p == Protocol::Old => self.answer(cx, b),
+            // NEW: nobody to answer; the source clean-up takes it after the grace.
+            State::Bound(_) if self.detached => CallPhase::Done,
             State::Bound(binding) => CallPhase::Stamp { uid, rv, binding },
             State::Going => CallPhase::Done,
             State::Refused => CallPhase::Cleanup { uid, rv },
-            State::Undecided if cx.tick >= self.started + DECIDE => CallPhase::Cleanup { uid, rv },
+            State::Undecided if cx.tick >= self.started + DECIDE && cx.p == Protocol::Old => {
+                CallPhase::Cleanup { uid, rv }
+            }
+            // NEW: an undecided claim stays for the caller's retry.
+            State::Undecided if cx.tick >= self.started + DECIDE => CallPhase::Done,
             State::Undecided => CallPhase::Wait { uid, rv },
         }
     }
@@ -221,7 +227,7 @@ impl Call {
                     rv: c.rv,
                     binding,
                 },
-                State::Refused | State::Undecided => CallPhase::Cleanup { uid, rv: c.rv },
+                State::Refused => CallPhase::Cleanup { uid, rv: c.rv },
                 _ => CallPhase::Done,
             },
             None => CallPhase::Done,
@@ -229,15 +235,16 @@ impl Call {
     }
 
     /// The API server gives up on the call and closes the connection: the handler is dropped.
-    /// NEW: a clean-up of a claim it waited on survives, detached.
+    /// NEW: the call's task survives, detached: it waits on for the decision, takes a refused
+    /// claim back and leaves an undecided one for the caller's retry.
     pub fn cancel(&mut self, p: Protocol) {
         if !self.waiting() {
             return;
         }
         self.detached = true;
         self.phase = match std::mem::replace(&mut self.phase, CallPhase::Done) {
-            CallPhase::Wait { uid, rv } | CallPhase::Cleanup { uid, rv } if p == Protocol::New => {
-                CallPhase::Cleanup { uid, rv }
+            phase @ (CallPhase::Wait { .. } | CallPhase::Cleanup { .. }) if p == Protocol::New => {
+                phase
             }
             _ => CallPhase::Done,
         };
