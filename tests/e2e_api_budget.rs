@@ -73,6 +73,11 @@ fn hap_run_keeps_to_the_request_budget_its_flags_set() {
     // At start the operator lists its CRDs, reads its last-known-good record, lists and watches
     // HapConfigs and claims and reads its Lease: several requests at once without a budget. At
     // 4 a second with a burst of 1, every one waits its quarter second.
+    // The operator stops at start when the product's CRDs are not served (make test may run
+    // this file first, on a fresh control plane): install them as every e2e test does.
+    tokio::runtime::Runtime::new()
+        .expect("runtime")
+        .block_on(client());
     let ns = format!("budget-{}", std::process::id());
     let (kc, user, _dir) = service_account(&ns);
     let _operator = Operator(
