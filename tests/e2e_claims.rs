@@ -616,6 +616,16 @@ async fn restart_keeps_every_decision() {
     assert_eq!(hap.bound("c9").await, before[&2]);
 }
 
+/// Waits until the operator's aws orphan gauge reads `n`.
+async fn orphan_gauge_reads(hap: &Hap, n: u32) {
+    let line = format!("hap_orphan_bindings{{hyperscaler_type=\"aws\"}} {n}\n");
+    eventually(Duration::from_secs(20), "the orphan gauge", || async {
+        let op = hap.operator.as_ref().expect("operator");
+        op.handle.metrics.encode().contains(&line).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refresh_reports_orphans() {
     let hap = Hap::new(&["aws"], json!({"internalStateRefreshCycleDuration": "2s"})).await;
@@ -639,18 +649,7 @@ async fn refresh_reports_orphans() {
     assert_eq!(st.orphans[0].binding, "aws-1");
     assert_eq!(st.orphans[0].tenant, "ga-gone");
     // The same count as a gauge, for the HapOrphanBindings alert and the dashboard.
-    let gauge = "hap_orphan_bindings{hyperscaler_type=\"aws\"} 1";
-    eventually(Duration::from_secs(20), "the orphan gauge", || async {
-        let text = hap
-            .operator
-            .as_ref()
-            .expect("operator")
-            .handle
-            .metrics
-            .encode();
-        text.contains(gauge).then_some(())
-    })
-    .await;
+    orphan_gauge_reads(&hap, 1).await;
     let first = st.last_refresh_time.clone();
     eventually(Duration::from_secs(30), "a second refresh", || async {
         let st = hap.config_status().await;
@@ -680,18 +679,7 @@ async fn refresh_reports_orphans() {
         &hap.bindings_ns,
     ]);
     assert!(ok, "remove the tenant label: {err}");
-    let zero = "hap_orphan_bindings{hyperscaler_type=\"aws\"} 0";
-    eventually(Duration::from_secs(20), "the orphan gauge at 0", || async {
-        let text = hap
-            .operator
-            .as_ref()
-            .expect("operator")
-            .handle
-            .metrics
-            .encode();
-        text.contains(zero).then_some(())
-    })
-    .await;
+    orphan_gauge_reads(&hap, 0).await;
 }
 
 async fn wait_gone(api: &kube::Api<AccountClaim>, name: &str) {

@@ -285,27 +285,6 @@ async fn labels_of(
     all
 }
 
-/// tests/e2e_pods.rs and e2e_pods_sources.rs install into hap-system too and remove it
-/// without waiting.
-async fn earlier_installation_gone() {
-    eventually(
-        Duration::from_secs(120),
-        "hap-system and HapConfig default of an earlier installation gone",
-        || async {
-            let (_, out, _) = kubectl(&[
-                "get",
-                "namespace/hap-system",
-                "hapconfig/default",
-                "--ignore-not-found",
-                "-o",
-                "name",
-            ]);
-            out.trim().is_empty().then_some(())
-        },
-    )
-    .await;
-}
-
 /// `kubectl delete --all` of `resource` in `ns`, waiting up to a minute.
 fn delete_all(resource: &str, ns: &str) -> Vec<String> {
     [

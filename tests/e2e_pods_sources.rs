@@ -179,23 +179,7 @@ async fn request_source_webhooks_are_served_from_pods() {
     let client = node_client().await;
     let started = Instant::now();
     install_platform_crds().await;
-    // tests/e2e_pods.rs installs into hap-system too and removes it without waiting.
-    eventually(
-        Duration::from_secs(120),
-        "hap-system and HapConfig default of an earlier installation gone",
-        || async {
-            let (_, out, _) = kubectl(&[
-                "get",
-                "namespace/hap-system",
-                "hapconfig/default",
-                "--ignore-not-found",
-                "-o",
-                "name",
-            ]);
-            out.trim().is_empty().then_some(())
-        },
-    )
-    .await;
+    earlier_installation_gone().await;
     let run = unique("ps");
     // Tenants of this run only: a binding an earlier run left labelled is not theirs.
     let ga = |n: u32| format!("{run}-ga-{n}");

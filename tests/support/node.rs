@@ -323,6 +323,27 @@ pub fn check_logs(ns: &str, pods: &[String]) {
 
 /// kubectl arguments deleting `what` without waiting: nothing after a test depends on it being
 /// gone (names are unique, or used by one test only), and `testenv down` removes the rest.
+/// Waits until the pod tests' earlier installation (hap-system and HapConfig `default`) is gone:
+/// each removes it without waiting.
+pub async fn earlier_installation_gone() {
+    eventually(
+        Duration::from_secs(120),
+        "hap-system and HapConfig default of an earlier installation gone",
+        || async {
+            let (_, out, _) = kubectl(&[
+                "get",
+                "namespace/hap-system",
+                "hapconfig/default",
+                "--ignore-not-found",
+                "-o",
+                "name",
+            ]);
+            out.trim().is_empty().then_some(())
+        },
+    )
+    .await;
+}
+
 /// The test's handle on what the request-source overlay runs on the node: HapConfig `default`,
 /// bindings in `garden-kyma`, claims in the operator's namespace, no operator of the test's own.
 pub fn overlay_hap(client: &kube::Client) -> crate::support::Hap {
