@@ -173,6 +173,7 @@ fn bindings(specs: &[Spec], policy: &MultiAccountPolicy) -> (Vec<Binding>, Vec<S
         out.push(Binding {
             name: name.clone(),
             labels,
+            annotations: BTreeMap::new(),
             rv: 0,
         });
         shoots.extend((0..n).map(|j| Shoot {

@@ -247,12 +247,7 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
             pins: active.rules.pins(),
         };
         let placement = select_ordered(&l.inventory, &l.inflight, &request, &policy, &paused, now);
-        let before = match &placement.choice {
-            Choice::Use { binding, .. } => {
-                before_use(&l.inventory, &l.inflight, &view.uid, binding, now)
-            }
-            _ => BeforeUse::Bind,
-        };
+        let before = before_use(&l.inventory, &l.inflight, &view.uid, &placement.choice, now);
         if let BeforeUse::Wait { binding } = before {
             tracing::debug!(
                 claim = key,

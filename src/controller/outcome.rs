@@ -64,9 +64,9 @@ pub(super) fn k8s(claim: &str, step: &'static str) -> impl FnOnce(K8sError) -> C
     }
 }
 
-/// Removes the claimed-by record of the claim that claimed the binding before this claim, which
-/// did not claim it, is recorded Bound to it (`selection::claimant`). A conflict: the binding
-/// moved since the decision, which is taken again; the assignment recorded with it ends.
+/// The write `before` asks for ahead of a Use (`selection::claimant`): the removal of another
+/// claim's claimed-by record, or a fill's record. A conflict: the binding moved since the
+/// decision, which is taken again; the assignment recorded with it ends.
 pub(super) async fn unclaim(
     claim: &AccountClaim,
     ctx: &Context,
@@ -74,29 +74,37 @@ pub(super) async fn unclaim(
     view: &ClaimView,
     before: &BeforeUse,
 ) -> Result<(), ClaimError> {
-    let BeforeUse::Unclaim {
-        binding,
-        expected_resource_version,
-    } = before
-    else {
-        return Ok(());
+    let (binding, rv, fills) = match before {
+        BeforeUse::Unclaim {
+            binding,
+            expected_resource_version,
+        } => (binding, expected_resource_version, None),
+        BeforeUse::Fill {
+            binding,
+            expected_resource_version,
+            fills,
+        } => (binding, expected_resource_version, Some(fills.as_str())),
+        BeforeUse::Bind | BeforeUse::Wait { .. } => return Ok(()),
     };
-    let key = claim_key(claim);
-    let step = "removing another claim's claimed-by label before the reuse";
+    let step = match fills {
+        None => "removing another claim's claimed-by label before the reuse",
+        Some(_) => "recording the fill on the binding before its status",
+    };
     let target = active.binding_target();
-    let result = match expected_resource_version {
-        Some(rv) => {
+    let (kind, ns) = (target.kind, target.namespace.as_str());
+    let result = match (rv, fills) {
+        (Some(rv), None) => {
+            let keys = [CLAIMED_BY];
             ctx.writer
-                .remove_binding_labels_cas(
-                    target.kind,
-                    &target.namespace,
-                    binding,
-                    rv,
-                    &[CLAIMED_BY],
-                )
+                .remove_binding_labels_cas(kind, ns, binding, rv, &keys)
                 .await
         }
-        None => Err(K8sError::Conflict {
+        (Some(rv), Some(fills)) => {
+            ctx.writer
+                .record_fill_cas(kind, ns, binding, rv, fills)
+                .await
+        }
+        (None, _) => Err(K8sError::Conflict {
             what: format!("binding {binding} has no resourceVersion in the index"),
         }),
     };
@@ -109,7 +117,7 @@ pub(super) async fn unclaim(
             if let K8sError::Forbidden { message, .. } = &e {
                 refused(claim, ctx, active, binding, "reuse", message).await;
             }
-            Err(k8s(&key, step)(e))
+            Err(k8s(&claim_key(claim), step)(e))
         }
     }
 }

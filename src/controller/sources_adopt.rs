@@ -30,7 +30,11 @@ pub(super) async fn reconcile(
         let now = Instant::now();
         let before = match &adoption {
             Adoption::Bound { .. } => {
-                before_use(&l.inventory, &l.inflight, &view.uid, binding, now)
+                let reuse = Choice::Use {
+                    binding: binding.to_string(),
+                    decision: UseReason::Reused,
+                };
+                before_use(&l.inventory, &l.inflight, &view.uid, &reuse, now)
             }
             Adoption::NotTenant { .. } => BeforeUse::Bind,
         };

@@ -18,6 +18,7 @@ use crate::api::{
     AccountClaim, AccountClaimStatus, BindingKind, CLAIM_FINALIZER, FIELD_MANAGER, HapConfig,
     HapConfigStatus,
 };
+use crate::labels::{CLAIMED_BY, FILLING};
 use crate::leadership::Fence;
 
 /// Every write the operator makes goes through here: binding labels to the garden, everything
@@ -179,6 +180,31 @@ impl Writer {
         let labels: Vec<(&str, Option<&str>)> = keys.iter().map(|k| (*k, None)).collect();
         self.patch_binding_cas(kind, ns, name, resource_version, &labels, &[], "unlabel")
             .await
+    }
+
+    /// The write before a multi-account fill (crate::selection::claimant): the `FILLING` record
+    /// set to `fills` and the claimed-by label removed, in one compare-and-swap. Returns the new
+    /// resourceVersion.
+    pub async fn record_fill_cas(
+        &self,
+        kind: BindingKind,
+        ns: &str,
+        name: &str,
+        resource_version: &str,
+        fills: &str,
+    ) -> Result<Option<String>, K8sError> {
+        let labels = [(CLAIMED_BY, None)];
+        let annotations = [(FILLING, fills)];
+        self.patch_binding_cas(
+            kind,
+            ns,
+            name,
+            resource_version,
+            &labels,
+            &annotations,
+            "label",
+        )
+        .await
     }
 
     /// One merge patch of a binding's labels (`None` removes the key: null in a merge patch) and

@@ -1,17 +1,27 @@
-//! Before a claim is bound to a binding another claim claimed: the `CLAIMED_BY` record goes.
+//! Before a claim is bound to a binding another claim claimed: the `CLAIMED_BY` record goes; and
+//! before a multi-account fill, the claim's `FILLING` record is written.
 //!
 //! A clean release (crate::release, step 9) trusts only what one claim alone did with a binding.
 //! `CLAIMED_BY` names the claim whose claim write gave the binding its tenant; the first time any
 //! other claim is bound to it (reused, filled, pinned, adopted), the label is removed with a
 //! compare-and-swap before that claim is recorded Bound. From then on no claim can release the
 //! binding clean, whichever goes last: a cluster of the other claim may have run in the account.
+//!
+//! A fill (`UseReason::FilledMostPopulated`) is the one use counted against a limit. Its status
+//! write alone would not move the binding, so a leader that takes over while the previous one's
+//! status write is still in flight would count one cluster too few and could put the binding over
+//! its limit (DESIGN §5.3). So the fill first records its claim in the binding's `FILLING`
+//! annotation with a compare-and-swap: every leader counts the claims the records name whose
+//! status it does not see yet (`pending_claims`: the fills and the claim write's claimed-by) as
+//! clusters of the binding, and such a pending claim finds its own binding there. A fill that
+//! removes claimed-by moves a still-pending claiming claim into `FILLING`, so it stays counted.
 
 use std::time::Instant;
 
-use crate::labels::CLAIMED_BY;
-use crate::pools::Inventory;
+use crate::labels::{CLAIMED_BY, FILLING};
+use crate::pools::{ClaimView, Inventory};
 
-use super::InFlight;
+use super::{Choice, InFlight, UseReason};
 
 /// What has to happen on `binding` before a claim that did not claim it is recorded Bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,19 +34,31 @@ pub enum BeforeUse {
         binding: String,
         expected_resource_version: Option<String>,
     },
+    /// A fill: set `FILLING` to `fills` (the pending fills still pending, this claim included)
+    /// and remove `CLAIMED_BY`, in one write conditioned on this version, then record the claim
+    /// Bound. A conflict means the binding moved: decide again.
+    Fill {
+        binding: String,
+        expected_resource_version: Option<String>,
+        fills: String,
+    },
     /// Another claim's claim write of the binding is not in the index yet, so its `CLAIMED_BY`
     /// cannot be seen (nor removed): decide again once it is.
     Wait { binding: String },
 }
 
-/// Decides what claim `claim_uid` must write before it is bound to `binding`. Pure.
+/// Decides what claim `claim_uid` must write before it is bound as `choice` says (nothing unless
+/// it is a `Use`). Pure.
 pub fn before_use(
     inv: &Inventory,
     inflight: &InFlight,
     claim_uid: &str,
-    binding: &str,
+    choice: &Choice,
     now: Instant,
 ) -> BeforeUse {
+    let Choice::Use { binding, decision } = choice else {
+        return BeforeUse::Bind;
+    };
     if inflight
         .claim_of(binding, now)
         .is_some_and(|p| p.claim_uid != claim_uid)
@@ -48,20 +70,65 @@ pub fn before_use(
     let Some(entry) = inv.binding(binding) else {
         return BeforeUse::Bind;
     };
+    let expected_resource_version = entry.view.resource_version.clone();
+    if *decision == UseReason::FilledMostPopulated {
+        // A pending claim write keeps being counted once its claimed-by record goes.
+        let mut fills: Vec<&str> = pending_claims(inv, binding)
+            .map(|c| c.uid.as_str())
+            .filter(|u| *u != claim_uid)
+            .collect();
+        fills.push(claim_uid);
+        fills.sort_unstable();
+        fills.dedup();
+        return BeforeUse::Fill {
+            binding: binding.to_string(),
+            expected_resource_version,
+            fills: fills.join(","),
+        };
+    }
     match entry.view.labels.get(CLAIMED_BY) {
         Some(by) if by != claim_uid => BeforeUse::Unclaim {
             binding: binding.to_string(),
-            expected_resource_version: entry.view.resource_version.clone(),
+            expected_resource_version,
         },
         _ => BeforeUse::Bind,
     }
+}
+
+/// The claims the binding's records name (`CLAIMED_BY` and `FILLING`) that still count as its
+/// clusters although the index shows no status for them: they exist, belong to the binding's
+/// tenant, and record no binding and no denial yet. A claim write or fill whose status is still
+/// in flight, perhaps from a previous leader.
+pub fn pending_claims<'a>(
+    inv: &'a Inventory,
+    binding: &str,
+) -> impl Iterator<Item = &'a ClaimView> + 'a {
+    let entry = inv.binding(binding);
+    let tenant = entry.and_then(|e| e.view.labels.get(&inv.keys().tenant_name));
+    let claimed_by = entry.and_then(|e| e.view.labels.get(CLAIMED_BY));
+    let fills = entry.and_then(|e| e.view.annotations.get(FILLING));
+    let fills = fills.into_iter().flat_map(|r| r.split(','));
+    claimed_by
+        .map(String::as_str)
+        .into_iter()
+        .chain(fills)
+        .filter_map(|uid| inv.claim(uid.trim()))
+        .filter(move |c| {
+            tenant == Some(&c.global_account) && c.bound_binding.is_none() && !c.denied
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::pools::tests::{binding, claim, inventory, pool};
-    use crate::selection::Choice;
+
+    fn reuse(b: &str) -> Choice {
+        Choice::Use {
+            binding: b.into(),
+            decision: UseReason::Reused,
+        }
+    }
 
     fn claimed(by: &str) -> crate::pools::BindingView {
         binding(
@@ -80,7 +147,7 @@ mod tests {
         let fl = InFlight::default();
         let now = Instant::now();
         assert_eq!(
-            before_use(&inv, &fl, "uid-second", "b", now),
+            before_use(&inv, &fl, "uid-second", &reuse("b"), now),
             BeforeUse::Unclaim {
                 binding: "b".into(),
                 expected_resource_version: Some("rv-b".into())
@@ -88,7 +155,7 @@ mod tests {
         );
         // The claim that claimed it binds without a write (a status write that failed, again).
         assert_eq!(
-            before_use(&inv, &fl, "uid-first", "b", now),
+            before_use(&inv, &fl, "uid-first", &reuse("b"), now),
             BeforeUse::Bind
         );
         // No record (removed already, or never written): nothing to remove.
@@ -101,7 +168,7 @@ mod tests {
             vec![],
         );
         assert_eq!(
-            before_use(&bare, &fl, "uid-second", "b", now),
+            before_use(&bare, &fl, "uid-second", &reuse("b"), now),
             BeforeUse::Bind
         );
     }
@@ -122,13 +189,50 @@ mod tests {
         fl.record(&first, &pool("aws", false, false), &claim_b, now);
         fl.claim_written("b", now);
         assert_eq!(
-            before_use(&inv, &fl, "uid-second", "b", now),
+            before_use(&inv, &fl, "uid-second", &reuse("b"), now),
             BeforeUse::Wait {
                 binding: "b".into()
             }
         );
         assert_eq!(
-            before_use(&inv, &fl, "uid-first", "b", now),
+            before_use(&inv, &fl, "uid-first", &reuse("b"), now),
+            BeforeUse::Bind
+        );
+    }
+
+    fn fill(b: &str) -> Choice {
+        Choice::Use {
+            binding: b.into(),
+            decision: UseReason::FilledMostPopulated,
+        }
+    }
+
+    #[test]
+    fn a_fill_records_itself_and_every_claim_still_pending_on_the_binding() {
+        let now = Instant::now();
+        let fl = InFlight::default();
+        let mut b = claimed("uid-first");
+        b.annotations
+            .insert(FILLING.into(), "uid-gone,uid-other".into());
+        let pending = |name: &str| claim(name, "ga", Some(name), None);
+        let inv = inventory(vec![b], vec![pending("first"), pending("other")], vec![]);
+        // claimed-by's claim is still pending: it moves into the record as claimed-by goes;
+        // the record of a claim that is gone is dropped.
+        assert_eq!(
+            before_use(&inv, &fl, "uid-new", &fill("b"), now),
+            BeforeUse::Fill {
+                binding: "b".into(),
+                expected_resource_version: Some("rv-b".into()),
+                fills: "uid-first,uid-new,uid-other".into(),
+            }
+        );
+        // Anything but a Use needs nothing on the binding.
+        let claim_it = Choice::Claim {
+            binding: "b".into(),
+            expected_resource_version: None,
+        };
+        assert_eq!(
+            before_use(&inv, &fl, "uid-new", &claim_it, now),
             BeforeUse::Bind
         );
     }

@@ -29,6 +29,9 @@
 //!   claimed; a tenant that already holds it keeps using it, so its clusters stay together.
 //! - A binding another claim claimed loses that claim's `claimed-by` record before a `Use` of it
 //!   is recorded (`claimant::before_use`), so that no later release can take it for untouched.
+//! - A multi-account fill records its claim on the binding (`FILLING`) before its status, and
+//!   every leader counts the recorded fills whose status it does not see yet: a status write of
+//!   a previous leader still in flight cannot put the binding over its limit.
 
 pub mod claimant;
 mod hash;
@@ -192,13 +195,18 @@ impl<'a> Counts<'a> {
         }
     }
 
+    /// Also counts the claims the binding's records name whose status the index does not show
+    /// yet (`claimant::pending_claims`): writes of a previous leader may still be in flight.
     fn clusters(&self, binding: &str) -> usize {
         let cached = self.inv.clusters_on(binding);
-        let extra: BTreeSet<&str> = self
+        let assigned = self
             .assigned
             .get(binding)
             .into_iter()
-            .flat_map(|m| m.values().copied())
+            .flat_map(|m| m.values().map(|c| c.to_string()));
+        let fills = claimant::pending_claims(self.inv, binding).map(ClaimView::cluster_name);
+        let extra: BTreeSet<String> = assigned
+            .chain(fills)
             .filter(|c| !cached.contains(c))
             .collect();
         cached.len() + extra.len()
@@ -215,6 +223,7 @@ impl<'a> Counts<'a> {
                 .assigned
                 .get(binding)
                 .is_some_and(|m| m.values().any(|c| *c == cluster))
+            || claimant::pending_claims(self.inv, binding).any(|c| c.cluster_name() == cluster)
     }
 }
 

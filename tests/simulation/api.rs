@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
-use hap_operator::labels::{CLAIMED_BY, PoolKey};
+use hap_operator::labels::{CLAIMED_BY, FILLING, PoolKey};
 use hap_operator::ledger::Ledger;
 use hap_operator::pools::{BindingView, ClaimView, Kind, ShootView};
 use hap_operator::selection::MultiAccountPolicy;
@@ -51,6 +51,8 @@ pub fn pools() -> [PoolKey; 3] {
 pub struct Binding {
     pub name: String,
     pub labels: BTreeMap<String, String>,
+    /// The operator's `accountpool.io/` annotations (the fill record).
+    pub annotations: BTreeMap<String, String>,
     pub rv: u64,
 }
 
@@ -219,7 +221,12 @@ impl Api {
 
     fn put_binding(&mut self, mut b: Binding) {
         b.rv = self.next_rv();
-        trace(|| format!("  commit {} rv {} {:?}", b.name, b.rv, b.labels));
+        trace(|| {
+            format!(
+                "  commit {} rv {} {:?} {:?}",
+                b.name, b.rv, b.labels, b.annotations
+            )
+        });
         let change = Change {
             rv: b.rv,
             key: b.name.clone(),
@@ -635,6 +642,32 @@ impl Api {
         Ok(self.rv)
     }
 
+    /// The record of a multi-account fill: `FILLING` set and the `CLAIMED_BY` record removed
+    /// (compare-and-swap), before the fill's status.
+    pub fn record_fill(
+        &mut self,
+        name: &str,
+        base: u64,
+        fills: &str,
+        by: &Writer,
+    ) -> Result<u64, Refused> {
+        let b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
+        if b.rv != base {
+            return Err(Refused::Conflict);
+        }
+        if b.label(CLAIMED_BY) == Some(by.claim.as_str()) {
+            self.violation(format!(
+                "claim {} removed its own record from {name}",
+                by.claim
+            ));
+        }
+        let mut b = b;
+        b.labels.remove(CLAIMED_BY);
+        b.annotations.insert(FILLING.into(), fills.into());
+        self.put_binding(b);
+        Ok(self.rv)
+    }
+
     /// A clean release: the tenant label and the `CLAIMED_BY` record go (compare-and-swap), the
     /// binding is free again and the cleanup job never sees it. The same checks as a release
     /// marking it dirty.
@@ -679,6 +712,7 @@ pub fn apply(ledger: &mut Ledger, obj: &Obj) {
             name: b.name.clone(),
             resource_version: Some(b.rv.to_string()),
             labels: b.labels.clone(),
+            annotations: b.annotations.clone(),
             ..Default::default()
         }),
         Obj::Claim(c) => ledger.apply_claim(claim_view(c)),

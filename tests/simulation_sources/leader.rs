@@ -42,6 +42,12 @@ pub enum Write {
         binding: String,
         base: u64,
     },
+    /// A multi-account fill's record (`FILLING`), claimed-by removed, before its status.
+    Fill {
+        binding: String,
+        base: u64,
+        fills: String,
+    },
     Status {
         base: u64,
         phase: Phase,
@@ -344,10 +350,7 @@ impl Replica {
         let inv = shown.as_ref().unwrap_or(inv);
         let choice = select(inv, inflight, &req, policy, &BTreeSet::new(), now);
         trace(|| format!("  replica {} decides {}: {choice:?}", self.id, c.uid));
-        let before = match &choice {
-            Choice::Use { binding, .. } => before_use(inv, inflight, &c.uid, binding, now),
-            _ => BeforeUse::Bind,
-        };
+        let before = before_use(inv, inflight, &c.uid, &choice, now);
         let mut plan = VecDeque::new();
         match before {
             BeforeUse::Wait { .. } => return plan,
@@ -359,6 +362,20 @@ impl Replica {
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0);
                 plan.push_back(Write::Unclaim { binding, base });
+            }
+            BeforeUse::Fill {
+                binding,
+                expected_resource_version,
+                fills,
+            } => {
+                let base = expected_resource_version
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                plan.push_back(Write::Fill {
+                    binding,
+                    base,
+                    fills,
+                });
             }
             BeforeUse::Bind => {}
         }
@@ -431,6 +448,11 @@ impl Replica {
                 tenant,
             } => api.claim_binding(binding, *base, tenant, &by).map(drop),
             Write::Unclaim { binding, base } => api.unclaim(binding, *base, &by).map(drop),
+            Write::Fill {
+                binding,
+                base,
+                fills,
+            } => api.record_fill(binding, *base, fills, &by).map(drop),
             Write::Status { base, phase } => {
                 api.set_status(uid, *base, phase.clone(), &by).map(drop)
             }
@@ -461,7 +483,7 @@ impl Replica {
                 ..
             } => l.assignment_outcome(uid, outcome, now),
             // No status was written: the claim is not being assigned any more.
-            Write::Unclaim { .. } if outcome == Outcome::Refused => {
+            Write::Unclaim { .. } | Write::Fill { .. } if outcome == Outcome::Refused => {
                 l.assignment_outcome(uid, outcome, now)
             }
             Write::Release { binding, .. } => l.release_outcome(binding, outcome, now),

@@ -221,3 +221,67 @@ fn a_binding_being_released_is_neither_reused_nor_claimed() {
         matches!(pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default()), Choice::Claim { binding, .. } if binding == "cb-free")
     );
 }
+
+/// A binding of limit 2 with one cluster and a fill recorded by a previous leader whose status
+/// the index does not show yet: full. The recorded claim itself finds its binding there.
+#[test]
+fn recorded_fills_count_against_the_limit_until_their_status_shows() {
+    let p = pool("aws", false, false);
+    let pol = policy(&["*"], &[("aws", 2)]);
+    let mut cb = owned("cb-a", "ga");
+    cb.annotations
+        .insert(crate::labels::FILLING.into(), "uid-first".into());
+    let first = claim("first", "ga", Some("s-first"), None);
+    let second = claim("second", "ga", Some("s-second"), None);
+    let bs = vec![cb, binding("cb-free", AWS)];
+    let inv = inventory(bs.clone(), vec![first.clone()], shoots("a", "cb-a", 1));
+    let fl = InFlight::default();
+    assert!(
+        matches!(pick(&inv, &fl, &second, &p, &pol), Choice::Claim { binding, .. } if binding == "cb-free")
+    );
+    assert_eq!(
+        pick(&inv, &fl, &first, &p, &pol),
+        use_of("cb-a", UseReason::Reused)
+    );
+    // A record whose claim is gone, bound, denied or another tenant's counts for nothing.
+    let stale = |c: Option<ClaimView>| {
+        let claims = c.into_iter().collect();
+        pick(
+            &inventory(bs.clone(), claims, shoots("a", "cb-a", 1)),
+            &fl,
+            &second,
+            &p,
+            &pol,
+        )
+    };
+    let filled = use_of("cb-a", UseReason::FilledMostPopulated);
+    assert_eq!(stale(None), filled);
+    assert_eq!(
+        stale(Some(claim("first", "ga", None, Some("cb-x")))),
+        filled
+    );
+    let denied = ClaimView {
+        denied: true,
+        ..first.clone()
+    };
+    assert_eq!(stale(Some(denied)), filled);
+    assert_eq!(stale(Some(claim("first", "other", None, None))), filled);
+}
+
+/// A claim write whose status is still in flight (its claimed-by record on the binding, no
+/// status in the index) is counted too: it is a cluster that may land any moment.
+#[test]
+fn a_pending_claim_write_counts_against_the_limit() {
+    let p = pool("aws", false, false);
+    let pol = policy(&["*"], &[("aws", 1)]);
+    let mut cb = owned("cb-a", "ga");
+    cb.labels
+        .insert(crate::labels::CLAIMED_BY.into(), "uid-first".into());
+    let first = claim("first", "ga", Some("s-first"), None);
+    let inv = inventory(vec![cb, binding("cb-free", AWS)], vec![first], vec![]);
+    let second = claim("second", "ga", Some("s-second"), None);
+    assert!(matches!(
+        pick(&inv, &InFlight::default(), &second, &p, &pol),
+        Choice::Claim { binding, .. } if binding == "cb-free"
+    ));
+}
