@@ -23,11 +23,7 @@ fn bound_status(binding: &str, decision: &str) -> serde_json::Value {
 #[tokio::test]
 async fn a_new_claim_gets_its_finalizer_then_the_claim_cas_its_status_and_an_event() {
     let c = claim("c1");
-    let h = Harness::new(
-        hap_config(aws_spec()),
-        &[c.clone()],
-        &[binding("b1", "5", &[])],
-    );
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
 
     h.api.expect([add_finalizer(&c).answer_rv("11")]);
     let action = h.reconcile(&c).await.expect("the finalizer is added");
@@ -47,11 +43,7 @@ async fn a_new_claim_gets_its_finalizer_then_the_claim_cas_its_status_and_an_eve
 #[tokio::test]
 async fn a_lost_claim_cas_writes_no_status_and_decides_again() {
     let c = finalized(claim("c1"));
-    let h = Harness::new(
-        hap_config(aws_spec()),
-        &[c.clone()],
-        &[binding("b1", "5", &[])],
-    );
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
     h.api
         .expect([claim_cas("b1", "5", &c).fail(409, "Conflict")]);
     let err = h.reconcile(&c).await.expect_err("the binding moved");
@@ -70,7 +62,7 @@ async fn a_reuse_of_a_binding_another_claim_claimed_removes_its_claimed_by_befor
     let second = finalized(claim("second"));
     let h = Harness::new(
         hap_config(aws_spec()),
-        &[first, second.clone()],
+        &[&first, &second],
         &[claimed_binding("b1", "7", "first")],
     );
     h.api.expect([

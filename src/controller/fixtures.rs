@@ -165,13 +165,16 @@ pub struct Harness {
 }
 
 impl Harness {
-    pub fn new(cfg: HapConfig, claims: &[AccountClaim], bindings: &[BindingView]) -> Self {
+    pub fn new(cfg: HapConfig, claims: &[&AccountClaim], bindings: &[BindingView]) -> Self {
         let (cluster, api) = mock::cluster();
         let args = RunArgs::for_config(CONFIG);
         let feed = ChangeFeed::default();
         let ledger = Arc::new(Mutex::new(Ledger::default()));
         let configs = Listed::new(vec![cfg]);
-        let stored: Vec<StoredClaim> = claims.iter().cloned().map(StoredClaim::from).collect();
+        let stored: Vec<StoredClaim> = claims
+            .iter()
+            .map(|c| StoredClaim::from((*c).clone()))
+            .collect();
         let (kick, _) = futures::channel::mpsc::unbounded();
         let ctx = Arc::new(Context {
             writer: Writer::new(

@@ -33,7 +33,7 @@ async fn a_source_claim_that_alone_held_an_unused_binding_releases_it_clean() {
     let c = deleting(from_source(bound(finalized(claim("c1")), "b1"), "rt-1"));
     let h = Harness::new(
         hap_config(aws_spec()),
-        &[c.clone()],
+        &[&c],
         &[claimed_binding("b1", "7", "c1")],
     );
     h.api.expect([
@@ -53,7 +53,7 @@ async fn a_source_claim_on_a_binding_another_claim_claimed_marks_it_dirty() {
     let c = deleting(from_source(bound(finalized(claim("c1")), "b1"), "rt-1"));
     let h = Harness::new(
         hap_config(aws_spec()),
-        &[c.clone()],
+        &[&c],
         &[claimed_binding("b1", "7", "first")],
     );
     h.api.expect([
@@ -83,7 +83,7 @@ async fn a_user_claim_marks_its_binding_dirty_without_reading_any_object() {
     let c = deleting(bound(finalized(claim("c1")), "b1"));
     let h = Harness::new(
         hap_config(aws_spec()),
-        &[c.clone()],
+        &[&c],
         &[claimed_binding("b1", "7", "c1")],
     );
     h.api.expect([
