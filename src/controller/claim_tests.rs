@@ -73,3 +73,27 @@ async fn a_reuse_of_a_binding_another_claim_claimed_removes_its_claimed_by_befor
     let action = h.reconcile(&second).await.expect("bound by reuse");
     assert_eq!(action, Action::await_change());
 }
+
+#[tokio::test]
+async fn a_lost_claimed_by_removal_writes_no_status_and_the_next_pass_decides_on_the_new_binding() {
+    let first = bound(finalized(claim("first")), "b1");
+    let second = finalized(claim("second"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&first, &second],
+        &[claimed_binding("b1", "7", "first")],
+    );
+    h.api
+        .expect([binding_cas("b1", "7", json!({CLAIMED_BY: null})).fail(409, "Conflict")]);
+    let err = h.reconcile(&second).await.expect_err("the binding moved");
+    assert!(err.is_conflict(), "{err:?}");
+
+    // Someone else removed the record meanwhile: nothing left to remove, the claim is bound.
+    h.observe_binding(binding("b1", "8", &[("tenantName", GA)]));
+    h.api.expect([
+        claim_status(&second, bound_status("b1", "Reused")).answer_rv("12"),
+        event(TENANTS, "second", "Normal", "Reused"),
+    ]);
+    let action = h.reconcile(&second).await.expect("bound by reuse");
+    assert_eq!(action, Action::await_change());
+}

@@ -246,6 +246,11 @@ impl Harness {
         self.ctx.ledger().apply_claim(claim_view(c));
     }
 
+    /// A newer copy of a binding, as its watch brings it into the index.
+    pub fn observe_binding(&self, b: BindingView) {
+        self.ctx.ledger().apply_binding(b);
+    }
+
     /// A newer copy of the HapConfig, as its watch brings it into the store.
     pub fn observe_config(&mut self, cfg: HapConfig) {
         self.configs.apply(cfg);

@@ -94,3 +94,31 @@ async fn a_user_claim_marks_its_binding_dirty_without_reading_any_object() {
     let action = h.reconcile(&c).await.expect("released");
     assert_eq!(action, Action::await_change());
 }
+
+#[tokio::test]
+async fn a_lost_release_cas_keeps_the_finalizer_and_tells_nobody() {
+    let c = deleting(bound(finalized(claim("c1")), "b1"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&c],
+        &[claimed_binding("b1", "7", "c1")],
+    );
+    h.api.expect([mark_dirty("b1", "7").fail(409, "Conflict")]);
+    let err = h.reconcile(&c).await.expect_err("the binding moved");
+    assert!(err.is_conflict(), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_binding_another_claims_cluster_uses_is_left_alone_and_only_the_finalizer_goes() {
+    let c = deleting(bound(finalized(claim("c1")), "b1"));
+    let mut other = bound(finalized(claim("other")), "b1");
+    other.spec.shoot_name = Some("shoot-other".into());
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&c, &other],
+        &[claimed_binding("b1", "7", "c1")],
+    );
+    h.api.expect([remove_finalizer(&c, 0)]);
+    let action = h.reconcile(&c).await.expect("released");
+    assert_eq!(action, Action::await_change());
+}
