@@ -14,15 +14,25 @@ pub use crate::k8s::active;
 pub mod args;
 pub mod backoff;
 mod claim;
+#[cfg(test)]
+mod claim_tests;
 mod config;
+#[cfg(test)]
+mod config_tests;
 mod denials;
+#[cfg(test)]
+mod fixtures;
 mod leader;
 mod lifecycle;
 mod outcome;
 mod release;
+#[cfg(test)]
+mod release_tests;
 mod revisit;
 mod sources;
 mod sources_adopt;
+#[cfg(test)]
+mod sources_tests;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};

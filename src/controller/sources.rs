@@ -173,7 +173,8 @@ fn stamp(ctx: &Context, active: &super::active::ActiveConfig, claims: u64) -> St
     }
 }
 
-async fn pass(ctx: &Context, resynced: bool) {
+/// One pass: the plan over what the caches show, carried out (`pub(super)` for its tests).
+pub(super) async fn pass(ctx: &Context, resynced: bool) {
     let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
         return;
     };

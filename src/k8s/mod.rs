@@ -11,6 +11,8 @@ pub mod last_good;
 pub mod lean;
 pub mod lease;
 pub mod live;
+#[cfg(test)]
+pub mod mock;
 pub mod namespaces;
 pub mod params;
 pub mod rate;

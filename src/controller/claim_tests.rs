@@ -1,0 +1,99 @@
+//! The exact API calls of claim reconciles, against a scripted API server (`k8s::mock`): a new
+//! claim bound, a lost compare-and-swap, and a reuse of a binding another claim claimed.
+
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+use super::fixtures::*;
+use crate::labels::CLAIMED_BY;
+
+/// What the status of a claim Bound to `binding` says, in the fields a reader relies on.
+fn bound_status(binding: &str, decision: &str) -> serde_json::Value {
+    json!({
+        "phase": "Bound",
+        "credentialsBindingName": binding,
+        "bindingNamespace": GARDEN,
+        "hyperscalerType": "aws",
+        "decision": decision,
+    })
+}
+
+#[tokio::test]
+async fn a_new_claim_gets_its_finalizer_then_the_claim_cas_its_status_and_an_event() {
+    let c = claim("c1");
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+
+    h.api.expect([add_finalizer(&c).answer_rv("11")]);
+    let action = h.reconcile(&c).await.expect("the finalizer is added");
+    assert_eq!(action, Action::await_change(), "the update brings it back");
+
+    let c = finalized(c);
+    h.observe(&c);
+    h.api.expect([
+        claim_cas("b1", "5", &c).answer_rv("6"),
+        claim_status(&c, bound_status("b1", "Claimed")).answer_rv("12"),
+        event(TENANTS, "c1", "Normal", "Claimed"),
+    ]);
+    let action = h.reconcile(&c).await.expect("bound");
+    assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn a_lost_claim_cas_writes_no_status_and_decides_again() {
+    let c = finalized(claim("c1"));
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    h.api
+        .expect([claim_cas("b1", "5", &c).fail(409, "Conflict")]);
+    let err = h.reconcile(&c).await.expect_err("the binding moved");
+    assert!(err.is_conflict(), "{err:?}");
+    // The controller's error policy requeues a conflict at once, without growing backoff.
+    let action =
+        super::claim::error_policy(std::sync::Arc::new(c.clone().into()), &err, h.ctx.clone());
+    let soon = (20..200).any(|ms| action == Action::requeue(Duration::from_millis(ms)));
+    assert!(soon, "{action:?}");
+}
+
+#[tokio::test]
+async fn a_reuse_of_a_binding_another_claim_claimed_removes_its_claimed_by_before_the_status() {
+    // The tenant holds b1 through claim `first`; claim `second` of the same tenant reuses it.
+    let first = bound(finalized(claim("first")), "b1");
+    let second = finalized(claim("second"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&first, &second],
+        &[claimed_binding("b1", "7", "first")],
+    );
+    h.api.expect([
+        binding_cas("b1", "7", json!({CLAIMED_BY: null})).answer_rv("8"),
+        claim_status(&second, bound_status("b1", "Reused")).answer_rv("12"),
+        event(TENANTS, "second", "Normal", "Reused"),
+    ]);
+    let action = h.reconcile(&second).await.expect("bound by reuse");
+    assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn a_lost_claimed_by_removal_writes_no_status_and_the_next_pass_decides_on_the_new_binding() {
+    let first = bound(finalized(claim("first")), "b1");
+    let second = finalized(claim("second"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&first, &second],
+        &[claimed_binding("b1", "7", "first")],
+    );
+    h.api
+        .expect([binding_cas("b1", "7", json!({CLAIMED_BY: null})).fail(409, "Conflict")]);
+    let err = h.reconcile(&second).await.expect_err("the binding moved");
+    assert!(err.is_conflict(), "{err:?}");
+
+    // Someone else removed the record meanwhile: nothing left to remove, the claim is bound.
+    h.observe_binding(binding("b1", "8", &[("tenantName", GA)]));
+    h.api.expect([
+        claim_status(&second, bound_status("b1", "Reused")).answer_rv("12"),
+        event(TENANTS, "second", "Normal", "Reused"),
+    ]);
+    let action = h.reconcile(&second).await.expect("bound by reuse");
+    assert_eq!(action, Action::await_change());
+}

@@ -1,0 +1,73 @@
+//! The exact API calls of the HapConfig reconcile, against a scripted API server (`k8s::mock`):
+//! the first pass records the generation in force and applies the status once; a pass that
+//! finds nothing changed writes nothing.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::fixtures::*;
+use crate::api::HapConfigStatus;
+use crate::k8s::mock::Call;
+
+/// The record of the generation in force, for a restart while a later one is invalid.
+fn last_good() -> Call {
+    Call::patch("/api/v1/namespaces/default/configmaps/hap-last-known-good.hap")
+        .query(&[("fieldManager", "hap-operator"), ("force", "true")])
+        .body_includes(json!({
+            "kind": "ConfigMap",
+            "data": {"uid": "uid-config", "generation": "1"},
+        }))
+}
+
+/// The forced apply of the HapConfig's status, conditioned on the resourceVersion it was
+/// computed from.
+fn config_status(rv: &str, status: serde_json::Value) -> Call {
+    Call::patch(&format!(
+        "/apis/accountpool.io/v1alpha1/hapconfigs/{CONFIG}/status"
+    ))
+    .query(&[("fieldManager", "hap-operator"), ("force", "true")])
+    .body_includes(json!({
+        "apiVersion": "accountpool.io/v1alpha1",
+        "kind": "HapConfig",
+        "metadata": {"resourceVersion": rv},
+        "status": status,
+    }))
+}
+
+#[tokio::test]
+async fn the_config_status_is_written_once_and_not_again_when_nothing_changed() {
+    let cfg = hap_config(aws_spec());
+    let mut h = Harness::new(
+        cfg.clone(),
+        &[],
+        &[binding("b1", "5", &[]), binding("b2", "6", &[])],
+    );
+    h.api.expect([
+        last_good(),
+        config_status(
+            "100",
+            json!({"observedGeneration": 1, "activeGeneration": 1, "freeBindings": 2, "claimedBindings": 0}),
+        )
+        .answer_rv("101"),
+    ]);
+    super::config::reconcile(Arc::new(cfg.clone()), h.ctx.clone())
+        .await
+        .expect("reconciled");
+    h.api.done();
+
+    // The watch brings back the object with the status just applied.
+    let written = h.api.received().pop().and_then(|r| r.body);
+    let status = written.and_then(|b| b.get("status").cloned());
+    let status: HapConfigStatus =
+        serde_json::from_value(status.expect("a status was sent")).expect("a HapConfig status");
+    let mut cfg = cfg;
+    cfg.status = Some(status);
+    cfg.metadata.resource_version = Some("101".into());
+    h.observe_config(cfg.clone());
+    super::config::reconcile(Arc::new(cfg), h.ctx.clone())
+        .await
+        .expect("reconciled");
+    h.api.done();
+    assert_eq!(h.api.received().len(), 2, "no call in the second pass");
+}

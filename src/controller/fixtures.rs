@@ -1,0 +1,339 @@
+//! Fixtures of the reconcile tests (tests only): claims, bindings and a HapConfig as builders, a
+//! `Context` over one scripted cluster (`k8s::mock`, the operator's cluster and the garden in
+//! one) whose index holds them, and the calls a reconcile makes, each as one scripted `Call`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use serde_json::{Value, json};
+
+use super::active::ConfigResolver;
+use super::backoff::Backoff;
+use super::{Context, RunArgs, config, denials, sources};
+use crate::api::{AccountClaim, AccountClaimSpec, CLAIM_FINALIZER, HapConfig, HapConfigSpec};
+use crate::http::Health;
+use crate::k8s::caches::listed_without_watch;
+use crate::k8s::last_good::LastGoodApi;
+use crate::k8s::lean::StoredClaim;
+use crate::k8s::mock::{self, Call, Listed, Script};
+use crate::k8s::namespaces::NamespaceReader;
+use crate::k8s::{Caches, ChangeFeed, Retargetable, Writer};
+use crate::labels::{CLAIMED_BY, PoolKey};
+use crate::leadership::Fence;
+use crate::ledger::Ledger;
+use crate::metrics::Metrics;
+use crate::pools::{BindingView, claim_view};
+use crate::status::{BoundTo, ClaimOutcome, desired_claim_status};
+
+pub const CONFIG: &str = "hap";
+pub const GARDEN: &str = "garden";
+pub const TENANTS: &str = "tenants";
+pub const GA: &str = "ga-1";
+
+// ---- objects -------------------------------------------------------------------------------
+
+/// An AccountClaim of `GA` for plan aws in `TENANTS`, uid `uid-<name>`, at resourceVersion 10,
+/// without finalizer or status.
+pub fn claim(name: &str) -> AccountClaim {
+    let mut c = AccountClaim::new(
+        name,
+        AccountClaimSpec {
+            global_account: GA.into(),
+            plan: "aws".into(),
+            ..Default::default()
+        },
+    );
+    c.metadata.namespace = Some(TENANTS.into());
+    c.metadata.uid = Some(format!("uid-{name}"));
+    c.metadata.resource_version = Some("10".into());
+    c.metadata.generation = Some(1);
+    c.metadata.creation_timestamp = Some(Time(Timestamp::now()));
+    c
+}
+
+/// With the release finalizer, as after the reconcile's first write (a new resourceVersion).
+pub fn finalized(mut c: AccountClaim) -> AccountClaim {
+    c.metadata.finalizers = Some(vec![CLAIM_FINALIZER.into()]);
+    c.metadata.resource_version = Some("11".into());
+    c
+}
+
+/// Recorded Bound to `binding` (the status a reconcile writes when it claims it).
+pub fn bound(mut c: AccountClaim, binding: &str) -> AccountClaim {
+    let to = BoundTo {
+        binding: binding.into(),
+        namespace: GARDEN.into(),
+        pool: aws_pool(),
+        matched_rule: crate::api::MatchedRule {
+            index: 1,
+            entry: "aws".into(),
+        },
+        decision: crate::api::Decision::Claimed,
+        preference: Some(1),
+    };
+    let now = Time(Timestamp::now());
+    let status = desired_claim_status(
+        None,
+        &c.spec,
+        c.metadata.generation,
+        &ClaimOutcome::Bound(to),
+        &now,
+    );
+    c.status = Some(status);
+    c.metadata.resource_version = Some("12".into());
+    c
+}
+
+/// Being deleted (its finalizer holds it).
+pub fn deleting(mut c: AccountClaim) -> AccountClaim {
+    c.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+    c
+}
+
+/// Made by request source `kyma` for Runtime `kcp-system/<runtime>`, whose object never
+/// existed (no source uid label).
+pub fn from_source(mut c: AccountClaim, runtime: &str) -> AccountClaim {
+    let labels = c.metadata.labels.get_or_insert_with(BTreeMap::new);
+    for (k, v) in [
+        (crate::labels::SOURCE_ID, "kyma"),
+        (crate::labels::SOURCE_KIND, "Runtime"),
+        (crate::labels::SOURCE_NAMESPACE, "kcp-system"),
+        (crate::sources::naming::LABEL_SOURCE_NAME, runtime),
+    ] {
+        labels.insert(k.into(), v.into());
+    }
+    c
+}
+
+/// A binding of the aws pool at `rv`, with `labels` besides `hyperscalerType=aws`.
+pub fn binding(name: &str, rv: &str, labels: &[(&str, &str)]) -> BindingView {
+    let mut all = BTreeMap::from([("hyperscalerType".to_string(), "aws".to_string())]);
+    all.extend(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    BindingView {
+        name: name.into(),
+        resource_version: Some(rv.into()),
+        labels: all,
+        credentials: crate::api::CredentialsKind::Secret,
+        annotations: BTreeMap::new(),
+    }
+}
+
+/// A binding of the aws pool claimed by claim `claimant` for `GA`.
+pub fn claimed_binding(name: &str, rv: &str, claimant: &str) -> BindingView {
+    let by = format!("uid-{claimant}");
+    binding(name, rv, &[("tenantName", GA), (CLAIMED_BY, &by)])
+}
+
+pub fn aws_pool() -> PoolKey {
+    PoolKey {
+        hyperscaler_type: "aws".into(),
+        eu_access: false,
+        shared: false,
+    }
+}
+
+/// The HapConfig in force: bindings in `GARDEN`, one rule `aws`; generation 1 at resourceVersion
+/// 100.
+pub fn hap_config(spec: HapConfigSpec) -> HapConfig {
+    let mut cfg = HapConfig::new(CONFIG, spec);
+    cfg.metadata.uid = Some("uid-config".into());
+    cfg.metadata.generation = Some(1);
+    cfg.metadata.resource_version = Some("100".into());
+    cfg
+}
+
+pub fn aws_spec() -> HapConfigSpec {
+    HapConfigSpec {
+        binding_namespace: GARDEN.into(),
+        rules: Some(vec!["aws".into()]),
+        ..Default::default()
+    }
+}
+
+// ---- the context ---------------------------------------------------------------------------
+
+/// A leader's `Context` over one scripted cluster, its caches listed, its index holding the
+/// fixture's bindings and claims.
+pub struct Harness {
+    pub ctx: Arc<Context>,
+    pub api: Script,
+    configs: Listed<HapConfig>,
+}
+
+impl Harness {
+    pub fn new(cfg: HapConfig, claims: &[&AccountClaim], bindings: &[BindingView]) -> Self {
+        let (cluster, api) = mock::cluster();
+        let args = RunArgs::for_config(CONFIG);
+        let feed = ChangeFeed::default();
+        let ledger = Arc::new(Mutex::new(Ledger::default()));
+        let configs = Listed::new(vec![cfg]);
+        let stored: Vec<StoredClaim> = claims
+            .iter()
+            .map(|c| StoredClaim::from((*c).clone()))
+            .collect();
+        let (kick, _) = futures::channel::mpsc::unbounded();
+        let ctx = Arc::new(Context {
+            writer: Writer::new(
+                cluster.clone(),
+                cluster.clone(),
+                Some("test".into()),
+                Fence::open(),
+            ),
+            caches: Caches {
+                feed: feed.clone(),
+                configs: configs.store(),
+                claims: Listed::new(stored).store(),
+                bindings: Retargetable::new(
+                    cluster.clone(),
+                    ledger.clone(),
+                    feed.clone(),
+                    listed_without_watch,
+                ),
+                shoots: Retargetable::new(
+                    cluster.clone(),
+                    ledger.clone(),
+                    feed.clone(),
+                    listed_without_watch,
+                ),
+            },
+            resolver: ConfigResolver::new(CONFIG.into(), configs.store()),
+            last_good: config::LastGoodWriter::new(
+                LastGoodApi::new(&cluster, &args.lease_namespace, CONFIG),
+                None,
+            ),
+            namespaces: NamespaceReader::new(&cluster),
+            ledger,
+            metrics: Arc::new(Metrics::new()),
+            health: Health::default(),
+            backoff: Backoff::default(),
+            claim_kick: kick,
+            sweep_now: Arc::default(),
+            refresh: Mutex::new(config::RefreshClock::default()),
+            dirty_clock: Mutex::default(),
+            claim_log: Mutex::default(),
+            claims_synced: Arc::new(AtomicBool::new(true)),
+            denials: denials::Denials::default(),
+            sources: sources::SourceRuntime::default(),
+            took_over: AtomicBool::new(true),
+            take_over_error: Mutex::new(None),
+            args,
+        });
+        // Points the (request-free) binding and Shoot watches at the config, which resets the
+        // index's bindings: the fixture's go in after.
+        super::point_caches(&ctx);
+        {
+            let mut l = ctx.ledger();
+            for b in bindings {
+                l.apply_binding(b.clone());
+            }
+            for c in claims {
+                l.apply_claim(claim_view(c));
+            }
+        }
+        assert!(
+            super::decidable(&ctx),
+            "the fixture's caches count as listed"
+        );
+        Self { ctx, api, configs }
+    }
+
+    /// A newer copy of a claim, as its watch brings it into the index.
+    pub fn observe(&self, c: &AccountClaim) {
+        self.ctx.ledger().apply_claim(claim_view(c));
+    }
+
+    /// A newer copy of a binding, as its watch brings it into the index.
+    pub fn observe_binding(&self, b: BindingView) {
+        self.ctx.ledger().apply_binding(b);
+    }
+
+    /// A newer copy of the HapConfig, as its watch brings it into the store.
+    pub fn observe_config(&mut self, cfg: HapConfig) {
+        self.configs.apply(cfg);
+    }
+
+    /// Runs one claim reconcile (the controller's entry point) and checks the script.
+    pub async fn reconcile(
+        &self,
+        c: &AccountClaim,
+    ) -> Result<kube::runtime::controller::Action, super::outcome::ClaimError> {
+        let result = super::claim::reconcile(Arc::new(c.clone().into()), self.ctx.clone()).await;
+        self.api.done();
+        result
+    }
+}
+
+// ---- the calls -----------------------------------------------------------------------------
+
+fn claim_path(c: &AccountClaim) -> String {
+    format!(
+        "/apis/accountpool.io/v1alpha1/namespaces/{}/accountclaims/{}",
+        c.namespace().unwrap_or_default(),
+        c.name_any()
+    )
+}
+
+fn binding_path(name: &str) -> String {
+    format!("/apis/security.gardener.cloud/v1alpha1/namespaces/{GARDEN}/credentialsbindings/{name}")
+}
+
+const MANAGER: (&str, &str) = ("fieldManager", crate::api::FIELD_MANAGER);
+
+/// The JSON patch that adds the release finalizer to a claim without finalizers: `test` the
+/// list is absent, then add it.
+pub fn add_finalizer(c: &AccountClaim) -> Call {
+    Call::patch(&claim_path(c)).query(&[MANAGER]).body(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": [CLAIM_FINALIZER]},
+    ]))
+}
+
+/// The JSON patch that removes the release finalizer at `index`, testing it is still there.
+pub fn remove_finalizer(c: &AccountClaim, index: usize) -> Call {
+    let path = format!("/metadata/finalizers/{index}");
+    Call::patch(&claim_path(c)).query(&[MANAGER]).body(json!([
+        {"op": "test", "path": path, "value": CLAIM_FINALIZER},
+        {"op": "remove", "path": path},
+    ]))
+}
+
+/// A merge patch of a binding's labels (`null` removes one) conditioned on `rv`.
+pub fn binding_cas(name: &str, rv: &str, labels: Value) -> Call {
+    Call::patch(&binding_path(name))
+        .query(&[MANAGER])
+        .body(json!({"metadata": {"resourceVersion": rv, "labels": labels}}))
+}
+
+/// The claim CAS of a binding: tenant and claimed-by together.
+pub fn claim_cas(name: &str, rv: &str, c: &AccountClaim) -> Call {
+    let uid = c.uid().unwrap_or_default();
+    binding_cas(name, rv, json!({"tenantName": GA, CLAIMED_BY: uid}))
+}
+
+/// The forced server-side apply of a claim's status, conditioned on the claim's resourceVersion,
+/// whose status has at least `status`.
+pub fn claim_status(c: &AccountClaim, status: Value) -> Call {
+    Call::patch(&format!("{}/status", claim_path(c)))
+        .query(&[MANAGER, ("force", "true")])
+        .body_includes(json!({
+            "apiVersion": "accountpool.io/v1alpha1",
+            "kind": "AccountClaim",
+            "metadata": {"resourceVersion": c.resource_version()},
+            "status": status,
+        }))
+}
+
+/// An event about `regarding` (in its namespace) with this type and reason.
+pub fn event(ns: &str, regarding: &str, type_: &str, reason: &str) -> Call {
+    Call::post(&format!("/apis/events.k8s.io/v1/namespaces/{ns}/events")).body_includes(json!({
+        "type": type_,
+        "reason": reason,
+        "regarding": {"name": regarding},
+        "reportingController": crate::api::FIELD_MANAGER,
+        "reportingInstance": "test",
+    }))
+}

@@ -1,0 +1,124 @@
+//! The exact API calls of a deleting claim's release, against a scripted API server
+//! (`k8s::mock`): clean when the claim alone held the binding and no cluster used it, dirty
+//! otherwise, and the finalizer removed last.
+
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+use super::fixtures::*;
+use crate::k8s::mock::Call;
+use crate::labels::CLAIMED_BY;
+use crate::pools::lifecycle::{RELEASED_AT, RELEASED_BY};
+
+/// The live read of Runtime `kcp-system/<name>`, answered "not found": it never existed.
+fn runtime_gone(name: &str) -> Call {
+    let path = format!(
+        "/apis/infrastructuremanager.kyma-project.io/v1/namespaces/kcp-system/runtimes/{name}"
+    );
+    Call::get(&path).fail(404, "NotFound")
+}
+
+/// The dirty mark of `name` at `rv`, with the release recorded for the cleanup job.
+fn mark_dirty(name: &str, rv: &str) -> Call {
+    let patch = json!({"metadata": {
+        "resourceVersion": rv,
+        "labels": {"dirty": "true"},
+        "annotations": {RELEASED_BY: GA},
+    }});
+    binding_cas(name, rv, json!({})).body_includes(patch)
+}
+
+#[tokio::test]
+async fn a_source_claim_that_alone_held_an_unused_binding_releases_it_clean() {
+    let c = deleting(from_source(bound(finalized(claim("c1")), "b1"), "rt-1"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&c],
+        &[claimed_binding("b1", "7", "c1")],
+    );
+    h.api.expect([
+        runtime_gone("rt-1"),
+        binding_cas("b1", "7", json!({"tenantName": null, CLAIMED_BY: null})).answer_rv("8"),
+        event(TENANTS, "c1", "Normal", "ReleasedClean"),
+        remove_finalizer(&c, 0),
+    ]);
+    let action = h.reconcile(&c).await.expect("released");
+    assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn a_source_claim_on_a_binding_another_claim_claimed_marks_it_dirty() {
+    // Claim `first` claimed b1, c1 was bound to it later (the claimed-by names `first`): a
+    // cluster of `first` may have run in the account.
+    let c = deleting(from_source(bound(finalized(claim("c1")), "b1"), "rt-1"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&c],
+        &[claimed_binding("b1", "7", "first")],
+    );
+    h.api.expect([
+        runtime_gone("rt-1"),
+        mark_dirty("b1", "7").answer_rv("8"),
+        event(TENANTS, "c1", "Normal", "Released"),
+        remove_finalizer(&c, 0),
+    ]);
+    let action = h.reconcile(&c).await.expect("released");
+    assert_eq!(action, Action::await_change());
+    let sent = h.api.received();
+    let at = sent[1].body.as_ref().and_then(|b| {
+        b.pointer(&format!(
+            "/metadata/annotations/{}",
+            RELEASED_AT.replace('/', "~1")
+        ))
+    });
+    assert!(
+        at.is_some_and(|t| t.is_string()),
+        "the release time: {:?}",
+        sent[1].body
+    );
+}
+
+#[tokio::test]
+async fn a_user_claim_marks_its_binding_dirty_without_reading_any_object() {
+    let c = deleting(bound(finalized(claim("c1")), "b1"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&c],
+        &[claimed_binding("b1", "7", "c1")],
+    );
+    h.api.expect([
+        mark_dirty("b1", "7").answer_rv("8"),
+        event(TENANTS, "c1", "Normal", "Released"),
+        remove_finalizer(&c, 0),
+    ]);
+    let action = h.reconcile(&c).await.expect("released");
+    assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn a_lost_release_cas_keeps_the_finalizer_and_tells_nobody() {
+    let c = deleting(bound(finalized(claim("c1")), "b1"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&c],
+        &[claimed_binding("b1", "7", "c1")],
+    );
+    h.api.expect([mark_dirty("b1", "7").fail(409, "Conflict")]);
+    let err = h.reconcile(&c).await.expect_err("the binding moved");
+    assert!(err.is_conflict(), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_binding_another_claims_cluster_uses_is_left_alone_and_only_the_finalizer_goes() {
+    let c = deleting(bound(finalized(claim("c1")), "b1"));
+    let mut other = bound(finalized(claim("other")), "b1");
+    other.spec.shoot_name = Some("shoot-other".into());
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&c, &other],
+        &[claimed_binding("b1", "7", "c1")],
+    );
+    h.api.expect([remove_finalizer(&c, 0)]);
+    let action = h.reconcile(&c).await.expect("released");
+    assert_eq!(action, Action::await_change());
+}

@@ -1,0 +1,93 @@
+//! The exact API calls of a request-source pass, against a scripted API server (`k8s::mock`):
+//! the watch of the source's objects (its list, then a watch that stays open), and the claim it
+//! creates for a Runtime created with a binding, with the source's labels — no webhook involved.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::fixtures::*;
+use crate::api::{HapConfigSpec, RequestSource};
+use crate::k8s::mock::Call;
+use crate::sources::naming::{LABEL_SOURCE_NAME, LABEL_SOURCE_UID};
+
+const RUNTIMES: &str = "/apis/infrastructuremanager.kyma-project.io/v1/runtimes";
+
+fn kyma_spec() -> HapConfigSpec {
+    let sources: Vec<RequestSource> =
+        serde_saphyr::from_str("- {id: kyma, kind: Runtime}").expect("a source");
+    HapConfigSpec {
+        request_sources: Some(sources),
+        ..aws_spec()
+    }
+}
+
+/// A Kyma Runtime of `GA` whose Shoot names binding `binding`.
+fn runtime(name: &str, binding: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "infrastructuremanager.kyma-project.io/v1",
+        "kind": "Runtime",
+        "metadata": {"name": name, "namespace": "kcp-system", "uid": format!("uid-{name}"),
+            "resourceVersion": "40", "labels": {
+            "kyma-project.io/global-account-id": GA, "kyma-project.io/subaccount-id": "sa",
+            "kyma-project.io/broker-plan-name": "aws", "kyma-project.io/platform-region": "cf-eu10"}},
+        "spec": {"shoot": {"name": name, "region": "eu-1", "provider": {"type": "aws"},
+            "secretBindingName": binding}},
+    })
+}
+
+#[tokio::test]
+async fn a_runtime_created_with_a_binding_gets_its_claim_with_the_source_labels() {
+    let h = Harness::new(hap_config(kyma_spec()), &[], &[binding("b1", "5", &[])]);
+    let list = json!({
+        "apiVersion": "infrastructuremanager.kyma-project.io/v1", "kind": "RuntimeList",
+        "metadata": {"resourceVersion": "41"}, "items": [runtime("rt-1", "b1")],
+    });
+    h.api.expect([
+        Call::get(RUNTIMES)
+            // kube leaves `resourceVersion=0` out of a paged list: a consistent read.
+            .query(&[("limit", "500")])
+            .answer(200, list),
+        Call::get(RUNTIMES)
+            .query(&[
+                ("watch", "true"),
+                ("resourceVersion", "41"),
+                ("timeoutSeconds", "290"),
+                ("allowWatchBookmarks", "true"),
+            ])
+            .hang(),
+    ]);
+    // The first pass starts the watch; its objects are there once it lists.
+    super::sources::pass(&h.ctx, false).await;
+    assert!(
+        h.api.consumed_within(Duration::from_secs(10)).await,
+        "the watch lists and watches"
+    );
+    h.api.done();
+
+    h.api.expect([Call::post("/apis/accountpool.io/v1alpha1/namespaces/default/accountclaims")
+    .query(&[("fieldManager", crate::api::SOURCE_FIELD_MANAGER)])
+    .body_includes(json!({
+        "apiVersion": "accountpool.io/v1alpha1",
+        "kind": "AccountClaim",
+        "metadata": {
+            "name": "runtime.kcp-system.rt-1",
+            "namespace": "default",
+            "labels": {
+                crate::labels::SOURCE_ID: "kyma",
+                crate::labels::SOURCE_KIND: "Runtime",
+                crate::labels::SOURCE_NAMESPACE: "kcp-system",
+                LABEL_SOURCE_NAME: "rt-1",
+                LABEL_SOURCE_UID: "uid-rt-1",
+            },
+        },
+        "spec": {"globalAccount": GA, "plan": "aws", "adoptBinding": "b1"},
+    }))
+    .answer(201, json!({
+        "apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim",
+        "metadata": {"name": "runtime.kcp-system.rt-1", "namespace": "default", "resourceVersion": "12"},
+        "spec": {"globalAccount": GA, "plan": "aws"},
+    }))]);
+    super::sources::pass(&h.ctx, true).await;
+    h.api.done();
+}
