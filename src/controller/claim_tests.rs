@@ -1,5 +1,6 @@
 //! The exact API calls of claim reconciles, against a scripted API server (`k8s::mock`): a new
-//! claim bound, a lost compare-and-swap, and a reuse of a binding another claim claimed.
+//! claim bound, a lost compare-and-swap, a reuse of a binding another claim claimed, and a
+//! multi-account fill.
 
 use std::time::Duration;
 
@@ -95,5 +96,29 @@ async fn a_lost_claimed_by_removal_writes_no_status_and_the_next_pass_decides_on
         event(TENANTS, "second", "Normal", "Reused"),
     ]);
     let action = h.reconcile(&second).await.expect("bound by reuse");
+    assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn a_fill_records_its_claim_on_the_binding_before_the_status() {
+    // GA may hold several accounts, two clusters each; `first` is on b1, `second` fills it.
+    let first = bound(finalized(claim("first")), "b1");
+    let second = finalized(claim("second"));
+    let mut spec = aws_spec();
+    spec.multi_hyperscaler_account = Some(crate::api::MultiHyperscalerAccount {
+        allowed_global_accounts: vec!["*".into()],
+        limits: [("aws".to_string(), 2)].into(),
+    });
+    let h = Harness::new(
+        hap_config(spec),
+        &[&first, &second],
+        &[claimed_binding("b1", "7", "first"), binding("b2", "3", &[])],
+    );
+    h.api.expect([
+        fill_cas("b1", "7", "uid-second").answer_rv("8"),
+        claim_status(&second, bound_status("b1", "FilledMostPopulated")).answer_rv("12"),
+        event(TENANTS, "second", "Normal", "FilledMostPopulated"),
+    ]);
+    let action = h.reconcile(&second).await.expect("bound by a fill");
     assert_eq!(action, Action::await_change());
 }

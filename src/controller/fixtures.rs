@@ -308,6 +308,17 @@ pub fn binding_cas(name: &str, rv: &str, labels: Value) -> Call {
         .body(json!({"metadata": {"resourceVersion": rv, "labels": labels}}))
 }
 
+/// The write before a multi-account fill: claimed-by removed and the fill record set, one CAS.
+pub fn fill_cas(name: &str, rv: &str, fills: &str) -> Call {
+    Call::patch(&binding_path(name))
+        .query(&[MANAGER])
+        .body(json!({"metadata": {
+            "resourceVersion": rv,
+            "labels": {CLAIMED_BY: null},
+            "annotations": {crate::labels::FILLING: fills},
+        }}))
+}
+
 /// The claim CAS of a binding: tenant and claimed-by together.
 pub fn claim_cas(name: &str, rv: &str, c: &AccountClaim) -> Call {
     let uid = c.uid().unwrap_or_default();
