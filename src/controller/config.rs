@@ -40,7 +40,7 @@ impl LastGoodWriter {
 
     /// Writes the record when `active` is not the one written last. A failed write is reported
     /// and tried again on the next reconcile; serving does not depend on it.
-    async fn record(&self, active: &ActiveConfig) {
+    async fn record(&self, writer: &crate::k8s::writes::Writer, active: &ActiveConfig) {
         let key = (active.uid.clone(), active.generation);
         if self
             .written
@@ -50,7 +50,7 @@ impl LastGoodWriter {
         {
             return;
         }
-        match self.api.put(&LastGood::of(active)).await {
+        match writer.put_last_good(&self.api, &LastGood::of(active)).await {
             Ok(()) => {
                 if let Ok(mut w) = self.written.lock() {
                     *w = Some(key);
@@ -154,7 +154,7 @@ async fn reconcile_in_force(
                 input.warnings = v.warnings.iter().map(ToString::to_string).collect();
             } else {
                 input.warnings = active.warnings.iter().map(ToString::to_string).collect();
-                ctx.last_good.record(active).await;
+                ctx.last_good.record(&ctx.writer, active).await;
             }
             input.active_generation = Some(active.generation);
             input.active_spec = Some(Box::new(active.spec.clone()));

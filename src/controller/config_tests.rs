@@ -71,3 +71,21 @@ async fn the_config_status_is_written_once_and_not_again_when_nothing_changed() 
     h.api.done();
     assert_eq!(h.api.received().len(), 2, "no call in the second pass");
 }
+
+/// A replica that lost the lease sends nothing: neither the status nor the last-known-good
+/// record, which may hold an older generation than the new leader's.
+#[tokio::test]
+async fn a_replica_without_the_lease_writes_no_record_and_no_status() {
+    let cfg = hap_config(aws_spec());
+    let h = Harness::new(cfg.clone(), &[], &[binding("b1", "5", &[])]);
+    h.fence.revoke();
+    h.api.expect([]);
+    let result = super::config::reconcile(Arc::new(cfg), h.ctx.clone()).await;
+    h.api.done();
+    assert!(
+        h.api.received().is_empty(),
+        "no call without the lease: {:?}",
+        h.api.received()
+    );
+    assert!(result.is_err(), "the status write is refused by the fence");
+}

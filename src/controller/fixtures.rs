@@ -161,6 +161,8 @@ pub fn aws_spec() -> HapConfigSpec {
 pub struct Harness {
     pub ctx: Arc<Context>,
     pub api: Script,
+    /// The leader's fence, held for an hour; `revoke` it to act as a replica that lost the lease.
+    pub fence: Fence,
     configs: Listed<HapConfig>,
 }
 
@@ -176,12 +178,15 @@ impl Harness {
             .map(|c| StoredClaim::from((*c).clone()))
             .collect();
         let (kick, _) = futures::channel::mpsc::unbounded();
+        let fence = Fence::closed();
+        let hour = std::time::Duration::from_secs(3600);
+        fence.renewed(std::time::Instant::now(), hour, std::time::Duration::ZERO);
         let ctx = Arc::new(Context {
             writer: Writer::new(
                 cluster.clone(),
                 cluster.clone(),
                 Some("test".into()),
-                Fence::open(),
+                fence.clone(),
             ),
             caches: Caches {
                 feed: feed.clone(),
@@ -238,7 +243,12 @@ impl Harness {
             super::decidable(&ctx),
             "the fixture's caches count as listed"
         );
-        Self { ctx, api, configs }
+        Self {
+            ctx,
+            api,
+            fence,
+            configs,
+        }
     }
 
     /// A newer copy of a claim, as its watch brings it into the index.

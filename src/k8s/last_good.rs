@@ -56,7 +56,7 @@ impl LastGoodApi {
         }
     }
 
-    fn what(&self) -> String {
+    pub(super) fn what(&self) -> String {
         format!("ConfigMap {}/{}", self.namespace, self.name)
     }
 
@@ -77,8 +77,9 @@ impl LastGoodApi {
         }))
     }
 
-    /// Writes the record (server-side apply: creates it or replaces its data).
-    pub async fn put(&self, good: &LastGood) -> Result<(), K8sError> {
+    /// Writes the record (server-side apply: creates it or replaces its data). Only through
+    /// `Writer::put_last_good`, which passes the fence first.
+    pub(super) async fn put(&self, good: &LastGood) -> Result<(), K8sError> {
         let spec = serde_json::to_string(&good.spec).map_err(|source| K8sError::Encode {
             what: self.what(),
             source,

@@ -65,6 +65,17 @@ impl Writer {
             })
     }
 
+    /// Records the last valid HapConfig generation (`k8s::last_good`). A paused ex-leader that
+    /// resumes must not write it either: it may hold an older generation than the new leader.
+    pub async fn put_last_good(
+        &self,
+        record: &super::last_good::LastGoodApi,
+        good: &super::last_good::LastGood,
+    ) -> Result<(), K8sError> {
+        self.fenced(|| record.what())?;
+        record.put(good).await
+    }
+
     /// Applies a HapConfig's status, conditioned on the resourceVersion it was computed from,
     /// so that two instances (or a stale copy) never overwrite a newer status unseen.
     pub async fn apply_config_status(
