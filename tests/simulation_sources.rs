@@ -431,10 +431,15 @@ impl World {
             (CallPhase::Cleanup { .. }, CallPhase::Done) if detached => {
                 Some("a detached clean-up ended")
             }
-            (CallPhase::Wait { uid, .. }, CallPhase::Done)
+            (CallPhase::Wait { uid, .. }, CallPhase::Keep { .. })
                 if self.api.claims.get(uid).is_some_and(|c| !c.deleting) =>
             {
                 Some("a call left its claim for a retry")
+            }
+            (CallPhase::Keep { uid, .. }, CallPhase::Done)
+                if stamps.iter().any(|(u, _)| u == uid) =>
+            {
+                Some("a kept claim was stamped")
             }
             _ => None,
         };
@@ -929,7 +934,7 @@ fn cases() -> u32 {
 /// Every case the NEW protocol has to survive, each reached by the random steps at least once:
 /// without this, a model change that made one unreachable would leave its test passing on
 /// nothing.
-const MUST_REACH: [&str; 18] = [
+const MUST_REACH: [&str; 19] = [
     "an object stored",
     "an object refused after admission",
     "an object deleted and created again",
@@ -942,6 +947,7 @@ const MUST_REACH: [&str; 18] = [
     // before the delete lands, which the model's leader rarely does; the retry is covered
     // deterministically by webhook::serve_tests::a_delete_that_meets_a_conflict_is_retried_…
     "a call left its claim for a retry",
+    "a kept claim was stamped",
     "the clean-up spared a claim for its fresh stamp",
     "the clean-up found the object",
     "the clean-up deleted a claim",
@@ -1288,7 +1294,9 @@ fn a_binding_two_kept_claims_shared_within_one_step_may_be_released_dirty() {
     steps.extend(ticks(webhook::DECIDE as usize));
     steps.extend([
         Call(0),    // r0: no decision in time; the claim stays for a retry
+        Call(0),    // r0: ... stamped
         Call(0),    // s0: the same
+        Call(0),    // s0: ... stamped
         Sweep,      // r0's claim: claim cb-0; s0's claim: wait for that write
         Execute(1), // s0's claim: Progressing
         Failover,   // r0's claim write held in flight; the settling begins with it landing

@@ -222,12 +222,23 @@ enum Settled {
     Answer(ClaimState),
     /// Refused: take back this version of the claim, then answer the state.
     TakeBack(ClaimState, Box<AccountClaim>),
+    /// Undecided: answer, then stamp this version of the claim, kept for the caller's retry.
+    Keep(ClaimState, Box<AccountClaim>),
 }
 
 impl<C: ClaimCalls> Call<C> {
     async fn run(mut self) {
-        let state = self.decide().await;
-        let _ = self.answer.send(state);
+        let (state, kept) = self.decide().await;
+        let Call {
+            calls,
+            plan,
+            answer,
+            ..
+        } = self;
+        let _ = answer.send(state);
+        if let Some(claim) = kept {
+            keep(&calls, &plan, claim).await;
+        }
     }
 
     /// Whether an answer can still reach kube-apiserver.
@@ -235,17 +246,19 @@ impl<C: ClaimCalls> Call<C> {
         !self.answer.is_closed() && Instant::now() < self.deadlines.answer_by
     }
 
-    async fn decide(&mut self) -> ClaimState {
+    /// The answer, and the claim kept for the caller's retry if any.
+    async fn decide(&mut self) -> (ClaimState, Option<AccountClaim>) {
         let claim = match self.acquire().await {
             Ok(c) => c,
-            Err(state) => return state,
+            Err(state) => return (state, None),
         };
         if self.plan.dry_run {
-            return claim_state(&claim);
+            return (claim_state(&claim), None);
         }
         match self.settle(claim).await {
-            Settled::Answer(state) => state,
-            Settled::TakeBack(state, last) => self.take_back(state, *last).await,
+            Settled::Answer(state) => (state, None),
+            Settled::TakeBack(state, last) => (self.take_back(state, *last).await, None),
+            Settled::Keep(state, last) => (state, Some(*last)),
         }
     }
 
@@ -326,7 +339,9 @@ impl<C: ClaimCalls> Call<C> {
                 // queue again, and a leader whose queue took longer than the decision timeout
                 // (a takeover with many claims) never reached any (the full chaos run). If no
                 // object appears, the source clean-up deletes it after the grace period, and a
-                // binding claimed for it meanwhile goes back clean.
+                // binding claimed for it meanwhile goes back clean. Stamped once answered, so
+                // that the grace counts from the last call.
+                ClaimState::Undecided { .. } => return Settled::Keep(state, Box::new(last)),
                 _ => return Settled::Answer(state),
             }
             claim = match self.calls.stamp(&last, jiff::Timestamp::now()).await {
@@ -442,6 +457,15 @@ impl<C: ClaimCalls> Call<C> {
             _ => state,
         }
     }
+}
+
+/// Stamps a kept claim (compare-and-swap), so that the source clean-up's grace counts from the
+/// call that kept it, not from the claim's creation: a caller that keeps retrying keeps its
+/// claim. A claim changed since (decided, being deleted) is left as it is; the stamp is only for
+/// the clean-up's clock.
+async fn keep<C: ClaimCalls>(calls: &C, plan: &ClaimPlan, claim: AccountClaim) {
+    let stamped = calls.stamp(&claim, jiff::Timestamp::now()).await;
+    tracing::debug!(claim = %plan.claim_ref(), stamped = stamped.is_ok(), "kept the undecided claim for the retry");
 }
 
 /// Whether `after` is a later version than `before` (the stamp took).

@@ -371,6 +371,31 @@ async fn a_retry_is_served_through_the_claim_an_undecided_call_kept() {
     );
 }
 
+/// The separate-garden chaos run: a kept claim's clean-up grace counted from its creation, so
+/// the clean-up deleted it while the caller's retries were still being served through it, and
+/// each later retry met the deleting claim ("an earlier object of this name"). A call that keeps
+/// its undecided claim stamps it after answering: the grace counts from the last call.
+#[tokio::test(start_paused = true)]
+async fn an_undecided_call_stamps_the_claim_it_keeps_for_the_retry() {
+    let fake = Fake::new(World::default());
+    let state = serve(&fake, &plan(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Undecided { .. }), "{state:?}");
+    let mut changes = fake.changes();
+    let stamped = || {
+        fake.claim()
+            .and_then(|c| c.metadata.annotations)
+            .is_some_and(|a| a.contains_key(ANNOTATION_ADMITTED_AT))
+    };
+    tokio::time::timeout(Duration::from_secs(2), async {
+        while !stamped() {
+            let _ = changes.changed().await;
+        }
+    })
+    .await
+    .expect("the kept claim is stamped");
+    assert_eq!(fake.with(|w| w.deletes), 0, "and kept");
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_whole_call_answers_within_the_decision_timeout() {
     // Reads that hang (kube-client has no read timeout) held the call past kube-apiserver's

@@ -60,6 +60,12 @@ pub enum CallPhase {
         rv: u64,
         binding: String,
     },
+    /// NEW: an undecided claim kept for the retry, stamped after the answer (conditioned on
+    /// `rv`), so that the clean-up's grace counts from this call.
+    Keep {
+        uid: String,
+        rv: u64,
+    },
     /// Delete the claim if it is unchanged since `rv` (a refused request; OLD: undecided too).
     Cleanup {
         uid: String,
@@ -174,6 +180,12 @@ impl Call {
                 Err(Refused::Conflict) => CallPhase::Wait { uid, rv },
                 Err(Refused::NotFound) => CallPhase::Done,
             },
+            CallPhase::Keep { uid, rv } => {
+                if cx.api.touch_claim(&uid, rv).is_ok() {
+                    (cx.stamped)(&uid, cx.tick);
+                }
+                CallPhase::Done
+            }
             CallPhase::Cleanup { uid, rv } => match cx.api.delete_claim_if(&uid, Some(rv)) {
                 Ok(()) | Err(Refused::NotFound) => CallPhase::Done,
                 Err(Refused::Conflict) => self.after_conflict(cx, uid),
@@ -202,8 +214,8 @@ impl Call {
             State::Undecided if cx.tick >= self.started + DECIDE && cx.p == Protocol::Old => {
                 CallPhase::Cleanup { uid, rv }
             }
-            // NEW: an undecided claim stays for the caller's retry.
-            State::Undecided if cx.tick >= self.started + DECIDE => CallPhase::Done,
+            // NEW: an undecided claim stays for the caller's retry, stamped.
+            State::Undecided if cx.tick >= self.started + DECIDE => CallPhase::Keep { uid, rv },
             State::Undecided => CallPhase::Wait { uid, rv },
         }
     }
@@ -243,7 +255,11 @@ impl Call {
         }
         self.detached = true;
         self.phase = match std::mem::replace(&mut self.phase, CallPhase::Done) {
-            phase @ (CallPhase::Wait { .. } | CallPhase::Cleanup { .. }) if p == Protocol::New => {
+            phase @ (CallPhase::Wait { .. }
+            | CallPhase::Cleanup { .. }
+            | CallPhase::Keep { .. })
+                if p == Protocol::New =>
+            {
                 phase
             }
             _ => CallPhase::Done,
