@@ -682,6 +682,68 @@ async fn refresh_reports_orphans() {
     orphan_gauge_reads(&hap, 0).await;
 }
 
+/// A paused leader's claim write that lands after the next leader bound the claim elsewhere
+/// leaves a stray: the tenant's second binding, labelled for a claim Bound to another one, that
+/// no cluster used. Made here as that write leaves it; the operator gives it back clean and
+/// never puts the tenant's next claim on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stray_binding_a_late_claim_write_left_goes_back_clean() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-2", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.claim(
+        "first",
+        json!({"globalAccount": "ga-stray", "plan": "aws", "shootName": "first"}),
+    )
+    .await;
+    assert_eq!(hap.bound("first").await, "aws-2");
+    let uid = hap
+        .claims()
+        .get("first")
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    // The late write: a binding that sorts first, labelled for `first` after it was bound.
+    hap.binding(
+        "aws-1",
+        "aws",
+        &[
+            ("hyperscalerType", "aws"),
+            ("tenantName", "ga-stray"),
+            (hap_operator::labels::CLAIMED_BY, &uid),
+        ],
+    )
+    .await;
+    eventually(Duration::from_secs(30), "the stray given back", || async {
+        let labels = hap.labels("aws-1").await;
+        let back = !labels.contains_key("tenantName")
+            && !labels.contains_key(hap_operator::labels::CLAIMED_BY)
+            && !labels.contains_key("dirty");
+        back.then_some(())
+    })
+    .await;
+    let (ok, out, _) = kubectl(&[
+        "get",
+        "events",
+        "-n",
+        &hap.claims_ns,
+        "--field-selector",
+        "reason=StrayReleased",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(ok && out.contains("aws-1"), "a StrayReleased event: {out}");
+    // The tenant's next claim goes where its cluster is.
+    hap.claim(
+        "next",
+        json!({"globalAccount": "ga-stray", "plan": "aws", "shootName": "next"}),
+    )
+    .await;
+    assert_eq!(hap.bound("next").await, "aws-2");
+}
+
 async fn wait_gone(api: &kube::Api<AccountClaim>, name: &str) {
     eventually(
         Duration::from_secs(60),

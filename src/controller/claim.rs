@@ -167,6 +167,10 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         };
         return match check {
             Some(Choice::Lost { message, .. }) => lost(claim, ctx, message).await,
+            Some(Choice::Bound { .. }) => {
+                super::strays::give_back(claim, ctx, &active, &view).await?;
+                write_outcome(claim, ctx, &kept).await.map(|_| resync(ctx))
+            }
             _ => write_outcome(claim, ctx, &kept).await.map(|_| resync(ctx)),
         };
     }

@@ -1,6 +1,6 @@
 //! The exact API calls of claim reconciles, against a scripted API server (`k8s::mock`): a new
-//! claim bound, a lost compare-and-swap, a reuse of a binding another claim claimed, and a
-//! multi-account fill.
+//! claim bound, a lost compare-and-swap, a reuse of a binding another claim claimed, a
+//! multi-account fill, and a stray binding given back.
 
 use std::time::Duration;
 
@@ -121,4 +121,24 @@ async fn a_fill_records_its_claim_on_the_binding_before_the_status() {
     ]);
     let action = h.reconcile(&second).await.expect("bound by a fill");
     assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn a_bound_claim_gives_back_a_stray_binding_clean() {
+    // A paused leader's claim write labelled b2 for `first` after the next leader bound it to
+    // b1: nothing uses b2, so tenant and claimed-by go with the CAS, and nothing else is written.
+    let first = bound(finalized(claim("first")), "b1");
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&first],
+        &[
+            binding("b1", "5", &[("tenantName", GA)]),
+            claimed_binding("b2", "7", "first"),
+        ],
+    );
+    h.api.expect([
+        binding_cas("b2", "7", json!({"tenantName": null, CLAIMED_BY: null})).answer_rv("8"),
+        event(TENANTS, "first", "Normal", "StrayReleased"),
+    ]);
+    h.reconcile(&first).await.expect("reconciled");
 }

@@ -33,6 +33,7 @@ mod sources;
 mod sources_adopt;
 #[cfg(test)]
 mod sources_tests;
+mod strays;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,6 +1,7 @@
 //! Which claims to look at again when the inventory moves, coalescing bursts of watch events:
 //! claims waiting for a pool whose bindings or clusters changed, claims whose recorded binding
-//! changed and whose verdict (Bound or lost) no longer matches their phase, and every unbound
+//! changed and whose verdict (Bound or lost) no longer matches their phase, the claimant of a
+//! stray binding (`selection::stray_claimant`), and every unbound
 //! claim when the config in force changes. Nothing else: a refill of one pool must not make
 //! every waiting claim of every pool decide (and write its status) again.
 
@@ -16,7 +17,7 @@ use super::active::ConfigState;
 use super::{ClaimRef, Context, coalesced_ticks};
 use crate::ledger::Ledger;
 use crate::pools::ClaimView;
-use crate::selection::{Choice, check_bound};
+use crate::selection::{Choice, check_bound, stray_claimant};
 
 /// Which config generation the last pass saw.
 type Seen = Option<(String, i64)>;
@@ -65,6 +66,8 @@ fn due(ledger: &mut Ledger, config_moved: bool, now: Instant) -> Vec<ClaimRef> {
             uids.extend(inv.waiting_in(pool).iter().map(String::as_str));
         }
         for b in &changes.bindings {
+            // A stray is given back by its claimant's reconcile (`selection::stray_claimant`).
+            uids.extend(stray_claimant(inv, b).map(|c| c.uid.as_str()));
             for uid in inv.recorded_on(b) {
                 if inv.claim(uid).is_some_and(|c| !c.deleting && disagrees(c)) {
                     uids.insert(uid);

@@ -15,6 +15,11 @@
 //! status it does not see yet (`pending_claims`: the fills and the claim write's claimed-by) as
 //! clusters of the binding, and such a pending claim finds its own binding there. A fill that
 //! removes claimed-by moves a still-pending claiming claim into `FILLING`, so it stays counted.
+//!
+//! A claim write of a paused leader that lands after the next leader bound the claim elsewhere
+//! leaves a stray: a binding whose claimed-by names a claim Bound to another one
+//! (`stray_claimant`). No compare-and-swap can stop that write (it goes to another binding), so
+//! the stray is kept from selection and given back clean by its claimant's reconcile.
 
 use std::time::Instant;
 
@@ -116,6 +121,54 @@ pub fn pending_claims<'a>(
         .filter(move |c| {
             tenant == Some(&c.global_account) && c.bound_binding.is_none() && !c.denied
         })
+}
+
+/// The claim a stray binding was claimed for, if `binding` is one: its claimed-by record names
+/// a claim of its tenant that is recorded Bound to another binding, and nothing uses it (no
+/// cluster, no claim bound, no fill pending). Only a paused leader's claim write that landed
+/// after the next leader had bound the claim elsewhere leaves one (a claim never moves, DESIGN
+/// §4.1, and any other claim's use would have removed the record): the tenant holds a second
+/// binding no cluster ever used, which selection keeps its claims off (a single-account tenant
+/// would otherwise run clusters in two accounts of one pool, §5.2) and the claimant's reconcile
+/// gives back clean.
+pub fn stray_claimant<'a>(inv: &'a Inventory, binding: &str) -> Option<&'a ClaimView> {
+    let entry = inv.binding(binding)?;
+    let labels = &entry.view.labels;
+    let keys = inv.keys();
+    let tenant = labels.get(&keys.tenant_name)?;
+    if entry.internal || labels.get(&keys.dirty).is_some_and(|v| v == "true") {
+        return None;
+    }
+    let claimant = inv.claim(labels.get(CLAIMED_BY)?)?;
+    let elsewhere = claimant
+        .bound_binding
+        .as_deref()
+        .is_some_and(|b| b != binding);
+    let unused = inv.clusters_on(binding).is_empty()
+        && inv.claims_on(binding).is_empty()
+        && pending_claims(inv, binding).next().is_none();
+    (claimant.global_account == *tenant && elsewhere && unused).then_some(claimant)
+}
+
+/// The stray bindings claimed for `claim` among its tenant's bindings in the pool of the
+/// binding it is recorded Bound to (`stray_claimant`), with the resourceVersion to release them
+/// on.
+pub fn strays_of(inv: &Inventory, claim: &ClaimView) -> Vec<(String, Option<String>)> {
+    let pool = claim
+        .bound_binding
+        .as_deref()
+        .and_then(|b| inv.binding(b))
+        .and_then(|e| e.pool.as_ref())
+        .map(|(pool, _)| pool);
+    let Some(pool) = pool else {
+        return Vec::new();
+    };
+    inv.owned_by(pool, &claim.global_account)
+        .iter()
+        .filter(|b| stray_claimant(inv, b).is_some_and(|c| c.uid == claim.uid))
+        .filter_map(|b| inv.binding(b))
+        .map(|e| (e.view.name.clone(), e.view.resource_version.clone()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -235,5 +288,26 @@ mod tests {
             before_use(&inv, &fl, "uid-new", &claim_it, now),
             BeforeUse::Bind
         );
+    }
+
+    #[test]
+    fn a_binding_claimed_for_a_claim_bound_elsewhere_and_unused_is_a_stray() {
+        let x = claim("x", "ga", None, Some("b1"));
+        let stray = claimed("uid-x");
+        let inv = inventory(vec![stray.clone()], vec![x.clone()], vec![]);
+        assert_eq!(
+            stray_claimant(&inv, "b").map(|c| c.uid.as_str()),
+            Some("uid-x")
+        );
+        // Not a stray: its claimant is bound to it, pending, or gone; a Shoot uses it.
+        let on_it = claim("x", "ga", None, Some("b"));
+        let pending = claim("x", "ga", None, None);
+        for c in [vec![on_it], vec![pending], vec![]] {
+            let inv = inventory(vec![stray.clone()], c, vec![]);
+            assert_eq!(stray_claimant(&inv, "b"), None);
+        }
+        let shoot = crate::pools::tests::shoot("s", Some("b"));
+        let used = inventory(vec![stray], vec![x], vec![shoot]);
+        assert_eq!(stray_claimant(&used, "b"), None);
     }
 }

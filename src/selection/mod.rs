@@ -42,7 +42,7 @@ pub mod pinned;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-pub use claimant::{BeforeUse, before_use};
+pub use claimant::{BeforeUse, before_use, stray_claimant, strays_of};
 pub use hash::weight;
 pub use inflight::{
     DEFAULT_TTL, InFlight, PendingAssignment, PendingClaim, PendingRelease, WriteState,
@@ -373,6 +373,10 @@ fn select_dedicated(
     let mut writing = None;
     let mut mine: BTreeSet<&str> = BTreeSet::new();
     for b in inv.owned_by(pool, ga) {
+        if claimant::stray_claimant(inv, b).is_some() {
+            // Never used, and on its way back to the pool (`claimant::stray_claimant`).
+            continue;
+        }
         if inflight.is_releasing(b, now) {
             writing = writing.or(Some(b.as_str()));
         } else {

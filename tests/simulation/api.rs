@@ -175,6 +175,10 @@ pub struct Api {
     untouchable: BTreeMap<String, BTreeMap<String, String>>,
     pub violations: Vec<String>,
     pub step: usize,
+    /// The write being sent is a paused leader's, landing after the next leader listed.
+    pub late: bool,
+    /// Bindings a late claim write labelled.
+    late_claimed: BTreeSet<String>,
 }
 
 impl Api {
@@ -197,6 +201,8 @@ impl Api {
             untouchable: BTreeMap::new(),
             violations: Vec::new(),
             step: 0,
+            late: false,
+            late_claimed: BTreeSet::new(),
         };
         for b in bindings {
             if b.is("shared") || b.is("internal") {
@@ -391,7 +397,15 @@ impl Api {
             ));
         }
         let held = self.held(tenant, pool);
-        if !self.policy.allows(tenant) && !held.is_empty() {
+        // A paused leader's claim write that lands after the next leader claimed for the tenant
+        // (or the next leader's claim after such a write) cannot be stopped: the two writes go to
+        // two bindings. It leaves a stray that no cluster uses and the claimant gives back; the
+        // settled state must hold one binding per tenant and pool (`World::check_settled`).
+        let late = self.late || held.iter().all(|h| self.late_claimed.contains(h));
+        if self.late {
+            self.late_claimed.insert(name.clone());
+        }
+        if !self.policy.allows(tenant) && !held.is_empty() && !late {
             self.violation(format!(
                 "§5.2 replica {} claimed {name} for {tenant} (claim {}), which already holds {held:?} in pool {pool}",
                 by.replica, c.uid

@@ -13,7 +13,7 @@ use hap_operator::ledger::{Ledger, Outcome};
 use hap_operator::pools::{ClaimView, Inventory, Kind};
 use hap_operator::release::{Origin, Presence, Release, decide_release};
 use hap_operator::selection::{
-    BeforeUse, Choice, MultiAccountPolicy, Request, WriteState, before_use, select,
+    BeforeUse, Choice, MultiAccountPolicy, Request, WriteState, before_use, select, strays_of,
 };
 
 pub use super::api::trace;
@@ -51,6 +51,11 @@ pub enum Write {
     Status {
         base: u64,
         phase: Phase,
+    },
+    /// A stray binding of this Bound claim given back clean (`selection::strays_of`).
+    GiveBack {
+        binding: String,
+        base: u64,
     },
     /// `dirty=true`, or with `clean` the tenant and claimed-by labels removed (free again).
     Release {
@@ -248,12 +253,19 @@ impl Replica {
         let plan = if c.deleting {
             self.release(&c, p, sources, now)
         } else if let Some(b) = c.recorded() {
+            // A stray of the claim goes back first (`selection::strays_of`), as in the product.
+            let strays = strays_of(inv, &claim_view(&c)).into_iter();
+            let mut plan: VecDeque<Write> = strays
+                .map(|(binding, rv)| Write::GiveBack {
+                    binding,
+                    base: rv.and_then(|v| v.parse().ok()).unwrap_or(0),
+                })
+                .collect();
             let phase = Phase::Bound(b.to_string());
-            let write = Write::Status { base: c.rv, phase };
-            (c.phase != Phase::Bound(b.to_string()))
-                .then_some(write)
-                .into_iter()
-                .collect()
+            if c.phase != phase {
+                plan.push_back(Write::Status { base: c.rv, phase });
+            }
+            plan
         } else {
             self.select(&c, p, policy, now)
         };
@@ -468,6 +480,7 @@ impl Replica {
                 base,
                 clean: true,
             } => api.release_clean(binding, *base, &by).map(drop),
+            Write::GiveBack { binding, base } => api.release_clean(binding, *base, &by).map(drop),
             Write::Finalizer => api.remove_finalizer(uid),
         };
         let outcome = if sent.is_ok() {

@@ -285,3 +285,22 @@ fn a_pending_claim_write_counts_against_the_limit() {
         Choice::Claim { binding, .. } if binding == "cb-free"
     ));
 }
+
+/// A paused leader's late claim write labelled cb-a for `first` after the next leader had bound
+/// it to cb-b: cb-a is a stray. A single-account tenant's next claim goes to cb-b, the binding
+/// its clusters use, never to the stray (it sorts first by name).
+#[test]
+fn a_stray_is_never_chosen_for_the_tenant() {
+    let p = pool("aws", false, false);
+    let mut stray = owned("cb-a", "ga");
+    stray
+        .labels
+        .insert(crate::labels::CLAIMED_BY.into(), "uid-first".into());
+    let first = claim("first", "ga", None, Some("cb-b"));
+    let inv = inventory(vec![stray, owned("cb-b", "ga")], vec![first], vec![]);
+    let next = claim("next", "ga", Some("s-next"), None);
+    assert_eq!(
+        pick(&inv, &InFlight::default(), &next, &p, &policy(&[], &[])),
+        use_of("cb-b", UseReason::Reused)
+    );
+}
