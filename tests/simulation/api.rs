@@ -640,20 +640,7 @@ impl Api {
     /// The removal of another claim's `CLAIMED_BY` record before a claim is bound to the binding
     /// (compare-and-swap).
     pub fn unclaim(&mut self, name: &str, base: u64, by: &Writer) -> Result<u64, Refused> {
-        let b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
-        if b.rv != base {
-            return Err(Refused::Conflict);
-        }
-        if b.label(CLAIMED_BY) == Some(by.claim.as_str()) {
-            self.violation(format!(
-                "claim {} removed its own record from {name}",
-                by.claim
-            ));
-        }
-        let mut b = b;
-        b.labels.remove(CLAIMED_BY);
-        self.put_binding(b);
-        Ok(self.rv)
+        self.before_use(name, base, None, by)
     }
 
     /// The record of a multi-account fill: `FILLING` set and the `CLAIMED_BY` record removed
@@ -665,7 +652,17 @@ impl Api {
         fills: &str,
         by: &Writer,
     ) -> Result<u64, Refused> {
-        let b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
+        self.before_use(name, base, Some(fills), by)
+    }
+
+    fn before_use(
+        &mut self,
+        name: &str,
+        base: u64,
+        fills: Option<&str>,
+        by: &Writer,
+    ) -> Result<u64, Refused> {
+        let mut b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
         if b.rv != base {
             return Err(Refused::Conflict);
         }
@@ -675,9 +672,10 @@ impl Api {
                 by.claim
             ));
         }
-        let mut b = b;
         b.labels.remove(CLAIMED_BY);
-        b.annotations.insert(FILLING.into(), fills.into());
+        if let Some(fills) = fills {
+            b.annotations.insert(FILLING.into(), fills.into());
+        }
         self.put_binding(b);
         Ok(self.rv)
     }
