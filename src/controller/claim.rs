@@ -20,7 +20,7 @@ use super::outcome::{
     status_outcome, unclaim, write_outcome,
 };
 use super::{Context, claim_key, decidable, point_caches, resync};
-use crate::api::{AccountClaim, CLAIM_FINALIZER, MatchedRule};
+use crate::api::{AccountClaim, CLAIM_FINALIZER, Decision, MatchedRule};
 use crate::k8s::K8sError;
 use crate::k8s::lean::StoredClaim;
 use crate::labels::CLAIMED_BY;
@@ -69,29 +69,12 @@ fn settles(action: &Action, pending_retry: Duration) -> bool {
     *action == Action::await_change() || *action == Action::requeue(pending_retry)
 }
 
+/// One pass down the layers: the guards, the config in force, a recorded binding kept, the
+/// tenant and pause checks, then the choice and its writes (`choose`).
 async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, ClaimError> {
     let key = claim_key(claim);
-    let uid = claim.uid().unwrap_or_default();
-    let rv = claim.resource_version();
-    {
-        let l = ctx.ledger();
-        if l.inflight.is_finished(&uid, Instant::now()) {
-            // Its finalizer is gone: the claim is being deleted, whatever the store still holds.
-            tracing::debug!(claim = key, "finished; waits for its deletion");
-            return Ok(Action::await_change());
-        }
-        let later = l.inventory.knows_later(Kind::Claim, &uid, rv.as_deref());
-        if later || l.inflight.wrote_after(&uid, rv.as_deref(), Instant::now()) {
-            // The store's copy is older than what the index knows (a newer version, or the
-            // claim's deletion): decide on the newer one, which is on its way to the store.
-            tracing::debug!(
-                claim = key,
-                ?rv,
-                index_later = later,
-                "the store's copy is older; waits for the newer one"
-            );
-            return Ok(Action::requeue(Duration::from_millis(100)));
-        }
+    if let Some(action) = stale_copy(claim, ctx, &key) {
+        return Ok(action);
     }
     if claim.metadata.deletion_timestamp.is_some() {
         return super::release::release(claim, ctx, &key).await;
@@ -108,36 +91,14 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         // A denial is final: a later change of the rules does not revisit it.
         return Ok(Action::await_change());
     }
-    let state = ctx.resolver.resolve();
-    let recorded = claim.status.as_ref().and_then(recorded_binding);
-    if !matches!(state, ConfigState::Active { .. }) && recorded.is_some() {
-        // Without rules in force nothing can be verified; a bound claim keeps its record.
-        return Ok(resync(ctx));
-    }
-    let active = match state {
-        ConfigState::Missing => {
-            let cause = format!(
-                "no HapConfig named `{}` exists; the claim waits for one",
-                ctx.resolver.name()
-            );
-            return pending(claim, ctx, PendingReason::ConfigMissing, cause, None).await;
-        }
-        ConfigState::Invalid {
-            generation,
-            validation,
-        } => {
-            let cause = format!(
-                "HapConfig `{}` generation {generation} is invalid and no earlier generation was valid: {}",
-                ctx.resolver.name(),
-                validation.summary().replace('\n', "; ")
-            );
-            return pending(claim, ctx, PendingReason::ConfigInvalid, cause, None).await;
-        }
-        ConfigState::Active { active, .. } => active,
+    let recorded = claim.status.as_ref().and_then(recorded_binding).is_some();
+    let active = match config_in_force(claim, ctx, recorded).await? {
+        Ok(active) => active,
+        Err(action) => return Ok(action),
     };
     point_caches(ctx);
     if !decidable(ctx) {
-        if recorded.is_some() {
+        if recorded {
             // A recorded binding is never touched while the inventory cannot be read: writing
             // a pending status would erase the record (found by the chaos test).
             return Ok(Action::requeue(Duration::from_secs(1)));
@@ -145,36 +106,9 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         return inventory_unavailable(claim, ctx, &active, &key).await;
     }
     let view = claim_view(claim);
-    let now = Instant::now();
-
-    // Step 1 of DESIGN §4: a claim that ever recorded a binding stays on it. A vanished or
-    // relabelled binding is reported (BindingLost), never replaced; if the label comes back, the
-    // claim is Bound again. A binding recorded in another namespace than the one in force
-    // cannot be checked here, and stays as it is.
-    if recorded.is_some() {
-        let check = {
-            let l = ctx.ledger();
-            if l.inventory
-                .holds_namespace(view.binding_namespace.as_deref())
-            {
-                check_bound(&l.inventory, &l.inflight, &view, now)
-            } else {
-                None
-            }
-        };
-        let kept = ClaimOutcome::Kept {
-            namespace: active.spec.binding_namespace.clone(),
-        };
-        return match check {
-            Some(Choice::Lost { message, .. }) => lost(claim, ctx, message).await,
-            Some(Choice::Bound { .. }) => {
-                super::strays::give_back(claim, ctx, &active, &view).await?;
-                write_outcome(claim, ctx, &kept).await.map(|_| resync(ctx))
-            }
-            _ => write_outcome(claim, ctx, &kept).await.map(|_| resync(ctx)),
-        };
+    if recorded {
+        return keep_recorded(claim, ctx, &active, &view).await;
     }
-
     if let Some(cause) = tenant_refusal(claim, ctx, &active).await {
         return tenant_not_allowed(claim, ctx, cause).await;
     }
@@ -186,13 +120,112 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         );
         return pending(claim, ctx, PendingReason::Paused, cause, None).await;
     }
-
     // A request that named its binding already (adopted from its source) is recorded, never
     // chosen again.
     if let Some(adopted) = claim.spec.adopt_binding.as_deref() {
         return super::sources_adopt::reconcile(claim, ctx, &active, &view, adopted).await;
     }
+    choose(claim, ctx, &active, &view).await
+}
 
+/// `Some` when the store's copy must not be decided on: the claim is finished (its finalizer
+/// went), or the index knows a newer version (or the claim's deletion), or this replica wrote a
+/// newer one that is on its way to the store.
+fn stale_copy(claim: &AccountClaim, ctx: &Context, key: &str) -> Option<Action> {
+    let uid = claim.uid().unwrap_or_default();
+    let rv = claim.resource_version();
+    let l = ctx.ledger();
+    if l.inflight.is_finished(&uid, Instant::now()) {
+        tracing::debug!(claim = key, "finished; waits for its deletion");
+        return Some(Action::await_change());
+    }
+    let later = l.inventory.knows_later(Kind::Claim, &uid, rv.as_deref());
+    if later || l.inflight.wrote_after(&uid, rv.as_deref(), Instant::now()) {
+        tracing::debug!(
+            claim = key,
+            ?rv,
+            index_later = later,
+            "the store's copy is older; waits for the newer one"
+        );
+        return Some(Action::requeue(Duration::from_millis(100)));
+    }
+    None
+}
+
+/// The config in force, or what the claim does without one (`Err`): a claim with a recorded
+/// binding keeps it unverified; any other claim says why it waits.
+async fn config_in_force(
+    claim: &AccountClaim,
+    ctx: &Context,
+    recorded: bool,
+) -> Result<Result<Arc<ActiveConfig>, Action>, ClaimError> {
+    let (reason, cause) = match ctx.resolver.resolve() {
+        ConfigState::Active { active, .. } => return Ok(Ok(active)),
+        // Without rules in force nothing can be verified; a bound claim keeps its record.
+        _ if recorded => return Ok(Err(resync(ctx))),
+        ConfigState::Missing => (
+            PendingReason::ConfigMissing,
+            format!(
+                "no HapConfig named `{}` exists; the claim waits for one",
+                ctx.resolver.name()
+            ),
+        ),
+        ConfigState::Invalid {
+            generation,
+            validation,
+        } => (
+            PendingReason::ConfigInvalid,
+            format!(
+                "HapConfig `{}` generation {generation} is invalid and no earlier generation was valid: {}",
+                ctx.resolver.name(),
+                validation.summary().replace('\n', "; ")
+            ),
+        ),
+    };
+    pending(claim, ctx, reason, cause, None).await.map(Err)
+}
+
+/// Step 1 of DESIGN §4: a claim that ever recorded a binding stays on it. A vanished or
+/// relabelled binding is reported (BindingLost), never replaced; if the label comes back, the
+/// claim is Bound again, and strays claimed for it go back (`controller::strays`). A binding
+/// recorded in another namespace than the one in force cannot be checked here, and stays as it
+/// is.
+async fn keep_recorded(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+) -> Result<Action, ClaimError> {
+    let check = {
+        let l = ctx.ledger();
+        if l.inventory
+            .holds_namespace(view.binding_namespace.as_deref())
+        {
+            check_bound(&l.inventory, &l.inflight, view, Instant::now())
+        } else {
+            None
+        }
+    };
+    let kept = ClaimOutcome::Kept {
+        namespace: active.spec.binding_namespace.clone(),
+    };
+    if check.is_some() {
+        super::strays::give_back(claim, ctx, active, view).await;
+    }
+    match check {
+        Some(Choice::Lost { message, .. }) => lost(claim, ctx, message).await,
+        _ => write_outcome(claim, ctx, &kept).await.map(|_| resync(ctx)),
+    }
+}
+
+/// What the rules and the index say for an unbound claim, decided under the ledger lock and
+/// recorded there before anything is written; then carried out (`carry_out`).
+async fn choose(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+) -> Result<Action, ClaimError> {
     let req = RuleRequest {
         plan: &claim.spec.plan,
         platform_region: claim.spec.platform_region.as_deref(),
@@ -220,6 +253,29 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         index: i64::try_from(outcome.index).unwrap_or(i64::MAX),
         entry: outcome.entry.clone(),
     };
+    let (placement, before) = match decide(ctx, active, view, &outcome) {
+        Ok(decided) => decided,
+        Err(action) => return Ok(action),
+    };
+    tracing::debug!(claim = claim_key(claim), rv = ?claim.resource_version(), choice = ?placement.choice, "decided");
+    let decided = Decided {
+        placement,
+        before,
+        matched,
+    };
+    carry_out(claim, ctx, active, view, decided).await
+}
+
+/// The choice, under the ledger lock, and the write it needs first (`before_use`); recorded in
+/// the ledger under the same lock, so that a sibling claim decided right after sees this one
+/// even though nothing has been written yet. `Err`: wait and come back.
+fn decide(
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+    outcome: &crate::rules::Outcome,
+) -> Result<(Placement, BeforeUse), Action> {
+    let now = Instant::now();
     let cooldown = active
         .spec
         .release
@@ -229,164 +285,172 @@ async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, 
         .with_cooldown(Cooldown::from_spec(cooldown, jiff::Timestamp::now()));
     // Bindings the garden just refused to let us write are tried last.
     let paused = ctx.denials.paused_bindings(now);
-    let placement = {
-        let mut guard = ctx.ledger();
-        let l = &mut *guard;
-        // This claim's Bound status was written but the index does not show it yet: deciding
-        // again on the older object could bind it a second time.
-        if l.inflight
-            .assignment_of(&view.uid, now)
-            .is_some_and(|a| a.state == WriteState::Written)
-        {
-            tracing::debug!(
-                claim = key,
-                "its Bound status was written; waits for the index to show it"
-            );
-            return Ok(Action::requeue(Duration::from_millis(200)));
+    let key = || format!("{}/{}", view.namespace, view.name);
+    let mut guard = ctx.ledger();
+    let l = &mut *guard;
+    // This claim's Bound status was written but the index does not show it yet: deciding
+    // again on the older object could bind it a second time.
+    if l.inflight
+        .assignment_of(&view.uid, now)
+        .is_some_and(|a| a.state == WriteState::Written)
+    {
+        tracing::debug!(
+            claim = key(),
+            "its Bound status was written; waits for the index to show it"
+        );
+        return Err(Action::requeue(Duration::from_millis(200)));
+    }
+    let request = OrderedRequest {
+        claim: view,
+        preferences: &outcome.preferences,
+        provider_type: &outcome.provider_type,
+        pins: active.rules.pins(),
+    };
+    let placement = select_ordered(&l.inventory, &l.inflight, &request, &policy, &paused, now);
+    let before = before_use(&l.inventory, &l.inflight, &view.uid, &placement.choice, now);
+    if let BeforeUse::Wait { binding } = &before {
+        tracing::debug!(
+            claim = key(),
+            binding,
+            "waits for another claim's claim write"
+        );
+        return Err(Action::requeue(Duration::from_millis(200)));
+    }
+    l.inflight
+        .record(view, &placement.pool, &placement.choice, now);
+    Ok((placement, before))
+}
+
+/// A decision about to be carried out.
+struct Decided {
+    placement: Placement,
+    before: BeforeUse,
+    matched: MatchedRule,
+}
+
+impl Decided {
+    fn bound_to(&self, active: &ActiveConfig, binding: String, decision: Decision) -> BoundTo {
+        BoundTo {
+            binding,
+            namespace: active.spec.binding_namespace.clone(),
+            pool: self.placement.pool.clone(),
+            matched_rule: self.matched.clone(),
+            decision,
+            preference: Some(self.placement.preference),
         }
-        let request = OrderedRequest {
-            claim: &view,
-            preferences: &outcome.preferences,
-            provider_type: &outcome.provider_type,
-            pins: active.rules.pins(),
-        };
-        let placement = select_ordered(&l.inventory, &l.inflight, &request, &policy, &paused, now);
-        let before = before_use(&l.inventory, &l.inflight, &view.uid, &placement.choice, now);
-        if let BeforeUse::Wait { binding } = before {
-            tracing::debug!(
-                claim = key,
-                binding,
-                "waits for another claim's claim write"
-            );
-            return Ok(Action::requeue(Duration::from_millis(200)));
-        }
-        // Recorded under the same lock as the decision, so a sibling claim decided right after
-        // sees this one even though nothing has been written yet.
-        l.inflight
-            .record(&view, &placement.pool, &placement.choice, now);
-        (placement, before)
-    };
-    let (
-        Placement {
-            choice,
-            preference,
-            pool,
-            pinned,
-        },
-        before,
-    ) = placement;
-    tracing::debug!(claim = key, rv = ?claim.resource_version(), ?choice, "decided");
-    let bound_to = |binding: String, decision| BoundTo {
-        binding,
-        namespace: active.spec.binding_namespace.clone(),
-        pool: pool.clone(),
-        matched_rule: matched.clone(),
-        decision,
-        preference: Some(preference),
-    };
-    let claimed_decision = if pinned {
-        crate::api::Decision::Pinned
-    } else {
-        crate::api::Decision::Claimed
-    };
-    match choice {
+    }
+
+    /// The rule and pool a pending status names.
+    fn waits_in(&self) -> Option<(MatchedRule, crate::labels::PoolKey)> {
+        Some((self.matched.clone(), self.placement.pool.clone()))
+    }
+}
+
+/// The writes of a decision: the record before a use and the Bound status, the claim of a free
+/// binding, or a pending status saying why not.
+async fn carry_out(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+    d: Decided,
+) -> Result<Action, ClaimError> {
+    let pinned = d.placement.pinned;
+    match d.placement.choice.clone() {
         Choice::Use { binding, decision } => {
-            unclaim(claim, ctx, &active, &view, &before).await?;
-            bind(claim, ctx, &view, bound_to(binding, decision.into())).await
+            unclaim(claim, ctx, active, view, &d.before).await?;
+            bind(
+                claim,
+                ctx,
+                view,
+                d.bound_to(active, binding, decision.into()),
+            )
+            .await
         }
         Choice::Claim {
             binding,
             expected_resource_version,
         } => {
-            if let Some(paused) = ctx.denials.paused(&binding, now) {
-                // Only refused bindings are left; do not ask the garden again before its time.
-                ctx.ledger()
-                    .claim_outcome(&binding, Outcome::Refused, Instant::now());
-                return forbidden(
-                    claim,
-                    ctx,
-                    paused.message,
-                    Some((matched, pool)),
-                    paused.retry_at,
-                )
-                .await;
-            }
-            let claimed = claim_binding(
-                claim,
-                ctx,
-                &active,
-                &view,
-                &binding,
-                expected_resource_version.as_deref(),
-            )
-            .await;
-            if let Err(ClaimError::K8s {
-                source: K8sError::Forbidden { message, .. },
-                ..
-            }) = &claimed
-            {
-                let retry_at = refused(claim, ctx, &active, &binding, "claim", message).await;
-                let cause = ctx
-                    .denials
-                    .paused(&binding, Instant::now())
-                    .map(|p| p.message);
-                let cause = cause.unwrap_or_else(|| message.clone());
-                return forbidden(claim, ctx, cause, Some((matched, pool)), retry_at).await;
-            }
-            claimed?;
-            super::lifecycle::record_claim(ctx, &active.spec, &pool);
-            let bound = bind(
-                claim,
-                ctx,
-                &view,
-                bound_to(binding.clone(), claimed_decision),
-            )
-            .await;
-            // Told after the status write, whatever its outcome: the binding is claimed either
-            // way, and an event awaited between the two writes widened every race window.
-            let note = format!(
-                "claimed binding {}/{binding} for global account {}",
-                active.spec.binding_namespace, view.global_account
-            );
-            ctx.writer
-                .event(&claim.object_ref(&()), false, "Claimed", "Claim", note)
-                .await;
-            bound
+            let rv = expected_resource_version.as_deref();
+            claim_free(claim, ctx, active, view, &d, (&binding, rv)).await
         }
         Choice::Wait { binding } => {
             let cause = format!(
                 "binding {binding} of {} in this pool is being claimed or released right now; retrying",
                 view.global_account
             );
-            pending(
-                claim,
-                ctx,
-                PendingReason::Progressing,
-                cause,
-                Some((matched, pool)),
-            )
-            .await?;
+            pending(claim, ctx, PendingReason::Progressing, cause, d.waits_in()).await?;
             Ok(Action::requeue(Duration::from_millis(200)))
         }
-        Choice::Exhausted { message, .. } if pinned => {
-            let reason = PendingReason::PinnedBindingUnavailable;
-            pending(claim, ctx, reason, message, Some((matched, pool))).await
-        }
         Choice::Exhausted { message, .. } => {
-            pending(
-                claim,
-                ctx,
-                PendingReason::PoolExhausted,
-                message,
-                Some((matched, pool)),
-            )
-            .await
+            let reason = if pinned {
+                PendingReason::PinnedBindingUnavailable
+            } else {
+                PendingReason::PoolExhausted
+            };
+            pending(claim, ctx, reason, message, d.waits_in()).await
         }
         Choice::Bound { .. } | Choice::Lost { .. } => {
             // Only for claims with a recorded binding, handled above; the status changed meanwhile.
             Ok(Action::requeue(Duration::from_millis(200)))
         }
     }
+}
+
+/// Claims a free binding (compare-and-swap of tenant and claimed-by), then records the claim
+/// Bound and tells; a binding the garden refused (now, or recently) ends in `Forbidden`.
+async fn claim_free(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+    d: &Decided,
+    (binding, expected_rv): (&str, Option<&str>),
+) -> Result<Action, ClaimError> {
+    if let Some(paused) = ctx.denials.paused(binding, Instant::now()) {
+        // Only refused bindings are left; do not ask the garden again before its time.
+        ctx.ledger()
+            .claim_outcome(binding, Outcome::Refused, Instant::now());
+        return forbidden(claim, ctx, paused.message, d.waits_in(), paused.retry_at).await;
+    }
+    let claimed = claim_binding(claim, ctx, active, view, binding, expected_rv).await;
+    if let Err(ClaimError::K8s {
+        source: K8sError::Forbidden { message, .. },
+        ..
+    }) = &claimed
+    {
+        let retry_at = refused(claim, ctx, active, binding, "claim", message).await;
+        let cause = ctx
+            .denials
+            .paused(binding, Instant::now())
+            .map(|p| p.message);
+        let cause = cause.unwrap_or_else(|| message.clone());
+        return forbidden(claim, ctx, cause, d.waits_in(), retry_at).await;
+    }
+    claimed?;
+    super::lifecycle::record_claim(ctx, &active.spec, &d.placement.pool);
+    let decision = if d.placement.pinned {
+        Decision::Pinned
+    } else {
+        Decision::Claimed
+    };
+    let bound = bind(
+        claim,
+        ctx,
+        view,
+        d.bound_to(active, binding.into(), decision),
+    )
+    .await;
+    // Told after the status write, whatever its outcome: the binding is claimed either way, and
+    // an event awaited between the two writes widened every race window.
+    let note = format!(
+        "claimed binding {}/{binding} for global account {}",
+        active.spec.binding_namespace, view.global_account
+    );
+    ctx.writer
+        .event(&claim.object_ref(&()), false, "Claimed", "Claim", note)
+        .await;
+    bound
 }
 
 /// The binding or Shoot cache has not listed: nothing can be decided. After a grace period, or

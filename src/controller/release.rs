@@ -56,6 +56,8 @@ pub(super) async fn release(
     if active.spec.is_paused() && holds_binding(ctx, &view) {
         return paused(claim, ctx, key).await;
     }
+    // Before the claim goes, or a stray of it would be an ordinary binding of the tenant.
+    super::strays::give_back(claim, ctx, &active, &view).await;
     let mode = active
         .spec
         .release

@@ -67,7 +67,7 @@ fn due(ledger: &mut Ledger, config_moved: bool, now: Instant) -> Vec<ClaimRef> {
         }
         for b in &changes.bindings {
             // A stray is given back by its claimant's reconcile (`selection::stray_claimant`).
-            uids.extend(stray_claimant(inv, b).map(|c| c.uid.as_str()));
+            uids.extend(stray_claimant(inv, inflight, b, now).map(|c| c.uid.as_str()));
             for uid in inv.recorded_on(b) {
                 if inv.claim(uid).is_some_and(|c| !c.deleting && disagrees(c)) {
                     uids.insert(uid);

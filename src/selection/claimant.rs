@@ -76,12 +76,17 @@ pub fn before_use(
         return BeforeUse::Bind;
     };
     let expected_resource_version = entry.view.resource_version.clone();
-    if *decision == UseReason::FilledMostPopulated {
-        // A pending claim write keeps being counted once its claimed-by record goes.
-        let mut fills: Vec<&str> = pending_claims(inv, binding)
-            .map(|c| c.uid.as_str())
-            .filter(|u| *u != claim_uid)
-            .collect();
+    let others: Vec<&str> = pending_claims(inv, inflight, binding, now)
+        .map(|c| c.uid.as_str())
+        .filter(|u| *u != claim_uid)
+        .collect();
+    let claimed_by = entry.view.labels.get(CLAIMED_BY);
+    let removes = claimed_by.is_some_and(|by| by != claim_uid);
+    // A fill is counted against a limit; a claimed-by record that goes must not take a claim
+    // still pending with it (it stays counted in `FILLING`).
+    let pending_by = claimed_by.is_some_and(|by| others.contains(&by.as_str()));
+    if *decision == UseReason::FilledMostPopulated || pending_by {
+        let mut fills = others;
         fills.push(claim_uid);
         fills.sort_unstable();
         fills.dedup();
@@ -91,22 +96,25 @@ pub fn before_use(
             fills: fills.join(","),
         };
     }
-    match entry.view.labels.get(CLAIMED_BY) {
-        Some(by) if by != claim_uid => BeforeUse::Unclaim {
+    if removes {
+        return BeforeUse::Unclaim {
             binding: binding.to_string(),
             expected_resource_version,
-        },
-        _ => BeforeUse::Bind,
+        };
     }
+    BeforeUse::Bind
 }
 
 /// The claims the binding's records name (`CLAIMED_BY` and `FILLING`) that still count as its
 /// clusters although the index shows no status for them: they exist, belong to the binding's
-/// tenant, and record no binding and no denial yet. A claim write or fill whose status is still
-/// in flight, perhaps from a previous leader.
+/// tenant, record no binding and no denial yet, and are not being written to another binding by
+/// this replica. A claim write or fill whose status is still in flight, perhaps from a previous
+/// leader.
 pub fn pending_claims<'a>(
     inv: &'a Inventory,
-    binding: &str,
+    inflight: &'a InFlight,
+    binding: &'a str,
+    now: Instant,
 ) -> impl Iterator<Item = &'a ClaimView> + 'a {
     let entry = inv.binding(binding);
     let tenant = entry.and_then(|e| e.view.labels.get(&inv.keys().tenant_name));
@@ -119,19 +127,34 @@ pub fn pending_claims<'a>(
         .chain(fills)
         .filter_map(|uid| inv.claim(uid.trim()))
         .filter(move |c| {
-            tenant == Some(&c.global_account) && c.bound_binding.is_none() && !c.denied
+            tenant == Some(&c.global_account)
+                && c.bound_binding.is_none()
+                && !c.denied
+                && !assigned_elsewhere(inflight, c, binding, now)
         })
 }
 
+/// Whether this replica is writing `claim` onto another binding than `binding`.
+fn assigned_elsewhere(inflight: &InFlight, claim: &ClaimView, binding: &str, now: Instant) -> bool {
+    inflight
+        .assignment_of(&claim.uid, now)
+        .is_some_and(|a| a.binding != binding)
+}
+
 /// The claim a stray binding was claimed for, if `binding` is one: its claimed-by record names
-/// a claim of its tenant that is recorded Bound to another binding, and nothing uses it (no
-/// cluster, no claim bound, no fill pending). Only a paused leader's claim write that landed
-/// after the next leader had bound the claim elsewhere leaves one (a claim never moves, DESIGN
-/// §4.1, and any other claim's use would have removed the record): the tenant holds a second
-/// binding no cluster ever used, which selection keeps its claims off (a single-account tenant
-/// would otherwise run clusters in two accounts of one pool, §5.2) and the claimant's reconcile
-/// gives back clean.
-pub fn stray_claimant<'a>(inv: &'a Inventory, binding: &str) -> Option<&'a ClaimView> {
+/// a claim of its tenant that is recorded Bound to another binding (or that this replica is
+/// writing onto another one), and nothing uses it (no cluster, no claim bound, no fill pending).
+/// Only a paused leader's claim write that landed after the next leader had decided the claim
+/// elsewhere leaves one (a claim never moves, DESIGN §4.1, and any other claim's use would have
+/// removed the record): the tenant holds a second binding no cluster ever used, which selection
+/// keeps its claims off (a single-account tenant would otherwise run clusters in two accounts
+/// of one pool, §5.2) and the claimant's reconcile or release gives back clean.
+pub fn stray_claimant<'a>(
+    inv: &'a Inventory,
+    inflight: &InFlight,
+    binding: &str,
+    now: Instant,
+) -> Option<&'a ClaimView> {
     let entry = inv.binding(binding)?;
     let labels = &entry.view.labels;
     let keys = inv.keys();
@@ -143,29 +166,27 @@ pub fn stray_claimant<'a>(inv: &'a Inventory, binding: &str) -> Option<&'a Claim
     let elsewhere = claimant
         .bound_binding
         .as_deref()
-        .is_some_and(|b| b != binding);
+        .is_some_and(|b| b != binding)
+        || assigned_elsewhere(inflight, claimant, binding, now);
     let unused = inv.clusters_on(binding).is_empty()
         && inv.claims_on(binding).is_empty()
-        && pending_claims(inv, binding).next().is_none();
+        && pending_claims(inv, inflight, binding, now).next().is_none();
     (claimant.global_account == *tenant && elsewhere && unused).then_some(claimant)
 }
 
-/// The stray bindings claimed for `claim` among its tenant's bindings in the pool of the
-/// binding it is recorded Bound to (`stray_claimant`), with the resourceVersion to release them
-/// on.
-pub fn strays_of(inv: &Inventory, claim: &ClaimView) -> Vec<(String, Option<String>)> {
-    let pool = claim
-        .bound_binding
-        .as_deref()
-        .and_then(|b| inv.binding(b))
-        .and_then(|e| e.pool.as_ref())
-        .map(|(pool, _)| pool);
-    let Some(pool) = pool else {
-        return Vec::new();
-    };
-    inv.owned_by(pool, &claim.global_account)
-        .iter()
-        .filter(|b| stray_claimant(inv, b).is_some_and(|c| c.uid == claim.uid))
+/// The stray bindings claimed for `claim` among its tenant's bindings in every pool
+/// (`stray_claimant`), with the resourceVersion to release them on.
+pub fn strays_of(
+    inv: &Inventory,
+    inflight: &InFlight,
+    claim: &ClaimView,
+    now: Instant,
+) -> Vec<(String, Option<String>)> {
+    let mine =
+        |b: &&String| stray_claimant(inv, inflight, b, now).is_some_and(|c| c.uid == claim.uid);
+    inv.pools()
+        .flat_map(|(pool, _)| inv.owned_by(pool, &claim.global_account).iter())
+        .filter(mine)
         .filter_map(|b| inv.binding(b))
         .map(|e| (e.view.name.clone(), e.view.resource_version.clone()))
         .collect()
@@ -296,7 +317,7 @@ mod tests {
         let stray = claimed("uid-x");
         let inv = inventory(vec![stray.clone()], vec![x.clone()], vec![]);
         assert_eq!(
-            stray_claimant(&inv, "b").map(|c| c.uid.as_str()),
+            stray_claimant(&inv, &InFlight::default(), "b", Instant::now()).map(|c| c.uid.as_str()),
             Some("uid-x")
         );
         // Not a stray: its claimant is bound to it, pending, or gone; a Shoot uses it.
@@ -304,10 +325,37 @@ mod tests {
         let pending = claim("x", "ga", None, None);
         for c in [vec![on_it], vec![pending], vec![]] {
             let inv = inventory(vec![stray.clone()], c, vec![]);
-            assert_eq!(stray_claimant(&inv, "b"), None);
+            assert_eq!(
+                stray_claimant(&inv, &InFlight::default(), "b", Instant::now()),
+                None
+            );
         }
         let shoot = crate::pools::tests::shoot("s", Some("b"));
         let used = inventory(vec![stray], vec![x], vec![shoot]);
-        assert_eq!(stray_claimant(&used, "b"), None);
+        assert_eq!(
+            stray_claimant(&used, &InFlight::default(), "b", Instant::now()),
+            None
+        );
+    }
+
+    /// Any use that removes the claimed-by of a claim still pending keeps that claim counted:
+    /// an adoption or reuse removed it, the claim's late status landed, and a fill counted one
+    /// cluster too few (§5.3).
+    #[test]
+    fn a_use_that_removes_a_pending_claimants_record_moves_it_into_the_fill_record() {
+        let now = Instant::now();
+        let inv = inventory(
+            vec![claimed("uid-first")],
+            vec![claim("first", "ga", Some("first"), None)],
+            vec![],
+        );
+        assert_eq!(
+            before_use(&inv, &InFlight::default(), "uid-second", &reuse("b"), now),
+            BeforeUse::Fill {
+                binding: "b".into(),
+                expected_resource_version: Some("rv-b".into()),
+                fills: "uid-first,uid-second".into(),
+            }
+        );
     }
 }

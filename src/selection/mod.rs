@@ -9,8 +9,9 @@
 //! - A cluster that already uses one of the tenant's bindings in the pool (its Shoot exists, or a
 //!   write of this claim is in flight) gets that binding again (`Reused`), even at the limit: it is
 //!   not a new cluster, and this makes repeated selection for one claim idempotent.
-//! - Without multi-account the tenant's binding is the first by name should it hold several
-//!   (a leftover of an earlier allowlist); limits apply only to allowlisted tenants.
+//! - Without multi-account, should the tenant hold several bindings in the pool (a leftover of an
+//!   earlier allowlist, an orphan), its claims go to the one with the most clusters, the first by
+//!   name among equals; limits apply only to allowlisted tenants.
 //! - Claim candidates are ordered per tenant by rendezvous hashing, so tenants spread over the
 //!   free bindings; `exclude` (bindings whose claim just conflicted) moves them to the back, but
 //!   they are still tried when nothing else is left, as the compare-and-swap keeps that safe.
@@ -184,6 +185,8 @@ pub struct Request<'a> {
 /// Clusters per binding: the cache's plus the in-flight assignments, united by cluster name.
 struct Counts<'a> {
     inv: &'a Inventory,
+    inflight: &'a InFlight,
+    now: Instant,
     assigned: BTreeMap<&'a str, BTreeMap<&'a str, &'a str>>,
 }
 
@@ -191,6 +194,8 @@ impl<'a> Counts<'a> {
     fn new(inv: &'a Inventory, inflight: &'a InFlight, now: Instant) -> Self {
         Self {
             inv,
+            inflight,
+            now,
             assigned: inflight.assigned(now),
         }
     }
@@ -204,7 +209,8 @@ impl<'a> Counts<'a> {
             .get(binding)
             .into_iter()
             .flat_map(|m| m.values().map(|c| c.to_string()));
-        let fills = claimant::pending_claims(self.inv, binding).map(ClaimView::cluster_name);
+        let fills = claimant::pending_claims(self.inv, self.inflight, binding, self.now)
+            .map(ClaimView::cluster_name);
         let extra: BTreeSet<String> = assigned
             .chain(fills)
             .filter(|c| !cached.contains(c))
@@ -223,7 +229,8 @@ impl<'a> Counts<'a> {
                 .assigned
                 .get(binding)
                 .is_some_and(|m| m.values().any(|c| *c == cluster))
-            || claimant::pending_claims(self.inv, binding).any(|c| c.cluster_name() == cluster)
+            || claimant::pending_claims(self.inv, self.inflight, binding, self.now)
+                .any(|c| c.cluster_name() == cluster)
     }
 }
 
@@ -373,7 +380,7 @@ fn select_dedicated(
     let mut writing = None;
     let mut mine: BTreeSet<&str> = BTreeSet::new();
     for b in inv.owned_by(pool, ga) {
-        if claimant::stray_claimant(inv, b).is_some() {
+        if claimant::stray_claimant(inv, inflight, b, now).is_some() {
             // Never used, and on its way back to the pool (`claimant::stray_claimant`).
             continue;
         }
@@ -411,7 +418,15 @@ fn select_dedicated(
     }
     let multi = policy.allows(ga);
     let limit = policy.limit_for(req.provider_type).filter(|_| multi);
-    if !multi && let Some(b) = mine.first() {
+    // Should it hold several (a leftover of an earlier allowlist, an orphan), the one its
+    // clusters are on: a second account is never started while one is in use.
+    let populated = mine.iter().max_by(|a, b| {
+        counts
+            .clusters(a)
+            .cmp(&counts.clusters(b))
+            .then_with(|| b.cmp(a))
+    });
+    if !multi && let Some(b) = populated {
         return Choice::Use {
             binding: (*b).to_string(),
             decision: UseReason::Reused,

@@ -254,13 +254,7 @@ impl Replica {
             self.release(&c, p, sources, now)
         } else if let Some(b) = c.recorded() {
             // A stray of the claim goes back first (`selection::strays_of`), as in the product.
-            let strays = strays_of(inv, &claim_view(&c)).into_iter();
-            let mut plan: VecDeque<Write> = strays
-                .map(|(binding, rv)| Write::GiveBack {
-                    binding,
-                    base: rv.and_then(|v| v.parse().ok()).unwrap_or(0),
-                })
-                .collect();
+            let mut plan = give_backs(inv, &self.ledger.inflight, &c, now);
             let phase = Phase::Bound(b.to_string());
             if c.phase != phase {
                 plan.push_back(Write::Status { base: c.rv, phase });
@@ -286,7 +280,8 @@ impl Replica {
         let (exists, existed) = (sources.exists(c), sources.existed(c));
         let d = source_release(p, &view, inv, inflight, now, exists, existed);
         trace(|| format!("  replica {} releases {}: {d:?}", self.id, c.uid));
-        let mut plan = VecDeque::new();
+        // Before the claim goes, as in the product (`controller::strays`).
+        let mut plan = give_backs(inv, inflight, c, now);
         match d {
             Release::MarkDirty {
                 binding,
@@ -505,6 +500,22 @@ impl Replica {
         }
         sent.is_ok()
     }
+}
+
+/// The strays of a claim given back clean (`selection::strays_of`).
+fn give_backs(
+    inv: &Inventory,
+    inflight: &hap_operator::selection::InFlight,
+    c: &Claim,
+    now: Instant,
+) -> VecDeque<Write> {
+    strays_of(inv, inflight, &claim_view(c), now)
+        .into_iter()
+        .map(|(binding, rv)| Write::GiveBack {
+            binding,
+            base: rv.and_then(|v| v.parse().ok()).unwrap_or(0),
+        })
+        .collect()
 }
 
 /// A release write, recorded as started before it is sent, then the finalizer.

@@ -304,3 +304,52 @@ fn a_stray_is_never_chosen_for_the_tenant() {
         use_of("cb-b", UseReason::Reused)
     );
 }
+
+/// The late write lands before this replica's own status write for the claim shows: `first` is
+/// being written onto cb-b here, and cb-a (sorting first) carries its claimed-by from a previous
+/// leader's late claim write. cb-a is a stray already; the tenant's next claim never goes there.
+#[test]
+fn a_binding_whose_claimant_this_replica_writes_elsewhere_is_a_stray() {
+    let p = pool("aws", false, false);
+    let now = Instant::now();
+    let mut late = owned("cb-a", "ga");
+    late.labels
+        .insert(crate::labels::CLAIMED_BY.into(), "uid-first".into());
+    let first = claim("first", "ga", Some("s-first"), None);
+    let inv = inventory(
+        vec![late, binding("cb-b", AWS)],
+        vec![first.clone()],
+        vec![],
+    );
+    let mut fl = InFlight::default();
+    let claim_b = Choice::Claim {
+        binding: "cb-b".into(),
+        expected_resource_version: Some("rv-cb-b".into()),
+    };
+    fl.record(&first, &p, &claim_b, now);
+    fl.claim_written("cb-b", now);
+    assert!(claimant::stray_claimant(&inv, &fl, "cb-a", now).is_some());
+    let next = claim("next", "ga", Some("s-next"), None);
+    assert_eq!(
+        pick(&inv, &fl, &next, &p, &policy(&[], &[])),
+        use_of("cb-b", UseReason::Reused)
+    );
+}
+
+/// A single-account tenant that holds two bindings of a pool (an orphan left by a claim that is
+/// gone, sorting first) gets its next cluster where its clusters are.
+#[test]
+fn a_single_account_tenant_with_two_bindings_stays_where_its_clusters_are() {
+    let p = pool("aws", false, false);
+    let mut orphan = owned("cb-a", "ga");
+    orphan
+        .labels
+        .insert(crate::labels::CLAIMED_BY.into(), "uid-gone".into());
+    let user = claim("user", "ga", Some("s-user"), Some("cb-b"));
+    let inv = inventory(vec![orphan, owned("cb-b", "ga")], vec![user], vec![]);
+    let next = claim("next", "ga", Some("s-next"), None);
+    assert_eq!(
+        pick(&inv, &InFlight::default(), &next, &p, &policy(&[], &[])),
+        use_of("cb-b", UseReason::Reused)
+    );
+}
