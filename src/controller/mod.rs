@@ -220,22 +220,7 @@ pub async fn run_with(
             stop.cancel();
         });
     }
-    let listener = tokio::net::TcpListener::bind(args.http_addr)
-        .await
-        .map_err(|source| RunError::Http {
-            addr: args.http_addr,
-            source,
-        })?;
-    {
-        let (health, stop) = (handle.ready.clone(), stop.clone());
-        let plain = (!args.metrics_secure).then(|| handle.metrics.clone());
-        tokio::spawn(async move {
-            let done = async move { stop.cancelled().await };
-            if let Err(e) = crate::http::serve_on(listener, health, plain, done).await {
-                tracing::error!(error = %e, "HTTP server stopped");
-            }
-        });
-    }
+    serve_http(&args, &handle, &stop).await?;
     preflight(&own, &args).await?;
     if args.metrics_secure {
         serve_secure_metrics(&own, &args, &handle, &stop).await?;
@@ -249,39 +234,7 @@ pub async fn run_with(
     // Every replica serves the webhooks, the standby too: it creates claims and waits for the
     // leader's decision.
     if let Some(addr) = args.webhook_addr {
-        let settings = crate::webhook::Settings {
-            addr,
-            cert_file: args.webhook_cert_file.clone(),
-            key_file: args.webhook_key_file.clone(),
-            client_ca_file: args.webhook_client_ca.clone(),
-            config_name: args.config_name.clone(),
-            claim_namespace: args.source_claim_namespace(),
-            decision_timeout: args.effective_decision_timeout(),
-            last_good: recorded.clone(),
-        };
-        if settings.decision_timeout < args.webhook_decision_timeout {
-            tracing::warn!(decision_timeout = ?settings.decision_timeout, "--webhook-decision-timeout is shortened to --webhook-timeout minus 2 s");
-        }
-        let hook = crate::webhook::start(
-            &own,
-            settings,
-            handle.metrics.clone(),
-            &handle.webhook,
-            stop.clone(),
-        )
-        .await
-        .map_err(RunError::Webhook)?;
-        let waited = wait_or_give_up(hook.wait_ready(), WEBHOOK_SYNC_LIMIT, |waited| {
-            tracing::warn!(
-                waited_s = waited.as_secs(),
-                caches = ?hook.unready(),
-                "the webhook's caches have not listed yet"
-            );
-        })
-        .await;
-        if !waited {
-            return Err(RunError::WebhookNotSynced(hook.unready().join(", ")));
-        }
+        serve_webhook(&own, &args, &handle, addr, recorded.clone(), &stop).await?;
     }
     let fence = if args.leader_elect {
         Fence::closed()
@@ -297,61 +250,158 @@ pub async fn run_with(
         (last_good, recorded),
     );
     let background = tokio::spawn(background(ctx.clone(), stop.clone()));
-
-    let lost = CancellationToken::new();
-    let release = CancellationToken::new();
-    let mut lease_task = None;
-    if args.leader_elect {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let end = leader::Ending {
-            stop: stop.clone(),
-            release: release.clone(),
-        };
-        let task = tokio::spawn(leader::hold(
-            own.clone(),
-            args.clone(),
-            fence.clone(),
-            handle.metrics.clone(),
-            end,
-            tx,
-            lost.clone(),
-        ));
-        tokio::select! {
-            _ = stop.cancelled() => {}
-            // A standby's lease task also ends, without leading, when told to stop: that is the
-            // stop, not an error, whichever of the two this select sees first.
-            got = rx => if got.is_err() && !stop.is_cancelled() {
-                // The lease task ended before leading: a fatal error (the namespace is missing).
-                background.abort();
-                return match task.await {
-                    Ok(Err(e)) => Err(e),
-                    _ => Err(RunError::LostLeadership),
-                };
-            },
+    let lease = Lease {
+        lost: CancellationToken::new(),
+        release: CancellationToken::new(),
+        task: None,
+    };
+    let lease = match lead(&own, &garden, &args, &handle, &ctx, fence, &stop, lease).await {
+        Ok(lease) => lease,
+        Err(e) => {
+            background.abort();
+            return Err(e);
         }
-        lease_task = Some(task);
-        // The controllers start at once; decisions wait for the re-read (decidable()).
-        let (own, garden, ctx, stop) = (own.clone(), garden.clone(), ctx.clone(), stop.clone());
-        tokio::spawn(async move { take_over(&own, &garden, &ctx, &stop).await });
-    } else {
-        // The only replica is the one that writes.
-        handle.metrics.leader.set(1);
-    }
+    };
     if !stop.is_cancelled() {
-        run_controllers(ctx, streams, stop.clone(), lost.clone()).await;
+        run_controllers(ctx, streams, stop.clone(), lease.lost.clone()).await;
     }
     stop.cancel();
     background.abort();
-    // The controllers have drained (every reconcile and source pass in progress finished, its
-    // writes answered); only now may a standby lead.
-    release.cancel();
-    if let Some(task) = lease_task {
-        // Hand the lease over before exiting, so the standby need not wait for it to expire.
-        if let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), task).await {
-            return Err(e);
+    hand_over(lease).await
+}
+
+/// Health and (unless served securely) metrics on `--http-addr`, until `stop`.
+async fn serve_http(
+    args: &RunArgs,
+    handle: &Handle,
+    stop: &CancellationToken,
+) -> Result<(), RunError> {
+    let listener = tokio::net::TcpListener::bind(args.http_addr)
+        .await
+        .map_err(|source| RunError::Http {
+            addr: args.http_addr,
+            source,
+        })?;
+    let (health, stop) = (handle.ready.clone(), stop.clone());
+    let plain = (!args.metrics_secure).then(|| handle.metrics.clone());
+    tokio::spawn(async move {
+        let done = async move { stop.cancelled().await };
+        if let Err(e) = crate::http::serve_on(listener, health, plain, done).await {
+            tracing::error!(error = %e, "HTTP server stopped");
         }
+    });
+    Ok(())
+}
+
+/// Starts the admission webhook and waits (bounded) for its caches to list.
+async fn serve_webhook(
+    own: &Cluster,
+    args: &RunArgs,
+    handle: &Handle,
+    addr: std::net::SocketAddr,
+    recorded: Option<LastGood>,
+    stop: &CancellationToken,
+) -> Result<(), RunError> {
+    let settings = crate::webhook::Settings {
+        addr,
+        cert_file: args.webhook_cert_file.clone(),
+        key_file: args.webhook_key_file.clone(),
+        client_ca_file: args.webhook_client_ca.clone(),
+        config_name: args.config_name.clone(),
+        claim_namespace: args.source_claim_namespace(),
+        decision_timeout: args.effective_decision_timeout(),
+        last_good: recorded,
+    };
+    if settings.decision_timeout < args.webhook_decision_timeout {
+        tracing::warn!(decision_timeout = ?settings.decision_timeout, "--webhook-decision-timeout is shortened to --webhook-timeout minus 2 s");
     }
-    if lost.is_cancelled() {
+    let metrics = handle.metrics.clone();
+    let hook = crate::webhook::start(own, settings, metrics, &handle.webhook, stop.clone())
+        .await
+        .map_err(RunError::Webhook)?;
+    let waited = wait_or_give_up(hook.wait_ready(), WEBHOOK_SYNC_LIMIT, |waited| {
+        tracing::warn!(
+            waited_s = waited.as_secs(),
+            caches = ?hook.unready(),
+            "the webhook's caches have not listed yet"
+        );
+    })
+    .await;
+    if !waited {
+        return Err(RunError::WebhookNotSynced(hook.unready().join(", ")));
+    }
+    Ok(())
+}
+
+/// The lease of a replica: `lost` when leadership goes, `release` to give it up once the
+/// controllers have drained, and the task that holds it.
+struct Lease {
+    lost: CancellationToken,
+    release: CancellationToken,
+    task: Option<tokio::task::JoinHandle<Result<(), RunError>>>,
+}
+
+/// With leader election, waits until this replica leads (or stops) and starts the take-over
+/// re-read; without, this replica is the one that writes.
+#[allow(clippy::too_many_arguments)]
+async fn lead(
+    own: &Cluster,
+    garden: &Cluster,
+    args: &RunArgs,
+    handle: &Handle,
+    ctx: &Arc<Context>,
+    fence: Fence,
+    stop: &CancellationToken,
+    mut lease: Lease,
+) -> Result<Lease, RunError> {
+    if !args.leader_elect {
+        handle.metrics.leader.set(1);
+        return Ok(lease);
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let end = leader::Ending {
+        stop: stop.clone(),
+        release: lease.release.clone(),
+    };
+    let task = tokio::spawn(leader::hold(
+        own.clone(),
+        args.clone(),
+        fence,
+        handle.metrics.clone(),
+        end,
+        tx,
+        lease.lost.clone(),
+    ));
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        // A standby's lease task also ends, without leading, when told to stop: that is the
+        // stop, not an error, whichever of the two this select sees first.
+        got = rx => if got.is_err() && !stop.is_cancelled() {
+            // The lease task ended before leading: a fatal error (the namespace is missing).
+            return match task.await {
+                Ok(Err(e)) => Err(e),
+                _ => Err(RunError::LostLeadership),
+            };
+        },
+    }
+    lease.task = Some(task);
+    // The controllers start at once; decisions wait for the re-read (decidable()).
+    let (own, garden, ctx, stop) = (own.clone(), garden.clone(), ctx.clone(), stop.clone());
+    tokio::spawn(async move { take_over(&own, &garden, &ctx, &stop).await });
+    Ok(lease)
+}
+
+/// After the controllers have drained (every reconcile and source pass in progress finished,
+/// its writes answered): only now may a standby lead. Hands the lease over before exiting, so
+/// the standby need not wait for it to expire.
+async fn hand_over(lease: Lease) -> Result<(), RunError> {
+    lease.release.cancel();
+    if let Some(task) = lease.task
+        && let Ok(Ok(Err(e))) = tokio::time::timeout(Duration::from_secs(5), task).await
+    {
+        return Err(e);
+    }
+    if lease.lost.is_cancelled() {
         return Err(RunError::LostLeadership);
     }
     Ok(())
