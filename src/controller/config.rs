@@ -134,30 +134,13 @@ async fn reconcile_in_force(
         generation,
         ..Default::default()
     };
-    let active = match &state {
-        ConfigState::Missing => return Ok(Action::await_change()),
-        ConfigState::Invalid { validation, .. } => {
-            input.errors = validation.errors.iter().map(ToString::to_string).collect();
-            input.warnings = validation
-                .warnings
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            None
-        }
-        ConfigState::Active {
-            active,
-            current_invalid,
-        } => {
-            if let Some(v) = current_invalid {
-                input.errors = v.errors.iter().map(ToString::to_string).collect();
-                input.warnings = v.warnings.iter().map(ToString::to_string).collect();
-            } else {
-                input.warnings = active.warnings.iter().map(ToString::to_string).collect();
+    let active = match validity(&state, &mut input) {
+        Validity::Missing => return Ok(Action::await_change()),
+        Validity::Invalid => None,
+        Validity::Active { active, current } => {
+            if current {
                 ctx.last_good.record(&ctx.writer, active).await;
             }
-            input.active_generation = Some(active.generation);
-            input.active_spec = Some(Box::new(active.spec.clone()));
             Some(active.clone())
         }
     };
@@ -179,55 +162,110 @@ async fn reconcile_in_force(
     }
     let mut requeue = ctx.args.resync;
     if let Some(active) = &active {
-        super::point_caches(ctx);
-        if !super::caches_ready(ctx) {
-            input.progressing = Some(progress_message(ctx));
-            // Not known yet: what was reported stays, so that no Event says it was resolved.
-            let reported = cfg.status.as_ref().map(|s| s.bindings_in_use.clone());
-            input.bindings_in_use = reported.unwrap_or_default();
-            input.pools = cfg
-                .status
-                .as_ref()
-                .map(|s| s.pools.clone())
-                .unwrap_or_default();
-            requeue = Duration::from_millis(500);
-        } else {
-            if let Some(next) = refresh_if_due(cfg, active, ctx).await {
-                requeue = requeue.min(next);
-            }
-            let mut ledger = ctx.ledger();
-            fill_pools(&mut input, active, &ledger.inventory, &ledger.inflight);
-            input.refused_writes = ctx.denials.refusals();
-            export_metrics(ctx, &mut ledger.inventory, &input.orphans);
-            input.pools = super::lifecycle::pools(ctx, &active.spec, &ledger.inventory);
-        }
-        input.sources = ctx.sources.statuses();
-        input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {
-            c.last
-                .as_ref()
-                .filter(|(uid, _, _)| *uid == active.uid)
-                .map(|(_, _, t)| Time(*t))
-        });
+        requeue = requeue.min(gather(cfg, ctx, active, &mut input).await);
     }
+    let settled = active.is_some() && input.progressing.is_none();
     let mut desired = desired_config_status(cfg.status.as_ref(), &input, now);
-    if active.is_some() && input.progressing.is_none() {
+    if settled {
         set_accounts_condition(&mut desired, generation, now);
         set_pool_low_condition(&mut desired, generation, now);
     }
-    let settled = active.is_some() && input.progressing.is_none();
-    let event = bindings_in_use_event(cfg.status.as_ref(), &desired).filter(|_| settled);
-    let cordons = cordon_event(cfg.status.as_ref(), &desired).filter(|_| settled);
-    let suspects = suspect_event(cfg.status.as_ref(), &desired).filter(|_| settled);
-    let low = pool_low_event(cfg.status.as_ref(), &desired).filter(|_| settled);
+    let events = [
+        bindings_in_use_event(cfg.status.as_ref(), &desired),
+        cordon_event(cfg.status.as_ref(), &desired),
+        suspect_event(cfg.status.as_ref(), &desired),
+        pool_low_event(cfg.status.as_ref(), &desired),
+    ];
     write(ctx, cfg, desired).await?;
     // After the write: a status write that conflicts is computed again, and only the one that
     // lands reports the change.
-    for (warning, reason, note) in event.into_iter().chain(cordons).chain(suspects).chain(low) {
+    for (warning, reason, note) in events.into_iter().flatten().filter(|_| settled) {
         ctx.writer
             .event(&cfg.object_ref(&()), warning, reason, "Select", note)
             .await;
     }
     Ok(Action::requeue(requeue))
+}
+
+/// What the config's state says for its status.
+enum Validity<'a> {
+    Missing,
+    Invalid,
+    /// Rules in force; `current`: the current generation is the one in force.
+    Active {
+        active: &'a Arc<ActiveConfig>,
+        current: bool,
+    },
+}
+
+/// Reads the config's validation into `input` (errors, warnings, the generation in force).
+fn validity<'a>(state: &'a ConfigState, input: &mut ConfigInputs) -> Validity<'a> {
+    let strings = |v: &[_]| -> Vec<String> { v.iter().map(ToString::to_string).collect() };
+    match state {
+        ConfigState::Missing => Validity::Missing,
+        ConfigState::Invalid { validation, .. } => {
+            input.errors = strings(&validation.errors);
+            input.warnings = strings(&validation.warnings);
+            Validity::Invalid
+        }
+        ConfigState::Active {
+            active,
+            current_invalid,
+        } => {
+            match current_invalid {
+                Some(v) => {
+                    input.errors = strings(&v.errors);
+                    input.warnings = strings(&v.warnings);
+                }
+                None => input.warnings = strings(&active.warnings),
+            }
+            input.active_generation = Some(active.generation);
+            input.active_spec = Some(Box::new(active.spec.clone()));
+            Validity::Active {
+                active,
+                current: current_invalid.is_none(),
+            }
+        }
+    }
+}
+
+/// The figures of a config in force: pools, orphans, refused writes, lifecycle and sources,
+/// from the index once the caches have listed (until then what was reported stays, so that no
+/// Event says it was resolved). Returns when to come back.
+async fn gather(
+    cfg: &HapConfig,
+    ctx: &Context,
+    active: &Arc<ActiveConfig>,
+    input: &mut ConfigInputs,
+) -> Duration {
+    let mut requeue = ctx.args.resync;
+    super::point_caches(ctx);
+    if !super::caches_ready(ctx) {
+        input.progressing = Some(progress_message(ctx));
+        let reported = cfg.status.as_ref();
+        input.bindings_in_use = reported
+            .map(|s| s.bindings_in_use.clone())
+            .unwrap_or_default();
+        input.pools = reported.map(|s| s.pools.clone()).unwrap_or_default();
+        requeue = Duration::from_millis(500);
+    } else {
+        if let Some(next) = refresh_if_due(cfg, active, ctx).await {
+            requeue = requeue.min(next);
+        }
+        let mut ledger = ctx.ledger();
+        fill_pools(input, active, &ledger.inventory, &ledger.inflight);
+        input.refused_writes = ctx.denials.refusals();
+        export_metrics(ctx, &mut ledger.inventory, &input.orphans);
+        input.pools = super::lifecycle::pools(ctx, &active.spec, &ledger.inventory);
+    }
+    input.sources = ctx.sources.statuses();
+    input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {
+        c.last
+            .as_ref()
+            .filter(|(uid, _, _)| *uid == active.uid)
+            .map(|(_, _, t)| Time(*t))
+    });
+    requeue
 }
 
 /// Whether another operator instance serves this config (it is that instance's `--config-name`):
