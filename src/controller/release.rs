@@ -163,20 +163,7 @@ async fn act(
     let wait = |d| Some(Action::requeue(d));
     match decision {
         Release::Keep(KeepReason::OtherNamespace { namespace }) => {
-            let note = format!(
-                "not released: its binding {} lives in namespace {namespace}, which the HapConfig \
-                 in force no longer names; release it by hand if it is to be cleaned",
-                view.bound_binding.clone().unwrap_or_default()
-            );
-            ctx.writer
-                .event(
-                    &claim.object_ref(&()),
-                    true,
-                    "ReleaseSkipped",
-                    "Release",
-                    note,
-                )
-                .await;
+            skipped(claim, ctx, view, &namespace).await;
             Ok(None)
         }
         Release::Keep(_) => Ok(None),
@@ -189,23 +176,7 @@ async fn act(
             Ok(wait(Duration::from_secs(5)))
         }
         Release::WaitForSource { binding } => {
-            let object = claim
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(SourceRef::from_labels)
-                .map(|s| s.describe())
-                .unwrap_or_default();
-            let cause = format!(
-                "binding {binding} is not released while {object} exists: it may have been \
-                 created again and run on this binding; the release goes on once it is deleted"
-            );
-            // Said once in the status (written only when it changes), not on every look.
-            let outcome = ClaimOutcome::ReleaseBlocked {
-                reason: OBJECT_EXISTS,
-                cause,
-            };
-            write_outcome(claim, ctx, &outcome).await?;
+            object_exists(claim, ctx, &binding).await?;
             Ok(wait(Duration::from_secs(5)))
         }
         // Not left by `release`: the read is made and the decision taken again before this.
@@ -246,6 +217,49 @@ async fn act(
             Ok(wait(Duration::from_millis(300)))
         }
     }
+}
+
+/// A binding in a namespace the config in force no longer names is not released: said once.
+async fn skipped(claim: &AccountClaim, ctx: &Context, view: &ClaimView, namespace: &str) {
+    let note = format!(
+        "not released: its binding {} lives in namespace {namespace}, which the HapConfig in \
+         force no longer names; release it by hand if it is to be cleaned",
+        view.bound_binding.clone().unwrap_or_default()
+    );
+    ctx.writer
+        .event(
+            &claim.object_ref(&()),
+            true,
+            "ReleaseSkipped",
+            "Release",
+            note,
+        )
+        .await;
+}
+
+/// The request object of a source claim exists again: the release waits, and the status says
+/// so (written only when it changes, not on every look).
+async fn object_exists(
+    claim: &AccountClaim,
+    ctx: &Context,
+    binding: &str,
+) -> Result<(), ClaimError> {
+    let object = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(SourceRef::from_labels)
+        .map(|s| s.describe())
+        .unwrap_or_default();
+    let cause = format!(
+        "binding {binding} is not released while {object} exists: it may have been created \
+         again and run on this binding; the release goes on once it is deleted"
+    );
+    let outcome = ClaimOutcome::ReleaseBlocked {
+        reason: OBJECT_EXISTS,
+        cause,
+    };
+    write_outcome(claim, ctx, &outcome).await.map(drop)
 }
 
 /// Which release write.
