@@ -77,14 +77,29 @@ impl LastGoodApi {
         }))
     }
 
-    /// Writes the record (server-side apply: creates it or replaces its data). Only through
+    /// Writes the record (server-side apply: creates it or replaces its data), conditioned on
+    /// the version read just before: a paused ex-leader's write that lands late conflicts
+    /// instead of putting back an older generation over the new leader's. A record of the same
+    /// object at this generation or a later one is left as it is. Only through
     /// `Writer::put_last_good`, which passes the fence first.
     pub(super) async fn put(&self, good: &LastGood) -> Result<(), K8sError> {
+        let current = self
+            .api
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| K8sError::classify("read", self.what(), e))?;
+        let rv = current
+            .as_ref()
+            .and_then(|cm| cm.metadata.resource_version.clone());
+        let recorded = current.and_then(|cm| decode(cm.data.unwrap_or_default()).ok());
+        if recorded.is_some_and(|r| r.uid == good.uid && r.generation >= good.generation) {
+            return Ok(());
+        }
         let spec = serde_json::to_string(&good.spec).map_err(|source| K8sError::Encode {
             what: self.what(),
             source,
         })?;
-        let body = json!({
+        let mut body = json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
@@ -94,6 +109,9 @@ impl LastGoodApi {
             },
             "data": {UID_KEY: good.uid, GENERATION_KEY: good.generation.to_string(), SPEC_KEY: spec},
         });
+        if let Some(rv) = rv {
+            body["metadata"]["resourceVersion"] = rv.into();
+        }
         let pp = super::params::apply(crate::api::FIELD_MANAGER);
         self.api
             .patch(&self.name, &pp, &Patch::Apply(body))
