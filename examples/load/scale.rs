@@ -40,6 +40,8 @@ pub struct Sizes {
     pub burst: usize,
     pub concurrency: usize,
     pub idle: Duration,
+    /// Passes of the bare-LIST floor (the lowest figure is kept).
+    pub floor_passes: usize,
 }
 
 impl Sizes {
@@ -56,6 +58,7 @@ impl Sizes {
             burst,
             concurrency,
             idle: Duration::from_secs(env_num("HAP_BENCH_IDLE_S", 30) as u64),
+            floor_passes: env_num("HAP_BENCH_FLOOR_PASSES", 2).max(1),
         }
     }
 
@@ -83,7 +86,7 @@ impl Sizes {
     /// The environment that reproduces these sizes.
     pub fn env_line(&self) -> String {
         format!(
-            "HAP_BENCH_SHOOTS={} HAP_BENCH_BINDINGS={} HAP_BENCH_SCALE_CLAIMS={} HAP_BENCH_FREE={} HAP_BENCH_TRICKLE={} HAP_BENCH_TRICKLE_MS={} HAP_BENCH_SCALE_NEW={} HAP_BENCH_CONCURRENCY={} HAP_BENCH_IDLE_S={}",
+            "HAP_BENCH_SHOOTS={} HAP_BENCH_BINDINGS={} HAP_BENCH_SCALE_CLAIMS={} HAP_BENCH_FREE={} HAP_BENCH_TRICKLE={} HAP_BENCH_TRICKLE_MS={} HAP_BENCH_SCALE_NEW={} HAP_BENCH_CONCURRENCY={} HAP_BENCH_IDLE_S={} HAP_BENCH_FLOOR_PASSES={}",
             self.shoots,
             self.taken,
             self.claims,
@@ -92,7 +95,8 @@ impl Sizes {
             self.trickle_every.as_millis(),
             self.burst,
             self.concurrency,
-            self.idle.as_secs()
+            self.idle.as_secs(),
+            self.floor_passes
         )
     }
 }
@@ -290,9 +294,10 @@ pub async fn run(
         sizes.objects(),
         sizes.claims
     );
-    let floor = floor::measure(client, &cached_kinds(client, garden_s)).await;
+    let floor = floor::measure(client, &cached_kinds(client, garden_s), sizes.floor_passes).await;
     println!(
-        "bare-LIST floor (the lower of two passes): {}",
+        "bare-LIST floor (the lowest of {} passes): {}",
+        sizes.floor_passes,
         floor.describe()
     );
     let before = request_counts(&env.apiserver_metrics());
@@ -471,9 +476,10 @@ fn size_label(s: &Sizes) -> String {
 pub fn report(sizes: &Sizes, f: &Figures) {
     println!("== 4. scale: {} ==", sizes.describe());
     println!(
-        "setup {:.1?}; bare-LIST floor (page {}, the lower of two passes): {}",
+        "setup {:.1?}; bare-LIST floor (page {}, the lowest of {} passes): {}",
         f.setup,
         hap_operator::k8s::caches::LIST_PAGE,
+        sizes.floor_passes,
         f.floor.describe()
     );
     let ratio = f.ready.as_secs_f64() / f.floor.concurrent.as_secs_f64().max(1e-3);
