@@ -21,9 +21,9 @@
 //! Environment: HAP_BENCH_CLAIMS, HAP_BENCH_TENANTS, HAP_BENCH_CONCURRENCY, HAP_BENCH_ROUNDS,
 //! HAP_BENCH_PACED_CLAIMS, HAP_BENCH_PACED_RATE; for phase 4 HAP_BENCH_SHOOTS,
 //! HAP_BENCH_BINDINGS (taken), HAP_BENCH_SCALE_CLAIMS, HAP_BENCH_FREE, HAP_BENCH_TRICKLE,
-//! HAP_BENCH_TRICKLE_MS, HAP_BENCH_SCALE_NEW (the burst), HAP_BENCH_IDLE_S, HAP_BENCH_FLOOR_PASSES, HAP_BENCH_PERF;
-//! HAP_BENCH_DIR (control-plane state), HAP_BIN (the operator binary; default: `hap` next to
-//! this example's directory), HAP_K8S_BIN.
+//! HAP_BENCH_TRICKLE_MS, HAP_BENCH_SCALE_NEW (the burst), HAP_BENCH_IDLE_S,
+//! HAP_BENCH_FLOOR_PASSES, HAP_BENCH_PERF; HAP_BENCH_DIR (control-plane state), HAP_BIN (the
+//! operator binary; default: `hap` next to this example's directory), HAP_K8S_BIN.
 
 mod floor;
 #[path = "../../tests/support/garden.rs"]

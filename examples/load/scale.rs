@@ -463,7 +463,7 @@ fn latencies(p: &Phase) -> String {
 /// Size as in a table: "10k/5k/10k" (Shoots / taken bindings / claims).
 fn size_label(s: &Sizes) -> String {
     let k = |n: usize| {
-        if n % 1000 == 0 {
+        if n.is_multiple_of(1000) {
             format!("{}k", n / 1000)
         } else {
             n.to_string()
