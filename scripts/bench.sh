@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # make bench: the criterion microbenchmarks (rule evaluation, inventory index and selection) and
-# the load benchmark (examples/load.rs) against a control plane of its own. Prints figures and the
+# the load benchmark (examples/load/) against a control plane of its own. Prints figures and the
 # commands to reproduce them; asserts nothing about time. Takes ~10 minutes on 2 cores.
 #   scripts/bench.sh          everything
 #   scripts/bench.sh micro    criterion only
-#   scripts/bench.sh load     the load benchmark only (HAP_BENCH_* variables: see examples/load.rs)
+#   scripts/bench.sh load     the load benchmark only (HAP_BENCH_* variables: see examples/load/main.rs)
+#   scripts/bench.sh scale    its phase 4 only (cost against landscape size; set HAP_BENCH_SHOOTS,
+#                             HAP_BENCH_BINDINGS, HAP_BENCH_SCALE_CLAIMS for the size)
 #   scripts/bench.sh admission  admission latency of request sources (examples/admission.rs)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,6 +19,10 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ "$what" = all ] || [ "$what" = micro ]; then
   echo "== microbenchmarks: cargo bench --bench rules --bench selection =="
   cargo bench --locked --bench rules --bench selection
+fi
+if [ "$what" = scale ]; then
+  export HAP_BENCH_ROUNDS=0 HAP_BENCH_PACED_CLAIMS=0
+  what=load
 fi
 if [ "$what" = all ] || [ "$what" = load ]; then
   HAP_K8S_BIN=$(e2e/build-control-plane.sh)

@@ -9,20 +9,29 @@
 //! 3. API requests per claim from kube-apiserver's own `apiserver_request_total` (by verb,
 //!    resource and subresource, before and after phase 1, the benchmark's own requests
 //!    subtracted); LIST per claim after the caches synced.
-//! 4. Scale: 10,000 Shoots, 5,000 bindings and 10,000 Bound claims; a fresh `hap run` is timed
-//!    from start to /readyz 200 and its VmRSS / VmHWM read from /proc.
+//! 4. Scale (`scale.rs`): a background of Shoots, taken bindings and Bound claims that grows
+//!    with the size, and a foreground that does not (free bindings, new claims, concurrency).
+//!    The bare-LIST floor of the operator's caches (`floor.rs`) right before a fresh `hap run`,
+//!    timed from start to /readyz 200; memory from /proc; then idle CPU per second, a trickle of
+//!    new claims and a burst, optionally under `perf record` (`profile.rs`).
 //!
 //! Bindings (each after its Secret) and valid Shoots are served by the real gardener-apiserver,
 //! in Gardener projects of their own (`bench`, `base`, `scale`).
 //!
-//! Environment: HAP_BENCH_CLAIMS, HAP_BENCH_TENANTS, HAP_BENCH_CONCURRENCY, HAP_BENCH_SHOOTS,
-//! HAP_BENCH_BINDINGS, HAP_BENCH_SCALE_CLAIMS, HAP_BENCH_DIR (control-plane state), HAP_BIN (the
+//! Environment: HAP_BENCH_CLAIMS, HAP_BENCH_TENANTS, HAP_BENCH_CONCURRENCY, HAP_BENCH_ROUNDS,
+//! HAP_BENCH_PACED_CLAIMS, HAP_BENCH_PACED_RATE; for phase 4 HAP_BENCH_SHOOTS,
+//! HAP_BENCH_BINDINGS (taken), HAP_BENCH_SCALE_CLAIMS, HAP_BENCH_FREE, HAP_BENCH_TRICKLE,
+//! HAP_BENCH_TRICKLE_MS, HAP_BENCH_SCALE_NEW (the burst), HAP_BENCH_IDLE_S,
+//! HAP_BENCH_FLOOR_PASSES, HAP_BENCH_PERF; HAP_BENCH_DIR (control-plane state), HAP_BIN (the
 //! operator binary; default: `hap` next to this example's directory), HAP_K8S_BIN.
 
-#[path = "../tests/support/garden.rs"]
+mod floor;
+#[path = "../../tests/support/garden.rs"]
 mod garden;
-#[path = "../tests/support/private_env.rs"]
+#[path = "../../tests/support/private_env.rs"]
 mod private_env;
+mod profile;
+mod scale;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -572,10 +581,7 @@ async fn main() {
     let rounds = env_num("HAP_BENCH_ROUNDS", 3);
     let paced_rate = env_num("HAP_BENCH_PACED_RATE", 50).max(1) as f64;
     let paced_claims = env_num("HAP_BENCH_PACED_CLAIMS", 1000);
-    let shoots = env_num("HAP_BENCH_SHOOTS", 10_000);
-    let scale_bindings = env_num("HAP_BENCH_BINDINGS", 5_000).max(1);
-    let scale_claims = env_num("HAP_BENCH_SCALE_CLAIMS", 10_000);
-    let scale_new = env_num("HAP_BENCH_SCALE_NEW", 500);
+    let sizes = scale::Sizes::from_env(c);
     let hap = hap_binary();
     let dir = std::env::var_os("HAP_BENCH_DIR")
         .map(PathBuf::from)
@@ -583,7 +589,8 @@ async fn main() {
     let logs = dir.with_extension("logs");
     std::fs::create_dir_all(&logs).expect("log dir");
     println!(
-        "hap load benchmark: {rounds} rounds of {n} claims / {tenants} tenants at concurrency {c}; {paced_claims} claims paced at {paced_rate}/s; scale {shoots} Shoots, {scale_bindings} bindings, {scale_claims} claims (+{scale_new} new)"
+        "hap load benchmark: {rounds} rounds of {n} claims / {tenants} tenants at concurrency {c}; {paced_claims} claims paced at {paced_rate}/s; scale: {}",
+        sizes.describe()
     );
     println!(
         "machine: {} CPUs, {}; load average before: {}",
@@ -612,7 +619,6 @@ async fn main() {
         }
     );
     let client = env.client().await;
-    let post = PostParams::default();
 
     // ---- 1 and 2, alternating: operator throughput, then the ceiling, `rounds` times ------
     let mut ops = Vec::new();
@@ -644,144 +650,6 @@ async fn main() {
     } else {
         None
     };
-
-    // ---- 4. scale: memory and start-to-ready --------------------------------------------
-    let (garden_s, claims_s) = (project(&client, "scale").await, "claims-scale");
-    namespace(&client, claims_s).await;
-    apply_config(&client, "scale", garden_s).await;
-    let setup = Instant::now();
-    concurrently((0..scale_bindings + scale_new).collect(), 32, |i| {
-        let client = &client;
-        async move {
-            let mut labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
-            // The first ones are held by the tenants of the Bound claims; the rest are free, for
-            // the new claims measured at this scale.
-            if i < scale_bindings {
-                labels.insert("tenantName", format!("ga-{i:05}"));
-            }
-            create_binding(client, &format!("aws-{i:05}"), garden_s, &labels).await;
-        }
-    })
-    .await;
-    let shoot_api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), garden_s, &garden::shoot_resource());
-    let aws = garden::profile(&client, "aws").await;
-    concurrently((0..shoots).collect(), 32, |i| {
-        let (s, post, aws) = (&shoot_api, &post, &aws);
-        async move {
-            let obj: DynamicObject = serde_json::from_value(garden::shoot_object(
-                garden_s,
-                &format!("shoot-{i:05}"),
-                &format!("aws-{:05}", i % scale_bindings),
-                garden::BindingRef::CredentialsBinding,
-                aws,
-            ))
-            .expect("shoot");
-            s.create(post, &obj).await.expect("create Shoot");
-        }
-    })
-    .await;
-    let scale_api: Api<AccountClaim> = Api::namespaced(client.clone(), claims_s);
-    let now = Time(jiff::Timestamp::now());
-    concurrently((0..scale_claims).collect(), 32, |i| {
-        let (claims, post, now) = (&scale_api, &post, &now);
-        async move {
-            let b = i % scale_bindings;
-            let name = format!("c-{i:05}");
-            let obj = claim_obj(&name, &format!("ga-{b:05}"), &format!("shoot-{i:05}"), true);
-            let made = claims.create(post, &obj).await.expect("create claim");
-            let status = bound_status(&made, &format!("aws-{b:05}"), garden_s, now);
-            claims
-                .patch_status(
-                    &name,
-                    &PatchParams::apply(hap_operator::api::FIELD_MANAGER).force(),
-                    &Patch::Apply(json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim", "status": status})),
-                )
-                .await
-                .expect("apply status");
-        }
-    })
-    .await;
-    let setup_time = setup.elapsed();
-    let objects = scale_bindings + scale_new + shoots + scale_claims;
-    let before_scale = request_counts(&env.apiserver_metrics());
-    let op = OperatorProcess::spawn(
-        &hap,
-        &env.kubeconfig,
-        "bench-scale",
-        &operator_args("scale", claims_s),
-        &logs.join("operator-scale.log"),
-    );
-    let scale_ready = tokio::task::spawn_blocking({
-        let port = op.port;
-        let started = op.started;
-        move || loop {
-            if private_env::http_get(port, "/readyz").is_some_and(|(code, _)| code == 200) {
-                return started.elapsed();
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(900),
-                "scale operator not ready in 900s"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    })
-    .await
-    .expect("ready wait");
-    let mem_ready = op.memory_kib();
-    // Settled: every claim has been reconciled once (a no-op for claims already Bound).
-    tokio::time::sleep(Duration::from_secs(20)).await;
-    let mem_settled = op.memory_kib();
-    let split_settled = op.rss_split_kib();
-    let after_scale = request_counts(&env.apiserver_metrics());
-    // New claims at this scale: one per free binding's worth of new tenants.
-    let (new_bound, new_watch) = watch_bound_selected(&client, claims_s, Some(MEASURED));
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let cpu_before_new = cpu_seconds(op.child.id());
-    let new_created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
-    concurrently((0..scale_new).collect(), c, |i| {
-        let (claims, post, created) = (&scale_api, &post, new_created.clone());
-        async move {
-            let name = format!("n-{i:05}");
-            let mut obj = claim_obj(&name, &format!("new-{i:05}"), &format!("new-{i:05}"), false);
-            obj.metadata.labels = Some(BTreeMap::from([(MEASURED.to_string(), "new".to_string())]));
-            let t0 = Instant::now();
-            claims.create(post, &obj).await.expect("create claim");
-            created.lock().unwrap().insert(name, t0);
-        }
-    })
-    .await;
-    // The watch selects the measured claims only: wait for these names.
-    let names: Vec<String> = new_created.lock().unwrap().keys().cloned().collect();
-    let start = Instant::now();
-    loop {
-        let missing = {
-            let seen = new_bound.lock().unwrap();
-            names.iter().filter(|n| !seen.contains_key(*n)).count()
-        };
-        if missing == 0 {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(900),
-            "scale, new claims: {missing} of {scale_new} not Bound after 900 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let cpu_new = cpu_seconds(op.child.id()) - cpu_before_new;
-    let mem_after_new = op.memory_kib();
-    let new_run = {
-        let bound = new_bound.lock().unwrap();
-        let created = new_created.lock().unwrap();
-        let bound: HashMap<String, Instant> = bound
-            .iter()
-            .filter(|(k, _)| created.contains_key(*k))
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
-        (scale_new > 0).then(|| summarise(&created, &bound))
-    };
-    new_watch.abort();
-    drop(op);
 
     // ---- report --------------------------------------------------------------------------
     println!();
@@ -855,66 +723,14 @@ async fn main() {
     if let Some(first) = ops.first() {
         report_requests(first, n);
     }
-    println!(
-        "== 4. scale: {shoots} Shoots, {} bindings, {scale_claims} Bound claims cached ==",
-        scale_bindings + scale_new
-    );
-    println!("setup: {objects} objects (+{scale_claims} status writes) in {setup_time:.1?}");
-    println!("start -> /readyz 200: {scale_ready:.2?}");
-    if let (Some((r1, _)), Some((r2, h2))) = (mem_ready, mem_settled) {
-        println!(
-            "VmRSS at ready {:.1} MiB, 20 s later {:.1} MiB; VmHWM {:.1} MiB",
-            mib(r1),
-            mib(r2),
-            mib(h2)
-        );
-    }
-    if let Some((anon, file)) = split_settled {
-        println!(
-            "  of which RssAnon {:.1} MiB (heap, stacks), RssFile {:.1} MiB (the mapped binary)",
-            mib(anon),
-            mib(file)
-        );
-    }
-    let scale_delta = diff(&before_scale, &after_scale);
-    let writes: f64 = scale_delta
-        .iter()
-        .filter(|((v, r, _), _)| {
-            matches!(v.as_str(), "PATCH" | "PUT" | "POST" | "APPLY") && r == "accountclaims"
-        })
-        .map(|(_, d)| d)
-        .sum::<f64>()
-        .abs();
-    let lists: Vec<String> = scale_delta
-        .iter()
-        .filter(|((v, _, _), _)| v == "LIST")
-        .map(|((_, r, _), d)| format!("{r} {d:.0}"))
-        .collect();
-    println!(
-        "requests from start to 20 s after ready: claim writes {writes:.0}; LIST {}",
-        lists.join(", ")
-    );
-    if let Some(run) = &new_run {
-        println!(
-            "{scale_new} new claims at this scale: claims/s {:.1}, create -> Bound p50 {:.0?}, p99 {:.0?}; operator CPU {:.2} s ({:.3} ms/claim){}",
-            run.claims_per_s,
-            run.p50,
-            run.p99,
-            cpu_new,
-            cpu_new * 1e3 / scale_new as f64,
-            mem_after_new
-                .map(|(rss, hwm)| format!(
-                    "; VmRSS after {:.1} MiB, VmHWM {:.1} MiB",
-                    mib(rss),
-                    mib(hwm)
-                ))
-                .unwrap_or_default()
-        );
-    }
+    // ---- 4. scale: the cost against landscape size ---------------------------------------
+    let figures = scale::run(&env, &client, &hap, &logs, &sizes).await;
+    scale::report(&sizes, &figures);
     println!("total benchmark time {:.1?}", total.elapsed());
     println!();
     println!(
-        "reproduce: make bench   (or: cargo build --release --bin hap --example load && HAP_BENCH_ROUNDS={rounds} HAP_BENCH_CLAIMS={n} HAP_BENCH_TENANTS={tenants} HAP_BENCH_CONCURRENCY={c} HAP_BENCH_PACED_CLAIMS={paced_claims} HAP_BENCH_PACED_RATE={paced_rate} HAP_BENCH_SHOOTS={shoots} HAP_BENCH_BINDINGS={scale_bindings} HAP_BENCH_SCALE_CLAIMS={scale_claims} HAP_BENCH_SCALE_NEW={scale_new} target/release/examples/load)"
+        "reproduce: make bench   (or: cargo build --release --bin hap --example load && HAP_BENCH_ROUNDS={rounds} HAP_BENCH_CLAIMS={n} HAP_BENCH_TENANTS={tenants} HAP_BENCH_CONCURRENCY={c} HAP_BENCH_PACED_CLAIMS={paced_claims} HAP_BENCH_PACED_RATE={paced_rate} {} target/release/examples/load)",
+        sizes.env_line()
     );
     drop(env);
     let _ = std::fs::remove_dir_all(&logs);
