@@ -16,7 +16,7 @@
 
 mod support;
 
-// private_env is self-contained (examples/load.rs includes it alone), so it brings its own copy
+// private_env is self-contained (examples/load/main.rs includes it alone), so it brings its own copy
 // of support's crd_wait module.
 #[path = "support/private_env.rs"]
 #[allow(clippy::duplicate_mod)]

@@ -19,7 +19,7 @@
 //!
 //! Limits to mind: a project name has at most 10 characters, and a Shoot name plus its project
 //! name at most 21. Self-contained (no `super::` items) so that `tests/chaos.rs` and
-//! `examples/load.rs` can include it by path.
+//! `examples/load/main.rs` can include it by path.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 //! up|down|restart-apiserver|restart-gardener-apiserver --dir DIR`, optionally with a separate
 //! garden); `hap run` replicas run as child processes with that control plane's kubeconfig.
 //!
-//! Self-contained (no `super::` items) so that `examples/load.rs` can include it by path.
+//! Self-contained (no `super::` items) so that `examples/load/main.rs` can include it by path.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
