@@ -209,7 +209,8 @@ async fn keep_recorded(
     let kept = ClaimOutcome::Kept {
         namespace: active.spec.binding_namespace.clone(),
     };
-    if check.is_some() {
+    if check.is_some() && !active.spec.is_paused() {
+        // Best effort here: the claim keeps its binding either way, and comes back.
         super::strays::give_back(claim, ctx, active, view).await;
     }
     match check {

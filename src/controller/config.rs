@@ -162,7 +162,7 @@ async fn reconcile_in_force(
     }
     let mut requeue = ctx.args.resync;
     if let Some(active) = &active {
-        requeue = requeue.min(gather(cfg, ctx, active, &mut input).await);
+        requeue = gather(cfg, ctx, active, &mut input).await;
     }
     let settled = active.is_some() && input.progressing.is_none();
     let mut desired = desired_config_status(cfg.status.as_ref(), &input, now);

@@ -56,8 +56,11 @@ pub(super) async fn release(
     if active.spec.is_paused() && holds_binding(ctx, &view) {
         return paused(claim, ctx, key).await;
     }
-    // Before the claim goes, or a stray of it would be an ordinary binding of the tenant.
-    super::strays::give_back(claim, ctx, &active, &view).await;
+    // Before the claim goes, or a stray of it would be an ordinary binding of the tenant: the
+    // release waits until every stray went back. Nothing is written on bindings while paused.
+    if !active.spec.is_paused() && !super::strays::give_back(claim, ctx, &active, &view).await {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let mode = active
         .spec
         .release

@@ -122,3 +122,34 @@ async fn a_binding_another_claims_cluster_uses_is_left_alone_and_only_the_finali
     let action = h.reconcile(&c).await.expect("released");
     assert_eq!(action, Action::await_change());
 }
+
+/// A stray of the claim (a paused leader's late claim write labelled b2 for it after it was
+/// bound to b1) goes back before the claim does; while it cannot, the release waits: once the
+/// claim is gone, nothing would recognise b2 as a stray any more.
+#[tokio::test]
+async fn a_release_gives_back_the_claims_stray_first_and_waits_while_it_cannot() {
+    let c = deleting(bound(finalized(claim("c1")), "b1"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&c],
+        &[
+            binding("b1", "7", &[("tenantName", GA)]),
+            claimed_binding("b2", "9", "c1"),
+        ],
+    );
+    let give_back = || binding_cas("b2", "9", json!({"tenantName": null, CLAIMED_BY: null}));
+    h.api.expect([give_back().fail(409, "Conflict")]);
+    let action = h.reconcile(&c).await.expect("waits");
+    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(1)));
+    h.api.done();
+
+    h.api.expect([
+        give_back().answer_rv("10"),
+        event(TENANTS, "c1", "Normal", "StrayReleased"),
+        mark_dirty("b1", "7").answer_rv("8"),
+        event(TENANTS, "c1", "Normal", "Released"),
+        remove_finalizer(&c, 0),
+    ]);
+    let action = h.reconcile(&c).await.expect("released");
+    assert_eq!(action, Action::await_change());
+}

@@ -18,16 +18,16 @@ use crate::labels::CLAIMED_BY;
 use crate::pools::ClaimView;
 use crate::selection::strays_of;
 
-/// Releases each stray of `view` clean, best effort: a failed write is reported (a refusal by
-/// the garden pauses the binding like any refused write) and tried again the next time the
-/// claim comes back (a binding event, the sweep); meanwhile selection keeps the stray from the
-/// tenant's claims.
+/// Releases each stray of `view` clean; whether all went. A failed write is reported (a refusal
+/// by the garden pauses the binding like any refused write) and tried again the next time the
+/// claim comes back (a binding event, the sweep; the release waits for it); meanwhile selection
+/// keeps the stray from the tenant's claims.
 pub(super) async fn give_back(
     claim: &AccountClaim,
     ctx: &Context,
     active: &ActiveConfig,
     view: &ClaimView,
-) {
+) -> bool {
     let (strays, tenant_key) = {
         let l = ctx.ledger();
         let strays = strays_of(&l.inventory, &l.inflight, view, Instant::now());
@@ -35,8 +35,12 @@ pub(super) async fn give_back(
     };
     let target = active.binding_target();
     let (kind, ns) = (target.kind, target.namespace.as_str());
+    let mut all = true;
     for (binding, rv) in strays {
-        let Some(rv) = rv else { continue };
+        let Some(rv) = rv else {
+            all = false;
+            continue;
+        };
         let labels = [tenant_key.as_str(), CLAIMED_BY];
         let written = ctx
             .writer
@@ -45,13 +49,16 @@ pub(super) async fn give_back(
         match written {
             Ok(_) => told(claim, ctx, view, (ns, &binding), &tenant_key).await,
             Err(K8sError::Forbidden { message, .. }) => {
+                all = false;
                 refused(claim, ctx, active, &binding, "release", &message).await;
             }
             Err(error) => {
+                all = false;
                 tracing::warn!(claim = claim_key(claim), binding, %error, "cannot give back a stray binding; retried when the claim comes back");
             }
         }
     }
+    all
 }
 
 async fn told(

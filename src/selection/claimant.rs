@@ -134,11 +134,16 @@ pub fn pending_claims<'a>(
         })
 }
 
-/// Whether this replica is writing `claim` onto another binding than `binding`.
+/// Whether this replica is writing `claim` onto another binding than `binding`, or won another
+/// binding's claim write for it (kept after a refused status write, so that a re-decision does
+/// not turn the late one into its binding).
 fn assigned_elsewhere(inflight: &InFlight, claim: &ClaimView, binding: &str, now: Instant) -> bool {
     inflight
         .assignment_of(&claim.uid, now)
         .is_some_and(|a| a.binding != binding)
+        || inflight
+            .won_by(&claim.uid, now)
+            .is_some_and(|b| b != binding)
 }
 
 /// The claim a stray binding was claimed for, if `binding` is one: its claimed-by record names

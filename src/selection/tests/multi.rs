@@ -334,6 +334,15 @@ fn a_binding_whose_claimant_this_replica_writes_elsewhere_is_a_stray() {
         pick(&inv, &fl, &next, &p, &policy(&[], &[])),
         use_of("cb-b", UseReason::Reused)
     );
+    // Its Bound status refused (the claim changed meanwhile): the assignment ends, but the
+    // binding it won stays its own, so cb-a stays a stray and `first` is decided onto cb-b.
+    fl.assignment_failed("uid-first");
+    assert!(claimant::stray_claimant(&inv, &fl, "cb-a", now).is_some());
+    let again = pick(&inv, &fl, &first, &p, &policy(&[], &[]));
+    assert!(
+        matches!(&again, Choice::Use { binding, .. } | Choice::Claim { binding, .. } if binding == "cb-b"),
+        "{again:?}"
+    );
 }
 
 /// A single-account tenant that holds two bindings of a pool (an orphan left by a claim that is
