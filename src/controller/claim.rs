@@ -12,9 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::active::{ActiveConfig, ConfigState};
+use super::lanes::lane_of;
 use super::outcome::{
     ClaimError, RECONCILE_TIMEOUT, count, k8s, outcome, pending, pending_reason, refused,
     status_outcome, unclaim, write_outcome,
@@ -27,7 +29,7 @@ use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
 use crate::pools::lifecycle::Cooldown;
-use crate::pools::{ClaimView, Kind, claim_view};
+use crate::pools::{ClaimView, Kind, claim_view, is_newer};
 use crate::rules::{EvalError, Request as RuleRequest};
 use crate::selection::{
     BeforeUse, Choice, MultiAccountPolicy, OrderedRequest, Placement, WriteState, before_use,
@@ -39,6 +41,11 @@ use crate::status::{BoundTo, ClaimOutcome, PendingReason, is_denied, recorded_bi
 const SYNC_GRACE: Duration = Duration::from_secs(10);
 
 pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
+    let Some(_slot) = ctx.lanes.enter(lane_of(claim.labels())).await else {
+        // Stopping: the next leader reconciles it.
+        return Ok(Action::await_change());
+    };
+    let claim = latest(claim, &ctx);
     let started = Instant::now();
     let claim = claim.expand();
     let key = claim_key(&claim);
@@ -59,6 +66,24 @@ pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
         ctx.backoff.reset(&key);
     }
     result
+}
+
+/// The store's copy when it is newer than the one kube-runtime handed over: that one was taken
+/// when the reconcile was queued (`lanes`), and deciding on it would only send the claim to the
+/// back of the queue again (`stale_copy`).
+fn latest(handed: Arc<StoredClaim>, ctx: &Context) -> Arc<StoredClaim> {
+    match ctx.caches.claims.get(&ObjectRef::from_obj(handed.as_ref())) {
+        Some(stored)
+            if stored.uid() == handed.uid()
+                && is_newer(
+                    stored.resource_version().as_deref(),
+                    handed.resource_version().as_deref(),
+                ) =>
+        {
+            stored
+        }
+        _ => handed,
+    }
 }
 
 /// Whether a pass left the claim settled — it waits for a change, or (pending) for the safety-net

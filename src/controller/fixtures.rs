@@ -215,6 +215,7 @@ impl Harness {
             metrics: Arc::new(Metrics::new()),
             health: Health::default(),
             backoff: Backoff::default(),
+            lanes: super::lanes::Lanes::new(args.concurrency, args.source_concurrency),
             claim_kick: kick,
             sweep_now: Arc::default(),
             refresh: Mutex::new(config::RefreshClock::default()),

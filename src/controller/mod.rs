@@ -22,6 +22,7 @@ mod config_tests;
 mod denials;
 #[cfg(test)]
 mod fixtures;
+mod lanes;
 mod leader;
 mod lifecycle;
 mod outcome;
@@ -139,6 +140,9 @@ pub struct Context {
     pub metrics: SharedMetrics,
     pub health: Health,
     pub backoff: Backoff,
+    /// The reconcile slots of AccountClaims and of request-source claims (first come, first
+    /// served).
+    pub lanes: lanes::Lanes,
     /// Claims to reconcile now (the unsettled ones after a takeover).
     pub claim_kick: futures::channel::mpsc::UnboundedSender<ClaimRef>,
     /// Starts a sweep of every claim now (the refresh cycle) rather than at the end of the period.
@@ -504,6 +508,7 @@ fn start_caches(
         metrics: handle.metrics.clone(),
         health: handle.ready.clone(),
         backoff: Backoff::default(),
+        lanes: lanes::Lanes::new(args.concurrency, args.source_concurrency),
         claim_kick: kick_tx,
         sweep_now: Arc::default(),
         refresh: Mutex::new(config::RefreshClock::default()),
@@ -699,6 +704,13 @@ async fn run_controllers(
                 .unbounded_send(ObjectRef::from_obj(claim.as_ref()));
         }
     }
+    tokio::spawn({
+        let (ctx, stop) = (ctx.clone(), stop.clone());
+        async move {
+            stop.cancelled().await;
+            ctx.lanes.close();
+        }
+    });
     let pending = revisit::claims_to_revisit(ctx.clone(), stop.clone());
     let config_ticks = futures::stream::once(async {}).chain(coalesced_ticks(
         ctx.caches.feed.clone(),
@@ -720,7 +732,7 @@ async fn run_controllers(
             futures::future::ready(())
         });
     let claim_controller = Controller::for_stream(unsettled(streams.claims), claims)
-        .with_config(kcontroller::Config::default().concurrency(ctx.args.concurrency))
+        .with_config(claim_controller_config())
         .reconcile_on(futures::stream::select(
             futures::stream::select(pending, streams.kicks),
             resync_sweep(
@@ -822,6 +834,13 @@ pub(crate) fn resync(_ctx: &Context) -> Action {
 /// The claim watch as far as it concerns a reconcile: every event except those of settled
 /// claims (`status::is_settled`), which are above all the Bound status a reconcile just wrote.
 /// Each of those started one more reconcile per claim that found nothing to do.
+/// The claim controller's own settings: no limit of its own (the reconcile queues for a slot in
+/// its lane, `lanes`, first come, first served; kube-runtime's limit takes due claims back in
+/// hash order and starved some for minutes).
+pub(crate) fn claim_controller_config() -> kcontroller::Config {
+    kcontroller::Config::default()
+}
+
 fn unsettled(
     claims: futures::stream::BoxStream<'static, Result<StoredClaim, kube::runtime::watcher::Error>>,
 ) -> impl futures::Stream<Item = Result<StoredClaim, kube::runtime::watcher::Error>> + Send {
