@@ -45,7 +45,13 @@ pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
         // Stopping: the next leader reconciles it.
         return Ok(Action::await_change());
     };
+    // Boxed: a reconcile that queues for its slot is then only this small future (a takeover
+    // may queue thousands), not the whole reconcile's state.
     let claim = latest(claim, &ctx);
+    Box::pin(reconcile_now(claim, ctx.clone())).await
+}
+
+async fn reconcile_now(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
     let started = Instant::now();
     let claim = claim.expand();
     let key = claim_key(&claim);

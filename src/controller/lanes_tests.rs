@@ -147,3 +147,15 @@ fn claims_of_request_sources_go_to_the_source_lane() {
     labels.insert(SOURCE_ID.to_string(), "kyma".to_string());
     assert_eq!(lane_of(&labels), Lane::Source);
 }
+
+#[tokio::test]
+async fn a_queued_claim_reconcile_is_a_small_future() {
+    // A takeover may queue one reconcile per unsettled claim; each waits as this future
+    // (6,616 bytes in a test build before the reconcile's work was boxed behind the slot).
+    use crate::controller::fixtures::{Harness, aws_spec, claim, hap_config};
+    let h = Harness::new(hap_config(aws_spec()), &[], &[]);
+    let claim = Arc::new(crate::k8s::lean::StoredClaim::from(claim("c")));
+    let fut = super::super::claim::reconcile(claim, h.ctx.clone());
+    let size = std::mem::size_of_val(&fut);
+    assert!(size <= 512, "a queued reconcile holds {size} bytes");
+}
