@@ -102,7 +102,7 @@ async fn a_full_claims_lane_does_not_hold_up_a_source_claim() {
 
 #[tokio::test(start_paused = true)]
 async fn slots_go_first_come_first_served() {
-    let lanes = Arc::new(Lanes::new(1, 1));
+    let lanes = Lanes::new(1, 1);
     let order = Arc::new(Mutex::new(Vec::new()));
     let first = lanes.enter(Lane::Claims).await.unwrap();
     let mut waiting = Vec::new();
@@ -125,7 +125,7 @@ async fn slots_go_first_come_first_served() {
 
 #[tokio::test(start_paused = true)]
 async fn closed_lanes_send_queued_reconciles_away() {
-    let lanes = Arc::new(Lanes::new(1, 1));
+    let lanes = Lanes::new(1, 1);
     let busy = lanes.enter(Lane::Claims).await.unwrap();
     let queued = tokio::spawn({
         let lanes = lanes.clone();
@@ -138,6 +138,51 @@ async fn closed_lanes_send_queued_reconciles_away() {
         "a queued reconcile got a slot after the close"
     );
     drop(busy);
+}
+
+#[tokio::test(start_paused = true)]
+async fn accountclaims_step_back_while_a_source_claim_is_queued_or_running() {
+    let lanes = Lanes::new(16, 1);
+    let source = lanes.enter(Lane::Source).await.unwrap();
+    let wait = Duration::from_secs(1);
+    let first = lanes.enter(Lane::Claims).await.unwrap();
+    let second = lanes.enter(Lane::Claims).await.unwrap();
+    let third = tokio::time::timeout(wait, lanes.enter(Lane::Claims)).await;
+    assert!(
+        third.is_err(),
+        "a third AccountClaim ran beside a source claim (floor 2)"
+    );
+    // A second source claim queues behind the first: AccountClaims still wait.
+    let queued_source = tokio::spawn({
+        let lanes = lanes.clone();
+        async move { lanes.enter(Lane::Source).await.is_some() }
+    });
+    tokio::task::yield_now().await;
+    drop(source);
+    assert!(queued_source.await.unwrap());
+    // No source claim left: the claims lane has its sixteen slots again.
+    let more: Vec<_> = futures::future::join_all((0..14).map(|_| lanes.enter(Lane::Claims))).await;
+    assert!(more.iter().all(Option::is_some));
+    drop((first, second));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconcile_dropped_while_it_queues_takes_no_slot_with_it() {
+    let lanes = Lanes::new(1, 1);
+    let busy = lanes.enter(Lane::Claims).await.unwrap();
+    let gone = tokio::spawn({
+        let lanes = lanes.clone();
+        async move { lanes.enter(Lane::Claims).await.map(|_| ()) }
+    });
+    tokio::task::yield_now().await;
+    gone.abort();
+    let _ = gone.await;
+    drop(busy);
+    let next = tokio::time::timeout(Duration::from_secs(1), lanes.enter(Lane::Claims)).await;
+    assert!(
+        next.is_ok_and(|s| s.is_some()),
+        "the slot went with the dropped reconcile"
+    );
 }
 
 #[test]
