@@ -142,3 +142,48 @@ async fn a_bound_claim_gives_back_a_stray_binding_clean() {
     ]);
     h.reconcile(&first).await.expect("reconciled");
 }
+
+/// The webhook stamps a kept claim after each call it could not answer (`accountpool.io/admitted-at`,
+/// an annotation): a status write of the leader conditioned on the version before the stamp met a
+/// Conflict, and the claim went back to the end of its lane to be decided again — twice per
+/// Shoot in the separate-garden chaos run. A claim that changed only in metadata the decision does
+/// not read is written again on its new version, once, without deciding again.
+#[tokio::test]
+async fn a_status_write_that_meets_only_a_stamp_is_written_again_on_the_new_version() {
+    let c = finalized(claim("c1"));
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    let mut stamped = serde_json::to_value(&c).unwrap();
+    stamped["metadata"]["resourceVersion"] = json!("13");
+    stamped["metadata"]["annotations"] =
+        json!({"accountpool.io/admitted-at": "2026-11-27T01:00:00Z"});
+    let mut again = c.clone();
+    again.metadata.resource_version = Some("13".into());
+    h.api.expect([
+        claim_cas("b1", "5", &c).answer_rv("6"),
+        claim_status(&c, bound_status("b1", "Claimed")).fail(409, "Conflict"),
+        get_claim(&c).answer(200, stamped),
+        claim_status(&again, bound_status("b1", "Claimed")).answer_rv("14"),
+        event(TENANTS, "c1", "Normal", "Claimed"),
+    ]);
+    let action = h.reconcile(&c).await.expect("bound on the stamped version");
+    assert_eq!(action, Action::await_change());
+}
+
+/// A claim whose spec, labels, finalizers or status changed is decided again, as before.
+#[tokio::test]
+async fn a_status_write_that_meets_another_change_is_decided_again() {
+    let c = finalized(claim("c1"));
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    let mut changed = serde_json::to_value(&c).unwrap();
+    changed["metadata"]["resourceVersion"] = json!("13");
+    changed["metadata"]["generation"] = json!(2);
+    h.api.expect([
+        claim_cas("b1", "5", &c).answer_rv("6"),
+        claim_status(&c, bound_status("b1", "Claimed")).fail(409, "Conflict"),
+        get_claim(&c).answer(200, changed),
+        // The binding is claimed either way, and said so.
+        event(TENANTS, "c1", "Normal", "Claimed"),
+    ]);
+    let err = h.reconcile(&c).await.expect_err("decided again");
+    assert!(err.is_conflict(), "{err:?}");
+}

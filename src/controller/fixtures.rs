@@ -349,6 +349,11 @@ pub fn claim_status(c: &AccountClaim, status: Value) -> Call {
         }))
 }
 
+/// A read of the claim (after a status write met a Conflict).
+pub fn get_claim(c: &AccountClaim) -> Call {
+    Call::get(&claim_path(c))
+}
+
 /// An event about `regarding` (in its namespace) with this type and reason.
 pub fn event(ns: &str, regarding: &str, type_: &str, reason: &str) -> Call {
     Call::post(&format!("/apis/events.k8s.io/v1/namespaces/{ns}/events")).body_includes(json!({

@@ -11,7 +11,7 @@ use kube::{Resource, ResourceExt};
 
 use super::active::ActiveConfig;
 use super::{Context, claim_key};
-use crate::api::{AccountClaim, MatchedRule};
+use crate::api::{AccountClaim, AccountClaimStatus, MatchedRule};
 use crate::k8s::K8sError;
 use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;
@@ -209,16 +209,17 @@ pub(super) async fn write_outcome(
         return Ok(());
     }
     let key = claim_key(claim);
-    let written = ctx
+    let (ns, name) = (claim.namespace().unwrap_or_default(), claim.name_any());
+    let rv = claim.metadata.resource_version.as_deref();
+    let written = match ctx
         .writer
-        .apply_claim_status(
-            &claim.namespace().unwrap_or_default(),
-            &claim.name_any(),
-            claim.metadata.resource_version.as_deref(),
-            &desired,
-        )
+        .apply_claim_status(&ns, &name, rv, &desired)
         .await
-        .map_err(k8s(&key, "writing status"))?;
+    {
+        Err(K8sError::Conflict { .. }) => write_on_stamped(claim, ctx, &desired).await,
+        other => other,
+    }
+    .map_err(k8s(&key, "writing status"))?;
     if let (Some(rv), Some(uid)) = (written, claim.uid()) {
         // Until the watch brings this version, a reconcile handed the older copy waits for it
         // (it would decide, count and tell people all over again).
@@ -227,6 +228,42 @@ pub(super) async fn write_outcome(
             .status_written(&uid, rv, Instant::now());
     }
     Ok(())
+}
+
+/// After a status write met a Conflict: writes it again, once, on the claim's new version when
+/// the claim changed only in what the decision does not read (`only_restamped`: the webhook's
+/// `admitted-at` stamp after each call it could not answer). Otherwise the Conflict stands and
+/// the claim is decided again.
+async fn write_on_stamped(
+    claim: &AccountClaim,
+    ctx: &Context,
+    desired: &AccountClaimStatus,
+) -> Result<Option<String>, K8sError> {
+    let (ns, name) = (claim.namespace().unwrap_or_default(), claim.name_any());
+    let conflict = || K8sError::Conflict {
+        what: format!("AccountClaim {ns}/{name} (changed since it was read)"),
+    };
+    match ctx.writer.read_claim(&ns, &name).await? {
+        Some(live) if only_restamped(claim, &live) => {
+            let rv = live.metadata.resource_version.as_deref();
+            ctx.writer.apply_claim_status(&ns, &name, rv, desired).await
+        }
+        _ => Err(conflict()),
+    }
+}
+
+/// Whether `live` differs from `read` only in annotations and bookkeeping (resourceVersion,
+/// managedFields): the same object, spec, labels, finalizers and status. Pure.
+pub(super) fn only_restamped(read: &AccountClaim, live: &AccountClaim) -> bool {
+    let (r, l) = (&read.metadata, &live.metadata);
+    r.uid == l.uid
+        && r.generation == l.generation
+        && r.deletion_timestamp == l.deletion_timestamp
+        && r.finalizers.as_deref().unwrap_or_default()
+            == l.finalizers.as_deref().unwrap_or_default()
+        && r.labels.clone().unwrap_or_default() == l.labels.clone().unwrap_or_default()
+        && read.spec == live.spec
+        && read.status == live.status
 }
 
 pub(super) fn pending_reason(claim: &AccountClaim) -> Option<&str> {
