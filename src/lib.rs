@@ -4,7 +4,11 @@
 //! `rules`, `selection`, `ledger`, `status`, `release`): no kube client, no kube runtime, no
 //! tokio. `k8s` is the only module that talks to an API server; `webhook` and `controller` read
 //! through it, decide in the core and write through it. The layer order and these rules are
-//! checked by `tests/layering.rs`.
+//! checked by `tests/layering.rs`. Outside tests nothing unwraps: input and API answers are
+//! handled or become typed errors (`clippy::unwrap_used` and `expect_used` deny it; clippy.toml
+//! lets tests unwrap).
+
+#![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod api;
 pub mod claim_state;

@@ -146,107 +146,119 @@ impl Metrics {
             keb: None,
             registry: Registry::default(),
         };
+        m.register_tenant_figures(&mut registry);
+        m.register_operation_and_pools(&mut registry);
+        Self { registry, ..m }
+    }
+
+    /// The binding and claim figures per tenant and hyperscaler type. Registered first: the
+    /// registration order is the order of the exposition, which stays as it was.
+    fn register_tenant_figures(&self, registry: &mut Registry) {
         registry.register(
             "credentials_bindings_per_global_account",
             "Dedicated bindings claimed by each global account",
-            m.bindings_per_global_account.clone(),
+            self.bindings_per_global_account.clone(),
         );
         registry.register(
             "shoots_per_credentials_binding",
             "Clusters (Shoots and bound claims) on each binding",
-            m.shoots_per_binding.clone(),
+            self.shoots_per_binding.clone(),
         );
         registry.register(
             "available_credentials_bindings",
             "Unclaimed, clean dedicated bindings per hyperscaler type",
-            m.available_bindings.clone(),
+            self.available_bindings.clone(),
         );
         registry.register(
             "claimed_credentials_bindings",
             "Claimed dedicated bindings per hyperscaler type",
-            m.claimed_bindings.clone(),
+            self.claimed_bindings.clone(),
         );
         registry.register(
             "dirty_credentials_bindings",
             "Bindings waiting for cleanup per hyperscaler type",
-            m.dirty_bindings.clone(),
+            self.dirty_bindings.clone(),
         );
         registry.register(
             "shared_credentials_bindings",
             "Shared bindings per hyperscaler type",
-            m.shared_bindings.clone(),
+            self.shared_bindings.clone(),
         );
         registry.register(
             "claim_outcomes",
             "AccountClaim outcomes: decisions, and reasons once per claim that enters them",
-            m.claim_outcomes.clone(),
+            self.claim_outcomes.clone(),
         );
         registry.register(
-            "fallback_bindings",
-            "Claims bound through a fallback pool of their entry, by preference (2 = first fallback) and hyperscaler type",
-            m.fallback_bindings.clone(),
-        );
+        "fallback_bindings",
+        "Claims bound through a fallback pool of their entry, by preference (2 = first fallback) and hyperscaler type",
+        self.fallback_bindings.clone(),
+    );
         registry.register(
-            "claims_waiting",
-            "Pending AccountClaims that wait for a binding of the type (PoolExhausted, Progressing, PinnedBindingUnavailable)",
-            m.claims_waiting.clone(),
-        );
+        "claims_waiting",
+        "Pending AccountClaims that wait for a binding of the type (PoolExhausted, Progressing, PinnedBindingUnavailable)",
+        self.claims_waiting.clone(),
+    );
+    }
+
+    /// The operator's own work (reconciles, leadership, admission) and the per-pool lifecycle
+    /// figures, after the tenant figures.
+    fn register_operation_and_pools(&self, registry: &mut Registry) {
         registry.register(
             "reconcile_duration_seconds",
             "Reconcile durations",
-            m.reconcile_seconds.clone(),
+            self.reconcile_seconds.clone(),
         );
         registry.register(
             "reconcile_errors",
             "Reconcile errors by kind",
-            m.reconcile_errors.clone(),
+            self.reconcile_errors.clone(),
         );
         registry.register(
             "leader",
             "1 while this replica holds the leader lease",
-            m.leader.clone(),
+            self.leader.clone(),
         );
         registry.register(
             "admission_duration_seconds",
             "Admission webhook calls of request sources, by kind and outcome",
-            m.admission_seconds.clone(),
+            self.admission_seconds.clone(),
         );
         registry.register(
-            "pool_bindings",
-            "Bindings of each dedicated pool per lifecycle state (Free, Claimed, Dirty, CoolingDown, Cordoned, Suspect, InUseWithoutTenant, Internal)",
-            m.pool_bindings.clone(),
-        );
+        "pool_bindings",
+        "Bindings of each dedicated pool per lifecycle state (Free, Claimed, Dirty, CoolingDown, Cordoned, Suspect, InUseWithoutTenant, Internal)",
+        self.pool_bindings.clone(),
+    );
         registry.register(
-            "pool_oldest_dirty_seconds",
-            "Age of the longest-waiting dirty binding of each dedicated pool since this process first saw it dirty; 0 when none is dirty",
-            m.pool_oldest_dirty_seconds.clone(),
-        );
+        "pool_oldest_dirty_seconds",
+        "Age of the longest-waiting dirty binding of each dedicated pool since this process first saw it dirty; 0 when none is dirty",
+        self.pool_oldest_dirty_seconds.clone(),
+    );
         registry.register(
-            "pool_claims_per_day",
-            "Claims per day of each dedicated pool over spec.poolLow.claimRateWindow (default 24h), as seen by this process",
-            m.pool_claim_rate.clone(),
-        );
+        "pool_claims_per_day",
+        "Claims per day of each dedicated pool over spec.poolLow.claimRateWindow (default 24h), as seen by this process",
+        self.pool_claim_rate.clone(),
+    );
         registry.register(
-            "pool_days_until_empty",
-            "Days until no binding of the pool is free at its claim rate; no series while nothing is claimed",
-            m.pool_days_until_empty.clone(),
-        );
+        "pool_days_until_empty",
+        "Days until no binding of the pool is free at its claim rate; no series while nothing is claimed",
+        self.pool_days_until_empty.clone(),
+    );
         registry.register(
-            "pool_min_free",
-            "The pool's minimum of free bindings (spec.poolLow); below it PoolsAvailable is False with reason PoolLow",
-            m.pool_min_free.clone(),
-        );
+        "pool_min_free",
+        "The pool's minimum of free bindings (spec.poolLow); below it PoolsAvailable is False with reason PoolLow",
+        self.pool_min_free.clone(),
+    );
         registry.register(
-            "orphan_bindings",
-            "Bindings labelled for a tenant that no bound claim and no Shoot uses, per hyperscaler type (status.orphans)",
-            m.orphan_bindings.clone(),
-        );
+        "orphan_bindings",
+        "Bindings labelled for a tenant that no bound claim and no Shoot uses, per hyperscaler type (status.orphans)",
+        self.orphan_bindings.clone(),
+    );
         registry.register(
-            "claim_bind_duration_seconds",
-            "Time from an AccountClaim's creation to the write of its Bound status, per hyperscaler type",
-            m.claim_bind_seconds.clone(),
-        );
-        Self { registry, ..m }
+        "claim_bind_duration_seconds",
+        "Time from an AccountClaim's creation to the write of its Bound status, per hyperscaler type",
+        self.claim_bind_seconds.clone(),
+    );
     }
 
     /// The orphan count of each hyperscaler type: every series is set to its value in one step

@@ -43,8 +43,8 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use crate::api::ReleaseMode;
-use crate::labels::CLAIMED_BY;
-use crate::pools::{ClaimView, Inventory};
+use crate::labels::{CLAIMED_BY, ResolvedLabelKeys};
+use crate::pools::{BindingEntry, ClaimView, Inventory};
 use crate::selection::{InFlight, WriteState};
 
 /// Why a binding stays as it is.
@@ -155,17 +155,8 @@ pub fn decide_release(
     let keys = inv.keys();
     let labels = &entry.view.labels;
     let alone = labels.get(CLAIMED_BY) == Some(&claim.uid);
-    if labels.get(&keys.shared).map(String::as_str) == Some("true") {
-        return keep(KeepReason::Shared);
-    }
-    if entry.internal {
-        return keep(KeepReason::Internal);
-    }
-    if mode == ReleaseMode::Retain {
-        return keep(KeepReason::Retain);
-    }
-    if labels.contains_key(&keys.dirty) {
-        return keep(KeepReason::AlreadyDirty);
+    if let Some(reason) = kept_by_kind(entry, keys, mode) {
+        return keep(reason);
     }
     match inflight.release_of(name, now) {
         Some(p) if p.state == WriteState::Written => return keep(KeepReason::AlreadyDirty),
@@ -198,24 +189,9 @@ pub fn decide_release(
             shoot: shoot.clone(),
         };
     }
-    let own = claim.cluster_name();
-    let mut users: BTreeSet<&str> = inv.clusters_on(name).iter().filter(|c| *c != own).collect();
-    // A claim for a cluster of the claim's own name (re-created, not started yet) is another user.
-    for (uid, cluster) in inv.claims_on(name) {
-        if *uid != claim.uid {
-            users.insert(cluster);
-        }
-    }
-    let assigned = inflight.assigned(now);
-    for (uid, cluster) in assigned.get(name).into_iter().flatten() {
-        if *uid != claim.uid {
-            users.insert(cluster);
-        }
-    }
-    if !users.is_empty() {
-        return keep(KeepReason::InUse {
-            clusters: users.len(),
-        });
+    let clusters = other_users(claim, inv, inflight, name, now);
+    if clusters > 0 {
+        return keep(KeepReason::InUse { clusters });
     }
     release(
         name,
@@ -224,6 +200,58 @@ pub fn decide_release(
         alone,
         entry.view.resource_version.clone(),
     )
+}
+
+/// What keeps a binding whatever its users: shared, internal, `Retain`, or already dirty.
+fn kept_by_kind(
+    entry: &BindingEntry,
+    keys: &ResolvedLabelKeys,
+    mode: ReleaseMode,
+) -> Option<KeepReason> {
+    let labels = &entry.view.labels;
+    if labels.get(&keys.shared).map(String::as_str) == Some("true") {
+        return Some(KeepReason::Shared);
+    }
+    if entry.internal {
+        return Some(KeepReason::Internal);
+    }
+    if mode == ReleaseMode::Retain {
+        return Some(KeepReason::Retain);
+    }
+    if labels.contains_key(&keys.dirty) {
+        return Some(KeepReason::AlreadyDirty);
+    }
+    None
+}
+
+/// The clusters other than the releasing claim's own that use `binding`: the cache's, bound
+/// claims', and assignments in flight, counted once by name.
+fn other_users(
+    claim: &ClaimView,
+    inv: &Inventory,
+    inflight: &InFlight,
+    binding: &str,
+    now: Instant,
+) -> usize {
+    let own = claim.cluster_name();
+    let mut users: BTreeSet<&str> = inv
+        .clusters_on(binding)
+        .iter()
+        .filter(|c| *c != own)
+        .collect();
+    // A claim for a cluster of the claim's own name (re-created, not started yet) is another user.
+    for (uid, cluster) in inv.claims_on(binding) {
+        if *uid != claim.uid {
+            users.insert(cluster);
+        }
+    }
+    let assigned = inflight.assigned(now);
+    for (uid, cluster) in assigned.get(binding).into_iter().flatten() {
+        if *uid != claim.uid {
+            users.insert(cluster);
+        }
+    }
+    users.len()
 }
 
 /// Steps 8 and 9: how `binding`, which nothing keeps any more, is released. `alone`: its

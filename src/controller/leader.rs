@@ -62,70 +62,37 @@ pub async fn hold(
     lost: CancellationToken,
 ) -> Result<(), RunError> {
     let t = Timing::new(args.lease_duration_seconds);
-    let me = args.identity();
-    let lease = LeaseApi::new(&own, &args.lease_namespace, &args.lease_name);
-    let mut observer = Observer::default();
-    let mut acquired = Some(acquired);
-    // The lease as this replica last wrote it: a leader renews from it with one request (a
-    // conditioned patch), and reads the lease again only when that patch meets a conflict.
-    let mut written = None;
-    tracing::info!(lease = %args.lease_name, namespace = %args.lease_namespace, identity = %me, "waiting for the leader lease");
+    let mut h = Holder {
+        lease: LeaseApi::new(&own, &args.lease_namespace, &args.lease_name),
+        me: args.identity(),
+        namespace: args.lease_namespace.clone(),
+        t,
+        fence,
+        metrics,
+        observer: Observer::default(),
+        acquired: Some(acquired),
+        written: None,
+    };
+    tracing::info!(lease = %args.lease_name, namespace = %args.lease_namespace, identity = %h.me, "waiting for the leader lease");
     loop {
-        let leading = acquired.is_none();
+        let leading = h.acquired.is_none();
         if leading && end.release.is_cancelled() {
-            give_up(&lease, &fence, &metrics).await;
+            give_up(&h.lease, &h.fence, &h.metrics).await;
             return Ok(());
         }
         if !leading && end.stop.is_cancelled() {
             return Ok(());
         }
         let started = Instant::now();
-        let mut pause = if leading { t.renew } else { t.retry };
-        let current = match written.take() {
-            Some(mine) if leading => Ok(Some(mine)),
-            _ => lease.get().await,
-        };
-        match current {
-            Ok(current) => {
-                if let Some(c) = &current {
-                    observer.observe(&c.record(), Instant::now());
-                }
-                match observer.step(&me, Instant::now()) {
-                    Step::Take => match write(&lease, current.as_ref(), &me, t, &fence).await {
-                        Ok(mine) => {
-                            written = Some(mine);
-                            if let Some(tx) = acquired.take() {
-                                tracing::info!("acquired the leader lease");
-                                metrics.leader.set(1);
-                                let _ = tx.send(());
-                            }
-                        }
-                        Err(K8sError::NotFound { .. }) if current.is_none() => {
-                            return Err(RunError::LeaseNamespaceMissing(
-                                args.lease_namespace.clone(),
-                            ));
-                        }
-                        Err(K8sError::Conflict { .. }) => pause = Duration::ZERO,
-                        Err(e) => tracing::warn!(error = %e, "cannot write the leader lease"),
-                    },
-                    Step::Wait(left) if leading => {
-                        tracing::error!("another replica holds the leader lease");
-                        let _ = left;
-                        fence.revoke();
-                    }
-                    Step::Wait(left) => pause = pause.min(left),
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot read the leader lease"),
-        }
-        if leading && fence.check(Instant::now()).is_err() {
+        let mut pause = h.round(leading).await?;
+        if leading && h.fence.check(Instant::now()).is_err() {
             tracing::error!("lost the leader lease");
-            metrics.leader.set(0);
-            fence.revoke();
+            h.metrics.leader.set(0);
+            h.fence.revoke();
             lost.cancel();
             return Ok(());
         }
-        if acquired.is_none() {
+        if h.acquired.is_none() {
             // Renewals start every `renew` however long each took, so a slow API server
             // shortens the pause instead of stretching the gap between renewals.
             pause = pause.min(t.renew.saturating_sub(started.elapsed()));
@@ -135,6 +102,70 @@ pub async fn hold(
             _ = wake.cancelled() => {}
             _ = tokio::time::sleep(pause) => {}
         }
+    }
+}
+
+/// What a lease task keeps from one look at the lease to the next.
+struct Holder {
+    lease: LeaseApi,
+    me: String,
+    /// The lease's namespace, named when it does not exist.
+    namespace: String,
+    t: Timing,
+    fence: Fence,
+    metrics: SharedMetrics,
+    observer: Observer,
+    /// Taken once leading.
+    acquired: Option<oneshot::Sender<()>>,
+    /// The lease as this replica last wrote it: a leader renews from it with one request (a
+    /// conditioned patch), and reads the lease again only when that patch meets a conflict.
+    written: Option<Current>,
+}
+
+impl Holder {
+    /// One look at the lease: read it (a leader trusts its own last write), and take or renew it
+    /// when the observer says so. Answers the pause before the next look.
+    async fn round(&mut self, leading: bool) -> Result<Duration, RunError> {
+        let mut pause = if leading { self.t.renew } else { self.t.retry };
+        let current = match self.written.take() {
+            Some(mine) if leading => Ok(Some(mine)),
+            _ => self.lease.get().await,
+        };
+        let current = match current {
+            Ok(current) => current,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the leader lease");
+                return Ok(pause);
+            }
+        };
+        if let Some(c) = &current {
+            self.observer.observe(&c.record(), Instant::now());
+        }
+        match self.observer.step(&self.me, Instant::now()) {
+            Step::Take => {
+                match write(&self.lease, current.as_ref(), &self.me, self.t, &self.fence).await {
+                    Ok(mine) => {
+                        self.written = Some(mine);
+                        if let Some(tx) = self.acquired.take() {
+                            tracing::info!("acquired the leader lease");
+                            self.metrics.leader.set(1);
+                            let _ = tx.send(());
+                        }
+                    }
+                    Err(K8sError::NotFound { .. }) if current.is_none() => {
+                        return Err(RunError::LeaseNamespaceMissing(self.namespace.clone()));
+                    }
+                    Err(K8sError::Conflict { .. }) => pause = Duration::ZERO,
+                    Err(e) => tracing::warn!(error = %e, "cannot write the leader lease"),
+                }
+            }
+            Step::Wait(_) if leading => {
+                tracing::error!("another replica holds the leader lease");
+                self.fence.revoke();
+            }
+            Step::Wait(left) => pause = pause.min(left),
+        }
+        Ok(pause)
     }
 }
 

@@ -21,8 +21,10 @@ use super::{Context, decidable, point_caches};
 use crate::api::conditions::reasons;
 use crate::api::{AccountClaim, CLAIM_FINALIZER, ReleaseMode, SourceKind};
 use crate::k8s::K8sError;
+use crate::k8s::caches::BindingTarget;
 use crate::k8s::sources::SourceWrites;
 use crate::labels::CLAIMED_BY;
+use crate::labels::ResolvedLabelKeys;
 use crate::pools::{ClaimView, claim_view};
 use crate::release::{KeepReason, Origin, Presence, Release, decide_release};
 use crate::selection::Choice;
@@ -67,27 +69,7 @@ pub(super) async fn release(
         .as_ref()
         .map(|r| r.mode)
         .unwrap_or(ReleaseMode::MarkDirty);
-    let source = claim
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(SourceRef::from_labels);
-    let origin = match &source {
-        None => Origin::User,
-        Some(s) => Origin::Source {
-            existed: s.uid.is_some(),
-            now: Presence::Unread,
-        },
-    };
-    let mut decision = decide(ctx, &view, mode, origin);
-    if let (Decided::Go(Release::ReadSource { .. }), Some(s), Origin::Source { existed, .. }) =
-        (&decision, &source, origin)
-    {
-        // The read is made only when a release is due, and the decision is taken again on it.
-        let now = object_now(claim, ctx, key, s).await?;
-        decision = decide(ctx, &view, mode, Origin::Source { existed, now });
-    }
-    match decision {
+    match decide_with_read(claim, ctx, key, &view, mode).await? {
         Decided::Paused(paused) => {
             return release_blocked(claim, ctx, paused.message, paused.retry_at).await;
         }
@@ -112,6 +94,37 @@ pub(super) async fn release(
         .inflight
         .forget_claim(&view.uid, Instant::now());
     Ok(Action::await_change())
+}
+
+/// Decides; for a source claim whose release is due, reads its object live and decides again
+/// on that read (the read is made only then, not on every look).
+async fn decide_with_read(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    view: &ClaimView,
+    mode: ReleaseMode,
+) -> Result<Decided, ClaimError> {
+    let source = claim
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(SourceRef::from_labels);
+    let origin = match &source {
+        None => Origin::User,
+        Some(s) => Origin::Source {
+            existed: s.uid.is_some(),
+            now: Presence::Unread,
+        },
+    };
+    let decision = decide(ctx, view, mode, origin);
+    if let (Decided::Go(Release::ReadSource { .. }), Some(s), Origin::Source { existed, .. }) =
+        (&decision, &source, origin)
+    {
+        let now = object_now(claim, ctx, key, s).await?;
+        return Ok(decide(ctx, view, mode, Origin::Source { existed, now }));
+    }
+    Ok(decision)
 }
 
 /// A decision, and whether it can be written now.
@@ -284,30 +297,8 @@ async fn write_release(
 ) -> Result<Option<Action>, ClaimError> {
     let target = active.binding_target();
     let keys = active.rules.label_keys();
-    let (ns, kind) = (&target.namespace, target.kind);
-    let result = match how {
-        How::Dirty => {
-            // The release is recorded with the dirty label: cooldown and spread read it.
-            let at = crate::pools::lifecycle::release_time(jiff::Timestamp::now());
-            let record = [
-                (crate::pools::lifecycle::RELEASED_AT, at.as_str()),
-                (
-                    crate::pools::lifecycle::RELEASED_BY,
-                    claim.spec.global_account.as_str(),
-                ),
-            ];
-            ctx.writer
-                .mark_dirty_cas(kind, ns, binding, rv, &keys.dirty, &record)
-                .await
-        }
-        How::Clean => {
-            // The record goes with the tenant: a binding claimed again gets a new one.
-            let labels = [keys.tenant_name.as_str(), CLAIMED_BY];
-            ctx.writer
-                .remove_binding_labels_cas(kind, ns, binding, rv, &labels)
-                .await
-        }
-    };
+    let ns = &target.namespace;
+    let result = send_release(claim, ctx, &target, keys, (binding, rv), how).await;
     ctx.ledger()
         .release_outcome(binding, outcome(&result), Instant::now());
     match result {
@@ -315,25 +306,7 @@ async fn write_release(
             if ctx.denials.allowed(binding) {
                 ctx.caches.feed.bump();
             }
-            let (reason, note) = match how {
-                How::Dirty => (
-                    "Released",
-                    format!(
-                        "released binding {ns}/{binding}: marked {}=true for the cleanup job",
-                        keys.dirty
-                    ),
-                ),
-                How::Clean => (
-                    "ReleasedClean",
-                    format!(
-                        "released binding {ns}/{binding} clean: never used by a cluster (the \
-                         object the claim was made for never existed, and no other claim was \
-                         bound to it), so {} and {CLAIMED_BY} were removed and it went back to \
-                         the pool without the cleanup job",
-                        keys.tenant_name
-                    ),
-                ),
-            };
+            let (reason, note) = released_note(how, ns, binding, keys);
             tracing::info!(claim = key, binding, "{note}");
             ctx.writer
                 .event(&claim.object_ref(&()), false, reason, "Release", note)
@@ -356,6 +329,71 @@ async fn write_release(
                 How::Clean => "removing the binding's tenant label",
             },
         )(e)),
+    }
+}
+
+/// The one API call of a release: the dirty label with the release record, or the tenant and
+/// claimed-by labels removed, conditioned on the version the release was decided on.
+async fn send_release(
+    claim: &AccountClaim,
+    ctx: &Context,
+    target: &BindingTarget,
+    keys: &ResolvedLabelKeys,
+    (binding, rv): (&str, &str),
+    how: How,
+) -> Result<Option<String>, K8sError> {
+    let (ns, kind) = (&target.namespace, target.kind);
+    match how {
+        How::Dirty => {
+            // The release is recorded with the dirty label: cooldown and spread read it.
+            let at = crate::pools::lifecycle::release_time(jiff::Timestamp::now());
+            let record = [
+                (crate::pools::lifecycle::RELEASED_AT, at.as_str()),
+                (
+                    crate::pools::lifecycle::RELEASED_BY,
+                    claim.spec.global_account.as_str(),
+                ),
+            ];
+            ctx.writer
+                .mark_dirty_cas(kind, ns, binding, rv, &keys.dirty, &record)
+                .await
+        }
+        How::Clean => {
+            // The record goes with the tenant: a binding claimed again gets a new one.
+            let labels = [keys.tenant_name.as_str(), CLAIMED_BY];
+            ctx.writer
+                .remove_binding_labels_cas(kind, ns, binding, rv, &labels)
+                .await
+        }
+    }
+}
+
+/// The event reason and note of a done release: what a person reading the claim's events
+/// needs to know about where the account went.
+fn released_note(
+    how: How,
+    ns: &str,
+    binding: &str,
+    keys: &ResolvedLabelKeys,
+) -> (&'static str, String) {
+    match how {
+        How::Dirty => (
+            "Released",
+            format!(
+                "released binding {ns}/{binding}: marked {}=true for the cleanup job",
+                keys.dirty
+            ),
+        ),
+        How::Clean => (
+            "ReleasedClean",
+            format!(
+                "released binding {ns}/{binding} clean: never used by a cluster (the \
+                 object the claim was made for never existed, and no other claim was \
+                 bound to it), so {} and {CLAIMED_BY} were removed and it went back to \
+                 the pool without the cleanup job",
+                keys.tenant_name
+            ),
+        ),
     }
 }
 

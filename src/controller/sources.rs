@@ -173,6 +173,47 @@ fn stamp(ctx: &Context, active: &super::active::ActiveConfig, claims: u64) -> St
     }
 }
 
+/// What the caches show for one pass: the source claims of the claim namespace, the view of
+/// each watched kind, and the operator's ClusterConfigs once their watch is synced.
+fn cached_input(
+    ctx: &Context,
+    claim_ns: &str,
+) -> (
+    Vec<ClaimRecord>,
+    BTreeMap<SourceKind, KindView>,
+    Option<Vec<serde_json::Value>>,
+) {
+    let claims: Vec<ClaimRecord> = ctx
+        .caches
+        .claims
+        .state()
+        .iter()
+        .filter(|c| c.meta().namespace.as_deref() == Some(claim_ns))
+        .filter_map(|c| ClaimRecord::from_claim(c.meta(), c.status_fields(), age(c.meta())))
+        .collect();
+    let mut views = BTreeMap::new();
+    if let Ok(shoots) = ctx.sources.shoots.lock()
+        && let Some((_, cache)) = shoots.as_ref()
+    {
+        // A Shoot can only use a binding of its own namespace: the config's shoot namespace.
+        views.insert(SourceKind::Shoot, kind_view(cache));
+    }
+    if let Ok(foreign) = ctx.sources.foreign.lock() {
+        for (k, cache) in foreign.iter() {
+            views.insert(*k, kind_view(cache));
+        }
+    }
+    let cluster_configs = ctx.sources.cluster_configs.lock().ok().and_then(|c| {
+        c.as_ref().filter(|c| c.is_ready()).map(|c| {
+            c.objects()
+                .iter()
+                .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
+                .collect()
+        })
+    });
+    (claims, views, cluster_configs)
+}
+
 /// One pass: the plan over what the caches show, carried out (`pub(super)` for its tests).
 pub(super) async fn pass(ctx: &Context, resynced: bool) {
     let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
@@ -201,35 +242,7 @@ pub(super) async fn pass(ctx: &Context, resynced: bool) {
     if !must_run(done.as_ref(), &now, resynced) {
         return;
     }
-    let claims: Vec<ClaimRecord> = ctx
-        .caches
-        .claims
-        .state()
-        .iter()
-        .filter(|c| c.meta().namespace.as_deref() == Some(claim_ns.as_str()))
-        .filter_map(|c| ClaimRecord::from_claim(c.meta(), c.status_fields(), age(c.meta())))
-        .collect();
-
-    let mut views = BTreeMap::new();
-    if let Ok(shoots) = ctx.sources.shoots.lock()
-        && let Some((_, cache)) = shoots.as_ref()
-    {
-        // A Shoot can only use a binding of its own namespace: the config's shoot namespace.
-        views.insert(SourceKind::Shoot, kind_view(cache));
-    }
-    if let Ok(foreign) = ctx.sources.foreign.lock() {
-        for (k, cache) in foreign.iter() {
-            views.insert(*k, kind_view(cache));
-        }
-    }
-    let cluster_configs = ctx.sources.cluster_configs.lock().ok().and_then(|c| {
-        c.as_ref().filter(|c| c.is_ready()).map(|c| {
-            c.objects()
-                .iter()
-                .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-                .collect()
-        })
-    });
+    let (claims, views, cluster_configs) = cached_input(ctx, &claim_ns);
     let binding_kind = active
         .spec
         .binding_kind

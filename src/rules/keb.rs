@@ -249,6 +249,61 @@ fn unknown_input(key: &str) -> String {
     format!("unknown attribute `{key}`{hint}; inputs are PR, HR and GA (deny entries)")
 }
 
+/// After `-`: nothing, or the `|` of the next preference (`dash`: the column of the `-`).
+fn dash_alone(c: &Cursor<'_>, dash: usize) -> Result<(), Issue> {
+    match c.peek() {
+        None
+        | Some(Token {
+            kind: Kind::Bar, ..
+        }) => Ok(()),
+        Some(n) => Err(Issue::new(
+            n.col,
+            format!(
+                "`-` stands for a preference without outputs and stands alone; found {} after it (column {dash})",
+                n.describe(),
+            ),
+        )),
+    }
+}
+
+/// Where an output was expected and none came: said in the words for what came instead.
+fn empty_output(c: &Cursor<'_>, col: usize, first: bool) -> Issue {
+    match c.peek() {
+        Some(t) if t.kind == Kind::Bar && !first => Issue::new(
+            t.col,
+            "output attribute is empty: write `-` for a fallback without outputs",
+        ),
+        Some(t) if t.kind != Kind::Comma => Issue::new(
+            t.col,
+            format!(
+                "expected an output (EU, S, SF, PR, HR), found {}",
+                t.describe()
+            ),
+        ),
+        _ => Issue::new(col, "output attribute is empty"),
+    }
+}
+
+/// The long name of an output, for messages; an unknown one is refused with a hint.
+fn output_long_name(name: &str, col: usize) -> Result<&'static str, Issue> {
+    Ok(match name {
+        "EU" => "EuAccess",
+        "S" | "SF" => "Shared",
+        "PR" => "PlatformRegionSuffix",
+        "HR" => "HyperscalerRegionSuffix",
+        _ => {
+            let hint = match name {
+                "DENY" => " (`DENY` stands alone right after `->`)".to_string(),
+                _ => did_you_mean(name, ["EU", "S", "SF", "PR", "HR"]),
+            };
+            return Err(Issue::new(
+                col,
+                format!("unknown attribute `{name}`{hint}; outputs are EU, S, SF, PR and HR"),
+            ));
+        }
+    })
+}
+
 /// One preference's outputs up to the next `|` (consumed by the caller) or the end; `-` alone
 /// stands for no outputs. `first`: this is the primary, where upstream's empty-output error
 /// applies as written.
@@ -260,58 +315,17 @@ fn outputs(
     let mut pool = PoolResult::default();
     if let Some(t) = c.peek().filter(|t| t.kind == Kind::Word("-")) {
         c.bump();
-        return match c.peek() {
-            None
-            | Some(Token {
-                kind: Kind::Bar, ..
-            }) => Ok(pool),
-            Some(n) => Err(Issue::new(
-                n.col,
-                format!(
-                    "`-` stands for a preference without outputs and stands alone; found {} after it (column {})",
-                    n.describe(),
-                    t.col
-                ),
-            )),
-        };
+        return dash_alone(c, t.col).map(|()| pool);
     }
     let mut seen: Vec<String> = Vec::new();
     loop {
         let col = c.col();
         let name = words(c, "an output", warnings);
         if name.is_empty() {
-            return Err(match c.peek() {
-                Some(t) if t.kind == Kind::Bar && !first => Issue::new(
-                    t.col,
-                    "output attribute is empty: write `-` for a fallback without outputs",
-                ),
-                Some(t) if t.kind != Kind::Comma => Issue::new(
-                    t.col,
-                    format!(
-                        "expected an output (EU, S, SF, PR, HR), found {}",
-                        t.describe()
-                    ),
-                ),
-                _ => Issue::new(col, "output attribute is empty"),
-            });
+            return Err(empty_output(c, col, first));
         }
         let name = name.as_str();
-        let long = match name {
-            "EU" => "EuAccess",
-            "S" | "SF" => "Shared",
-            "PR" => "PlatformRegionSuffix",
-            "HR" => "HyperscalerRegionSuffix",
-            _ => {
-                let hint = match name {
-                    "DENY" => " (`DENY` stands alone right after `->`)".to_string(),
-                    _ => did_you_mean(name, ["EU", "S", "SF", "PR", "HR"]),
-                };
-                return Err(Issue::new(
-                    col,
-                    format!("unknown attribute `{name}`{hint}; outputs are EU, S, SF, PR and HR"),
-                ));
-            }
-        };
+        let long = output_long_name(name, col)?;
         let key = if name == "SF" { "S" } else { name };
         if let Some(prev) = seen
             .iter()
@@ -328,10 +342,7 @@ fn outputs(
         match name {
             "EU" => pool.eu_access = EuAccess::Always,
             "S" => pool.shared = true,
-            "SF" => {
-                pool.shared = true;
-                pool.shared_fallback = true;
-            }
+            "SF" => (pool.shared, pool.shared_fallback) = (true, true),
             "PR" => pool.pr_suffix = true,
             _ => pool.cr_suffix = true,
         }

@@ -108,6 +108,48 @@ fn split_items(text: &str) -> Vec<(usize, &str)> {
 
 type ItemError = (Reason, usize, String);
 
+/// What an item of valid syntax means: `*` stands for a whole plan or region, on one side only,
+/// and a named plan must be one of the table's.
+fn check_meaning(
+    body: &str,
+    (plan, region): (&str, Option<&str>),
+    lead: usize,
+    table: &PlanTable,
+) -> Result<(), ItemError> {
+    let wild = |s: &str| s == "*";
+    if let Some(bad) = [Some(plan), region]
+        .into_iter()
+        .flatten()
+        .find(|s| s.contains('*') && !wild(s))
+    {
+        return Err((
+            Reason::ParseError,
+            lead,
+            format!("`{bad}`: `*` must be the whole plan or region"),
+        ));
+    }
+    match (wild(plan), region.is_none_or(wild)) {
+        (true, true) => Err((
+            Reason::InvalidConfig,
+            lead,
+            format!(
+                "`{body}`: at least one of plan and region must be given; `*` may stand on one side only"
+            ),
+        )),
+        (false, _) if table.get(plan).is_none() && region.is_some_and(wild) => Err((
+            Reason::InvalidConfig,
+            lead,
+            format!(
+                "`{body}`: the plan comes first in `plan:region`, and `{plan}` is not a plan; for every plan in a region write `*:{plan}`"
+            ),
+        )),
+        (false, _) if table.get(plan).is_none() => {
+            Err((Reason::UnknownPlan, lead, table.unknown_message(plan)))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn item(raw: &str, table: &PlanTable) -> Result<Item, ItemError> {
     let lead = raw.chars().take_while(|c| c.is_whitespace()).count();
     let body = raw.trim();
@@ -155,41 +197,7 @@ fn item(raw: &str, table: &PlanTable) -> Result<Item, ItemError> {
         ));
     }
     let wild = |s: &str| s == "*";
-    if let Some(bad) = [Some(plan), region]
-        .into_iter()
-        .flatten()
-        .find(|s| s.contains('*') && !wild(s))
-    {
-        return Err((
-            Reason::ParseError,
-            lead,
-            format!("`{bad}`: `*` must be the whole plan or region"),
-        ));
-    }
-    match (wild(plan), region.is_none_or(wild)) {
-        (true, true) => {
-            return Err((
-                Reason::InvalidConfig,
-                lead,
-                format!(
-                    "`{body}`: at least one of plan and region must be given; `*` may stand on one side only"
-                ),
-            ));
-        }
-        (false, _) if table.get(plan).is_none() && region.is_some_and(wild) => {
-            return Err((
-                Reason::InvalidConfig,
-                lead,
-                format!(
-                    "`{body}`: the plan comes first in `plan:region`, and `{plan}` is not a plan; for every plan in a region write `*:{plan}`"
-                ),
-            ));
-        }
-        (false, _) if table.get(plan).is_none() => {
-            return Err((Reason::UnknownPlan, lead, table.unknown_message(plan)));
-        }
-        _ => {}
-    }
+    check_meaning(body, (plan, region), lead, table)?;
     Ok(Item {
         plan: (!wild(plan)).then(|| plan.to_string()),
         region: region.filter(|r| !wild(r)).map(str::to_string),

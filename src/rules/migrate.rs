@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::api::{HapConfigSpec, LegacyRules, RuleSyntax};
 
 use super::legacy_seed::{SeedTranslation, to_seed};
-use super::model::Cond;
+use super::model::{Cond, Rule};
 use super::{
     CompiledRules, DEFAULT_EU_REGIONS, Diagnostic, PlanTable, Request, Syntax, expand_legacy,
     parse_entry,
@@ -39,27 +39,7 @@ pub enum MigrateError {
 /// Reads `hap.rule` and `hap.multiHyperscalerAccount` from KEB Helm values.
 pub fn from_keb_values(values: &Value, target: &Target) -> Result<Migration, MigrateError> {
     let hap = values.get("hap").unwrap_or(values);
-    let rules = match hap.get("rule") {
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| MigrateError::Input(format!("hap.rule: `{v}` is not a string")))
-            })
-            .collect::<Result<Vec<_>, _>>()?,
-        Some(Value::String(s)) if s.trim().is_empty() => Vec::new(),
-        Some(other) => {
-            return Err(MigrateError::Input(format!(
-                "hap.rule must be a list of strings, found `{other}`"
-            )));
-        }
-        None => {
-            return Err(MigrateError::Input(
-                "no `hap.rule` list in the values file".into(),
-            ));
-        }
-    };
+    let rules = rule_strings(hap)?;
     let mut notes = Vec::new();
     let mut comments: BTreeMap<usize, String> = BTreeMap::new();
     let mut seed = Vec::new();
@@ -67,22 +47,7 @@ pub fn from_keb_values(values: &Value, target: &Target) -> Result<Migration, Mig
         let Ok((rule, _)) = parse_entry(Syntax::Keb, text) else {
             continue;
         };
-        if rule.pr == Cond::Any || rule.cr == Cond::Any {
-            let single = rule.pools.len() == 1;
-            let primary = rule.primary().cloned().unwrap_or_default();
-            let fix = if rule.cr == Cond::Any && !primary.cr_suffix && single {
-                format!(
-                    " For pools labelled `<provider>_<region>` write `{} -> HR{}`.",
-                    rule.plan,
-                    if primary.shared { ",S" } else { "" }
-                )
-            } else {
-                String::new()
-            };
-            let c = format!(
-                "Not exact: upstream KEB reads `*` in `{}` as the literal region `*`, so upstream this entry matched no real request; here `*` matches any region.{fix}",
-                text.trim()
-            );
+        if let Some(c) = star_note(&rule, text) {
             notes.push(format!("rule {}: {c}", i + 1));
             comments.insert(i, c);
         }
@@ -124,6 +89,50 @@ pub fn from_keb_values(values: &Value, target: &Target) -> Result<Migration, Mig
         notes,
         errors,
     })
+}
+
+/// `hap.rule` as a list of strings; an empty string is no rules, anything else is refused.
+fn rule_strings(hap: &Value) -> Result<Vec<String>, MigrateError> {
+    match hap.get("rule") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| MigrateError::Input(format!("hap.rule: `{v}` is not a string")))
+            })
+            .collect::<Result<Vec<_>, _>>(),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(Vec::new()),
+        Some(other) => Err(MigrateError::Input(format!(
+            "hap.rule must be a list of strings, found `{other}`"
+        ))),
+        None => Err(MigrateError::Input(
+            "no `hap.rule` list in the values file".into(),
+        )),
+    }
+}
+
+/// Why an entry with `*` in a region is not carried over exactly, and the fix, if it has one:
+/// upstream KEB reads `*` as the literal region `*`.
+fn star_note(rule: &Rule, text: &str) -> Option<String> {
+    if rule.pr != Cond::Any && rule.cr != Cond::Any {
+        return None;
+    }
+    let single = rule.pools.len() == 1;
+    let primary = rule.primary().cloned().unwrap_or_default();
+    let fix = if rule.cr == Cond::Any && !primary.cr_suffix && single {
+        format!(
+            " For pools labelled `<provider>_<region>` write `{} -> HR{}`.",
+            rule.plan,
+            if primary.shared { ",S" } else { "" }
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "Not exact: upstream KEB reads `*` in `{}` as the literal region `*`, so upstream this entry matched no real request; here `*` matches any region.{fix}",
+        text.trim()
+    ))
 }
 
 /// `hap.multiHyperscalerAccount` as our `multiHyperscalerAccount` block (already indented).

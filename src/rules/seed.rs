@@ -261,36 +261,74 @@ fn output(c: &mut Cursor<'_>, pool: &mut PoolResult, key: &str) -> Result<(), Is
     Ok(())
 }
 
+/// The `(` after a fallback's `|`, or what a person wrote instead, said in words.
+fn fallback_open(c: &mut Cursor<'_>, rule: &Rule, bar: usize) -> Result<(), Issue> {
+    match c.peek() {
+        Some(t) if t.kind == Kind::LParen => {
+            c.bump();
+            Ok(())
+        }
+        Some(t) if matches!(t.kind, Kind::Word(w) if w == rule.plan) => Err(Issue::new(
+            t.col,
+            "a fallback names only its outputs, not the plan again: write `| (shared)`, `| (euAccess)` or `| ()`",
+        )),
+        Some(t) => Err(Issue::new(
+            bar,
+            format!(
+                "`|` starts a fallback, written `| (OUTPUTS)` (e.g. `| (shared=fallback)`), and {} follows it",
+                t.describe()
+            ),
+        )),
+        None => Err(Issue::new(
+            bar,
+            "`|` starts a fallback and nothing follows it: write `| (OUTPUTS)`, or remove the `|`",
+        )),
+    }
+}
+
+/// `PR`, `CR` or `HR` in a fallback: the request's region appended, which the head must require.
+fn region_suffix(
+    c: &Cursor<'_>,
+    rule: &Rule,
+    pool: &mut PoolResult,
+    key: &str,
+    col: usize,
+) -> Result<(), Issue> {
+    let pr = key == "PR";
+    if c.peek_kind() == Some(Kind::Eq) {
+        return Err(Issue::new(
+            col,
+            format!(
+                "conditions go in the head, before the first `|`; in a fallback `{key}` alone appends the request's region"
+            ),
+        ));
+    }
+    let (cond, name) = if pr {
+        (&rule.pr, "platform")
+    } else {
+        (&rule.cr, "cluster")
+    };
+    if cond.is_absent() {
+        return Err(Issue::new(
+            col,
+            format!(
+                "`{key}` appends the request's {name} region, which this entry does not require: add `{key}=*` or `{key}=<region>` to the head"
+            ),
+        ));
+    }
+    if pr {
+        pool.pr_suffix = true;
+    } else {
+        pool.cr_suffix = true;
+    }
+    Ok(())
+}
+
 /// `| (OUTPUTS)`: the `|` was read. A fallback names outputs only: `PR`, `CR` (append the
 /// request's region, which the head must require), `shared[=fallback]`, `euAccess[=*]`.
 fn fallback(c: &mut Cursor<'_>, rule: &Rule, bar: usize) -> Result<PoolResult, Issue> {
     let mut pool = PoolResult::default();
-    match c.peek() {
-        Some(t) if t.kind == Kind::LParen => {
-            c.bump();
-        }
-        Some(t) if matches!(t.kind, Kind::Word(w) if w == rule.plan) => {
-            return Err(Issue::new(
-                t.col,
-                "a fallback names only its outputs, not the plan again: write `| (shared)`, `| (euAccess)` or `| ()`",
-            ));
-        }
-        Some(t) => {
-            return Err(Issue::new(
-                bar,
-                format!(
-                    "`|` starts a fallback, written `| (OUTPUTS)` (e.g. `| (shared=fallback)`), and {} follows it",
-                    t.describe()
-                ),
-            ));
-        }
-        None => {
-            return Err(Issue::new(
-                bar,
-                "`|` starts a fallback and nothing follows it: write `| (OUTPUTS)`, or remove the `|`",
-            ));
-        }
-    }
+    fallback_open(c, rule, bar)?;
     if c.eat(Kind::RParen) {
         return Ok(pool);
     }
@@ -315,35 +353,7 @@ fn fallback(c: &mut Cursor<'_>, rule: &Rule, bar: usize) -> Result<PoolResult, I
         };
         repeated(key, t.col, &seen)?;
         match key {
-            "PR" | "CR" | "HR" => {
-                let pr = key == "PR";
-                if c.peek_kind() == Some(Kind::Eq) {
-                    return Err(Issue::new(
-                        t.col,
-                        format!(
-                            "conditions go in the head, before the first `|`; in a fallback `{key}` alone appends the request's region"
-                        ),
-                    ));
-                }
-                let (cond, name) = if pr {
-                    (&rule.pr, "platform")
-                } else {
-                    (&rule.cr, "cluster")
-                };
-                if cond.is_absent() {
-                    return Err(Issue::new(
-                        t.col,
-                        format!(
-                            "`{key}` appends the request's {name} region, which this entry does not require: add `{key}=*` or `{key}=<region>` to the head"
-                        ),
-                    ));
-                }
-                if pr {
-                    pool.pr_suffix = true;
-                } else {
-                    pool.cr_suffix = true;
-                }
-            }
+            "PR" | "CR" | "HR" => region_suffix(c, rule, &mut pool, key, t.col)?,
             "shared" | "euAccess" => output(c, &mut pool, key)?,
             "GA" => {
                 return Err(Issue::new(

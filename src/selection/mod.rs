@@ -373,7 +373,51 @@ fn select_dedicated(
     now: Instant,
     counts: &Counts<'_>,
 ) -> Choice {
-    let (policy, exclude) = (limits.policy, limits.exclude);
+    let own = match own_bindings(inv, inflight, req, now) {
+        Ok(own) => own,
+        Err(retry) => return retry,
+    };
+    if let Some(choice) = reuse(&own.mine, req, limits.policy, counts) {
+        return choice;
+    }
+    if let Some(b) = own.writing {
+        return Choice::Wait {
+            binding: b.to_string(),
+        };
+    }
+    let (candidates, skipped) = free_candidates(inv, inflight, req, limits, now, counts);
+    let ga = req.claim.global_account.as_str();
+    if let Some(b) = spread(inv, limits.exclude, ga, candidates) {
+        let expected_resource_version =
+            inv.binding(b).and_then(|e| e.view.resource_version.clone());
+        return Choice::Claim {
+            binding: b.clone(),
+            expected_resource_version,
+        };
+    }
+    Choice::Exhausted {
+        pool: req.pool.clone(),
+        message: exhausted_message(inv, req, limits.policy, &skipped, own.mine.len()),
+    }
+}
+
+/// The tenant's own bindings in a pool.
+struct Own<'a> {
+    /// Held, or claimed by a write already answered.
+    mine: BTreeSet<&'a str>,
+    /// One being released, or claimed by another of the tenant's claims: its claims wait for it.
+    writing: Option<&'a str>,
+}
+
+/// The tenant's bindings in the pool, from the index and the writes in flight. `Err` is this
+/// claim's own earlier attempt, unanswered or in doubt, which is tried again before anything
+/// else.
+fn own_bindings<'a>(
+    inv: &'a Inventory,
+    inflight: &'a InFlight,
+    req: &Request<'a>,
+    now: Instant,
+) -> Result<Own<'a>, Choice> {
     let (pool, ga) = (req.pool, req.claim.global_account.as_str());
     // A binding of the tenant being released is neither used (the release may succeed) nor
     // replaced (it may fail, and the tenant would hold two): the tenant's claims wait for it.
@@ -401,94 +445,127 @@ fn select_dedicated(
             // This claim's own earlier attempt, unanswered or in doubt: the same compare-and-swap
             // again either succeeds (and the earlier one cannot commit any more) or proves the
             // binding moved on, which the index will show.
-            return Choice::Claim {
+            return Err(Choice::Claim {
                 binding: b.to_string(),
                 expected_resource_version: p.base_resource_version.clone(),
-            };
+            });
         } else if writing.is_none() {
             writing = Some(b);
         }
     }
+    Ok(Own { mine, writing })
+}
+
+/// One of the tenant's own bindings to use: the one this cluster is already on, else (one
+/// account per tenant) the one its clusters are on, else (multi-account) the fullest below the
+/// limit.
+fn reuse(
+    mine: &BTreeSet<&str>,
+    req: &Request<'_>,
+    policy: &MultiAccountPolicy,
+    counts: &Counts<'_>,
+) -> Option<Choice> {
+    let use_ = |b: &str, decision| Choice::Use {
+        binding: b.to_string(),
+        decision,
+    };
     let cluster = req.claim.cluster_name();
     if let Some(b) = mine.iter().find(|b| counts.has(b, &cluster)) {
-        return Choice::Use {
-            binding: (*b).to_string(),
-            decision: UseReason::Reused,
-        };
+        return Some(use_(b, UseReason::Reused));
     }
-    let multi = policy.allows(ga);
-    let limit = policy.limit_for(req.provider_type).filter(|_| multi);
-    // Should it hold several (a leftover of an earlier allowlist, an orphan), the one its
-    // clusters are on: a second account is never started while one is in use.
-    let populated = mine.iter().max_by(|a, b| {
-        counts
-            .clusters(a)
-            .cmp(&counts.clusters(b))
-            .then_with(|| b.cmp(a))
-    });
-    if !multi && let Some(b) = populated {
-        return Choice::Use {
-            binding: (*b).to_string(),
-            decision: UseReason::Reused,
-        };
+    let multi = policy.allows(&req.claim.global_account);
+    if !multi {
+        // Should it hold several (a leftover of an earlier allowlist, an orphan), the one its
+        // clusters are on: a second account is never started while one is in use.
+        let populated = mine.iter().max_by(|a, b| {
+            counts
+                .clusters(a)
+                .cmp(&counts.clusters(b))
+                .then_with(|| b.cmp(a))
+        });
+        return populated.map(|b| use_(b, UseReason::Reused));
     }
-    if multi {
-        let below = mine
-            .iter()
-            .map(|b| (*b, counts.clusters(b)))
-            .filter(|(_, n)| limit.is_none_or(|l| *n < l as usize));
-        // Highest count wins; among equal counts the first name, hence the reversed name order.
-        let best = below.max_by(|(a, n), (b, m)| n.cmp(m).then_with(|| b.cmp(a)));
-        if let Some((b, _)) = best {
-            return Choice::Use {
-                binding: b.to_string(),
-                decision: UseReason::FilledMostPopulated,
-            };
-        }
-    }
-    if let Some(b) = writing {
-        return Choice::Wait {
-            binding: b.to_string(),
-        };
-    }
-    let claimable = inv.pool(pool).map(|m| &m.claimable).into_iter().flatten();
-    // Bindings being claimed or released right now are not counted in the message: it is part
-    // of the claim's status, and a figure that moves would rewrite every waiting claim's status
-    // on each change of the pool. Pins change only with the config, so their count may stay.
-    let (mut pinned, mut in_use, mut cordoned, mut cooling) = (0usize, 0usize, 0usize, 0usize);
+    let limit = policy.limit_for(req.provider_type);
+    let below = mine
+        .iter()
+        .map(|b| (*b, counts.clusters(b)))
+        .filter(|(_, n)| limit.is_none_or(|l| *n < l as usize));
+    // Highest count wins; among equal counts the first name, hence the reversed name order.
+    let best = below.max_by(|(a, n), (b, m)| n.cmp(m).then_with(|| b.cmp(a)));
+    best.map(|(b, _)| use_(b, UseReason::FilledMostPopulated))
+}
+
+/// Free bindings of the pool skipped for a new tenant, by why, for the Exhausted message.
+/// Bindings being claimed or released right now are not counted: the message is part of the
+/// claim's status, and a figure that moves would rewrite every waiting claim's status on each
+/// change of the pool. Pins change only with the config, so their count may stay.
+#[derive(Default)]
+struct Skipped {
+    pinned: usize,
+    in_use: usize,
+    cordoned: usize,
+    cooling: usize,
+}
+
+/// The pool's claimable bindings a new tenant may take, and how many others were skipped why.
+fn free_candidates<'a>(
+    inv: &'a Inventory,
+    inflight: &InFlight,
+    req: &Request<'_>,
+    limits: &Limits<'_>,
+    now: Instant,
+    counts: &Counts<'_>,
+) -> (Vec<&'a String>, Skipped) {
+    let (policy, ga) = (limits.policy, req.claim.global_account.as_str());
+    let claimable = inv
+        .pool(req.pool)
+        .map(|m| &m.claimable)
+        .into_iter()
+        .flatten();
+    let mut s = Skipped::default();
     let mut candidates = Vec::new();
     for b in claimable {
         let entry = inv.binding(b);
         if entry.is_some_and(|e| crate::pools::lifecycle::is_cordoned(&e.view.labels)) {
-            cordoned += 1;
+            s.cordoned += 1;
         } else if let (Some(c), Some(e)) = (&policy.cooldown, entry)
             && c.keeps(&e.view.annotations, Some(ga))
         {
-            cooling += 1;
+            s.cooling += 1;
         } else if limits
             .reserved
             .is_some_and(|r| r.pins.reserved_from(b, r.tenant))
         {
-            pinned += 1;
+            s.pinned += 1;
         } else if inflight.claim_of(b, now).is_some()
             || inflight.is_releasing(b, now)
             || counts.being_assigned(b)
         {
             // Moving right now: neither a candidate nor counted.
         } else if !inv.clusters_on(b).is_empty() {
-            in_use += 1;
+            s.in_use += 1;
         } else {
             candidates.push(b);
         }
     }
-    // Spread: never-used first, then the one released longest ago; among equals (above all the
-    // never-used ones) the tenant's rendezvous hash, so concurrent tenants start apart.
+    (candidates, s)
+}
+
+/// Spread: never-used first, then the one released longest ago; among equals (above all the
+/// never-used ones) the tenant's rendezvous hash, so concurrent tenants start apart. Bindings
+/// to try last (`exclude`) only when nothing else is left.
+fn spread<'a>(
+    inv: &Inventory,
+    exclude: &BTreeSet<String>,
+    ga: &str,
+    candidates: Vec<&'a String>,
+) -> Option<&'a String> {
     let released_at = |b: &str| {
         inv.binding(b)
             .and_then(|e| crate::pools::lifecycle::released(&e.view.annotations))
             .map(|(at, _)| at)
     };
-    let best = candidates.into_iter().max_by_key(|b| {
+    candidates.into_iter().max_by_key(|b| {
         let at = released_at(b);
         (
             !exclude.contains(*b),
@@ -497,15 +574,18 @@ fn select_dedicated(
             weight(ga, b),
             std::cmp::Reverse(b.as_str()),
         )
-    });
-    if let Some(b) = best {
-        let expected_resource_version =
-            inv.binding(b).and_then(|e| e.view.resource_version.clone());
-        return Choice::Claim {
-            binding: b.clone(),
-            expected_resource_version,
-        };
-    }
+    })
+}
+
+/// Why a pool has nothing for this tenant, in words a person can act on.
+fn exhausted_message(
+    inv: &Inventory,
+    req: &Request<'_>,
+    policy: &MultiAccountPolicy,
+    s: &Skipped,
+    mine: usize,
+) -> String {
+    let (pool, ga) = (req.pool, req.claim.global_account.as_str());
     let claim_sel = pool
         .selectors(inv.keys(), ga)
         .claim
@@ -515,39 +595,41 @@ fn select_dedicated(
         "no claimable binding in pool {}: selector {claim_sel} matches none",
         describe_pool(pool)
     );
-    if pinned > 0 {
+    if s.pinned > 0 {
         message.push_str(&format!(
-            " ({pinned} free but pinned to other global accounts)"
+            " ({} free but pinned to other global accounts)",
+            s.pinned
         ));
     }
-    if cooling > 0 {
+    if s.cooling > 0 {
         message.push_str(&format!(
-            " ({cooling} free but released by another tenant less than spec.release.cooldown ago)"
+            " ({} free but released by another tenant less than spec.release.cooldown ago)",
+            s.cooling
         ));
     }
-    if cordoned > 0 {
+    if s.cordoned > 0 {
         message.push_str(&format!(
-            " ({cordoned} free but cordoned ({}=true), never given to a new tenant: see status.pools in the HapConfig)",
+            " ({} free but cordoned ({}=true), never given to a new tenant: see status.pools in the HapConfig)",
+            s.cordoned,
             crate::pools::lifecycle::CORDONED
         ));
     }
-    if in_use > 0 {
+    if s.in_use > 0 {
         message.push_str(&format!(
-            " ({in_use} without a tenant but used by a cluster, never claimed: see bindingsInUse in the HapConfig status)"
+            " ({} without a tenant but used by a cluster, never claimed: see bindingsInUse in the HapConfig status)",
+            s.in_use
         ));
     }
-    if !mine.is_empty() {
+    if mine > 0 {
+        let multi = policy.allows(ga);
+        let limit = policy.limit_for(req.provider_type).filter(|_| multi);
         let l = limit.map_or_else(|| "no".to_string(), |l| l.to_string());
         message.push_str(&format!(
-            ", and all {} bindings of {ga} in the pool are at the limit ({l} clusters for {})",
-            mine.len(),
+            ", and all {mine} bindings of {ga} in the pool are at the limit ({l} clusters for {})",
             req.provider_type
         ));
     }
-    Choice::Exhausted {
-        pool: pool.clone(),
-        message,
-    }
+    message
 }
 
 #[cfg(test)]

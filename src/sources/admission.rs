@@ -22,11 +22,11 @@
 
 use serde_json::{Value, json};
 
-use super::CompiledSources;
 use super::naming::{
     ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_CLUSTER_CONFIG, SourceRef, claim_name,
     cluster_config_name, generated_cluster_config_name,
 };
+use super::{CompiledSource, CompiledSources};
 use crate::api::conditions::{reasons, types};
 use crate::api::{AccountClaim, AccountClaimSpec, BindingKind, ClaimPhase, SourceKind};
 
@@ -276,30 +276,7 @@ fn plan_create(req: &Request<'_>, serving: &Serving<'_>) -> Plan {
         .pointer("/spec/clusterConfigs")
         .is_some_and(Value::is_array);
     let Some(name) = facts.name.clone() else {
-        if req.kind != SourceKind::Cluster {
-            return Plan::Deny(format!(
-                "hap-operator cannot serve {what} (request source `{}`): metadata.name: set a name; generateName is not supported for a {} that needs a binding at creation",
-                source.id,
-                req.kind.as_str()
-            ));
-        }
-        let generate = obj
-            .pointer("/metadata/generateName")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let config = generated_cluster_config_name(generate, serving.random);
-        let mut ops = vec![cluster_config_ops(has_cluster_configs, &config)];
-        ops.extend(annotation_ops(
-            has_annotations,
-            &[(ANNOTATION_CLUSTER_CONFIG, config.clone())],
-        ));
-        return Plan::Patch {
-            ops,
-            warnings: vec![format!(
-                "hap-operator: ClusterConfig {}/{config} will carry this Cluster's binding once the Cluster exists and its AccountClaim is bound (request source `{}`)",
-                facts.namespace, source.id
-            )],
-        };
+        return plan_unnamed(req, serving, source, &facts.namespace, &what);
     };
     let cluster_config = (req.kind == SourceKind::Cluster).then(|| cluster_config_name(&name));
     if let Some(c) = &cluster_config
@@ -324,6 +301,49 @@ fn plan_create(req: &Request<'_>, serving: &Serving<'_>) -> Plan {
         has_annotations,
         has_cluster_configs,
     }))
+}
+
+/// A create with `generateName` only: the claim's name would be unknown, so only a Cluster is
+/// served, and later (its ClusterConfig named and referenced now, the claim made by the pass
+/// once the Cluster exists); anything else is refused with the field to set.
+fn plan_unnamed(
+    req: &Request<'_>,
+    serving: &Serving<'_>,
+    source: &CompiledSource,
+    namespace: &str,
+    what: &str,
+) -> Plan {
+    if req.kind != SourceKind::Cluster {
+        return Plan::Deny(format!(
+            "hap-operator cannot serve {what} (request source `{}`): metadata.name: set a name; generateName is not supported for a {} that needs a binding at creation",
+            source.id,
+            req.kind.as_str()
+        ));
+    }
+    let obj = req.object;
+    let has_annotations = obj
+        .pointer("/metadata/annotations")
+        .is_some_and(Value::is_object);
+    let has_cluster_configs = obj
+        .pointer("/spec/clusterConfigs")
+        .is_some_and(Value::is_array);
+    let generate = obj
+        .pointer("/metadata/generateName")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let config = generated_cluster_config_name(generate, serving.random);
+    let mut ops = vec![cluster_config_ops(has_cluster_configs, &config)];
+    ops.extend(annotation_ops(
+        has_annotations,
+        &[(ANNOTATION_CLUSTER_CONFIG, config.clone())],
+    ));
+    Plan::Patch {
+        ops,
+        warnings: vec![format!(
+            "hap-operator: ClusterConfig {namespace}/{config} will carry this Cluster's binding once the Cluster exists and its AccountClaim is bound (request source `{}`)",
+            source.id
+        )],
+    }
 }
 
 fn plan_update(req: &Request<'_>, serving: &Serving<'_>) -> Plan {

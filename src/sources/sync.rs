@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::CompiledSources;
 use super::clusterconfig::{ClusterConfigFor, cluster_config, sets_binding};
 use super::naming::{
     ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_ADMITTED_AT, ANNOTATION_CLUSTER_CONFIG, LABEL_MANAGED_BY,
     MANAGED_BY, SourceRef, claim_name, claim_object, cluster_config_name,
 };
+use super::{CompiledSource, CompiledSources};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::{AccountClaimStatus, BindingKind, ClaimPhase, SourceKind, SourceStatus};
@@ -288,166 +288,254 @@ struct Counts {
     foreign: Vec<String>,
 }
 
+/// The running state of one pass: what it has planned so far and what it has seen.
+struct Planner<'i, 'a> {
+    input: &'i PassInput<'a>,
+    actions: Vec<Action>,
+    counts: BTreeMap<&'i str, Counts>,
+    by_name: BTreeMap<&'i str, &'i ClaimRecord>,
+    /// Claims whose object a synced cache shows.
+    seen: BTreeSet<&'i str>,
+    /// The operator's ClusterConfigs by `(namespace, name)`.
+    configs: BTreeMap<(String, String), &'i Value>,
+    /// ClusterConfigs a served Cluster references: never strays.
+    referenced_configs: BTreeSet<(String, String)>,
+}
+
+/// One watched object, with what the pass derived from it.
+struct Seen<'i> {
+    kind: SourceKind,
+    obj: &'i Value,
+    ns: String,
+    name: String,
+    cname: String,
+    /// The ClusterConfig a Cluster references, if it is a Cluster that references one.
+    config: Option<String>,
+    uid: Option<String>,
+}
+
 /// Plans one pass.
 pub fn plan_pass(input: &PassInput<'_>) -> Pass {
-    let mut actions = Vec::new();
-    let mut counts: BTreeMap<&str, Counts> = BTreeMap::new();
-    let by_name: BTreeMap<&str, &ClaimRecord> =
-        input.claims.iter().map(|c| (c.name.as_str(), c)).collect();
-    let mut seen: BTreeSet<&str> = BTreeSet::new();
-    let configs: BTreeMap<(String, String), &Value> = input
-        .cluster_configs
-        .iter()
-        .flatten()
-        .filter_map(|c| {
-            Some((
-                key(
-                    str_at(c, "/metadata/namespace")?,
-                    str_at(c, "/metadata/name")?,
-                ),
-                c,
-            ))
-        })
-        .collect();
-    let mut referenced_configs: BTreeSet<(String, String)> = BTreeSet::new();
-
+    let mut p = Planner::new(input);
     for (kind, view) in &input.kinds {
-        if !view.ready {
-            continue;
-        }
-        for obj in &view.objects {
-            let facts = kind.facts(obj);
-            let Some(name) = facts.name.clone() else {
-                continue;
-            };
-            let ns = facts.namespace.clone();
-            let cname = claim_name(*kind, &ns, &name);
-            let claim = by_name.get(cname.as_str()).copied();
-            if let Some(c) = claim {
-                seen.insert(c.name.as_str());
-            }
-            let config = (*kind == SourceKind::Cluster)
-                .then(|| referenced_config(obj, &name))
-                .flatten();
-            if let Some(c) = &config {
-                referenced_configs.insert(key(&ns, c));
-            }
-            let source = input.sources.serving(*kind, &facts);
-            if let Some(s) = source {
-                counts.entry(s.id.as_str()).or_default().matching += 1;
-            }
-            let uid = str_at(obj, "/metadata/uid").map(str::to_string);
-            match claim {
-                Some(c) => {
-                    if uid.is_some() && c.source.uid != uid && !c.deleting {
-                        let mut r = c.source.clone();
-                        r.uid = uid;
-                        r.name = Some(name.clone());
-                        actions.push(Action::LabelClaim {
-                            name: c.name.clone(),
-                            labels: r.labels(),
-                        });
-                    }
-                    if let (Some(cfg), Some(ClaimPhase::Bound), Some(binding)) =
-                        (&config, c.phase, &c.binding)
-                        && input.cluster_configs.is_some()
-                    {
-                        let claim_ref = format!("{}/{}", input.claim_namespace, c.name);
-                        let want = cluster_config(&ClusterConfigFor {
-                            name: cfg,
-                            namespace: &ns,
-                            binding,
-                            binding_kind: input.binding_kind,
-                            source_id: &c.source.source_id,
-                            claim: &claim_ref,
-                        });
-                        match configs.get(&key(&ns, cfg)) {
-                            None => actions.push(Action::PutClusterConfig {
-                                object: want,
-                                version: None,
-                            }),
-                            // The annotation is the Cluster's to set: it may name a config of
-                            // someone else's, which is never written (DESIGN §5, invariant 6).
-                            Some(have) if !owned_by(have, &claim_ref) => counts
-                                .entry(c.source.source_id.as_str())
-                                .or_default()
-                                .foreign
-                                .push(format!("{ns}/{name} → {ns}/{cfg}")),
-                            Some(have) if !sets_binding(have, binding, input.binding_kind) => {
-                                // Conditioned on the version whose ownership was checked: a
-                                // config changed since is looked at again by the next pass.
-                                if let Some(v) = str_at(have, "/metadata/resourceVersion") {
-                                    actions.push(Action::PutClusterConfig {
-                                        object: want,
-                                        version: Some(v.to_string()),
-                                    })
-                                }
-                            }
-                            Some(_) => {}
-                        }
-                    }
-                }
-                None => {
-                    let Some(s) = source else { continue };
-                    let existing_binding = kind.existing_binding(obj);
-                    let adopt = *kind == SourceKind::Runtime && existing_binding.is_some();
-                    let cluster_needs_claim = config.is_some();
-                    if !(adopt || cluster_needs_claim) {
-                        if existing_binding.is_none() && *kind != SourceKind::Cluster {
-                            counts.entry(s.id.as_str()).or_default().unserved += 1;
-                        }
-                        continue;
-                    }
-                    let Ok(mut spec) = s.derive(obj) else {
-                        counts.entry(s.id.as_str()).or_default().unserved += 1;
-                        continue;
-                    };
-                    if adopt {
-                        spec.adopt_binding = existing_binding;
-                    }
-                    let r = SourceRef {
-                        source_id: s.id.clone(),
-                        kind: *kind,
-                        namespace: ns.clone(),
-                        name: Some(name.clone()),
-                        uid,
-                    };
-                    actions.push(Action::CreateClaim {
-                        claim: claim_object(&r, input.claim_namespace, &cname, &spec),
-                    });
-                }
+        if view.ready {
+            for obj in &view.objects {
+                p.plan_object(*kind, obj);
             }
         }
     }
+    p.plan_missing_objects();
+    p.plan_stray_configs();
+    let statuses = input
+        .sources
+        .iter()
+        .map(|s| source_status(input, s, p.counts.get(s.id.as_str())))
+        .collect();
+    Pass {
+        actions: p.actions,
+        statuses,
+    }
+}
 
-    // Claims whose object the synced cache does not show.
-    for c in &input.claims {
-        let ready = input.kinds.get(&c.source.kind).is_some_and(|v| v.ready);
-        if seen.contains(c.name.as_str()) || c.deleting || !ready || c.age < input.grace {
-            continue;
-        }
-        let claim_ref = format!("{}/{}", input.claim_namespace, c.name);
-        let cluster_configs = input
+impl<'i, 'a> Planner<'i, 'a> {
+    /// Indexes the claims and the ClusterConfigs once, so each object is a lookup.
+    fn new(input: &'i PassInput<'a>) -> Self {
+        let configs = input
             .cluster_configs
             .iter()
             .flatten()
-            .filter(|cfg| owned_by(cfg, &claim_ref))
-            .filter_map(ConfigRef::of)
+            .filter_map(|c| {
+                Some((
+                    key(
+                        str_at(c, "/metadata/namespace")?,
+                        str_at(c, "/metadata/name")?,
+                    ),
+                    c,
+                ))
+            })
             .collect();
-        actions.push(Action::DeleteIfGone {
-            claim: c.name.clone(),
-            uid: c.uid.clone(),
-            source: c.source.clone(),
-            cluster_configs,
+        Self {
+            input,
+            actions: Vec::new(),
+            counts: BTreeMap::new(),
+            by_name: input.claims.iter().map(|c| (c.name.as_str(), c)).collect(),
+            seen: BTreeSet::new(),
+            configs,
+            referenced_configs: BTreeSet::new(),
+        }
+    }
+
+    /// One object of a synced kind: counted for its source, and its claim (if any) kept in step
+    /// or created.
+    fn plan_object(&mut self, kind: SourceKind, obj: &'i Value) {
+        let facts = kind.facts(obj);
+        let Some(name) = facts.name.clone() else {
+            return;
+        };
+        let ns = facts.namespace.clone();
+        let cname = claim_name(kind, &ns, &name);
+        let claim = self.by_name.get(cname.as_str()).copied();
+        if let Some(c) = claim {
+            self.seen.insert(c.name.as_str());
+        }
+        let config = (kind == SourceKind::Cluster)
+            .then(|| referenced_config(obj, &name))
+            .flatten();
+        if let Some(c) = &config {
+            self.referenced_configs.insert(key(&ns, c));
+        }
+        let source = self.input.sources.serving(kind, &facts);
+        if let Some(s) = source {
+            self.counts.entry(s.id.as_str()).or_default().matching += 1;
+        }
+        let seen = Seen {
+            kind,
+            obj,
+            ns,
+            name,
+            cname,
+            config,
+            uid: str_at(obj, "/metadata/uid").map(str::to_string),
+        };
+        match claim {
+            Some(c) => self.plan_existing_claim(&seen, c),
+            None => {
+                if let Some(s) = source {
+                    self.plan_new_claim(seen, s);
+                }
+            }
+        }
+    }
+
+    /// A claim the object already has: its UID label follows the object, and a bound Cluster's
+    /// ClusterConfig is written.
+    fn plan_existing_claim(&mut self, o: &Seen<'i>, c: &'i ClaimRecord) {
+        if o.uid.is_some() && c.source.uid != o.uid && !c.deleting {
+            let mut r = c.source.clone();
+            r.uid = o.uid.clone();
+            r.name = Some(o.name.clone());
+            self.actions.push(Action::LabelClaim {
+                name: c.name.clone(),
+                labels: r.labels(),
+            });
+        }
+        if let (Some(cfg), Some(ClaimPhase::Bound), Some(binding)) =
+            (&o.config, c.phase, &c.binding)
+            && self.input.cluster_configs.is_some()
+        {
+            self.plan_cluster_config(o, c, cfg, binding);
+        }
+    }
+
+    /// The ClusterConfig of a bound Cluster's claim: created, rewritten if it names another
+    /// binding, or left alone (and reported) if it is not the operator's.
+    fn plan_cluster_config(&mut self, o: &Seen<'i>, c: &'i ClaimRecord, cfg: &str, binding: &str) {
+        let input = self.input;
+        let (ns, name) = (&o.ns, &o.name);
+        let claim_ref = format!("{}/{}", input.claim_namespace, c.name);
+        let want = cluster_config(&ClusterConfigFor {
+            name: cfg,
+            namespace: ns,
+            binding,
+            binding_kind: input.binding_kind,
+            source_id: &c.source.source_id,
+            claim: &claim_ref,
+        });
+        match self.configs.get(&key(ns, cfg)).copied() {
+            None => self.actions.push(Action::PutClusterConfig {
+                object: want,
+                version: None,
+            }),
+            // The annotation is the Cluster's to set: it may name a config of
+            // someone else's, which is never written (DESIGN §5, invariant 6).
+            Some(have) if !owned_by(have, &claim_ref) => self
+                .counts
+                .entry(c.source.source_id.as_str())
+                .or_default()
+                .foreign
+                .push(format!("{ns}/{name} → {ns}/{cfg}")),
+            Some(have) if !sets_binding(have, binding, input.binding_kind) => {
+                // Conditioned on the version whose ownership was checked: a
+                // config changed since is looked at again by the next pass.
+                if let Some(v) = str_at(have, "/metadata/resourceVersion") {
+                    self.actions.push(Action::PutClusterConfig {
+                        object: want,
+                        version: Some(v.to_string()),
+                    })
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// An object without a claim that a source serves: a Runtime with a binding is adopted and
+    /// a Cluster that references a ClusterConfig gets a claim; anything else waits for the
+    /// webhook and counts as unserved.
+    fn plan_new_claim(&mut self, o: Seen<'i>, s: &'i CompiledSource) {
+        let existing_binding = o.kind.existing_binding(o.obj);
+        let adopt = o.kind == SourceKind::Runtime && existing_binding.is_some();
+        let cluster_needs_claim = o.config.is_some();
+        if !(adopt || cluster_needs_claim) {
+            if existing_binding.is_none() && o.kind != SourceKind::Cluster {
+                self.counts.entry(s.id.as_str()).or_default().unserved += 1;
+            }
+            return;
+        }
+        let Ok(mut spec) = s.derive(o.obj) else {
+            self.counts.entry(s.id.as_str()).or_default().unserved += 1;
+            return;
+        };
+        if adopt {
+            spec.adopt_binding = existing_binding;
+        }
+        let r = SourceRef {
+            source_id: s.id.clone(),
+            kind: o.kind,
+            namespace: o.ns,
+            name: Some(o.name),
+            uid: o.uid,
+        };
+        self.actions.push(Action::CreateClaim {
+            claim: claim_object(&r, self.input.claim_namespace, &o.cname, &spec),
         });
     }
 
-    // ClusterConfigs of ours that neither a Cluster references nor a claim explains.
-    let clusters_ready = input
-        .kinds
-        .get(&SourceKind::Cluster)
-        .is_some_and(|v| v.ready);
-    if clusters_ready {
+    /// Claims whose object the synced cache does not show: deleted once a live read confirms.
+    fn plan_missing_objects(&mut self) {
+        let input = self.input;
+        for c in &input.claims {
+            let ready = input.kinds.get(&c.source.kind).is_some_and(|v| v.ready);
+            if self.seen.contains(c.name.as_str()) || c.deleting || !ready || c.age < input.grace {
+                continue;
+            }
+            let claim_ref = format!("{}/{}", input.claim_namespace, c.name);
+            let cluster_configs = input
+                .cluster_configs
+                .iter()
+                .flatten()
+                .filter(|cfg| owned_by(cfg, &claim_ref))
+                .filter_map(ConfigRef::of)
+                .collect();
+            self.actions.push(Action::DeleteIfGone {
+                claim: c.name.clone(),
+                uid: c.uid.clone(),
+                source: c.source.clone(),
+                cluster_configs,
+            });
+        }
+    }
+
+    /// ClusterConfigs of ours that neither a Cluster references nor a claim explains; decided
+    /// only once the Cluster cache is synced, so a config is never taken for a stray early.
+    fn plan_stray_configs(&mut self) {
+        let input = self.input;
+        let clusters_ready = input
+            .kinds
+            .get(&SourceKind::Cluster)
+            .is_some_and(|v| v.ready);
+        if !clusters_ready {
+            return;
+        }
         let claim_refs: BTreeSet<String> = input
             .claims
             .iter()
@@ -470,63 +558,67 @@ pub fn plan_pass(input: &PassInput<'_>) -> Pass {
                 continue;
             };
             if !claim_refs.contains(claim)
-                && !referenced_configs.contains(&key(ns, name))
+                && !self.referenced_configs.contains(&key(ns, name))
                 && let Some(r) = ConfigRef::of(cfg)
             {
-                actions.push(Action::DeleteClusterConfig(r));
+                self.actions.push(Action::DeleteClusterConfig(r));
             }
         }
     }
+}
 
-    let statuses = input
-        .sources
+/// The status of one source: what its watch shows, its counts and its claims by phase.
+fn source_status(input: &PassInput<'_>, s: &CompiledSource, c: Option<&Counts>) -> SourceStatus {
+    let view = input.kinds.get(&s.kind);
+    let mine: Vec<&ClaimRecord> = input
+        .claims
         .iter()
-        .map(|s| {
-            let view = input.kinds.get(&s.kind);
-            let mine: Vec<&ClaimRecord> = input
-                .claims
-                .iter()
-                .filter(|c| c.source.source_id == s.id)
-                .collect();
-            let phase = |p| mine.iter().filter(|c| c.phase == Some(p)).count() as i64;
-            let c = counts.get(s.id.as_str());
-            let watching = view.is_some_and(|v| v.ready && v.error.is_none());
-            let message = match view {
-                None => "not watched yet".to_string(),
-                Some(v) if v.error.is_some() => format!(
-                    "cannot watch {} ({}): {}",
-                    s.kind.resource().plural,
-                    s.kind.resource().api_version,
-                    v.error.clone().unwrap_or_default()
-                ),
-                Some(v) if !v.ready => "listing objects".to_string(),
-                Some(_) => format!(
-                    "{} matching object(s), {} claim(s)",
-                    c.map_or(0, |c| c.matching),
-                    mine.len()
-                ),
-            };
-            let message = match c.map(|c| &c.foreign).filter(|f| !f.is_empty()) {
-                Some(f) => format!(
-                    "{message}; not written, ClusterConfig not the operator's: {}",
-                    f.join(", ")
-                ),
-                None => message,
-            };
-            SourceStatus {
-                id: s.id.clone(),
-                kind: s.kind.as_str().into(),
-                watching,
-                message,
-                matching: c.map_or(0, |c| c.matching),
-                claims: mine.len() as i64,
-                bound: phase(ClaimPhase::Bound),
-                pending: phase(ClaimPhase::Pending)
-                    + mine.iter().filter(|c| c.phase.is_none()).count() as i64,
-                failed: phase(ClaimPhase::Failed),
-                unserved: c.map_or(0, |c| c.unserved),
-            }
-        })
+        .filter(|c| c.source.source_id == s.id)
         .collect();
-    Pass { actions, statuses }
+    let phase = |p| mine.iter().filter(|c| c.phase == Some(p)).count() as i64;
+    let watching = view.is_some_and(|v| v.ready && v.error.is_none());
+    SourceStatus {
+        id: s.id.clone(),
+        kind: s.kind.as_str().into(),
+        watching,
+        message: source_message(s, view, c, mine.len()),
+        matching: c.map_or(0, |c| c.matching),
+        claims: mine.len() as i64,
+        bound: phase(ClaimPhase::Bound),
+        pending: phase(ClaimPhase::Pending)
+            + mine.iter().filter(|c| c.phase.is_none()).count() as i64,
+        failed: phase(ClaimPhase::Failed),
+        unserved: c.map_or(0, |c| c.unserved),
+    }
+}
+
+/// The status message of one source, in the words a person reads in `kubectl describe`.
+fn source_message(
+    s: &CompiledSource,
+    view: Option<&KindView>,
+    c: Option<&Counts>,
+    claims: usize,
+) -> String {
+    let message = match view {
+        None => "not watched yet".to_string(),
+        Some(v) if v.error.is_some() => format!(
+            "cannot watch {} ({}): {}",
+            s.kind.resource().plural,
+            s.kind.resource().api_version,
+            v.error.clone().unwrap_or_default()
+        ),
+        Some(v) if !v.ready => "listing objects".to_string(),
+        Some(_) => format!(
+            "{} matching object(s), {} claim(s)",
+            c.map_or(0, |c| c.matching),
+            claims
+        ),
+    };
+    match c.map(|c| &c.foreign).filter(|f| !f.is_empty()) {
+        Some(f) => format!(
+            "{message}; not written, ClusterConfig not the operator's: {}",
+            f.join(", ")
+        ),
+        None => message,
+    }
 }

@@ -91,17 +91,9 @@ fn check_field(i: usize, s: &RequestSource, f: RequestField, out: &mut Vec<Strin
     }
 }
 
-fn check_selectors(i: usize, s: &RequestSource, out: &mut Vec<String>) {
-    for (k, v) in s.match_labels.iter().flatten() {
-        if let Some(p) = label_key_problem(k) {
-            out.push(format!("{}: matchLabels key `{k}`: {p}", at(i, s)));
-        }
-        if !v.is_empty()
-            && let Some(p) = label_value_problem(v)
-        {
-            out.push(format!("{}: matchLabels[{k}] `{v}` {p}", at(i, s)));
-        }
-    }
+/// `matchExpressions`: each key and value a valid label key or value, and each operator with
+/// the number of values it takes.
+fn check_expressions(i: usize, s: &RequestSource, out: &mut Vec<String>) {
     for (j, e) in s.match_expressions.iter().flatten().enumerate() {
         let values = e.values.as_deref().unwrap_or_default();
         if let Some(p) = label_key_problem(&e.key) {
@@ -135,6 +127,21 @@ fn check_selectors(i: usize, s: &RequestSource, out: &mut Vec<String>) {
             }
         }
     }
+}
+
+/// The selectors of one source: label syntax, operators, and the fields only a Cluster has.
+fn check_selectors(i: usize, s: &RequestSource, out: &mut Vec<String>) {
+    for (k, v) in s.match_labels.iter().flatten() {
+        if let Some(p) = label_key_problem(k) {
+            out.push(format!("{}: matchLabels key `{k}`: {p}", at(i, s)));
+        }
+        if !v.is_empty()
+            && let Some(p) = label_value_problem(v)
+        {
+            out.push(format!("{}: matchLabels[{k}] `{v}` {p}", at(i, s)));
+        }
+    }
+    check_expressions(i, s, out);
     if s.kind != SourceKind::Cluster {
         if s.match_purposes.is_some() {
             out.push(format!(

@@ -213,140 +213,41 @@ pub fn desired_claim_status(
     let set = |conds: &mut Vec<_>, t: &str, st: CondStatus, r: &str, m: &str| {
         set_condition(conds, t, st, r, m, generation, now)
     };
+    let c = &mut conds;
     let status = match outcome {
-        ClaimOutcome::Bound(b) => {
-            let status = AccountClaimStatus {
-                phase: Some(ClaimPhase::Bound),
-                credentials_binding_name: Some(b.binding.clone()),
-                binding_namespace: Some(b.namespace.clone()),
-                hyperscaler_type: Some(b.pool.hyperscaler_type.clone()),
-                eu_access: Some(b.pool.eu_access),
-                shared: Some(b.pool.shared),
-                matched_rule: Some(b.matched_rule.clone()),
-                decision: Some(b.decision),
-                preference: b.preference.and_then(|p| i64::try_from(p).ok()),
-                ..Default::default()
-            };
-            let msg = bound_message(&status).unwrap_or_default();
-            set(
-                &mut conds,
-                types::READY,
-                CondStatus::True,
-                reasons::BOUND,
-                &msg,
-            );
-            set(
-                &mut conds,
-                types::BOUND,
-                CondStatus::True,
-                reasons::BOUND,
-                &msg,
-            );
-            remove_condition(&mut conds, types::STALLED);
-            remove_condition(&mut conds, types::RECONCILING);
-            status
-        }
+        ClaimOutcome::Bound(b) => bound(c, &set, b),
         ClaimOutcome::Denied { cause, matched } => final_refusal(
-            &mut conds,
+            c,
             &set,
             (reasons::DENIED, cause),
             spec,
             Some(matched.clone()),
         ),
-        ClaimOutcome::TenantNotAllowed { cause } => final_refusal(
-            &mut conds,
-            &set,
-            (reasons::TENANT_NOT_ALLOWED, cause),
-            spec,
-            None,
-        ),
-        ClaimOutcome::Kept { namespace } => {
-            let old = current.cloned().unwrap_or_default();
-            let ns = old
-                .binding_namespace
-                .clone()
-                .unwrap_or_else(|| namespace.clone());
-            let binding = old.credentials_binding_name.clone().unwrap_or_default();
-            let mut msg = format!("bound to {ns}/{binding}");
-            if let Some(t) = &old.hyperscaler_type {
-                let pool = PoolKey {
-                    hyperscaler_type: t.clone(),
-                    eu_access: old.eu_access.unwrap_or(false),
-                    shared: old.shared.unwrap_or(false),
-                };
-                msg.push_str(&format!(" ({})", describe_pool(&pool)));
-            }
-            for t in [types::READY, types::BOUND] {
-                // A condition that already says so keeps its message (written with the rule and
-                // the decision when the claim was bound): nothing to rewrite.
-                let holds = conds
-                    .iter()
-                    .any(|c| c.type_ == t && c.status == "True" && c.reason == reasons::BOUND);
-                if !holds {
-                    set(&mut conds, t, CondStatus::True, reasons::BOUND, &msg);
-                }
-            }
-            remove_condition(&mut conds, types::STALLED);
-            remove_condition(&mut conds, types::RECONCILING);
-            AccountClaimStatus {
-                phase: Some(ClaimPhase::Bound),
-                binding_namespace: Some(ns),
-                ..old
-            }
+        ClaimOutcome::TenantNotAllowed { cause } => {
+            final_refusal(c, &set, (reasons::TENANT_NOT_ALLOWED, cause), spec, None)
         }
+        ClaimOutcome::Kept { namespace } => kept(c, &set, current, namespace),
         ClaimOutcome::Pending {
             reason,
             cause,
             matched,
-        } => {
-            let msg = format!("{cause} (request: {})", describe_request(spec));
-            let r = reason.as_str();
-            set(&mut conds, types::READY, CondStatus::False, r, &msg);
-            set(&mut conds, types::BOUND, CondStatus::False, r, &msg);
-            let (on, off) = if reason.is_terminal() {
-                (types::STALLED, types::RECONCILING)
-            } else {
-                (types::RECONCILING, types::STALLED)
-            };
-            set(&mut conds, on, CondStatus::True, r, &msg);
-            remove_condition(&mut conds, off);
-            let (rule, pool) = matched.clone().unzip();
-            AccountClaimStatus {
-                phase: Some(ClaimPhase::Pending),
-                hyperscaler_type: pool.as_ref().map(|p| p.hyperscaler_type.clone()),
-                eu_access: pool.as_ref().map(|p| p.eu_access),
-                shared: pool.as_ref().map(|p| p.shared),
-                matched_rule: rule,
-                ..Default::default()
-            }
-        }
+        } => pending(c, &set, spec, (*reason, cause), matched.clone()),
         ClaimOutcome::ReleaseBlocked { reason, cause } => {
-            set(
-                &mut conds,
-                types::RELEASED,
-                CondStatus::False,
-                reason,
-                cause,
-            );
-            set(&mut conds, types::STALLED, CondStatus::True, reason, cause);
+            set(c, types::RELEASED, CondStatus::False, reason, cause);
+            set(c, types::STALLED, CondStatus::True, reason, cause);
             current.cloned().unwrap_or_default()
         }
         ClaimOutcome::Lost { cause } => {
             let msg = format!("{cause}; the claim is not rebound: delete it and create a new one");
             for t in [types::READY, types::BOUND, types::STALLED] {
-                set(
-                    &mut conds,
-                    t,
-                    if t == types::STALLED {
-                        CondStatus::True
-                    } else {
-                        CondStatus::False
-                    },
-                    reasons::BINDING_LOST,
-                    &msg,
-                );
+                let st = if t == types::STALLED {
+                    CondStatus::True
+                } else {
+                    CondStatus::False
+                };
+                set(c, t, st, reasons::BINDING_LOST, &msg);
             }
-            remove_condition(&mut conds, types::RECONCILING);
+            remove_condition(c, types::RECONCILING);
             // The record of what the claim was bound to stays: it is what an operator needs to act.
             AccountClaimStatus {
                 phase: Some(ClaimPhase::Failed),
@@ -358,5 +259,101 @@ pub fn desired_claim_status(
         observed_generation: generation,
         conditions: conds,
         ..status
+    }
+}
+
+/// Bound in this pass: every field of the binding recorded, the conditions' message built
+/// from them alone (`bound_message`).
+fn bound(conds: &mut Vec<Condition>, set: &SetCondition<'_>, b: &BoundTo) -> AccountClaimStatus {
+    let status = AccountClaimStatus {
+        phase: Some(ClaimPhase::Bound),
+        credentials_binding_name: Some(b.binding.clone()),
+        binding_namespace: Some(b.namespace.clone()),
+        hyperscaler_type: Some(b.pool.hyperscaler_type.clone()),
+        eu_access: Some(b.pool.eu_access),
+        shared: Some(b.pool.shared),
+        matched_rule: Some(b.matched_rule.clone()),
+        decision: Some(b.decision),
+        preference: b.preference.and_then(|p| i64::try_from(p).ok()),
+        ..Default::default()
+    };
+    let msg = bound_message(&status).unwrap_or_default();
+    set(conds, types::READY, CondStatus::True, reasons::BOUND, &msg);
+    set(conds, types::BOUND, CondStatus::True, reasons::BOUND, &msg);
+    remove_condition(conds, types::STALLED);
+    remove_condition(conds, types::RECONCILING);
+    status
+}
+
+/// Bound before and still: the recorded status stays, conditions that already say Bound keep
+/// their message, and a missing `bindingNamespace` is filled in.
+fn kept(
+    conds: &mut Vec<Condition>,
+    set: &SetCondition<'_>,
+    current: Option<&AccountClaimStatus>,
+    namespace: &str,
+) -> AccountClaimStatus {
+    let old = current.cloned().unwrap_or_default();
+    let ns = old
+        .binding_namespace
+        .clone()
+        .unwrap_or_else(|| namespace.to_string());
+    let binding = old.credentials_binding_name.clone().unwrap_or_default();
+    let mut msg = format!("bound to {ns}/{binding}");
+    if let Some(t) = &old.hyperscaler_type {
+        let pool = PoolKey {
+            hyperscaler_type: t.clone(),
+            eu_access: old.eu_access.unwrap_or(false),
+            shared: old.shared.unwrap_or(false),
+        };
+        msg.push_str(&format!(" ({})", describe_pool(&pool)));
+    }
+    for t in [types::READY, types::BOUND] {
+        // A condition that already says so keeps its message (written with the rule and
+        // the decision when the claim was bound): nothing to rewrite.
+        let holds = conds
+            .iter()
+            .any(|c| c.type_ == t && c.status == "True" && c.reason == reasons::BOUND);
+        if !holds {
+            set(conds, t, CondStatus::True, reasons::BOUND, &msg);
+        }
+    }
+    remove_condition(conds, types::STALLED);
+    remove_condition(conds, types::RECONCILING);
+    AccountClaimStatus {
+        phase: Some(ClaimPhase::Bound),
+        binding_namespace: Some(ns),
+        ..old
+    }
+}
+
+/// Not bound yet: Stalled for a reason only a person can fix, Reconciling for one that fixes
+/// itself; the rule and pool recorded when the rules got that far.
+fn pending(
+    conds: &mut Vec<Condition>,
+    set: &SetCondition<'_>,
+    spec: &AccountClaimSpec,
+    (reason, cause): (PendingReason, &str),
+    matched: Option<(MatchedRule, PoolKey)>,
+) -> AccountClaimStatus {
+    let msg = format!("{cause} (request: {})", describe_request(spec));
+    let r = reason.as_str();
+    set(conds, types::READY, CondStatus::False, r, &msg);
+    set(conds, types::BOUND, CondStatus::False, r, &msg);
+    let (on, off) = if reason.is_terminal() {
+        (types::STALLED, types::RECONCILING)
+    } else {
+        (types::RECONCILING, types::STALLED)
+    };
+    set(conds, on, CondStatus::True, r, &msg);
+    remove_condition(conds, off);
+    let (rule, pool) = matched.unzip();
+    AccountClaimStatus {
+        phase: Some(ClaimPhase::Pending),
+        hyperscaler_type: pool.as_ref().map(|p| p.hyperscaler_type.clone()),
+        eu_access: pool.as_ref().map(|p| p.eu_access),
+        shared: pool.as_ref().map(|p| p.shared),
+        matched_rule: rule,
+        ..Default::default()
     }
 }

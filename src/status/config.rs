@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::{CondStatus, remove_condition, set_condition};
 use crate::api::conditions::{reasons, types};
@@ -79,159 +79,163 @@ fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// The conditions being computed, with the generation and time every change is stamped with.
+struct Conds<'t> {
+    list: Vec<Condition>,
+    gen_: Option<i64>,
+    now: &'t Time,
+}
+
+impl Conds<'_> {
+    fn set(&mut self, type_: &str, status: CondStatus, reason: &str, msg: impl Into<String>) {
+        set_condition(
+            &mut self.list,
+            type_,
+            status,
+            reason,
+            msg,
+            self.gen_,
+            self.now,
+        );
+    }
+
+    fn remove(&mut self, type_: &str) {
+        remove_condition(&mut self.list, type_);
+    }
+}
+
 /// The status to write, starting from the current one so that transition times survive.
 pub fn desired_config_status(
     current: Option<&HapConfigStatus>,
     input: &ConfigInputs,
     now: &Time,
 ) -> HapConfigStatus {
-    let gen_ = input.generation;
-    let mut conds = current.map(|s| s.conditions.clone()).unwrap_or_default();
-    let valid = input.errors.is_empty();
-    let warnings = match input.warnings.len() {
-        0 => String::new(),
-        n => format!("; {n} warning(s): {}", list(&input.warnings)),
+    let mut c = Conds {
+        list: current.map(|s| s.conditions.clone()).unwrap_or_default(),
+        gen_: input.generation,
+        now,
     };
-    if valid {
-        let msg = format!("{} rule(s) valid{warnings}", input.rules.len());
-        set_condition(
-            &mut conds,
-            types::RULES_VALID,
-            CondStatus::True,
-            reasons::VALID,
-            msg,
-            gen_,
-            now,
-        );
-    } else {
-        let msg = format!(
-            "{} error(s): {}{warnings}",
-            input.errors.len(),
-            list(&input.errors)
-        );
-        set_condition(
-            &mut conds,
-            types::RULES_VALID,
-            CondStatus::False,
-            reasons::INVALID,
-            msg,
-            gen_,
-            now,
-        );
-    }
-
+    let valid = input.errors.is_empty();
+    set_rules_valid(&mut c, input);
     if let Some(active) = &input.ignored_in_favour_of {
-        let msg =
-            format!("HapConfig {active} is the one in force (--config-name); this one is ignored");
-        set_condition(
-            &mut conds,
-            types::READY,
-            CondStatus::False,
-            reasons::IGNORED,
-            msg.clone(),
-            gen_,
-            now,
-        );
-        // Stalled, not just un-Ready: only a person can change which config is in force, and
-        // without it kstatus reads InProgress, so a Flux `wait` hangs until its timeout.
-        set_condition(
-            &mut conds,
-            types::STALLED,
-            CondStatus::True,
-            reasons::IGNORED,
-            msg,
-            gen_,
-            now,
-        );
-        for t in [types::POOLS_AVAILABLE, types::RECONCILING] {
-            remove_condition(&mut conds, t);
-        }
-        return HapConfigStatus {
-            observed_generation: gen_,
-            conditions: conds,
-            ..Default::default()
-        };
+        return ignored(c, active);
     }
-
     let in_force = input.active_generation.is_some();
     // Valid rules that are not in force yet are being loaded: progressing, whatever the caller says.
     let progressing = input
         .progressing
         .clone()
         .or_else(|| (valid && !in_force).then(|| "loading the rules".into()));
-    let mut observed = gen_;
-    if !valid {
+    let observed = if valid && progressing.is_some() {
+        current.and_then(|s| s.observed_generation)
+    } else {
+        input.generation
+    };
+    set_progress(&mut c, input, progressing.as_deref());
+    let totals = totals(&input.rules);
+    set_pools_available(&mut c, input, progressing.as_deref(), totals);
+    if valid && progressing.is_none() {
+        set_ready(&mut c, input, totals);
+    }
+    if in_force {
+        super::sources::set_sources_condition(&mut c.list, &input.sources, c.gen_, now);
+    } else {
+        c.remove(types::SOURCES_AVAILABLE);
+    }
+    assemble(input, c.list, observed, totals)
+}
+
+/// `RulesValid`: the current generation's errors and warnings, whether or not it is in force.
+fn set_rules_valid(c: &mut Conds<'_>, input: &ConfigInputs) {
+    let warnings = match input.warnings.len() {
+        0 => String::new(),
+        n => format!("; {n} warning(s): {}", list(&input.warnings)),
+    };
+    if input.errors.is_empty() {
+        let msg = format!("{} rule(s) valid{warnings}", input.rules.len());
+        c.set(types::RULES_VALID, CondStatus::True, reasons::VALID, msg);
+    } else {
+        let msg = format!(
+            "{} error(s): {}{warnings}",
+            input.errors.len(),
+            list(&input.errors)
+        );
+        c.set(types::RULES_VALID, CondStatus::False, reasons::INVALID, msg);
+    }
+}
+
+/// The whole status of a config that is not the one in force (`active` is).
+fn ignored(mut c: Conds<'_>, active: &str) -> HapConfigStatus {
+    let msg =
+        format!("HapConfig {active} is the one in force (--config-name); this one is ignored");
+    c.set(
+        types::READY,
+        CondStatus::False,
+        reasons::IGNORED,
+        msg.clone(),
+    );
+    // Stalled, not just un-Ready: only a person can change which config is in force, and
+    // without it kstatus reads InProgress, so a Flux `wait` hangs until its timeout.
+    c.set(types::STALLED, CondStatus::True, reasons::IGNORED, msg);
+    for t in [types::POOLS_AVAILABLE, types::RECONCILING] {
+        c.remove(t);
+    }
+    HapConfigStatus {
+        observed_generation: c.gen_,
+        conditions: c.list,
+        ..Default::default()
+    }
+}
+
+/// `Stalled` for an invalid generation, `Reconciling` while state is being built, neither once
+/// the rules are in force; `Ready` for the first two.
+fn set_progress(c: &mut Conds<'_>, input: &ConfigInputs, progressing: Option<&str>) {
+    if !input.errors.is_empty() {
         let serving = match input.active_generation {
             Some(a) => format!("generation {a} stays in force"),
             None => "no rules are in force; claims stay Pending".to_string(),
         };
         let msg = format!(
             "generation {} is invalid ({} error(s): {}); {serving}",
-            gen_.map_or_else(|| "?".into(), |g| g.to_string()),
+            c.gen_.map_or_else(|| "?".into(), |g| g.to_string()),
             input.errors.len(),
             list(&input.errors)
         );
-        set_condition(
-            &mut conds,
-            types::STALLED,
-            CondStatus::True,
-            reasons::CONFIG_INVALID,
-            msg.clone(),
-            gen_,
-            now,
-        );
-        set_condition(
-            &mut conds,
-            types::READY,
-            CondStatus::False,
-            reasons::CONFIG_INVALID,
-            msg,
-            gen_,
-            now,
-        );
-        remove_condition(&mut conds, types::RECONCILING);
-    } else if let Some(msg) = &progressing {
-        observed = current.and_then(|s| s.observed_generation);
-        set_condition(
-            &mut conds,
-            types::RECONCILING,
-            CondStatus::True,
-            reasons::PROGRESSING,
-            msg,
-            gen_,
-            now,
-        );
-        set_condition(
-            &mut conds,
-            types::READY,
-            CondStatus::Unknown,
-            reasons::PROGRESSING,
-            msg,
-            gen_,
-            now,
-        );
-        remove_condition(&mut conds, types::STALLED);
+        let r = reasons::CONFIG_INVALID;
+        c.set(types::STALLED, CondStatus::True, r, msg.clone());
+        c.set(types::READY, CondStatus::False, r, msg);
+        c.remove(types::RECONCILING);
+    } else if let Some(msg) = progressing {
+        let r = reasons::PROGRESSING;
+        c.set(types::RECONCILING, CondStatus::True, r, msg);
+        c.set(types::READY, CondStatus::Unknown, r, msg);
+        c.remove(types::STALLED);
     } else {
-        remove_condition(&mut conds, types::STALLED);
-        remove_condition(&mut conds, types::RECONCILING);
+        c.remove(types::STALLED);
+        c.remove(types::RECONCILING);
     }
+}
 
-    let (free, claimed) = totals(&input.rules);
-    match (&progressing, in_force) {
-        (Some(msg), _) if valid => {
-            let (t, r) = (types::POOLS_AVAILABLE, reasons::PROGRESSING);
-            set_condition(&mut conds, t, CondStatus::Unknown, r, msg, gen_, now);
+/// `PoolsAvailable`: unknown until rules are in force, else each entry without a pool listed.
+fn set_pools_available(
+    c: &mut Conds<'_>,
+    input: &ConfigInputs,
+    progressing: Option<&str>,
+    (free, claimed): (i64, i64),
+) {
+    let t = types::POOLS_AVAILABLE;
+    match (progressing, input.active_generation.is_some()) {
+        (Some(msg), _) if input.errors.is_empty() => {
+            c.set(t, CondStatus::Unknown, reasons::PROGRESSING, msg);
         }
         (_, false) => {
             let msg = "no rules are in force";
-            let (t, r) = (types::POOLS_AVAILABLE, reasons::CONFIG_INVALID);
-            set_condition(&mut conds, t, CondStatus::Unknown, r, msg, gen_, now);
+            c.set(t, CondStatus::Unknown, reasons::CONFIG_INVALID, msg);
         }
         _ if input.missing_pools.is_empty() => {
             let msg =
                 format!("every rule entry has a pool ({free} free, {claimed} claimed bindings)");
-            let (t, r) = (types::POOLS_AVAILABLE, reasons::POOLS_PRESENT);
-            set_condition(&mut conds, t, CondStatus::True, r, msg, gen_, now);
+            c.set(t, CondStatus::True, reasons::POOLS_PRESENT, msg);
         }
         _ => {
             let each: Vec<String> = input
@@ -245,11 +249,15 @@ pub fn desired_config_status(
                 })
                 .collect();
             let msg = format!("{} without a pool: {}", entries(each.len()), list(&each));
-            let (t, r) = (types::POOLS_AVAILABLE, reasons::MISSING_POOL);
-            set_condition(&mut conds, t, CondStatus::False, r, msg, gen_, now);
+            c.set(t, CondStatus::False, reasons::MISSING_POOL, msg);
         }
     }
-    if valid && progressing.is_none() && !input.refused_writes.is_empty() {
+}
+
+/// `Ready` (and `Stalled`) of valid rules in force: refused garden writes stall the config, as
+/// only a person can grant what the garden wants; otherwise Ready with the pool totals.
+fn set_ready(c: &mut Conds<'_>, input: &ConfigInputs, (free, claimed): (i64, i64)) {
+    if !input.refused_writes.is_empty() {
         // The rules are fine, but the operator cannot do its work: a person must grant what
         // the garden wants, so kstatus must read Failed, not InProgress.
         let each: Vec<String> = input
@@ -262,84 +270,52 @@ pub fn desired_config_status(
             each.len(),
             list(&each)
         );
-        let r = reasons::FORBIDDEN;
-        set_condition(
-            &mut conds,
-            types::READY,
-            CondStatus::False,
-            r,
-            &msg,
-            gen_,
-            now,
-        );
-        set_condition(
-            &mut conds,
-            types::STALLED,
-            CondStatus::True,
-            r,
-            msg,
-            gen_,
-            now,
-        );
-    } else if valid && progressing.is_none() {
-        let missing = match input.missing_pools.len() {
-            0 => String::new(),
-            n => format!("; {} without a pool (see PoolsAvailable)", entries(n)),
-        };
-        let msg = format!(
-            "generation {} in force: {} rule(s), {free} free and {claimed} claimed bindings{missing}",
-            input
-                .active_generation
-                .map_or_else(|| "?".into(), |g| g.to_string()),
-            input.rules.len()
-        );
-        set_condition(
-            &mut conds,
-            types::READY,
-            CondStatus::True,
-            reasons::READY,
-            msg,
-            gen_,
-            now,
-        );
+        c.set(types::READY, CondStatus::False, reasons::FORBIDDEN, &msg);
+        c.set(types::STALLED, CondStatus::True, reasons::FORBIDDEN, msg);
+        return;
     }
+    let missing = match input.missing_pools.len() {
+        0 => String::new(),
+        n => format!("; {} without a pool (see PoolsAvailable)", entries(n)),
+    };
+    let msg = format!(
+        "generation {} in force: {} rule(s), {free} free and {claimed} claimed bindings{missing}",
+        input
+            .active_generation
+            .map_or_else(|| "?".into(), |g| g.to_string()),
+        input.rules.len()
+    );
+    c.set(types::READY, CondStatus::True, reasons::READY, msg);
+}
 
-    if in_force {
-        super::sources::set_sources_condition(&mut conds, &input.sources, gen_, now);
-    } else {
-        remove_condition(&mut conds, types::SOURCES_AVAILABLE);
-    }
+/// A list shown only with rules in force.
+fn kept<T: Clone>(in_force: bool, items: &[T]) -> Vec<T> {
+    if in_force { items.to_vec() } else { Vec::new() }
+}
+
+/// The status fields beside the conditions: the figures of the rules in force, none without.
+fn assemble(
+    input: &ConfigInputs,
+    conditions: Vec<Condition>,
+    observed: Option<i64>,
+    (free, claimed): (i64, i64),
+) -> HapConfigStatus {
+    let in_force = input.active_generation.is_some();
     HapConfigStatus {
         observed_generation: observed,
         active_generation: input.active_generation,
         active_spec: input.active_generation.and(input.active_spec.clone()),
-        conditions: conds,
+        conditions,
         rule_count: in_force.then(|| count(input.rules.len())),
         free_bindings: in_force.then_some(free),
         claimed_bindings: in_force.then_some(claimed),
-        rules: if in_force {
-            input.rules.clone()
-        } else {
-            Vec::new()
-        },
+        rules: kept(in_force, &input.rules),
         orphans: input.orphans.clone(),
         bindings_in_use: input.bindings_in_use.clone(),
-        pins: if in_force {
-            input.pins.clone()
-        } else {
-            Vec::new()
-        },
+        pins: kept(in_force, &input.pins),
         last_refresh_time: input.last_refresh_time.clone(),
-        request_sources: if in_force {
-            input.sources.clone()
-        } else {
-            Vec::new()
-        },
-        pools: if in_force {
-            input.pools.clone()
-        } else {
-            Vec::new()
-        },
+        request_sources: kept(in_force, &input.sources),
+        pools: kept(in_force, &input.pools),
     }
 }
 

@@ -52,8 +52,7 @@ pub async fn review(hook: &Webhook, body: &[u8]) -> Vec<u8> {
     serde_json::to_vec(&response.into_review()).unwrap_or_default()
 }
 
-/// Whether the claim of that name exists: the cache, or (it lags behind a claim created a moment
-/// ago, maybe by another replica) the API server, bounded by the decision timeout.
+/// The source kind of the reviewed object, if it is one the operator serves.
 fn kind_of(req: &AdmissionRequest<DynamicObject>) -> Option<SourceKind> {
     SourceKind::ALL.into_iter().find(|k| {
         let r = k.resource();
@@ -101,6 +100,8 @@ fn allow(
     }
 }
 
+/// One review of a source kind: refused while the caches are cold, untouched without rules in
+/// force, else planned by `sources::admission` and the plan carried out.
 async fn decide(
     hook: &Webhook,
     kind: SourceKind,
@@ -154,37 +155,52 @@ async fn decide(
         Plan::Untouched => (resp, "untouched"),
         Plan::Deny(m) => deny(resp, m),
         Plan::Patch { ops, warnings } => allow(resp, ops, warnings),
-        Plan::DenyIfServed { claim, message } => {
-            let name = claim.rsplit('/').next().unwrap_or_default();
-            match super::serve::served(&hook.claims, name, hook.decision_timeout).await {
-                Ok(true) => deny(resp, message),
-                Ok(false) => (resp, "untouched"),
-                Err(e) => deny(
-                    resp,
-                    format!("hap-operator cannot tell whether this object is served ({e}); retry"),
-                ),
-            }
-        }
-        Plan::Claim(p) => {
-            let who = (kind, &req.user_info);
-            if let Some(message) = tenant_refusal(hook, &active.spec, who, &p).await {
-                // Refused before any claim exists: nothing is created, nothing claimed.
-                return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
-            }
-            if let Some(message) = active
-                .spec
-                .paused_denial(hook.resolver.name(), kind.as_str())
-            {
-                return paused(resp, message);
-            }
-            let state =
-                super::serve::serve(&hook.claims, &p, hook.decision_timeout, hook.tasks.guard())
-                    .await;
-            match finish(&p, &state) {
-                Verdict::Allow { ops, warnings } => allow(resp, ops, warnings),
-                Verdict::Deny(m) => deny(resp, m),
-            }
-        }
+        Plan::DenyIfServed { claim, message } => deny_if_served(hook, resp, &claim, message).await,
+        Plan::Claim(p) => claim_and_wait(hook, resp, &active.spec, (kind, req), &p).await,
+    }
+}
+
+/// An UPDATE that would change what a served object asked for: refused only if its claim
+/// exists, read live when the cache does not show it.
+async fn deny_if_served(
+    hook: &Webhook,
+    resp: AdmissionResponse,
+    claim: &str,
+    message: String,
+) -> (AdmissionResponse, &'static str) {
+    let name = claim.rsplit('/').next().unwrap_or_default();
+    match super::serve::served(&hook.claims, name, hook.decision_timeout).await {
+        Ok(true) => deny(resp, message),
+        Ok(false) => (resp, "untouched"),
+        Err(e) => deny(
+            resp,
+            format!("hap-operator cannot tell whether this object is served ({e}); retry"),
+        ),
+    }
+}
+
+/// A request that needs a claim: refused by tenancy or a pause before any claim exists, else
+/// the claim is created (or found) and the leader's decision awaited, bounded.
+async fn claim_and_wait(
+    hook: &Webhook,
+    resp: AdmissionResponse,
+    spec: &HapConfigSpec,
+    (kind, req): (SourceKind, &AdmissionRequest<DynamicObject>),
+    p: &crate::sources::admission::ClaimPlan,
+) -> (AdmissionResponse, &'static str) {
+    let who = (kind, &req.user_info);
+    if let Some(message) = tenant_refusal(hook, spec, who, p).await {
+        // Refused before any claim exists: nothing is created, nothing claimed.
+        return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
+    }
+    if let Some(message) = spec.paused_denial(hook.resolver.name(), kind.as_str()) {
+        return paused(resp, message);
+    }
+    let state =
+        super::serve::serve(&hook.claims, p, hook.decision_timeout, hook.tasks.guard()).await;
+    match finish(p, &state) {
+        Verdict::Allow { ops, warnings } => allow(resp, ops, warnings),
+        Verdict::Deny(m) => deny(resp, m),
     }
 }
 

@@ -162,21 +162,7 @@ pub async fn start(
     addr_out: &WebhookAddr,
     stop: CancellationToken,
 ) -> Result<Arc<Webhook>, WebhookError> {
-    let cert = Arc::new(tls::ReloadingCert::new(
-        settings.cert_file.clone(),
-        settings.key_file.clone(),
-    )?);
-    let acceptor = TlsAcceptor::from(tls::server_config(
-        cert,
-        settings.client_ca_file.as_deref(),
-    )?);
-    let listener =
-        TcpListener::bind(settings.addr)
-            .await
-            .map_err(|source| WebhookError::Listen {
-                addr: settings.addr,
-                source,
-            })?;
+    let (listener, acceptor) = listen(&settings).await?;
     if let Ok(addr) = listener.local_addr() {
         let _ = addr_out.addr.set(addr);
         tracing::info!(%addr, "serving the request-source admission webhooks (TLS)");
@@ -235,6 +221,27 @@ pub async fn start(
         served.cancel();
     });
     Ok(hook)
+}
+
+/// The certificate loaded (and reloaded when its files change) and the port bound: both fail
+/// at start, with the file or address named, rather than on the first call.
+async fn listen(settings: &Settings) -> Result<(TcpListener, TlsAcceptor), WebhookError> {
+    let cert = Arc::new(tls::ReloadingCert::new(
+        settings.cert_file.clone(),
+        settings.key_file.clone(),
+    )?);
+    let acceptor = TlsAcceptor::from(tls::server_config(
+        cert,
+        settings.client_ca_file.as_deref(),
+    )?);
+    let listener =
+        TcpListener::bind(settings.addr)
+            .await
+            .map_err(|source| WebhookError::Listen {
+                addr: settings.addr,
+                source,
+            })?;
+    Ok((listener, acceptor))
 }
 
 async fn handle(State(hook): State<Arc<Webhook>>, body: Bytes) -> impl IntoResponse {
