@@ -16,7 +16,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::active::{ActiveConfig, ConfigState};
-use super::lanes::lane_of;
+use super::lanes::{LaneFacts, lane_of};
 use super::outcome::{
     ClaimError, RECONCILE_TIMEOUT, count, k8s, outcome, pending, pending_reason, refused,
     status_outcome, unclaim, write_outcome,
@@ -41,7 +41,13 @@ use crate::status::{BoundTo, ClaimOutcome, PendingReason, is_denied, recorded_bi
 const SYNC_GRACE: Duration = Duration::from_secs(10);
 
 pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
-    let Some(_slot) = ctx.lanes.enter(lane_of(claim.labels())).await else {
+    let facts = LaneFacts {
+        namespace: claim.meta().namespace.as_deref(),
+        labels: claim.labels(),
+        settled: claim.is_settled(),
+    };
+    let lane = lane_of(facts, &ctx.args.source_claim_namespace());
+    let Some(_slot) = ctx.lanes.enter(lane).await else {
         // Stopping: the next leader reconciles it.
         return Ok(Action::await_change());
     };

@@ -187,3 +187,38 @@ async fn a_status_write_that_meets_another_change_is_decided_again() {
     let err = h.reconcile(&c).await.expect_err("decided again");
     assert!(err.is_conflict(), "{err:?}");
 }
+
+/// Every field the decision reads makes a changed claim one to decide again; annotations and
+/// bookkeeping do not.
+#[test]
+fn only_annotations_and_bookkeeping_count_as_a_restamp() {
+    use super::outcome::only_restamped;
+    let read = finalized(claim("c1"));
+    let same = |f: &dyn Fn(&mut crate::api::AccountClaim)| {
+        let mut live = read.clone();
+        f(&mut live);
+        only_restamped(&read, &live)
+    };
+    assert!(same(&|c| {
+        c.metadata.resource_version = Some("99".into());
+        c.metadata.annotations =
+            Some([("accountpool.io/admitted-at".to_string(), "t".to_string())].into());
+    }));
+    let changes: [(&str, &dyn Fn(&mut crate::api::AccountClaim)); 7] = [
+        ("uid", &|c| c.metadata.uid = Some("other".into())),
+        ("generation", &|c| c.metadata.generation = Some(2)),
+        ("deletion", &|c| *c = deleting(c.clone())),
+        ("finalizers", &|c| c.metadata.finalizers = None),
+        ("labels", &|c| {
+            c.metadata
+                .labels
+                .get_or_insert_default()
+                .insert("accountpool.io/source-uid".into(), "u".into());
+        }),
+        ("spec", &|c| c.spec.plan = "other".into()),
+        ("status", &|c| *c = bound(c.clone(), "b9")),
+    ];
+    for (what, change) in changes {
+        assert!(!same(change), "a change of the {what} counted as a restamp");
+    }
+}

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 
-use crate::labels::SOURCE_ID;
+use crate::labels::{SOURCE_ID, SOURCE_KIND};
 
 /// The lane a claim queues in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,12 +34,24 @@ pub enum Lane {
     Claims,
 }
 
-/// The lane of a claim with these labels. A claim created for a request source carries the
-/// source's id (`SOURCE_ID`); whoever may create AccountClaims can set it too, which moves
-/// their claims into the source lane and no further (every claim is still decided by the same
-/// rules).
-pub fn lane_of(labels: &std::collections::BTreeMap<String, String>) -> Lane {
-    if labels.contains_key(SOURCE_ID) {
+/// What decides a claim's lane.
+#[derive(Clone, Copy, Debug)]
+pub struct LaneFacts<'a> {
+    pub namespace: Option<&'a str>,
+    pub labels: &'a std::collections::BTreeMap<String, String>,
+    /// Bound or denied with its finalizer: its reconcile only checks (the sweep brings every
+    /// claim back), nobody waits for it.
+    pub settled: bool,
+}
+
+/// The lane of a claim: the source lane for an unsettled claim the webhook created — in the
+/// namespace of request-source claims (`source_namespace`, where tenants create nothing) and
+/// labelled with the source's id and kind. Anything else, including an AccountClaim a tenant
+/// labels so in its own namespace, queues with the AccountClaims.
+pub fn lane_of(claim: LaneFacts<'_>, source_namespace: &str) -> Lane {
+    let from_source =
+        claim.labels.contains_key(SOURCE_ID) && claim.labels.contains_key(SOURCE_KIND);
+    if from_source && !claim.settled && claim.namespace == Some(source_namespace) {
         Lane::Source
     } else {
         Lane::Claims

@@ -186,21 +186,29 @@ async fn a_reconcile_dropped_while_it_queues_takes_no_slot_with_it() {
 }
 
 #[test]
-fn claims_of_request_sources_go_to_the_source_lane() {
-    let mut labels = BTreeMap::new();
-    assert_eq!(lane_of(&labels), Lane::Claims);
-    labels.insert(SOURCE_ID.to_string(), "kyma".to_string());
-    assert_eq!(lane_of(&labels), Lane::Source);
-}
-
-#[tokio::test]
-async fn a_queued_claim_reconcile_is_a_small_future() {
-    // A takeover may queue one reconcile per unsettled claim; each waits as this future
-    // (6,616 bytes in a test build before the reconcile's work was boxed behind the slot).
-    use crate::controller::fixtures::{Harness, aws_spec, claim, hap_config};
-    let h = Harness::new(hap_config(aws_spec()), &[], &[]);
-    let claim = Arc::new(crate::k8s::lean::StoredClaim::from(claim("c")));
-    let fut = super::super::claim::reconcile(claim, h.ctx.clone());
-    let size = std::mem::size_of_val(&fut);
-    assert!(size <= 512, "a queued reconcile holds {size} bytes");
+fn only_unsettled_webhook_claims_in_the_source_namespace_go_to_the_source_lane() {
+    let source: BTreeMap<String, String> = [(SOURCE_ID, "kyma"), (SOURCE_KIND, "Runtime")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let facts = |namespace, labels, settled| LaneFacts {
+        namespace: Some(namespace),
+        labels,
+        settled,
+    };
+    assert_eq!(lane_of(facts("hap", &source, false), "hap"), Lane::Source);
+    // A tenant's AccountClaim labelled like one, in its own namespace.
+    assert_eq!(
+        lane_of(facts("team-a", &source, false), "hap"),
+        Lane::Claims
+    );
+    // Settled: the sweep's check, nobody waits.
+    assert_eq!(lane_of(facts("hap", &source, true), "hap"), Lane::Claims);
+    let mut id_only = source.clone();
+    id_only.remove(SOURCE_KIND);
+    assert_eq!(lane_of(facts("hap", &id_only, false), "hap"), Lane::Claims);
+    assert_eq!(
+        lane_of(facts("hap", &BTreeMap::new(), false), "hap"),
+        Lane::Claims
+    );
 }

@@ -216,7 +216,9 @@ pub(super) async fn write_outcome(
         .apply_claim_status(&ns, &name, rv, &desired)
         .await
     {
-        Err(K8sError::Conflict { .. }) => write_on_stamped(claim, ctx, &desired).await,
+        Err(conflict @ K8sError::Conflict { .. }) => {
+            write_on_stamped(claim, ctx, &desired, conflict).await
+        }
         other => other,
     }
     .map_err(k8s(&key, "writing status"))?;
@@ -238,17 +240,19 @@ async fn write_on_stamped(
     claim: &AccountClaim,
     ctx: &Context,
     desired: &AccountClaimStatus,
+    conflict: K8sError,
 ) -> Result<Option<String>, K8sError> {
     let (ns, name) = (claim.namespace().unwrap_or_default(), claim.name_any());
-    let conflict = || K8sError::Conflict {
-        what: format!("AccountClaim {ns}/{name} (changed since it was read)"),
-    };
-    match ctx.writer.read_claim(&ns, &name).await? {
-        Some(live) if only_restamped(claim, &live) => {
+    // A failed read leaves the Conflict as it was: retried at once, not after a growing backoff.
+    match ctx.writer.read_claim(&ns, &name).await {
+        Ok(Some(live)) if only_restamped(claim, &live) => {
             let rv = live.metadata.resource_version.as_deref();
             ctx.writer.apply_claim_status(&ns, &name, rv, desired).await
         }
-        _ => Err(conflict()),
+        Ok(None) => Err(K8sError::NotFound {
+            what: format!("AccountClaim {ns}/{name}"),
+        }),
+        _ => Err(conflict),
     }
 }
 
