@@ -204,7 +204,8 @@ fn only_annotations_and_bookkeeping_count_as_a_restamp() {
         c.metadata.annotations =
             Some([("accountpool.io/admitted-at".to_string(), "t".to_string())].into());
     }));
-    let changes: [(&str, &dyn Fn(&mut crate::api::AccountClaim)); 7] = [
+    type Change<'a> = (&'a str, &'a dyn Fn(&mut crate::api::AccountClaim));
+    let changes: [Change; 7] = [
         ("uid", &|c| c.metadata.uid = Some("other".into())),
         ("generation", &|c| c.metadata.generation = Some(2)),
         ("deletion", &|c| *c = deleting(c.clone())),
