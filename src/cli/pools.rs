@@ -9,7 +9,6 @@ use serde::Serialize;
 use super::live::{self, DEFAULT_CONFIG};
 use super::validate::{Format, usage};
 use crate::api::{BindingKind, CredentialsKind, PoolFigures, PoolLifecycle};
-use crate::pools::lifecycle::{DirtyClock, Marks};
 
 /// Show every pool of the live cluster: bindings by hyperscaler type, EU access and sharing.
 #[derive(clap::Args, Debug)]
@@ -62,7 +61,7 @@ pub fn run(args: Args) -> ExitCode {
     let inventory = input.inventory();
     let figures = inventory.all_figures();
     // One list, no history: no first-seen-dirty time to report.
-    let lifecycle = inventory.lifecycles(Marks::default(), &DirtyClock::default());
+    let lifecycle = inventory.lifecycles();
     match args.output {
         Format::Json => {
             let report = Report {

@@ -256,7 +256,7 @@ async fn gather(
         fill_pools(input, active, &ledger.inventory, &ledger.inflight);
         input.refused_writes = ctx.denials.refusals();
         export_metrics(ctx, &mut ledger.inventory, &input.orphans);
-        input.pools = super::lifecycle::pools(ctx, &active.spec, &ledger.inventory);
+        input.pools = super::lifecycle::pools(ctx, &active.spec, &mut ledger.inventory);
     }
     input.sources = ctx.sources.statuses();
     input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {

@@ -219,7 +219,6 @@ impl Harness {
             claim_kick: kick,
             sweep_now: Arc::default(),
             refresh: Mutex::new(config::RefreshClock::default()),
-            dirty_clock: Mutex::default(),
             claim_log: Mutex::default(),
             claims_synced: Arc::new(AtomicBool::new(true)),
             denials: denials::Denials::default(),

@@ -1,8 +1,6 @@
-//! The binding lifecycle in the HapConfig reconcile (issue 22): advances the first-seen-dirty
-//! clock, computes every dedicated pool's states for the status, and exports them as metrics,
-//! one series per pool and state.
-
-use std::collections::BTreeSet;
+//! The binding lifecycle in the HapConfig reconcile (issue 22): hands the index the config's
+//! rules and the time, reads every dedicated pool's states it keeps per event, and exports them
+//! as metrics, one series per pool and state.
 
 use jiff::Timestamp;
 
@@ -10,36 +8,34 @@ use super::Context;
 use crate::api::{HapConfigSpec, PoolLifecycle, PoolLowSpec, SuspectSpec};
 use crate::labels::PoolKey;
 use crate::metrics::{PoolLabels, PoolStateLabels};
-use crate::pools::lifecycle::{Cooldown, Marks, forecast};
-use crate::pools::{BindingClass, Inventory};
+use crate::pools::lifecycle::{Cooldown, forecast};
+use crate::pools::{Inventory, LifecycleRules};
 
-/// The lifecycle of every dedicated pool, with the metrics exported from it.
-pub(super) fn pools(ctx: &Context, spec: &HapConfigSpec, inv: &Inventory) -> Vec<PoolLifecycle> {
+/// The lifecycle of every dedicated pool, with the metrics exported from it. The index keeps
+/// the states per event; this pass moves its clock and reads them, O(pools).
+pub(super) fn pools(
+    ctx: &Context,
+    spec: &HapConfigSpec,
+    inv: &mut Inventory,
+) -> Vec<PoolLifecycle> {
     let now = Timestamp::now();
-    let cooldown = spec.release.as_ref().and_then(|r| r.cooldown.as_deref());
-    let cooling = Cooldown::from_spec(cooldown, now)
-        .map(|c| cooling_down(inv, &c))
-        .unwrap_or_default();
-    let (codes, threshold) = SuspectSpec::resolved(spec.suspect.as_ref());
-    let suspects = inv.suspects(&codes, threshold);
-    let suspect: BTreeSet<String> = suspects.keys().cloned().collect();
-    let marks = Marks {
-        cooling_down: Some(&cooling),
-        suspect: Some(&suspect),
-    };
-    let pools = {
-        // Poisoned only by a panic elsewhere; the clock is a plain map, still consistent.
-        let mut clock = ctx
-            .dirty_clock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        clock.observe(inv.dirty_bindings().map(|(_, b)| b), now);
-        inv.lifecycles_with(marks, &clock, &suspects)
-    };
-    let mut pools = pools;
+    inv.set_lifecycle_rules(rules(spec, now));
+    inv.lifecycle_tick(now);
+    let mut pools = inv.lifecycles();
     forecast_all(ctx, spec, &mut pools, now);
     export(ctx, &pools, now);
     pools
+}
+
+/// The suspect codes and threshold and the cooldown the spec sets.
+fn rules(spec: &HapConfigSpec, now: Timestamp) -> LifecycleRules {
+    let (codes, threshold) = SuspectSpec::resolved(spec.suspect.as_ref());
+    let cooldown = spec.release.as_ref().and_then(|r| r.cooldown.as_deref());
+    LifecycleRules {
+        codes,
+        threshold,
+        cooldown: Cooldown::from_spec(cooldown, now).map(|c| c.period),
+    }
 }
 
 /// Records a claim for the claim rate of `pool`.
@@ -74,15 +70,6 @@ fn forecast_all(ctx: &Context, spec: &HapConfigSpec, pools: &mut [PoolLifecycle]
         p.claim_rate_per_day = Some(format!("{rate:.2}"));
         p.days_until_empty = days.map(|d| format!("{d:.1}"));
     }
-}
-
-/// Unclaimed bindings released less than the cooldown ago (kept from every other tenant).
-fn cooling_down(inv: &Inventory, c: &Cooldown) -> BTreeSet<String> {
-    inv.bindings()
-        .filter(|e| matches!(e.pool, Some((_, BindingClass::Claimable))))
-        .filter(|e| c.keeps(&e.view.annotations, None))
-        .map(|e| e.view.name.clone())
-        .collect()
 }
 
 fn export(ctx: &Context, pools: &[PoolLifecycle], now: Timestamp) {

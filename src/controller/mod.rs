@@ -148,8 +148,6 @@ pub struct Context {
     /// Starts a sweep of every claim now (the refresh cycle) rather than at the end of the period.
     pub sweep_now: Arc<tokio::sync::Notify>,
     pub refresh: Mutex<config::RefreshClock>,
-    /// When each dirty binding was first seen dirty (issue 22).
-    pub dirty_clock: Mutex<crate::pools::lifecycle::DirtyClock>,
     /// Claims per pool over the claim-rate window (issue 22).
     pub claim_log: Mutex<crate::pools::lifecycle::ClaimLog>,
     /// The claim watch has listed every claim once.
@@ -512,7 +510,6 @@ fn start_caches(
         claim_kick: kick_tx,
         sweep_now: Arc::default(),
         refresh: Mutex::new(config::RefreshClock::default()),
-        dirty_clock: Mutex::default(),
         claim_log: Mutex::default(),
         claims_synced,
         denials: denials::Denials::default(),

@@ -134,6 +134,7 @@ impl Inventory {
         self.pools.clear();
         self.bindings.clear();
         self.tallies.reset();
+        self.life.clear_parts();
         for view in all {
             self.insert_binding(view);
         }
@@ -162,6 +163,7 @@ impl Inventory {
         self.bindings.clear();
         self.pools.clear();
         self.tallies.reset();
+        self.life.clear_bindings();
         self.book(Kind::Binding).reset();
         self.changes.all = true;
     }
@@ -331,10 +333,10 @@ impl Inventory {
     fn remove(&mut self, kind: Kind, key: &str, rv: u64) {
         self.book(kind).bury(key, rv);
         let held = match kind {
-            Kind::Binding => self
-                .bindings
-                .remove(key)
-                .map(|old| self.unindex_binding(&old)),
+            Kind::Binding => self.bindings.remove(key).map(|old| {
+                self.unindex_binding(&old);
+                self.life_clock(key);
+            }),
             Kind::Claim => self
                 .claims
                 .remove(key)
@@ -409,13 +411,16 @@ impl Inventory {
             let members = self.pools.entry(key.clone()).or_default();
             members_of(members, class).insert(name.clone());
         }
-        self.bindings.insert(name, entry);
+        self.life_apply(&entry, true);
+        self.bindings.insert(name.clone(), entry);
+        self.life_clock(&name);
     }
 
     fn unindex_binding(&mut self, old: &BindingEntry) {
         self.changes.bindings.insert(old.view.name.clone());
         let share = Share::of(&self.keys, old, self.clusters_on(&old.view.name).len());
         self.tallies.apply(&old.view.name, share, false);
+        self.life_apply(old, false);
         let Some((key, class)) = &old.pool else {
             return;
         };
@@ -540,10 +545,12 @@ impl Inventory {
         if let Some(binding) = &s.binding {
             self.count_cluster(binding, &s.name, add);
         }
+        self.life_shoot(s, add);
     }
 
     fn count_cluster(&mut self, binding: &str, cluster: &str, add: bool) {
         let before = self.clusters_on(binding).len();
+        let part = self.life_of(binding);
         tally(&mut self.clusters, binding, cluster, add);
         tally(&mut self.cluster_bindings, cluster, binding, add);
         let after = self.clusters_on(binding).len();
@@ -554,6 +561,7 @@ impl Inventory {
             let new = Share::of(&self.keys, e, after);
             self.tallies.apply(binding, old, false);
             self.tallies.apply(binding, new, true);
+            self.life_move(binding, part);
         }
         self.changes.bindings.insert(binding.to_string());
         if let Some((key, _)) = self.bindings.get(binding).and_then(|e| e.pool.as_ref()) {

@@ -13,21 +13,30 @@
 //! compare-and-swap that marks it dirty, so cooldown and spread survive restarts without a write
 //! of their own; the cleanup contract asks the job to leave `accountpool.io/` annotations.
 //!
-//! "Dirty since" is kept in memory (`DirtyClock`): the first time this process saw the binding
-//! dirty. The operator does not write it on the binding: a dirty binding belongs to the cleanup
+//! The index keeps every binding's state, the counts and the dirty clock per watch event
+//! (`states.rs`, through `state_of`); the walks here that compute them from scratch are kept,
+//! under `cfg(test)`, as the reference it is tested against.
+//!
+//! "Dirty since" is kept in memory: the first time this process's pass (a `lifecycle_tick`)
+//! saw the binding dirty. The operator does not write it on the binding: a dirty binding belongs to the cleanup
 //! job, and an extra write per release would race that job's label writes for a figure nobody
 //! decides anything on. After a restart the clock starts again at the first list, so an age is
 //! a lower bound; docs/operating.md says so.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-use super::{BindingClass, Inventory};
-use crate::api::{CordonedBinding, PoolLifecycle, SuspectBinding};
+use super::BindingClass;
+use crate::api::PoolLifecycle;
 use crate::labels::PoolKey;
+#[cfg(test)]
+use {
+    super::Inventory,
+    crate::api::{CordonedBinding, SuspectBinding},
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+    std::collections::BTreeSet,
+};
 
 /// The label an operator sets (`=true`) to keep new tenants off a binding.
 pub const CORDONED: &str = "accountpool.io/cordoned";
@@ -165,13 +174,16 @@ pub fn is_cordoned(labels: &BTreeMap<String, String>) -> bool {
     labels.get(CORDONED).map(String::as_str) == Some("true")
 }
 
-/// Bindings that later features mark: suspect ones, and ones still cooling down.
+/// Bindings that later features mark: suspect ones, and ones still cooling down (the
+/// from-scratch walk below, kept as the reference `states.rs` is tested against).
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Marks<'a> {
     pub suspect: Option<&'a BTreeSet<String>>,
     pub cooling_down: Option<&'a BTreeSet<String>>,
 }
 
+#[cfg(test)]
 impl Inventory {
     /// The facts of one binding.
     pub fn facts(&self, name: &str, marks: Marks<'_>) -> Facts {
@@ -224,6 +236,7 @@ impl Inventory {
     }
 }
 
+#[cfg(test)]
 impl Inventory {
     /// Bindings whose Shoots report any of `codes`, at least `threshold` Shoots each: binding →
     /// (the codes seen, sorted, and the number of such Shoots).
@@ -252,29 +265,63 @@ impl Inventory {
     }
 }
 
+#[cfg(test)]
+impl Inventory {
+    /// The lifecycle status of every dedicated pool from scratch, walking every binding and
+    /// Shoot, with the dirty clock `clock`: what `lifecycles` must always equal.
+    pub fn scan(
+        &self,
+        rules: &super::LifecycleRules,
+        now: Timestamp,
+        clock: &DirtyClock,
+    ) -> Vec<PoolLifecycle> {
+        let cooling: BTreeSet<String> = rules
+            .cooldown
+            .filter(|p| !p.is_zero())
+            .map(|period| {
+                let c = Cooldown { period, now };
+                self.bindings()
+                    .filter(|e| matches!(e.pool, Some((_, BindingClass::Claimable))))
+                    .filter(|e| c.keeps(&e.view.annotations, None))
+                    .map(|e| e.view.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let suspects = self.suspects(&rules.codes, rules.threshold);
+        let suspect: BTreeSet<String> = suspects.keys().cloned().collect();
+        let marks = Marks {
+            cooling_down: Some(&cooling),
+            suspect: Some(&suspect),
+        };
+        self.scan_lifecycles_with(marks, clock, &suspects)
+    }
+}
+
 /// Cordoned bindings listed per pool in the status; the state counts say how many in all.
 pub const CORDONED_NAMED: usize = 10;
 
+#[cfg(test)]
 fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+#[cfg(test)]
 impl Inventory {
     /// The lifecycle status of every dedicated pool that has a binding, ordered by pool key.
-    pub fn lifecycles(&self, marks: Marks<'_>, clock: &DirtyClock) -> Vec<PoolLifecycle> {
+    pub fn scan_lifecycles(&self, marks: Marks<'_>, clock: &DirtyClock) -> Vec<PoolLifecycle> {
         self.pools()
-            .filter_map(|(key, _)| self.lifecycle(key, marks, clock))
+            .filter_map(|(key, _)| self.scan_lifecycle(key, marks, clock))
             .collect()
     }
 
-    /// As `lifecycles`, with each pool's suspect bindings named (first ones by name).
-    pub fn lifecycles_with(
+    /// As `scan_lifecycles`, with each pool's suspect bindings named (first ones by name).
+    pub fn scan_lifecycles_with(
         &self,
         marks: Marks<'_>,
         clock: &DirtyClock,
         suspects: &BTreeMap<String, (BTreeSet<String>, usize)>,
     ) -> Vec<PoolLifecycle> {
-        let mut out = self.lifecycles(marks, clock);
+        let mut out = self.scan_lifecycles(marks, clock);
         for p in &mut out {
             let key = PoolKey {
                 hyperscaler_type: p.hyperscaler_type.clone(),
@@ -300,7 +347,7 @@ impl Inventory {
     }
 
     /// The lifecycle status of one pool; `None` for a shared pool.
-    pub fn lifecycle(
+    pub fn scan_lifecycle(
         &self,
         key: &PoolKey,
         marks: Marks<'_>,
@@ -411,12 +458,14 @@ pub fn low_pools(pools: &[PoolLifecycle]) -> Vec<(String, bool, i64, i64)> {
         .collect()
 }
 
-/// When each dirty binding was first seen dirty by this process.
+/// When each dirty binding was first seen dirty by a pass (the reference for `states.rs`).
+#[cfg(test)]
 #[derive(Clone, Debug, Default)]
 pub struct DirtyClock {
     since: HashMap<String, Timestamp>,
 }
 
+#[cfg(test)]
 impl DirtyClock {
     /// Records `now` for bindings newly dirty, and forgets those no longer dirty (a binding
     /// cleaned and dirtied again starts a new clock).
@@ -426,6 +475,11 @@ impl DirtyClock {
         for b in dirty {
             self.since.entry(b.to_string()).or_insert(now);
         }
+    }
+
+    /// Sets when `binding` was first seen dirty (tests building the reference).
+    pub fn set(&mut self, binding: &str, at: Timestamp) {
+        self.since.insert(binding.to_string(), at);
     }
 
     /// When the binding was first seen dirty.

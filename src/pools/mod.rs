@@ -19,6 +19,7 @@ mod from_api;
 mod index;
 pub mod lifecycle;
 mod small_map;
+mod states;
 mod tallies;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -29,6 +30,7 @@ pub use index::{Changes, Kind, Relist, is_newer};
 use crate::api::CredentialsKind;
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 pub use small_map::SmallMap;
+pub use states::Rules as LifecycleRules;
 pub use tallies::Touched;
 
 /// What selection and release need to know about one binding.
@@ -186,6 +188,8 @@ pub struct Inventory {
     source_claims: HashMap<String, BTreeMap<crate::api::SourceKind, usize>>,
     /// Moves with every event of such a claim: the source controller skips a pass it has done.
     source_epoch: u64,
+    /// Binding states and what the lifecycle status names, kept per event (`states.rs`).
+    life: states::Tracker,
 }
 
 static EMPTY: BTreeSet<String> = BTreeSet::new();

@@ -1,0 +1,432 @@
+//! The lifecycle state of every dedicated binding, the per-pool state counts, the cordoned and
+//! suspect bindings and the first-seen-dirty clock, kept one watch event at a time, so that the
+//! HapConfig status and the metrics read them in O(pools), not O(bindings + Shoots) a second.
+//!
+//! Each binding adds its part (pool, `lifecycle::state_of`, cordoned, suspect, release end) when
+//! it is indexed or a fact of it moves, and takes it back before it changes: the same shape as
+//! `tallies.rs`. The cooldown is the one fact that moves with time: released bindings are kept
+//! by the end of their cooldown, and `tick` moves only those whose end it passes (either way,
+//! should the wall clock step back). What still walks every binding or Shoot runs only when the
+//! rules change (the config's suspect codes, threshold or cooldown), the label keys change or
+//! the bindings are dropped: never per event or per second. The from-scratch walk in
+//! `lifecycle.rs` is the reference a property test checks this against.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::lifecycle::{
+    BindingState, CORDON_REASON, CORDONED_NAMED, Facts, is_cordoned, released, state_of,
+};
+use super::{BindingClass, BindingEntry, Inventory, ShootView};
+use crate::api::{CordonedBinding, PoolLifecycle, SuspectBinding};
+use crate::labels::PoolKey;
+
+/// What decides the time- and config-dependent facts: the suspect codes and threshold and the
+/// release cooldown (`spec.suspect`, `spec.release.cooldown`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rules {
+    pub codes: Vec<String>,
+    /// Shoots with a configured code a binding needs to be suspect (0 reads as 1).
+    pub threshold: usize,
+    /// `None`: no cooldown.
+    pub cooldown: Option<std::time::Duration>,
+}
+
+impl Default for Rules {
+    /// No suspect codes and no cooldown: what `hap pools` shows without a config.
+    fn default() -> Self {
+        Rules {
+            codes: Vec::new(),
+            threshold: 1,
+            cooldown: None,
+        }
+    }
+}
+
+/// What one dedicated binding adds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Part {
+    key: PoolKey,
+    state: BindingState,
+    cordoned: bool,
+    suspect: bool,
+    /// When its cooldown ends (an unclaimed binding with a recorded release, a cooldown set).
+    release_end: Option<Timestamp>,
+}
+
+/// The index's lifecycle book (see the module text).
+#[derive(Clone, Debug)]
+pub(super) struct Tracker {
+    rules: Rules,
+    /// The time of the last `tick`; before the first, every recorded release counts as recent.
+    now: Timestamp,
+    counts: BTreeMap<PoolKey, [usize; BindingState::ALL.len()]>,
+    cordoned: BTreeMap<PoolKey, BTreeSet<String>>,
+    suspect: BTreeMap<PoolKey, BTreeSet<String>>,
+    releases: BTreeMap<Timestamp, BTreeSet<String>>,
+    /// Per binding, of its Shoots with a configured code: Shoots per code, and Shoots.
+    codes_on: HashMap<String, (BTreeMap<String, usize>, usize)>,
+    /// Dirty bindings: their pool and when a tick first saw them dirty (`None` until one does).
+    clock: HashMap<String, (PoolKey, Option<Timestamp>)>,
+    oldest: BTreeMap<PoolKey, BTreeSet<(Timestamp, String)>>,
+    pending: BTreeSet<String>,
+}
+
+impl Default for Tracker {
+    fn default() -> Self {
+        Tracker {
+            rules: Rules::default(),
+            now: Timestamp::MIN,
+            counts: BTreeMap::new(),
+            cordoned: BTreeMap::new(),
+            suspect: BTreeMap::new(),
+            releases: BTreeMap::new(),
+            codes_on: HashMap::new(),
+            clock: HashMap::new(),
+            oldest: BTreeMap::new(),
+            pending: BTreeSet::new(),
+        }
+    }
+}
+
+fn index_of(s: BindingState) -> usize {
+    BindingState::ALL
+        .iter()
+        .position(|x| *x == s)
+        .unwrap_or_default()
+}
+
+/// Adds `name` to (or takes it from) the set under `key`, dropping emptied sets.
+fn mark<K: Ord + Clone>(map: &mut BTreeMap<K, BTreeSet<String>>, key: &K, name: &str, add: bool) {
+    if add {
+        map.entry(key.clone()).or_default().insert(name.to_string());
+    } else if let Some(set) = map.get_mut(key) {
+        set.remove(name);
+        if set.is_empty() {
+            map.remove(key);
+        }
+    }
+}
+
+impl Tracker {
+    /// Forgets every binding's part (the bindings are indexed again); Shoots and the clock stay.
+    pub(super) fn clear_parts(&mut self) {
+        self.counts.clear();
+        self.cordoned.clear();
+        self.suspect.clear();
+        self.releases.clear();
+    }
+
+    /// Forgets every binding, with the dirty clock (the binding watch moved).
+    pub(super) fn clear_bindings(&mut self) {
+        self.clear_parts();
+        self.clock.clear();
+        self.oldest.clear();
+        self.pending.clear();
+    }
+
+    fn apply(&mut self, name: &str, p: &Part, add: bool) {
+        let counts = self.counts.entry(p.key.clone()).or_default();
+        let n = &mut counts[index_of(p.state)];
+        *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        if counts.iter().all(|n| *n == 0) {
+            self.counts.remove(&p.key);
+        }
+        if p.cordoned {
+            mark(&mut self.cordoned, &p.key, name, add);
+        }
+        if p.suspect {
+            mark(&mut self.suspect, &p.key, name, add);
+        }
+        if let Some(end) = p.release_end {
+            mark(&mut self.releases, &end, name, add);
+        }
+    }
+
+    fn is_suspect(&self, binding: &str) -> bool {
+        self.codes_on
+            .get(binding)
+            .is_some_and(|(_, n)| *n >= self.rules.threshold.max(1))
+    }
+
+    fn release_end(&self, annotations: &BTreeMap<String, String>) -> Option<Timestamp> {
+        let period = self.rules.cooldown.filter(|p| !p.is_zero())?;
+        let (at, _) = released(annotations)?;
+        let period = jiff::SignedDuration::try_from(period).unwrap_or(jiff::SignedDuration::MAX);
+        at.checked_add(period).ok()
+    }
+
+    /// Counts (or takes back) the configured codes of one Shoot on its binding.
+    fn count_codes(&mut self, binding: &str, codes: &[&String], add: bool) {
+        let e = self.codes_on.entry(binding.to_string()).or_default();
+        for c in codes {
+            let n = e.0.entry((*c).clone()).or_default();
+            *n = if add { *n + 1 } else { n.saturating_sub(1) };
+            if *n == 0 {
+                e.0.remove(*c);
+            }
+        }
+        e.1 = if add { e.1 + 1 } else { e.1.saturating_sub(1) };
+        if e.1 == 0 {
+            self.codes_on.remove(binding);
+        }
+    }
+
+    /// The binding is dirty in pool `key` (`None`: not dirty, or gone).
+    fn clock_to(&mut self, name: &str, key: Option<PoolKey>) {
+        let held = self.clock.get(name).cloned();
+        match (held, key) {
+            (Some((old, at)), None) => {
+                self.clock.remove(name);
+                self.pending.remove(name);
+                if let Some(t) = at {
+                    self.unclock(&old, t, name);
+                }
+            }
+            (None, Some(key)) => {
+                self.clock.insert(name.to_string(), (key, None));
+                self.pending.insert(name.to_string());
+            }
+            (Some((old, at)), Some(key)) if old != key => {
+                if let Some(t) = at {
+                    self.unclock(&old, t, name);
+                    self.oldest
+                        .entry(key.clone())
+                        .or_default()
+                        .insert((t, name.to_string()));
+                }
+                self.clock.insert(name.to_string(), (key, at));
+            }
+            _ => {}
+        }
+    }
+
+    fn unclock(&mut self, key: &PoolKey, t: Timestamp, name: &str) {
+        if let Some(set) = self.oldest.get_mut(key) {
+            set.remove(&(t, name.to_string()));
+            if set.is_empty() {
+                self.oldest.remove(key);
+            }
+        }
+    }
+
+    /// Dirty bindings no tick has seen yet are dirty since `now`.
+    fn stamp(&mut self, now: Timestamp) {
+        for name in std::mem::take(&mut self.pending) {
+            if let Some((key, at @ None)) = self.clock.get_mut(&name) {
+                *at = Some(now);
+                self.oldest
+                    .entry(key.clone())
+                    .or_default()
+                    .insert((now, name));
+            }
+        }
+    }
+}
+
+impl Inventory {
+    /// The part of one binding entry, from the facts the index holds now; `None` when it is in
+    /// no pool or shared.
+    pub(super) fn life_part(&self, e: &BindingEntry) -> Option<Part> {
+        let (key, class) = e.pool.as_ref()?;
+        let name = e.view.name.as_str();
+        let release_end = match class {
+            BindingClass::Claimable => self.life.release_end(&e.view.annotations),
+            _ => None,
+        };
+        let facts = Facts {
+            clusters: self.clusters_on(name).len(),
+            cordoned: is_cordoned(&e.view.labels),
+            suspect: self.life.is_suspect(name),
+            cooling_down: release_end.is_some_and(|end| self.life.now < end),
+        };
+        Some(Part {
+            key: key.clone(),
+            state: state_of(class, facts)?,
+            cordoned: facts.cordoned,
+            suspect: facts.suspect,
+            release_end,
+        })
+    }
+
+    /// The part of a binding by name, as the index holds it now.
+    pub(super) fn life_of(&self, name: &str) -> Option<Part> {
+        self.life_part(self.bindings.get(name)?)
+    }
+
+    /// Adds (`add`) or takes back the part of an entry.
+    pub(super) fn life_apply(&mut self, e: &BindingEntry, add: bool) {
+        if let Some(p) = self.life_part(e) {
+            self.life.apply(&e.view.name, &p, add);
+        }
+    }
+
+    /// A fact of `name` may have moved since its part was `old`: swaps the part when it did.
+    pub(super) fn life_move(&mut self, name: &str, old: Option<Part>) {
+        let new = self.life_of(name);
+        if new == old {
+            return;
+        }
+        if let Some(p) = old {
+            self.life.apply(name, &p, false);
+        }
+        if let Some(p) = new {
+            self.life.apply(name, &p, true);
+        }
+    }
+
+    /// Follows the dirty clock after `name` was indexed, changed or removed.
+    pub(super) fn life_clock(&mut self, name: &str) {
+        let dirty_in = self.bindings.get(name).and_then(|e| match &e.pool {
+            Some((key, BindingClass::Dirty { .. })) => Some(key.clone()),
+            _ => None,
+        });
+        self.life.clock_to(name, dirty_in);
+    }
+
+    /// Counts (or takes back) a Shoot's configured error codes on its binding.
+    pub(super) fn life_shoot(&mut self, s: &ShootView, add: bool) {
+        let Some(binding) = &s.binding else { return };
+        let codes: Vec<&String> = s
+            .error_codes
+            .iter()
+            .filter(|c| self.life.rules.codes.contains(c))
+            .collect();
+        if codes.is_empty() {
+            return;
+        }
+        let old = self.life_of(binding);
+        self.life.count_codes(binding, &codes, add);
+        self.life_move(binding, old);
+    }
+
+    /// Judges suspects and cooldowns by `rules` from now on. Walks every Shoot and binding, but
+    /// only when the rules differ from the ones in force (a config change, the first pass).
+    pub fn set_lifecycle_rules(&mut self, rules: Rules) {
+        if rules == self.life.rules {
+            return;
+        }
+        self.life.clear_parts();
+        self.life.codes_on.clear();
+        self.life.rules = rules;
+        let rules = &self.life.rules;
+        let hits: Vec<(String, Vec<String>)> = self
+            .shoots
+            .values()
+            .filter_map(|s| {
+                let codes: Vec<String> = s
+                    .error_codes
+                    .iter()
+                    .filter(|c| rules.codes.contains(c))
+                    .cloned()
+                    .collect();
+                Some((s.binding.clone()?, codes)).filter(|(_, c)| !c.is_empty())
+            })
+            .collect();
+        for (binding, codes) in &hits {
+            let codes: Vec<&String> = codes.iter().collect();
+            self.life.count_codes(binding, &codes, true);
+        }
+        let names: Vec<String> = self.bindings.keys().cloned().collect();
+        for name in &names {
+            if let Some(p) = self.life_of(name) {
+                self.life.apply(name, &p, true);
+            }
+        }
+    }
+
+    /// The wall clock moved to `now`: cooldowns that ended (or, after a step back, began again)
+    /// in between change state, and dirty bindings not seen by a tick yet are dirty since `now`.
+    /// O(bindings whose cooldown end lies in between + newly dirty).
+    pub fn lifecycle_tick(&mut self, now: Timestamp) {
+        let before = self.life.now;
+        if now != before {
+            let range = (
+                Bound::Excluded(before.min(now)),
+                Bound::Included(before.max(now)),
+            );
+            let names: Vec<String> = self
+                .life
+                .releases
+                .range(range)
+                .flat_map(|(_, s)| s.iter().cloned())
+                .collect();
+            let old: Vec<Option<Part>> = names.iter().map(|n| self.life_of(n)).collect();
+            self.life.now = now;
+            for (name, old) in names.iter().zip(old) {
+                self.life_move(name, old);
+            }
+        }
+        self.life.stamp(now);
+    }
+
+    /// The lifecycle status of every dedicated pool that has a binding, ordered by pool key:
+    /// O(pools), and up to `CORDONED_NAMED` named bindings each.
+    pub fn lifecycles(&self) -> Vec<PoolLifecycle> {
+        self.life
+            .counts
+            .iter()
+            .map(|(key, counts)| self.pool_lifecycle(key, counts))
+            .collect()
+    }
+
+    fn pool_lifecycle(&self, key: &PoolKey, counts: &[usize; 8]) -> PoolLifecycle {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let named = |m: &BTreeMap<PoolKey, BTreeSet<String>>| {
+            m.get(key)
+                .into_iter()
+                .flatten()
+                .take(CORDONED_NAMED)
+                .cloned()
+                .collect::<Vec<String>>()
+        };
+        let cordoned = named(&self.life.cordoned)
+            .into_iter()
+            .map(|b| {
+                let e = self.bindings.get(&b);
+                CordonedBinding {
+                    tenant: e.and_then(|e| e.view.labels.get(&self.keys.tenant_name).cloned()),
+                    reason: e
+                        .and_then(|e| e.view.annotations.get(CORDON_REASON).cloned())
+                        .unwrap_or_default(),
+                    binding: b,
+                }
+            })
+            .collect();
+        let suspect = named(&self.life.suspect)
+            .into_iter()
+            .map(|b| {
+                let (codes, n) = self.life.codes_on.get(&b).cloned().unwrap_or_default();
+                SuspectBinding {
+                    binding: b,
+                    codes: codes.into_keys().collect(),
+                    shoots: count(n),
+                }
+            })
+            .collect();
+        PoolLifecycle {
+            hyperscaler_type: key.hyperscaler_type.clone(),
+            eu_access: key.eu_access,
+            states: BindingState::ALL
+                .iter()
+                .zip(counts)
+                .map(|(s, n)| (s.as_str().to_string(), count(*n)))
+                .collect(),
+            oldest_dirty_since: self
+                .life
+                .oldest
+                .get(key)
+                .and_then(|s| s.first())
+                .map(|(t, _)| Time(*t)),
+            cordoned,
+            suspect,
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
