@@ -269,12 +269,7 @@ fn plan_create(req: &Request<'_>, serving: &Serving<'_>) -> Plan {
             ));
         }
     };
-    let has_annotations = obj
-        .pointer("/metadata/annotations")
-        .is_some_and(Value::is_object);
-    let has_cluster_configs = obj
-        .pointer("/spec/clusterConfigs")
-        .is_some_and(Value::is_array);
+    let (has_annotations, has_cluster_configs) = present_maps(obj);
     let Some(name) = facts.name.clone() else {
         return plan_unnamed(req, serving, source, &facts.namespace, &what);
     };
@@ -303,6 +298,17 @@ fn plan_create(req: &Request<'_>, serving: &Serving<'_>) -> Plan {
     }))
 }
 
+/// Whether the object has `metadata.annotations` and `spec.clusterConfigs` already: a JSON
+/// patch adds to a map or list that exists, and creates one that does not.
+fn present_maps(obj: &Value) -> (bool, bool) {
+    (
+        obj.pointer("/metadata/annotations")
+            .is_some_and(Value::is_object),
+        obj.pointer("/spec/clusterConfigs")
+            .is_some_and(Value::is_array),
+    )
+}
+
 /// A create with `generateName` only: the claim's name would be unknown, so only a Cluster is
 /// served, and later (its ClusterConfig named and referenced now, the claim made by the pass
 /// once the Cluster exists); anything else is refused with the field to set.
@@ -321,12 +327,7 @@ fn plan_unnamed(
         ));
     }
     let obj = req.object;
-    let has_annotations = obj
-        .pointer("/metadata/annotations")
-        .is_some_and(Value::is_object);
-    let has_cluster_configs = obj
-        .pointer("/spec/clusterConfigs")
-        .is_some_and(Value::is_array);
+    let (has_annotations, has_cluster_configs) = present_maps(obj);
     let generate = obj
         .pointer("/metadata/generateName")
         .and_then(Value::as_str)
