@@ -244,7 +244,11 @@ async fn write_on_stamped(
 ) -> Result<Option<String>, K8sError> {
     let (ns, name) = (claim.namespace().unwrap_or_default(), claim.name_any());
     // A failed read leaves the Conflict as it was: retried at once, not after a growing backoff.
-    match ctx.writer.read_claim(&ns, &name).await {
+    // Read as the API server has it now (the cache drops annotations, and may lag).
+    let live = crate::k8s::sources::SourceWrites::new(ctx.writer.clone())
+        .get_claim(&ns, &name)
+        .await;
+    match live {
         Ok(Some(live)) if only_restamped(claim, &live) => {
             let rv = live.metadata.resource_version.as_deref();
             ctx.writer.apply_claim_status(&ns, &name, rv, desired).await

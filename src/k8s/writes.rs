@@ -120,14 +120,6 @@ impl Writer {
         apply_status(self.own.kube(), &request, name, body, what).await
     }
 
-    /// Reads a claim as the API server has it now (with its annotations, which the cache
-    /// drops); `None` when it is gone.
-    pub async fn read_claim(&self, ns: &str, name: &str) -> Result<Option<AccountClaim>, K8sError> {
-        super::sources::SourceWrites::new(self.clone())
-            .get_claim(ns, name)
-            .await
-    }
-
     /// Sets one label on a binding only if the binding still has `resource_version`: the
     /// compare-and-swap that makes claiming and releasing safe across replicas. Returns the new
     /// resourceVersion.
