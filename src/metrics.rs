@@ -61,6 +61,12 @@ pub struct ControllerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LaneLabels {
+    /// `source` (request-source claims) or `claims` (all others).
+    pub lane: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AdmissionLabels {
     /// Shoot, Cluster, Runtime.
     pub kind: String,
@@ -82,6 +88,8 @@ pub struct Metrics {
     pub claims_waiting: Family<TypeLabels, Gauge>,
     pub reconcile_seconds: Family<ControllerLabels, Histogram>,
     pub reconcile_errors: Family<OutcomeLabels, Counter>,
+    /// Claim reconciles waiting for a slot, per lane (`controller::lanes`).
+    pub claim_reconciles_queued: Family<LaneLabels, Gauge>,
     pub leader: Gauge,
     pub admission_seconds: Family<AdmissionLabels, Histogram>,
     pub pool_bindings: Family<PoolStateLabels, Gauge>,
@@ -128,6 +136,7 @@ impl Metrics {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
             reconcile_errors: Family::default(),
+            claim_reconciles_queued: Family::default(),
             leader: Gauge::default(),
             admission_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
@@ -213,6 +222,11 @@ impl Metrics {
             "reconcile_errors",
             "Reconcile errors by kind",
             self.reconcile_errors.clone(),
+        );
+        registry.register(
+            "claim_reconciles_queued",
+            "Claim reconciles waiting for a slot, per lane (source: request-source claims; claims: all others)",
+            self.claim_reconciles_queued.clone(),
         );
         registry.register(
             "leader",

@@ -22,7 +22,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
 use crate::labels::{SOURCE_ID, SOURCE_KIND};
+use crate::metrics::LaneLabels;
 
 /// The lane a claim queues in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +68,6 @@ pub struct Lanes {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     /// Slots of the source lane.
     source: usize,
@@ -72,6 +75,18 @@ struct Inner {
     claims: usize,
     claims_floor: usize,
     state: Mutex<State>,
+    /// `hap_claim_reconciles_queued`, set whenever a queue changes.
+    queued: Family<LaneLabels, Gauge>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("source", &self.source)
+            .field("claims", &self.claims)
+            .field("claims_floor", &self.claims_floor)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -105,6 +120,11 @@ impl Lanes {
     /// `claims` slots for AccountClaims (an eighth of them, at least one, while a source claim
     /// is queued or running), `source` slots for request-source claims; each at least one.
     pub fn new(claims: u16, source: u16) -> Self {
+        Self::with_gauge(claims, source, Family::default())
+    }
+
+    /// As `new`, reporting the queues' lengths in `queued` (`hap_claim_reconciles_queued`).
+    pub fn with_gauge(claims: u16, source: u16, queued: Family<LaneLabels, Gauge>) -> Self {
         let claims = usize::from(claims.max(1));
         Self {
             inner: Arc::new(Inner {
@@ -112,6 +132,7 @@ impl Lanes {
                 claims,
                 claims_floor: (claims / 8).max(1),
                 state: Mutex::new(State::default()),
+                queued,
             }),
         }
     }
@@ -141,6 +162,7 @@ impl Lanes {
         let mut s = self.inner.lock();
         s.closed = true;
         s.queued.iter_mut().for_each(VecDeque::clear);
+        self.inner.report(&s);
     }
 }
 
@@ -148,6 +170,15 @@ impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state is consistent between any two statements that can panic.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn report(&self, s: &State) {
+        for (lane, name) in [(Lane::Source, "source"), (Lane::Claims, "claims")] {
+            let queued = i64::try_from(s.queued[lane as usize].len()).unwrap_or(i64::MAX);
+            self.queued
+                .get_or_create(&LaneLabels { lane: name.into() })
+                .set(queued);
+        }
     }
 
     /// How many claims-lane reconciles may run now.
@@ -190,6 +221,7 @@ impl Inner {
                 }
             }
         }
+        self.report(s);
     }
 }
 

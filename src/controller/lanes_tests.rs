@@ -212,3 +212,32 @@ fn only_unsettled_webhook_claims_in_the_source_namespace_go_to_the_source_lane()
         Lane::Claims
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_queue_lengths_are_exported_per_lane() {
+    let gauge: Family<LaneLabels, Gauge> = Family::default();
+    let lanes = Lanes::with_gauge(1, 1, gauge.clone());
+    let queued = |lane: &str| gauge.get_or_create(&LaneLabels { lane: lane.into() }).get();
+    let busy = lanes.enter(Lane::Claims).await.unwrap();
+    let waiting = tokio::spawn({
+        let lanes = lanes.clone();
+        async move { lanes.enter(Lane::Claims).await.is_some() }
+    });
+    tokio::task::yield_now().await;
+    assert_eq!((queued("claims"), queued("source")), (1, 0));
+    drop(busy);
+    assert!(waiting.await.unwrap());
+    assert_eq!(queued("claims"), 0);
+}
+
+#[tokio::test]
+async fn a_queued_claim_reconcile_is_a_small_future() {
+    // A takeover may queue one reconcile per unsettled claim; each waits as this future
+    // (6,616 bytes in a test build before the reconcile's work was boxed behind the slot).
+    use crate::controller::fixtures::{Harness, aws_spec, claim, hap_config};
+    let h = Harness::new(hap_config(aws_spec()), &[], &[]);
+    let claim = Arc::new(crate::k8s::lean::StoredClaim::from(claim("c")));
+    let fut = super::super::claim::reconcile(claim, h.ctx.clone());
+    let size = std::mem::size_of_val(&fut);
+    assert!(size <= 512, "a queued reconcile holds {size} bytes");
+}

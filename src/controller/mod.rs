@@ -506,7 +506,11 @@ fn start_caches(
         metrics: handle.metrics.clone(),
         health: handle.ready.clone(),
         backoff: Backoff::default(),
-        lanes: lanes::Lanes::new(args.concurrency, args.source_concurrency),
+        lanes: lanes::Lanes::with_gauge(
+            args.concurrency,
+            args.source_concurrency,
+            handle.metrics.claim_reconciles_queued.clone(),
+        ),
         claim_kick: kick_tx,
         sweep_now: Arc::default(),
         refresh: Mutex::new(config::RefreshClock::default()),
