@@ -1,0 +1,177 @@
+//! Where the operator's memory per cached object goes, without a cluster: the load benchmark's
+//! background (Shoots, bindings held by tenants, Bound claims) decoded from the JSON an API
+//! server sends, through the same types and into the same structures as the watches do (the
+//! claim store, the index), counted by a global allocator. Prints live heap bytes and
+//! allocations per object for each kind and each structure, at every size given.
+//!
+//! `cargo run --example memory -- 10000 30000` (sizes in Shoots; half as many bindings are held,
+//! one Bound claim per Shoot, as in `scripts/bench.sh scale`). The figures are the heap the
+//! program asked for; glibc adds ~8–16 bytes per allocation and keeps freed chunks, which the
+//! process's VmRSS (the load benchmark's figure) also counts.
+
+use std::alloc::System;
+
+use hap_operator::k8s::lean::{LeanObject, LeanShoot, StoredClaim};
+use hap_operator::labels::ResolvedLabelKeys;
+use hap_operator::ledger::Ledger;
+use hap_operator::pools::{Inventory, binding_view, shoot_view};
+use hap_operator::selection::InFlight;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher::Event;
+use serde_json::{Value, json};
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// Live heap bytes and live allocations.
+fn now() -> (isize, isize) {
+    let s = GLOBAL.stats();
+    let bytes = s.bytes_allocated as isize - s.bytes_deallocated as isize + s.bytes_reallocated;
+    (bytes, s.allocations as isize - s.deallocations as isize)
+}
+
+const GARDEN: &str = "garden-scale";
+
+/// What the API server sends for an object: metadata with managedFields, which decoding skips.
+fn meta(name: &str, ns: &str, i: usize, labels: Value, annotations: Value) -> Value {
+    json!({
+        "name": name, "namespace": ns, "uid": format!("0d3f6c2e-1b7a-4c55-9e1d-{i:012}"),
+        "resourceVersion": format!("{}", 1_000_000 + i), "generation": 1,
+        "creationTimestamp": "2026-11-27T03:00:00Z", "labels": labels, "annotations": annotations,
+        "managedFields": [{"manager": "load", "operation": "Update", "apiVersion": "v1",
+            "time": "2026-11-27T03:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {".": {}}}}}]
+    })
+}
+
+fn binding(i: usize, taken: usize) -> Value {
+    let mut labels = json!({"hyperscalerType": "aws"});
+    if i < taken {
+        labels["tenantName"] = json!(format!("ga-{i:05}"));
+        labels["accountpool.io/claimed-by"] = json!(format!("0d3f6c2e-1b7a-4c55-9e1d-{i:012}"));
+    }
+    json!({
+        "apiVersion": "security.gardener.cloud/v1alpha1", "kind": "CredentialsBinding",
+        "metadata": meta(&format!("aws-{i:05}"), GARDEN, i, labels, json!({})),
+        "provider": {"type": "aws"},
+        "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": format!("aws-{i:05}"), "namespace": GARDEN}
+    })
+}
+
+fn shoot(i: usize, taken: usize) -> Value {
+    json!({
+        "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+        "metadata": meta(&format!("shoot-{i:05}"), GARDEN, i, json!({"shoot.gardener.cloud/status": "healthy"}), json!({"gardener.cloud/created-by": "load"})),
+        "spec": {"cloudProfileName": "aws", "region": "eu-west-1", "purpose": "evaluation",
+            "credentialsBindingName": format!("aws-{:05}", i % taken),
+            "kubernetes": {"version": "1.33.0"}, "networking": {"type": "calico", "nodes": "10.250.0.0/16"},
+            "provider": {"type": "aws", "workers": [{"name": "w", "minimum": 1, "maximum": 2,
+                "machine": {"type": "m5.large"}, "zones": ["eu-west-1a"]}]}},
+        "status": {"lastOperation": {"type": "Create", "state": "Succeeded", "progress": 100}}
+    })
+}
+
+fn claim(i: usize, taken: usize) -> Value {
+    let b = i % taken;
+    json!({
+        "apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim",
+        "metadata": with_finalizer(meta(&format!("c-{i:05}"), "claims-scale", i, json!({"bench": "background"}), json!({}))),
+        "spec": {"globalAccount": format!("ga-{b:05}"), "plan": "aws", "platformRegion": "cf-eu10",
+            "shootName": format!("shoot-{i:05}")},
+        "status": {"phase": "Bound", "credentialsBindingName": format!("aws-{b:05}"),
+            "bindingNamespace": GARDEN, "hyperscalerType": "aws", "decision": "Reused",
+            "pool": {"hyperscalerType": "aws", "euAccess": false, "shared": false},
+            "matchedRule": {"index": 0, "entry": "aws"}, "observedGeneration": 1,
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "Bound", "message": format!("bound to binding aws-{b:05}"),
+                 "lastTransitionTime": "2026-11-27T03:00:00Z", "observedGeneration": 1},
+                {"type": "Claimed", "status": "True", "reason": "Reused", "message": "the tenant's binding",
+                 "lastTransitionTime": "2026-11-27T03:00:00Z", "observedGeneration": 1}]}
+    })
+}
+
+fn with_finalizer(mut meta: Value) -> Value {
+    meta["finalizers"] = json!([hap_operator::api::CLAIM_FINALIZER]);
+    meta
+}
+
+fn main() {
+    let sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let sizes = if sizes.is_empty() {
+        vec![10_000, 30_000]
+    } else {
+        sizes
+    };
+    println!(
+        "command: cargo run --example memory -- {}",
+        sizes
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!("| Shoots | kind | structure | bytes/object | allocations/object |");
+    println!("|---|---|---|---|---|");
+    for n in sizes {
+        measure(n);
+    }
+}
+
+fn row(n: usize, kind: &str, what: &str, before: (isize, isize), count: usize) {
+    let (live, allocs) = now();
+    let per = |d: isize| d as f64 / count as f64;
+    println!(
+        "| {n} | {kind} | {what} | {:.0} | {:.1} |",
+        per(live - before.0),
+        per(allocs - before.1)
+    );
+}
+
+fn measure(n: usize) {
+    let taken = n / 2;
+    let mut ledger = Ledger::new(InFlight::default());
+    ledger.inventory = Inventory::new(ResolvedLabelKeys::default());
+    ledger.inventory.set_namespace(Some(GARDEN.into()));
+    let start = now();
+    let t = now();
+    for i in 0..taken {
+        let b: LeanObject = serde_json::from_value(binding(i, taken)).expect("binding decodes");
+        ledger
+            .inventory
+            .apply_binding(binding_view(&b, b.credentials()));
+    }
+    row(n, "binding", "index", t, taken);
+    let t = now();
+    for i in 0..n {
+        let s: LeanShoot = serde_json::from_value(shoot(i, taken)).expect("Shoot decodes");
+        ledger.inventory.apply_shoot(shoot_view(&s.into()));
+    }
+    row(n, "Shoot", "index", t, n);
+    let (store, mut writer) = {
+        let w = Writer::<StoredClaim>::default();
+        (w.as_reader(), w)
+    };
+    let mut claims = Vec::with_capacity(n);
+    for i in 0..n {
+        claims.push(serde_json::from_value::<StoredClaim>(claim(i, taken)).expect("claim decodes"));
+    }
+    let t = now();
+    for c in &claims {
+        writer.apply_watcher_event(&Event::Apply(c.clone()));
+    }
+    row(n, "claim", "reflector store", t, n);
+    let t = now();
+    for c in &claims {
+        ledger.inventory.apply_claim(c.view());
+    }
+    row(n, "claim", "index", t, n);
+    drop(claims);
+    ledger.inventory.take_changes();
+    let objects = n + taken + n;
+    row(n, "all", "store + index", start, objects);
+    assert_eq!(store.state().len(), n);
+}
