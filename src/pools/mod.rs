@@ -382,4 +382,6 @@ impl Inventory {
 }
 
 #[cfg(test)]
+mod random_events;
+#[cfg(test)]
 pub(crate) mod tests;

@@ -4,47 +4,21 @@
 
 use std::collections::HashMap;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use proptest::prelude::*;
 
-use crate::labels::ResolvedLabelKeys;
-use crate::pools::lifecycle::{CORDON_REASON, CORDONED, DirtyClock, RELEASED_AT, RELEASED_BY};
-use crate::pools::tests::{binding, claim, shoot};
+use crate::pools::lifecycle::DirtyClock;
+use crate::pools::random_events::{self, Event, Flags, codes, keys, minutes, view};
 use crate::pools::{Inventory, LifecycleRules};
 
-const CODES: [&str; 3] = ["ERR_A", "ERR_B", "ERR_C"];
-
+/// An inventory event, or a move of the clock or the rules.
 #[derive(Clone, Debug)]
 enum Op {
-    /// Binding `i` with labels and annotations from the flags, or deleted.
-    Binding(usize, Option<Flags>),
-    /// Claim `i` bound to binding `b` (deleting or not), or deleted.
-    Claim(usize, Option<(usize, bool)>),
-    /// Shoot `i` on binding `b` with the codes picked by the mask, or deleted.
-    Shoot(usize, Option<(usize, u8)>),
+    Event(Event),
     /// The clock at this many minutes after the start (may go back).
     Tick(i64),
     /// Other suspect codes, threshold or cooldown.
     Rules(u8, usize, Option<u64>),
-    /// Another tenant label key: every binding classified again.
-    Rekey(bool),
-    /// The binding watch moved: every binding dropped.
-    ClearBindings,
-    /// The Shoot watch moved: every Shoot dropped.
-    ClearShoots,
-}
-
-#[derive(Clone, Debug)]
-struct Flags {
-    hyperscaler: Option<&'static str>,
-    tenant: Option<usize>,
-    dirty: bool,
-    shared: bool,
-    internal: bool,
-    cordoned: bool,
-    eu: bool,
-    /// Released this many minutes after the start, by tenant `t0` or `t1`.
-    released: Option<(i64, usize)>,
 }
 
 fn flags() -> impl Strategy<Value = Flags> {
@@ -68,85 +42,26 @@ fn flags() -> impl Strategy<Value = Flags> {
                 cordoned,
                 eu,
                 released,
+                credentials: 0,
             },
         )
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        8 => (0..6usize, prop::option::weighted(0.85, flags())).prop_map(|(i, f)| Op::Binding(i, f)),
+        8 => (0..6usize, prop::option::weighted(0.85, flags()))
+            .prop_map(|(i, f)| Op::Event(Event::Binding(i, f))),
         4 => (0..6usize, prop::option::weighted(0.8, (0..6usize, prop::bool::weighted(0.2))))
-            .prop_map(|(i, c)| Op::Claim(i, c)),
-        5 => (0..5usize, prop::option::weighted(0.8, (0..6usize, 0..8u8))).prop_map(|(i, s)| Op::Shoot(i, s)),
+            .prop_map(|(i, c)| Op::Event(Event::Claim(i, c))),
+        5 => (0..5usize, prop::option::weighted(0.8, (0..6usize, 0..8u8)))
+            .prop_map(|(i, s)| Op::Event(Event::Shoot(i, s))),
         4 => (-3..25i64).prop_map(Op::Tick),
         2 => (0..8u8, 0..3usize, prop::option::of(prop::sample::select(vec![0u64, 300, 600])))
             .prop_map(|(m, t, c)| Op::Rules(m, t, c)),
-        1 => any::<bool>().prop_map(Op::Rekey),
-        1 => Just(Op::ClearBindings),
-        1 => Just(Op::ClearShoots),
+        1 => any::<bool>().prop_map(|alt| Op::Event(Event::Rekey(alt))),
+        1 => Just(Op::Event(Event::ClearBindings)),
+        1 => Just(Op::Event(Event::ClearShoots)),
     ]
-}
-
-fn start() -> Timestamp {
-    "2026-11-27T00:00:00Z".parse().expect("time")
-}
-
-fn minutes(m: i64) -> Timestamp {
-    start() + SignedDuration::from_mins(m)
-}
-
-fn keys(alt: bool) -> ResolvedLabelKeys {
-    let mut k = ResolvedLabelKeys::default();
-    if alt {
-        k.tenant_name = "owner".into();
-    }
-    k
-}
-
-fn codes(mask: u8) -> Vec<String> {
-    CODES
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| mask & (1 << i) != 0)
-        .map(|(_, c)| c.to_string())
-        .collect()
-}
-
-fn view(i: usize, f: &Flags, rv: u64) -> crate::pools::BindingView {
-    let tenant = f.tenant.map(|t| format!("t{t}"));
-    let mut labels: Vec<(&str, &str)> = Vec::new();
-    if let Some(h) = f.hyperscaler {
-        labels.push(("hyperscalerType", h));
-    }
-    if let Some(t) = &tenant {
-        labels.push(("tenantName", t));
-        if i.is_multiple_of(2) {
-            labels.push(("owner", t));
-        }
-    }
-    for (on, key) in [
-        (f.dirty, "dirty"),
-        (f.shared, "shared"),
-        (f.internal, "internal"),
-        (f.cordoned, CORDONED),
-        (f.eu, "euAccess"),
-    ] {
-        if on {
-            labels.push((key, "true"));
-        }
-    }
-    let mut v = binding(&format!("b{i}"), &labels);
-    v.resource_version = Some(rv.to_string());
-    if f.cordoned {
-        v.annotations
-            .insert(CORDON_REASON.into(), format!("reason {i}"));
-    }
-    if let Some((at, by)) = f.released {
-        v.annotations
-            .insert(RELEASED_AT.into(), minutes(at).to_string());
-        v.annotations.insert(RELEASED_BY.into(), format!("t{by}"));
-    }
-    v
 }
 
 /// The test's world besides the index: the rules and time handed to it, and the dirty clock as
@@ -182,30 +97,13 @@ impl World {
 }
 
 fn apply(inv: &mut Inventory, op: &Op, rv: u64, w: &mut World) {
-    let at = Some(rv.to_string());
     match op {
-        Op::Binding(i, Some(f)) => drop(inv.apply_binding(view(*i, f, rv))),
-        Op::Binding(i, None) => drop(inv.delete_binding(&format!("b{i}"), at.as_deref())),
-        Op::Claim(i, Some((b, deleting))) => {
-            let name = format!("c{i}");
-            let mut c = claim(
-                &name,
-                "ga",
-                i.is_multiple_of(2).then_some("s0"),
-                Some(&format!("b{b}")),
-            );
-            c.resource_version = at;
-            c.deleting = *deleting;
-            inv.apply_claim(c);
+        Op::Event(e) => {
+            if let Event::Rekey(to) = e {
+                w.alt = *to;
+            }
+            random_events::apply(inv, e, rv);
         }
-        Op::Claim(i, None) => drop(inv.delete_claim(&format!("uid-c{i}"), at.as_deref())),
-        Op::Shoot(i, Some((b, mask))) => {
-            let mut s = shoot(&format!("s{i}"), Some(&format!("b{b}")));
-            s.resource_version = at;
-            s.error_codes = codes(*mask);
-            inv.apply_shoot(s);
-        }
-        Op::Shoot(i, None) => drop(inv.delete_shoot(&format!("s{i}"), at.as_deref())),
         Op::Tick(m) => {
             w.now = minutes(*m);
             inv.lifecycle_tick(w.now);
@@ -221,12 +119,6 @@ fn apply(inv: &mut Inventory, op: &Op, rv: u64, w: &mut World) {
             };
             inv.set_lifecycle_rules(w.rules.clone());
         }
-        Op::Rekey(to) => {
-            w.alt = *to;
-            inv.set_keys(keys(*to));
-        }
-        Op::ClearBindings => inv.clear_bindings(),
-        Op::ClearShoots => inv.clear_shoots(),
     }
     w.follow(inv);
 }
@@ -256,13 +148,8 @@ fn a_cooldown_ends_at_the_tick_that_passes_it_and_comes_back_when_the_clock_step
     let mut inv = Inventory::new(keys(false));
     let f = Flags {
         hyperscaler: Some("aws"),
-        tenant: None,
-        dirty: false,
-        shared: false,
-        internal: false,
-        cordoned: false,
-        eu: false,
         released: Some((0, 0)),
+        ..Flags::default()
     };
     inv.apply_binding(view(0, &f, 1));
     inv.set_lifecycle_rules(LifecycleRules {

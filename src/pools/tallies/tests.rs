@@ -5,37 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
-use crate::api::CredentialsKind;
-use crate::labels::ResolvedLabelKeys;
 use crate::pools::figures::scan;
-use crate::pools::tests::{binding, claim, shoot};
+use crate::pools::random_events::{Event, Flags, apply, keys};
 use crate::pools::{Inventory, Touched};
-
-#[derive(Clone, Debug)]
-enum Op {
-    /// Binding `i` with labels from the flags, or deleted.
-    Binding(usize, Option<Flags>),
-    /// Claim `i` bound to binding `b` (deleting or not), or deleted.
-    Claim(usize, Option<(usize, bool)>),
-    /// Shoot `i` on binding `b`, or deleted.
-    Shoot(usize, Option<usize>),
-    /// Another tenant label key: every binding classified again.
-    Rekey(bool),
-    /// The binding watch moved: every binding dropped.
-    ClearBindings,
-}
-
-#[derive(Clone, Debug)]
-struct Flags {
-    hyperscaler: Option<&'static str>,
-    tenant: Option<usize>,
-    dirty: bool,
-    shared: bool,
-    internal: bool,
-    cordoned: bool,
-    eu: bool,
-    credentials: usize,
-}
 
 fn flags() -> impl Strategy<Value = Flags> {
     (
@@ -58,95 +30,21 @@ fn flags() -> impl Strategy<Value = Flags> {
                 cordoned,
                 eu,
                 credentials,
+                released: None,
             },
         )
 }
 
-fn op() -> impl Strategy<Value = Op> {
+fn op() -> impl Strategy<Value = Event> {
     prop_oneof![
-        6 => (0..6usize, prop::option::weighted(0.85, flags())).prop_map(|(i, f)| Op::Binding(i, f)),
+        6 => (0..6usize, prop::option::weighted(0.85, flags())).prop_map(|(i, f)| Event::Binding(i, f)),
         6 => (0..6usize, prop::option::weighted(0.8, (0..6usize, prop::bool::weighted(0.2))))
-            .prop_map(|(i, c)| Op::Claim(i, c)),
-        4 => (0..4usize, prop::option::weighted(0.8, 0..6usize)).prop_map(|(i, b)| Op::Shoot(i, b)),
-        1 => any::<bool>().prop_map(Op::Rekey),
-        1 => Just(Op::ClearBindings),
+            .prop_map(|(i, c)| Event::Claim(i, c)),
+        4 => (0..4usize, prop::option::weighted(0.8, 0..6usize))
+            .prop_map(|(i, b)| Event::Shoot(i, b.map(|b| (b, 0)))),
+        1 => any::<bool>().prop_map(Event::Rekey),
+        1 => Just(Event::ClearBindings),
     ]
-}
-
-fn keys(alt: bool) -> ResolvedLabelKeys {
-    let mut k = ResolvedLabelKeys::default();
-    if alt {
-        k.tenant_name = "owner".into();
-    }
-    k
-}
-
-fn view(i: usize, f: &Flags, rv: u64) -> crate::pools::BindingView {
-    let tenant = f.tenant.map(|t| format!("t{t}"));
-    let mut labels: Vec<(&str, &str)> = Vec::new();
-    if let Some(h) = f.hyperscaler {
-        labels.push(("hyperscalerType", h));
-    }
-    if let Some(t) = &tenant {
-        // Both keys, so that a re-keyed index sees the tenant under either.
-        labels.push(("tenantName", t));
-        if i.is_multiple_of(2) {
-            labels.push(("owner", t));
-        }
-    }
-    for (on, key) in [
-        (f.dirty, "dirty"),
-        (f.shared, "shared"),
-        (f.internal, "internal"),
-        (f.cordoned, crate::pools::lifecycle::CORDONED),
-        (f.eu, "euAccess"),
-    ] {
-        if on {
-            labels.push((key, "true"));
-        }
-    }
-    let mut v = binding(&format!("b{i}"), &labels);
-    v.resource_version = Some(rv.to_string());
-    v.credentials = [
-        CredentialsKind::Secret,
-        CredentialsKind::WorkloadIdentity,
-        CredentialsKind::Other,
-    ][f.credentials];
-    v
-}
-
-fn apply(inv: &mut Inventory, op: &Op, rv: u64, alt: &mut bool) {
-    let at = Some(rv.to_string());
-    match op {
-        Op::Binding(i, Some(f)) => drop(inv.apply_binding(view(*i, f, rv))),
-        Op::Binding(i, None) => drop(inv.delete_binding(&format!("b{i}"), at.as_deref())),
-        Op::Claim(i, Some((b, deleting))) => {
-            let name = format!("c{i}");
-            let mut c = claim(
-                &name,
-                "ga",
-                i.is_multiple_of(2).then_some("s0"),
-                Some(&format!("b{b}")),
-            );
-            c.resource_version = at;
-            c.deleting = *deleting;
-            inv.apply_claim(c);
-        }
-        Op::Claim(i, None) => drop(inv.delete_claim(&format!("uid-c{i}"), at.as_deref())),
-        Op::Shoot(i, b) => {
-            let mut s = shoot(&format!("s{i}"), b.map(|b| format!("b{b}")).as_deref());
-            s.resource_version = at.clone();
-            match b {
-                Some(_) => drop(inv.apply_shoot(s)),
-                None => drop(inv.delete_shoot(&s.name, at.as_deref())),
-            }
-        }
-        Op::Rekey(to) => {
-            *alt = *to;
-            inv.set_keys(keys(*to));
-        }
-        Op::ClearBindings => inv.clear_bindings(),
-    }
 }
 
 /// The per-binding and per-tenant series as a full export would set them.
@@ -195,11 +93,10 @@ proptest! {
         in_flight in prop::collection::btree_set(0..6usize, 0..3),
     ) {
         let mut inv = Inventory::new(keys(false));
-        let mut alt = false;
         let mut shown = Default::default();
         let in_flight: BTreeSet<String> = in_flight.iter().map(|i| format!("b{i}")).collect();
         for (n, op) in ops.iter().enumerate() {
-            apply(&mut inv, op, n as u64 + 1, &mut alt);
+            apply(&mut inv, op, n as u64 + 1);
             let keys: Vec<_> = inv.pools().map(|(k, _)| k.clone()).collect();
             for k in &keys {
                 prop_assert_eq!(inv.figures(k), scan::figures(&inv, k), "pool {:?} after {:?}", k, op);
