@@ -15,6 +15,7 @@ pub mod claim_state;
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod decision;
 pub mod diag;
 pub mod duration;
 pub mod http;
