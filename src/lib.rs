@@ -1,12 +1,12 @@
 //! hap-operator: a Hyperscaler Account Pool for Gardener, as a Kubernetes operator.
 //!
 //! Pure core over plain data (`api` types, `diag`, `claim_state`, `pools`, `tenancy`, `sources`,
-//! `rules`, `selection`, `ledger`, `status`, `release`): no kube client, no kube runtime, no
-//! tokio. `k8s` is the only module that talks to an API server; `webhook` and `controller` read
-//! through it, decide in the core and write through it. The layer order and these rules are
-//! checked by `tests/layering.rs`. Outside tests nothing unwraps: input and API answers are
-//! handled or become typed errors (`clippy::unwrap_used` and `expect_used` deny it; clippy.toml
-//! lets tests unwrap).
+//! `rules`, `selection`, `ledger`, `status`, `release`, `decision`): no kube client, no kube
+//! runtime, no tokio. `k8s` is the only module that talks to an API server; `webhook` and
+//! `controller` read through it, decide in the core and write through it. The layer order and
+//! these rules are checked by `tests/layering.rs`. Outside tests nothing unwraps: input and API
+//! answers are handled or become typed errors (`clippy::unwrap_used` and `expect_used` deny it;
+//! clippy.toml lets tests unwrap).
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,6 +15,7 @@ pub mod claim_state;
 pub mod cli;
 pub mod controller;
 pub mod crd;
+pub mod decision;
 pub mod diag;
 pub mod duration;
 pub mod http;

@@ -19,13 +19,15 @@ const LAYERS: &[&[&str]] = &[
     &["diag", "claim_state"],
     // The pure core, bottom to top: the inventory and tenant policy, request sources, the
     // rules engine (which validates a whole HapConfig, sources included), selection, the
-    // ledger of in-flight writes, desired statuses and release decisions.
+    // ledger of in-flight writes, desired statuses and release decisions, and what one claim
+    // reconcile does.
     &["pools", "tenancy"],
     &["sources"],
     &["rules"],
     &["selection"],
     &["ledger"],
     &["status", "release"],
+    &["decision"],
     // Process-wide helpers that know no API server: the lease clock, metrics families.
     &["leadership", "metrics", "metrics_keb"],
     // The only edge to API servers.
@@ -56,6 +58,7 @@ const PURE: &[&str] = &[
     "selection",
     "status",
     "release",
+    "decision",
 ];
 
 /// Names that mean an API call or a client, wherever they appear outside `src/k8s`.

@@ -14,6 +14,7 @@ pub use crate::k8s::active;
 pub mod args;
 pub mod backoff;
 mod claim;
+mod claim_facts;
 #[cfg(test)]
 mod claim_tests;
 mod config;
