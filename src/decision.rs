@@ -2,9 +2,10 @@
 //! protocol's guard order, from a stale copy and a deletion down to the choice of a binding.
 //!
 //! The reconcile (`controller::claim`) reads a fact only when [`next`] asks for it ([`Read`]),
-//! so a claim an earlier guard settles costs no read of its namespace, its rules or the ledger;
-//! the reads come in the order of the guards, and nothing is written before [`ClaimDecision`] is
-//! taken. The config in force is opaque here (`C`): the decision hands it on to the reads and
+//! so a claim an earlier guard settles costs no read of its namespace, its rules or the
+//! selection; the reads come in the order of the guards, and no API write is made before
+//! [`ClaimDecision`] is taken (the ledger records the choice under its lock when the selection
+//! is read, as every selection does). The config in force is opaque here (`C`): the decision hands it on to the reads and
 //! writes that need it and looks only at the plain facts beside it.
 
 // A step's `Err` is where the decision stops (a decision or a read), returned once per pass, not
@@ -150,7 +151,7 @@ pub struct Adopted {
     pub before: BeforeUse,
 }
 
-/// The selection's answer, taken under the ledger lock (`controller::claim`).
+/// The selection's answer, taken under the ledger lock (`controller::claim_facts::select`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Selection {
     /// This claim's Bound status was written and the index does not show it yet: deciding

@@ -1,7 +1,8 @@
 //! The reads of one claim reconcile: each fact the pure decision (`crate::decision::next`) asks
-//! for, read in the order it asks — the claim's own fields, the config resolver, the caches'
-//! state, the ledger (the selection and the adoption under its lock, where the choice is
-//! recorded for the siblings decided next) and the namespace's labels. No API write.
+//! for, when it asks — the claim's own fields, the config resolver, the caches' state, the
+//! recorded binding, the namespace's labels (the tenant check), and the ledger (the adoption and
+//! the selection under its lock, where the choice is recorded for the siblings decided next).
+//! No API write.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -267,6 +268,7 @@ fn select(
         l.inflight
             .record(view, &placement.pool, &placement.choice, now);
     }
+    drop(guard);
     tracing::debug!(claim = %super::claim_key(claim), rv = ?claim.resource_version(), choice = ?placement.choice, "decided");
     Selection::Placed { placement, before }
 }
