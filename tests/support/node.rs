@@ -165,6 +165,63 @@ pub fn probe_successes(ns: &str, pod: &str) -> (u64, u64) {
     (count("Liveness"), count("Readiness"))
 }
 
+/// Why pods are not Ready, for a timeout message: each pod's phase, its scheduling condition and
+/// its containers' waiting reasons, and the node's taints (a kubelet under disk pressure taints
+/// the node, and then nothing is scheduled and the wait only says "timed out").
+async fn why_not_ready(client: &kube::Client, pods: &Api<Pod>, selector: &str) -> String {
+    let mut lines = Vec::new();
+    match pods.list(&ListParams::default().labels(selector)).await {
+        Ok(list) if list.items.is_empty() => lines.push(format!("no pod matches {selector}")),
+        Ok(list) => lines.extend(list.items.iter().map(pod_state)),
+        Err(e) => lines.push(format!("listing pods failed: {e}")),
+    }
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    match nodes.get(NODE).await {
+        Ok(node) => {
+            let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+            let taints: Vec<String> = taints
+                .iter()
+                .map(|t| format!("{}:{}", t.key, t.effect))
+                .collect();
+            lines.push(format!("node {NODE} taints: [{}]", taints.join(", ")));
+        }
+        Err(e) => lines.push(format!("reading node {NODE} failed: {e}")),
+    }
+    lines.join("\n")
+}
+
+fn pod_state(p: &Pod) -> String {
+    let status = p.status.clone().unwrap_or_default();
+    let scheduled = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled")
+        .map(|c| {
+            let reason = c.reason.as_deref().unwrap_or("");
+            let message = c.message.as_deref().unwrap_or("");
+            format!("PodScheduled={} {reason} {message}", c.status)
+        })
+        .unwrap_or_else(|| "PodScheduled unknown".into());
+    let waiting: Vec<String> = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
+        .map(|w| {
+            let reason = w.reason.as_deref().unwrap_or("");
+            let message = w.message.as_deref().unwrap_or("");
+            format!("waiting {reason} {message}")
+        })
+        .collect();
+    format!(
+        "pod {}: phase {}, {scheduled}; {}",
+        pod_name(p),
+        status.phase.as_deref().unwrap_or("unknown"),
+        waiting.join("; ")
+    )
+}
+
 /// What every installation must show once applied: both replicas Ready in a namespace that
 /// enforces Pod Security `restricted`, the kubelet's liveness and readiness probes answered,
 /// one leader by `hap_leader` on the pod IPs, the Lease held by that pod, and metrics through
@@ -178,14 +235,19 @@ pub async fn check_running(
     let started = Instant::now();
     let selector = "app.kubernetes.io/name=hap-operator";
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let ready = eventually(Duration::from_secs(180), "two Ready operator pods", || {
-        let pods = pods.clone();
-        async move {
-            let r = ready_pods(&pods, selector).await;
-            (r.len() == 2).then_some(r)
+    let ready = loop {
+        let r = ready_pods(&pods, selector).await;
+        if r.len() == 2 {
+            break r;
         }
-    })
-    .await;
+        if started.elapsed() > Duration::from_secs(180) {
+            panic!(
+                "timed out after 180s waiting for two Ready operator pods in {ns}:\n{}",
+                why_not_ready(client, &pods, selector).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     eprintln!(
         "e2e_pods: {ns}: both replicas Ready {:.1}s after apply",
         started.elapsed().as_secs_f64()
