@@ -267,7 +267,7 @@ fn last_status(h: &Harness) -> Option<serde_json::Value> {
     write.and_then(|r| r.body.clone())
 }
 
-/// A policy of one rule for AccountClaims in `namespace`; `adopt`: they may name their binding.
+/// A policy of one rule: requesters in `namespace`; `adopt`: they may name their binding.
 fn tenants(namespace: &str, adopt: bool) -> TenantPolicy {
     TenantPolicy {
         rules: vec![TenantRule {
