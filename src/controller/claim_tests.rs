@@ -1,6 +1,7 @@
 //! The exact API calls of claim reconciles, against a scripted API server (`k8s::mock`): a new
 //! claim bound, a lost compare-and-swap, a reuse of a binding another claim claimed, a
-//! multi-account fill, and a stray binding given back.
+//! multi-account fill, a stray binding given back, an adoption and its refusals, and a claim
+//! whose inventory cannot be read.
 
 use std::time::Duration;
 
@@ -8,6 +9,8 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::fixtures::*;
+use crate::api::conditions::{reasons, types};
+use crate::api::{TenantPolicy, TenantRule};
 use crate::labels::CLAIMED_BY;
 
 /// What the status of a claim Bound to `binding` says, in the fields a reader relies on.
@@ -222,4 +225,272 @@ fn only_annotations_and_bookkeeping_count_as_a_restamp() {
     for (what, change) in changes {
         assert!(!same(change), "a change of the {what} counted as a restamp");
     }
+}
+
+// ---- adoption (`spec.adoptBinding`) --------------------------------------------------------
+
+/// What the status of a claim that is not bound says for `reason`: its phase and the three
+/// conditions, in the order a first write sets them (`retried`: Reconciling, else Stalled).
+fn unbound_status(phase: &str, reason: &str, retried: bool) -> serde_json::Value {
+    let third = if retried {
+        types::RECONCILING
+    } else {
+        types::STALLED
+    };
+    json!({
+        "phase": phase,
+        "conditions": [
+            {"type": types::READY, "status": "False", "reason": reason},
+            {"type": types::BOUND, "status": "False", "reason": reason},
+            {"type": third, "status": "True", "reason": reason},
+        ],
+    })
+}
+
+/// The message of the Ready condition of the last status written; fails when a binding was
+/// written (the script would too: this says it in words).
+fn written_ready_message(h: &Harness) -> String {
+    let received = h.api.received();
+    let wrote_binding = received
+        .iter()
+        .any(|r| r.method != http::Method::GET && r.path.contains("/credentialsbindings"));
+    assert!(!wrote_binding, "a binding was written: {received:?}");
+    let status = last_status(h).expect("a status write");
+    let message = &status["status"]["conditions"][0]["message"];
+    message.as_str().unwrap_or_default().to_string()
+}
+
+/// The body of the last status write received.
+fn last_status(h: &Harness) -> Option<serde_json::Value> {
+    let received = h.api.received();
+    let write = received.iter().rev().find(|r| r.path.ends_with("/status"));
+    write.and_then(|r| r.body.clone())
+}
+
+/// A policy of one rule: requesters in `namespace`; `adopt`: they may name their binding.
+fn tenants(namespace: &str, adopt: bool) -> TenantPolicy {
+    TenantPolicy {
+        rules: vec![TenantRule {
+            name: "claims".into(),
+            namespaces: Some(vec![namespace.into()]),
+            adopt_binding: adopt.then_some(true),
+            ..Default::default()
+        }],
+    }
+}
+
+#[tokio::test]
+async fn an_adopting_claim_gets_its_finalizer_then_records_the_named_binding_without_writing_it() {
+    // b1 already carries the tenant (its provisioner chose it); b2 is free and must stay so.
+    let c = adopting(claim("c1"), "b1");
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&c],
+        &[
+            binding("b1", "5", &[("tenantName", GA)]),
+            binding("b2", "3", &[]),
+        ],
+    );
+    h.api.expect([add_finalizer(&c).answer_rv("11")]);
+    let action = h.reconcile(&c).await.expect("the finalizer is added");
+    assert_eq!(action, Action::await_change(), "the update brings it back");
+
+    let c = finalized(c);
+    h.observe(&c);
+    let mut adopted = bound_status("b1", "Adopted");
+    adopted["matchedRule"] =
+        json!({"index": 0, "entry": "(adopted: the request named its binding)"});
+    h.api.expect([claim_status(&c, adopted).answer_rv("12")]);
+    let action = h.reconcile(&c).await.expect("adopted");
+    assert_eq!(action, Action::await_change());
+}
+
+#[tokio::test]
+async fn an_adoption_of_a_binding_another_claim_claimed_removes_its_claimed_by_before_the_status() {
+    let first = bound(finalized(claim("first")), "b1");
+    let second = finalized(adopting(claim("second"), "b1"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&first, &second],
+        &[claimed_binding("b1", "7", "first")],
+    );
+    h.api.expect([
+        binding_cas("b1", "7", json!({CLAIMED_BY: null})).answer_rv("8"),
+        claim_status(&second, bound_status("b1", "Adopted")).answer_rv("12"),
+    ]);
+    let action = h.reconcile(&second).await.expect("adopted");
+    assert_eq!(action, Action::await_change());
+
+    // A lost compare-and-swap writes no status: the binding moved, the claim is decided again.
+    let third = finalized(adopting(claim("third"), "b1"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&first, &third],
+        &[claimed_binding("b1", "7", "first")],
+    );
+    h.api
+        .expect([binding_cas("b1", "7", json!({CLAIMED_BY: null})).fail(409, "Conflict")]);
+    let err = h.reconcile(&third).await.expect_err("the binding moved");
+    assert!(err.is_conflict(), "{err:?}");
+}
+
+#[tokio::test]
+async fn an_adoption_the_tenant_policy_refuses_ends_tenant_not_allowed_and_writes_no_binding() {
+    let refusals = [
+        (
+            tenants(TENANTS, false),
+            "naming a binding (adoptBinding) is not allowed",
+        ),
+        (tenants("elsewhere", true), "namespace not in [elsewhere]"),
+    ];
+    for (policy, says) in refusals {
+        let c = finalized(adopting(claim("c1"), "b1"));
+        let spec = crate::api::HapConfigSpec {
+            tenants: Some(policy),
+            ..aws_spec()
+        };
+        let h = Harness::new(
+            hap_config(spec),
+            &[&c],
+            &[binding("b1", "5", &[("tenantName", GA)])],
+        );
+        let reason = reasons::TENANT_NOT_ALLOWED;
+        h.api.expect([
+            event(TENANTS, "c1", "Warning", reason),
+            claim_status(&c, unbound_status("Failed", reason, false)).answer_rv("12"),
+        ]);
+        let action = h.reconcile(&c).await.expect("refused");
+        assert_eq!(action, Action::await_change(), "final: {says}");
+        let message = written_ready_message(&h);
+        assert!(message.contains(says), "{message}");
+    }
+
+    // The rule that allows adoption lets the same claim record the same binding.
+    let c = finalized(adopting(claim("c1"), "b1"));
+    let spec = crate::api::HapConfigSpec {
+        tenants: Some(tenants(TENANTS, true)),
+        ..aws_spec()
+    };
+    let h = Harness::new(
+        hap_config(spec),
+        &[&c],
+        &[binding("b1", "5", &[("tenantName", GA)])],
+    );
+    h.api
+        .expect([claim_status(&c, bound_status("b1", "Adopted")).answer_rv("12")]);
+    h.reconcile(&c).await.expect("adopted");
+}
+
+#[tokio::test]
+async fn an_adoption_of_a_binding_that_is_not_the_tenants_stays_pending_and_writes_no_binding() {
+    let cases = [
+        (
+            binding("b1", "5", &[("tenantName", "ga-2")]),
+            "carries tenantName=ga-2, not ga-1",
+        ),
+        // Free: the operator claims only bindings it chose itself.
+        (binding("b1", "5", &[]), "carries no tenantName"),
+        (binding("b9", "5", &[("tenantName", GA)]), "does not exist"),
+    ];
+    for (b, says) in cases {
+        let c = finalized(adopting(claim("c1"), "b1"));
+        let h = Harness::new(hap_config(aws_spec()), &[&c], &[b]);
+        let reason = reasons::BINDING_NOT_TENANT;
+        h.api.expect([
+            event(TENANTS, "c1", "Warning", reason),
+            claim_status(&c, unbound_status("Pending", reason, false)).answer_rv("12"),
+        ]);
+        let action = h.reconcile(&c).await.expect("pending");
+        // Config and pool changes bring it back; the safety-net retry besides.
+        let safety_net = Action::requeue(h.ctx.args.pending_retry);
+        assert_eq!(action, safety_net, "{says}");
+        let message = written_ready_message(&h);
+        assert!(message.contains(says), "{message}");
+    }
+}
+
+// ---- an inventory that cannot be read ------------------------------------------------------
+
+/// Whether `action` is the first delay of a claim's backoff (200 ms and up to 50% jitter).
+fn first_backoff(action: &Action) -> bool {
+    (200..=300).any(|ms| *action == Action::requeue(Duration::from_millis(ms)))
+}
+
+#[tokio::test]
+async fn a_binding_list_the_garden_refuses_leaves_the_claim_pending_inventory_unavailable_with_a_growing_retry()
+ {
+    let c = finalized(claim("c1"));
+    let h = Harness::watching_bindings(
+        hap_config(aws_spec()),
+        &[&c],
+        list_bindings().fail(403, "Forbidden"),
+    );
+    let end = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.ctx.caches.bindings.error().is_none() {
+        assert!(tokio::time::Instant::now() < end, "the list never failed");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let reason = reasons::INVENTORY_UNAVAILABLE;
+    h.api
+        .expect([claim_status(&c, unbound_status("Pending", reason, true)).answer_rv("12")]);
+    let action = h.reconcile(&c).await.expect("pending");
+    assert!(first_backoff(&action), "{action:?}");
+    let message = written_ready_message(&h);
+    let says = "cannot list credentialsbindings in namespace garden";
+    assert!(message.contains(says), "{message}");
+
+    // Next time the same status stands (nothing is written) and the claim waits longer: the
+    // backoff was not reset by a pass that did not settle.
+    let written = last_status(&h).expect("a status write");
+    let mut again = c.clone();
+    again.status = Some(serde_json::from_value(written["status"].clone()).expect("a status"));
+    again.metadata.resource_version = Some("12".into());
+    h.observe(&again);
+    let action = h.reconcile(&again).await.expect("still pending");
+    let second = (400..=600).any(|ms| action == Action::requeue(Duration::from_millis(ms)));
+    assert!(second, "{action:?}");
+}
+
+#[tokio::test]
+async fn a_leader_that_cannot_re_read_the_garden_leaves_new_claims_pending_inventory_unavailable() {
+    let c = finalized(claim("c1"));
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    h.ctx
+        .took_over
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    *h.ctx.take_over_error.lock().unwrap() = Some("the garden is unreachable".into());
+    let reason = reasons::INVENTORY_UNAVAILABLE;
+    h.api
+        .expect([claim_status(&c, unbound_status("Pending", reason, true)).answer_rv("12")]);
+    let action = h.reconcile(&c).await.expect("pending");
+    assert!(first_backoff(&action), "{action:?}");
+    let message = written_ready_message(&h);
+    let says = "cannot re-read bindings and claims after taking over: the garden is unreachable";
+    assert!(message.contains(says), "{message}");
+}
+
+#[tokio::test]
+async fn an_unreadable_inventory_writes_nothing_for_a_bound_claim_nor_within_the_grace_period() {
+    // A bound claim keeps its record untouched: a pending status would erase it.
+    let first = bound(finalized(claim("first")), "b1");
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&first],
+        &[claimed_binding("b1", "7", "first")],
+    );
+    h.ctx
+        .took_over
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    *h.ctx.take_over_error.lock().unwrap() = Some("the garden is unreachable".into());
+    let action = h.reconcile(&first).await.expect("waits");
+    assert_eq!(action, Action::requeue(Duration::from_secs(1)));
+
+    // Without a cause yet (still listing, within the grace period) a new claim says nothing.
+    let c = finalized(claim("c1"));
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    h.ctx
+        .took_over
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let action = h.reconcile(&c).await.expect("waits");
+    assert_eq!(action, Action::requeue(Duration::from_millis(500)));
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
+use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -16,12 +17,12 @@ use super::backoff::Backoff;
 use super::{Context, RunArgs, config, denials, sources};
 use crate::api::{AccountClaim, AccountClaimSpec, CLAIM_FINALIZER, HapConfig, HapConfigSpec};
 use crate::http::Health;
-use crate::k8s::caches::listed_without_watch;
+use crate::k8s::caches::{Feed, listed_without_watch};
 use crate::k8s::last_good::LastGoodApi;
 use crate::k8s::lean::StoredClaim;
 use crate::k8s::mock::{self, Call, Listed, Script};
 use crate::k8s::namespaces::NamespaceReader;
-use crate::k8s::{Caches, ChangeFeed, Retargetable, Writer};
+use crate::k8s::{BindingTarget, Caches, ChangeFeed, Cluster, Retargetable, Writer};
 use crate::labels::{CLAIMED_BY, PoolKey};
 use crate::leadership::Fence;
 use crate::ledger::Ledger;
@@ -91,6 +92,12 @@ pub fn bound(mut c: AccountClaim, binding: &str) -> AccountClaim {
 /// Being deleted (its finalizer holds it).
 pub fn deleting(mut c: AccountClaim) -> AccountClaim {
     c.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+    c
+}
+
+/// Naming its binding (`spec.adoptBinding`), as a claim made for a request that came with one.
+pub fn adopting(mut c: AccountClaim, binding: &str) -> AccountClaim {
+    c.spec.adopt_binding = Some(binding.into());
     c
 }
 
@@ -166,8 +173,33 @@ pub struct Harness {
     configs: Listed<HapConfig>,
 }
 
+/// How the fixture's binding watch starts (`k8s::caches`).
+type BindingStart = fn(&Cluster, &BindingTarget, Feed) -> BoxFuture<'static, ()>;
+
 impl Harness {
     pub fn new(cfg: HapConfig, claims: &[&AccountClaim], bindings: &[BindingView]) -> Self {
+        let h = Self::build(cfg, claims, listed_without_watch);
+        h.index(claims, bindings);
+        assert!(
+            super::decidable(&h.ctx),
+            "the fixture's caches count as listed"
+        );
+        h
+    }
+
+    /// With the operator's own binding watch over the scripted cluster instead of one that
+    /// counts as listed: its list is answered by `list` whenever it is made (a watch retries on
+    /// its own clock, `Script::always`). The Shoot watch counts as listed; the index holds the
+    /// claims, and only the bindings the watch brings.
+    pub fn watching_bindings(cfg: HapConfig, claims: &[&AccountClaim], list: Call) -> Self {
+        let h = Self::build(cfg, claims, crate::k8s::caches::watch_bindings);
+        h.api.always(list);
+        h.index(claims, &[]);
+        h
+    }
+
+    /// A leader's context whose caches are not pointed at the config yet.
+    fn build(cfg: HapConfig, claims: &[&AccountClaim], bindings: BindingStart) -> Self {
         let (cluster, api) = mock::cluster();
         let args = RunArgs::for_config(CONFIG);
         let feed = ChangeFeed::default();
@@ -196,7 +228,7 @@ impl Harness {
                     cluster.clone(),
                     ledger.clone(),
                     feed.clone(),
-                    listed_without_watch,
+                    bindings,
                 ),
                 shoots: Retargetable::new(
                     cluster.clone(),
@@ -227,27 +259,24 @@ impl Harness {
             take_over_error: Mutex::new(None),
             args,
         });
-        // Points the (request-free) binding and Shoot watches at the config, which resets the
-        // index's bindings: the fixture's go in after.
-        super::point_caches(&ctx);
-        {
-            let mut l = ctx.ledger();
-            for b in bindings {
-                l.apply_binding(b.clone());
-            }
-            for c in claims {
-                l.apply_claim(claim_view(c));
-            }
-        }
-        assert!(
-            super::decidable(&ctx),
-            "the fixture's caches count as listed"
-        );
         Self {
             ctx,
             api,
             fence,
             configs,
+        }
+    }
+
+    /// Points the binding and Shoot watches at the config, which resets the index's bindings:
+    /// the fixture's go in after.
+    fn index(&self, claims: &[&AccountClaim], bindings: &[BindingView]) {
+        super::point_caches(&self.ctx);
+        let mut l = self.ctx.ledger();
+        for b in bindings {
+            l.apply_binding(b.clone());
+        }
+        for c in claims {
+            l.apply_claim(claim_view(c));
         }
     }
 
@@ -346,6 +375,14 @@ pub fn claim_status(c: &AccountClaim, status: Value) -> Call {
             "metadata": {"resourceVersion": c.resource_version()},
             "status": status,
         }))
+}
+
+/// The first list of the binding watch (`k8s::caches::watch_bindings`), one page.
+pub fn list_bindings() -> Call {
+    Call::get(&format!(
+        "/apis/security.gardener.cloud/v1alpha1/namespaces/{GARDEN}/credentialsbindings"
+    ))
+    .query(&[("limit", "250")])
 }
 
 /// A read of the claim (after a status write met a Conflict).

@@ -3,6 +3,8 @@
 //! next scripted call, and answers it. A request that matches no call, or one left unmade, fails
 //! the test in [`Script::done`]. One request sequence per test, as in kube-rs/controller-rs;
 //! everything beyond one reconcile's calls is tested against a real API server in `tests/`.
+//! A request the code under test repeats on its own clock (a failing watch's list, retried after
+//! its backoff) can be answered outside the sequence ([`Script::always`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
@@ -18,6 +20,7 @@ use serde_json::{Value, json};
 use super::Cluster;
 
 /// What a scripted call checks in a request's body.
+#[derive(Clone)]
 enum BodyCheck {
     /// No body, or one nobody reads (a GET, a DELETE without options).
     Any,
@@ -29,6 +32,7 @@ enum BodyCheck {
 }
 
 /// How a scripted call is answered.
+#[derive(Clone)]
 enum Answer {
     Json(u16, Value),
     /// Never: a watch that stays open.
@@ -36,6 +40,7 @@ enum Answer {
 }
 
 /// One expected request and its answer.
+#[derive(Clone)]
 pub struct Call {
     method: http::Method,
     path: String,
@@ -125,6 +130,8 @@ impl Received {
 #[derive(Default)]
 struct State {
     script: VecDeque<Call>,
+    /// Answered whenever a request matches, outside the sequence (`Script::always`).
+    standing: Vec<Call>,
     received: Vec<Received>,
     /// What went wrong, in order; `done` fails with all of it.
     failures: Vec<String>,
@@ -149,6 +156,14 @@ impl Script {
     /// Appends calls to the script, in the order they must be made.
     pub fn expect(&self, calls: impl IntoIterator<Item = Call>) {
         self.state().script.extend(calls);
+    }
+
+    /// Answers every request that matches `call` (method, path, query and body) with its
+    /// answer, whenever it comes and however often, outside the scripted sequence: for a request
+    /// that is not the reconcile's own but that of a watch retrying on its own clock (its list
+    /// failing). It is not required to come; the test waits for its effect instead.
+    pub fn always(&self, call: Call) {
+        self.state().standing.push(call);
     }
 
     /// Every request received so far.
@@ -198,6 +213,9 @@ impl Script {
     fn answer(&self, got: Received) -> Answer {
         let mut s = self.state();
         s.received.push(got.clone());
+        if let Some(standing) = s.standing.iter().find(|c| mismatch(c, &got).is_none()) {
+            return standing.answer.clone();
+        }
         let Some(call) = s.script.pop_front() else {
             s.failures.push(format!("unexpected: {}", got.describe()));
             return Answer::Json(500, json!({"message": "unscripted request"}));
@@ -415,6 +433,26 @@ mod tests {
         assert!(failed.is_err(), "a wrong path passed");
         // A scripted call never made fails too.
         script.expect([Call::get("/api/v1/namespaces/x")]);
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| script.done())).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_standing_call_is_answered_every_time_outside_the_sequence() {
+        let (cluster, script) = cluster();
+        script.always(Call::get("/api/v1/namespaces/w").fail(403, "Forbidden"));
+        script.expect([Call::get("/api/v1/namespaces/x")]);
+        let get = |ns: &str| {
+            let request = http::Request::get(format!("/api/v1/namespaces/{ns}"))
+                .body(Vec::new())
+                .expect("request");
+            cluster.kube().request_text(request)
+        };
+        assert!(get("w").await.is_err(), "the standing answer");
+        assert!(get("x").await.is_ok(), "the sequence is untouched");
+        assert!(get("w").await.is_err(), "answered again");
+        script.done();
+        // Only a request that matches it: any other still takes its place in the sequence.
+        assert!(get("y").await.is_err());
         assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| script.done())).is_err());
     }
 }
