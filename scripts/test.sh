@@ -17,6 +17,8 @@ start=$(date +%s)
 work=$(mktemp -d "${TMPDIR:-/tmp}/hap-test.XXXXXX")
 jobs_to_stop=()
 cleanup() {
+  # Only this shell cleans up: a job killed before it left the shell would run this trap too.
+  [ "$BASHPID" = "$$" ] || return 0
   for pgid in "${jobs_to_stop[@]}"; do kill -- "-$pgid" 2>/dev/null || true; done
   e2e/testenv down --node || true
   e2e/testenv down || true
@@ -29,7 +31,7 @@ background() {
   local name=$1
   shift
   set -m
-  "$@" </dev/null >"$work/$name.log" 2>&1 &
+  (trap - EXIT; exec "$@") </dev/null >"$work/$name.log" 2>&1 &
   job=$!
   set +m
   jobs_to_stop+=("$job")
@@ -45,7 +47,8 @@ finish() {
 }
 # A cold run needs ~17 GB; the node environment's kubelet taints its node when the disk is nearly
 # full, and the pod tests then wait for pods that are never scheduled.
-free_gb=$(( $(df -Pk "${CARGO_TARGET_DIR:-$root}" "$HOME" 2>/dev/null | awk 'NR>1 {print $4}' | sort -n | head -1) / 1048576 ))
+free_kb=$(df -Pk "$HOME" | awk 'NR==2 {print $4}') || free_kb=0
+free_gb=$(( ${free_kb:-0} / 1048576 ))
 if [ "$free_gb" -lt 20 ]; then
   echo "make test: WARNING only ${free_gb} GB free; a cold run needs ~17 GB and the pod tests fail when the node's disk is nearly full" >&2
 fi
