@@ -1,11 +1,15 @@
 //! Evaluation cost: a 50-entry Seed rule set and KEB's shipped 20-entry rule set. Prints
-//! ns/evaluation from a plain timing loop first, then runs the criterion benchmarks.
+//! ns/evaluation from a plain timing loop first, then the MissingPool check of the config status
+//! (run each second while anything moves) at three landscape sizes side by side, by walking every
+//! binding's labels and from the index's pools, then runs the criterion benchmarks.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{Criterion, Throughput};
 use hap_operator::api::{HapConfigSpec, RuleSyntax};
+use hap_operator::labels::ResolvedLabelKeys;
+use hap_operator::pools::{BindingView, Inventory};
 use hap_operator::rules::{CompiledRules, Request};
 
 const PLANS: [&str; 10] = [
@@ -133,6 +137,40 @@ fn compile(spec: &HapConfigSpec) -> CompiledRules {
     }
 }
 
+/// µs per MissingPool check over `n` bindings (a third of them each aws, gcp and azure; every
+/// fourth one owned, every tenth dirty): walking the labels, and from the index's pools.
+fn missing_pool_check(rules: &CompiledRules, n: usize) -> (f64, f64) {
+    let keys = ResolvedLabelKeys::default();
+    let bindings = (0..n).map(|i| {
+        let mut labels = std::collections::BTreeMap::new();
+        let t = ["aws", "gcp", "azure"][i % 3];
+        labels.insert(keys.hyperscaler_type.clone(), t.to_string());
+        if i % 4 == 0 {
+            labels.insert(keys.tenant_name.clone(), format!("ga-{i}"));
+        }
+        if i % 10 == 0 {
+            labels.insert(keys.dirty.clone(), "true".to_string());
+        }
+        BindingView {
+            name: format!("b-{i:06}"),
+            labels,
+            ..Default::default()
+        }
+    });
+    let inv = Inventory::build(keys.clone(), bindings, [], []);
+    let walk = || rules.missing_pools(inv.bindings().map(|b| &b.view.labels));
+    let pools = || rules.missing_pools_in(inv.usable_pools());
+    assert_eq!(walk(), pools(), "both checks find the same missing pools");
+    let time = |f: &dyn Fn() -> Vec<hap_operator::diag::Diagnostic>, rounds: u32| {
+        let start = Instant::now();
+        for _ in 0..rounds {
+            black_box(f());
+        }
+        start.elapsed().as_secs_f64() * 1e6 / f64::from(rounds)
+    };
+    (time(&walk, 20), time(&pools, 2_000))
+}
+
 /// ns per evaluation over `rounds` passes of the request list.
 fn ns_per_eval(rules: &CompiledRules, reqs: &[Request<'_>], rounds: usize) -> f64 {
     let start = Instant::now();
@@ -163,6 +201,13 @@ fn main() {
         println!(
             "{name}: {:.0} ns/evaluation",
             ns_per_eval(rules, reqs, 200_000)
+        );
+    }
+    let keb = compile(&keb_tested());
+    for n in [5_000, 15_000, 50_000] {
+        let (walk, pools) = missing_pool_check(&keb, n);
+        println!(
+            "MissingPool check, KEB set, {n} bindings: {walk:.1} µs walking the labels, {pools:.2} µs from the index's pools"
         );
     }
     let mut c = Criterion::default().configure_from_args();

@@ -162,6 +162,24 @@ pub struct PoolSelectors {
 }
 
 impl PoolKey {
+    /// The pool a binding's labels name: its hyperscalerType with euAccess and shared read as
+    /// `true` only when they say so. `None` without a hyperscalerType.
+    pub fn of(keys: &ResolvedLabelKeys, labels: &BTreeMap<String, String>) -> Option<PoolKey> {
+        let is_true = |k: &str| labels.get(k).map(String::as_str) == Some("true");
+        Some(PoolKey {
+            hyperscaler_type: labels.get(&keys.hyperscaler_type)?.clone(),
+            eu_access: is_true(&keys.eu_access),
+            shared: is_true(&keys.shared),
+        })
+    }
+
+    /// The pool a binding is usable in: the one whose `any` selector it matches. Only the pool
+    /// its labels name can match (that selector fixes all three), so `None` means no pool uses it
+    /// (dirty, or `euAccess: "false"` spelled out).
+    pub fn usable(keys: &ResolvedLabelKeys, labels: &BTreeMap<String, String>) -> Option<PoolKey> {
+        PoolKey::of(keys, labels).filter(|k| k.selectors(keys, "").any.matches(labels))
+    }
+
     /// The selectors of this pool for one tenant (DESIGN §4).
     pub fn selectors(&self, keys: &ResolvedLabelKeys, global_account: &str) -> PoolSelectors {
         let any = self.base(keys);

@@ -326,9 +326,17 @@ fn fill_pools(
     inv: &Inventory,
     inflight: &InFlight,
 ) {
-    input.missing_pools = active
-        .rules
-        .missing_pools(inv.bindings().map(|b| &b.view.labels))
+    // From the index's pools, kept per event: walking every binding's labels here cost O(bindings)
+    // each second while anything moved (the 100k trickle). The walk remains for the moment the
+    // index still classifies with other label keys than the config in force.
+    let missing = if inv.keys() == active.rules.label_keys() {
+        active.rules.missing_pools_in(inv.usable_pools())
+    } else {
+        active
+            .rules
+            .missing_pools(inv.bindings().map(|b| &b.view.labels))
+    };
+    input.missing_pools = missing
         .into_iter()
         .map(|d| MissingPool {
             index: d.index.and_then(|i| i64::try_from(i).ok()).unwrap_or(0),

@@ -132,6 +132,14 @@ pub struct PoolMembers {
 }
 
 impl PoolMembers {
+    /// Whether a binding in the pool is not dirty: what `PoolKey::usable` says of its labels.
+    pub fn has_usable(&self) -> bool {
+        !self.shared.is_empty()
+            || !self.claimable.is_empty()
+            || !self.internal_free.is_empty()
+            || self.owned.values().any(|s| !s.is_empty())
+    }
+
     fn is_empty(&self) -> bool {
         self.shared.is_empty()
             && self.claimable.is_empty()
@@ -201,11 +209,7 @@ pub fn classify(
     labels: &BTreeMap<String, String>,
 ) -> Option<(PoolKey, BindingClass)> {
     let is_true = |k: &str| labels.get(k).map(String::as_str) == Some("true");
-    let pool = PoolKey {
-        hyperscaler_type: labels.get(&keys.hyperscaler_type)?.clone(),
-        eu_access: is_true(&keys.eu_access),
-        shared: is_true(&keys.shared),
-    };
+    let pool = PoolKey::of(keys, labels)?;
     let tenant = labels.get(&keys.tenant_name).cloned();
     let selectors = pool.selectors(keys, tenant.as_deref().unwrap_or_default());
     if selectors.any.matches(labels) {
@@ -304,6 +308,15 @@ impl Inventory {
     /// Every pool that has at least one binding.
     pub fn pools(&self) -> impl Iterator<Item = (&PoolKey, &PoolMembers)> {
         self.pools.iter()
+    }
+
+    /// The pools with a binding that is not dirty (`PoolKey::usable` of every binding, kept per
+    /// event): what the MissingPool check needs, without walking the bindings.
+    pub fn usable_pools(&self) -> impl Iterator<Item = &PoolKey> {
+        self.pools
+            .iter()
+            .filter(|(_, m)| m.has_usable())
+            .map(|(k, _)| k)
     }
 
     /// The bindings a tenant holds in a pool (dirty ones excluded, as the tenant selector does).

@@ -19,10 +19,10 @@ mod pools;
 mod seed;
 mod validate;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::api::{HapConfigSpec, RuleSyntax};
-use crate::labels::ResolvedLabelKeys;
+use crate::labels::{PoolKey, ResolvedLabelKeys};
 
 pub use crate::diag::{Diagnostic, Reason, Validation};
 pub use crate::diag::{label_key_problem, label_value_problem};
@@ -170,13 +170,26 @@ impl CompiledRules {
         &self,
         bindings: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
     ) -> Vec<Diagnostic> {
-        let bindings: Vec<&BTreeMap<String, String>> = bindings.into_iter().collect();
+        let usable: BTreeSet<PoolKey> = bindings
+            .into_iter()
+            .filter_map(|b| PoolKey::usable(&self.keys, b))
+            .collect();
+        self.missing_pools_in(&usable)
+    }
+
+    /// `missing_pools` from the pools that have a usable binding (`PoolKey::usable` of each
+    /// binding, as the index keeps them) instead of every binding's labels.
+    pub fn missing_pools_in<'a>(
+        &self,
+        usable: impl IntoIterator<Item = &'a PoolKey>,
+    ) -> Vec<Diagnostic> {
+        let usable: Vec<&PoolKey> = usable.into_iter().collect();
         pools::missing(
             &self.infos,
             &self.entries,
             &self.keys,
             &self.eu_regions,
-            &bindings,
+            &usable,
         )
     }
 }

@@ -1,8 +1,6 @@
 //! What each entry produces as data (EntryInfo: per preference a hyperscalerType or a pattern such
 //! as `openstack_<clusterRegion>`) and the pool-existence check of seed 000 (MissingPool).
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 use crate::labels::{PoolKey, ResolvedLabelKeys};
@@ -188,7 +186,7 @@ pub fn missing(
     rules: &[Entry],
     keys: &ResolvedLabelKeys,
     eu_regions: &[String],
-    bindings: &[&BTreeMap<String, String>],
+    usable: &[&PoolKey],
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for (info, e) in entries.iter().zip(rules) {
@@ -204,18 +202,7 @@ pub fn missing(
                 EuAccess::FromRequest => &[false, true],
             };
             for &eu in eu_variants {
-                let found = bindings.iter().any(|b| {
-                    let Some(t) = b.get(&keys.hyperscaler_type) else {
-                        return false;
-                    };
-                    let key = PoolKey {
-                        hyperscaler_type: t.clone(),
-                        eu_access: eu,
-                        shared: pref.shared,
-                    };
-                    pref.matches_type(t) && key.selectors(keys, "").any.matches(b)
-                });
-                if !found {
+                if !has_usable(usable, pref, eu) {
                     let key = PoolKey {
                         hyperscaler_type: pref.hyperscaler_type.clone(),
                         eu_access: eu,
@@ -249,6 +236,13 @@ pub fn missing(
     out
 }
 
+/// Whether a pool this preference reaches with `eu` has a usable binding.
+fn has_usable(usable: &[&PoolKey], pref: &PreferenceInfo, eu: bool) -> bool {
+    usable.iter().any(|k| {
+        k.eu_access == eu && k.shared == pref.shared && pref.matches_type(&k.hyperscaler_type)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,6 +253,95 @@ mod tests {
             hyperscaler_type: t.into(),
             eu_access: "false".into(),
             shared: false,
+        }
+    }
+
+    /// The MissingPool check asks the pools that have a usable binding (`PoolKey::usable`, what
+    /// the index keeps per event) instead of walking every binding's labels; both must agree for
+    /// every preference and euAccess variant, whatever labels the bindings carry.
+    mod usable_pools_agree_with_the_walk {
+        use std::collections::BTreeMap;
+
+        use super::*;
+        use proptest::prelude::*;
+
+        /// The check as it walked the bindings before.
+        fn found_by_walk(
+            keys: &ResolvedLabelKeys,
+            pref: &PreferenceInfo,
+            eu: bool,
+            bindings: &[BTreeMap<String, String>],
+        ) -> bool {
+            bindings.iter().any(|b| {
+                let Some(t) = b.get(&keys.hyperscaler_type) else {
+                    return false;
+                };
+                let key = PoolKey {
+                    hyperscaler_type: t.clone(),
+                    eu_access: eu,
+                    shared: pref.shared,
+                };
+                pref.matches_type(t) && key.selectors(keys, "").any.matches(b)
+            })
+        }
+
+        fn labels() -> impl Strategy<Value = BTreeMap<String, String>> {
+            let keys = ResolvedLabelKeys::default();
+            let value = |vs: &'static [&'static str]| {
+                proptest::option::of(proptest::sample::select(vs).prop_map(str::to_string))
+            };
+            (
+                value(&[
+                    "aws",
+                    "gcp",
+                    "openstack_eu-de-1",
+                    "openstack_",
+                    "aws_cf-eu11",
+                ]),
+                value(&["true", "false", "yes"]),
+                value(&["true", "false"]),
+                value(&["true", "false"]),
+                value(&["ga-1", "ga-2"]),
+                value(&["true"]),
+            )
+                .prop_map(move |(t, eu, shared, dirty, tenant, internal)| {
+                    let mut m = BTreeMap::new();
+                    for (k, v) in [
+                        (&keys.hyperscaler_type, t),
+                        (&keys.eu_access, eu),
+                        (&keys.shared, shared),
+                        (&keys.dirty, dirty),
+                        (&keys.tenant_name, tenant),
+                        (&keys.internal, internal),
+                    ] {
+                        if let Some(v) = v {
+                            m.insert(k.clone(), v);
+                        }
+                    }
+                    m
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn for_every_preference_and_variant(
+                bindings in proptest::collection::vec(labels(), 0..6),
+                pattern in proptest::sample::select(vec![
+                    "aws", "gcp", "openstack_<clusterRegion>", "<provider>_<platformRegion>",
+                ]),
+                shared: bool,
+                eu: bool,
+            ) {
+                let keys = ResolvedLabelKeys::default();
+                let pref = PreferenceInfo { shared, ..info(pattern) };
+                let usable: Vec<PoolKey> =
+                    bindings.iter().filter_map(|b| PoolKey::usable(&keys, b)).collect();
+                let usable: Vec<&PoolKey> = usable.iter().collect();
+                prop_assert_eq!(
+                    has_usable(&usable, &pref, eu),
+                    found_by_walk(&keys, &pref, eu, &bindings)
+                );
+            }
         }
     }
 

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
+use crate::labels::PoolKey;
 use crate::pools::figures::scan;
 use crate::pools::random_events::{Event, Flags, apply, keys};
 use crate::pools::{Inventory, Touched};
@@ -103,6 +104,13 @@ proptest! {
             }
             prop_assert_eq!(inv.bindings_in_use(), scan::bindings_in_use(&inv));
             prop_assert_eq!(inv.orphans(&in_flight), scan::orphans(&inv, &in_flight));
+            // The MissingPool check reads these instead of every binding's labels.
+            let usable: BTreeSet<PoolKey> = inv.usable_pools().cloned().collect();
+            let walked: BTreeSet<PoolKey> = inv
+                .bindings()
+                .filter_map(|e| PoolKey::usable(inv.keys(), &e.view.labels))
+                .collect();
+            prop_assert_eq!(usable, walked, "after {:?}", op);
             let touched = inv.take_touched();
             follow(&inv, &touched, &mut shown);
             prop_assert_eq!(&shown, &series(&inv), "after {:?}", op);
