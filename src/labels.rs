@@ -174,10 +174,11 @@ impl PoolKey {
     }
 
     /// The pool a binding is usable in: the one whose `any` selector it matches. Only the pool
-    /// its labels name can match (that selector fixes all three), so `None` means no pool uses it
-    /// (dirty, or `euAccess: "false"` spelled out).
+    /// its labels name can match (that selector fixes all three), so `None` means no pool uses
+    /// it: no hyperscalerType, an euAccess label other than `true`, or a dedicated binding that
+    /// is dirty (a shared one stays usable).
     pub fn usable(keys: &ResolvedLabelKeys, labels: &BTreeMap<String, String>) -> Option<PoolKey> {
-        PoolKey::of(keys, labels).filter(|k| k.selectors(keys, "").any.matches(labels))
+        PoolKey::of(keys, labels).filter(|k| k.base(keys).matches(labels))
     }
 
     /// The selectors of this pool for one tenant (DESIGN §4).

@@ -14,6 +14,7 @@ use kube::{Resource, ResourceExt};
 use super::Context;
 use super::active::{ActiveConfig, ConfigState, LastGood};
 use crate::api::{HapConfig, PoolFigures, PreferenceStatus, RuleStatus};
+use crate::diag::Diagnostic;
 use crate::k8s::K8sError;
 use crate::k8s::last_good::LastGoodApi;
 use crate::pools::Inventory;
@@ -326,17 +327,7 @@ fn fill_pools(
     inv: &Inventory,
     inflight: &InFlight,
 ) {
-    // From the index's pools, kept per event: walking every binding's labels here cost O(bindings)
-    // each second while anything moved (the 100k trickle). The walk remains for the moment the
-    // index still classifies with other label keys than the config in force.
-    let missing = if inv.keys() == active.rules.label_keys() {
-        active.rules.missing_pools_in(inv.usable_pools())
-    } else {
-        active
-            .rules
-            .missing_pools(inv.bindings().map(|b| &b.view.labels))
-    };
-    input.missing_pools = missing
+    input.missing_pools = missing_pools(&active.rules, inv)
         .into_iter()
         .map(|d| MissingPool {
             index: d.index.and_then(|i| i64::try_from(i).ok()).unwrap_or(0),
@@ -389,6 +380,17 @@ fn fill_pools(
     input.pins = crate::selection::pinned::states(active.rules.pins(), inv);
     input.orphans = inv.orphans(&inflight.bindings_in_use(Instant::now()));
     input.bindings_in_use = inv.bindings_in_use();
+}
+
+/// MissingPool diagnostics from the index's pools, kept per event: walking every binding's labels
+/// here cost O(bindings) each second while anything moved (the 100k trickle). The walk remains
+/// for the moment the index still classifies with other label keys than the config in force.
+fn missing_pools(rules: &crate::rules::CompiledRules, inv: &Inventory) -> Vec<Diagnostic> {
+    if inv.keys() == rules.label_keys() {
+        rules.missing_pools_in(inv.usable_pools())
+    } else {
+        rules.missing_pools(inv.bindings().map(|b| &b.view.labels))
+    }
 }
 
 /// The first `quoted` part of a message (the selector of a MissingPool diagnostic).
@@ -610,4 +612,69 @@ pub fn error_policy(cfg: Arc<HapConfig>, err: &ConfigError, ctx: Arc<Context>) -
         return Action::requeue(ctx.backoff.conflict());
     }
     Action::requeue(ctx.backoff.next(&format!("hapconfig/{}", cfg.name_any())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{HapConfigSpec, LabelKeys};
+    use crate::labels::ResolvedLabelKeys;
+    use crate::pools::BindingView;
+    use crate::rules::CompiledRules;
+
+    fn rules(hyperscaler_key: Option<&str>) -> CompiledRules {
+        let spec = HapConfigSpec {
+            rules: Some(vec!["aws".into(), "gcp".into()]),
+            binding_namespace: "garden".into(),
+            label_keys: hyperscaler_key.map(|k| LabelKeys {
+                hyperscaler_type: Some(k.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        match CompiledRules::from_spec(&spec) {
+            Ok((rules, _)) => rules,
+            Err(v) => panic!("test rules are invalid:\n{}", v.summary()),
+        }
+    }
+
+    fn index(keys: ResolvedLabelKeys, hyperscaler_key: &str) -> Inventory {
+        let binding = BindingView {
+            name: "b-1".into(),
+            labels: [(hyperscaler_key.to_string(), "aws".to_string())].into(),
+            ..Default::default()
+        };
+        Inventory::build(keys, [binding], [], [])
+    }
+
+    fn missing_entries(d: &[Diagnostic]) -> Vec<String> {
+        d.iter()
+            .map(|d| d.entry.clone().unwrap_or_default())
+            .collect()
+    }
+
+    /// The index answers while it classifies with the config's keys; while it still uses
+    /// others (a config that renamed a label key, before the index is re-keyed), the labels do.
+    #[test]
+    fn missing_pools_come_from_the_index_only_while_it_uses_the_configs_keys() {
+        let defaults = ResolvedLabelKeys::default();
+        let same = rules(None);
+        let from_index = missing_pools(&same, &index(defaults.clone(), &defaults.hyperscaler_type));
+        assert_eq!(missing_entries(&from_index), ["gcp"], "aws has a binding");
+        // The config names another key; the index still classifies with the default one, so its
+        // pools (aws under the default key) say nothing about the config's pools.
+        let renamed = rules(Some("example.com/type"));
+        let stale = index(defaults.clone(), "example.com/type");
+        assert_eq!(
+            missing_entries(&missing_pools(&renamed, &stale)),
+            ["gcp"],
+            "the binding's labels under the config's key"
+        );
+        let stale_without = index(defaults.clone(), &defaults.hyperscaler_type);
+        assert_eq!(
+            missing_entries(&missing_pools(&renamed, &stale_without)),
+            ["aws", "gcp"],
+            "the index's aws pool is under a key the config does not use"
+        );
+    }
 }

@@ -311,7 +311,8 @@ impl Inventory {
     }
 
     /// The pools with a binding that is not dirty (`PoolKey::usable` of every binding, kept per
-    /// event): what the MissingPool check needs, without walking the bindings.
+    /// event, under this index's `keys`: a caller with other keys must walk the labels): what
+    /// the MissingPool check needs, without walking the bindings.
     pub fn usable_pools(&self) -> impl Iterator<Item = &PoolKey> {
         self.pools
             .iter()

@@ -177,6 +177,9 @@ impl CompiledRules {
         self.missing_pools_in(&usable)
     }
 
+    /// (One pass over every binding, also when the first one would have answered: the CLI and
+    /// the controller's rare fallback use it; the status reads the index, `missing_pools_in`.)
+    ///
     /// `missing_pools` from the pools that have a usable binding (`PoolKey::usable` of each
     /// binding, as the index keeps them) instead of every binding's labels.
     pub fn missing_pools_in<'a>(
