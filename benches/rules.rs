@@ -153,7 +153,7 @@ fn missing_pool_check(rules: &CompiledRules, n: usize) -> (f64, f64) {
         }
         BindingView {
             name: format!("b-{i:06}"),
-            labels,
+            labels: labels.into(),
             ..Default::default()
         }
     });

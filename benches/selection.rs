@@ -48,7 +48,7 @@ fn world() -> World {
         bindings.push(BindingView {
             name: format!("aws-{i:05}"),
             resource_version: Some(format!("{}", 1000 + i)),
-            labels: labels(&l),
+            labels: labels(&l).into(),
             ..Default::default()
         });
     }

@@ -7,6 +7,29 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::api::LabelKeys;
+use crate::small_map::SmallMap;
+
+/// Labels a selector can be matched against: an object's `metadata.labels`, and a binding's
+/// labels as the index keeps them (a short list, `SmallMap`).
+pub trait LabelLookup {
+    fn label(&self, key: &str) -> Option<&String>;
+
+    fn has_label(&self, key: &str) -> bool {
+        self.label(key).is_some()
+    }
+}
+
+impl LabelLookup for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&String> {
+        self.get(key)
+    }
+}
+
+impl LabelLookup for SmallMap<String> {
+    fn label(&self, key: &str) -> Option<&String> {
+        self.get(key)
+    }
+}
 
 /// The binding label naming the AccountClaim (by uid) whose claim write gave the binding its
 /// tenant, for as long as no other claim was bound to it. Written in the same compare-and-swap
@@ -97,12 +120,12 @@ pub enum Requirement {
 }
 
 impl Requirement {
-    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    fn matches(&self, labels: &impl LabelLookup) -> bool {
         match self {
-            Requirement::Equals(k, v) => labels.get(k) == Some(v),
-            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
-            Requirement::Exists(k) => labels.contains_key(k),
-            Requirement::DoesNotExist(k) => !labels.contains_key(k),
+            Requirement::Equals(k, v) => labels.label(k) == Some(v),
+            Requirement::NotEquals(k, v) => labels.label(k) != Some(v),
+            Requirement::Exists(k) => labels.has_label(k),
+            Requirement::DoesNotExist(k) => !labels.has_label(k),
         }
     }
 }
@@ -124,7 +147,7 @@ pub struct Selector(pub Vec<Requirement>);
 
 impl Selector {
     /// Whether a binding with these labels is selected.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &impl LabelLookup) -> bool {
         self.0.iter().all(|r| r.matches(labels))
     }
 }
@@ -164,10 +187,10 @@ pub struct PoolSelectors {
 impl PoolKey {
     /// The pool a binding's labels name: its hyperscalerType with euAccess and shared read as
     /// `true` only when they say so. `None` without a hyperscalerType.
-    pub fn of(keys: &ResolvedLabelKeys, labels: &BTreeMap<String, String>) -> Option<PoolKey> {
-        let is_true = |k: &str| labels.get(k).map(String::as_str) == Some("true");
+    pub fn of(keys: &ResolvedLabelKeys, labels: &impl LabelLookup) -> Option<PoolKey> {
+        let is_true = |k: &str| labels.label(k).map(String::as_str) == Some("true");
         Some(PoolKey {
-            hyperscaler_type: labels.get(&keys.hyperscaler_type)?.clone(),
+            hyperscaler_type: labels.label(&keys.hyperscaler_type)?.clone(),
             eu_access: is_true(&keys.eu_access),
             shared: is_true(&keys.shared),
         })
@@ -177,7 +200,7 @@ impl PoolKey {
     /// its labels name can match (that selector fixes all three), so `None` means no pool uses
     /// it: no hyperscalerType, an euAccess label other than `true`, or a dedicated binding that
     /// is dirty (a shared one stays usable).
-    pub fn usable(keys: &ResolvedLabelKeys, labels: &BTreeMap<String, String>) -> Option<PoolKey> {
+    pub fn usable(keys: &ResolvedLabelKeys, labels: &impl LabelLookup) -> Option<PoolKey> {
         PoolKey::of(keys, labels).filter(|k| k.base(keys).matches(labels))
     }
 

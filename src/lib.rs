@@ -1,6 +1,6 @@
 //! hap-operator: a Hyperscaler Account Pool for Gardener, as a Kubernetes operator.
 //!
-//! Pure core over plain data (`api` types, `diag`, `claim_state`, `pools`, `tenancy`, `sources`,
+//! Pure core over plain data (`api` types, `small_map`, `diag`, `claim_state`, `pools`, `tenancy`, `sources`,
 //! `rules`, `selection`, `ledger`, `status`, `release`, `decision`): no kube client, no kube
 //! runtime, no tokio. `k8s` is the only module that talks to an API server; `webhook` and
 //! `controller` read through it, decide in the core and write through it. The layer order and
@@ -30,6 +30,7 @@ pub mod release;
 pub mod rules;
 pub mod secure_metrics;
 pub mod selection;
+pub mod small_map;
 pub mod sources;
 pub mod status;
 pub mod tenancy;

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 /// Top-level modules from the bottom layer up. A module may name modules of its own layer or
 /// below, never above; `main` (the binary) sits on top of everything.
 const LAYERS: &[&[&str]] = &[
-    // Plain data: CRD types, label keys, durations.
-    &["duration", "labels", "api"],
+    // Plain data: CRD types, label keys, durations, the short sorted map they are kept in.
+    &["duration", "small_map", "labels", "api"],
     // Validation diagnostics and label syntax; what a claim's recorded status says.
     &["diag", "claim_state"],
     // The pure core, bottom to top: the inventory and tenant policy, request sources, the
@@ -46,6 +46,7 @@ const LAYERS: &[&[&str]] = &[
 /// Modules of the pure core: no kube client, no kube runtime, no tokio.
 const PURE: &[&str] = &[
     "duration",
+    "small_map",
     "diag",
     "claim_state",
     "labels",

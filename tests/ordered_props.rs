@@ -68,7 +68,7 @@ fn binding(i: usize, (t, owner, shared): &Spec) -> BindingView {
     BindingView {
         name: format!("b{i}"),
         resource_version: Some("1".into()),
-        labels,
+        labels: labels.into(),
         ..Default::default()
     }
 }

@@ -66,7 +66,7 @@ fn binding(i: usize, (kind, eu, _): &Spec) -> BindingView {
     BindingView {
         name: format!("cb-{i:02}"),
         resource_version: Some("1".into()),
-        labels,
+        labels: labels.into(),
         ..Default::default()
     }
 }

@@ -118,7 +118,6 @@ pub fn describe(s: &Serving) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use serde_json::json;
 
@@ -152,7 +151,7 @@ mod tests {
             bindings: vec![BindingView {
                 name: "aws-1".into(),
                 resource_version: Some("1".into()),
-                labels: BTreeMap::from([("hyperscalerType".into(), "aws".into())]),
+                labels: [("hyperscalerType".into(), "aws".into())].into(),
                 ..Default::default()
             }],
             claims: vec![there],

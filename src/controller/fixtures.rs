@@ -123,7 +123,7 @@ pub fn binding(name: &str, rv: &str, labels: &[(&str, &str)]) -> BindingView {
     BindingView {
         name: name.into(),
         resource_version: Some(rv.into()),
-        labels: all,
+        labels: all.into(),
         credentials: crate::api::CredentialsKind::Secret,
         annotations: BTreeMap::new(),
     }

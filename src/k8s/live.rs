@@ -162,7 +162,18 @@ pub fn validate_input(
     block_on(garden, |c| async move {
         let cfg = get_config(&c.own, config).await?;
         let bindings = binding_views(&c.garden, &cfg.spec).await?;
-        Ok((cfg.spec, bindings.into_iter().map(|b| b.labels).collect()))
+        Ok((
+            cfg.spec,
+            bindings
+                .into_iter()
+                .map(|b| {
+                    b.labels
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                })
+                .collect(),
+        ))
     })
 }
 

@@ -135,7 +135,7 @@ pub(crate) mod scan {
             ..Default::default()
         };
         let Some(m) = inv.pool(key) else { return f };
-        let claimed: usize = m.owned.values().map(BTreeSet::len).sum();
+        let claimed: usize = m.owned.values().map(crate::pools::SmallSet::len).sum();
         let all = m
             .shared
             .iter()

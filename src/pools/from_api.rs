@@ -43,7 +43,7 @@ pub fn binding_view(b: &impl Resource, credentials: CredentialsKind) -> BindingV
     BindingView {
         name: b.name_any(),
         resource_version: b.resource_version(),
-        labels: b.labels().clone(),
+        labels: b.labels().clone().into(),
         credentials,
         annotations: b
             .annotations()

@@ -14,7 +14,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::tallies::Share;
 use super::{
-    BindingEntry, BindingView, ClaimView, Inventory, PoolMembers, ShootView, SmallMap, classify,
+    BindingEntry, BindingView, ClaimView, Inventory, PoolMembers, ShootView, SmallMap, SmallSet,
+    classify,
 };
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 
@@ -409,7 +410,7 @@ impl Inventory {
         if let Some((key, class)) = &entry.pool {
             self.changes.pools.insert(key.clone());
             let members = self.pools.entry(key.clone()).or_default();
-            members_of(members, class).insert(name.clone());
+            add_member(members, class, name.clone());
         }
         self.life_apply(&entry, true);
         self.bindings.insert(name.clone(), entry);
@@ -426,10 +427,10 @@ impl Inventory {
         };
         self.changes.pools.insert(key.clone());
         if let Some(members) = self.pools.get_mut(key) {
-            members_of(members, class).remove(&old.view.name);
+            remove_member(members, class, &old.view.name);
             // Only the old tenant's set can have emptied: O(log T), not a walk of every tenant.
             if let super::BindingClass::Owned { tenant } = class
-                && members.owned.get(tenant).is_some_and(BTreeSet::is_empty)
+                && members.owned.get(tenant).is_some_and(SmallSet::is_empty)
             {
                 members.owned.remove(tenant);
             }
@@ -570,14 +571,36 @@ impl Inventory {
     }
 }
 
-fn members_of<'a>(m: &'a mut PoolMembers, class: &super::BindingClass) -> &'a mut BTreeSet<String> {
+/// The pool-wide set of a role; `None` for a tenant's own bindings (`PoolMembers::owned`).
+fn role_set<'a>(
+    m: &'a mut PoolMembers,
+    class: &super::BindingClass,
+) -> Option<&'a mut BTreeSet<String>> {
     use super::BindingClass::*;
     match class {
-        Shared => &mut m.shared,
-        Claimable => &mut m.claimable,
-        InternalFree => &mut m.internal_free,
-        Owned { tenant } => m.owned.entry(tenant.clone()).or_default(),
-        Dirty { .. } => &mut m.dirty,
+        Shared => Some(&mut m.shared),
+        Claimable => Some(&mut m.claimable),
+        InternalFree => Some(&mut m.internal_free),
+        Owned { .. } => None,
+        Dirty { .. } => Some(&mut m.dirty),
+    }
+}
+
+fn add_member(m: &mut PoolMembers, class: &super::BindingClass, name: String) {
+    if let super::BindingClass::Owned { tenant } = class {
+        m.owned.entry(tenant.clone()).or_default().insert(name);
+    } else if let Some(set) = role_set(m, class) {
+        set.insert(name);
+    }
+}
+
+fn remove_member(m: &mut PoolMembers, class: &super::BindingClass, name: &str) {
+    if let super::BindingClass::Owned { tenant } = class {
+        if let Some(set) = m.owned.get_mut(tenant) {
+            set.remove(name);
+        }
+    } else if let Some(set) = role_set(m, class) {
+        set.remove(name);
     }
 }
 

@@ -170,8 +170,8 @@ pub fn state_of(class: &BindingClass, f: Facts) -> Option<BindingState> {
 }
 
 /// Whether labels carry the cordon label set to `true`.
-pub fn is_cordoned(labels: &BTreeMap<String, String>) -> bool {
-    labels.get(CORDONED).map(String::as_str) == Some("true")
+pub fn is_cordoned(labels: &impl crate::labels::LabelLookup) -> bool {
+    labels.label(CORDONED).map(String::as_str) == Some("true")
 }
 
 /// Bindings that later features mark: suspect ones, and ones still cooling down (the

@@ -18,7 +18,6 @@ pub mod figures;
 mod from_api;
 mod index;
 pub mod lifecycle;
-mod small_map;
 mod states;
 mod tallies;
 
@@ -28,8 +27,8 @@ pub use from_api::{binding_view, claim_view, claim_view_of, shoot_view};
 pub use index::{Changes, Kind, Relist, is_newer};
 
 use crate::api::CredentialsKind;
-use crate::labels::{PoolKey, ResolvedLabelKeys};
-pub use small_map::SmallMap;
+use crate::labels::{LabelLookup, PoolKey, ResolvedLabelKeys};
+pub use crate::small_map::{SmallMap, SmallSet};
 pub use states::Rules as LifecycleRules;
 pub use tallies::Touched;
 
@@ -39,7 +38,8 @@ pub struct BindingView {
     pub name: String,
     /// Precondition for compare-and-swap label writes, and the order of views.
     pub resource_version: Option<String>,
-    pub labels: BTreeMap<String, String>,
+    /// A short sorted list: a `BTreeMap` node of two or three labels took ~550 bytes.
+    pub labels: SmallMap<String>,
     /// What the binding's `credentialsRef` names (one byte; status and `hap pools` count them).
     pub credentials: CredentialsKind,
     /// The binding's `accountpool.io/` annotations only (the cordon reason); the rest is
@@ -127,7 +127,7 @@ pub struct PoolMembers {
     pub shared: BTreeSet<String>,
     pub claimable: BTreeSet<String>,
     pub internal_free: BTreeSet<String>,
-    pub owned: BTreeMap<String, BTreeSet<String>>,
+    pub owned: BTreeMap<String, SmallSet>,
     pub dirty: BTreeSet<String>,
 }
 
@@ -184,7 +184,7 @@ pub struct Inventory {
     claims_on: HashMap<String, SmallMap<String>>,
     /// Boxed: the table keeps ~40 % of its slots empty, and a view is ~230 bytes.
     claims: HashMap<String, Box<ClaimView>>,
-    recorded: HashMap<String, BTreeSet<String>>,
+    recorded: HashMap<String, SmallSet>,
     waiting: HashMap<PoolKey, BTreeSet<String>>,
     shoots: HashMap<String, ShootView>,
     books: index::Books,
@@ -201,16 +201,17 @@ pub struct Inventory {
 }
 
 static EMPTY: BTreeSet<String> = BTreeSet::new();
+static EMPTY_SET: SmallSet = SmallSet::new();
 static EMPTY_MAP: SmallMap<String> = SmallMap::Few(Vec::new());
 
 /// Which pool a binding is in and in which role, by the pool selectors alone.
 pub fn classify(
     keys: &ResolvedLabelKeys,
-    labels: &BTreeMap<String, String>,
+    labels: &impl LabelLookup,
 ) -> Option<(PoolKey, BindingClass)> {
-    let is_true = |k: &str| labels.get(k).map(String::as_str) == Some("true");
+    let is_true = |k: &str| labels.label(k).map(String::as_str) == Some("true");
     let pool = PoolKey::of(keys, labels)?;
-    let tenant = labels.get(&keys.tenant_name).cloned();
+    let tenant = labels.label(&keys.tenant_name).cloned();
     let selectors = pool.selectors(keys, tenant.as_deref().unwrap_or_default());
     if selectors.any.matches(labels) {
         let class = if pool.shared {
@@ -231,15 +232,22 @@ pub fn classify(
         return Some((pool, class));
     }
     // Dirty bindings fail `!dirty`; they belong to the pool they would be in without that label.
-    if pool.shared || !labels.contains_key(&keys.dirty) {
+    if pool.shared || !labels.has_label(&keys.dirty) {
         return None;
     }
-    let mut clean = labels.clone();
-    clean.remove(&keys.dirty);
     selectors
         .any
-        .matches(&clean)
+        .matches(&Without(labels, &keys.dirty))
         .then_some((pool, BindingClass::Dirty { tenant }))
+}
+
+/// Labels as if one of them were not there.
+struct Without<'a, L>(&'a L, &'a str);
+
+impl<L: LabelLookup> LabelLookup for Without<'_, L> {
+    fn label(&self, key: &str) -> Option<&String> {
+        (key != self.1).then(|| self.0.label(key)).flatten()
+    }
 }
 
 impl Inventory {
@@ -321,11 +329,11 @@ impl Inventory {
     }
 
     /// The bindings a tenant holds in a pool (dirty ones excluded, as the tenant selector does).
-    pub fn owned_by(&self, key: &PoolKey, tenant: &str) -> &BTreeSet<String> {
+    pub fn owned_by(&self, key: &PoolKey, tenant: &str) -> &SmallSet {
         self.pools
             .get(key)
             .and_then(|m| m.owned.get(tenant))
-            .unwrap_or(&EMPTY)
+            .unwrap_or(&EMPTY_SET)
     }
 
     /// The clusters on a binding, by name.
@@ -362,8 +370,8 @@ impl Inventory {
     }
 
     /// The claims whose status records `binding` (Bound or lost, deleting or not), by uid.
-    pub fn recorded_on(&self, binding: &str) -> &BTreeSet<String> {
-        self.recorded.get(binding).unwrap_or(&EMPTY)
+    pub fn recorded_on(&self, binding: &str) -> &SmallSet {
+        self.recorded.get(binding).unwrap_or(&EMPTY_SET)
     }
 
     /// The pending claims whose status says they wait for `pool`, by uid.

@@ -48,8 +48,8 @@ pub(crate) fn inventory(b: Vec<BindingView>, c: Vec<ClaimView>, s: Vec<ShootView
     Inventory::build(ResolvedLabelKeys::default(), b, c, s)
 }
 
-fn names(set: &BTreeSet<String>) -> Vec<&str> {
-    set.iter().map(String::as_str).collect()
+fn names<'a>(set: impl IntoIterator<Item = &'a String>) -> Vec<&'a str> {
+    set.into_iter().map(String::as_str).collect()
 }
 
 fn clusters<'a>(c: Clusters<'a>) -> Vec<&'a str> {

@@ -19,7 +19,7 @@ mod pools;
 mod seed;
 mod validate;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use crate::api::{HapConfigSpec, RuleSyntax};
 use crate::labels::{PoolKey, ResolvedLabelKeys};
@@ -166,9 +166,9 @@ impl CompiledRules {
     }
 
     /// MissingPool diagnostics for entries without `*` whose pool has no binding among `bindings` (label maps).
-    pub fn missing_pools<'a>(
+    pub fn missing_pools<'a, L: crate::labels::LabelLookup + 'a>(
         &self,
-        bindings: impl IntoIterator<Item = &'a BTreeMap<String, String>>,
+        bindings: impl IntoIterator<Item = &'a L>,
     ) -> Vec<Diagnostic> {
         let usable: BTreeSet<PoolKey> = bindings
             .into_iter()

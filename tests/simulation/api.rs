@@ -723,7 +723,7 @@ pub fn apply(ledger: &mut Ledger, obj: &Obj) {
         Obj::Binding(b) => ledger.apply_binding(BindingView {
             name: b.name.clone(),
             resource_version: Some(b.rv.to_string()),
-            labels: b.labels.clone(),
+            labels: b.labels.clone().into(),
             annotations: b.annotations.clone(),
             ..Default::default()
         }),

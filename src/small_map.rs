@@ -1,14 +1,15 @@
-//! The index's inner maps (clusters per binding, bindings per cluster, claims per binding): a
-//! map ordered by key that is a short sorted list while it has few entries and a `BTreeMap`
-//! once it grows. Nearly all of them hold one or two entries, and an empty `BTreeMap` node
-//! costs ~300 bytes: at 10k Shoots and claims they were 7 MB of the index.
+//! A map ordered by key that is a short sorted list while it has few entries and a `BTreeMap`
+//! once it grows: the index's inner maps (clusters per binding, bindings per cluster, claims per
+//! binding) and the labels of each binding it keeps. Nearly all of them hold a few entries, and
+//! a `BTreeMap` node costs ~300 bytes (~550 with `String` values): at 10k Shoots and claims the
+//! inner maps were 7 MB of the index, and at 50k bindings their labels were ~32 MB.
 
 use std::collections::BTreeMap;
 
 /// Entries up to which the map stays a list (a search is then a few string comparisons).
 const FEW: usize = 8;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum SmallMap<V> {
     /// Sorted by key, no key twice.
     Few(Vec<(String, V)>),
@@ -57,6 +58,7 @@ impl<V> SmallMap<V> {
             SmallMap::Few(v) => match find(v, &key) {
                 Ok(i) => Some(std::mem::replace(&mut v[i].1, value)),
                 Err(i) if v.len() < FEW => {
+                    grow_by_one(v);
                     v.insert(i, (key, value));
                     None
                 }
@@ -85,6 +87,7 @@ impl<V> SmallMap<V> {
         match self {
             SmallMap::Few(v) => {
                 let i = find(v, key).unwrap_or_else(|i| {
+                    grow_by_one(v);
                     v.insert(i, (key.to_string(), V::default()));
                     i
                 });
@@ -122,6 +125,95 @@ impl<V> SmallMap<V> {
     }
 }
 
+/// Equal when the entries are: a map of five to eight entries can be either a list or a tree,
+/// depending on how it got there.
+impl<V: PartialEq> PartialEq for SmallMap<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl<V: Eq> Eq for SmallMap<V> {}
+
+impl<V> FromIterator<(String, V)> for SmallMap<V> {
+    fn from_iter<I: IntoIterator<Item = (String, V)>>(entries: I) -> Self {
+        BTreeMap::from_iter(entries).into()
+    }
+}
+
+/// A list when it has few entries, sized exactly: most maps never change after they are built.
+impl<V> From<BTreeMap<String, V>> for SmallMap<V> {
+    fn from(m: BTreeMap<String, V>) -> Self {
+        if m.len() <= FEW {
+            SmallMap::Few(m.into_iter().collect())
+        } else {
+            SmallMap::Many(m)
+        }
+    }
+}
+
+impl<V, const N: usize> From<[(String, V); N]> for SmallMap<V> {
+    fn from(entries: [(String, V); N]) -> Self {
+        entries.into_iter().collect()
+    }
+}
+
+/// A set of names in `BTreeSet` order, kept as a `SmallMap` without values: the bindings a
+/// tenant holds in a pool and the claims that record a binding are one or two names each, and a
+/// `BTreeSet` of one name took a ~280-byte node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SmallSet(SmallMap<()>);
+
+impl SmallSet {
+    pub const fn new() -> Self {
+        SmallSet(SmallMap::Few(Vec::new()))
+    }
+
+    /// Whether `name` was not in the set yet.
+    pub fn insert(&mut self, name: String) -> bool {
+        self.0.insert(name, ()).is_none()
+    }
+
+    /// Whether `name` was in the set.
+    pub fn remove(&mut self, name: &str) -> bool {
+        self.0.remove(name).is_some()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The names in order.
+    pub fn iter(&self) -> SetIter<'_> {
+        self.0.iter().map(|(k, ())| k)
+    }
+}
+
+/// The names of a `SmallSet` in order.
+pub type SetIter<'a> = std::iter::Map<Iter<'a, ()>, fn((&'a String, &'a ())) -> &'a String>;
+
+impl<'a> IntoIterator for &'a SmallSet {
+    type Item = &'a String;
+    type IntoIter = SetIter<'a>;
+    fn into_iter(self) -> SetIter<'a> {
+        self.iter()
+    }
+}
+
+impl FromIterator<String> for SmallSet {
+    fn from_iter<I: IntoIterator<Item = String>>(names: I) -> Self {
+        SmallSet(names.into_iter().map(|n| (n, ())).collect())
+    }
+}
+
 /// The entries of a `SmallMap` in key order.
 pub enum Iter<'a, V> {
     Few(std::slice::Iter<'a, (String, V)>),
@@ -143,6 +235,14 @@ impl<'a, V> IntoIterator for &'a SmallMap<V> {
     type IntoIter = Iter<'a, V>;
     fn into_iter(self) -> Iter<'a, V> {
         self.iter()
+    }
+}
+
+/// Room for one more entry and no more: a `Vec` that grows by itself takes four slots for its
+/// first entry, and nearly every list here keeps one or two.
+fn grow_by_one<V>(v: &mut Vec<(String, V)>) {
+    if v.len() == v.capacity() {
+        v.reserve_exact(1);
     }
 }
 
@@ -169,6 +269,36 @@ mod tests {
         assert!(matches!(m, SmallMap::Few(_)), "back to a few entries");
         let keys: Vec<_> = m.keys().cloned().collect();
         assert_eq!(keys, ["k05", "k06", "k07", "k08"]);
+    }
+
+    #[test]
+    fn a_list_holds_no_more_room_than_its_entries() {
+        let mut m = SmallMap::default();
+        for i in 0..FEW {
+            m.insert(format!("k{i}"), i);
+            let SmallMap::Few(v) = &m else {
+                panic!("a list up to {FEW} entries")
+            };
+            assert_eq!(v.capacity(), i + 1);
+        }
+        let mut m: SmallMap<u32> = SmallMap::default();
+        *m.entry_or_default("a") += 1;
+        let SmallMap::Few(v) = &m else {
+            panic!("one entry is a list")
+        };
+        assert_eq!(v.capacity(), 1);
+    }
+
+    #[test]
+    fn equal_maps_compare_equal_whether_list_or_tree() {
+        let entries = (0..6).map(|i| (format!("k{i}"), i));
+        let list: SmallMap<u32> = entries.clone().collect();
+        let tree = SmallMap::Many(entries.collect());
+        assert!(matches!(list, SmallMap::Few(_)));
+        assert_eq!(list, tree);
+        let mut other = list.clone();
+        other.insert("k0".into(), 9);
+        assert_ne!(list, other);
     }
 
     #[derive(Clone, Debug)]
