@@ -413,7 +413,7 @@ impl Inventory {
             add_member(members, class, name.clone());
         }
         self.life_apply(&entry, true);
-        self.bindings.insert(name.clone(), entry);
+        self.bindings.insert(name.clone(), Box::new(entry));
         self.life_clock(&name);
     }
 
