@@ -55,6 +55,18 @@ fn binding_ar() -> ApiResource {
     garden::credentials_binding_resource()
 }
 
+/// `count` free aws bindings, `aws-00000` on, 32 at a time.
+async fn free_bindings(client: &Client, garden: &str, count: usize) {
+    let labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
+    concurrently((0..count).collect(), 32, |i| {
+        let (client, labels) = (client, &labels);
+        async move {
+            create_binding(client, &format!("aws-{i:05}"), garden, labels).await;
+        }
+    })
+    .await;
+}
+
 /// Creates the binding's Secret, then the aws binding; returns the binding.
 async fn create_binding(
     client: &Client,
@@ -315,15 +327,7 @@ async fn operator_round(
     let claims_ns = Box::leak(format!("claims-{name}").into_boxed_str());
     namespace(client, claims_ns).await;
     apply_config(client, &name, garden).await;
-    let pool = tenants + tenants / 10 + 1;
-    let labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
-    concurrently((0..pool).collect(), 32, |i| {
-        let (client, labels) = (client, &labels);
-        async move {
-            create_binding(client, &format!("aws-{i:05}"), garden, labels).await;
-        }
-    })
-    .await;
+    free_bindings(client, garden, tenants + tenants / 10 + 1).await;
     let op = OperatorProcess::spawn(
         hap,
         &env.kubeconfig,
@@ -517,14 +521,7 @@ async fn paced(
     let claims_ns = "claims-paced";
     namespace(client, claims_ns).await;
     apply_config(client, "paced", garden).await;
-    let labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
-    concurrently((0..tenants + 1).collect(), 32, |i| {
-        let (client, labels) = (client, &labels);
-        async move {
-            create_binding(client, &format!("aws-{i:05}"), garden, labels).await;
-        }
-    })
-    .await;
+    free_bindings(client, garden, tenants + 1).await;
     let op = OperatorProcess::spawn(
         hap,
         &env.kubeconfig,

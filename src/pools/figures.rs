@@ -30,6 +30,22 @@ pub use super::tallies::{DIRTY_IN_USE, IN_USE_WITHOUT_TENANT};
 /// Bindings named per pool and reason; the count says how many there are in all.
 pub const IN_USE_NAMED: usize = 10;
 
+/// One pool's bindings in use for one reason: how many, and the first `IN_USE_NAMED` by name.
+fn in_use<'a>(
+    key: &PoolKey,
+    reason: &str,
+    total: usize,
+    names: impl Iterator<Item = &'a String>,
+) -> BindingsInUse {
+    BindingsInUse {
+        hyperscaler_type: key.hyperscaler_type.clone(),
+        eu_access: key.eu_access,
+        reason: reason.to_string(),
+        count: count(total),
+        bindings: names.take(IN_USE_NAMED).cloned().collect(),
+    }
+}
+
 fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -70,13 +86,7 @@ impl Inventory {
                 let Some(used) = self.tallies.in_use.get(&(key.clone(), reason)) else {
                     continue;
                 };
-                out.push(BindingsInUse {
-                    hyperscaler_type: key.hyperscaler_type.clone(),
-                    eu_access: key.eu_access,
-                    reason: reason.to_string(),
-                    count: count(used.len()),
-                    bindings: used.iter().take(IN_USE_NAMED).cloned().collect(),
-                });
+                out.push(in_use(key, reason, used.len(), used.iter()));
             }
         }
         out
@@ -186,13 +196,7 @@ pub(crate) mod scan {
                 if used.is_empty() {
                     continue;
                 }
-                out.push(BindingsInUse {
-                    hyperscaler_type: key.hyperscaler_type.clone(),
-                    eu_access: key.eu_access,
-                    reason: reason.to_string(),
-                    count: count(used.len()),
-                    bindings: used.into_iter().take(IN_USE_NAMED).cloned().collect(),
-                });
+                out.push(in_use(key, reason, used.len(), used.into_iter()));
             }
         }
         out
