@@ -18,6 +18,7 @@ use super::{Context, RunArgs, config, denials, sources};
 use crate::api::{AccountClaim, AccountClaimSpec, CLAIM_FINALIZER, HapConfig, HapConfigSpec};
 use crate::http::Health;
 use crate::k8s::caches::{Feed, listed_without_watch};
+use crate::k8s::claim_store::ClaimWriter;
 use crate::k8s::last_good::LastGoodApi;
 use crate::k8s::lean::StoredClaim;
 use crate::k8s::mock::{self, Call, Listed, Script};
@@ -209,6 +210,7 @@ impl Harness {
             .iter()
             .map(|c| StoredClaim::from((*c).clone()))
             .collect();
+        let (claim_store, claim_writer) = ClaimWriter::listed(stored);
         let (kick, _) = futures::channel::mpsc::unbounded();
         let fence = Fence::closed();
         let hour = std::time::Duration::from_secs(3600);
@@ -223,7 +225,8 @@ impl Harness {
             caches: Caches {
                 feed: feed.clone(),
                 configs: configs.store(),
-                claims: Listed::new(stored).store(),
+                claims: claim_store,
+                claim_writer,
                 bindings: Retargetable::new(
                     cluster.clone(),
                     ledger.clone(),
@@ -278,6 +281,12 @@ impl Harness {
         for c in claims {
             l.apply_claim(claim_view(c));
         }
+    }
+
+    /// The claim store without `c` (the index keeps it), as the claim watch leaves a settled
+    /// claim out.
+    pub fn forget_stored(&self, c: &AccountClaim) {
+        self.ctx.caches.claim_writer.forget(&c.clone().into());
     }
 
     /// A newer copy of a claim, as its watch brings it into the index.

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
 
 use super::Cluster;
+use super::claim_store::ClaimWriter;
 use super::lean::{LeanClaim, LeanObject, LeanShoot, StoredClaim, widen};
 use super::writes::binding_resource;
 use crate::api::{BindingKind, HapConfig, Shoot};
@@ -554,11 +555,13 @@ where
     stored_objects(reflector::reflector(writer, stream), |_| true)
 }
 
-/// The claim watch: into the ledger first, then into the controller's store, so that a claim a
-/// reconcile reads is never newer in the store than in the index.
+/// The claim watch: into the ledger first, then into the controller's store, translated
+/// (`claim_store::to_store`: the store holds a claim only while a reconcile may need it), both in
+/// one step under the ledger's lock, so that a claim a reconcile reads is never newer in the
+/// store than in the index.
 pub fn claim_stream(
     api: Api<LeanClaim>,
-    writer: reflector::store::Writer<StoredClaim>,
+    writer: ClaimWriter,
     ledger: SharedLedger,
     feed: ChangeFeed,
     synced: Arc<AtomicBool>,
@@ -569,19 +572,23 @@ pub fn claim_stream(
         .inspect_ok({
             let mut relist = None;
             move |ev| {
-                follow(
-                    &mut lock(&ledger),
-                    Kind::Claim,
-                    &mut relist,
-                    ev,
-                    |l, c| l.apply_claim(c.view()),
-                    |l, c| {
-                        l.delete_claim(
-                            &c.uid().unwrap_or_default(),
-                            c.resource_version().as_deref(),
-                        )
-                    },
-                );
+                {
+                    let mut ledger = lock(&ledger);
+                    follow(
+                        &mut ledger,
+                        Kind::Claim,
+                        &mut relist,
+                        ev,
+                        |l, c| l.apply_claim(c.view()),
+                        |l, c| {
+                            l.delete_claim(
+                                &c.uid().unwrap_or_default(),
+                                c.resource_version().as_deref(),
+                            )
+                        },
+                    );
+                    writer.apply(ev, &ledger, Instant::now());
+                }
                 if matches!(ev, watcher::Event::InitDone) {
                     synced.store(true, Ordering::SeqCst);
                 }
@@ -590,9 +597,7 @@ pub fn claim_stream(
         });
     // Settled claims need no reconcile (controller::unsettled drops them anyway): a list of
     // 10k claims buffers only the few that do.
-    stored_objects(reflector::reflector(writer, stream), |c: &StoredClaim| {
-        !c.is_settled()
-    })
+    stored_objects(stream, |c: &StoredClaim| !c.is_settled())
 }
 
 /// The objects of a reflector's events (applied to its store before they come out), each handed
@@ -663,7 +668,11 @@ pub type ShootCache = Retargetable<ShootTarget>;
 pub struct Caches {
     pub feed: ChangeFeed,
     pub configs: Store<HapConfig>,
+    /// The claims a reconcile may need (`claim_store`): those not settled, and settled ones
+    /// while a visit needs them.
     pub claims: Store<StoredClaim>,
+    /// The claim store's writer, for the fetch of a settled claim a visit needs.
+    pub claim_writer: ClaimWriter,
     pub bindings: BindingCache,
     pub shoots: ShootCache,
 }

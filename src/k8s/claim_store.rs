@@ -1,0 +1,199 @@
+//! The claim store: the whole claims a reconcile reads, kept by kube-runtime's reflector store.
+//! It holds a claim only while a reconcile may need it: every claim that is not settled
+//! (`status::settled`), and a settled one the index says needs a visit (`selection::needs_visit`,
+//! fetched with one GET when it is not here), the latter only while the index can judge (every
+//! cache a decision needs has listed). The index keeps every claim's view; at 100k Bound claims
+//! the store's copies were 2 KB each, the larger half of the claims' memory.
+//!
+//! Its writer is shared (kube's `reflector()` would own it): the claim watch applies each event
+//! to the ledger and then, translated (`to_store`), to the store, both under the ledger's lock;
+//! the fetch of a settled claim inserts under the same two locks, in the same order (ledger,
+//! then writer), so that neither overtakes the other with an older copy. Both locks are std
+//! mutexes, never held across an await.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use kube::runtime::reflector::{Store, store::Writer};
+use kube::runtime::watcher::Event;
+use kube::{Api, Resource, ResourceExt};
+
+use super::lean::{LeanClaim, StoredClaim};
+use super::{Cluster, K8sError};
+use crate::ledger::Ledger;
+use crate::pools::is_newer;
+use crate::selection::needs_visit;
+
+/// What the claim store does with one claim watch event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToStore {
+    /// Applies it as it is.
+    AsIs,
+    /// A claim the store no longer needs: its key goes (the store may hold an older copy).
+    Remove,
+    /// A listed claim the store does not need: left out of the new list.
+    LeaveOut,
+}
+
+/// Where one claim watch event goes in the claim store, given whether the store holds the
+/// event's claim (`holds`, see [`held`]): a settled `Apply` becomes a removal of its key, a
+/// settled `InitApply` is left out of the re-list; everything else (a claim that is not settled,
+/// a `Delete`, the list's bounds) as it is. Pure.
+pub fn to_store<K>(ev: &Event<K>, holds: impl Fn(&K) -> bool) -> ToStore {
+    match ev {
+        Event::Apply(c) if !holds(c) => ToStore::Remove,
+        Event::InitApply(c) if !holds(c) => ToStore::LeaveOut,
+        _ => ToStore::AsIs,
+    }
+}
+
+/// Whether the store holds `claim`, after the ledger has taken in its event: it is not settled,
+/// or the index says it needs a visit (a settled claim fetched for one keeps it through events
+/// that say nothing new, until its reconcile has recorded the new verdict). Only while the index
+/// can judge (`judging`: every cache a decision needs has listed, `controller::decidable`):
+/// before the bindings are listed every recorded binding looks lost, and the store would hold
+/// every claim. The claims that need a visit then are brought back once it can.
+pub fn held(judging: bool, ledger: &Ledger, claim: &StoredClaim, now: Instant) -> bool {
+    if !claim.is_settled() {
+        return true;
+    }
+    if !judging {
+        return false;
+    }
+    let uid = claim.meta().uid.as_deref().unwrap_or_default();
+    let (inv, inflight) = (&ledger.inventory, &ledger.inflight);
+    inv.claim(uid)
+        .is_some_and(|view| needs_visit(view, inv, inflight, now))
+}
+
+/// The claim store's writer, shared by the claim watch and the fetch of settled claims.
+#[derive(Clone)]
+pub struct ClaimWriter {
+    writer: Arc<Mutex<Writer<StoredClaim>>>,
+    store: Store<StoredClaim>,
+    /// Whether the index can judge settled claims now (`held`); off until `judge` says so.
+    judging: Arc<AtomicBool>,
+}
+
+impl ClaimWriter {
+    /// An empty store that has not listed yet, and its writer.
+    pub fn new() -> (Store<StoredClaim>, Self) {
+        let writer = Writer::<StoredClaim>::default();
+        let store = writer.as_reader();
+        let shared = Self {
+            writer: Arc::new(Mutex::new(writer)),
+            store: store.clone(),
+            judging: Arc::default(),
+        };
+        (store, shared)
+    }
+
+    /// Whether the index can judge settled claims now: every cache a decision needs has listed
+    /// (`controller::decidable`, kept current by the replica's background loop).
+    pub fn judge(&self, on: bool) {
+        self.judging.store(on, Ordering::SeqCst);
+    }
+
+    fn judging(&self) -> bool {
+        self.judging.load(Ordering::SeqCst)
+    }
+
+    /// A store that has listed `claims` (all of them, as given), its index able to judge (tests).
+    #[cfg(test)]
+    pub fn listed(claims: Vec<StoredClaim>) -> (Store<StoredClaim>, Self) {
+        let (store, writer) = Self::new();
+        writer.judge(true);
+        {
+            let mut w = writer.lock();
+            w.apply_watcher_event(&Event::Init);
+            for c in claims {
+                w.apply_watcher_event(&Event::InitApply(c));
+            }
+            w.apply_watcher_event(&Event::InitDone);
+        }
+        (store, writer)
+    }
+
+    /// Takes `claim` out of the store, as the claim watch leaves a settled claim out (tests).
+    #[cfg(test)]
+    pub fn forget(&self, claim: &StoredClaim) {
+        self.lock()
+            .apply_watcher_event(&Event::Delete(claim.clone()));
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Writer<StoredClaim>> {
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One claim watch event, as `to_store` says; `ledger` has just taken it in (and is held
+    /// locked by the caller).
+    pub fn apply(&self, ev: &Event<StoredClaim>, ledger: &Ledger, now: Instant) {
+        let mut writer = self.lock();
+        let judging = self.judging();
+        match (to_store(ev, |c| held(judging, ledger, c, now)), ev) {
+            (ToStore::AsIs, _) => writer.apply_watcher_event(ev),
+            (ToStore::Remove, Event::Apply(c)) => {
+                writer.apply_watcher_event(&Event::Delete(c.clone()));
+            }
+            _ => {}
+        }
+    }
+
+    /// A claim fetched for a visit, into the store unless the store or the index already has a
+    /// newer version of it, or the index no longer has it (deleted meanwhile: no event would
+    /// take it out again). `ledger` is held locked by the caller. Returns whether it went in.
+    pub fn insert_fetched(&self, claim: StoredClaim, ledger: &Ledger) -> bool {
+        let rv = claim.resource_version();
+        let uid = claim.meta().uid.as_deref().unwrap_or_default();
+        let Some(view) = ledger.inventory.claim(uid) else {
+            return false;
+        };
+        if is_newer(view.resource_version.as_deref(), rv.as_deref()) {
+            return false;
+        }
+        let mut writer = self.lock();
+        let key = kube::runtime::reflector::ObjectRef::from_obj(&claim);
+        if let Some(stored) = self.store.get(&key)
+            && is_newer(stored.resource_version().as_deref(), rv.as_deref())
+        {
+            return false;
+        }
+        writer.apply_watcher_event(&Event::Apply(claim));
+        true
+    }
+
+    /// Takes out the settled claims the store no longer needs (`held`): one fetched for a visit
+    /// whose reconcile wrote nothing (the inventory moved back meanwhile) would stay until its
+    /// next event. The sweep calls it, holding `ledger` locked; the store holds only the
+    /// claims that are not settled, so this walks few. Returns how many went.
+    pub fn prune(&self, ledger: &Ledger, now: Instant) -> usize {
+        let mut writer = self.lock();
+        let gone: Vec<_> = self
+            .store
+            .state()
+            .into_iter()
+            .filter(|c| !held(self.judging(), ledger, c, now))
+            .collect();
+        for c in &gone {
+            writer.apply_watcher_event(&Event::Delete((**c).clone()));
+        }
+        gone.len()
+    }
+}
+
+/// One GET of a claim, decoded as the watch decodes it; `None` when it does not exist.
+pub async fn fetch(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<StoredClaim>, K8sError> {
+    let api: Api<LeanClaim> = Api::namespaced(cluster.kube().clone(), namespace);
+    api.get_opt(name)
+        .await
+        .map(|c| c.map(StoredClaim::from))
+        .map_err(|e| K8sError::classify("read", format!("AccountClaim {namespace}/{name}"), e))
+}
+
+#[cfg(test)]
+mod tests;
