@@ -1,6 +1,7 @@
 //! The claim store: the whole claims a reconcile reads, kept by kube-runtime's reflector store.
 //! It holds a claim only while a reconcile may need it: every claim that is not settled
-//! (`status::settled`), and a settled one the index says needs a visit (`selection::needs_visit`,
+//! (`status::settled`), every claim a request source made (the source pass reads them all from
+//! here), and a settled one the index says needs a visit (`selection::needs_visit`,
 //! fetched with one GET when it is not here), the latter only while the index can judge (every
 //! cache a decision needs has listed). The index keeps every claim's view; at 100k Bound claims
 //! the store's copies were 2 KB each, the larger half of the claims' memory.
@@ -55,7 +56,16 @@ pub fn to_store<K>(ev: &Event<K>, holds: impl Fn(&K) -> bool) -> ToStore {
 /// before the bindings are listed every recorded binding looks lost, and the store would hold
 /// every claim. The claims that need a visit then are brought back once it can.
 pub fn held(judging: bool, ledger: &Ledger, claim: &StoredClaim, now: Instant) -> bool {
-    if !claim.is_settled() {
+    // The request-source pass reads every claim a source made from the store
+    // (`controller::sources::cached_input`): those stay, settled or not.
+    let from_source = || {
+        claim
+            .meta()
+            .labels
+            .as_ref()
+            .is_some_and(|l| crate::labels::source_kind(l).is_some())
+    };
+    if !claim.is_settled() || from_source() {
         return true;
     }
     if !judging {

@@ -246,3 +246,21 @@ fn until_the_index_can_judge_no_settled_claim_is_held() {
     w.follow(Event::Apply(bound("a", 4, "b1")));
     assert_eq!(w.stored("a").as_deref(), Some("4"), "judged: lost, held");
 }
+
+#[test]
+fn a_settled_claim_a_request_source_made_stays_for_the_source_pass() {
+    let mut w = Watch::new(&[binding("b1", 1, "ga")]);
+    let mut c = bound("a", 2, "b1").expand();
+    c.metadata.labels = Some(BTreeMap::from([
+        (crate::labels::SOURCE_ID.to_string(), "shoots".to_string()),
+        (crate::labels::SOURCE_KIND.to_string(), "Shoot".to_string()),
+        (
+            crate::labels::SOURCE_NAMESPACE.to_string(),
+            "garden".to_string(),
+        ),
+    ]));
+    let c = StoredClaim::from(c);
+    assert!(c.is_settled());
+    w.follow(Event::Apply(c));
+    assert_eq!(w.stored("a").as_deref(), Some("2"));
+}
