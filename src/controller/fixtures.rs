@@ -262,6 +262,7 @@ impl Harness {
             take_over_error: Mutex::new(None),
             args,
         });
+        ctx.caches.claim_writer.judge_by(super::judge_of(&ctx));
         Self {
             ctx,
             api,
@@ -297,6 +298,11 @@ impl Harness {
     /// A newer copy of a binding, as its watch brings it into the index.
     pub fn observe_binding(&self, b: BindingView) {
         self.ctx.ledger().apply_binding(b);
+    }
+
+    /// The HapConfig deleted, as its watch takes it out of the store.
+    pub fn delete_config(&mut self, cfg: HapConfig) {
+        self.configs.delete(cfg);
     }
 
     /// A newer copy of the HapConfig, as its watch brings it into the store.

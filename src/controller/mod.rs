@@ -525,6 +525,7 @@ fn start_caches(
         take_over_error: Mutex::new(None),
         args: args.clone(),
     });
+    ctx.caches.claim_writer.judge_by(judge_of(&ctx));
     // The watch streams run from the start, leading or not; the controllers read them through
     // channels once leading, and until then what they yield is only kept in the stores.
     let (configs, config_rx, _) = relay(config_stream);
@@ -613,6 +614,31 @@ pub(crate) fn decidable(ctx: &Context) -> bool {
     caches_ready(ctx) && ctx.took_over.load(Ordering::SeqCst)
 }
 
+/// Whether the index can judge settled claims (`selection::needs_visit`) now: a config is in
+/// force, every cache has listed (after a takeover, the re-read too), and the binding and Shoot
+/// caches have listed the targets of that config. Without a config the index has no namespace
+/// and no bindings, and during a retarget it has none of the new target's: every recorded
+/// binding would look lost. The one definition the claim store (`held`), the fetch stage and
+/// the sweep (`visits`) and the revisits ask. Never waits for a lock: the claim store asks it
+/// under the ledger's.
+pub(crate) fn can_judge(ctx: &Context) -> bool {
+    let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
+        return false;
+    };
+    store_ready(&ctx.caches.configs)
+        && ctx.claims_synced.load(Ordering::SeqCst)
+        && ctx.took_over.load(Ordering::SeqCst)
+        && ctx.caches.bindings.listed(&active.binding_target())
+        && ctx.caches.shoots.listed(&active.shoot_namespace())
+}
+
+/// The claim store's question whether the index can judge (`can_judge`), for `ctx`; a weak
+/// reference, as the context holds the store's writer.
+pub(crate) fn judge_of(ctx: &Arc<Context>) -> crate::k8s::claim_store::Judge {
+    let ctx = Arc::downgrade(ctx);
+    Arc::new(move || ctx.upgrade().is_some_and(|c| can_judge(&c)))
+}
+
 /// What runs in every replica: pointing the caches, readiness, the heartbeat.
 async fn background(ctx: Arc<Context>, stop: CancellationToken) {
     let mut rx = ctx.caches.feed.subscribe();
@@ -630,8 +656,6 @@ async fn background(ctx: Arc<Context>, stop: CancellationToken) {
             ctx.ledger().expire(now);
         }
         ctx.health.beat(now);
-        // The claim store holds settled claims a visit needs only while the index can judge.
-        ctx.caches.claim_writer.judge(decidable(&ctx));
         if !ctx.health.is_ready() && caches_ready(&ctx) {
             ctx.health.set_ready();
             tracing::info!("caches synced; ready");

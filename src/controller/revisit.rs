@@ -27,19 +27,19 @@ pub(super) fn claims_to_revisit(
     ctx: Arc<Context>,
     stop: CancellationToken,
 ) -> impl futures::Stream<Item = ClaimRef> + Send {
-    let (mut seen, mut was_decidable): (Seen, bool) = (None, false);
+    let (mut seen, mut was_judging): (Seen, bool) = (None, false);
     coalesced_ticks(ctx.caches.feed.clone(), Duration::from_millis(250), stop).flat_map(move |()| {
         let config = match ctx.resolver.resolve() {
             ConfigState::Active { active, .. } => Some((active.uid.clone(), active.generation)),
             ConfigState::Invalid { generation, .. } => Some((String::new(), generation)),
             ConfigState::Missing => None,
         };
-        // Once every cache has listed, every claim is looked at as after a config change: the
+        // Once the index can judge, every claim is looked at as after a config change: the
         // settled claims that need a visit are judged only from then on (`visits`).
-        let decidable = super::decidable(&ctx);
-        let moved = config != seen || (decidable && !was_decidable);
+        let judging = super::can_judge(&ctx);
+        let moved = config != seen || (judging && !was_judging);
         seen = config;
-        was_decidable = decidable;
+        was_judging = judging;
         let mut ledger = ctx.ledger();
         let refs = due(&mut ledger, moved, Instant::now());
         futures::stream::iter(refs)

@@ -6,9 +6,9 @@
 //! (`selection::needs_visit`) it is fetched with one GET, put into the store, and handed on;
 //! otherwise it is dropped without a request. A claim that no longer exists (404) is dropped.
 //! Any other failure is retried a few times with a growing delay and then left to the sweep,
-//! which brings every claim the index flags back each `--resync`. Until every cache a decision
-//! needs has listed (`decidable`) nothing is fetched: before the bindings are in, every recorded
-//! binding looks lost; the revisit pass that follows readiness looks at every claim again.
+//! which brings every claim the index flags back each `--resync`. Until the index can judge
+//! (`can_judge`: a config in force, its bindings listed) nothing is fetched: before that every
+//! recorded binding looks lost; the revisit pass that follows looks at every claim again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ pub(super) fn settled_visits(ctx: &Context) -> Vec<ClaimRef> {
     let now = Instant::now();
     let l = ctx.ledger();
     ctx.caches.claim_writer.prune(&l, now);
-    if !super::decidable(ctx) {
+    if !super::can_judge(ctx) {
         return Vec::new();
     }
     let (inv, inflight) = (&l.inventory, &l.inflight);
@@ -64,9 +64,9 @@ async fn admit(ctx: &Context, r: ClaimRef) -> Option<ClaimRef> {
         return Some(r);
     }
     let (uid, ns) = (r.extra.uid.as_deref()?, r.namespace.as_deref()?);
-    // Until every cache has listed, every recorded binding may look lost: nothing is judged
-    // (the first revisit pass after that looks at every claim again).
-    let flagged = super::decidable(ctx) && {
+    // Without a config in force whose bindings have been listed every recorded binding may look
+    // lost: nothing is judged (the first revisit pass after that looks at every claim again).
+    let flagged = super::can_judge(ctx) && {
         let l = ctx.ledger();
         let (inv, inflight) = (&l.inventory, &l.inflight);
         inv.claim(uid)
@@ -110,7 +110,7 @@ mod tests {
 
     use super::super::fixtures::*;
     use super::*;
-    use crate::api::AccountClaim;
+    use crate::api::{AccountClaim, HapConfigSpec};
     use crate::k8s::lean::StoredClaim;
     use crate::pools::claim_view;
 
@@ -194,6 +194,48 @@ mod tests {
             1,
             "the lost claim, once judged"
         );
+    }
+
+    #[tokio::test]
+    async fn without_a_config_in_force_a_claim_that_looks_lost_is_neither_read_nor_held() {
+        let c = bound(finalized(claim("c1")), "b1");
+        // b1 is not in the index: with a config in force the claim would need a visit.
+        let mut h = out_of_store(&c, &[]);
+        assert_eq!(settled_visits(&h.ctx).len(), 1, "with the config: judged");
+        h.delete_config(hap_config(aws_spec()));
+        assert!(super::super::caches_ready(&h.ctx), "ready without a config");
+        assert!(!super::super::can_judge(&h.ctx));
+        let r = claim_ref(&claim_view(&c));
+        assert!(through(&h, vec![r.clone()]).await.is_empty(), "dropped");
+        assert!(settled_visits(&h.ctx).is_empty(), "the sweep neither");
+        // Its watch event leaves it out of the store.
+        let ev = kube::runtime::watcher::Event::Apply(StoredClaim::from(c.clone()));
+        h.ctx
+            .caches
+            .claim_writer
+            .apply(&ev, &h.ctx.ledger(), Instant::now());
+        assert!(h.ctx.caches.claims.get(&r).is_none(), "not held");
+        assert!(h.api.received().is_empty(), "{:?}", h.api.received());
+        h.api.done();
+    }
+
+    #[tokio::test]
+    async fn while_the_bindings_of_a_new_config_are_not_listed_nothing_is_judged() {
+        let c = bound(finalized(claim("c1")), "b1");
+        let mut h = out_of_store(&c, &[]);
+        // A new generation moves the bindings elsewhere; the watch has not been pointed there.
+        let mut moved = hap_config(HapConfigSpec {
+            binding_namespace: "garden-2".into(),
+            ..aws_spec()
+        });
+        moved.metadata.generation = Some(2);
+        h.observe_config(moved);
+        assert!(!super::super::can_judge(&h.ctx));
+        let r = claim_ref(&claim_view(&c));
+        assert!(through(&h, vec![r]).await.is_empty(), "dropped");
+        assert!(settled_visits(&h.ctx).is_empty());
+        assert!(h.api.received().is_empty(), "{:?}", h.api.received());
+        h.api.done();
     }
 
     #[tokio::test]

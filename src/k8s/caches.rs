@@ -234,9 +234,11 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
             let mut ledger = lock(&self.ledger);
             let epoch = self.state.epoch.fetch_add(1, Ordering::SeqCst) + 1;
             reset(&mut ledger);
+            // In the same step as the reset: under the ledger's lock the flag always speaks of
+            // the bindings the ledger holds (`listed`).
+            self.state.synced.store(false, Ordering::SeqCst);
             epoch
         };
-        self.state.synced.store(false, Ordering::SeqCst);
         *self.state.error.lock().unwrap_or_else(|p| p.into_inner()) = None;
         *self.state.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         tracing::info!(?target, "watching");
@@ -272,6 +274,18 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
     /// Whether the current target has been listed completely once.
     pub fn is_ready(&self) -> bool {
         self.target().is_some() && self.state.synced.load(Ordering::SeqCst)
+    }
+
+    /// Whether the watch points at `target` and has listed it completely once. Never waits:
+    /// it may be asked under the ledger's lock (the claim store's `held`), which `retarget`
+    /// takes while it holds the target's write lock; while a retarget is under way it answers
+    /// `false`.
+    pub fn listed(&self, target: &T) -> bool {
+        let Ok(running) = self.running.try_read() else {
+            return false;
+        };
+        running.as_ref().is_some_and(|r| r.target == *target)
+            && self.state.synced.load(Ordering::SeqCst)
     }
 
     /// The last error of the current watch while it has not listed everything yet.

@@ -12,8 +12,7 @@
 //! then writer), so that neither overtakes the other with an older copy. Both locks are std
 //! mutexes, never held across an await.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
 
 use kube::runtime::reflector::{Store, store::Writer};
@@ -52,9 +51,9 @@ pub fn to_store<K>(ev: &Event<K>, holds: impl Fn(&K) -> bool) -> ToStore {
 /// Whether the store holds `claim`, after the ledger has taken in its event: it is not settled,
 /// or the index says it needs a visit (a settled claim fetched for one keeps it through events
 /// that say nothing new, until its reconcile has recorded the new verdict). Only while the index
-/// can judge (`judging`: every cache a decision needs has listed, `controller::decidable`):
-/// before the bindings are listed every recorded binding looks lost, and the store would hold
-/// every claim. The claims that need a visit then are brought back once it can.
+/// can judge (`judging`, `controller::can_judge`: a config is in force and the caches have
+/// listed its bindings): before that every recorded binding looks lost, and the store would
+/// hold every claim. The claims that need a visit then are brought back once it can.
 pub fn held(judging: bool, ledger: &Ledger, claim: &StoredClaim, now: Instant) -> bool {
     // The request-source pass reads every claim a source made from the store
     // (`controller::sources::cached_input`): those stay, settled or not.
@@ -82,9 +81,14 @@ pub fn held(judging: bool, ledger: &Ledger, claim: &StoredClaim, now: Instant) -
 pub struct ClaimWriter {
     writer: Arc<Mutex<Writer<StoredClaim>>>,
     store: Store<StoredClaim>,
-    /// Whether the index can judge settled claims now (`held`); off until `judge` says so.
-    judging: Arc<AtomicBool>,
+    /// Whether the index can judge settled claims now (`held`); `false` until `judge_by` gives
+    /// the question.
+    judging: Arc<RwLock<Judge>>,
 }
+
+/// Whether the index can judge settled claims now (`controller::can_judge`). Asked under the
+/// ledger's lock: it must not take it, nor wait for a lock whose holder may wait for it.
+pub type Judge = Arc<dyn Fn() -> bool + Send + Sync>;
 
 impl ClaimWriter {
     /// An empty store that has not listed yet, and its writer.
@@ -94,19 +98,31 @@ impl ClaimWriter {
         let shared = Self {
             writer: Arc::new(Mutex::new(writer)),
             store: store.clone(),
-            judging: Arc::default(),
+            judging: Arc::new(RwLock::new(Arc::new(|| false))),
         };
         (store, shared)
     }
 
-    /// Whether the index can judge settled claims now: every cache a decision needs has listed
-    /// (`controller::decidable`, kept current by the replica's background loop).
+    /// How to tell whether the index can judge settled claims now (`controller::can_judge`,
+    /// the one definition also the fetch stage, the sweep and the revisits ask), asked afresh
+    /// for every event.
+    pub fn judge_by(&self, judge: Judge) {
+        *self.judging.write().unwrap_or_else(|p| p.into_inner()) = judge;
+    }
+
+    /// A fixed answer to whether the index can judge (tests).
+    #[cfg(test)]
     pub fn judge(&self, on: bool) {
-        self.judging.store(on, Ordering::SeqCst);
+        self.judge_by(Arc::new(move || on));
     }
 
     fn judging(&self) -> bool {
-        self.judging.load(Ordering::SeqCst)
+        let judge = self
+            .judging
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        judge()
     }
 
     /// A store that has listed `claims` (all of them, as given), its index able to judge (tests).
@@ -178,12 +194,13 @@ impl ClaimWriter {
     /// next event. The sweep calls it, holding `ledger` locked; the store holds only the
     /// claims that are not settled, so this walks few. Returns how many went.
     pub fn prune(&self, ledger: &Ledger, now: Instant) -> usize {
+        let judging = self.judging();
         let mut writer = self.lock();
         let gone: Vec<_> = self
             .store
             .state()
             .into_iter()
-            .filter(|c| !held(self.judging(), ledger, c, now))
+            .filter(|c| !held(judging, ledger, c, now))
             .collect();
         for c in &gone {
             writer.apply_watcher_event(&Event::Delete((**c).clone()));
