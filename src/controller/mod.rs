@@ -861,8 +861,10 @@ pub(crate) fn claim_key(c: &impl kube::Resource) -> String {
     format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any())
 }
 
-/// After a successful reconcile the claim waits for a change; the safety net is the sweep that
-/// brings every claim back each `--resync` (`resync_sweep`). One timer for all claims rather than
+/// After a successful reconcile the claim waits for a change; the safety net is the sweep that,
+/// each `--resync` (`resync_sweep`), brings back every claim the store holds (those not
+/// settled) and every settled claim the index says needs a visit (`visits::settled_visits`); a
+/// settled claim that needs nothing is not brought back. One timer for all claims rather than
 /// one each: at 10k claims the controller's timers alone held ~5 MB.
 pub(crate) fn resync(_ctx: &Context) -> Action {
     Action::await_change()
