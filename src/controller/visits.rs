@@ -84,7 +84,9 @@ async fn admit(ctx: &Context, r: ClaimRef) -> Option<ClaimRef> {
         .await;
         match got {
             Ok(Ok(Some(claim))) => {
-                ctx.caches.claim_writer.insert_fetched(claim, &ctx.ledger());
+                ctx.caches
+                    .claim_writer
+                    .insert_fetched(claim, uid, &ctx.ledger());
                 return Some(r);
             }
             Ok(Ok(None)) => return None,

@@ -571,8 +571,10 @@ where
 
 /// The claim watch: into the ledger first, then into the controller's store, translated
 /// (`claim_store::to_store`: the store holds a claim only while a reconcile may need it), both in
-/// one step under the ledger's lock, so that a claim a reconcile reads is never newer in the
-/// store than in the index.
+/// one step under the ledger's lock, so that a watch event never makes the store newer than the
+/// index. Only a claim fetched for a visit (`ClaimWriter::insert_fetched`) may be newer in the
+/// store than in the index until its event arrives; the store then keeps it against an older,
+/// lagging event.
 pub fn claim_stream(
     api: Api<LeanClaim>,
     writer: ClaimWriter,

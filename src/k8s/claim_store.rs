@@ -79,11 +79,39 @@ pub fn held(judging: bool, ledger: &Ledger, claim: &StoredClaim, now: Instant) -
 /// The claim store's writer, shared by the claim watch and the fetch of settled claims.
 #[derive(Clone)]
 pub struct ClaimWriter {
-    writer: Arc<Mutex<Writer<StoredClaim>>>,
+    writer: Arc<Mutex<Relisting>>,
     store: Store<StoredClaim>,
     /// Whether the index can judge settled claims now (`held`); `false` until `judge_by` gives
     /// the question.
     judging: Arc<RwLock<Judge>>,
+}
+
+/// kube's writer, and whether a re-list is open (from `Init` to `InitDone`): the writer then
+/// fills a buffer that `InitDone` swaps in for the live map, and a claim fetched meanwhile must
+/// go into both, or the swap drops it.
+struct Relisting {
+    writer: Writer<StoredClaim>,
+    open: bool,
+}
+
+impl Relisting {
+    fn apply_watcher_event(&mut self, ev: &Event<StoredClaim>) {
+        match ev {
+            Event::Init => self.open = true,
+            Event::InitDone => self.open = false,
+            _ => {}
+        }
+        self.writer.apply_watcher_event(ev);
+    }
+
+    /// A claim fetched for a visit: into the live map, and into the open re-list's buffer.
+    fn insert(&mut self, claim: StoredClaim) {
+        if self.open {
+            self.writer
+                .apply_watcher_event(&Event::InitApply(claim.clone()));
+        }
+        self.writer.apply_watcher_event(&Event::Apply(claim));
+    }
 }
 
 /// Whether the index can judge settled claims now (`controller::can_judge`). Asked under the
@@ -96,7 +124,10 @@ impl ClaimWriter {
         let writer = Writer::<StoredClaim>::default();
         let store = writer.as_reader();
         let shared = Self {
-            writer: Arc::new(Mutex::new(writer)),
+            writer: Arc::new(Mutex::new(Relisting {
+                writer,
+                open: false,
+            })),
             store: store.clone(),
             judging: Arc::new(RwLock::new(Arc::new(|| false))),
         };
@@ -148,16 +179,18 @@ impl ClaimWriter {
             .apply_watcher_event(&Event::Delete(claim.clone()));
     }
 
-    fn lock(&self) -> MutexGuard<'_, Writer<StoredClaim>> {
+    fn lock(&self) -> MutexGuard<'_, Relisting> {
         self.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// One claim watch event, as `to_store` says; `ledger` has just taken it in (and is held
     /// locked by the caller).
     pub fn apply(&self, ev: &Event<StoredClaim>, ledger: &Ledger, now: Instant) {
-        let mut writer = self.lock();
         let judging = self.judging();
+        let mut writer = self.lock();
         match (to_store(ev, |c| held(judging, ledger, c, now)), ev) {
+            // A lagging event must not overwrite a newer copy fetched for a visit.
+            (ToStore::AsIs, Event::Apply(c)) if self.holds_newer(c) => {}
             (ToStore::AsIs, _) => writer.apply_watcher_event(ev),
             (ToStore::Remove, Event::Apply(c)) => {
                 writer.apply_watcher_event(&Event::Delete(c.clone()));
@@ -166,26 +199,44 @@ impl ClaimWriter {
         }
     }
 
-    /// A claim fetched for a visit, into the store unless the store or the index already has a
-    /// newer version of it, or the index no longer has it (deleted meanwhile: no event would
-    /// take it out again). `ledger` is held locked by the caller. Returns whether it went in.
-    pub fn insert_fetched(&self, claim: StoredClaim, ledger: &Ledger) -> bool {
+    /// Whether the store holds a copy of `claim` with a higher resourceVersion (both numbers).
+    fn holds_newer(&self, claim: &StoredClaim) -> bool {
+        let key = kube::runtime::reflector::ObjectRef::from_obj(claim);
+        let number = |rv: Option<String>| rv.and_then(|rv| rv.parse::<u64>().ok());
+        self.store.get(&key).is_some_and(|stored| {
+            matches!(
+                (number(stored.resource_version()), number(claim.resource_version())),
+                (Some(stored), Some(new)) if stored > new
+            )
+        })
+    }
+
+    /// A claim fetched for the visit of the claim with uid `uid`, into the store (and into an
+    /// open re-list's buffer) unless it is another claim of that name (re-created, another
+    /// uid), the store or the index already has a newer version of it, or the index no longer
+    /// has it (deleted meanwhile: no event would take it out again). A version the index does
+    /// not know does not count as newer. `ledger` is held locked by the caller. Returns whether
+    /// it went in.
+    pub fn insert_fetched(&self, claim: StoredClaim, uid: &str, ledger: &Ledger) -> bool {
+        if claim.meta().uid.as_deref() != Some(uid) {
+            return false;
+        }
         let rv = claim.resource_version();
-        let uid = claim.meta().uid.as_deref().unwrap_or_default();
         let Some(view) = ledger.inventory.claim(uid) else {
             return false;
         };
-        if is_newer(view.resource_version.as_deref(), rv.as_deref()) {
+        let newer = |known: Option<&str>| known.is_some() && is_newer(known, rv.as_deref());
+        if newer(view.resource_version.as_deref()) {
             return false;
         }
         let mut writer = self.lock();
         let key = kube::runtime::reflector::ObjectRef::from_obj(&claim);
         if let Some(stored) = self.store.get(&key)
-            && is_newer(stored.resource_version().as_deref(), rv.as_deref())
+            && newer(stored.resource_version().as_deref())
         {
             return false;
         }
-        writer.apply_watcher_event(&Event::Apply(claim));
+        writer.insert(claim);
         true
     }
 

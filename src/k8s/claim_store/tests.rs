@@ -191,19 +191,25 @@ fn a_fetched_claim_goes_in_unless_a_newer_copy_is_known_or_the_index_lost_it() {
     w.ledger.apply_claim(bound("a", 5, "b1").view());
     let ledger = &w.ledger;
     assert!(
-        !w.writer.insert_fetched(bound("a", 4, "b1"), ledger),
+        !w.writer
+            .insert_fetched(bound("a", 4, "b1"), "uid-a", ledger),
         "the index has a newer one"
     );
     assert_eq!(w.stored("a"), None);
-    assert!(w.writer.insert_fetched(bound("a", 6, "b1"), ledger));
+    assert!(
+        w.writer
+            .insert_fetched(bound("a", 6, "b1"), "uid-a", ledger)
+    );
     assert_eq!(w.stored("a").as_deref(), Some("6"));
     assert!(
-        !w.writer.insert_fetched(bound("a", 5, "b1"), ledger),
+        !w.writer
+            .insert_fetched(bound("a", 5, "b1"), "uid-a", ledger),
         "the store has a newer one"
     );
     assert_eq!(w.stored("a").as_deref(), Some("6"));
     assert!(
-        !w.writer.insert_fetched(bound("gone", 9, "b1"), ledger),
+        !w.writer
+            .insert_fetched(bound("gone", 9, "b1"), "uid-gone", ledger),
         "not in the index: deleted meanwhile"
     );
     assert_eq!(w.stored("gone"), None);
@@ -263,4 +269,66 @@ fn a_settled_claim_a_request_source_made_stays_for_the_source_pass() {
     assert!(c.is_settled());
     w.follow(Event::Apply(c));
     assert_eq!(w.stored("a").as_deref(), Some("2"));
+}
+
+#[test]
+fn a_claim_fetched_during_a_relist_is_still_held_when_the_list_ends() {
+    // `x` is the tenant's when the list reaches it: left out.
+    let mut w = Watch::new(&[binding("b1", 1, "ga")]);
+    w.follow(Event::Init);
+    w.follow(Event::InitApply(bound("x", 2, "b1")));
+    // The binding goes to another tenant; the revisit fetches `x` while the list is still open.
+    w.ledger.apply_binding(binding("b1", 3, "other"));
+    assert!(
+        w.writer
+            .insert_fetched(bound("x", 2, "b1"), "uid-x", &w.ledger)
+    );
+    assert_eq!(w.stored("x").as_deref(), Some("2"));
+    w.follow(Event::InitDone);
+    assert_eq!(
+        w.stored("x").as_deref(),
+        Some("2"),
+        "the list's end keeps the fetched claim"
+    );
+    // Outside a re-list the buffer is not touched: the next list starts empty.
+    w.follow(Event::Init);
+    w.follow(Event::InitDone);
+    assert_eq!(w.stored("x"), None, "not listed: gone");
+}
+
+#[test]
+fn a_fetched_claim_of_another_uid_stays_out_and_an_unknown_version_does_not_block() {
+    let mut w = Watch::new(&[binding("b1", 1, "other")]);
+    w.ledger.apply_claim(bound("a", 5, "b1").view());
+    // Re-created under the same name: not the claim the visit was for.
+    let mut again = bound("a", 8, "b1").expand();
+    again.metadata.uid = Some("uid-a2".into());
+    assert!(
+        !w.writer
+            .insert_fetched(StoredClaim::from(again), "uid-a", &w.ledger)
+    );
+    assert_eq!(w.stored("a"), None);
+    // The index's view has no version: the fetched copy goes in.
+    let mut view = bound("b", 5, "b1").view();
+    view.resource_version = None;
+    w.ledger.apply_claim(view);
+    assert!(
+        w.writer
+            .insert_fetched(bound("b", 6, "b1"), "uid-b", &w.ledger)
+    );
+    assert_eq!(w.stored("b").as_deref(), Some("6"));
+}
+
+#[test]
+fn a_lagging_watch_event_does_not_overwrite_a_newer_fetched_copy() {
+    let mut w = Watch::new(&[binding("b1", 1, "other")]);
+    w.ledger.apply_claim(bound("a", 5, "b1").view());
+    assert!(
+        w.writer
+            .insert_fetched(bound("a", 7, "b1"), "uid-a", &w.ledger)
+    );
+    w.follow(Event::Apply(bound("a", 6, "b1")));
+    assert_eq!(w.stored("a").as_deref(), Some("7"), "the newer copy stays");
+    w.follow(Event::Apply(bound("a", 8, "b1")));
+    assert_eq!(w.stored("a").as_deref(), Some("8"));
 }
