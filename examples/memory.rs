@@ -154,7 +154,7 @@ fn measure(n: usize) {
     row(n, "Shoot", "index", t, n);
     let (store, writer) = ClaimWriter::new();
     // The caches have listed: the index judges which settled claims need a visit.
-    writer.judge(true);
+    writer.judge_by(std::sync::Arc::new(|| true));
     let mut claims = Vec::with_capacity(n);
     for i in 0..n {
         claims.push(serde_json::from_value::<StoredClaim>(claim(i, taken)).expect("claim decodes"));
