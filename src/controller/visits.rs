@@ -10,10 +10,15 @@
 //! (`can_judge`: a config in force, its bindings listed) nothing is fetched: before that every
 //! recorded binding looks lost; the revisit pass that follows looks at every claim again.
 
+use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
-use futures::{Stream, StreamExt};
+use futures::future::BoxFuture;
+use futures::stream::{BoxStream, FuturesUnordered};
+use futures::{FutureExt, Stream, StreamExt};
 
 use super::revisit::claim_ref;
 use super::{ClaimRef, Context};
@@ -28,17 +33,72 @@ const FETCH_RETRY: Duration = Duration::from_millis(200);
 /// A GET that does not answer in time counts as failed (the client has no read timeout).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `refs`, each handed on once the claim store holds its claim, or dropped (see the module).
+/// Refs waiting for a fetch slot; while this many wait, no more refs are read (the sweep and
+/// the revisits wait, as they did behind the fetches alone).
+const WAITING_AT_MOST: usize = 1024;
+
+/// `refs`, each handed on once the claim store holds its claim, or dropped (see the module). A
+/// ref whose claim the store holds goes on at once, also while every fetch slot is taken.
 pub(super) fn stored_first(
     ctx: Arc<Context>,
     refs: impl Stream<Item = ClaimRef> + Send + 'static,
 ) -> impl Stream<Item = ClaimRef> + Send {
-    refs.map(move |r| {
-        let ctx = ctx.clone();
-        async move { admit(&ctx, r).await }
-    })
-    .buffer_unordered(FETCHES_AT_ONCE)
-    .filter_map(futures::future::ready)
+    StoredFirst {
+        ctx,
+        refs: Some(refs.boxed()),
+        waiting: VecDeque::new(),
+        fetches: FuturesUnordered::new(),
+    }
+}
+
+/// The stage of `stored_first`: held refs pass, the others wait for one of
+/// `FETCHES_AT_ONCE` slots.
+struct StoredFirst {
+    ctx: Arc<Context>,
+    /// `None` once the input has ended.
+    refs: Option<BoxStream<'static, ClaimRef>>,
+    waiting: VecDeque<ClaimRef>,
+    fetches: FuturesUnordered<BoxFuture<'static, Option<ClaimRef>>>,
+}
+
+impl Stream for StoredFirst {
+    type Item = ClaimRef;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<ClaimRef>> {
+        let this = &mut *self;
+        loop {
+            if this.waiting.len() < WAITING_AT_MOST
+                && let Some(refs) = this.refs.as_mut()
+            {
+                match refs.poll_next_unpin(cx) {
+                    Poll::Ready(Some(r)) if this.ctx.caches.claims.get(&r).is_some() => {
+                        return Poll::Ready(Some(r));
+                    }
+                    Poll::Ready(Some(r)) => {
+                        this.waiting.push_back(r);
+                        continue;
+                    }
+                    Poll::Ready(None) => this.refs = None,
+                    Poll::Pending => {}
+                }
+            }
+            while this.fetches.len() < FETCHES_AT_ONCE
+                && let Some(r) = this.waiting.pop_front()
+            {
+                let ctx = this.ctx.clone();
+                this.fetches
+                    .push(async move { admit(&ctx, r).await }.boxed());
+            }
+            match this.fetches.poll_next_unpin(cx) {
+                Poll::Ready(Some(Some(r))) => return Poll::Ready(Some(r)),
+                Poll::Ready(Some(None)) => continue,
+                Poll::Ready(None) if this.refs.is_none() && this.waiting.is_empty() => {
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
 }
 
 /// The settled claims the index says need a visit (`selection::needs_visit`), as refs for the
@@ -260,6 +320,40 @@ mod tests {
                 .claims
                 .get(&claim_ref(&claim_view(&c)))
                 .is_none()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_the_store_holds_passes_while_every_fetch_slot_hangs() {
+        let held = finalized(claim("held"));
+        let lost: Vec<AccountClaim> = (0..FETCHES_AT_ONCE)
+            .map(|i| bound(finalized(claim(&format!("c{i}"))), "b1"))
+            .collect();
+        let mut claims: Vec<&AccountClaim> = lost.iter().collect();
+        claims.push(&held);
+        let h = Harness::new(
+            hap_config(aws_spec()),
+            &claims,
+            &[binding("b1", "5", &[("tenantName", "ga-2")])],
+        );
+        for c in &lost {
+            h.forget_stored(c);
+            h.api.always(get_claim(c).hang());
+        }
+        let refs: Vec<ClaimRef> = lost
+            .iter()
+            .chain([&held])
+            .map(|c| claim_ref(&claim_view(c)))
+            .collect();
+        let mut stage = stored_first(
+            h.ctx.clone(),
+            futures::stream::iter(refs).chain(futures::stream::pending()),
+        )
+        .boxed();
+        let next = tokio::time::timeout(Duration::from_secs(1), stage.next()).await;
+        assert_eq!(
+            next.expect("not behind the fetches").map(|r| r.name),
+            Some("held".to_string())
         );
     }
 
