@@ -18,6 +18,7 @@ use super::{Context, RunArgs, config, denials, sources};
 use crate::api::{AccountClaim, AccountClaimSpec, CLAIM_FINALIZER, HapConfig, HapConfigSpec};
 use crate::http::Health;
 use crate::k8s::caches::{Feed, listed_without_watch};
+use crate::k8s::claim_store::ClaimWriter;
 use crate::k8s::last_good::LastGoodApi;
 use crate::k8s::lean::StoredClaim;
 use crate::k8s::mock::{self, Call, Listed, Script};
@@ -209,6 +210,7 @@ impl Harness {
             .iter()
             .map(|c| StoredClaim::from((*c).clone()))
             .collect();
+        let (claim_store, claim_writer) = ClaimWriter::listed(stored);
         let (kick, _) = futures::channel::mpsc::unbounded();
         let fence = Fence::closed();
         let hour = std::time::Duration::from_secs(3600);
@@ -223,7 +225,8 @@ impl Harness {
             caches: Caches {
                 feed: feed.clone(),
                 configs: configs.store(),
-                claims: Listed::new(stored).store(),
+                claims: claim_store,
+                claim_writer,
                 bindings: Retargetable::new(
                     cluster.clone(),
                     ledger.clone(),
@@ -259,6 +262,7 @@ impl Harness {
             take_over_error: Mutex::new(None),
             args,
         });
+        ctx.caches.claim_writer.judge_by(super::judge_of(&ctx));
         Self {
             ctx,
             api,
@@ -280,6 +284,12 @@ impl Harness {
         }
     }
 
+    /// The claim store without `c` (the index keeps it), as the claim watch leaves a settled
+    /// claim out.
+    pub fn forget_stored(&self, c: &AccountClaim) {
+        self.ctx.caches.claim_writer.forget(&c.clone().into());
+    }
+
     /// A newer copy of a claim, as its watch brings it into the index.
     pub fn observe(&self, c: &AccountClaim) {
         self.ctx.ledger().apply_claim(claim_view(c));
@@ -288,6 +298,11 @@ impl Harness {
     /// A newer copy of a binding, as its watch brings it into the index.
     pub fn observe_binding(&self, b: BindingView) {
         self.ctx.ledger().apply_binding(b);
+    }
+
+    /// The HapConfig deleted, as its watch takes it out of the store.
+    pub fn delete_config(&mut self, cfg: HapConfig) {
+        self.configs.delete(cfg);
     }
 
     /// A newer copy of the HapConfig, as its watch brings it into the store.

@@ -36,6 +36,7 @@ mod sources_adopt;
 #[cfg(test)]
 mod sources_tests;
 mod strays;
+mod visits;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -478,7 +479,7 @@ fn start_caches(
     let ledger: SharedLedger = Arc::new(Mutex::new(Ledger::default()));
     let (config_store, config_stream) = startup::config_stream(own, feed.clone());
     let claims_synced = Arc::new(AtomicBool::new(false));
-    let (claim_store, claims) = startup::claims_stream(
+    let (claim_store, claim_writer, claims) = startup::claims_stream(
         own,
         args.claim_namespace.as_deref(),
         (ledger.clone(), feed.clone(), claims_synced.clone()),
@@ -490,6 +491,7 @@ fn start_caches(
             feed: feed.clone(),
             configs: config_store.clone(),
             claims: claim_store,
+            claim_writer,
             // Bindings and Shoots live in the garden, which may be another cluster.
             bindings: Retargetable::new(
                 garden.clone(),
@@ -523,6 +525,7 @@ fn start_caches(
         take_over_error: Mutex::new(None),
         args: args.clone(),
     });
+    ctx.caches.claim_writer.judge_by(judge_of(&ctx));
     // The watch streams run from the start, leading or not; the controllers read them through
     // channels once leading, and until then what they yield is only kept in the stores.
     let (configs, config_rx, _) = relay(config_stream);
@@ -609,6 +612,31 @@ pub(crate) fn caches_ready(ctx: &Context) -> bool {
 /// what the old leader wrote is in the index.
 pub(crate) fn decidable(ctx: &Context) -> bool {
     caches_ready(ctx) && ctx.took_over.load(Ordering::SeqCst)
+}
+
+/// Whether the index can judge settled claims (`selection::needs_visit`) now: a config is in
+/// force, every cache has listed (after a takeover, the re-read too), and the binding and Shoot
+/// caches have listed the targets of that config. Without a config the index has no namespace
+/// and no bindings, and during a retarget it has none of the new target's: every recorded
+/// binding would look lost. The one definition the claim store (`held`), the fetch stage and
+/// the sweep (`visits`) and the revisits ask. Never waits for a lock: the claim store asks it
+/// under the ledger's.
+pub(crate) fn can_judge(ctx: &Context) -> bool {
+    let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
+        return false;
+    };
+    store_ready(&ctx.caches.configs)
+        && ctx.claims_synced.load(Ordering::SeqCst)
+        && ctx.took_over.load(Ordering::SeqCst)
+        && ctx.caches.bindings.listed(&active.binding_target())
+        && ctx.caches.shoots.listed(&active.shoot_namespace())
+}
+
+/// The claim store's question whether the index can judge (`can_judge`), for `ctx`; a weak
+/// reference, as the context holds the store's writer.
+pub(crate) fn judge_of(ctx: &Arc<Context>) -> crate::k8s::claim_store::Judge {
+    let ctx = Arc::downgrade(ctx);
+    Arc::new(move || ctx.upgrade().is_some_and(|c| can_judge(&c)))
 }
 
 /// What runs in every replica: pointing the caches, readiness, the heartbeat.
@@ -735,13 +763,20 @@ async fn run_controllers(
         });
     let claim_controller = Controller::for_stream(unsettled(streams.claims), claims)
         .with_config(claim_controller_config())
-        .reconcile_on(futures::stream::select(
-            futures::stream::select(pending, streams.kicks),
-            resync_sweep(
-                ctx.caches.claims.clone(),
-                ctx.args.resync,
-                ctx.sweep_now.clone(),
-                stop.clone(),
+        .reconcile_on(visits::stored_first(
+            ctx.clone(),
+            futures::stream::select(
+                futures::stream::select(pending, streams.kicks),
+                resync_sweep(
+                    ctx.caches.claims.clone(),
+                    Arc::new({
+                        let ctx = ctx.clone();
+                        move || visits::settled_visits(&ctx)
+                    }),
+                    ctx.args.resync,
+                    ctx.sweep_now.clone(),
+                    stop.clone(),
+                ),
             ),
         ))
         .graceful_shutdown_on({
@@ -826,8 +861,10 @@ pub(crate) fn claim_key(c: &impl kube::Resource) -> String {
     format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any())
 }
 
-/// After a successful reconcile the claim waits for a change; the safety net is the sweep that
-/// brings every claim back each `--resync` (`resync_sweep`). One timer for all claims rather than
+/// After a successful reconcile the claim waits for a change; the safety net is the sweep that,
+/// each `--resync` (`resync_sweep`), brings back every claim the store holds (those not
+/// settled) and every settled claim the index says needs a visit (`visits::settled_visits`); a
+/// settled claim that needs nothing is not brought back. One timer for all claims rather than
 /// one each: at 10k claims the controller's timers alone held ~5 MB.
 pub(crate) fn resync(_ctx: &Context) -> Action {
     Action::await_change()
@@ -855,17 +892,24 @@ fn unsettled(
 const SWEEP_CHUNK: usize = 128;
 const SWEEP_PACE: Duration = Duration::from_millis(250);
 
-/// Every claim in the store, once each `--resync` (or when `now` is notified), starting one
-/// period from now and paced in chunks; the next sweep starts one period after the last chunk.
+/// The claims the sweep brings back besides the store's: the settled ones the index flags
+/// (`visits::settled_visits`), read when a sweep starts.
+type Flagged = Arc<dyn Fn() -> Vec<ClaimRef> + Send + Sync>;
+
+/// Every claim in the store (the claims that are not settled) and every settled claim the index
+/// says needs a visit (`flagged`, keys only), once each `--resync` (or when `now` is notified),
+/// starting one period from now and paced in chunks; the next sweep starts one period after
+/// the last chunk. A settled claim that needs nothing costs nothing.
 fn resync_sweep(
     claims: Store<StoredClaim>,
+    flagged: Flagged,
     period: Duration,
     now: Arc<tokio::sync::Notify>,
     stop: CancellationToken,
 ) -> impl futures::Stream<Item = ClaimRef> + Send {
     let period = period.max(Duration::from_secs(1));
     let chunks = futures::stream::unfold((stop, Vec::new()), move |(stop, mut left)| {
-        let (claims, now) = (claims.clone(), now.clone());
+        let (claims, now, flagged) = (claims.clone(), now.clone(), flagged.clone());
         async move {
             if left.is_empty() {
                 tokio::select! {
@@ -881,12 +925,15 @@ fn resync_sweep(
             }
             if left.is_empty() {
                 // Keys only: a copy of the store would keep every claim's old version alive
-                // until the sweep reaches it, tens of seconds at 10k claims.
+                // until the sweep reaches it, tens of seconds at 10k claims. The flagged claims
+                // first: reading them also takes out of the store what it no longer needs.
+                let settled = flagged();
                 left = claims
                     .state()
                     .iter()
                     .map(|c| ObjectRef::from_obj(c.as_ref()))
                     .collect();
+                left.extend(settled.into_iter().filter(|r| claims.get(r).is_none()));
             }
             let refs = left.split_off(left.len().saturating_sub(SWEEP_CHUNK));
             Some((futures::stream::iter(refs), (stop, left)))
@@ -952,7 +999,14 @@ mod tests {
         now: Arc<tokio::sync::Notify>,
         stop: &CancellationToken,
     ) -> futures::stream::BoxStream<'static, ClaimRef> {
-        resync_sweep(store, Duration::from_secs(300), now, stop.clone()).boxed()
+        resync_sweep(
+            store,
+            Arc::new(Vec::new),
+            Duration::from_secs(300),
+            now,
+            stop.clone(),
+        )
+        .boxed()
     }
 
     fn names(names: &[&str]) -> Vec<String> {
@@ -986,6 +1040,40 @@ mod tests {
             sweep.next().await.is_none(),
             "the sweep ends when the operator stops"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_sweep_brings_back_the_settled_claims_the_index_flags_once_each() {
+        // The store holds `a` and `b` (not settled); the index flags `a` (also in the store, a
+        // settled claim fetched for its visit) and `s`, which the store does not hold.
+        let (store, _writer) = listed(&names(&["a", "b"]));
+        let stop = CancellationToken::new();
+        let flagged: Flagged = Arc::new(|| {
+            vec![
+                ObjectRef::new("a").within("ns"),
+                ObjectRef::new("s").within("ns"),
+            ]
+        });
+        let mut sweep = resync_sweep(
+            store,
+            flagged,
+            Duration::from_secs(300),
+            Arc::default(),
+            stop.clone(),
+        )
+        .boxed();
+        let started = tokio::time::Instant::now();
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(sweep.next().await.expect("a claim").name);
+        }
+        got.sort();
+        assert_eq!(got, ["a", "b", "s"]);
+        assert_eq!(started.elapsed(), Duration::from_secs(300));
+        // Nothing else in that sweep: the next claim comes with the next one.
+        sweep.next().await.expect("a claim");
+        assert_eq!(started.elapsed(), Duration::from_secs(600));
+        stop.cancel();
     }
 
     #[tokio::test(start_paused = true)]

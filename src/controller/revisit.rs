@@ -1,7 +1,8 @@
 //! Which claims to look at again when the inventory moves, coalescing bursts of watch events:
 //! claims waiting for a pool whose bindings or clusters changed, claims whose recorded binding
-//! changed and whose verdict (Bound or lost) no longer matches their phase, the claimant of a
-//! stray binding (`selection::stray_claimant`), and every unbound
+//! changed and which need a visit (`selection::needs_visit`: the verdict, Bound or lost, no
+//! longer matches their phase, or they claimed a stray binding), the claimant of a stray binding
+//! (`selection::stray_claimant`), and every unbound
 //! claim when the config in force changes. Nothing else: a refill of one pool must not make
 //! every waiting claim of every pool decide (and write its status) again.
 
@@ -17,7 +18,7 @@ use super::active::ConfigState;
 use super::{ClaimRef, Context, coalesced_ticks};
 use crate::ledger::Ledger;
 use crate::pools::ClaimView;
-use crate::selection::{Choice, check_bound, stray_claimant};
+use crate::selection::{needs_visit, stray_claimant};
 
 /// Which config generation the last pass saw.
 type Seen = Option<(String, i64)>;
@@ -26,15 +27,19 @@ pub(super) fn claims_to_revisit(
     ctx: Arc<Context>,
     stop: CancellationToken,
 ) -> impl futures::Stream<Item = ClaimRef> + Send {
-    let mut seen: Seen = None;
+    let (mut seen, mut was_judging): (Seen, bool) = (None, false);
     coalesced_ticks(ctx.caches.feed.clone(), Duration::from_millis(250), stop).flat_map(move |()| {
         let config = match ctx.resolver.resolve() {
             ConfigState::Active { active, .. } => Some((active.uid.clone(), active.generation)),
             ConfigState::Invalid { generation, .. } => Some((String::new(), generation)),
             ConfigState::Missing => None,
         };
-        let moved = config != seen;
+        // Once the index can judge, every claim is looked at as after a config change: the
+        // settled claims that need a visit are judged only from then on (`visits`).
+        let judging = super::can_judge(&ctx);
+        let moved = config != seen || (judging && !was_judging);
         seen = config;
+        was_judging = judging;
         let mut ledger = ctx.ledger();
         let refs = due(&mut ledger, moved, Instant::now());
         futures::stream::iter(refs)
@@ -45,19 +50,12 @@ pub(super) fn claims_to_revisit(
 fn due(ledger: &mut Ledger, config_moved: bool, now: Instant) -> Vec<ClaimRef> {
     let changes = ledger.inventory.take_changes();
     let (inv, inflight) = (&ledger.inventory, &ledger.inflight);
-    let disagrees = |c: &ClaimView| {
-        c.bound_binding.is_some()
-            && inv.holds_namespace(c.binding_namespace.as_deref())
-            && matches!(
-                check_bound(inv, inflight, c, now),
-                Some(Choice::Lost { .. })
-            ) != c.lost
-    };
+    let visit = |c: &ClaimView| needs_visit(c, inv, inflight, now);
     let mut uids: BTreeSet<&str> = BTreeSet::new();
     if config_moved || changes.all {
         // A denial is final: nothing in the inventory or the config can change it.
         for c in inv.claims().filter(|c| !c.denied) {
-            if c.bound_binding.is_none() || c.deleting || disagrees(c) {
+            if c.bound_binding.is_none() || c.deleting || visit(c) {
                 uids.insert(&c.uid);
             }
         }
@@ -69,7 +67,7 @@ fn due(ledger: &mut Ledger, config_moved: bool, now: Instant) -> Vec<ClaimRef> {
             // A stray is given back by its claimant's reconcile (`selection::stray_claimant`).
             uids.extend(stray_claimant(inv, inflight, b, now).map(|c| c.uid.as_str()));
             for uid in inv.recorded_on(b) {
-                if inv.claim(uid).is_some_and(|c| !c.deleting && disagrees(c)) {
+                if inv.claim(uid).is_some_and(visit) {
                     uids.insert(uid);
                 }
             }
@@ -77,8 +75,16 @@ fn due(ledger: &mut Ledger, config_moved: bool, now: Instant) -> Vec<ClaimRef> {
     }
     uids.into_iter()
         .filter_map(|uid| inv.claim(uid))
-        .map(|c| ObjectRef::new(&c.name).within(&c.namespace))
+        .map(claim_ref)
         .collect()
+}
+
+/// A claim's ref for the controller's queue, with its uid: the claim store may not hold a
+/// settled claim, and the stage that fetches it (`visits`) finds it in the index by uid.
+pub(super) fn claim_ref(c: &ClaimView) -> ClaimRef {
+    let mut r = ObjectRef::new(&c.name).within(&c.namespace);
+    r.extra.uid = Some(c.uid.clone());
+    r
 }
 
 #[cfg(test)]

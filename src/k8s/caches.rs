@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
 
 use super::Cluster;
+use super::claim_store::ClaimWriter;
 use super::lean::{LeanClaim, LeanObject, LeanShoot, StoredClaim, widen};
 use super::writes::binding_resource;
 use crate::api::{BindingKind, HapConfig, Shoot};
@@ -233,9 +234,11 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
             let mut ledger = lock(&self.ledger);
             let epoch = self.state.epoch.fetch_add(1, Ordering::SeqCst) + 1;
             reset(&mut ledger);
+            // In the same step as the reset: under the ledger's lock the flag always speaks of
+            // the bindings the ledger holds (`listed`).
+            self.state.synced.store(false, Ordering::SeqCst);
             epoch
         };
-        self.state.synced.store(false, Ordering::SeqCst);
         *self.state.error.lock().unwrap_or_else(|p| p.into_inner()) = None;
         *self.state.started.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         tracing::info!(?target, "watching");
@@ -271,6 +274,18 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
     /// Whether the current target has been listed completely once.
     pub fn is_ready(&self) -> bool {
         self.target().is_some() && self.state.synced.load(Ordering::SeqCst)
+    }
+
+    /// Whether the watch points at `target` and has listed it completely once. Never waits:
+    /// it may be asked under the ledger's lock (the claim store's `held`), which `retarget`
+    /// takes while it holds the target's write lock; while a retarget is under way it answers
+    /// `false`.
+    pub fn listed(&self, target: &T) -> bool {
+        let Ok(running) = self.running.try_read() else {
+            return false;
+        };
+        running.as_ref().is_some_and(|r| r.target == *target)
+            && self.state.synced.load(Ordering::SeqCst)
     }
 
     /// The last error of the current watch while it has not listed everything yet.
@@ -554,11 +569,15 @@ where
     stored_objects(reflector::reflector(writer, stream), |_| true)
 }
 
-/// The claim watch: into the ledger first, then into the controller's store, so that a claim a
-/// reconcile reads is never newer in the store than in the index.
+/// The claim watch: into the ledger first, then into the controller's store, translated
+/// (`claim_store::to_store`: the store holds a claim only while a reconcile may need it), both in
+/// one step under the ledger's lock, so that a watch event never makes the store newer than the
+/// index. Only a claim fetched for a visit (`ClaimWriter::insert_fetched`) may be newer in the
+/// store than in the index until its event arrives; the store then keeps it against an older,
+/// lagging event.
 pub fn claim_stream(
     api: Api<LeanClaim>,
-    writer: reflector::store::Writer<StoredClaim>,
+    writer: ClaimWriter,
     ledger: SharedLedger,
     feed: ChangeFeed,
     synced: Arc<AtomicBool>,
@@ -569,19 +588,23 @@ pub fn claim_stream(
         .inspect_ok({
             let mut relist = None;
             move |ev| {
-                follow(
-                    &mut lock(&ledger),
-                    Kind::Claim,
-                    &mut relist,
-                    ev,
-                    |l, c| l.apply_claim(c.view()),
-                    |l, c| {
-                        l.delete_claim(
-                            &c.uid().unwrap_or_default(),
-                            c.resource_version().as_deref(),
-                        )
-                    },
-                );
+                {
+                    let mut ledger = lock(&ledger);
+                    follow(
+                        &mut ledger,
+                        Kind::Claim,
+                        &mut relist,
+                        ev,
+                        |l, c| l.apply_claim(c.view()),
+                        |l, c| {
+                            l.delete_claim(
+                                &c.uid().unwrap_or_default(),
+                                c.resource_version().as_deref(),
+                            )
+                        },
+                    );
+                    writer.apply(ev, &ledger, Instant::now());
+                }
                 if matches!(ev, watcher::Event::InitDone) {
                     synced.store(true, Ordering::SeqCst);
                 }
@@ -590,9 +613,7 @@ pub fn claim_stream(
         });
     // Settled claims need no reconcile (controller::unsettled drops them anyway): a list of
     // 10k claims buffers only the few that do.
-    stored_objects(reflector::reflector(writer, stream), |c: &StoredClaim| {
-        !c.is_settled()
-    })
+    stored_objects(stream, |c: &StoredClaim| !c.is_settled())
 }
 
 /// The objects of a reflector's events (applied to its store before they come out), each handed
@@ -663,7 +684,11 @@ pub type ShootCache = Retargetable<ShootTarget>;
 pub struct Caches {
     pub feed: ChangeFeed,
     pub configs: Store<HapConfig>,
+    /// The claims a reconcile may need (`claim_store`): those not settled, and settled ones
+    /// while a visit needs them.
     pub claims: Store<StoredClaim>,
+    /// The claim store's writer, for the fetch of a settled claim a visit needs.
+    pub claim_writer: ClaimWriter,
     pub bindings: BindingCache,
     pub shoots: ShootCache,
 }

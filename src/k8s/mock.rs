@@ -390,6 +390,12 @@ where
     pub fn apply(&mut self, obj: K) {
         self.writer.apply_watcher_event(&watcher::Event::Apply(obj));
     }
+
+    /// Deletes `obj` as a watch event would.
+    pub fn delete(&mut self, obj: K) {
+        self.writer
+            .apply_watcher_event(&watcher::Event::Delete(obj));
+    }
 }
 
 #[cfg(test)]

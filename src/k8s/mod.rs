@@ -6,6 +6,7 @@
 pub mod access;
 pub mod active;
 pub mod caches;
+pub mod claim_store;
 pub mod clients;
 pub mod last_good;
 pub mod lean;

@@ -14,6 +14,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 
 use super::caches::{LIST_PAGE, Page, SharedLedger, claim_stream, controller_stream};
+use super::claim_store::ClaimWriter;
 use super::lean::{LeanClaim, LeanObject, StoredClaim};
 use super::writes::binding_resource;
 use super::{BindingTarget, ChangeFeed, Cluster};
@@ -63,20 +64,23 @@ pub fn config_stream(
     (store, stream)
 }
 
-/// The claim watch of the controllers (see `caches::claim_stream`): their store, and the
-/// stream that fills it and the ledger.
+/// The claim watch of the controllers (see `caches::claim_stream`): their store, its writer
+/// (shared with the fetch of settled claims, `claim_store`), and the stream that fills it and
+/// the ledger.
 pub fn claims_stream(
     cluster: &Cluster,
     namespace: Option<&str>,
     (ledger, feed, synced): (SharedLedger, ChangeFeed, Arc<AtomicBool>),
 ) -> (
     Store<StoredClaim>,
+    ClaimWriter,
     impl Stream<Item = Result<StoredClaim, watcher::Error>> + Send + use<>,
 ) {
     let client = cluster.kube();
-    let (store, writer) = reflector::store();
+    let (store, writer) = ClaimWriter::new();
     let api = claims_api(client, namespace);
-    (store, claim_stream(api, writer, ledger, feed, synced))
+    let stream = claim_stream(api, writer.clone(), ledger, feed, synced);
+    (store, writer, stream)
 }
 
 /// The webhook's own HapConfig watch (it serves before the controllers' caches exist): its

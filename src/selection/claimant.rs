@@ -187,14 +187,31 @@ pub fn strays_of(
     claim: &ClaimView,
     now: Instant,
 ) -> Vec<(String, Option<String>)> {
-    let mine =
-        |b: &&String| stray_claimant(inv, inflight, b, now).is_some_and(|c| c.uid == claim.uid);
-    inv.pools()
-        .flat_map(|(pool, _)| inv.owned_by(pool, &claim.global_account).iter())
-        .filter(mine)
+    strays(inv, inflight, claim, now)
         .filter_map(|b| inv.binding(b))
         .map(|e| (e.view.name.clone(), e.view.resource_version.clone()))
         .collect()
+}
+
+/// Whether any binding is a stray claimed for `claim` (`strays_of` is not empty), without
+/// collecting them.
+pub fn has_strays(inv: &Inventory, inflight: &InFlight, claim: &ClaimView, now: Instant) -> bool {
+    strays(inv, inflight, claim, now).next().is_some()
+}
+
+/// The names of the stray bindings claimed for `claim`.
+fn strays<'a>(
+    inv: &'a Inventory,
+    inflight: &'a InFlight,
+    claim: &'a ClaimView,
+    now: Instant,
+) -> impl Iterator<Item = &'a String> + 'a {
+    let mine = move |b: &&String| {
+        stray_claimant(inv, inflight, b, now).is_some_and(|c| c.uid == claim.uid)
+    };
+    inv.pools()
+        .flat_map(|(pool, _)| inv.owned_by(pool, &claim.global_account).iter())
+        .filter(mine)
 }
 
 #[cfg(test)]
@@ -341,6 +358,56 @@ mod tests {
             stray_claimant(&used, &InFlight::default(), "b", Instant::now()),
             None
         );
+    }
+
+    #[test]
+    fn a_settled_claim_needs_a_visit_when_its_verdict_moved_or_it_claimed_a_stray() {
+        use crate::selection::needs_visit;
+        let (fl, now) = (InFlight::default(), Instant::now());
+        let mine = binding("b1", &[("hyperscalerType", "aws"), ("tenantName", "ga")]);
+        let other = binding("b1", &[("hyperscalerType", "aws"), ("tenantName", "gb")]);
+        let x = claim("x", "ga", None, Some("b1"));
+        let visit = |bindings: Vec<crate::pools::BindingView>, c: &ClaimView| {
+            let inv = inventory(bindings, vec![c.clone()], vec![]);
+            let c = inv.claim(&c.uid).expect("indexed");
+            needs_visit(c, &inv, &fl, now)
+        };
+        assert!(
+            !visit(vec![mine.clone()], &x),
+            "Bound and still the tenant's"
+        );
+        assert!(visit(vec![other.clone()], &x), "Bound, but lost");
+        assert!(visit(vec![], &x), "Bound, but the binding is gone");
+        let lost = ClaimView {
+            lost: true,
+            ..x.clone()
+        };
+        assert!(!visit(vec![other.clone()], &lost), "lost, and recorded so");
+        assert!(visit(vec![mine.clone()], &lost), "recorded lost, but back");
+        assert!(
+            visit(vec![mine.clone(), claimed("uid-x")], &x),
+            "a stray to give back"
+        );
+        let elsewhere = ClaimView {
+            binding_namespace: Some("old-garden".into()),
+            ..x.clone()
+        };
+        let mut inv = inventory(vec![other.clone()], vec![elsewhere.clone()], vec![]);
+        inv.set_namespace(Some("garden".into()));
+        assert!(
+            !needs_visit(&elsewhere, &inv, &fl, now),
+            "its binding is not in the namespace watched"
+        );
+        let denied = ClaimView {
+            denied: true,
+            ..x.clone()
+        };
+        let deleting = ClaimView {
+            deleting: true,
+            ..x.clone()
+        };
+        assert!(!visit(vec![other.clone()], &denied), "a denial is final");
+        assert!(!visit(vec![other], &deleting), "the release's");
     }
 
     /// Any use that removes the claimed-by of a claim still pending keeps that claim counted:

@@ -43,7 +43,7 @@ pub mod pinned;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-pub use claimant::{BeforeUse, before_use, stray_claimant, strays_of};
+pub use claimant::{BeforeUse, before_use, has_strays, stray_claimant, strays_of};
 pub use hash::weight;
 pub use inflight::{
     DEFAULT_TTL, InFlight, PendingAssignment, PendingClaim, PendingRelease, WriteState,
@@ -283,6 +283,26 @@ pub fn check_bound(
             keys.tenant_name
         )),
     })
+}
+
+/// Whether a claim that records its decision needs a reconcile because of what the inventory
+/// says now: the verdict on its recorded binding (`check_bound`: Bound, or lost) no longer
+/// matches its phase, or it is the claimant of a stray binding it must give back
+/// (`stray_claimant`). A denial is final and a deleting claim belongs to the release: neither
+/// needs one for this. The one definition of "a settled claim needs a visit": the revisits after
+/// inventory changes (`controller::revisit`), the sweep, and the claim store (which holds a
+/// settled claim only while it needs one, `k8s::claim_store`) all ask it. Pure.
+pub fn needs_visit(claim: &ClaimView, inv: &Inventory, inflight: &InFlight, now: Instant) -> bool {
+    if claim.denied || claim.deleting {
+        return false;
+    }
+    let disagrees = claim.bound_binding.is_some()
+        && inv.holds_namespace(claim.binding_namespace.as_deref())
+        && matches!(
+            check_bound(inv, inflight, claim, now),
+            Some(Choice::Lost { .. })
+        ) != claim.lost;
+    disagrees || has_strays(inv, inflight, claim, now)
 }
 
 /// Chooses a binding for `req.claim` (DESIGN §4). Pure: reads the inventory and the in-flight
