@@ -189,6 +189,10 @@ pub struct Retargetable<T> {
     start: Start<T>,
     state: Arc<WatchState>,
     running: RwLock<Option<Run<T>>>,
+    /// The target whose objects the ledger holds, set under the ledger's lock together with
+    /// `synced` (`retarget`), so that `listed` can answer without the lock on `running`, which a
+    /// refresh (`restart`) takes every cycle.
+    indexed: Mutex<Option<T>>,
 }
 
 impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
@@ -208,6 +212,7 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
             start: Arc::new(start),
             state: Arc::default(),
             running: RwLock::new(None),
+            indexed: Mutex::new(None),
         }
     }
 
@@ -234,8 +239,9 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
             let mut ledger = lock(&self.ledger);
             let epoch = self.state.epoch.fetch_add(1, Ordering::SeqCst) + 1;
             reset(&mut ledger);
-            // In the same step as the reset: under the ledger's lock the flag always speaks of
-            // the bindings the ledger holds (`listed`).
+            // In the same step as the reset: under the ledger's lock the target and the flag
+            // always speak of the objects the ledger holds (`listed`).
+            *self.indexed.lock().unwrap_or_else(|p| p.into_inner()) = Some(target.clone());
             self.state.synced.store(false, Ordering::SeqCst);
             epoch
         };
@@ -276,16 +282,15 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
         self.target().is_some() && self.state.synced.load(Ordering::SeqCst)
     }
 
-    /// Whether the watch points at `target` and has listed it completely once. Never waits:
-    /// it may be asked under the ledger's lock (the claim store's `held`), which `retarget`
-    /// takes while it holds the target's write lock; while a retarget is under way it answers
-    /// `false`.
+    /// Whether the ledger holds `target`'s objects and has listed them completely once. Does not
+    /// wait for the watch's own lock: it is asked under the ledger's lock (the claim store's
+    /// `held`), which `retarget` takes while it holds that lock, and a refresh (`restart`) takes
+    /// it every cycle, which must not make the answer flap to `false` (a settled claim fetched
+    /// for a visit would then leave the store unvisited). The target it reads is changed only
+    /// under the ledger's lock, with the flag.
     pub fn listed(&self, target: &T) -> bool {
-        let Ok(running) = self.running.try_read() else {
-            return false;
-        };
-        running.as_ref().is_some_and(|r| r.target == *target)
-            && self.state.synced.load(Ordering::SeqCst)
+        let indexed = self.indexed.lock().unwrap_or_else(|p| p.into_inner());
+        indexed.as_ref() == Some(target) && self.state.synced.load(Ordering::SeqCst)
     }
 
     /// The last error of the current watch while it has not listed everything yet.

@@ -358,3 +358,44 @@ async fn a_list_begun_again_hands_on_only_the_objects_of_the_list_that_ended() {
     }
     assert_eq!(names, ["x"]);
 }
+
+#[tokio::test]
+async fn a_refresh_under_way_does_not_unsay_that_the_target_is_listed() {
+    // Second review of the claim store: `listed` tried the watch's own lock, which every refresh
+    // takes; during one the index could not judge, and a settled claim fetched for a visit left
+    // the store again unvisited.
+    let server = Arc::new(Server::default());
+    *server.objects.lock().unwrap() = vec![bv("a", 1)];
+    let ledger: SharedLedger = Arc::default();
+    let cache = Retargetable::new(
+        client(),
+        ledger.clone(),
+        ChangeFeed::default(),
+        server.start(),
+    );
+    let (one, two) = ("one".to_string(), "two".to_string());
+    assert!(!cache.listed(&one), "listed before any watch");
+    cache.retarget(&one, |_| {});
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cache.listed(&one) {
+        assert!(Instant::now() < deadline, "the first list never ended");
+        server.tick();
+        settle().await;
+    }
+    {
+        // Where a refresh stands between its two steps: it holds the watch's lock.
+        let _refresh = cache.running.write().unwrap();
+        assert!(cache.listed(&one), "a refresh made the listed target look unlisted");
+        assert!(!cache.listed(&two));
+    }
+    assert!(cache.restart());
+    assert!(cache.listed(&one), "a refresh's new list is not a new target");
+    cache.retarget(&two, |l| l.inventory.clear_bindings());
+    assert!(!cache.listed(&one), "the ledger no longer holds the old target's objects");
+    assert!(!cache.listed(&two), "listed before its own list ended");
+    while !cache.listed(&two) {
+        assert!(Instant::now() < deadline, "the new list never ended");
+        server.tick();
+        settle().await;
+    }
+}
