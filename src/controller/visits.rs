@@ -4,13 +4,14 @@
 //! store holds goes on at once. One it lacks is looked up in the index (by the uid the ref
 //! carries, `revisit::claim_ref`): when the index says the claim needs a visit
 //! (`selection::needs_visit`) it is fetched with one GET, put into the store, and handed on;
-//! otherwise it is dropped without a request. A claim that no longer exists (404) is dropped.
+//! otherwise it is dropped without a request. A second ref of a claim that waits or is being
+//! fetched is dropped (one GET). A claim that no longer exists (404) is dropped.
 //! Any other failure is retried a few times with a growing delay and then left to the sweep,
 //! which brings every claim the index flags back each `--resync`. Until the index can judge
 //! (`can_judge`: a config in force, its bindings listed) nothing is fetched: before that every
 //! recorded binding looks lost; the revisit pass that follows looks at every claim again.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -47,6 +48,7 @@ pub(super) fn stored_first(
         ctx,
         refs: Some(refs.boxed()),
         waiting: VecDeque::new(),
+        pending: HashSet::new(),
         fetches: FuturesUnordered::new(),
     }
 }
@@ -58,7 +60,10 @@ struct StoredFirst {
     /// `None` once the input has ended.
     refs: Option<BoxStream<'static, ClaimRef>>,
     waiting: VecDeque<ClaimRef>,
-    fetches: FuturesUnordered<BoxFuture<'static, Option<ClaimRef>>>,
+    /// The refs waiting or fetching: a second ref of one of them is dropped, as the first is
+    /// judged afresh when its fetch starts and again when its GET has answered.
+    pending: HashSet<ClaimRef>,
+    fetches: FuturesUnordered<BoxFuture<'static, (ClaimRef, Option<ClaimRef>)>>,
 }
 
 impl Stream for StoredFirst {
@@ -75,7 +80,9 @@ impl Stream for StoredFirst {
                         return Poll::Ready(Some(r));
                     }
                     Poll::Ready(Some(r)) => {
-                        this.waiting.push_back(r);
+                        if this.pending.insert(r.clone()) {
+                            this.waiting.push_back(r);
+                        }
                         continue;
                     }
                     Poll::Ready(None) => this.refs = None,
@@ -87,11 +94,15 @@ impl Stream for StoredFirst {
             {
                 let ctx = this.ctx.clone();
                 this.fetches
-                    .push(async move { admit(&ctx, r).await }.boxed());
+                    .push(async move { (r.clone(), admit(&ctx, r).await) }.boxed());
             }
             match this.fetches.poll_next_unpin(cx) {
-                Poll::Ready(Some(Some(r))) => return Poll::Ready(Some(r)),
-                Poll::Ready(Some(None)) => continue,
+                Poll::Ready(Some((done, admitted))) => {
+                    this.pending.remove(&done);
+                    if let Some(r) = admitted {
+                        return Poll::Ready(Some(r));
+                    }
+                }
                 Poll::Ready(None) if this.refs.is_none() && this.waiting.is_empty() => {
                     return Poll::Ready(None);
                 }
@@ -146,7 +157,7 @@ async fn admit(ctx: &Context, r: ClaimRef) -> Option<ClaimRef> {
             Ok(Ok(Some(claim))) => {
                 ctx.caches
                     .claim_writer
-                    .insert_fetched(claim, uid, &ctx.ledger());
+                    .insert_fetched(claim, uid, &ctx.ledger(), Instant::now());
                 return Some(r);
             }
             Ok(Ok(None)) => return None,
@@ -355,6 +366,19 @@ mod tests {
             next.expect("not behind the fetches").map(|r| r.name),
             Some("held".to_string())
         );
+    }
+
+    #[tokio::test]
+    async fn refs_of_one_claim_that_arrive_while_it_is_fetched_make_one_request() {
+        // A revisit pass and the sweep (or two passes) flag the same claim before its GET has
+        // answered: one GET, one ref handed on.
+        let c = bound(finalized(claim("c1")), "b1");
+        let h = out_of_store(&c, &[binding("b1", "5", &[("tenantName", "ga-2")])]);
+        let r = claim_ref(&claim_view(&c));
+        let json = serde_json::to_value(&c).expect("json");
+        h.api.expect([get_claim(&c).answer(200, json)]);
+        assert_eq!(through(&h, vec![r.clone(), r.clone(), r]).await, ["c1"]);
+        h.api.done();
     }
 
     #[tokio::test(start_paused = true)]

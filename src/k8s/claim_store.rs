@@ -52,9 +52,15 @@ pub fn to_store<K>(ev: &Event<K>, holds: impl Fn(&K) -> bool) -> ToStore {
 /// or the index says it needs a visit (a settled claim fetched for one keeps it through events
 /// that say nothing new, until its reconcile has recorded the new verdict). Only while the index
 /// can judge (`judging`, `controller::can_judge`: a config is in force and the caches have
-/// listed its bindings): before that every recorded binding looks lost, and the store would
-/// hold every claim. The claims that need a visit then are brought back once it can.
-pub fn held(judging: bool, ledger: &Ledger, claim: &StoredClaim, now: Instant) -> bool {
+/// listed its bindings; asked only for a settled claim): before that every recorded binding
+/// looks lost, and the store would hold every claim. The claims that need a visit then are
+/// brought back once it can.
+pub fn held(
+    judging: impl FnOnce() -> bool,
+    ledger: &Ledger,
+    claim: &StoredClaim,
+    now: Instant,
+) -> bool {
     // The request-source pass reads every claim a source made from the store
     // (`controller::sources::cached_input`): those stay, settled or not.
     let from_source = || {
@@ -67,7 +73,7 @@ pub fn held(judging: bool, ledger: &Ledger, claim: &StoredClaim, now: Instant) -
     if !claim.is_settled() || from_source() {
         return true;
     }
-    if !judging {
+    if !judging() {
         return false;
     }
     let uid = claim.meta().uid.as_deref().unwrap_or_default();
@@ -186,9 +192,11 @@ impl ClaimWriter {
     /// One claim watch event, as `to_store` says; `ledger` has just taken it in (and is held
     /// locked by the caller).
     pub fn apply(&self, ev: &Event<StoredClaim>, ledger: &Ledger, now: Instant) {
-        let judging = self.judging();
         let mut writer = self.lock();
-        match (to_store(ev, |c| held(judging, ledger, c, now)), ev) {
+        match (
+            to_store(ev, |c| held(|| self.judging(), ledger, c, now)),
+            ev,
+        ) {
             // A lagging event must not overwrite a newer copy fetched for a visit.
             (ToStore::AsIs, Event::Apply(c)) if self.holds_newer(c) => {}
             (ToStore::AsIs, _) => writer.apply_watcher_event(ev),
@@ -213,11 +221,18 @@ impl ClaimWriter {
 
     /// A claim fetched for the visit of the claim with uid `uid`, into the store (and into an
     /// open re-list's buffer) unless it is another claim of that name (re-created, another
-    /// uid), the store or the index already has a newer version of it, or the index no longer
-    /// has it (deleted meanwhile: no event would take it out again). A version the index does
+    /// uid), the store or the index already has a newer version of it, the index no longer
+    /// has it (deleted meanwhile: no event would take it out again), or the store would not
+    /// hold it now (`held`: the visit is no longer needed). A version the index does
     /// not know does not count as newer. `ledger` is held locked by the caller. Returns whether
     /// it went in.
-    pub fn insert_fetched(&self, claim: StoredClaim, uid: &str, ledger: &Ledger) -> bool {
+    pub fn insert_fetched(
+        &self,
+        claim: StoredClaim,
+        uid: &str,
+        ledger: &Ledger,
+        now: Instant,
+    ) -> bool {
         if claim.meta().uid.as_deref() != Some(uid) {
             return false;
         }
@@ -225,6 +240,12 @@ impl ClaimWriter {
         let Some(view) = ledger.inventory.claim(uid) else {
             return false;
         };
+        // Asked again now that the GET has answered: the visit may no longer be needed (the
+        // binding came back, another pass visited), and nothing would take the copy out before
+        // the next sweep.
+        if !held(|| self.judging(), ledger, &claim, now) {
+            return false;
+        }
         let newer = |known: Option<&str>| known.is_some() && is_newer(known, rv.as_deref());
         if newer(view.resource_version.as_deref()) {
             return false;
@@ -245,13 +266,12 @@ impl ClaimWriter {
     /// next event. The sweep calls it, holding `ledger` locked; the store holds only the
     /// claims that are not settled, so this walks few. Returns how many went.
     pub fn prune(&self, ledger: &Ledger, now: Instant) -> usize {
-        let judging = self.judging();
         let mut writer = self.lock();
         let gone: Vec<_> = self
             .store
             .state()
             .into_iter()
-            .filter(|c| !held(judging, ledger, c, now))
+            .filter(|c| !held(|| self.judging(), ledger, c, now))
             .collect();
         for c in &gone {
             writer.apply_watcher_event(&Event::Delete((**c).clone()));

@@ -385,13 +385,22 @@ async fn a_refresh_under_way_does_not_unsay_that_the_target_is_listed() {
     {
         // Where a refresh stands between its two steps: it holds the watch's lock.
         let _refresh = cache.running.write().unwrap();
-        assert!(cache.listed(&one), "a refresh made the listed target look unlisted");
+        assert!(
+            cache.listed(&one),
+            "a refresh made the listed target look unlisted"
+        );
         assert!(!cache.listed(&two));
     }
     assert!(cache.restart());
-    assert!(cache.listed(&one), "a refresh's new list is not a new target");
+    assert!(
+        cache.listed(&one),
+        "a refresh's new list is not a new target"
+    );
     cache.retarget(&two, |l| l.inventory.clear_bindings());
-    assert!(!cache.listed(&one), "the ledger no longer holds the old target's objects");
+    assert!(
+        !cache.listed(&one),
+        "the ledger no longer holds the old target's objects"
+    );
     assert!(!cache.listed(&two), "listed before its own list ended");
     while !cache.listed(&two) {
         assert!(Instant::now() < deadline, "the new list never ended");

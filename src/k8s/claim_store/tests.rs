@@ -192,24 +192,24 @@ fn a_fetched_claim_goes_in_unless_a_newer_copy_is_known_or_the_index_lost_it() {
     let ledger = &w.ledger;
     assert!(
         !w.writer
-            .insert_fetched(bound("a", 4, "b1"), "uid-a", ledger),
+            .insert_fetched(bound("a", 4, "b1"), "uid-a", ledger, Instant::now()),
         "the index has a newer one"
     );
     assert_eq!(w.stored("a"), None);
     assert!(
         w.writer
-            .insert_fetched(bound("a", 6, "b1"), "uid-a", ledger)
+            .insert_fetched(bound("a", 6, "b1"), "uid-a", ledger, Instant::now())
     );
     assert_eq!(w.stored("a").as_deref(), Some("6"));
     assert!(
         !w.writer
-            .insert_fetched(bound("a", 5, "b1"), "uid-a", ledger),
+            .insert_fetched(bound("a", 5, "b1"), "uid-a", ledger, Instant::now()),
         "the store has a newer one"
     );
     assert_eq!(w.stored("a").as_deref(), Some("6"));
     assert!(
         !w.writer
-            .insert_fetched(bound("gone", 9, "b1"), "uid-gone", ledger),
+            .insert_fetched(bound("gone", 9, "b1"), "uid-gone", ledger, Instant::now()),
         "not in the index: deleted meanwhile"
     );
     assert_eq!(w.stored("gone"), None);
@@ -281,7 +281,7 @@ fn a_claim_fetched_during_a_relist_is_still_held_when_the_list_ends() {
     w.ledger.apply_binding(binding("b1", 3, "other"));
     assert!(
         w.writer
-            .insert_fetched(bound("x", 2, "b1"), "uid-x", &w.ledger)
+            .insert_fetched(bound("x", 2, "b1"), "uid-x", &w.ledger, Instant::now())
     );
     assert_eq!(w.stored("x").as_deref(), Some("2"));
     w.follow(Event::InitDone);
@@ -305,7 +305,7 @@ fn a_fetched_claim_of_another_uid_stays_out_and_an_unknown_version_does_not_bloc
     again.metadata.uid = Some("uid-a2".into());
     assert!(
         !w.writer
-            .insert_fetched(StoredClaim::from(again), "uid-a", &w.ledger)
+            .insert_fetched(StoredClaim::from(again), "uid-a", &w.ledger, Instant::now())
     );
     assert_eq!(w.stored("a"), None);
     // The index's view has no version: the fetched copy goes in.
@@ -314,7 +314,7 @@ fn a_fetched_claim_of_another_uid_stays_out_and_an_unknown_version_does_not_bloc
     w.ledger.apply_claim(view);
     assert!(
         w.writer
-            .insert_fetched(bound("b", 6, "b1"), "uid-b", &w.ledger)
+            .insert_fetched(bound("b", 6, "b1"), "uid-b", &w.ledger, Instant::now())
     );
     assert_eq!(w.stored("b").as_deref(), Some("6"));
 }
@@ -325,10 +325,37 @@ fn a_lagging_watch_event_does_not_overwrite_a_newer_fetched_copy() {
     w.ledger.apply_claim(bound("a", 5, "b1").view());
     assert!(
         w.writer
-            .insert_fetched(bound("a", 7, "b1"), "uid-a", &w.ledger)
+            .insert_fetched(bound("a", 7, "b1"), "uid-a", &w.ledger, Instant::now())
     );
     w.follow(Event::Apply(bound("a", 6, "b1")));
     assert_eq!(w.stored("a").as_deref(), Some("7"), "the newer copy stays");
     w.follow(Event::Apply(bound("a", 8, "b1")));
     assert_eq!(w.stored("a").as_deref(), Some("8"));
+}
+
+#[test]
+fn a_fetched_claim_whose_visit_is_no_longer_needed_stays_out() {
+    // The binding was lost when the visit was asked for; by the time the GET answers it is the
+    // tenant's again (or another pass has visited): the copy would stay until the next sweep.
+    let mut w = Watch::new(&[binding("b1", 1, "other")]);
+    w.ledger.apply_claim(bound("a", 5, "b1").view());
+    w.ledger.apply_binding(binding("b1", 7, "ga"));
+    assert!(
+        !w.writer
+            .insert_fetched(bound("a", 5, "b1"), "uid-a", &w.ledger, Instant::now()),
+        "needs no visit any more"
+    );
+    assert_eq!(w.stored("a"), None);
+    // Until the index can judge nothing settled is held, fetched or not.
+    w.ledger.apply_binding(binding("b1", 8, "other"));
+    w.writer.judge(false);
+    assert!(
+        !w.writer
+            .insert_fetched(bound("a", 5, "b1"), "uid-a", &w.ledger, Instant::now())
+    );
+    w.writer.judge(true);
+    assert!(
+        w.writer
+            .insert_fetched(bound("a", 5, "b1"), "uid-a", &w.ledger, Instant::now())
+    );
 }
