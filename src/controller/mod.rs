@@ -721,19 +721,7 @@ async fn run_controllers(
     stop: CancellationToken,
     lost: CancellationToken,
 ) {
-    // Every claim not settled, once at the start: a new leader finds the old one's work undone.
-    // Settled ones whose binding moved come back through the inventory, the rest with the sweep.
-    // The watch's objects are kept from before the store is read: a list that ends in between
-    // hands its claims on (k8s::caches::stored_objects) instead of to nobody, and the store read
-    // here may be the old list's (a takeover right after an API server restart).
-    streams.claims_listening.store(true, Ordering::SeqCst);
-    for claim in ctx.caches.claims.state() {
-        if !claim.is_settled() {
-            let _ = ctx
-                .claim_kick
-                .unbounded_send(ObjectRef::from_obj(claim.as_ref()));
-        }
-    }
+    kick_unsettled(&ctx, &streams);
     tokio::spawn({
         let (ctx, stop) = (ctx.clone(), stop.clone());
         async move {
@@ -741,55 +729,24 @@ async fn run_controllers(
             ctx.lanes.close();
         }
     });
-    let pending = revisit::claims_to_revisit(ctx.clone(), stop.clone());
     let config_ticks = futures::stream::once(async {}).chain(coalesced_ticks(
         ctx.caches.feed.clone(),
         Duration::from_secs(1),
         stop.clone(),
     ));
-    let (configs, claims) = (ctx.caches.configs.clone(), ctx.caches.claims.clone());
+    let configs = ctx.caches.configs.clone();
     let config_controller = Controller::for_stream(spec_changes(streams.configs), configs)
         .reconcile_all_on(config_ticks)
-        .graceful_shutdown_on({
-            let stop = stop.clone();
-            async move { stop.cancelled().await }
-        })
+        .graceful_shutdown_on(cancelled(&stop))
         .run(config::reconcile, config::error_policy, ctx.clone())
-        .for_each(|r| {
-            if let Err(e) = r {
-                log_controller_error("HapConfig", &e);
-            }
-            futures::future::ready(())
-        });
+        .for_each(|r| logged("HapConfig", r));
+    let claims = ctx.caches.claims.clone();
     let claim_controller = Controller::for_stream(unsettled(streams.claims), claims)
         .with_config(claim_controller_config())
-        .reconcile_on(visits::stored_first(
-            ctx.clone(),
-            futures::stream::select(
-                futures::stream::select(pending, streams.kicks),
-                resync_sweep(
-                    ctx.caches.claims.clone(),
-                    Arc::new({
-                        let ctx = ctx.clone();
-                        move || visits::settled_visits(&ctx)
-                    }),
-                    ctx.args.resync,
-                    ctx.sweep_now.clone(),
-                    stop.clone(),
-                ),
-            ),
-        ))
-        .graceful_shutdown_on({
-            let stop = stop.clone();
-            async move { stop.cancelled().await }
-        })
+        .reconcile_on(claim_triggers(&ctx, streams.kicks, &stop))
+        .graceful_shutdown_on(cancelled(&stop))
         .run(claim::reconcile, claim::error_policy, ctx.clone())
-        .for_each(|r| {
-            if let Err(e) = r {
-                log_controller_error("AccountClaim", &e);
-            }
-            futures::future::ready(())
-        });
+        .for_each(|r| logged("AccountClaim", r));
     let source_controller = sources::run(ctx.clone(), stop.clone());
     tokio::select! {
         _ = async { tokio::join!(config_controller, claim_controller, source_controller) } => {}
@@ -798,6 +755,64 @@ async fn run_controllers(
         _ = lost.cancelled() => tracing::error!("leadership lost; in-flight work aborted"),
     }
     tracing::info!("controllers stopped");
+}
+
+/// Every claim not settled, once at the start: a new leader finds the old one's work undone.
+/// Settled ones whose binding moved come back through the inventory, the rest with the sweep.
+/// The watch's objects are kept from before the store is read: a list that ends in between
+/// hands its claims on (k8s::caches::stored_objects) instead of to nobody, and the store read
+/// here may be the old list's (a takeover right after an API server restart).
+fn kick_unsettled(ctx: &Context, streams: &Streams) {
+    streams.claims_listening.store(true, Ordering::SeqCst);
+    for claim in ctx.caches.claims.state() {
+        if !claim.is_settled() {
+            let _ = ctx
+                .claim_kick
+                .unbounded_send(ObjectRef::from_obj(claim.as_ref()));
+        }
+    }
+}
+
+/// What brings a claim to the claim controller besides its own watch: the revisits after
+/// inventory changes, the kicks, and the sweep each `--resync`, all through the stage that
+/// fetches a settled claim the store does not hold (`visits`).
+fn claim_triggers(
+    ctx: &Arc<Context>,
+    kicks: futures::channel::mpsc::UnboundedReceiver<ClaimRef>,
+    stop: &CancellationToken,
+) -> impl futures::Stream<Item = ClaimRef> + Send + use<> {
+    let pending = revisit::claims_to_revisit(ctx.clone(), stop.clone());
+    let settled = Arc::new({
+        let ctx = ctx.clone();
+        move || visits::settled_visits(&ctx)
+    });
+    let sweep = resync_sweep(
+        ctx.caches.claims.clone(),
+        settled,
+        ctx.args.resync,
+        ctx.sweep_now.clone(),
+        stop.clone(),
+    );
+    let refs = futures::stream::select(futures::stream::select(pending, kicks), sweep);
+    visits::stored_first(ctx.clone(), refs)
+}
+
+/// Resolves when `stop` is cancelled (a controller's graceful shutdown).
+fn cancelled(stop: &CancellationToken) -> impl std::future::Future<Output = ()> + Send + use<> {
+    let stop = stop.clone();
+    async move { stop.cancelled().await }
+}
+
+/// Logs a failed reconcile of `what`, as the controller's `for_each` step.
+fn logged<T, E, Q>(what: &str, r: Result<T, kcontroller::Error<E, Q>>) -> futures::future::Ready<()>
+where
+    E: std::error::Error + 'static,
+    Q: std::error::Error + 'static,
+{
+    if let Err(e) = r {
+        log_controller_error(what, &e);
+    }
+    futures::future::ready(())
 }
 
 fn log_controller_error<E: std::error::Error + 'static, Q: std::error::Error + 'static>(

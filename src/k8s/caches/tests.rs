@@ -142,6 +142,26 @@ impl Server {
         }
     }
 
+    /// A cache of this server's objects into `ledger`, not started yet.
+    fn cache(self: &Arc<Self>, ledger: &SharedLedger) -> Retargetable<String> {
+        Retargetable::new(
+            client(),
+            ledger.clone(),
+            ChangeFeed::default(),
+            self.start(),
+        )
+    }
+
+    /// Ticks until `done`; fails, saying `what` did not happen, after ten seconds.
+    async fn tick_until(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}");
+            self.tick();
+            settle().await;
+        }
+    }
+
     /// Each task one step further: `Init`, one page per object, `InitDone`, then the changes.
     fn tick(&self) {
         let objects = self.objects.lock().unwrap().clone();
@@ -190,19 +210,12 @@ async fn a_refresh_cycle_shorter_than_one_list_never_freezes_the_index() {
     let server = Arc::new(Server::default());
     *server.objects.lock().unwrap() = vec![bv("f1", 1), bv("f2", 1), bv("f3", 1), bv("a", 2)];
     let ledger: SharedLedger = Arc::default();
-    let cache = Retargetable::new(
-        client(),
-        ledger.clone(),
-        ChangeFeed::default(),
-        server.start(),
-    );
+    let cache = server.cache(&ledger);
     cache.retarget(&"garden".to_string(), |_| {});
+    server
+        .tick_until("the first list never ended", || cache.is_ready())
+        .await;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !cache.is_ready() {
-        assert!(Instant::now() < deadline, "the first list never ended");
-        server.tick();
-        settle().await;
-    }
     assert!(holds(&ledger, "a"));
     // The cluster moves on: b is created, a deleted.
     *server.objects.lock().unwrap() = vec![bv("f1", 1), bv("f2", 1), bv("f3", 1), bv("b", 5)];
@@ -240,19 +253,11 @@ async fn a_new_target_is_ready_only_when_its_own_list_has_ended() {
     let server = Arc::new(Server::default());
     *server.objects.lock().unwrap() = vec![bv("a", 1), bv("b", 2)];
     let ledger: SharedLedger = Arc::default();
-    let cache = Retargetable::new(
-        client(),
-        ledger.clone(),
-        ChangeFeed::default(),
-        server.start(),
-    );
+    let cache = server.cache(&ledger);
     cache.retarget(&"one".to_string(), |_| {});
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cache.is_ready() {
-        assert!(Instant::now() < deadline, "the first list never ended");
-        server.tick();
-        settle().await;
-    }
+    server
+        .tick_until("the first list never ended", || cache.is_ready())
+        .await;
     cache.retarget(&"two".to_string(), |l| l.inventory.clear_bindings());
     // Init and the first page only.
     for _ in 0..2 {
@@ -261,11 +266,9 @@ async fn a_new_target_is_ready_only_when_its_own_list_has_ended() {
         assert!(!cache.is_ready(), "ready before the new list ended");
         assert!(!cache.restart(), "a refresh would abort the running list");
     }
-    while !cache.is_ready() {
-        assert!(Instant::now() < deadline, "the new list never ended");
-        server.tick();
-        settle().await;
-    }
+    server
+        .tick_until("the new list never ended", || cache.is_ready())
+        .await;
     assert!(holds(&ledger, "a") && holds(&ledger, "b"));
     assert_eq!(lock(&ledger).inventory.open_relists(Kind::Binding), 0);
 }
@@ -367,21 +370,13 @@ async fn a_refresh_under_way_does_not_unsay_that_the_target_is_listed() {
     let server = Arc::new(Server::default());
     *server.objects.lock().unwrap() = vec![bv("a", 1)];
     let ledger: SharedLedger = Arc::default();
-    let cache = Retargetable::new(
-        client(),
-        ledger.clone(),
-        ChangeFeed::default(),
-        server.start(),
-    );
+    let cache = server.cache(&ledger);
     let (one, two) = ("one".to_string(), "two".to_string());
     assert!(!cache.listed(&one), "listed before any watch");
     cache.retarget(&one, |_| {});
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cache.listed(&one) {
-        assert!(Instant::now() < deadline, "the first list never ended");
-        server.tick();
-        settle().await;
-    }
+    server
+        .tick_until("the first list never ended", || cache.listed(&one))
+        .await;
     {
         // Where a refresh stands between its two steps: it holds the watch's lock.
         let _refresh = cache.running.write().unwrap();
@@ -402,9 +397,7 @@ async fn a_refresh_under_way_does_not_unsay_that_the_target_is_listed() {
         "the ledger no longer holds the old target's objects"
     );
     assert!(!cache.listed(&two), "listed before its own list ended");
-    while !cache.listed(&two) {
-        assert!(Instant::now() < deadline, "the new list never ended");
-        server.tick();
-        settle().await;
-    }
+    server
+        .tick_until("the new list never ended", || cache.listed(&two))
+        .await;
 }
