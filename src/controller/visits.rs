@@ -4,14 +4,16 @@
 //! store holds goes on at once. One it lacks is looked up in the index (by the uid the ref
 //! carries, `revisit::claim_ref`): when the index says the claim needs a visit
 //! (`selection::needs_visit`) it is fetched with one GET, put into the store, and handed on;
-//! otherwise it is dropped without a request. A second ref of a claim that waits or is being
-//! fetched is dropped (one GET). A claim that no longer exists (404) is dropped.
-//! Any other failure is retried a few times with a growing delay and then left to the sweep,
+//! otherwise it is dropped without a request. A second ref of a claim (name and uid) that
+//! waits or is being fetched is dropped (one GET). A claim that no longer exists (404) is
+//! dropped.
+//! Any other failure is retried a few times with a growing delay and then (unless the claim was
+//! asked for again meanwhile: then it is fetched once more) left to the sweep,
 //! which brings every claim the index flags back each `--resync`. Until the index can judge
 //! (`can_judge`: a config in force, its bindings listed) nothing is fetched: before that every
 //! recorded binding looks lost; the revisit pass that follows looks at every claim again.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
@@ -48,7 +50,7 @@ pub(super) fn stored_first(
         ctx,
         refs: Some(refs.boxed()),
         waiting: VecDeque::new(),
-        pending: HashSet::new(),
+        pending: HashMap::new(),
         fetches: FuturesUnordered::new(),
     }
 }
@@ -60,10 +62,44 @@ struct StoredFirst {
     /// `None` once the input has ended.
     refs: Option<BoxStream<'static, ClaimRef>>,
     waiting: VecDeque<ClaimRef>,
-    /// The refs waiting or fetching: a second ref of one of them is dropped, as the first is
-    /// judged afresh when its fetch starts and again when its GET has answered.
-    pending: HashSet<ClaimRef>,
-    fetches: FuturesUnordered<BoxFuture<'static, (ClaimRef, Option<ClaimRef>)>>,
+    /// The refs waiting or fetching (by name and uid: a claim re-created under its name is
+    /// another), each with whether it was asked for again meanwhile. A second ref of one of
+    /// them is dropped, as the first is judged afresh when its fetch starts and again when its
+    /// GET has answered; if that fetch fails, a claim asked for again is fetched once more.
+    pending: HashMap<Pending, bool>,
+    fetches: FuturesUnordered<BoxFuture<'static, (ClaimRef, Admitted)>>,
+}
+
+/// A ref's key in `pending`: kube's `ObjectRef` compares name and namespace, not the uid.
+type Pending = (ClaimRef, Option<String>);
+
+fn pending_key(r: &ClaimRef) -> Pending {
+    (r.clone(), r.extra.uid.clone())
+}
+
+/// How one ref's way through the stage ended.
+enum Admitted {
+    /// The store holds its claim: on to the controller.
+    Pass(ClaimRef),
+    /// No reconcile needs it (not flagged, gone, another claim of that name).
+    Dropped,
+    /// Every try of the GET failed.
+    Failed,
+}
+
+impl StoredFirst {
+    /// `r` waits for a fetch slot, unless a ref of its claim waits or is being fetched already.
+    fn wait(&mut self, r: ClaimRef) {
+        match self.pending.entry(pending_key(&r)) {
+            std::collections::hash_map::Entry::Occupied(mut asked) => {
+                asked.insert(true);
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(false);
+                self.waiting.push_back(r);
+            }
+        }
+    }
 }
 
 impl Stream for StoredFirst {
@@ -80,9 +116,7 @@ impl Stream for StoredFirst {
                         return Poll::Ready(Some(r));
                     }
                     Poll::Ready(Some(r)) => {
-                        if this.pending.insert(r.clone()) {
-                            this.waiting.push_back(r);
-                        }
+                        this.wait(r);
                         continue;
                     }
                     Poll::Ready(None) => this.refs = None,
@@ -98,9 +132,11 @@ impl Stream for StoredFirst {
             }
             match this.fetches.poll_next_unpin(cx) {
                 Poll::Ready(Some((done, admitted))) => {
-                    this.pending.remove(&done);
-                    if let Some(r) = admitted {
-                        return Poll::Ready(Some(r));
+                    let again = this.pending.remove(&pending_key(&done));
+                    match admitted {
+                        Admitted::Pass(r) => return Poll::Ready(Some(r)),
+                        Admitted::Failed if again == Some(true) => this.wait(done),
+                        Admitted::Failed | Admitted::Dropped => {}
                     }
                 }
                 Poll::Ready(None) if this.refs.is_none() && this.waiting.is_empty() => {
@@ -129,12 +165,14 @@ pub(super) fn settled_visits(ctx: &Context) -> Vec<ClaimRef> {
         .collect()
 }
 
-/// The ref, once the store holds its claim; `None` when no reconcile needs it.
-async fn admit(ctx: &Context, r: ClaimRef) -> Option<ClaimRef> {
+/// The ref, once the store holds its claim (see `Admitted`).
+async fn admit(ctx: &Context, r: ClaimRef) -> Admitted {
     if ctx.caches.claims.get(&r).is_some() {
-        return Some(r);
+        return Admitted::Pass(r);
     }
-    let (uid, ns) = (r.extra.uid.as_deref()?, r.namespace.as_deref()?);
+    let (Some(uid), Some(ns)) = (r.extra.uid.as_deref(), r.namespace.as_deref()) else {
+        return Admitted::Dropped;
+    };
     // Without a config in force whose bindings have been listed every recorded binding may look
     // lost: nothing is judged (the first revisit pass after that looks at every claim again).
     let flagged = super::can_judge(ctx) && {
@@ -144,7 +182,7 @@ async fn admit(ctx: &Context, r: ClaimRef) -> Option<ClaimRef> {
             .is_some_and(|c| needs_visit(c, inv, inflight, Instant::now()))
     };
     if !flagged {
-        return None;
+        return Admitted::Dropped;
     }
     let mut delay = FETCH_RETRY;
     for attempt in 1..=FETCH_TRIES {
@@ -158,9 +196,9 @@ async fn admit(ctx: &Context, r: ClaimRef) -> Option<ClaimRef> {
                 ctx.caches
                     .claim_writer
                     .insert_fetched(claim, uid, &ctx.ledger(), Instant::now());
-                return Some(r);
+                return Admitted::Pass(r);
             }
-            Ok(Ok(None)) => return None,
+            Ok(Ok(None)) => return Admitted::Dropped,
             Ok(Err(e)) if attempt == FETCH_TRIES => {
                 tracing::warn!(claim = %r, error = %e, "cannot read a settled claim that needs a visit; the sweep brings it back");
             }
@@ -173,7 +211,7 @@ async fn admit(ctx: &Context, r: ClaimRef) -> Option<ClaimRef> {
             }
         }
     }
-    None
+    Admitted::Failed
 }
 
 #[cfg(test)]
@@ -379,6 +417,56 @@ mod tests {
         h.api.expect([get_claim(&c).answer(200, json)]);
         assert_eq!(through(&h, vec![r.clone(), r.clone(), r]).await, ["c1"]);
         h.api.done();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_asked_for_again_while_its_fetch_fails_is_fetched_once_more() {
+        // Asked for again while the first fetch waits between tries: dropped then (one fetch at
+        // a time), but not lost when every try of that fetch fails.
+        let c = bound(finalized(claim("c1")), "b1");
+        let h = out_of_store(&c, &[binding("b1", "5", &[("tenantName", "ga-2")])]);
+        let r = claim_ref(&claim_view(&c));
+        let json = serde_json::to_value(&c).expect("json");
+        let failing = (0..FETCH_TRIES).map(|_| get_claim(&c).fail(500, "InternalError"));
+        h.api
+            .expect(failing.chain([get_claim(&c).answer(200, json)]));
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut stage = stored_first(h.ctx.clone(), rx).boxed();
+        tx.unbounded_send(r.clone()).expect("send");
+        let next = tokio::spawn(async move { stage.next().await.map(|r| r.name) });
+        while h.api.received().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        tx.unbounded_send(r.clone()).expect("send");
+        tx.unbounded_send(r).expect("send");
+        let got = tokio::time::timeout(Duration::from_secs(60), next).await;
+        assert_eq!(
+            got.expect("fetched once more").expect("task"),
+            Some("c1".to_string())
+        );
+        h.api.done();
+    }
+
+    #[tokio::test]
+    async fn a_claim_re_created_under_its_name_is_not_taken_for_the_one_being_fetched() {
+        let c = bound(finalized(claim("c1")), "b1");
+        let h = out_of_store(&c, &[]);
+        let mut stage = StoredFirst {
+            ctx: h.ctx.clone(),
+            refs: None,
+            waiting: VecDeque::new(),
+            pending: HashMap::new(),
+            fetches: FuturesUnordered::new(),
+        };
+        let old = claim_ref(&claim_view(&c));
+        let mut new = old.clone();
+        new.extra.uid = Some("uid-c1-again".into());
+        stage.wait(old.clone());
+        stage.wait(old);
+        stage.wait(new);
+        let uids: Vec<_> = stage.waiting.iter().map(|r| r.extra.uid.clone()).collect();
+        assert_eq!(uids.len(), 2, "{uids:?}");
+        assert_ne!(uids[0], uids[1]);
     }
 
     #[tokio::test(start_paused = true)]

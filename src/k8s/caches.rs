@@ -238,11 +238,12 @@ impl<T: Clone + PartialEq + Debug + Send + Sync + 'static> Retargetable<T> {
         let epoch = {
             let mut ledger = lock(&self.ledger);
             let epoch = self.state.epoch.fetch_add(1, Ordering::SeqCst) + 1;
-            reset(&mut ledger);
-            // In the same step as the reset: under the ledger's lock the target and the flag
-            // always speak of the objects the ledger holds (`listed`).
+            // In the same step as the reset, and before it (a reset that panics must not leave
+            // the old target listed): under the ledger's lock the target and the flag always
+            // speak of the objects the ledger holds (`listed`).
             *self.indexed.lock().unwrap_or_else(|p| p.into_inner()) = Some(target.clone());
             self.state.synced.store(false, Ordering::SeqCst);
+            reset(&mut ledger);
             epoch
         };
         *self.state.error.lock().unwrap_or_else(|p| p.into_inner()) = None;

@@ -267,11 +267,13 @@ impl ClaimWriter {
     /// claims that are not settled, so this walks few. Returns how many went.
     pub fn prune(&self, ledger: &Ledger, now: Instant) -> usize {
         let mut writer = self.lock();
+        // Asked once for the walk, and only if a settled claim needs the answer.
+        let judging = std::cell::OnceCell::new();
         let gone: Vec<_> = self
             .store
             .state()
             .into_iter()
-            .filter(|c| !held(|| self.judging(), ledger, c, now))
+            .filter(|c| !held(|| *judging.get_or_init(|| self.judging()), ledger, c, now))
             .collect();
         for c in &gone {
             writer.apply_watcher_event(&Event::Delete((**c).clone()));

@@ -401,3 +401,27 @@ async fn a_refresh_under_way_does_not_unsay_that_the_target_is_listed() {
         .tick_until("the new list never ended", || cache.listed(&two))
         .await;
 }
+
+#[tokio::test]
+async fn a_retarget_whose_reset_fails_leaves_no_target_listed() {
+    let server = Arc::new(Server::default());
+    *server.objects.lock().unwrap() = vec![bv("a", 1)];
+    let ledger: SharedLedger = Arc::default();
+    let cache = Arc::new(server.cache(&ledger));
+    let one = "one".to_string();
+    cache.retarget(&one, |_| {});
+    server
+        .tick_until("the first list never ended", || cache.listed(&one))
+        .await;
+    let panicked = std::thread::spawn({
+        let cache = cache.clone();
+        move || cache.retarget(&"two".to_string(), |_| panic!("reset failed"))
+    })
+    .join();
+    assert!(panicked.is_err());
+    assert!(
+        !cache.listed(&one),
+        "the old watch is stopped and the ledger half reset"
+    );
+    assert!(!cache.listed(&"two".to_string()));
+}
