@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::core::ApiResource;
 use tokio_util::sync::CancellationToken;
@@ -141,15 +140,6 @@ fn kind_view(cache: &ForeignCache) -> KindView {
     }
 }
 
-/// A claim's age for the plan's first sort only, by the local clock: the clean-up decides on the
-/// claim read live, by the API server's clock (`clean_up`).
-fn age(meta: &ObjectMeta) -> Duration {
-    meta.creation_timestamp
-        .as_ref()
-        .and_then(|t| jiff::Timestamp::now().duration_since(t.0).try_into().ok())
-        .unwrap_or_default()
-}
-
 /// The stamp of what a pass would read now (`Stamp`).
 fn stamp(ctx: &Context, active: &super::active::ActiveConfig, claims: u64) -> Stamp {
     let mut foreign = Vec::new();
@@ -183,13 +173,14 @@ fn cached_input(
     BTreeMap<SourceKind, KindView>,
     Option<Vec<serde_json::Value>>,
 ) {
+    let now = jiff::Timestamp::now();
     let claims: Vec<ClaimRecord> = ctx
         .caches
         .claims
         .state()
         .iter()
         .filter(|c| c.meta().namespace.as_deref() == Some(claim_ns))
-        .filter_map(|c| ClaimRecord::from_claim(c.meta(), c.status_fields(), age(c.meta())))
+        .filter_map(|c| ClaimRecord::from_claim(c.meta(), c.status_fields(), now))
         .collect();
     let mut views = BTreeMap::new();
     if let Ok(shoots) = ctx.sources.shoots.lock()
