@@ -6,7 +6,8 @@
 //! allocations per object for each kind and each structure, at every size given.
 //!
 //! `cargo run --example memory -- 10000 30000` (sizes in Shoots; half as many bindings are held,
-//! one Bound claim per Shoot, as in `scripts/bench.sh scale`). The figures are the heap the
+//! one Bound claim per Shoot, as in `scripts/bench.sh scale`); `--sources=N` makes the first N
+//! claims of each size a Shoot source's (its labels), as the admission webhook creates them. The figures are the heap the
 //! program asked for; glibc adds ~8–16 bytes per allocation and keeps freed chunks, which the
 //! process's VmRSS (the load benchmark's figure) also counts.
 
@@ -73,11 +74,19 @@ fn shoot(i: usize, taken: usize) -> Value {
     })
 }
 
-fn claim(i: usize, taken: usize) -> Value {
+fn claim(i: usize, taken: usize, from_source: bool) -> Value {
     let b = i % taken;
+    let mut labels = json!({"bench": "background"});
+    if from_source {
+        labels["accountpool.io/source-id"] = json!("shoots");
+        labels["accountpool.io/source-kind"] = json!("Shoot");
+        labels["accountpool.io/source-namespace"] = json!(GARDEN);
+        labels["accountpool.io/source-name"] = json!(format!("shoot-{i:05}"));
+        labels["accountpool.io/source-uid"] = json!(format!("0d3f6c2e-1b7a-4c55-9e1d-{i:012}"));
+    }
     json!({
         "apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim",
-        "metadata": with_finalizer(meta(&format!("c-{i:05}"), "claims-scale", i, json!({"bench": "background"}), json!({}))),
+        "metadata": with_finalizer(meta(&format!("c-{i:05}"), "claims-scale", i, labels, json!({}))),
         "spec": {"globalAccount": format!("ga-{b:05}"), "plan": "aws", "platformRegion": "cf-eu10",
             "shootName": format!("shoot-{i:05}")},
         "status": {"phase": "Bound", "credentialsBindingName": format!("aws-{b:05}"),
@@ -98,27 +107,22 @@ fn with_finalizer(mut meta: Value) -> Value {
 }
 
 fn main() {
-    let sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let sources: usize = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--sources="))
+        .map_or(0, |n| n.parse().expect("--sources=N takes a number"));
     let sizes = if sizes.is_empty() {
         vec![10_000, 30_000]
     } else {
         sizes
     };
-    println!(
-        "command: cargo run --example memory -- {}",
-        sizes
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    println!("command: cargo run --example memory -- {}", args.join(" "));
     println!("| Shoots | kind | structure | bytes/object | allocations/object |");
     println!("|---|---|---|---|---|");
     for n in sizes {
-        measure(n);
+        measure(n, sources.min(n));
     }
 }
 
@@ -132,7 +136,9 @@ fn row(n: usize, kind: &str, what: &str, before: (isize, isize), count: usize) {
     );
 }
 
-fn measure(n: usize) {
+/// `n` Shoots, half as many bindings held, one Bound claim per Shoot, the first `sources` of
+/// them a source's.
+fn measure(n: usize, sources: usize) {
     let taken = n / 2;
     let mut ledger = Ledger::new(InFlight::default());
     ledger.inventory = Inventory::new(ResolvedLabelKeys::default());
@@ -157,7 +163,8 @@ fn measure(n: usize) {
     writer.judge_by(std::sync::Arc::new(|| true));
     let mut claims = Vec::with_capacity(n);
     for i in 0..n {
-        claims.push(serde_json::from_value::<StoredClaim>(claim(i, taken)).expect("claim decodes"));
+        let c = claim(i, taken, i < sources);
+        claims.push(serde_json::from_value::<StoredClaim>(c).expect("claim decodes"));
     }
     // As the claim watch does: into the index first, then into the store through the same
     // translation (a settled claim the index does not flag stays out of the store).
@@ -177,7 +184,7 @@ fn measure(n: usize) {
     let objects = n + taken + n;
     row(n, "all", "store + index", start, objects);
     println!(
-        "| {n} | claim | held in the store | {} of {n} | |",
+        "| {n} | claim | held in the store | {} of {n} ({sources} a source's) | |",
         store.state().len()
     );
 }

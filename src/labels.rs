@@ -52,10 +52,13 @@ pub const FILLING: &str = "accountpool.io/filling";
 /// The prefix of every label and annotation key the operator itself defines.
 pub const OWN_PREFIX: &str = "accountpool.io/";
 
-/// Labels on the AccountClaims a request source creates (`sources::naming` names the rest).
+/// Labels on the AccountClaims a request source creates (`claim_state::SourceRef` reads them).
 pub const SOURCE_ID: &str = "accountpool.io/source-id";
 pub const SOURCE_KIND: &str = "accountpool.io/source-kind";
 pub const SOURCE_NAMESPACE: &str = "accountpool.io/source-namespace";
+/// The object's name, when it is a valid label value (names over 63 characters are left out).
+pub const SOURCE_NAME: &str = "accountpool.io/source-name";
+pub const SOURCE_UID: &str = "accountpool.io/source-uid";
 
 /// The kind of request object a claim was created for; `None` for claims no source created
 /// (or whose source labels are incomplete, which no source reads either).

@@ -3,15 +3,14 @@
 //! its plan — claims created, labelled or deleted, ClusterConfigs written or deleted, every write
 //! through the fenced writer — and keeps each source's status for the HapConfig. A change that
 //! touches neither a source's claims, its objects nor the config starts no pass (the index counts
-//! source claims per event), and with no source configured and no source claim left none walks
-//! the claim cache.
+//! source claims per event), and with no source configured and no source claim left none runs.
+//! A pass reads the source claims of its namespace from the index (`pools::ClaimView::source`),
+//! never from the claim store, which holds settled claims only for a visit.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use kube::core::ApiResource;
 use tokio_util::sync::CancellationToken;
 
@@ -20,6 +19,7 @@ use super::active::ConfigState;
 use crate::api::{AccountClaim, BindingKind, SourceKind, SourceStatus};
 use crate::k8s::Cluster;
 use crate::k8s::sources::{ForeignCache, SourceWrites};
+use crate::pools::Inventory;
 use crate::sources::kinds::cluster_config_resource;
 use crate::sources::naming::{ANNOTATION_SOURCE, SourceRef};
 use crate::sources::sync::{
@@ -141,15 +141,6 @@ fn kind_view(cache: &ForeignCache) -> KindView {
     }
 }
 
-/// A claim's age for the plan's first sort only, by the local clock: the clean-up decides on the
-/// claim read live, by the API server's clock (`clean_up`).
-fn age(meta: &ObjectMeta) -> Duration {
-    meta.creation_timestamp
-        .as_ref()
-        .and_then(|t| jiff::Timestamp::now().duration_since(t.0).try_into().ok())
-        .unwrap_or_default()
-}
-
 /// The stamp of what a pass would read now (`Stamp`).
 fn stamp(ctx: &Context, active: &super::active::ActiveConfig, claims: u64) -> Stamp {
     let mut foreign = Vec::new();
@@ -183,14 +174,7 @@ fn cached_input(
     BTreeMap<SourceKind, KindView>,
     Option<Vec<serde_json::Value>>,
 ) {
-    let claims: Vec<ClaimRecord> = ctx
-        .caches
-        .claims
-        .state()
-        .iter()
-        .filter(|c| c.meta().namespace.as_deref() == Some(claim_ns))
-        .filter_map(|c| ClaimRecord::from_claim(c.meta(), c.status_fields(), age(c.meta())))
-        .collect();
+    let claims = source_records(&ctx.ledger().inventory, claim_ns, jiff::Timestamp::now());
     let mut views = BTreeMap::new();
     if let Ok(shoots) = ctx.sources.shoots.lock()
         && let Some((_, cache)) = shoots.as_ref()
@@ -212,6 +196,25 @@ fn cached_input(
         })
     });
     (claims, views, cluster_configs)
+}
+
+/// The records of the claims request sources created in `claim_ns`, from the index, which keeps
+/// what the pass reads of each: the claim store need not hold them. Walks only those claims;
+/// the caller holds the ledger's lock for this walk alone.
+fn source_records(inv: &Inventory, claim_ns: &str, now: jiff::Timestamp) -> Vec<ClaimRecord> {
+    inv.source_claims(claim_ns)
+        .filter_map(|c| {
+            let facts = c.source.as_ref()?;
+            let uid = (!c.uid.is_empty()).then(|| c.uid.clone());
+            Some(ClaimRecord::from_facts(
+                facts,
+                c.name.clone(),
+                uid,
+                c.deleting,
+                now,
+            ))
+        })
+        .collect()
 }
 
 /// One pass: the plan over what the caches show, carried out (`pub(super)` for its tests).
@@ -409,6 +412,8 @@ fn object_name(source: &SourceRef, live: &AccountClaim) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use kube::Resource;
+
     use super::*;
 
     fn stamp(claims: u64, events: u64) -> Stamp {
@@ -417,6 +422,97 @@ mod tests {
             claims,
             foreign: vec![(Some(SourceKind::Runtime), events)],
         }
+    }
+
+    /// A claim `name` in `ns` at `rv`, made by a source when `kind` is given.
+    fn stored(
+        name: &str,
+        ns: &str,
+        kind: Option<&str>,
+        edit: impl FnOnce(&mut AccountClaim),
+    ) -> crate::k8s::lean::StoredClaim {
+        use crate::sources::naming::{LABEL_SOURCE_NAME, LABEL_SOURCE_UID};
+        let mut c = AccountClaim::new(name, Default::default());
+        c.metadata.namespace = Some(ns.into());
+        c.metadata.uid = Some(format!("uid-{name}"));
+        c.metadata.resource_version = Some("1".into());
+        c.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-11-27T03:00:00Z".parse().expect("a timestamp"),
+        ));
+        if let Some(kind) = kind {
+            c.metadata.labels = Some(BTreeMap::from([
+                (crate::labels::SOURCE_ID.into(), format!("{kind}-source")),
+                (crate::labels::SOURCE_KIND.into(), kind.into()),
+                (crate::labels::SOURCE_NAMESPACE.into(), "objects".into()),
+                (LABEL_SOURCE_NAME.into(), format!("object-{name}")),
+                (LABEL_SOURCE_UID.into(), format!("object-uid-{name}")),
+                ("team".into(), "x".into()),
+            ]));
+        }
+        edit(&mut c);
+        c.into()
+    }
+
+    #[test]
+    fn the_index_gives_the_records_the_whole_claims_gave() {
+        use crate::api::{AccountClaimStatus, ClaimPhase};
+        use crate::sources::naming::{LABEL_SOURCE_NAME, LABEL_SOURCE_UID};
+        let status = |phase, binding: Option<&str>| {
+            Some(AccountClaimStatus {
+                observed_generation: Some(1),
+                phase: Some(phase),
+                credentials_binding_name: binding.map(Into::into),
+                binding_namespace: binding.map(|_| "garden".into()),
+                ..Default::default()
+            })
+        };
+        let claims = [
+            stored("new", "kcp", Some("Shoot"), |_| {}),
+            stored("pending", "kcp", Some("Runtime"), |c| {
+                c.status = status(ClaimPhase::Pending, None);
+            }),
+            stored("bound", "kcp", Some("Shoot"), |c| {
+                c.status = status(ClaimPhase::Bound, Some("b1"));
+            }),
+            stored("failed", "kcp", Some("Cluster"), |c| {
+                c.status = status(ClaimPhase::Failed, Some("b2"));
+            }),
+            stored("deleting", "kcp", Some("Shoot"), |c| {
+                c.status = status(ClaimPhase::Bound, Some("b3"));
+                c.metadata.deletion_timestamp = c.metadata.creation_timestamp.clone();
+            }),
+            // An openmcp Cluster named by the API server: no name label, no uid label yet.
+            stored("unnamed", "kcp", Some("Cluster"), |c| {
+                let l = c.metadata.labels.as_mut().expect("labels");
+                l.remove(LABEL_SOURCE_NAME);
+                l.remove(LABEL_SOURCE_UID);
+            }),
+            stored("undated", "kcp", Some("Shoot"), |c| {
+                c.metadata.creation_timestamp = None;
+            }),
+            stored("person", "kcp", None, |c| {
+                c.status = status(ClaimPhase::Bound, Some("b4"));
+            }),
+            stored("elsewhere", "other", Some("Shoot"), |_| {}),
+        ];
+        let now: jiff::Timestamp = "2026-11-27T04:00:00Z".parse().unwrap();
+        let mut from_store: Vec<ClaimRecord> = claims
+            .iter()
+            .filter(|c| c.meta().namespace.as_deref() == Some("kcp"))
+            .filter_map(|c| ClaimRecord::from_claim(c.meta(), c.status_fields(), now))
+            .collect();
+        let inv = crate::pools::tests::inventory(
+            vec![],
+            claims.iter().map(|c| c.view()).collect(),
+            vec![],
+        );
+        let mut from_index = source_records(&inv, "kcp", now);
+        from_store.sort_by(|a, b| a.name.cmp(&b.name));
+        from_index.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(from_store.len(), 7, "every source claim of kcp");
+        assert_eq!(from_index, from_store);
+        let bound = from_index.iter().find(|r| r.name == "bound").unwrap();
+        assert_eq!(bound.age, Duration::from_secs(3600));
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! The claim store: the whole claims a reconcile reads, kept by kube-runtime's reflector store.
 //! It holds a claim only while a reconcile may need it: every claim that is not settled
-//! (`status::settled`), every claim a request source made (the source pass reads them all from
-//! here), and a settled one the index says needs a visit (`selection::needs_visit`,
+//! (`status::settled`), and a settled one the index says needs a visit (`selection::needs_visit`,
 //! fetched with one GET when it is not here), the latter only while the index can judge (every
-//! cache a decision needs has listed). The index keeps every claim's view; at 100k Bound claims
-//! the store's copies were 2 KB each, the larger half of the claims' memory.
+//! cache a decision needs has listed). The index keeps every claim's view, and what the
+//! request-source pass reads of a source's claim; at 100k Bound claims the store's copies were
+//! 2 KB each, the larger half of the claims' memory.
 //!
 //! Its writer is shared (kube's `reflector()` would own it): the claim watch applies each event
 //! to the ledger and then, translated (`to_store`), to the store, both under the ledger's lock;
@@ -61,16 +61,7 @@ pub fn held(
     claim: &StoredClaim,
     now: Instant,
 ) -> bool {
-    // The request-source pass reads every claim a source made from the store
-    // (`controller::sources::cached_input`): those stay, settled or not.
-    let from_source = || {
-        claim
-            .meta()
-            .labels
-            .as_ref()
-            .is_some_and(|l| crate::labels::source_kind(l).is_some())
-    };
-    if !claim.is_settled() || from_source() {
+    if !claim.is_settled() {
         return true;
     }
     if !judging() {

@@ -1,13 +1,14 @@
 //! The plain views of the API objects: which binding a claim records (through
-//! `claim_state::recorded_binding`, the one definition of "bound"), which binding a Shoot uses, a
-//! binding's labels and credential kind — each with the resourceVersion that orders views of the object.
+//! `claim_state::recorded_binding`, the one definition of "bound"), what the request-source pass
+//! reads of a claim a source made, which binding a Shoot uses, a binding's labels and credential
+//! kind — each with the resourceVersion that orders views of the object.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use super::{BindingView, ClaimView, ShootView};
 use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, CredentialsKind, Shoot};
-use crate::claim_state::{is_denied, recorded_binding, waiting_in};
+use crate::claim_state::{SourceFacts, is_denied, recorded_binding, waiting_in};
 
 /// The view of a claim that selection, release and counting take.
 pub fn claim_view(c: &AccountClaim) -> ClaimView {
@@ -34,7 +35,7 @@ pub fn claim_view_of(
         waiting_in: status.and_then(waiting_in),
         deleting: meta.deletion_timestamp.is_some(),
         denied: status.is_some_and(is_denied),
-        source: meta.labels.as_ref().and_then(crate::labels::source_kind),
+        source: SourceFacts::of(meta, status).map(Box::new),
     }
 }
 

@@ -483,8 +483,8 @@ impl Inventory {
     /// Adds (`add`) or removes what one claim contributes: its cluster on its binding, and its
     /// place among the claims waiting for a pool.
     fn count_claim(&mut self, c: &ClaimView, add: bool) {
-        if let Some(kind) = c.source {
-            self.count_source_claim(&c.namespace, kind, add);
+        if let Some(facts) = &c.source {
+            self.count_source_claim(c, facts.source.kind, add);
         }
         if let Some(pool) = &c.waiting_in {
             let set = self.waiting.entry(pool.clone()).or_default();
@@ -529,16 +529,20 @@ impl Inventory {
         self.count_cluster(binding, &cluster, add);
     }
 
-    fn count_source_claim(&mut self, namespace: &str, kind: crate::api::SourceKind, add: bool) {
+    fn count_source_claim(&mut self, c: &ClaimView, kind: crate::api::SourceKind, add: bool) {
         self.source_epoch = self.source_epoch.wrapping_add(1);
-        let per_kind = self.source_claims.entry(namespace.to_string()).or_default();
-        let n = per_kind.entry(kind).or_default();
-        *n = if add { *n + 1 } else { n.saturating_sub(1) };
-        if *n == 0 {
+        let per_kind = self.source_claims.entry(c.namespace.clone()).or_default();
+        let uids = per_kind.entry(kind).or_default();
+        if add {
+            uids.insert(c.uid.clone());
+        } else {
+            uids.remove(&c.uid);
+        }
+        if uids.is_empty() {
             per_kind.remove(&kind);
         }
         if per_kind.is_empty() {
-            self.source_claims.remove(namespace);
+            self.source_claims.remove(&c.namespace);
         }
     }
 

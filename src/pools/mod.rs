@@ -71,8 +71,9 @@ pub struct ClaimView {
     pub deleting: bool,
     /// A deny entry refused it: final, nothing in the inventory changes it.
     pub denied: bool,
-    /// The kind of request object a source created it for (`labels::source_kind`).
-    pub source: Option<crate::api::SourceKind>,
+    /// What the request-source pass reads of a claim a source created (its kind, object, phase,
+    /// binding, creation); `None`, one pointer, for every other claim.
+    pub source: Option<Box<crate::claim_state::SourceFacts>>,
 }
 
 impl ClaimView {
@@ -193,9 +194,10 @@ pub struct Inventory {
     changes: Changes,
     gone: Vec<(Kind, String)>,
     tallies: tallies::Tallies,
-    /// Claims a request source created, per namespace and kind: the source controller reads
-    /// which kinds it must watch without walking every claim.
-    source_claims: HashMap<String, BTreeMap<crate::api::SourceKind, usize>>,
+    /// The uids of the claims a request source created, per namespace and kind: the source
+    /// controller reads which kinds it must watch, and walks its claims, without walking every
+    /// claim.
+    source_claims: HashMap<String, BTreeMap<crate::api::SourceKind, BTreeSet<String>>>,
     /// Moves with every event of such a claim: the source controller skips a pass it has done.
     source_epoch: u64,
     /// Binding states and what the lifecycle status names, kept per event (`states.rs`).
@@ -392,6 +394,16 @@ impl Inventory {
             .get(namespace)
             .map(|m| m.keys().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// The claims request sources created in `namespace`, by kind, then uid.
+    pub fn source_claims(&self, namespace: &str) -> impl Iterator<Item = &ClaimView> {
+        self.source_claims
+            .get(namespace)
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .flatten()
+            .filter_map(|uid| self.claim(uid))
     }
 
     /// A number that changes whenever a claim a request source created changes.

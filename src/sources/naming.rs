@@ -12,14 +12,14 @@ use sha3::Shake128;
 use sha3::digest::{ExtendableOutput, Update, XofReader};
 
 use crate::api::SourceKind;
+pub use crate::claim_state::SourceRef;
 
 /// Labels on the AccountClaims a source creates.
 pub const LABEL_SOURCE_ID: &str = crate::labels::SOURCE_ID;
 pub const LABEL_SOURCE_KIND: &str = crate::labels::SOURCE_KIND;
 pub const LABEL_SOURCE_NAMESPACE: &str = crate::labels::SOURCE_NAMESPACE;
-/// The object's name, when it is a valid label value (names over 63 characters are left out).
-pub const LABEL_SOURCE_NAME: &str = "accountpool.io/source-name";
-pub const LABEL_SOURCE_UID: &str = "accountpool.io/source-uid";
+pub const LABEL_SOURCE_NAME: &str = crate::labels::SOURCE_NAME;
+pub const LABEL_SOURCE_UID: &str = crate::labels::SOURCE_UID;
 /// The whole identity of the object (`Runtime kcp-system/name`), whatever its length.
 pub const ANNOTATION_SOURCE: &str = "accountpool.io/source";
 /// On a source claim: when the webhook last created or handed it back for an admission (RFC 3339,
@@ -152,64 +152,6 @@ pub fn claim_object(
         },
         "spec": spec,
     })
-}
-
-/// The identity of the object a claim serves, as its labels record it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SourceRef {
-    pub source_id: String,
-    pub kind: SourceKind,
-    pub namespace: String,
-    /// `None` until known (an openmcp Cluster named by the API server).
-    pub name: Option<String>,
-    pub uid: Option<String>,
-}
-
-impl SourceRef {
-    /// The labels of the claim.
-    pub fn labels(&self) -> BTreeMap<String, String> {
-        let mut l = BTreeMap::from([
-            (LABEL_SOURCE_ID.to_string(), self.source_id.clone()),
-            (
-                LABEL_SOURCE_KIND.to_string(),
-                self.kind.as_str().to_string(),
-            ),
-            (LABEL_SOURCE_NAMESPACE.to_string(), self.namespace.clone()),
-        ]);
-        if let Some(n) = self
-            .name
-            .as_ref()
-            .filter(|n| crate::diag::label_value_problem(n).is_none())
-        {
-            l.insert(LABEL_SOURCE_NAME.to_string(), n.clone());
-        }
-        if let Some(u) = &self.uid {
-            l.insert(LABEL_SOURCE_UID.to_string(), u.clone());
-        }
-        l
-    }
-
-    /// `Runtime kcp-system/name` (or `Cluster p/(generated)`), for the annotation and messages.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} {}/{}",
-            self.kind.as_str(),
-            self.namespace,
-            self.name.as_deref().unwrap_or("(name not generated yet)")
-        )
-    }
-
-    /// Reads the labels of a claim; `None` for claims no source created.
-    pub fn from_labels(labels: &BTreeMap<String, String>) -> Option<Self> {
-        let kind = crate::labels::source_kind(labels)?;
-        Some(Self {
-            source_id: labels.get(LABEL_SOURCE_ID)?.clone(),
-            kind,
-            namespace: labels.get(LABEL_SOURCE_NAMESPACE)?.clone(),
-            name: labels.get(LABEL_SOURCE_NAME).cloned(),
-            uid: labels.get(LABEL_SOURCE_UID).cloned(),
-        })
-    }
 }
 
 #[cfg(test)]

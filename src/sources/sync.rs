@@ -27,6 +27,7 @@ use super::{CompiledSource, CompiledSources};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::{AccountClaimStatus, BindingKind, ClaimPhase, SourceKind, SourceStatus};
+use crate::claim_state::SourceFacts;
 
 /// A source-created claim, as the pass sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,19 +46,44 @@ impl ClaimRecord {
     pub fn from_claim(
         meta: &ObjectMeta,
         status: Option<&AccountClaimStatus>,
-        age: Duration,
+        now: jiff::Timestamp,
     ) -> Option<Self> {
-        let source = SourceRef::from_labels(meta.labels.as_ref()?)?;
-        Some(Self {
-            name: meta.name.clone()?,
-            uid: meta.uid.clone(),
-            source,
-            phase: status.and_then(|s| s.phase),
-            binding: status.and_then(|s| s.credentials_binding_name.clone()),
-            age,
-            deleting: meta.deletion_timestamp.is_some(),
-        })
+        let facts = SourceFacts::of(meta, status)?;
+        Some(Self::from_facts(
+            &facts,
+            meta.name.clone()?,
+            meta.uid.clone(),
+            meta.deletion_timestamp.is_some(),
+            now,
+        ))
     }
+
+    /// The record of a claim with `facts` (the index keeps them), its age counted to `now`.
+    pub fn from_facts(
+        facts: &SourceFacts,
+        name: String,
+        uid: Option<String>,
+        deleting: bool,
+        now: jiff::Timestamp,
+    ) -> Self {
+        Self {
+            name,
+            uid,
+            source: facts.source.clone(),
+            phase: facts.phase,
+            binding: facts.binding.clone(),
+            age: age(facts.created, now),
+            deleting,
+        }
+    }
+}
+
+/// A claim's age for the plan's first sort only, by the local clock: the clean-up decides on the
+/// claim read live, by the API server's clock (`clean_up`).
+fn age(created: Option<jiff::Timestamp>, now: jiff::Timestamp) -> Duration {
+    created
+        .and_then(|t| now.duration_since(t).try_into().ok())
+        .unwrap_or_default()
 }
 
 /// A claim as the clean-up reads it from the API server, before it looks for the object: the

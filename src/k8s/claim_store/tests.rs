@@ -254,7 +254,7 @@ fn until_the_index_can_judge_no_settled_claim_is_held() {
 }
 
 #[test]
-fn a_settled_claim_a_request_source_made_stays_for_the_source_pass() {
+fn a_settled_claim_a_request_source_made_is_left_to_the_index() {
     let mut w = Watch::new(&[binding("b1", 1, "ga")]);
     let mut c = bound("a", 2, "b1").expand();
     c.metadata.labels = Some(BTreeMap::from([
@@ -267,8 +267,19 @@ fn a_settled_claim_a_request_source_made_stays_for_the_source_pass() {
     ]));
     let c = StoredClaim::from(c);
     assert!(c.is_settled());
-    w.follow(Event::Apply(c));
-    assert_eq!(w.stored("a").as_deref(), Some("2"));
+    w.follow(Event::Apply(c.clone()));
+    assert_eq!(w.stored("a"), None, "the source pass reads the index");
+    assert!(
+        w.ledger
+            .inventory
+            .claim("uid-a")
+            .is_some_and(|v| v.source.is_some())
+    );
+    // Nor does a re-list keep it.
+    w.follow(Event::Init);
+    w.follow(Event::InitApply(c));
+    w.follow(Event::InitDone);
+    assert_eq!(w.stored("a"), None);
 }
 
 #[test]

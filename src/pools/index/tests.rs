@@ -346,3 +346,130 @@ fn overlapping_relists_each_drop_only_what_they_did_not_list() {
     inv.end_relist(Kind::Binding, r, Some("9"));
     assert!(inv.binding("z").is_none());
 }
+
+/// A claim `name` in `ns` at `rv`, through the same view the claim watch builds; made by the
+/// Shoot source when `from_source`.
+fn source_claim(
+    name: &str,
+    ns: &str,
+    rv: u64,
+    from_source: bool,
+    edit: impl FnOnce(&mut crate::api::AccountClaim),
+) -> ClaimView {
+    use crate::labels::{SOURCE_NAME, SOURCE_UID};
+    let mut c = crate::api::AccountClaim::new(name, Default::default());
+    c.metadata.namespace = Some(ns.into());
+    c.metadata.uid = Some(format!("uid-{name}"));
+    c.metadata.resource_version = Some(rv.to_string());
+    c.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-11-27T03:00:00Z".parse().expect("a timestamp"),
+    ));
+    if from_source {
+        c.metadata.labels = Some(BTreeMap::from([
+            (crate::labels::SOURCE_ID.into(), "shoots".into()),
+            (crate::labels::SOURCE_KIND.into(), "Shoot".into()),
+            (crate::labels::SOURCE_NAMESPACE.into(), "garden".into()),
+            (SOURCE_NAME.into(), format!("shoot-{name}")),
+            (SOURCE_UID.into(), format!("shoot-uid-{name}")),
+        ]));
+    }
+    edit(&mut c);
+    crate::pools::claim_view(&c)
+}
+
+fn facts_of<'a>(inv: &'a Inventory, uid: &str) -> Option<&'a crate::claim_state::SourceFacts> {
+    inv.claim(uid).and_then(|c| c.source.as_deref())
+}
+
+fn source_uids(inv: &Inventory, ns: &str) -> Vec<String> {
+    inv.source_claims(ns).map(|c| c.uid.clone()).collect()
+}
+
+#[test]
+fn source_facts_follow_each_event_of_the_claim_and_go_with_its_deletion() {
+    use crate::api::{AccountClaimStatus, ClaimPhase};
+    let mut inv = Inventory::default();
+    inv.apply_claim(source_claim("a", "kcp", 1, true, |c| {
+        c.status = Some(AccountClaimStatus {
+            phase: Some(ClaimPhase::Pending),
+            ..Default::default()
+        });
+    }));
+    let f = facts_of(&inv, "uid-a").expect("a source claim carries its facts");
+    assert_eq!(f.source.kind, crate::api::SourceKind::Shoot);
+    assert_eq!(f.source.name.as_deref(), Some("shoot-a"));
+    assert_eq!(f.source.uid.as_deref(), Some("shoot-uid-a"));
+    assert_eq!(f.phase, Some(ClaimPhase::Pending));
+    assert_eq!(f.binding, None);
+    assert_eq!(f.created, Some("2026-11-27T03:00:00Z".parse().unwrap()));
+
+    inv.apply_claim(source_claim("a", "kcp", 2, true, |c| {
+        c.status = Some(AccountClaimStatus {
+            phase: Some(ClaimPhase::Bound),
+            credentials_binding_name: Some("b1".into()),
+            ..Default::default()
+        });
+    }));
+    let f = facts_of(&inv, "uid-a").expect("still a source claim");
+    assert_eq!(f.phase, Some(ClaimPhase::Bound));
+    assert_eq!(f.binding.as_deref(), Some("b1"));
+    assert!(!inv.claim("uid-a").unwrap().deleting);
+
+    inv.apply_claim(source_claim("a", "kcp", 3, true, |c| {
+        c.metadata.deletion_timestamp = c.metadata.creation_timestamp.clone();
+    }));
+    assert!(inv.claim("uid-a").unwrap().deleting);
+    assert_eq!(source_uids(&inv, "kcp"), ["uid-a"]);
+
+    inv.delete_claim("uid-a", Some("4"));
+    assert!(facts_of(&inv, "uid-a").is_none());
+    assert!(source_uids(&inv, "kcp").is_empty());
+    assert!(inv.source_kinds("kcp").is_empty());
+}
+
+#[test]
+fn source_facts_are_none_for_a_claim_no_source_made() {
+    let mut inv = Inventory::default();
+    inv.apply_claim(source_claim("p", "kcp", 1, false, |_| {}));
+    assert!(inv.claim("uid-p").is_some());
+    assert!(facts_of(&inv, "uid-p").is_none());
+    assert!(source_uids(&inv, "kcp").is_empty());
+    // Incomplete source labels are no source's either.
+    inv.apply_claim(source_claim("p", "kcp", 2, true, |c| {
+        if let Some(l) = c.metadata.labels.as_mut() {
+            l.remove(crate::labels::SOURCE_NAMESPACE);
+        }
+    }));
+    assert!(facts_of(&inv, "uid-p").is_none());
+    assert!(source_uids(&inv, "kcp").is_empty());
+}
+
+#[test]
+fn source_facts_set_per_namespace_follows_namespace_and_label_changes() {
+    let mut inv = Inventory::default();
+    inv.apply_claim(source_claim("a", "kcp", 1, true, |_| {}));
+    inv.apply_claim(source_claim("b", "kcp", 2, true, |_| {}));
+    inv.apply_claim(source_claim("c", "other", 3, true, |_| {}));
+    inv.apply_claim(source_claim("p", "kcp", 4, false, |_| {}));
+    assert_eq!(source_uids(&inv, "kcp"), ["uid-a", "uid-b"]);
+    assert_eq!(source_uids(&inv, "other"), ["uid-c"]);
+
+    // A claim that loses its source labels leaves the set; one that gains them joins it.
+    inv.apply_claim(source_claim("a", "kcp", 5, false, |_| {}));
+    inv.apply_claim(source_claim("p", "kcp", 6, true, |_| {}));
+    assert_eq!(source_uids(&inv, "kcp"), ["uid-b", "uid-p"]);
+
+    // The same uid seen in another namespace (the index keys claims by uid) moves with it.
+    inv.apply_claim(source_claim("c", "kcp", 7, true, |_| {}));
+    assert_eq!(source_uids(&inv, "kcp"), ["uid-b", "uid-c", "uid-p"]);
+    assert!(source_uids(&inv, "other").is_empty());
+    assert!(inv.source_kinds("other").is_empty());
+
+    // A re-list that no longer contains a claim takes it out of the set too.
+    let r = inv.begin_relist(Kind::Claim);
+    for (n, rv) in [("c", 7), ("p", 6)] {
+        inv.apply_claim(source_claim(n, "kcp", rv, true, |_| {}));
+    }
+    inv.end_relist(Kind::Claim, r, Some("8"));
+    assert_eq!(source_uids(&inv, "kcp"), ["uid-c", "uid-p"]);
+}
