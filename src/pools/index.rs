@@ -11,6 +11,7 @@
 //! in version order, so by then the object's own event would have arrived had it still existed).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use super::tallies::Share;
 use super::{
@@ -450,7 +451,7 @@ impl Inventory {
             self.count_claim(&old, false);
         }
         self.count_claim(&view, true);
-        self.claims.insert(view.uid.clone(), Box::new(view));
+        self.claims.insert(view.uid.clone(), Arc::new(view));
         self.advance(Kind::Claim, rv.as_deref());
         true
     }

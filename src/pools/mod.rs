@@ -22,6 +22,7 @@ mod states;
 mod tallies;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 pub use from_api::{binding_view, claim_view, claim_view_of, shoot_view};
 pub use index::{Changes, Kind, Relist, is_newer};
@@ -186,7 +187,9 @@ pub struct Inventory {
     cluster_bindings: HashMap<String, SmallMap<u32>>,
     claims_on: HashMap<String, SmallMap<String>>,
     /// Boxed: the table keeps ~40 % of its slots empty, and a view is ~230 bytes.
-    claims: HashMap<String, Box<ClaimView>>,
+    /// Shared (`Arc`): the request-source pass takes its claims' views under the ledger's lock
+    /// by reference count alone, and reads them after the lock is gone.
+    claims: HashMap<String, Arc<ClaimView>>,
     recorded: HashMap<String, SmallSet>,
     waiting: HashMap<PoolKey, BTreeSet<String>>,
     shoots: HashMap<String, ShootView>,
@@ -397,13 +400,13 @@ impl Inventory {
     }
 
     /// The claims request sources created in `namespace`, by kind, then uid.
-    pub fn source_claims(&self, namespace: &str) -> impl Iterator<Item = &ClaimView> {
+    pub fn source_claims(&self, namespace: &str) -> impl Iterator<Item = &Arc<ClaimView>> {
         self.source_claims
             .get(namespace)
             .into_iter()
             .flat_map(BTreeMap::values)
             .flatten()
-            .filter_map(|uid| self.claim(uid))
+            .filter_map(|uid| self.claims.get(uid))
     }
 
     /// A number that changes whenever a claim a request source created changes.
