@@ -473,3 +473,17 @@ fn source_facts_set_per_namespace_follows_namespace_and_label_changes() {
     inv.end_relist(Kind::Claim, r, Some("8"));
     assert_eq!(source_uids(&inv, "kcp"), ["uid-c", "uid-p"]);
 }
+
+#[test]
+fn an_older_view_of_a_source_claim_changes_nothing() {
+    // The index refuses a view older than the one it holds (`admit`): its labels must not
+    // move the claim between the sets either.
+    let mut inv = Inventory::default();
+    inv.apply_claim(source_claim("a", "kcp", 5, true, |_| {}));
+    assert!(!inv.apply_claim(source_claim("a", "kcp", 4, false, |_| {})));
+    assert_eq!(source_uids(&inv, "kcp"), ["uid-a"]);
+    assert!(facts_of(&inv, "uid-a").is_some());
+    assert!(!inv.apply_claim(source_claim("a", "other", 3, true, |_| {})));
+    assert_eq!(source_uids(&inv, "kcp"), ["uid-a"]);
+    assert!(source_uids(&inv, "other").is_empty());
+}
