@@ -49,6 +49,7 @@ use kube::core::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use private_env::{OperatorProcess, PrivateEnv, env_num, hap_binary, request_counts};
+use profile::Perf;
 use serde_json::json;
 
 fn binding_ar() -> ApiResource {
@@ -342,6 +343,7 @@ async fn operator_round(
     let before = request_counts(&env.apiserver_metrics());
     let gardener_before = request_counts(&env.gardener_metrics());
     let cpu_before = cpu_split(&env.dir, op.child.id());
+    let perf = Perf::start_if_asked(op.child.id(), logs);
     let created: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     let claims: Api<AccountClaim> = Api::namespaced(client.clone(), claims_ns);
     concurrently((0..n).collect(), c, |i| {
@@ -362,6 +364,15 @@ async fn operator_round(
     .await;
     wait_all(&bound, n, "operator", Duration::from_secs(1200)).await;
     let cpu_after = cpu_split(&env.dir, op.child.id());
+    for (i, l) in perf
+        .map(Perf::finish)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        println!("phase 1 round {r} profile #{}: {l}", i + 1);
+    }
+    print_reconciles(&op, r, n);
     // Trailing writes (events) land within a moment.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = request_counts(&env.apiserver_metrics());
@@ -381,6 +392,25 @@ async fn operator_round(
         mem,
         requests: diff(&before, &after),
         gardener_requests: diff(&gardener_before, &gardener_after),
+    }
+}
+
+/// Reconciles per claim of each controller, from the operator's own /metrics.
+fn print_reconciles(op: &OperatorProcess, r: usize, n: usize) {
+    let Some((200, text)) = op.get("/metrics") else {
+        println!("phase 1 round {r}: /metrics did not answer");
+        return;
+    };
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("hap_reconcile_duration_seconds_count") else {
+            continue;
+        };
+        let (labels, value) = rest.rsplit_once(' ').unwrap_or((rest, "0"));
+        let count: f64 = value.parse().unwrap_or(0.0);
+        println!(
+            "phase 1 round {r} reconciles {labels}: {count} ({:.2} per claim)",
+            count / n.max(1) as f64
+        );
     }
 }
 

@@ -18,7 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::active::ActiveConfig;
-use super::lanes::{LaneFacts, lane_of};
+use super::lanes::{Entry, LaneFacts, lane_of};
 use super::outcome::{
     ClaimError, RECONCILE_TIMEOUT, count, k8s, outcome, pending, pending_reason, refused,
     status_outcome, unclaim, write_outcome,
@@ -31,7 +31,7 @@ use crate::k8s::lean::StoredClaim;
 use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
-use crate::pools::{ClaimView, claim_view, is_newer};
+use crate::pools::{ClaimView, claim_view};
 use crate::status::{BoundTo, ClaimOutcome, PendingReason};
 
 pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
@@ -41,14 +41,13 @@ pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
         settled: claim.is_settled(),
     };
     let lane = lane_of(facts, &ctx.args.source_claim_namespace());
-    let Some(_slot) = ctx.lanes.enter(lane).await else {
-        // Stopping: the next leader reconciles it.
-        return Ok(Action::await_change());
+    let _slot = match ctx.lanes.enter(&ObjectRef::from_obj(claim.as_ref()), lane) {
+        Entry::Run(slot) => slot,
+        // In line: a kick brings it back when a slot is kept for it. Stopping: the next
+        // leader reconciles it.
+        Entry::Queued | Entry::Closed => return Ok(Action::await_change()),
     };
-    // Boxed: a reconcile that queues for its slot is then only this small future (a takeover
-    // may queue thousands), not the whole reconcile's state.
-    let claim = latest(claim, &ctx);
-    Box::pin(reconcile_now(claim, ctx.clone())).await
+    reconcile_now(claim, ctx).await
 }
 
 async fn reconcile_now(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
@@ -72,24 +71,6 @@ async fn reconcile_now(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
         ctx.backoff.reset(&key);
     }
     result
-}
-
-/// The store's copy when it is newer than the one kube-runtime handed over: that one was taken
-/// when the reconcile was queued (`lanes`), and deciding on it would only send the claim to the
-/// back of the queue again (`stale_copy`).
-fn latest(handed: Arc<StoredClaim>, ctx: &Context) -> Arc<StoredClaim> {
-    match ctx.caches.claims.get(&ObjectRef::from_obj(handed.as_ref())) {
-        Some(stored)
-            if stored.uid() == handed.uid()
-                && is_newer(
-                    stored.resource_version().as_deref(),
-                    handed.resource_version().as_deref(),
-                ) =>
-        {
-            stored
-        }
-        _ => handed,
-    }
 }
 
 /// Whether a pass left the claim settled — it waits for a change, or (pending) for the safety-net

@@ -250,7 +250,11 @@ impl Harness {
             metrics: Arc::new(Metrics::new()),
             health: Health::default(),
             backoff: Backoff::default(),
-            lanes: super::lanes::Lanes::new(args.concurrency, args.source_concurrency),
+            lanes: super::lanes::Lanes::new(
+                args.concurrency,
+                args.source_concurrency,
+                super::kick_to(kick.clone()),
+            ),
             claim_kick: kick,
             sweep_now: Arc::default(),
             refresh: Mutex::new(config::RefreshClock::default()),

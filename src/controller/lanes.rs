@@ -16,17 +16,30 @@
 //! so sixteen AccountClaims claiming bindings put a webhook's binding write sixteen writes deep
 //! in its queue, and after a takeover with hundreds of unsettled AccountClaims the webhook's
 //! claims got about one reconcile a second between them (the chaos run after the first lanes).
+//!
+//! Why a claim does not wait for its slot inside its reconcile: kube-runtime's controller polls
+//! every reconcile in flight each time it wakes (`FutureHashMap`), and it wakes for every
+//! trigger and every finished reconcile. With a thousand claims waiting in their reconciles
+//! that polling took a fifth of the operator's CPU (`make bench`'s throughput mix: 1.25 ms per
+//! claim, with kube-runtime's join handles on top of the profile). A claim without a free slot
+//! now takes its place in line and its reconcile ends; when its turn comes a slot is kept for
+//! it and its reconcile is started again (`kick`, through the controller's triggers).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-use tokio::sync::oneshot;
+use std::time::Duration;
 
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use crate::labels::{SOURCE_ID, SOURCE_KIND};
 use crate::metrics::LaneLabels;
+
+/// How long a slot is kept for a claim whose turn came, from the kick to its reconcile. A kick
+/// may bring no reconcile (kube-runtime drops a ref whose claim its store no longer holds: a
+/// queued claim deleted before it had a finalizer); the slot then goes to the next in line.
+pub const GRANT_TTL: Duration = Duration::from_secs(5);
 
 /// The lane a claim queues in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,127 +75,207 @@ pub fn lane_of(claim: LaneFacts<'_>, source_namespace: &str) -> Lane {
     }
 }
 
-/// The reconcile slots of both lanes.
-#[derive(Clone, Debug)]
-pub struct Lanes {
-    inner: Arc<Inner>,
+/// What `enter` gives a reconcile.
+#[derive(Debug)]
+pub enum Entry<K: Key> {
+    /// Its slot: the reconcile runs now.
+    Run(Slot<K>),
+    /// Every slot is taken, or others queued before it: the claim keeps (or takes) its place in
+    /// line and its reconcile ends now; `kick` starts its next one when a slot is kept for it.
+    Queued,
+    /// The operator stops: the next leader reconciles it.
+    Closed,
 }
 
-struct Inner {
+/// What the lanes queue: a claim's ref in the operator, any ref in the tests.
+pub trait Key: Clone + Eq + Hash + Send + Sync + std::fmt::Debug + 'static {}
+impl<T: Clone + Eq + Hash + Send + Sync + std::fmt::Debug + 'static> Key for T {}
+
+/// The reconcile slots of both lanes.
+#[derive(Clone)]
+pub struct Lanes<K: Key> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K: Key> std::fmt::Debug for Lanes<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lanes")
+            .field("source", &self.inner.source)
+            .field("claims", &self.inner.claims)
+            .field("claims_floor", &self.inner.claims_floor)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner<K: Key> {
     /// Slots of the source lane.
     source: usize,
     /// Slots of the claims lane while no source claim is queued or running, and while one is.
     claims: usize,
     claims_floor: usize,
-    state: Mutex<State>,
-    /// `hap_claim_reconciles_queued`, set whenever a queue changes.
-    queued: Family<LaneLabels, Gauge>,
+    state: Mutex<State<K>>,
+    /// `hap_claim_reconciles_queued` of the source and the claims lane.
+    queued: [Gauge; 2],
+    /// Starts a reconcile of a claim whose turn came.
+    kick: Box<dyn Fn(K) + Send + Sync>,
 }
 
-impl std::fmt::Debug for Inner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Inner")
-            .field("source", &self.source)
-            .field("claims", &self.claims)
-            .field("claims_floor", &self.claims_floor)
-            .finish_non_exhaustive()
-    }
-}
-
-#[derive(Debug, Default)]
-struct State {
+struct State<K> {
     running: [usize; 2],
-    queued: [VecDeque<oneshot::Sender<Slot>>; 2],
+    queued: [VecDeque<K>; 2],
+    /// Every key in `queued`, so that a claim triggered again keeps its one place.
+    in_line: HashSet<K>,
+    /// Slots kept for claims that were kicked and whose reconcile has not come yet; counted in
+    /// `running`.
+    kept: HashMap<K, Kept>,
+    next_id: u64,
     closed: bool,
 }
 
-/// A reconcile slot; it goes back to its lane when dropped.
-#[derive(Debug)]
-pub struct Slot {
-    lanes: Arc<Inner>,
-    lane: Lane,
-    /// False for a slot that never reached its reconcile (taken back under the lock).
-    armed: bool,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
+impl<K> Default for State<K> {
+    fn default() -> Self {
+        Self {
+            running: [0; 2],
+            queued: [VecDeque::new(), VecDeque::new()],
+            in_line: HashSet::new(),
+            kept: HashMap::new(),
+            next_id: 0,
+            closed: false,
         }
-        let mut s = self.lanes.lock();
-        s.running[self.lane as usize] -= 1;
-        self.lanes.dispatch(&mut s);
     }
 }
 
-impl Lanes {
+/// A slot kept for a kicked claim; the id tells a later grant to the same claim from it.
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    lane: Lane,
+    id: u64,
+}
+
+/// A reconcile slot; it goes back to its lane when dropped.
+pub struct Slot<K: Key> {
+    lanes: Arc<Inner<K>>,
+    lane: Lane,
+}
+
+impl<K: Key> std::fmt::Debug for Slot<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").field("lane", &self.lane).finish()
+    }
+}
+
+impl<K: Key> Drop for Slot<K> {
+    fn drop(&mut self) {
+        let kicks = {
+            let mut s = self.lanes.lock();
+            s.running[self.lane as usize] -= 1;
+            self.lanes.dispatch(&mut s)
+        };
+        self.lanes.send(kicks);
+    }
+}
+
+impl<K: Key> Lanes<K> {
     /// `claims` slots for AccountClaims (an eighth of them, at least one, while a source claim
     /// is queued or running), `source` slots for request-source claims; each at least one.
-    pub fn new(claims: u16, source: u16) -> Self {
-        Self::with_gauge(claims, source, Family::default())
+    /// `kick` starts the reconcile of a claim whose turn came.
+    pub fn new(claims: u16, source: u16, kick: impl Fn(K) + Send + Sync + 'static) -> Self {
+        Self::with_gauge(claims, source, Family::default(), kick)
     }
 
     /// As `new`, reporting the queues' lengths in `queued` (`hap_claim_reconciles_queued`).
-    pub fn with_gauge(claims: u16, source: u16, queued: Family<LaneLabels, Gauge>) -> Self {
+    pub fn with_gauge(
+        claims: u16,
+        source: u16,
+        queued: Family<LaneLabels, Gauge>,
+        kick: impl Fn(K) + Send + Sync + 'static,
+    ) -> Self {
         let claims = usize::from(claims.max(1));
+        let gauge = |lane: &str| {
+            queued
+                .get_or_create(&LaneLabels { lane: lane.into() })
+                .clone()
+        };
         Self {
             inner: Arc::new(Inner {
                 source: usize::from(source.max(1)),
                 claims,
                 claims_floor: (claims / 8).max(1),
                 state: Mutex::new(State::default()),
-                queued,
+                queued: [gauge("source"), gauge("claims")],
+                kick: Box::new(kick),
             }),
         }
     }
 
-    /// Waits for a slot in `lane`, behind every reconcile that queued there earlier. `None`
-    /// once the lanes are closed (the operator stops).
-    pub async fn enter(&self, lane: Lane) -> Option<Slot> {
-        let rx = {
+    /// A slot in `lane` for `key`'s reconcile: the one kept for it if its turn came, or a free
+    /// one if nobody queued before it. Otherwise it takes its place in line (or keeps the one
+    /// it has) and its reconcile ends: it never waits inside kube-runtime's controller, which
+    /// polls every reconcile in flight each time it wakes.
+    pub fn enter(&self, key: &K, lane: Lane) -> Entry<K> {
+        let (entry, kicks) = {
             let mut s = self.inner.lock();
             if s.closed {
-                return None;
+                return Entry::Closed;
             }
-            let (tx, rx) = oneshot::channel();
-            s.queued[lane as usize].push_back(tx);
-            self.inner.dispatch(&mut s);
-            rx
+            if let Some(kept) = s.kept.remove(key) {
+                return Entry::Run(self.inner.slot(kept.lane));
+            }
+            if s.in_line.insert(key.clone()) {
+                s.queued[lane as usize].push_back(key.clone());
+            }
+            let mut kicks = self.inner.dispatch(&mut s);
+            let entry = match kicks.iter().position(|(k, _)| k == key) {
+                Some(i) => {
+                    let (own, _) = kicks.remove(i);
+                    let kept = s.kept.remove(&own).map_or(lane, |k| k.lane);
+                    Entry::Run(self.inner.slot(kept))
+                }
+                None => Entry::Queued,
+            };
+            (entry, kicks)
         };
-        // A future dropped while it queues drops the receiver; a slot sent to it meanwhile is
-        // dropped with it and goes back.
-        rx.await.ok()
+        self.inner.send(kicks);
+        entry
     }
 
-    /// Sends every queued reconcile away without a slot: a stopping operator finishes the
-    /// reconciles that run and starts no other (kube-runtime's graceful shutdown waits for
-    /// every reconcile it started, and those queued here are started ones).
+    /// Empties the queues and keeps no more slots: a stopping operator starts no reconcile
+    /// (kube-runtime's graceful shutdown waits for the ones that run).
     pub fn close(&self) {
         let mut s = self.inner.lock();
         s.closed = true;
         s.queued.iter_mut().for_each(VecDeque::clear);
+        s.in_line.clear();
+        for (_, kept) in std::mem::take(&mut s.kept) {
+            s.running[kept.lane as usize] -= 1;
+        }
         self.inner.report(&s);
     }
 }
 
-impl Inner {
-    fn lock(&self) -> MutexGuard<'_, State> {
+impl<K: Key> Inner<K> {
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
         // The state is consistent between any two statements that can panic.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn report(&self, s: &State) {
-        for (lane, name) in [(Lane::Source, "source"), (Lane::Claims, "claims")] {
+    /// A slot counted in `running` already.
+    fn slot(self: &Arc<Self>, lane: Lane) -> Slot<K> {
+        Slot {
+            lanes: self.clone(),
+            lane,
+        }
+    }
+
+    fn report(&self, s: &State<K>) {
+        for lane in [Lane::Source, Lane::Claims] {
             let queued = i64::try_from(s.queued[lane as usize].len()).unwrap_or(i64::MAX);
-            self.queued
-                .get_or_create(&LaneLabels { lane: name.into() })
-                .set(queued);
+            self.queued[lane as usize].set(queued);
         }
     }
 
     /// How many claims-lane reconciles may run now.
-    fn claims_limit(&self, s: &State) -> usize {
+    fn claims_limit(&self, s: &State<K>) -> usize {
         let source_active =
             s.running[Lane::Source as usize] > 0 || !s.queued[Lane::Source as usize].is_empty();
         if source_active {
@@ -192,8 +285,10 @@ impl Inner {
         }
     }
 
-    /// Hands free slots to the first queued reconciles, the source lane's first.
-    fn dispatch(self: &Arc<Self>, s: &mut State) {
+    /// Keeps free slots for the first queued claims, the source lane's first; returns them
+    /// (to kick once the lock is gone) with the id of each kept slot.
+    fn dispatch(&self, s: &mut State<K>) -> Vec<(K, u64)> {
+        let mut kicks = Vec::new();
         for lane in [Lane::Source, Lane::Claims] {
             let i = lane as usize;
             loop {
@@ -204,24 +299,52 @@ impl Inner {
                 if s.running[i] >= limit {
                     break;
                 }
-                let Some(tx) = s.queued[i].pop_front() else {
+                let Some(key) = s.queued[i].pop_front() else {
                     break;
                 };
+                s.in_line.remove(&key);
                 s.running[i] += 1;
-                let slot = Slot {
-                    lanes: self.clone(),
-                    lane,
-                    armed: true,
-                };
-                // Its reconcile is gone: the slot comes back unused (disarmed, as the lock is
-                // held here).
-                if let Err(mut unused) = tx.send(slot) {
-                    unused.armed = false;
-                    s.running[i] -= 1;
-                }
+                s.next_id += 1;
+                let id = s.next_id;
+                s.kept.insert(key.clone(), Kept { lane, id });
+                kicks.push((key, id));
             }
         }
         self.report(s);
+        kicks
+    }
+
+    /// Kicks the claims whose slots were kept, each with a timer that gives its slot to the
+    /// next in line if no reconcile came for it (`GRANT_TTL`).
+    fn send(self: &Arc<Self>, kicks: Vec<(K, u64)>) {
+        for (key, id) in kicks {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let (inner, key) = (self.clone(), key.clone());
+                runtime.spawn(async move {
+                    tokio::time::sleep(GRANT_TTL).await;
+                    inner.expire(&key, id);
+                });
+            }
+            (self.kick)(key);
+        }
+    }
+
+    /// The slot kept for `key` under `id` goes back if no reconcile took it.
+    fn expire(self: &Arc<Self>, key: &K, id: u64) {
+        let kicks = {
+            let mut s = self.lock();
+            match s.kept.get(key) {
+                Some(kept) if kept.id == id => {
+                    let lane = kept.lane;
+                    s.kept.remove(key);
+                    s.running[lane as usize] -= 1;
+                    tracing::debug!(?key, "a kept reconcile slot went unused");
+                    self.dispatch(&mut s)
+                }
+                _ => return,
+            }
+        };
+        self.send(kicks);
     }
 }
 

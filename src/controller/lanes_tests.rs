@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -6,9 +7,31 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher};
 
 use super::*;
+
+/// Lanes over plain names whose kicks are recorded.
+fn recorded(claims: u16, source: u16) -> (Lanes<String>, Arc<Mutex<Vec<String>>>) {
+    let kicked = Arc::new(Mutex::new(Vec::new()));
+    let log = kicked.clone();
+    let lanes = Lanes::new(claims, source, move |k: String| {
+        log.lock().unwrap().push(k);
+    });
+    (lanes, kicked)
+}
+
+fn run(entry: Entry<String>) -> Slot<String> {
+    match entry {
+        Entry::Run(slot) => slot,
+        other => panic!("expected a slot, got {other:?}"),
+    }
+}
+
+fn queued(entry: Entry<String>) -> bool {
+    matches!(entry, Entry::Queued)
+}
 
 fn object(name: &str) -> ConfigMap {
     ConfigMap {
@@ -22,8 +45,27 @@ fn object(name: &str) -> ConfigMap {
 }
 
 struct Seen {
-    lanes: Lanes,
+    lanes: Lanes<ObjectRef<ConfigMap>>,
     order: Mutex<Vec<String>>,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+}
+
+/// Counts a reconcile in flight from its start to its end.
+struct InFlight<'a>(&'a Seen);
+
+impl<'a> InFlight<'a> {
+    fn new(seen: &'a Seen) -> Self {
+        let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        seen.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        Self(seen)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -34,8 +76,15 @@ struct Never;
 /// "hot" object comes back at once every time (a claim waiting for its newer copy, or one that
 /// lost a compare-and-swap); a "cold" one is done after one pass.
 async fn reconcile(obj: Arc<ConfigMap>, seen: Arc<Seen>) -> Result<Action, Never> {
-    let slot = seen.lanes.enter(Lane::Claims).await;
-    assert!(slot.is_some(), "the lanes are never closed here");
+    let _counted = InFlight::new(&seen);
+    let _slot = match seen
+        .lanes
+        .enter(&ObjectRef::from_obj(obj.as_ref()), Lane::Claims)
+    {
+        Entry::Run(slot) => slot,
+        Entry::Queued => return Ok(Action::await_change()),
+        Entry::Closed => panic!("the lanes are never closed here"),
+    };
     let name = obj.metadata.name.clone().unwrap_or_default();
     tokio::time::sleep(Duration::from_millis(10)).await;
     seen.order.lock().unwrap().push(name.clone());
@@ -46,13 +95,10 @@ async fn reconcile(obj: Arc<ConfigMap>, seen: Arc<Seen>) -> Result<Action, Never
     })
 }
 
-/// The claim controller's set-up (`claim_controller_config`, the lanes) over a store with many
-/// objects that come back at once and a few that need one pass: every one of the latter is
-/// reconciled within the first round of all of them. With kube-runtime's own limit
-/// (`Config::concurrency(2)`, no lanes) 5 or 6 of the 8 were not, in three runs of three:
-/// the test that failed before.
-#[tokio::test(start_paused = true)]
-async fn a_claim_that_comes_back_again_and_again_does_not_starve_the_others() {
+/// The claim controller's set-up (`claim_controller_config`, the lanes and their kicks as
+/// triggers) over a store of 24 objects that come back at once and 8 that need one pass, with
+/// 2 slots; returns what the reconciles saw after 600 of them.
+async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
     let hot: Vec<String> = (0..24).map(|i| format!("hot-{i:02}")).collect();
     let cold: Vec<String> = (0..8).map(|i| format!("cold-{i}")).collect();
     let all: Vec<ConfigMap> = hot.iter().chain(&cold).map(|n| object(n)).collect();
@@ -64,125 +110,167 @@ async fn a_claim_that_comes_back_again_and_again_does_not_starve_the_others() {
     writer.apply_watcher_event(&watcher::Event::InitDone);
     let triggers = futures::stream::iter(all.clone().into_iter().map(Ok::<_, watcher::Error>))
         .chain(futures::stream::pending());
+    let (kick, kicks) = futures::channel::mpsc::unbounded();
     let seen = Arc::new(Seen {
-        lanes: Lanes::new(2, 1),
+        lanes: Lanes::new(2, 1, move |r| {
+            let _ = kick.unbounded_send(r);
+        }),
         order: Mutex::new(Vec::new()),
+        in_flight: AtomicUsize::new(0),
+        most_in_flight: AtomicUsize::new(0),
     });
     Controller::for_stream(triggers, reader)
         .with_config(super::super::claim_controller_config())
+        .reconcile_on(kicks)
         .run(reconcile, |_, _, _| Action::await_change(), seen.clone())
         .take(600)
         .for_each(|_| futures::future::ready(()))
         .await;
+    (seen, cold, all.len())
+}
+
+/// Every object that needs one pass is reconciled within the first round of all of them. With
+/// kube-runtime's own limit (`Config::concurrency(2)`, no lanes) 5 or 6 of the 8 were not, in
+/// three runs of three: the test that failed before the lanes.
+#[tokio::test(start_paused = true)]
+async fn a_claim_that_comes_back_again_and_again_does_not_starve_the_others() {
+    let (seen, cold, all) = hot_and_cold().await;
     let order = seen.order.lock().unwrap().clone();
-    let first_round = &order[..all.len()];
+    let first_round = &order[..all];
     let missing: Vec<&String> = cold.iter().filter(|c| !first_round.contains(c)).collect();
     assert!(
         missing.is_empty(),
-        "not reconciled in the first {} reconciles: {missing:?} (order: {order:?})",
-        all.len()
+        "not reconciled in the first {all} reconciles: {missing:?} (order: {order:?})"
     );
 }
 
+/// kube-runtime polls every reconcile in flight each time its controller wakes. When claims
+/// waited for their slot inside their reconciles, all 32 were in flight at once here (and a
+/// thousand in the throughput benchmark); now only the two that hold slots are, plus one that
+/// is being told to queue.
 #[tokio::test(start_paused = true)]
-async fn a_full_claims_lane_does_not_hold_up_a_source_claim() {
-    let lanes = Lanes::new(1, 1);
-    let _busy = lanes.enter(Lane::Claims).await.unwrap();
-    let source = tokio::time::timeout(Duration::from_secs(1), lanes.enter(Lane::Source)).await;
+async fn claims_waiting_for_a_slot_hold_no_reconcile_in_flight() {
+    let (seen, _, _) = hot_and_cold().await;
+    let most = seen.most_in_flight.load(Ordering::SeqCst);
     assert!(
-        source.is_ok_and(|s| s.is_some()),
-        "the source lane waited for the claims lane"
+        most <= 3,
+        "{most} reconciles were in flight at once with 2 slots"
     );
-    let claims = tokio::time::timeout(Duration::from_secs(1), lanes.enter(Lane::Claims)).await;
+}
+
+#[test]
+fn a_full_claims_lane_does_not_hold_up_a_source_claim() {
+    let (lanes, _) = recorded(1, 1);
+    let _busy = run(lanes.enter(&"a".into(), Lane::Claims));
+    let _source = run(lanes.enter(&"s".into(), Lane::Source));
     assert!(
-        claims.is_err(),
+        queued(lanes.enter(&"b".into(), Lane::Claims)),
         "the claims lane gave out more slots than it has"
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn slots_go_first_come_first_served() {
-    let lanes = Lanes::new(1, 1);
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let first = lanes.enter(Lane::Claims).await.unwrap();
-    let mut waiting = Vec::new();
-    for i in 0..5 {
-        let (lanes, order) = (lanes.clone(), order.clone());
-        waiting.push(tokio::spawn(async move {
-            let _slot = lanes.enter(Lane::Claims).await.unwrap();
-            order.lock().unwrap().push(i);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }));
-        // Each queues before the next one starts.
-        tokio::task::yield_now().await;
+#[test]
+fn slots_go_first_come_first_served() {
+    let (lanes, kicked) = recorded(1, 1);
+    let first = run(lanes.enter(&"first".into(), Lane::Claims));
+    let names: Vec<String> = (0..5).map(|i| format!("c{i}")).collect();
+    for n in &names {
+        assert!(queued(lanes.enter(n, Lane::Claims)));
     }
     drop(first);
-    for w in waiting {
-        w.await.unwrap();
+    for n in &names {
+        assert_eq!(kicked.lock().unwrap().last(), Some(n), "the next kicked");
+        // A claim that comes later does not take the slot kept for the kicked one.
+        assert!(queued(lanes.enter(&"late".into(), Lane::Claims)));
+        drop(run(lanes.enter(n, Lane::Claims)));
     }
-    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
-}
-
-#[tokio::test(start_paused = true)]
-async fn closed_lanes_send_queued_reconciles_away() {
-    let lanes = Lanes::new(1, 1);
-    let busy = lanes.enter(Lane::Claims).await.unwrap();
-    let queued = tokio::spawn({
-        let lanes = lanes.clone();
-        async move { lanes.enter(Lane::Claims).await.is_some() }
-    });
-    tokio::task::yield_now().await;
-    lanes.close();
-    assert!(
-        !queued.await.unwrap(),
-        "a queued reconcile got a slot after the close"
+    assert_eq!(
+        kicked.lock().unwrap().last().map(String::as_str),
+        Some("late")
     );
-    drop(busy);
 }
 
-#[tokio::test(start_paused = true)]
-async fn accountclaims_step_back_while_a_source_claim_is_queued_or_running() {
-    let lanes = Lanes::new(16, 1);
-    let source = lanes.enter(Lane::Source).await.unwrap();
-    let wait = Duration::from_secs(1);
-    let first = lanes.enter(Lane::Claims).await.unwrap();
-    let second = lanes.enter(Lane::Claims).await.unwrap();
-    let third = tokio::time::timeout(wait, lanes.enter(Lane::Claims)).await;
+#[test]
+fn a_claim_triggered_again_while_it_queues_keeps_its_one_place() {
+    let (lanes, kicked) = recorded(1, 1);
+    let busy = run(lanes.enter(&"busy".into(), Lane::Claims));
+    for n in ["a", "b", "a", "a", "c"] {
+        assert!(queued(lanes.enter(&n.to_string(), Lane::Claims)));
+    }
+    drop(busy);
+    for n in ["a", "b", "c"] {
+        assert_eq!(kicked.lock().unwrap().last().map(String::as_str), Some(n));
+        drop(run(lanes.enter(&n.to_string(), Lane::Claims)));
+    }
+    assert_eq!(
+        kicked.lock().unwrap().len(),
+        3,
+        "one kick per claim in line"
+    );
+}
+
+#[test]
+fn closed_lanes_start_no_reconcile() {
+    let (lanes, kicked) = recorded(1, 1);
+    let busy = run(lanes.enter(&"busy".into(), Lane::Claims));
+    assert!(queued(lanes.enter(&"a".into(), Lane::Claims)));
+    lanes.close();
+    drop(busy);
     assert!(
-        third.is_err(),
+        kicked.lock().unwrap().is_empty(),
+        "a queued claim was kicked after the close"
+    );
+    assert!(matches!(
+        lanes.enter(&"a".into(), Lane::Claims),
+        Entry::Closed
+    ));
+}
+
+#[test]
+fn accountclaims_step_back_while_a_source_claim_is_queued_or_running() {
+    let (lanes, kicked) = recorded(16, 1);
+    let source = run(lanes.enter(&"s1".into(), Lane::Source));
+    let first = run(lanes.enter(&"c1".into(), Lane::Claims));
+    let second = run(lanes.enter(&"c2".into(), Lane::Claims));
+    assert!(
+        queued(lanes.enter(&"c3".into(), Lane::Claims)),
         "a third AccountClaim ran beside a source claim (floor 2)"
     );
     // A second source claim queues behind the first: AccountClaims still wait.
-    let queued_source = tokio::spawn({
-        let lanes = lanes.clone();
-        async move { lanes.enter(Lane::Source).await.is_some() }
-    });
-    tokio::task::yield_now().await;
+    assert!(queued(lanes.enter(&"s2".into(), Lane::Source)));
     drop(source);
-    assert!(queued_source.await.unwrap());
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["s2"]);
+    drop(run(lanes.enter(&"s2".into(), Lane::Source)));
     // No source claim left: the claims lane has its sixteen slots again.
-    let more: Vec<_> = futures::future::join_all((0..14).map(|_| lanes.enter(Lane::Claims))).await;
-    assert!(more.iter().all(Option::is_some));
-    drop((first, second));
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["s2", "c3"]);
+    let c3 = run(lanes.enter(&"c3".into(), Lane::Claims));
+    let more: Vec<_> = (4..=16)
+        .map(|i| run(lanes.enter(&format!("c{i}"), Lane::Claims)))
+        .collect();
+    assert!(queued(lanes.enter(&"c17".into(), Lane::Claims)));
+    drop((first, second, c3, more));
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_reconcile_dropped_while_it_queues_takes_no_slot_with_it() {
-    let lanes = Lanes::new(1, 1);
-    let busy = lanes.enter(Lane::Claims).await.unwrap();
-    let gone = tokio::spawn({
-        let lanes = lanes.clone();
-        async move { lanes.enter(Lane::Claims).await.map(|_| ()) }
-    });
-    tokio::task::yield_now().await;
-    gone.abort();
-    let _ = gone.await;
+async fn a_kept_slot_whose_reconcile_never_comes_goes_to_the_next_in_line() {
+    let (lanes, kicked) = recorded(1, 1);
+    let busy = run(lanes.enter(&"busy".into(), Lane::Claims));
+    assert!(queued(lanes.enter(&"gone".into(), Lane::Claims)));
+    assert!(queued(lanes.enter(&"next".into(), Lane::Claims)));
     drop(busy);
-    let next = tokio::time::timeout(Duration::from_secs(1), lanes.enter(Lane::Claims)).await;
-    assert!(
-        next.is_ok_and(|s| s.is_some()),
-        "the slot went with the dropped reconcile"
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["gone"]);
+    // No reconcile of "gone" comes (kube-runtime's store no longer has it).
+    tokio::time::sleep(GRANT_TTL - Duration::from_millis(1)).await;
+    assert_eq!(
+        kicked.lock().unwrap().len(),
+        1,
+        "the slot went back too early"
     );
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["gone", "next"]);
+    drop(run(lanes.enter(&"next".into(), Lane::Claims)));
+    // Its reconcile comes late after all: it queues as a new one, and the slot is free.
+    drop(run(lanes.enter(&"gone".into(), Lane::Claims)));
 }
 
 #[test]
@@ -213,31 +301,37 @@ fn only_unsettled_webhook_claims_in_the_source_namespace_go_to_the_source_lane()
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_queue_lengths_are_exported_per_lane() {
+#[test]
+fn the_queue_lengths_are_exported_per_lane() {
     let gauge: Family<LaneLabels, Gauge> = Family::default();
-    let lanes = Lanes::with_gauge(1, 1, gauge.clone());
-    let queued = |lane: &str| gauge.get_or_create(&LaneLabels { lane: lane.into() }).get();
-    let busy = lanes.enter(Lane::Claims).await.unwrap();
-    let waiting = tokio::spawn({
-        let lanes = lanes.clone();
-        async move { lanes.enter(Lane::Claims).await.is_some() }
-    });
-    tokio::task::yield_now().await;
-    assert_eq!((queued("claims"), queued("source")), (1, 0));
+    let lanes = Lanes::with_gauge(1, 1, gauge.clone(), |_: String| {});
+    let length = |lane: &str| gauge.get_or_create(&LaneLabels { lane: lane.into() }).get();
+    let busy = run(lanes.enter(&"busy".into(), Lane::Claims));
+    assert!(queued(lanes.enter(&"a".into(), Lane::Claims)));
+    assert_eq!((length("claims"), length("source")), (1, 0));
     drop(busy);
-    assert!(waiting.await.unwrap());
-    assert_eq!(queued("claims"), 0);
+    assert_eq!(length("claims"), 0);
 }
 
 #[tokio::test]
-async fn a_queued_claim_reconcile_is_a_small_future() {
-    // A takeover may queue one reconcile per unsettled claim; each waits as this future
-    // (6,616 bytes in a test build before the reconcile's work was boxed behind the slot).
+async fn a_claim_that_finds_every_slot_taken_ends_its_reconcile_at_once() {
     use crate::controller::fixtures::{Harness, aws_spec, claim, hap_config};
+    use futures::FutureExt;
     let h = Harness::new(hap_config(aws_spec()), &[], &[]);
+    let slots = h.ctx.args.concurrency;
+    let _busy: Vec<_> = (0..slots)
+        .map(|i| {
+            let other = ObjectRef::new(&format!("other-{i}")).within("ns");
+            match h.ctx.lanes.enter(&other, Lane::Claims) {
+                Entry::Run(slot) => slot,
+                e => panic!("expected a slot, got {e:?}"),
+            }
+        })
+        .collect();
     let claim = Arc::new(crate::k8s::lean::StoredClaim::from(claim("c")));
-    let fut = super::super::claim::reconcile(claim, h.ctx.clone());
-    let size = std::mem::size_of_val(&fut);
-    assert!(size <= 512, "a queued reconcile holds {size} bytes");
+    let done = super::super::claim::reconcile(claim, h.ctx.clone()).now_or_never();
+    assert!(
+        matches!(done, Some(Ok(ref a)) if *a == Action::await_change()),
+        "the reconcile waited for a slot: {done:?}"
+    );
 }

@@ -144,7 +144,7 @@ pub struct Context {
     pub backoff: Backoff,
     /// The reconcile slots of AccountClaims and of request-source claims (first come, first
     /// served).
-    pub lanes: lanes::Lanes,
+    pub lanes: lanes::Lanes<ClaimRef>,
     /// Claims to reconcile now (the unsettled ones after a takeover).
     pub claim_kick: futures::channel::mpsc::UnboundedSender<ClaimRef>,
     /// Starts a sweep of every claim now (the refresh cycle) rather than at the end of the period.
@@ -513,6 +513,7 @@ fn start_caches(
             args.concurrency,
             args.source_concurrency,
             handle.metrics.claim_reconciles_queued.clone(),
+            kick_to(kick_tx.clone()),
         ),
         claim_kick: kick_tx,
         sweep_now: Arc::default(),
@@ -891,6 +892,15 @@ pub(crate) fn resync(_ctx: &Context) -> Action {
 /// The claim controller's own settings: no limit of its own (the reconcile queues for a slot in
 /// its lane, `lanes`, first come, first served; kube-runtime's limit takes due claims back in
 /// hash order and starved some for minutes).
+/// Sends a claim's ref to the claim controller's triggers (gone once the controller stopped).
+pub(crate) fn kick_to(
+    tx: futures::channel::mpsc::UnboundedSender<ClaimRef>,
+) -> impl Fn(ClaimRef) + Send + Sync + 'static {
+    move |r| {
+        let _ = tx.unbounded_send(r);
+    }
+}
+
 pub(crate) fn claim_controller_config() -> kcontroller::Config {
     kcontroller::Config::default()
 }
