@@ -985,6 +985,8 @@ async fn a_quota_in_another_namespace_needs_the_documented_role() {
             &format!("--claim-namespace={}", hap.claims_ns),
             "--mark-ignored-configs=false",
             "--http-addr=127.0.0.1:0",
+            // Not the default 0.0.0.0:8443: any other process there must not stop this one.
+            "--metrics-addr=127.0.0.1:0",
             "--leader-elect=false",
             "--log-format=json",
             "--pending-retry=2s",

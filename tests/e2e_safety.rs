@@ -460,6 +460,8 @@ fn hap_run_names_a_missing_lease_namespace_and_how_to_fix_it() {
             "no-such-namespace-for-the-lease",
             "--http-addr",
             "127.0.0.1:0",
+            // Not the default 0.0.0.0:8443: any other process there must not stop this one.
+            "--metrics-addr=127.0.0.1:0",
         ])
         .env("KUBECONFIG", kubeconfig())
         .output()

@@ -261,6 +261,11 @@ pub(super) async fn pass(ctx: &Context, resynced: bool) {
     let mut kinds: BTreeSet<SourceKind> = active.sources.iter().map(|s| s.kind).collect();
     kinds.extend(claimed_kinds);
     ensure_caches(ctx, ctx.writer.own(), &kinds, &active.shoot_namespace());
+    // Until the claim list has ended the index shows only some source claims: an object
+    // whose claim is not listed yet would look unclaimed. The caches above list meanwhile.
+    if !ctx.claims_synced.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     if kinds.is_empty() {
         if let Ok(mut s) = ctx.sources.statuses.lock() {
             s.clear();

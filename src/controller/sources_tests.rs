@@ -1,6 +1,7 @@
 //! The exact API calls of a request-source pass, against a scripted API server (`k8s::mock`):
 //! the watch of the source's objects (its list, then a watch that stays open), and the claim it
-//! creates for a Runtime created with a binding, with the source's labels — no webhook involved.
+//! creates for a Runtime created with a binding, with the source's labels — no webhook involved —
+//! once the claim list has ended.
 
 use std::time::Duration;
 
@@ -64,6 +65,17 @@ async fn a_runtime_created_with_a_binding_gets_its_claim_with_the_source_labels(
         "the watch lists and watches"
     );
     h.api.done();
+
+    // Until the claim list has ended, the index may lack the Runtime's claim: no pass plans
+    // from it (nothing scripted, so any request fails `done`).
+    h.ctx
+        .claims_synced
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    super::sources::pass(&h.ctx, true).await;
+    h.api.done();
+    h.ctx
+        .claims_synced
+        .store(true, std::sync::atomic::Ordering::SeqCst);
 
     h.api.expect([Call::post("/apis/accountpool.io/v1alpha1/namespaces/default/accountclaims")
     .query(&[("fieldManager", crate::api::SOURCE_FIELD_MANAGER)])

@@ -144,6 +144,8 @@ struct TaskState {
     /// From the task's start (and each watcher `Init`) to its `InitDone`.
     listing: AtomicBool,
     previous: Mutex<Option<AbortHandle>>,
+    /// When the task started: its first list's time goes into the log (start-up at scale).
+    started: Instant,
 }
 
 impl TaskState {
@@ -151,6 +153,7 @@ impl TaskState {
         Arc::new(Self {
             listing: AtomicBool::new(true),
             previous: Mutex::new(previous),
+            started: Instant::now(),
         })
     }
 
@@ -385,6 +388,11 @@ async fn drive<K, S>(
         });
         if listed {
             feed.listed();
+            tracing::info!(
+                ?kind,
+                seconds = feed.task.started.elapsed().as_secs_f64(),
+                "listed"
+            );
         }
     }
 }
@@ -593,6 +601,7 @@ pub fn claim_stream(
         .map_ok(widen::<LeanClaim, StoredClaim>)
         .inspect_ok({
             let mut relist = None;
+            let started = Instant::now();
             move |ev| {
                 {
                     let mut ledger = lock(&ledger);
@@ -613,6 +622,11 @@ pub fn claim_stream(
                 }
                 if matches!(ev, watcher::Event::InitDone) {
                     synced.store(true, Ordering::SeqCst);
+                    tracing::info!(
+                        kind = ?Kind::Claim,
+                        seconds = started.elapsed().as_secs_f64(),
+                        "listed"
+                    );
                 }
                 feed.bump();
             }
