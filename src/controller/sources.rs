@@ -544,121 +544,41 @@ mod tests {
         from_index.sort_by(|a, b| a.name.cmp(&b.name));
         assert_eq!(from_store.len(), 7, "every source claim of kcp");
         assert_eq!(from_index, from_store);
-        // What each record must say, independently of how either path reads it: name, kind,
-        // object name and uid, phase, binding, deleting, age.
-        let seen: Vec<_> = from_index
+        // What each record must say, independently of how either path reads it, one line per
+        // record: name, uid, kind/source id, namespace/object name, object uid, phase, binding,
+        // deleting, age.
+        let or_dash = |v: Option<&str>| v.unwrap_or("-").to_string();
+        let seen: Vec<String> = from_index
             .iter()
             .map(|r| {
-                (
-                    r.name.as_str(),
-                    r.uid.as_deref(),
-                    r.source.kind.as_str(),
-                    r.source.source_id.as_str(),
-                    r.source.namespace.as_str(),
-                    r.source.name.as_deref(),
-                    r.source.uid.as_deref(),
-                    r.phase,
-                    r.binding.as_deref(),
-                    r.deleting,
+                let s = &r.source;
+                let phase = r.phase.map(|p| format!("{p:?}"));
+                let deleting = if r.deleting { "deleting" } else { "live" };
+                format!(
+                    "{} {} {}/{} {}/{} {} {} {} {deleting} {}s",
+                    r.name,
+                    or_dash(r.uid.as_deref()),
+                    s.kind.as_str(),
+                    s.source_id,
+                    s.namespace,
+                    or_dash(s.name.as_deref()),
+                    or_dash(s.uid.as_deref()),
+                    or_dash(phase.as_deref()),
+                    or_dash(r.binding.as_deref()),
                     r.age.as_secs(),
                 )
             })
             .collect();
-        let object = |n: &'static str| Some(n);
         assert_eq!(
             seen,
             [
-                (
-                    "bound",
-                    Some("uid-bound"),
-                    "Shoot",
-                    "Shoot-source",
-                    "objects",
-                    object("object-bound"),
-                    object("object-uid-bound"),
-                    Some(ClaimPhase::Bound),
-                    Some("b1"),
-                    false,
-                    3600
-                ),
-                (
-                    "deleting",
-                    Some("uid-deleting"),
-                    "Shoot",
-                    "Shoot-source",
-                    "objects",
-                    object("object-deleting"),
-                    object("object-uid-deleting"),
-                    Some(ClaimPhase::Bound),
-                    Some("b3"),
-                    true,
-                    3600
-                ),
-                (
-                    "failed",
-                    Some("uid-failed"),
-                    "Cluster",
-                    "Cluster-source",
-                    "objects",
-                    object("object-failed"),
-                    object("object-uid-failed"),
-                    Some(ClaimPhase::Failed),
-                    Some("b2"),
-                    false,
-                    3600
-                ),
-                (
-                    "new",
-                    Some("uid-new"),
-                    "Shoot",
-                    "Shoot-source",
-                    "objects",
-                    object("object-new"),
-                    object("object-uid-new"),
-                    None,
-                    None,
-                    false,
-                    3600
-                ),
-                (
-                    "pending",
-                    Some("uid-pending"),
-                    "Runtime",
-                    "Runtime-source",
-                    "objects",
-                    object("object-pending"),
-                    object("object-uid-pending"),
-                    Some(ClaimPhase::Pending),
-                    None,
-                    false,
-                    3600
-                ),
-                (
-                    "undated",
-                    Some("uid-undated"),
-                    "Shoot",
-                    "Shoot-source",
-                    "objects",
-                    object("object-undated"),
-                    object("object-uid-undated"),
-                    None,
-                    None,
-                    false,
-                    0
-                ),
-                (
-                    "unnamed",
-                    Some("uid-unnamed"),
-                    "Cluster",
-                    "Cluster-source",
-                    "objects",
-                    None,
-                    None,
-                    None,
-                    None,
-                    false,
-                    3600
-                ),
+                "bound uid-bound Shoot/Shoot-source objects/object-bound object-uid-bound Bound b1 live 3600s",
+                "deleting uid-deleting Shoot/Shoot-source objects/object-deleting object-uid-deleting Bound b3 deleting 3600s",
+                "failed uid-failed Cluster/Cluster-source objects/object-failed object-uid-failed Failed b2 live 3600s",
+                "new uid-new Shoot/Shoot-source objects/object-new object-uid-new - - live 3600s",
+                "pending uid-pending Runtime/Runtime-source objects/object-pending object-uid-pending Pending - live 3600s",
+                "undated uid-undated Shoot/Shoot-source objects/object-undated object-uid-undated - - live 0s",
+                "unnamed uid-unnamed Cluster/Cluster-source objects/- - - - live 3600s",
             ]
         );
         // Under the ledger's lock the views are shared, not copied.

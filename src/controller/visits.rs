@@ -233,6 +233,17 @@ mod tests {
         h
     }
 
+    /// A settled claim c1 the store lacks whose binding b1 now carries another tenant, so that
+    /// the index says it needs a visit: the claim, the harness, its ref and the claim as a GET
+    /// answers it.
+    fn lost_out_of_store() -> (AccountClaim, Harness, ClaimRef, serde_json::Value) {
+        let c = bound(finalized(claim("c1")), "b1");
+        let h = out_of_store(&c, &[binding("b1", "5", &[("tenantName", "ga-2")])]);
+        let r = claim_ref(&claim_view(&c));
+        let json = serde_json::to_value(&c).expect("json");
+        (c, h, r, json)
+    }
+
     /// The refs the stage hands on for `refs`.
     async fn through(h: &Harness, refs: Vec<ClaimRef>) -> Vec<String> {
         stored_first(h.ctx.clone(), futures::stream::iter(refs))
@@ -410,10 +421,7 @@ mod tests {
     async fn refs_of_one_claim_that_arrive_while_it_is_fetched_make_one_request() {
         // A revisit pass and the sweep (or two passes) flag the same claim before its GET has
         // answered: one GET, one ref handed on.
-        let c = bound(finalized(claim("c1")), "b1");
-        let h = out_of_store(&c, &[binding("b1", "5", &[("tenantName", "ga-2")])]);
-        let r = claim_ref(&claim_view(&c));
-        let json = serde_json::to_value(&c).expect("json");
+        let (c, h, r, json) = lost_out_of_store();
         h.api.expect([get_claim(&c).answer(200, json)]);
         assert_eq!(through(&h, vec![r.clone(), r.clone(), r]).await, ["c1"]);
         h.api.done();
@@ -423,10 +431,7 @@ mod tests {
     async fn a_claim_asked_for_again_while_its_fetch_fails_is_fetched_once_more() {
         // Asked for again while the first fetch waits between tries: dropped then (one fetch at
         // a time), but not lost when every try of that fetch fails.
-        let c = bound(finalized(claim("c1")), "b1");
-        let h = out_of_store(&c, &[binding("b1", "5", &[("tenantName", "ga-2")])]);
-        let r = claim_ref(&claim_view(&c));
-        let json = serde_json::to_value(&c).expect("json");
+        let (c, h, r, json) = lost_out_of_store();
         let failing = (0..FETCH_TRIES).map(|_| get_claim(&c).fail(500, "InternalError"));
         h.api
             .expect(failing.chain([get_claim(&c).answer(200, json)]));
@@ -471,10 +476,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_read_that_fails_is_tried_again_and_after_the_last_try_left_to_the_sweep() {
-        let c = bound(finalized(claim("c1")), "b1");
-        let h = out_of_store(&c, &[binding("b1", "5", &[("tenantName", "ga-2")])]);
-        let r = claim_ref(&claim_view(&c));
-        let json = serde_json::to_value(&c).expect("json");
+        let (c, h, r, json) = lost_out_of_store();
         h.api.expect([
             get_claim(&c).fail(500, "InternalError"),
             get_claim(&c).answer(200, json),
