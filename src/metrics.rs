@@ -88,7 +88,7 @@ pub struct Metrics {
     pub claims_waiting: Family<TypeLabels, Gauge>,
     pub reconcile_seconds: Family<ControllerLabels, Histogram>,
     pub reconcile_errors: Family<OutcomeLabels, Counter>,
-    /// Claim reconciles waiting for a slot, per lane (`controller::lanes`).
+    /// Claims in line for a reconcile slot, per lane (`controller::lanes`).
     pub claim_reconciles_queued: Family<LaneLabels, Gauge>,
     pub leader: Gauge,
     pub admission_seconds: Family<AdmissionLabels, Histogram>,
@@ -225,7 +225,7 @@ impl Metrics {
         );
         registry.register(
             "claim_reconciles_queued",
-            "Claim reconciles waiting for a slot, per lane (source: request-source claims; claims: all others)",
+            "Claims in line for a reconcile slot, per lane (source: request-source claims; claims: all others)",
             self.claim_reconciles_queued.clone(),
         );
         registry.register(

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::active::ConfigResolver;
 use super::backoff::Backoff;
-use super::{Context, RunArgs, config, denials, sources};
+use super::{ClaimRef, Context, RunArgs, config, denials, sources};
 use crate::api::{AccountClaim, AccountClaimSpec, CLAIM_FINALIZER, HapConfig, HapConfigSpec};
 use crate::http::Health;
 use crate::k8s::caches::{Feed, listed_without_watch};
@@ -171,6 +171,8 @@ pub struct Harness {
     pub api: Script,
     /// The leader's fence, held for an hour; `revoke` it to act as a replica that lost the lease.
     pub fence: Fence,
+    /// The claims the lanes kicked when their turn came.
+    pub turns: Arc<Mutex<Vec<ClaimRef>>>,
     configs: Listed<HapConfig>,
 }
 
@@ -212,6 +214,7 @@ impl Harness {
             .collect();
         let (claim_store, claim_writer) = ClaimWriter::listed(stored);
         let (kick, _) = futures::channel::mpsc::unbounded();
+        let turns: Arc<Mutex<Vec<ClaimRef>>> = Arc::default();
         let fence = Fence::closed();
         let hour = std::time::Duration::from_secs(3600);
         fence.renewed(std::time::Instant::now(), hour, std::time::Duration::ZERO);
@@ -250,11 +253,10 @@ impl Harness {
             metrics: Arc::new(Metrics::new()),
             health: Health::default(),
             backoff: Backoff::default(),
-            lanes: super::lanes::Lanes::new(
-                args.concurrency,
-                args.source_concurrency,
-                super::kick_to(kick.clone()),
-            ),
+            lanes: super::lanes::Lanes::new(args.concurrency, args.source_concurrency, {
+                let turns = turns.clone();
+                move |r| turns.lock().unwrap_or_else(|p| p.into_inner()).push(r)
+            }),
             claim_kick: kick,
             sweep_now: Arc::default(),
             refresh: Mutex::new(config::RefreshClock::default()),
@@ -271,6 +273,7 @@ impl Harness {
             ctx,
             api,
             fence,
+            turns,
             configs,
         }
     }

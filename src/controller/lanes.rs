@@ -25,7 +25,7 @@
 //! now takes its place in line and its reconcile ends; when its turn comes a slot is kept for
 //! it and its reconcile is started again (`kick`, through the controller's triggers).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -36,9 +36,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use crate::labels::{SOURCE_ID, SOURCE_KIND};
 use crate::metrics::LaneLabels;
 
-/// How long a slot is kept for a claim whose turn came, from the kick to its reconcile. A kick
-/// may bring no reconcile (kube-runtime drops a ref whose claim its store no longer holds: a
-/// queued claim deleted before it had a finalizer); the slot then goes to the next in line.
+/// How long a slot is kept for a claim whose turn came, from the kick to its reconcile. A claim
+/// the store no longer holds gives its slot back at once (`forget`); this bounds the rest: a
+/// kick held up (kube-runtime pauses every trigger for a while after a watch error) or a claim
+/// gone between the check and the reconcile. The claim then goes back to the front of its lane
+/// and is kicked again.
 pub const GRANT_TTL: Duration = Duration::from_secs(5);
 
 /// The lane a claim queues in.
@@ -123,8 +125,8 @@ struct Inner<K: Key> {
 struct State<K> {
     running: [usize; 2],
     queued: [VecDeque<K>; 2],
-    /// Every key in `queued`, so that a claim triggered again keeps its one place.
-    in_line: HashSet<K>,
+    /// Every key in `queued` and its lane, so that a claim triggered again keeps its one place.
+    in_line: HashMap<K, Lane>,
     /// Slots kept for claims that were kicked and whose reconcile has not come yet; counted in
     /// `running`.
     kept: HashMap<K, Kept>,
@@ -137,7 +139,7 @@ impl<K> Default for State<K> {
         Self {
             running: [0; 2],
             queued: [VecDeque::new(), VecDeque::new()],
-            in_line: HashSet::new(),
+            in_line: HashMap::new(),
             kept: HashMap::new(),
             next_id: 0,
             closed: false,
@@ -221,9 +223,7 @@ impl<K: Key> Lanes<K> {
             if let Some(kept) = s.kept.remove(key) {
                 return Entry::Run(self.inner.slot(kept.lane));
             }
-            if s.in_line.insert(key.clone()) {
-                s.queued[lane as usize].push_back(key.clone());
-            }
+            s.line_up(key, lane);
             let mut kicks = self.inner.dispatch(&mut s);
             let entry = match kicks.iter().position(|(k, _)| k == key) {
                 Some(i) => {
@@ -239,6 +239,21 @@ impl<K: Key> Lanes<K> {
         entry
     }
 
+    /// `key`'s claim is gone from the store (deleted, or settled, while in line): its kept slot
+    /// goes to the next in line, or it leaves the line.
+    pub fn forget(&self, key: &K) {
+        let kicks = {
+            let mut s = self.inner.lock();
+            if let Some(kept) = s.kept.remove(key) {
+                s.running[kept.lane as usize] -= 1;
+            } else if let Some(lane) = s.in_line.remove(key) {
+                s.queued[lane as usize].retain(|k| k != key);
+            }
+            self.inner.dispatch(&mut s)
+        };
+        self.inner.send(kicks);
+    }
+
     /// Empties the queues and keeps no more slots: a stopping operator starts no reconcile
     /// (kube-runtime's graceful shutdown waits for the ones that run).
     pub fn close(&self) {
@@ -250,6 +265,23 @@ impl<K: Key> Lanes<K> {
             s.running[kept.lane as usize] -= 1;
         }
         self.inner.report(&s);
+    }
+}
+
+impl<K: Key> State<K> {
+    /// `key` takes its place at the back of `lane`, unless it has one. A claim in line with the
+    /// AccountClaims that has become a request source's unsettled claim moves to the source lane
+    /// (an admission call may wait on it now).
+    fn line_up(&mut self, key: &K, lane: Lane) {
+        match self.in_line.get(key) {
+            None => {}
+            Some(&Lane::Claims) if lane == Lane::Source => {
+                self.queued[Lane::Claims as usize].retain(|k| k != key);
+            }
+            Some(_) => return,
+        }
+        self.in_line.insert(key.clone(), lane);
+        self.queued[lane as usize].push_back(key.clone());
     }
 }
 
@@ -329,7 +361,8 @@ impl<K: Key> Inner<K> {
         }
     }
 
-    /// The slot kept for `key` under `id` goes back if no reconcile took it.
+    /// The slot kept for `key` under `id` goes back if no reconcile took it, and the claim to
+    /// the front of its lane: it keeps its place, and is kicked again when a slot is free.
     fn expire(self: &Arc<Self>, key: &K, id: u64) {
         let kicks = {
             let mut s = self.lock();
@@ -338,7 +371,10 @@ impl<K: Key> Inner<K> {
                     let lane = kept.lane;
                     s.kept.remove(key);
                     s.running[lane as usize] -= 1;
-                    tracing::debug!(?key, "a kept reconcile slot went unused");
+                    if s.in_line.insert(key.clone(), lane).is_none() {
+                        s.queued[lane as usize].push_front(key.clone());
+                    }
+                    tracing::debug!(?key, "no reconcile came for a kept slot; kicking again");
                     self.dispatch(&mut s)
                 }
                 _ => return,

@@ -10,6 +10,8 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher};
 
+use std::collections::VecDeque;
+
 use super::*;
 
 /// Lanes over plain names whose kicks are recorded.
@@ -150,12 +152,15 @@ async fn a_claim_that_comes_back_again_and_again_does_not_starve_the_others() {
 /// is being told to queue.
 #[tokio::test(start_paused = true)]
 async fn claims_waiting_for_a_slot_hold_no_reconcile_in_flight() {
-    let (seen, _, _) = hot_and_cold().await;
+    let (seen, _, all) = hot_and_cold().await;
     let most = seen.most_in_flight.load(Ordering::SeqCst);
     assert!(
         most <= 3,
         "{most} reconciles were in flight at once with 2 slots"
     );
+    let order = seen.order.lock().unwrap().clone();
+    let done: std::collections::BTreeSet<&String> = order.iter().collect();
+    assert_eq!(done.len(), all, "every object had its turn: {order:?}");
 }
 
 #[test]
@@ -252,14 +257,14 @@ fn accountclaims_step_back_while_a_source_claim_is_queued_or_running() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_kept_slot_whose_reconcile_never_comes_goes_to_the_next_in_line() {
+async fn a_kept_slot_whose_reconcile_does_not_come_is_given_again_to_the_front_of_the_line() {
     let (lanes, kicked) = recorded(1, 1);
     let busy = run(lanes.enter(&"busy".into(), Lane::Claims));
-    assert!(queued(lanes.enter(&"gone".into(), Lane::Claims)));
+    assert!(queued(lanes.enter(&"slow".into(), Lane::Claims)));
     assert!(queued(lanes.enter(&"next".into(), Lane::Claims)));
     drop(busy);
-    assert_eq!(kicked.lock().unwrap().as_slice(), ["gone"]);
-    // No reconcile of "gone" comes (kube-runtime's store no longer has it).
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["slow"]);
+    // Its kick is held up (the controller's triggers pause after a watch error).
     tokio::time::sleep(GRANT_TTL - Duration::from_millis(1)).await;
     assert_eq!(
         kicked.lock().unwrap().len(),
@@ -267,10 +272,90 @@ async fn a_kept_slot_whose_reconcile_never_comes_goes_to_the_next_in_line() {
         "the slot went back too early"
     );
     tokio::time::sleep(Duration::from_millis(2)).await;
+    assert_eq!(
+        kicked.lock().unwrap().as_slice(),
+        ["slow", "slow"],
+        "kicked again, ahead of the next"
+    );
+    drop(run(lanes.enter(&"slow".into(), Lane::Claims)));
+    assert_eq!(
+        kicked.lock().unwrap().last().map(String::as_str),
+        Some("next")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_old_timer_does_not_take_back_a_slot_kept_again_for_the_same_claim() {
+    let (lanes, kicked) = recorded(1, 1);
+    let busy = run(lanes.enter(&"busy".into(), Lane::Claims));
+    assert!(queued(lanes.enter(&"a".into(), Lane::Claims)));
+    drop(busy);
+    // a's first turn: its reconcile comes at once, and it is triggered again meanwhile.
+    let first = run(lanes.enter(&"a".into(), Lane::Claims));
+    assert!(queued(lanes.enter(&"a".into(), Lane::Claims)));
+    tokio::time::sleep(GRANT_TTL / 2).await;
+    drop(first);
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["a", "a"], "kept again");
+    // The first turn's timer fires while the second's slot is kept: nothing moves.
+    tokio::time::sleep(GRANT_TTL / 2 + Duration::from_millis(1)).await;
+    assert!(queued(lanes.enter(&"b".into(), Lane::Claims)));
+    assert_eq!(
+        kicked.lock().unwrap().len(),
+        2,
+        "{:?}",
+        kicked.lock().unwrap()
+    );
+    drop(run(lanes.enter(&"a".into(), Lane::Claims)));
+    assert_eq!(kicked.lock().unwrap().last().map(String::as_str), Some("b"));
+}
+
+#[test]
+fn a_claim_gone_from_the_store_gives_its_kept_slot_to_the_next_at_once() {
+    let (lanes, kicked) = recorded(1, 1);
+    let busy = run(lanes.enter(&"busy".into(), Lane::Claims));
+    for n in ["gone", "in-line-gone", "next"] {
+        assert!(queued(lanes.enter(&n.to_string(), Lane::Claims)));
+    }
+    lanes.forget(&"in-line-gone".to_string());
+    drop(busy);
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["gone"]);
+    lanes.forget(&"gone".to_string());
     assert_eq!(kicked.lock().unwrap().as_slice(), ["gone", "next"]);
     drop(run(lanes.enter(&"next".into(), Lane::Claims)));
-    // Its reconcile comes late after all: it queues as a new one, and the slot is free.
-    drop(run(lanes.enter(&"gone".into(), Lane::Claims)));
+    let s = lanes.inner.lock();
+    assert_eq!(s.running, [0, 0], "every slot came back");
+    assert!(s.in_line.is_empty() && s.queued.iter().all(VecDeque::is_empty));
+}
+
+#[test]
+fn an_accountclaim_in_line_that_becomes_a_source_claim_moves_to_the_source_lane() {
+    let (lanes, kicked) = recorded(1, 1);
+    let busy = run(lanes.enter(&"busy".into(), Lane::Claims));
+    assert!(queued(lanes.enter(&"first".into(), Lane::Claims)));
+    assert!(queued(lanes.enter(&"c".into(), Lane::Claims)));
+    // Now unsettled and a source's: the source lane has a free slot.
+    let c = run(lanes.enter(&"c".into(), Lane::Source));
+    drop((busy, c));
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["first"]);
+}
+
+#[test]
+fn a_close_gives_back_the_kept_slots_and_a_slot_dropped_after_it_starts_nothing() {
+    let (lanes, kicked) = recorded(1, 1);
+    let busy = run(lanes.enter(&"busy".into(), Lane::Claims));
+    let source = run(lanes.enter(&"s".into(), Lane::Source));
+    assert!(queued(lanes.enter(&"s2".into(), Lane::Source)));
+    drop(source);
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["s2"], "kept for s2");
+    lanes.close();
+    assert_eq!(
+        lanes.inner.lock().running,
+        [0, 1],
+        "s2's kept slot came back"
+    );
+    drop(busy);
+    assert_eq!(lanes.inner.lock().running, [0, 0]);
+    assert_eq!(kicked.lock().unwrap().len(), 1);
 }
 
 #[test]
@@ -334,4 +419,62 @@ async fn a_claim_that_finds_every_slot_taken_ends_its_reconcile_at_once() {
         matches!(done, Some(Ok(ref a)) if *a == Action::await_change()),
         "the reconcile waited for a slot: {done:?}"
     );
+    // In line, not sent away: the first slot that frees is kept for it.
+    assert!(h.turns.lock().unwrap().is_empty());
+    drop(_busy);
+    let turns: Vec<String> = h
+        .turns
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.name.clone())
+        .collect();
+    assert_eq!(turns, ["c"]);
+}
+
+#[tokio::test]
+async fn a_turn_of_a_claim_the_store_no_longer_holds_goes_to_the_next_claim() {
+    use crate::controller::fixtures::{Harness, aws_spec, claim, hap_config};
+    let (gone, next) = (claim("gone"), claim("next"));
+    let h = Harness::new(hap_config(aws_spec()), &[&gone, &next], &[]);
+    let slots = h.ctx.args.concurrency;
+    let mut busy: Vec<_> = (0..slots)
+        .map(|i| {
+            let other = ObjectRef::new(&format!("other-{i}")).within("ns");
+            match h.ctx.lanes.enter(&other, Lane::Claims) {
+                Entry::Run(slot) => slot,
+                e => panic!("expected a slot, got {e:?}"),
+            }
+        })
+        .collect();
+    let key = |c: &crate::api::AccountClaim| {
+        ObjectRef::from_obj(&crate::k8s::lean::StoredClaim::from(c.clone()))
+    };
+    for c in [&gone, &next] {
+        assert!(matches!(
+            h.ctx.lanes.enter(&key(c), Lane::Claims),
+            Entry::Queued
+        ));
+    }
+    // Deleted while in line.
+    h.forget_stored(&gone);
+    busy.pop();
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    for r in h.turns.lock().unwrap().drain(..) {
+        tx.unbounded_send(r).unwrap();
+    }
+    drop(tx);
+    let passed: Vec<String> = super::super::turns(&h.ctx, rx)
+        .map(|r| r.name)
+        .collect()
+        .await;
+    assert!(passed.is_empty(), "{passed:?}");
+    let turns: Vec<String> = h
+        .turns
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.name.clone())
+        .collect();
+    assert_eq!(turns, ["next"], "the slot went on at once");
 }

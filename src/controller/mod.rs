@@ -464,6 +464,8 @@ struct Streams {
     /// Set: the claim watch's objects are kept for the controller from now on (`relay`).
     claims_listening: Arc<AtomicBool>,
     kicks: futures::channel::mpsc::UnboundedReceiver<ClaimRef>,
+    /// Claims whose turn for a slot came (`lanes`).
+    turns: futures::channel::mpsc::UnboundedReceiver<ClaimRef>,
 }
 
 /// Starts every watch (a standby keeps its caches warm) and builds the shared context.
@@ -485,6 +487,7 @@ fn start_caches(
         (ledger.clone(), feed.clone(), claims_synced.clone()),
     );
     let (kick_tx, kick_rx) = futures::channel::mpsc::unbounded();
+    let (turn_tx, turn_rx) = futures::channel::mpsc::unbounded();
     let ctx = Arc::new(Context {
         writer: Writer::new(own.clone(), garden.clone(), Some(args.identity()), fence),
         caches: Caches {
@@ -513,7 +516,9 @@ fn start_caches(
             args.concurrency,
             args.source_concurrency,
             handle.metrics.claim_reconciles_queued.clone(),
-            kick_to(kick_tx.clone()),
+            move |r| {
+                let _ = turn_tx.unbounded_send(r);
+            },
         ),
         claim_kick: kick_tx,
         sweep_now: Arc::default(),
@@ -538,6 +543,7 @@ fn start_caches(
         claims: claim_rx,
         claims_listening,
         kicks: kick_rx,
+        turns: turn_rx,
     };
     (ctx, streams)
 }
@@ -745,6 +751,7 @@ async fn run_controllers(
     let claim_controller = Controller::for_stream(unsettled(streams.claims), claims)
         .with_config(claim_controller_config())
         .reconcile_on(claim_triggers(&ctx, streams.kicks, &stop))
+        .reconcile_on(turns(&ctx, streams.turns))
         .graceful_shutdown_on(cancelled(&stop))
         .run(claim::reconcile, claim::error_policy, ctx.clone())
         .for_each(|r| logged("AccountClaim", r));
@@ -796,6 +803,24 @@ fn claim_triggers(
     );
     let refs = futures::stream::select(futures::stream::select(pending, kicks), sweep);
     visits::stored_first(ctx.clone(), refs)
+}
+
+/// Claims whose turn for a slot came, straight to the controller: not behind the fetches of
+/// the other triggers (`visits`), which may wait seconds on a slow API server while the slot
+/// kept for the claim waits too. A claim the store no longer holds (deleted, or settled, while
+/// in line) gives its slot to the next at once.
+fn turns(
+    ctx: &Arc<Context>,
+    turns: futures::channel::mpsc::UnboundedReceiver<ClaimRef>,
+) -> impl futures::Stream<Item = ClaimRef> + Send + use<> {
+    let ctx = ctx.clone();
+    turns.filter(move |r| {
+        let held = ctx.caches.claims.get(r).is_some();
+        if !held {
+            ctx.lanes.forget(r);
+        }
+        futures::future::ready(held)
+    })
 }
 
 /// Resolves when `stop` is cancelled (a controller's graceful shutdown).
@@ -886,25 +911,16 @@ pub(crate) fn resync(_ctx: &Context) -> Action {
     Action::await_change()
 }
 
-/// The claim watch as far as it concerns a reconcile: every event except those of settled
-/// claims (`status::is_settled`), which are above all the Bound status a reconcile just wrote.
-/// Each of those started one more reconcile per claim that found nothing to do.
-/// The claim controller's own settings: no limit of its own (the reconcile queues for a slot in
-/// its lane, `lanes`, first come, first served; kube-runtime's limit takes due claims back in
-/// hash order and starved some for minutes).
-/// Sends a claim's ref to the claim controller's triggers (gone once the controller stopped).
-pub(crate) fn kick_to(
-    tx: futures::channel::mpsc::UnboundedSender<ClaimRef>,
-) -> impl Fn(ClaimRef) + Send + Sync + 'static {
-    move |r| {
-        let _ = tx.unbounded_send(r);
-    }
-}
-
+/// The claim controller's own settings: no limit of its own (a claim takes its place in line
+/// for a slot in its lane, `lanes`, first come, first served; kube-runtime's limit takes due
+/// claims back in hash order and starved some for minutes).
 pub(crate) fn claim_controller_config() -> kcontroller::Config {
     kcontroller::Config::default()
 }
 
+/// The claim watch as far as it concerns a reconcile: every event except those of settled
+/// claims (`status::is_settled`), which are above all the Bound status a reconcile just wrote.
+/// Each of those started one more reconcile per claim that found nothing to do.
 fn unsettled(
     claims: futures::stream::BoxStream<'static, Result<StoredClaim, kube::runtime::watcher::Error>>,
 ) -> impl futures::Stream<Item = Result<StoredClaim, kube::runtime::watcher::Error>> + Send {
