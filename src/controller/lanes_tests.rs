@@ -398,13 +398,11 @@ fn the_queue_lengths_are_exported_per_lane() {
     assert_eq!(length("claims"), 0);
 }
 
-#[tokio::test]
-async fn a_claim_that_finds_every_slot_taken_ends_its_reconcile_at_once() {
-    use crate::controller::fixtures::{Harness, aws_spec, claim, hap_config};
-    use futures::FutureExt;
-    let h = Harness::new(hap_config(aws_spec()), &[], &[]);
-    let slots = h.ctx.args.concurrency;
-    let _busy: Vec<_> = (0..slots)
+/// Every slot of the claims lane of `h`'s lanes, taken by other claims.
+fn every_claims_slot(
+    h: &crate::controller::fixtures::Harness,
+) -> Vec<Slot<crate::controller::ClaimRef>> {
+    (0..h.ctx.args.concurrency)
         .map(|i| {
             let other = ObjectRef::new(&format!("other-{i}")).within("ns");
             match h.ctx.lanes.enter(&other, Lane::Claims) {
@@ -412,7 +410,15 @@ async fn a_claim_that_finds_every_slot_taken_ends_its_reconcile_at_once() {
                 e => panic!("expected a slot, got {e:?}"),
             }
         })
-        .collect();
+        .collect()
+}
+
+#[tokio::test]
+async fn a_claim_that_finds_every_slot_taken_ends_its_reconcile_at_once() {
+    use crate::controller::fixtures::{Harness, aws_spec, claim, hap_config};
+    use futures::FutureExt;
+    let h = Harness::new(hap_config(aws_spec()), &[], &[]);
+    let _busy = every_claims_slot(&h);
     let claim = Arc::new(crate::k8s::lean::StoredClaim::from(claim("c")));
     let done = super::super::claim::reconcile(claim, h.ctx.clone()).now_or_never();
     assert!(
@@ -437,16 +443,7 @@ async fn a_turn_of_a_claim_the_store_no_longer_holds_goes_to_the_next_claim() {
     use crate::controller::fixtures::{Harness, aws_spec, claim, hap_config};
     let (gone, next) = (claim("gone"), claim("next"));
     let h = Harness::new(hap_config(aws_spec()), &[&gone, &next], &[]);
-    let slots = h.ctx.args.concurrency;
-    let mut busy: Vec<_> = (0..slots)
-        .map(|i| {
-            let other = ObjectRef::new(&format!("other-{i}")).within("ns");
-            match h.ctx.lanes.enter(&other, Lane::Claims) {
-                Entry::Run(slot) => slot,
-                e => panic!("expected a slot, got {e:?}"),
-            }
-        })
-        .collect();
+    let mut busy = every_claims_slot(&h);
     let key = |c: &crate::api::AccountClaim| {
         ObjectRef::from_obj(&crate::k8s::lean::StoredClaim::from(c.clone()))
     };
