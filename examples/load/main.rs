@@ -408,7 +408,7 @@ fn print_reconciles(op: &OperatorProcess, r: usize, n: usize) {
         let (labels, value) = rest.rsplit_once(' ').unwrap_or((rest, "0"));
         let count: f64 = value.parse().unwrap_or(0.0);
         println!(
-            "phase 1 round {r} reconciles {labels}: {count} ({:.2} per claim)",
+            "phase 1 round {r} reconciles that ran (a claim in line for a slot is not counted) {labels}: {count} ({:.2} per claim)",
             count / n.max(1) as f64
         );
     }

@@ -41,7 +41,10 @@ pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
         settled: claim.is_settled(),
     };
     let lane = lane_of(facts, &ctx.args.source_claim_namespace());
-    let _slot = match ctx.lanes.enter(&ObjectRef::from_obj(claim.as_ref()), lane) {
+    // By namespace and name: a line of thousands need not hold each ref's uid and version.
+    let mut key = ObjectRef::from_obj(claim.as_ref());
+    key.extra = Default::default();
+    let _slot = match ctx.lanes.enter(&key, lane) {
         Entry::Run(slot) => slot,
         // In line: a kick brings it back when a slot is kept for it. Stopping: the next
         // leader reconciles it.

@@ -248,6 +248,11 @@ async fn gather(
             .map(|s| s.bindings_in_use.clone())
             .unwrap_or_default();
         input.pools = reported.map(|s| s.pools.clone()).unwrap_or_default();
+        // The source pass waits for the claim list (`sources::pass`): what it reported last
+        // stays until it runs, instead of an empty list and a dropped SourcesAvailable.
+        input.sources = reported
+            .map(|s| s.request_sources.clone())
+            .unwrap_or_default();
         requeue = Duration::from_millis(500);
     } else {
         if let Some(next) = refresh_if_due(cfg, active, ctx).await {
@@ -258,8 +263,8 @@ async fn gather(
         input.refused_writes = ctx.denials.refusals();
         export_metrics(ctx, &mut ledger.inventory, &input.orphans);
         input.pools = super::lifecycle::pools(ctx, &active.spec, &mut ledger.inventory);
+        input.sources = ctx.sources.statuses();
     }
-    input.sources = ctx.sources.statuses();
     input.last_refresh_time = ctx.refresh.lock().ok().and_then(|c| {
         c.last
             .as_ref()

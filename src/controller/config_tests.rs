@@ -143,3 +143,57 @@ async fn the_record_is_applied_on_the_version_read_and_only_when_older() {
         .expect("reconciled");
     h.api.done();
 }
+
+/// Until every cache has listed (here: the claims), the status keeps the request sources it
+/// reported: the source pass waits for the claim list, and an empty list would drop
+/// `requestSources` and SourcesAvailable on every start at scale.
+#[tokio::test]
+async fn a_status_written_before_the_claims_listed_keeps_the_reported_sources() {
+    let mut cfg = hap_config(aws_spec());
+    let reported = crate::api::SourceStatus {
+        id: "kyma".into(),
+        kind: "Runtime".into(),
+        watching: true,
+        message: "serving".into(),
+        matching: 3,
+        claims: 3,
+        bound: 3,
+        pending: 0,
+        failed: 0,
+        unserved: 0,
+    };
+    cfg.status = Some(HapConfigStatus {
+        request_sources: vec![reported],
+        ..HapConfigStatus::default()
+    });
+    let h = Harness::new(cfg.clone(), &[], &[binding("b1", "5", &[])]);
+    h.ctx
+        .claims_synced
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    h.api.always(Call::get(RECORD).fail(404, "NotFound"));
+    h.api.always(record_apply(None));
+    h.api.always(
+        Call::patch(&format!(
+            "/apis/accountpool.io/v1alpha1/hapconfigs/{CONFIG}/status"
+        ))
+        .query(&[("fieldManager", "hap-operator"), ("force", "true")])
+        .answer_rv("101"),
+    );
+    super::config::reconcile(Arc::new(cfg), h.ctx.clone())
+        .await
+        .expect("reconciled");
+    let status = h
+        .api
+        .received()
+        .into_iter()
+        .filter_map(|r| r.body)
+        .filter_map(|b| b.get("status").cloned())
+        .next_back()
+        .expect("a status was written");
+    assert_eq!(
+        status["requestSources"],
+        json!([{"id": "kyma", "kind": "Runtime", "watching": true, "message": "serving",
+            "matching": 3, "claims": 3, "bound": 3, "pending": 0, "failed": 0, "unserved": 0}]),
+        "{status}"
+    );
+}

@@ -23,7 +23,8 @@
 //! that polling took a fifth of the operator's CPU (`make bench`'s throughput mix: 1.25 ms per
 //! claim, with kube-runtime's join handles on top of the profile). A claim without a free slot
 //! now takes its place in line and its reconcile ends; when its turn comes a slot is kept for
-//! it and its reconcile is started again (`kick`, through the controller's triggers).
+//! it and its reconcile is started again (`kick`: `controller::turns`, a trigger stream of its
+//! own).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -38,10 +39,13 @@ use crate::metrics::LaneLabels;
 
 /// How long a slot is kept for a claim whose turn came, from the kick to its reconcile. A claim
 /// the store no longer holds gives its slot back at once (`forget`); this bounds the rest: a
-/// kick held up (kube-runtime pauses every trigger for a while after a watch error) or a claim
-/// gone between the check and the reconcile. The claim then goes back to the front of its lane
-/// and is kicked again.
+/// claim gone between that check and its reconcile (the next kick finds it gone), or a kick held
+/// up (kube-runtime pauses its triggers briefly after a watch error). The claim then goes back to
+/// the front of its lane and, as a slot is free, is kicked again at once.
 pub const GRANT_TTL: Duration = Duration::from_secs(5);
+
+/// A line emptied that had held more than this many claims gives its memory back.
+const SHRINK_ABOVE: usize = 1024;
 
 /// The lane a claim queues in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,8 +116,9 @@ impl<K: Key> std::fmt::Debug for Lanes<K> {
 struct Inner<K: Key> {
     /// Slots of the source lane.
     source: usize,
-    /// Slots of the claims lane while no source claim is queued or running, and while one is.
+    /// Slots of the claims lane while no source claim is queued or running.
     claims: usize,
+    /// Slots of the claims lane while one is.
     claims_floor: usize,
     state: Mutex<State<K>>,
     /// `hap_claim_reconciles_queued` of the source and the claims lane.
@@ -334,7 +339,14 @@ impl<K: Key> Inner<K> {
                 let Some(key) = s.queued[i].pop_front() else {
                     break;
                 };
+                if s.queued[i].is_empty() && s.queued[i].capacity() > SHRINK_ABOVE {
+                    // A takeover lines up every unsettled claim; the line then gives it back.
+                    s.queued[i].shrink_to_fit();
+                }
                 s.in_line.remove(&key);
+                if s.in_line.is_empty() && s.in_line.capacity() > SHRINK_ABOVE {
+                    s.in_line.shrink_to_fit();
+                }
                 s.running[i] += 1;
                 s.next_id += 1;
                 let id = s.next_id;

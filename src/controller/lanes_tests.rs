@@ -335,6 +335,11 @@ fn an_accountclaim_in_line_that_becomes_a_source_claim_moves_to_the_source_lane(
     assert!(queued(lanes.enter(&"c".into(), Lane::Claims)));
     // Now unsettled and a source's: the source lane has a free slot.
     let c = run(lanes.enter(&"c".into(), Lane::Source));
+    assert_eq!(
+        lanes.inner.lock().queued[Lane::Claims as usize],
+        ["first"],
+        "c left the claims lane"
+    );
     drop((busy, c));
     assert_eq!(kicked.lock().unwrap().as_slice(), ["first"]);
 }

@@ -762,6 +762,8 @@ async fn run_controllers(
         // their next await; the fence already refuses their writes.
         _ = lost.cancelled() => tracing::error!("leadership lost; in-flight work aborted"),
     }
+    // Whatever ended them: no claim in line is kicked into a controller that is gone.
+    ctx.lanes.close();
     tracing::info!("controllers stopped");
 }
 

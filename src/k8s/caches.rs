@@ -144,8 +144,6 @@ struct TaskState {
     /// From the task's start (and each watcher `Init`) to its `InitDone`.
     listing: AtomicBool,
     previous: Mutex<Option<AbortHandle>>,
-    /// When the task started: its first list's time goes into the log (start-up at scale).
-    started: Instant,
 }
 
 impl TaskState {
@@ -153,7 +151,6 @@ impl TaskState {
         Arc::new(Self {
             listing: AtomicBool::new(true),
             previous: Mutex::new(previous),
-            started: Instant::now(),
         })
     }
 
@@ -363,6 +360,8 @@ async fn drive<K, S>(
     // Declared before any lock is taken, so that it is dropped (and its list abandoned) after
     // every ledger guard of this task, also when the task is aborted mid-list.
     let mut relist = OpenRelist::new(feed.ledger.clone(), kind);
+    // Each list's time goes into the log: at scale, which cache a start waited for.
+    let mut list_started = Instant::now();
     while let Some(events) = stream.next().await {
         let mut listed = false;
         feed.apply(|l| {
@@ -373,6 +372,7 @@ async fn drive<K, S>(
                         match ev {
                             watcher::Event::Init => {
                                 feed.task.listing.store(true, Ordering::SeqCst);
+                                list_started = Instant::now();
                                 listed = false;
                             }
                             watcher::Event::InitDone => {
@@ -390,7 +390,7 @@ async fn drive<K, S>(
             feed.listed();
             tracing::info!(
                 ?kind,
-                seconds = feed.task.started.elapsed().as_secs_f64(),
+                seconds = list_started.elapsed().as_secs_f64(),
                 "listed"
             );
         }
@@ -601,8 +601,11 @@ pub fn claim_stream(
         .map_ok(widen::<LeanClaim, StoredClaim>)
         .inspect_ok({
             let mut relist = None;
-            let started = Instant::now();
+            let mut list_started = Instant::now();
             move |ev| {
+                if matches!(ev, watcher::Event::Init) {
+                    list_started = Instant::now();
+                }
                 {
                     let mut ledger = lock(&ledger);
                     follow(
@@ -624,7 +627,7 @@ pub fn claim_stream(
                     synced.store(true, Ordering::SeqCst);
                     tracing::info!(
                         kind = ?Kind::Claim,
-                        seconds = started.elapsed().as_secs_f64(),
+                        seconds = list_started.elapsed().as_secs_f64(),
                         "listed"
                     );
                 }
