@@ -403,6 +403,12 @@ fn the_queue_lengths_are_exported_per_lane() {
     assert_eq!(length("claims"), 0);
 }
 
+/// The names of the claims `h`'s lanes kicked, in order.
+fn turn_names(h: &crate::controller::fixtures::Harness) -> Vec<String> {
+    let turns = h.turns.lock().unwrap();
+    turns.iter().map(|r| r.name.clone()).collect()
+}
+
 /// Every slot of the claims lane of `h`'s lanes, taken by other claims.
 fn every_claims_slot(
     h: &crate::controller::fixtures::Harness,
@@ -433,13 +439,7 @@ async fn a_claim_that_finds_every_slot_taken_ends_its_reconcile_at_once() {
     // In line, not sent away: the first slot that frees is kept for it.
     assert!(h.turns.lock().unwrap().is_empty());
     drop(_busy);
-    let turns: Vec<String> = h
-        .turns
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|r| r.name.clone())
-        .collect();
+    let turns = turn_names(&h);
     assert_eq!(turns, ["c"]);
 }
 
@@ -471,12 +471,6 @@ async fn a_turn_of_a_claim_the_store_no_longer_holds_goes_to_the_next_claim() {
         .collect()
         .await;
     assert!(passed.is_empty(), "{passed:?}");
-    let turns: Vec<String> = h
-        .turns
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|r| r.name.clone())
-        .collect();
+    let turns = turn_names(&h);
     assert_eq!(turns, ["next"], "the slot went on at once");
 }

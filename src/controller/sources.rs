@@ -486,8 +486,9 @@ mod tests {
         serde_json::from_value(serde_json::to_value(&c).expect("json")).expect("a stored claim")
     }
 
-    #[test]
-    fn the_index_gives_the_records_the_whole_claims_gave() {
+    /// Source claims of every shape the pass reads, in namespace kcp, plus a person's claim
+    /// there and a source claim elsewhere.
+    fn claims_of_every_shape() -> [crate::k8s::lean::StoredClaim; 9] {
         use crate::api::{AccountClaimStatus, ClaimPhase};
         use crate::sources::naming::{LABEL_SOURCE_NAME, LABEL_SOURCE_UID};
         let status = |phase, binding: Option<&str>| {
@@ -499,7 +500,7 @@ mod tests {
                 ..Default::default()
             })
         };
-        let claims = [
+        [
             stored("new", "kcp", Some("Shoot"), |_| {}),
             stored("pending", "kcp", Some("Runtime"), |c| {
                 c.status = status(ClaimPhase::Pending, None);
@@ -527,7 +528,12 @@ mod tests {
                 c.status = status(ClaimPhase::Bound, Some("b4"));
             }),
             stored("elsewhere", "other", Some("Shoot"), |_| {}),
-        ];
+        ]
+    }
+
+    #[test]
+    fn the_index_gives_the_records_the_whole_claims_gave() {
+        let claims = claims_of_every_shape();
         let now: jiff::Timestamp = "2026-11-27T04:00:00Z".parse().unwrap();
         let mut from_store: Vec<ClaimRecord> = claims
             .iter()
