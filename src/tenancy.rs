@@ -124,9 +124,7 @@ fn refusal(rule: &TenantRule, who: &Requester<'_>, ask: &Ask<'_>) -> Option<Stri
         }
     }
     if let Some(gas) = &rule.global_accounts
-        && !gas
-            .iter()
-            .any(|g| g == "*" || g == ask.global_account)
+        && !gas.iter().any(|g| g == "*" || g == ask.global_account)
     {
         return Some("global account not listed".into());
     }

@@ -355,7 +355,12 @@ fn mcp_cluster(ns: &str, name: Option<&str>, configs: &[&str]) -> DynamicObject 
     let mut spec = json!({"profile": "default.gardener.gcp", "purposes": ["mcp"],
         "tenancy": "Exclusive", "kubernetes": {"version": "1.33"}});
     if !configs.is_empty() {
-        spec["clusterConfigs"] = json!(configs.iter().map(|c| json!({"name": c})).collect::<Vec<_>>());
+        spec["clusterConfigs"] = json!(
+            configs
+                .iter()
+                .map(|c| json!({"name": c}))
+                .collect::<Vec<_>>()
+        );
     }
     serde_json::from_value(json!({"apiVersion": "clusters.openmcp.cloud/v1alpha1",
         "kind": "Cluster", "metadata": meta, "spec": spec}))
@@ -430,9 +435,7 @@ async fn openmcp_clusters_of_a_requester_the_policy_does_not_allow_are_refused_o
 
     refused(
         "generateName",
-        as_mallory
-            .create(&pp, &mcp_cluster(&ns, None, &[]))
-            .await,
+        as_mallory.create(&pp, &mcp_cluster(&ns, None, &[])).await,
     );
     refused(
         "reference listed at creation",
@@ -462,7 +465,10 @@ async fn openmcp_clusters_of_a_requester_the_policy_does_not_allow_are_refused_o
         .annotations
         .get_or_insert_default()
         .insert("accountpool.io/tenant-rule".into(), "openmcp".into());
-    refused("generateName with a forged record", as_mallory.create(&pp, &forged).await);
+    refused(
+        "generateName with a forged record",
+        as_mallory.create(&pp, &forged).await,
+    );
     assert!(claim_names(&hap).await.is_empty(), "no claim was created");
     assert_eq!(touched(&hap).await, before, "no binding touched");
 
@@ -472,7 +478,10 @@ async fn openmcp_clusters_of_a_requester_the_policy_does_not_allow_are_refused_o
         .await
         .expect("the scheduler's generated Cluster is admitted");
     let gname = g.metadata.name.clone().expect("name");
-    assert_eq!(hap.bound(&format!("cluster.{ns}.{gname}")).await, "victim-1");
+    assert_eq!(
+        hap.bound(&format!("cluster.{ns}.{gname}")).await,
+        "victim-1"
+    );
     as_scheduler
         .create(&pp, &mcp_cluster(&ns, Some("pre"), &["pre--hap"]))
         .await
@@ -573,7 +582,10 @@ async fn runtimes_and_shoots_are_served_only_for_the_users_the_policy_names() {
     let mallory = support::client_as(&kubeconfig, "mallory", &[MASTERS]).await;
     let message = denial(
         api(&mallory, &kcp, &runtime_resource())
-            .create(&PostParams::default(), &runtime(&kcp, &scope, &spec("rt-x")))
+            .create(
+                &PostParams::default(),
+                &runtime(&kcp, &scope, &spec("rt-x")),
+            )
             .await,
     );
     assert!(
@@ -593,10 +605,17 @@ async fn runtimes_and_shoots_are_served_only_for_the_users_the_policy_names() {
 
     let keb = support::client_as(&kubeconfig, "keb", &[MASTERS]).await;
     api(&keb, &kcp, &runtime_resource())
-        .create(&PostParams::default(), &runtime(&kcp, &scope, &spec("rt-ok")))
+        .create(
+            &PostParams::default(),
+            &runtime(&kcp, &scope, &spec("rt-ok")),
+        )
         .await
         .expect("KEB's Runtime is admitted");
-    assert!(runtime_binding(&hap.client, &kcp, "rt-ok").await.starts_with("aws-"));
+    assert!(
+        runtime_binding(&hap.client, &kcp, "rt-ok")
+            .await
+            .starts_with("aws-")
+    );
     let maker = support::client_as(
         &garden_kubeconfig,
         "alice",

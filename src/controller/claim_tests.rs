@@ -544,7 +544,8 @@ async fn a_pass_created_claim_is_checked_and_only_the_recorded_rule_stands_for_i
         assert_eq!(action, Action::await_change(), "final");
         let message = written_ready_message(&h);
         assert!(
-            message.contains("rule `openmcp`") && message.contains("Cluster in namespace `platform`"),
+            message.contains("rule `openmcp`")
+                && message.contains("Cluster in namespace `platform`"),
             "{message}"
         );
     }

@@ -599,6 +599,8 @@ pub fn record_ops(req: &Request<'_>, ops: &[Value], decided: Option<Option<&str>
     if has_map {
         vec![json!({"op": "add", "path": path, "value": rule})]
     } else {
-        vec![json!({"op": "add", "path": "/metadata/annotations", "value": {ANNOTATION_TENANT_RULE: rule}})]
+        vec![
+            json!({"op": "add", "path": "/metadata/annotations", "value": {ANNOTATION_TENANT_RULE: rule}}),
+        ]
     }
 }

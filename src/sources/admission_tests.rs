@@ -629,7 +629,11 @@ fn every_cluster_path_the_pass_claims_for_asks_the_tenant_policy_at_admission() 
     let generated = cluster(None, json!(["workload"]), None);
     let a = ask(&create(SourceKind::Cluster, "platform", &generated)).expect("generateName");
     assert_eq!(
-        (a.source_id.as_str(), a.namespace.as_str(), a.global_account.as_str()),
+        (
+            a.source_id.as_str(),
+            a.namespace.as_str(),
+            a.global_account.as_str()
+        ),
         ("mcp", "platform", "acme")
     );
     let pre = cluster(
@@ -637,7 +641,10 @@ fn every_cluster_path_the_pass_claims_for_asks_the_tenant_policy_at_admission() 
         json!(["mcp"]),
         Some(json!([{"name": "c1--hap"}])),
     );
-    assert_eq!(plan_for(&s, SourceKind::Cluster, "platform", &pre), Plan::Untouched);
+    assert_eq!(
+        plan_for(&s, SourceKind::Cluster, "platform", &pre),
+        Plan::Untouched
+    );
     let a = ask(&create(SourceKind::Cluster, "platform", &pre)).expect("reference listed");
     assert_eq!(a.cluster_config.as_deref(), Some("c1--hap"));
     // Served through its own claim (`Plan::Claim`), which asks the policy there.
@@ -651,7 +658,10 @@ fn every_cluster_path_the_pass_claims_for_asks_the_tenant_policy_at_admission() 
         json!(["platform"]),
         Some(json!([{"name": "c1--hap"}])),
     );
-    assert_eq!(ask(&create(SourceKind::Cluster, "platform", &unserved)), None);
+    assert_eq!(
+        ask(&create(SourceKind::Cluster, "platform", &unserved)),
+        None
+    );
     assert!(ask(&update(SourceKind::Cluster, "platform", &unserved, &pre)).is_some());
     let mut other_ga = pre.clone();
     other_ga["metadata"]["labels"]["metadata.open-control-plane.io/project"] = json!("globex");

@@ -528,13 +528,7 @@ impl<'i, 'a> Planner<'i, 'a> {
             uid: o.uid,
         };
         self.actions.push(Action::CreateClaim {
-            claim: claim_object(
-                &r,
-                self.input.claim_namespace,
-                &o.cname,
-                &spec,
-                tenant_rule,
-            ),
+            claim: claim_object(&r, self.input.claim_namespace, &o.cname, &spec, tenant_rule),
         });
     }
 

@@ -174,14 +174,14 @@ async fn decide(
     // The source pass will claim for this object once it is stored: decide the policy now,
     // where the user is known, and record the rule on the object for the claim.
     let decided = match tenant_ask(&request, &serving) {
-        Some(ask) => match tenant_decision(hook, &active.spec, (kind, &req.user_info), &ask, false)
-            .await
-        {
-            Ok(rule) => Some(rule),
-            Err(message) => {
-                return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
+        Some(ask) => {
+            match tenant_decision(hook, &active.spec, (kind, &req.user_info), &ask, false).await {
+                Ok(rule) => Some(rule),
+                Err(message) => {
+                    return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
+                }
             }
-        },
+        }
         None => None,
     };
     let mut ops = ops;
