@@ -19,6 +19,10 @@
 //!   allows that change), and the annotation names the only ClusterConfig the operator writes.
 //! - A claim being deleted never answers `Bound`, and a claim read again counts only if it is the
 //!   same claim (uid) for the same request.
+//! - The tenant policy is decided here for every request that leads to a claim, because only
+//!   admission knows the user: a claim the webhook creates, and a Cluster the source pass will
+//!   claim for ([`tenant_ask`]). The allowing rule is recorded on the claim or the object, and on
+//!   every CREATE and UPDATE the record is the webhook's ([`record_ops`]), never the requester's.
 
 use serde_json::{Value, json};
 

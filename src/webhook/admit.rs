@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::api::DynamicObject;
 use kube::core::admission::{
     AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as Op,
@@ -18,8 +19,6 @@ use crate::api::conditions::reasons;
 use crate::api::{BindingKind, HapConfigSpec, SourceKind};
 use crate::k8s::active::ConfigState;
 use crate::metrics::AdmissionLabels;
-use k8s_openapi::api::authentication::v1::UserInfo;
-
 use crate::sources::admission::{
     Operation, Plan, Request, Serving, TenantAsk, Verdict, finish, plan, record_ops, tenant_ask,
 };
