@@ -494,3 +494,68 @@ async fn an_unreadable_inventory_writes_nothing_for_a_bound_claim_nor_within_the
     let action = h.reconcile(&c).await.expect("waits");
     assert_eq!(action, Action::requeue(Duration::from_millis(500)));
 }
+
+/// A claim the source pass made for an openmcp Cluster, in the source claim namespace
+/// (`default` in the harness), with `rule` as the webhook's record of the user's rule.
+fn cluster_claim(rule: Option<&str>) -> crate::api::AccountClaim {
+    let mut c = finalized(claim("c1"));
+    c.metadata.namespace = Some("default".into());
+    let labels = c.metadata.labels.get_or_insert_default();
+    for (k, v) in [
+        (crate::labels::SOURCE_ID, "mcp"),
+        (crate::labels::SOURCE_KIND, "Cluster"),
+        (crate::labels::SOURCE_NAMESPACE, "platform"),
+        (crate::sources::naming::LABEL_SOURCE_NAME, "workload-x1"),
+    ] {
+        labels.insert(k.into(), v.into());
+    }
+    if let Some(r) = rule {
+        c.metadata.annotations.get_or_insert_default().insert(
+            crate::sources::naming::ANNOTATION_TENANT_RULE.into(),
+            r.into(),
+        );
+    }
+    c
+}
+
+#[tokio::test]
+async fn a_pass_created_claim_is_checked_and_only_the_recorded_rule_stands_for_its_user() {
+    let spec = crate::api::HapConfigSpec {
+        tenants: Some(TenantPolicy {
+            rules: vec![TenantRule {
+                name: "openmcp".into(),
+                kinds: Some(vec![crate::api::RequesterKind::Cluster]),
+                groups: Some(vec!["openmcp".into()]),
+                ..Default::default()
+            }],
+        }),
+        ..aws_spec()
+    };
+    // No record (the webhook never decided on this request), or a record of another rule.
+    for rule in [None, Some("someone-else")] {
+        let c = cluster_claim(rule);
+        let h = Harness::new(hap_config(spec.clone()), &[&c], &[binding("b1", "5", &[])]);
+        let reason = reasons::TENANT_NOT_ALLOWED;
+        h.api.expect([
+            event("default", "c1", "Warning", reason),
+            claim_status(&c, unbound_status("Failed", reason, false)).answer_rv("12"),
+        ]);
+        let action = h.reconcile(&c).await.expect("refused");
+        assert_eq!(action, Action::await_change(), "final");
+        let message = written_ready_message(&h);
+        assert!(
+            message.contains("rule `openmcp`")
+                && message.contains("Cluster in namespace `platform`"),
+            "{message}"
+        );
+    }
+    // The webhook allowed the user under `openmcp`: served as any claim.
+    let c = cluster_claim(Some("openmcp"));
+    let h = Harness::new(hap_config(spec), &[&c], &[binding("b1", "5", &[])]);
+    h.api.expect([
+        claim_cas("b1", "5", &c).answer_rv("6"),
+        claim_status(&c, bound_status("b1", "Claimed")).answer_rv("12"),
+        event("default", "c1", "Normal", "Claimed"),
+    ]);
+    h.reconcile(&c).await.expect("bound");
+}
