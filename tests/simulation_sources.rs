@@ -38,9 +38,6 @@ use webhook::{Call, CallPhase, Ctx, Kind, OBJECTS, TIMEOUT, claim_name};
 const GRACE: u64 = 8;
 /// Ticks within which the API server stores or refuses an object it was answered for.
 const ADMIT: u64 = 2;
-/// Ticks a write sent by a paused leader may stay in flight before the server gives up on it;
-/// NEW: a new leader writes nothing for as long after it took over.
-const HOLD: u64 = 2;
 /// The ledger's clock advances this much per tick (its in-flight records live 120 s).
 const TICK: Duration = Duration::from_millis(100);
 
@@ -131,18 +128,18 @@ enum Held {
     GcDelete { uid: String, rv: Option<u64> },
 }
 
+/// A paused leader and the one write it had sent. Nothing bounds how long that write stays in
+/// flight (the product has no time-out on a sent write) and the next leader starts deciding at
+/// once (the product's take-over has no quiet period): it lands whenever a `Zombie` step says.
 struct Zombie {
     replica: Replica,
     held: Option<Held>,
-    since: u64,
 }
 
 struct World {
     p: Protocol,
     api: Api,
     leader: Replica,
-    /// NEW: the leader writes nothing before this tick (see `leader_may_act`).
-    quiet_until: u64,
     zombie: Option<Zombie>,
     policy: MultiAccountPolicy,
     calls: Vec<Call>,
@@ -259,7 +256,6 @@ impl World {
             p,
             api,
             leader,
-            quiet_until: 0,
             zombie: None,
             policy: pol,
             calls: Vec::new(),
@@ -284,12 +280,6 @@ impl World {
 
     fn now(&self) -> Instant {
         self.start + TICK * u32::try_from(self.tick).unwrap_or(u32::MAX)
-    }
-
-    /// NEW: a new leader writes nothing until a write the old one may still have in flight has
-    /// reached the server or been given up on.
-    fn leader_may_act(&self) -> bool {
-        self.p == Protocol::Old || self.tick >= self.quiet_until
     }
 
     fn event(&mut self, what: &'static str) {
@@ -344,13 +334,13 @@ impl World {
                 }
             }
             Step::Deliver { kind, n } => self.leader.deliver(&self.api, kind, n),
-            Step::Reconcile(pick) if self.leader_may_act() => {
+            Step::Reconcile(pick) => {
                 let claims = self.leader.claims();
                 if let Some(c) = pick_of(&claims, pick) {
                     self.reconcile(&c.uid);
                 }
             }
-            Step::Sweep if self.leader_may_act() => {
+            Step::Sweep => {
                 for kind in [BINDINGS, CLAIMS, SHOOTS] {
                     self.leader.deliver(&self.api, kind, usize::MAX);
                 }
@@ -358,19 +348,18 @@ impl World {
                     self.reconcile(&c.uid);
                 }
             }
-            Step::Execute(pick) if self.leader_may_act() => {
+            Step::Execute(pick) => {
                 let plans: Vec<String> = self.leader.plans.keys().cloned().collect();
                 if let Some(uid) = pick_of(&plans, pick) {
                     let now = self.now();
                     self.leader.execute(&uid, &mut self.api, now);
                 }
             }
-            Step::Gc(pick) if self.leader_may_act() => self.gc(pick),
+            Step::Gc(pick) => self.gc(pick),
             Step::Pass(pick) => self.pass(pick),
             Step::Failover => self.failover(),
             Step::Zombie => self.zombie_write(),
             Step::Tick => self.time_passes(),
-            _ => {}
         }
     }
 
@@ -624,12 +613,10 @@ impl World {
             }
         };
         trace(|| format!("  failover; held {held:?}"));
-        self.quiet_until = self.tick + HOLD;
         self.event("failover");
         self.zombie = Some(Zombie {
             replica: old,
             held,
-            since: self.tick,
         });
     }
 
@@ -655,7 +642,7 @@ impl World {
     }
 
     /// Time passes: calls the API server gave up on are cancelled, objects answered for are
-    /// stored in time, a held write the server gave up on is gone.
+    /// stored in time. A held write stays held: nothing in the product gives up on it.
     fn time_passes(&mut self) {
         self.tick += 1;
         let (p, tick) = (self.p, self.tick);
@@ -670,9 +657,6 @@ impl World {
             .collect();
         for i in late.into_iter().rev() {
             self.admit(i, true);
-        }
-        if self.zombie.as_ref().is_some_and(|z| tick >= z.since + HOLD) {
-            self.zombie = None;
         }
     }
 
@@ -781,7 +765,6 @@ impl World {
     /// passes, and the leader cleans up and reconciles until nothing changes.
     fn settle(&mut self) {
         self.zombie_write();
-        self.tick = self.tick.max(self.quiet_until);
         for _ in 0..100 {
             let before = (self.api.rv, self.calls.len());
             self.round();
@@ -1422,6 +1405,150 @@ fn a_paused_leaders_late_claim_write_never_gives_a_tenant_a_second_binding() {
     assert!(
         report.events.contains_key("a binding released clean"),
         "the stray goes back clean: {:#?}",
+        report.events
+    );
+}
+
+/// Runtimes r0 and r1 of tenant t0 served on cb-0 (r1's claim reused it), r1 deleted and its
+/// claim cleaned up and released (kept: r0 still runs there), then r0 deleted and its claim
+/// cleaned up: the next step decides r0's claim's release.
+fn two_runtimes_served_then_both_deleted() -> Vec<Step> {
+    use Step::*;
+    let mut steps = runtime_served();
+    steps.extend([
+        Create { obj: 3, tenant: 0 },
+        Call(0),
+        Call(0),
+        Sweep, // r1's claim reuses cb-0
+        Execute(0),
+        Execute(0),
+        Call(0),
+        Call(0),
+        Admit {
+            pick: 0,
+            store: true,
+        },
+        Pass(1),
+        Delete(3),
+    ]);
+    steps.extend(ticks(GRACE as usize + 1));
+    steps.extend([Sweep, Gc(1), Gc(0), Gc(0), Gc(0), Sweep, Execute(0), Execute(0)]);
+    steps.extend([Delete(2)]);
+    steps.extend(ticks(GRACE as usize + 1));
+    steps.extend([Sweep, Gc(0), Gc(0), Gc(0), Gc(0)]);
+    steps
+}
+
+/// Late dirty mark against a reuse that wrote nothing on the binding: the leader decides to
+/// release r0's claim, the last on cb-0 (dirty, compare-and-swap on the version it read), and
+/// pauses with that write in flight. The next leader reuses cb-0 for the tenant's next Runtime
+/// r1 before it gets to r0's claim. Were the reuse a status write alone, cb-0's version would
+/// not move, the late dirty mark would land, and the cleanup job would wipe the account under
+/// r1. The reuse records its claim on cb-0 with a compare-and-swap first, so it does not.
+#[test]
+fn a_paused_leaders_late_dirty_mark_never_lands_after_the_next_leaders_reuse() {
+    use Step::*;
+    let mut steps = two_runtimes_served_then_both_deleted();
+    steps.extend([
+        Sweep,    // r0's claim: dirty cb-0, then the finalizer
+        Failover, // the dirty mark held in flight
+        Create { obj: 3, tenant: 0 },
+        Call(0), // lookup
+        Call(0), // r1's new claim created
+        Deliver {
+            kind: CLAIMS,
+            n: 10,
+        },
+        Reconcile(0), // the new claim (w10, first by uid): reuse cb-0
+        Execute(0),
+        Execute(0),
+        Zombie, // the dirty mark lands, or is refused
+        Call(0),
+        Call(0),
+        Admit {
+            pick: 0,
+            store: true,
+        },
+    ]);
+    let report = run(Protocol::New, &one_binding(false), &steps);
+    assert!(report.violations.is_empty(), "{}", report.show());
+    assert!(
+        report.events.contains_key("failover"),
+        "the scenario must reach the take-over: {:#?}",
+        report.events
+    );
+}
+
+/// Runtime r0 served on cb-0; Runtime r1 of the same tenant is decided onto cb-0 by reuse and
+/// whatever the reuse writes on cb-0 before the status lands; then the leader pauses with r1's
+/// status write `Bound(cb-0)` in flight. r0 is deleted, and the next leader cleans up r0's claim
+/// and decides its release; the held status lands after that.
+fn late_reuse_status_after_the_next_leaders_release() -> Vec<Step> {
+    use Step::*;
+    let mut steps = runtime_served();
+    steps.extend([
+        Create { obj: 3, tenant: 0 },
+        Call(0), // r1: lookup
+        Call(0),    // r1: its claim (w6) created
+        Sweep,      // w6: reuse (or fill) cb-0
+        Execute(0), // the write on cb-0 before the status
+        Failover,     // w6's status write held in flight
+        Delete(2),
+    ]);
+    steps.extend(ticks(GRACE as usize + 1));
+    steps.extend([
+        Deliver {
+            kind: CLAIMS,
+            n: 10,
+        },
+        Gc(0), // w2, r0's claim
+        Gc(0),
+        Gc(0),
+        Gc(0), // deleted
+        Deliver {
+            kind: CLAIMS,
+            n: 10,
+        },
+        Reconcile(0), // w2's release: cb-0 is still in use by w6, whose status is in flight
+        Execute(0),
+        Execute(0),
+        Zombie, // w6's status lands
+    ]);
+    steps
+}
+
+/// The mirror of the late dirty mark: a paused leader's late reuse status lands after the next
+/// leader released the tenant's other claim on the binding. A release that counted only Bound
+/// claims and Shoots saw nobody on cb-0 and marked it dirty; r1's claim then lands Bound on a
+/// dirty binding. The reuse's record on cb-0 is counted by the release, which keeps it.
+#[test]
+fn a_paused_leaders_late_reuse_status_never_lands_on_a_binding_the_next_leader_released() {
+    let steps = late_reuse_status_after_the_next_leaders_release();
+    let report = run(Protocol::New, &one_binding(false), &steps);
+    assert!(report.violations.is_empty(), "{}", report.show());
+    assert!(
+        report.events.contains_key("a paused leader's write landed late"),
+        "the held status must land: {:#?}",
+        report.events
+    );
+}
+
+/// The same for a multi-account tenant: r1's claim fills cb-0 (limit 2), and the fill's record
+/// (`accountpool.io/filling`) is on cb-0 when the next leader lists it. A release that ignored
+/// the record marked cb-0 dirty under the fill whose status was still in flight.
+#[test]
+fn a_paused_leaders_late_fill_status_never_lands_on_a_binding_the_next_leader_released() {
+    let steps = late_reuse_status_after_the_next_leaders_release();
+    let setup = Setup {
+        bindings: 1,
+        direct: None,
+        multi: true,
+    };
+    let report = run(Protocol::New, &setup, &steps);
+    assert!(report.violations.is_empty(), "{}", report.show());
+    assert!(
+        report.events.contains_key("a paused leader's write landed late"),
+        "the held status must land: {:#?}",
         report.events
     );
 }
