@@ -404,6 +404,59 @@ mod tests {
         );
     }
 
+    /// The claims the binding's records name whose status does not show yet are users: a reuse
+    /// or fill that recorded itself there may have its status write in flight (a previous
+    /// leader's too), and it would land Bound on a dirty binding. Records of claims whose status
+    /// can no longer land Bound there do not keep it.
+    #[test]
+    fn a_claim_recorded_on_the_binding_and_still_pending_keeps_it() {
+        use crate::labels::FILLING;
+        let c = deleting("c", "ga", None, "b");
+        let with_record = |by: Option<&str>, fills: Option<&str>| {
+            let mut labels = vec![("hyperscalerType", "aws"), ("tenantName", "ga")];
+            labels.extend(by.map(|by| (CLAIMED_BY, by)));
+            let mut b = binding("b", &labels);
+            if let Some(f) = fills {
+                b.annotations.insert(FILLING.into(), f.into());
+            }
+            b
+        };
+        let pending = claim("next", "ga", None, None);
+        let in_use = Release::Keep(KeepReason::InUse { clusters: 1 });
+        let cases = [
+            ("recorded by a use", None, Some("uid-next"), pending.clone(), in_use.clone()),
+            ("among several records", None, Some("uid-gone, uid-next"), pending.clone(), in_use.clone()),
+            ("the claim that claimed it", Some("uid-next"), None, pending.clone(), in_use.clone()),
+            ("its own record only", None, Some("uid-c"), pending.clone(), dirty("b")),
+            (
+                "a deleting claim's",
+                None,
+                Some("uid-next"),
+                ClaimView { deleting: true, ..pending.clone() },
+                dirty("b"),
+            ),
+            (
+                "a denied claim's",
+                None,
+                Some("uid-next"),
+                ClaimView { denied: true, ..pending.clone() },
+                dirty("b"),
+            ),
+            ("another tenant's", None, Some("uid-next"), claim("next", "gb", None, None), dirty("b")),
+            (
+                "a claim bound elsewhere",
+                None,
+                Some("uid-next"),
+                claim("next", "ga", None, Some("b2")),
+                dirty("b"),
+            ),
+        ];
+        for (what, by, fills, other, want) in cases {
+            let inv = inventory(vec![with_record(by, fills)], vec![c.clone(), other], vec![]);
+            assert_eq!(decide(&c, &inv, ReleaseMode::MarkDirty), want, "{what}");
+        }
+    }
+
     #[test]
     fn another_tenants_binding_is_never_released() {
         let inv = inventory(

@@ -123,6 +123,22 @@ async fn a_binding_another_claims_cluster_uses_is_left_alone_and_only_the_finali
     assert_eq!(action, Action::await_change());
 }
 
+/// A claim recorded on the binding whose status does not show yet (a reuse or fill whose status
+/// write may still be in flight, perhaps from a previous leader) is a user: the release writes
+/// nothing on the binding, and only the finalizer goes.
+#[tokio::test]
+async fn a_binding_whose_record_names_a_claim_still_pending_is_left_alone() {
+    let c = deleting(bound(finalized(claim("c1")), "b1"));
+    let pending = finalized(claim("next"));
+    let mut b1 = binding("b1", "7", &[("tenantName", GA)]);
+    b1.annotations
+        .insert(crate::labels::FILLING.into(), "uid-next".into());
+    let h = Harness::new(hap_config(aws_spec()), &[&c, &pending], &[b1]);
+    h.api.expect([remove_finalizer(&c, 0)]);
+    let action = h.reconcile(&c).await.expect("kept");
+    assert_eq!(action, Action::await_change());
+}
+
 /// A stray of the claim (a paused leader's late claim write labelled b2 for it after it was
 /// bound to b1) goes back before the claim does; while it cannot, the release waits: once the
 /// claim is gone, nothing would recognise b2 as a stray any more.

@@ -244,9 +244,10 @@ mod tests {
         let now = Instant::now();
         assert_eq!(
             before_use(&inv, &fl, "uid-second", &reuse("b"), now),
-            BeforeUse::Unclaim {
+            BeforeUse::Fill {
                 binding: "b".into(),
-                expected_resource_version: Some("rv-b".into())
+                expected_resource_version: Some("rv-b".into()),
+                fills: "uid-second".into(),
             }
         );
         // The claim that claimed it binds without a write (a status write that failed, again).
@@ -254,19 +255,86 @@ mod tests {
             before_use(&inv, &fl, "uid-first", &reuse("b"), now),
             BeforeUse::Bind
         );
-        // No record (removed already, or never written): nothing to remove.
-        let bare = inventory(
-            vec![binding(
-                "b",
-                &[("hyperscalerType", "aws"), ("tenantName", "ga")],
-            )],
-            vec![],
-            vec![],
-        );
+    }
+
+    /// A reuse that wrote nothing on the binding left its version as it was: a release decided
+    /// on that version by a previous leader (dirty, its write still in flight) would land under
+    /// the reused cluster. So every use of a binding the operator may release records itself.
+    #[test]
+    fn a_plain_reuse_records_its_claim_on_the_binding_before_its_status() {
+        let now = Instant::now();
+        let fl = InFlight::default();
+        let bare = binding("b", &[("hyperscalerType", "aws"), ("tenantName", "ga")]);
+        let inv = inventory(vec![bare.clone()], vec![], vec![]);
         assert_eq!(
-            before_use(&bare, &fl, "uid-second", &reuse("b"), now),
+            before_use(&inv, &fl, "uid-second", &reuse("b"), now),
+            BeforeUse::Fill {
+                binding: "b".into(),
+                expected_resource_version: Some("rv-b".into()),
+                fills: "uid-second".into(),
+            }
+        );
+        // Its own record is there already (a status write that failed, again): nothing to write,
+        // every leader counts it while its status does not show.
+        let mut mine = bare;
+        mine.annotations.insert(FILLING.into(), "uid-second".into());
+        let inv = inventory(vec![mine], vec![], vec![]);
+        assert_eq!(
+            before_use(&inv, &fl, "uid-second", &reuse("b"), now),
             BeforeUse::Bind
         );
+    }
+
+    /// The operator never writes a shared or internal binding, and never releases one either:
+    /// a use of one needs no record.
+    #[test]
+    fn a_use_of_a_shared_or_internal_binding_writes_nothing_on_it() {
+        let now = Instant::now();
+        let fl = InFlight::default();
+        for extra in [("shared", "true"), ("internal", "true")] {
+            let b = binding(
+                "b",
+                &[("hyperscalerType", "aws"), ("tenantName", "ga"), extra],
+            );
+            let inv = inventory(vec![b], vec![], vec![]);
+            assert_eq!(
+                before_use(&inv, &fl, "uid-second", &reuse("b"), now),
+                BeforeUse::Bind,
+                "{extra:?}"
+            );
+        }
+    }
+
+    /// A record counts only claims whose status may still land Bound there: not a claim that is
+    /// gone, being deleted (its deletion moved its version, so a late status write of it fails),
+    /// denied, another tenant's, or recorded on another binding.
+    #[test]
+    fn a_record_counts_only_claims_whose_status_may_still_land_there() {
+        let now = Instant::now();
+        let fl = InFlight::default();
+        let mut b = binding("b", &[("hyperscalerType", "aws"), ("tenantName", "ga")]);
+        b.annotations.insert(
+            FILLING.into(),
+            "uid-p,uid-gone,uid-del,uid-den,uid-other,uid-bound".into(),
+        );
+        let claims = vec![
+            claim("p", "ga", None, None),
+            ClaimView {
+                deleting: true,
+                ..claim("del", "ga", None, None)
+            },
+            ClaimView {
+                denied: true,
+                ..claim("den", "ga", None, None)
+            },
+            claim("other", "gb", None, None),
+            claim("bound", "ga", None, Some("b2")),
+        ];
+        let inv = inventory(vec![b], claims, vec![]);
+        let pending: Vec<&str> = pending_claims(&inv, &fl, "b", now)
+            .map(|c| c.uid.as_str())
+            .collect();
+        assert_eq!(pending, ["uid-p"]);
     }
 
     #[test]
