@@ -45,6 +45,7 @@ use std::time::Instant;
 use crate::api::ReleaseMode;
 use crate::labels::{CLAIMED_BY, ResolvedLabelKeys};
 use crate::pools::{BindingEntry, ClaimView, Inventory};
+use crate::selection::claimant::pending_claims;
 use crate::selection::{InFlight, WriteState};
 
 /// Why a binding stays as it is.
@@ -225,7 +226,9 @@ fn kept_by_kind(
 }
 
 /// The clusters other than the releasing claim's own that use `binding`: the cache's, bound
-/// claims', and assignments in flight, counted once by name.
+/// claims', assignments in flight, and the claims the binding's records name whose status does
+/// not show yet (`selection::claimant::pending_claims`: a use's status write, perhaps a previous
+/// leader's, may still land), counted once by name.
 fn other_users(
     claim: &ClaimView,
     inv: &Inventory,
@@ -234,23 +237,26 @@ fn other_users(
     now: Instant,
 ) -> usize {
     let own = claim.cluster_name();
-    let mut users: BTreeSet<&str> = inv
+    let mut users: BTreeSet<String> = inv
         .clusters_on(binding)
         .iter()
-        .filter(|c| *c != own)
+        .filter(|c| **c != own)
+        .map(|c| c.to_string())
         .collect();
     // A claim for a cluster of the claim's own name (re-created, not started yet) is another user.
     for (uid, cluster) in inv.claims_on(binding) {
         if *uid != claim.uid {
-            users.insert(cluster);
+            users.insert(cluster.to_string());
         }
     }
     let assigned = inflight.assigned(now);
     for (uid, cluster) in assigned.get(binding).into_iter().flatten() {
         if *uid != claim.uid {
-            users.insert(cluster);
+            users.insert(cluster.to_string());
         }
     }
+    let recorded = pending_claims(inv, inflight, binding, now).filter(|c| c.uid != claim.uid);
+    users.extend(recorded.map(ClaimView::cluster_name));
     users.len()
 }
 

@@ -383,8 +383,10 @@ async fn an_adoption_the_tenant_policy_refuses_ends_tenant_not_allowed_and_write
         &[&c],
         &[binding("b1", "5", &[("tenantName", GA)])],
     );
-    h.api
-        .expect([claim_status(&c, bound_status("b1", "Adopted")).answer_rv("12")]);
+    h.api.expect([
+        record_cas("b1", "5", "uid-c1").answer_rv("6"),
+        claim_status(&c, bound_status("b1", "Adopted")).answer_rv("12"),
+    ]);
     h.reconcile(&c).await.expect("adopted");
 }
 
