@@ -21,6 +21,13 @@
 //!    its Shoot releases. A Shoot of that name on another binding is another cluster's business.
 //! 7. Any other cluster uses the binding — a Shoot, a non-deleting bound claim (even one for a
 //!    cluster of the same name, about to be created again), or a cluster assigned in flight: keep.
+//!    Else, while the binding's records (`CLAIMED_BY`, `FILLING`) name another claim of the tenant
+//!    whose status does not show yet (`selection::claimant::pending_claims`), wait: its use was
+//!    recorded with a compare-and-swap and its status write, perhaps a previous leader's, may
+//!    still land Bound there. Once it shows, that claim keeps the binding (and its own release
+//!    decides); once it is deleted or denied, no status of it can land (its version moved) and
+//!    the release goes on. A wait, not a keep: a use that never lands must not leave the binding
+//!    claimed by nobody.
 //! 8. Never released under a live object: for a claim a request source made, the object it serves
 //!    (a Runtime, Cluster or Shoot) is read live first; while it exists (again), wait. A re-created
 //!    object may have been admitted onto this very binding, and for a Runtime or Cluster its Shoot
@@ -80,6 +87,10 @@ pub enum Release {
     WaitForShoot { shoot: String },
     /// A write of this claim on `binding` has no outcome the index shows yet; look again later.
     WaitForWrite { binding: String },
+    /// Nothing else uses `binding`, but its records name claims of the tenant whose status does
+    /// not show yet (a use whose status write, perhaps a previous leader's, may still land Bound
+    /// there): look again once they show it or are gone.
+    WaitForUse { binding: String, claims: usize },
     /// This claim's own claim write of `binding` has an unknown outcome: send it again (the
     /// same compare-and-swap) to learn it — it either succeeds now or proves the binding moved.
     Resolve {
@@ -194,6 +205,15 @@ pub fn decide_release(
     if clusters > 0 {
         return keep(KeepReason::InUse { clusters });
     }
+    let recorded = pending_claims(inv, inflight, name, now)
+        .filter(|c| c.uid != claim.uid)
+        .count();
+    if recorded > 0 {
+        return Release::WaitForUse {
+            binding: name.to_string(),
+            claims: recorded,
+        };
+    }
     release(
         name,
         inv,
@@ -226,9 +246,7 @@ fn kept_by_kind(
 }
 
 /// The clusters other than the releasing claim's own that use `binding`: the cache's, bound
-/// claims', assignments in flight, and the claims the binding's records name whose status does
-/// not show yet (`selection::claimant::pending_claims`: a use's status write, perhaps a previous
-/// leader's, may still land), counted once by name.
+/// claims', and assignments in flight, counted once by name.
 fn other_users(
     claim: &ClaimView,
     inv: &Inventory,
@@ -255,8 +273,6 @@ fn other_users(
             users.insert(cluster.to_string());
         }
     }
-    let recorded = pending_claims(inv, inflight, binding, now).filter(|c| c.uid != claim.uid);
-    users.extend(recorded.map(ClaimView::cluster_name));
     users.len()
 }
 
@@ -410,10 +426,10 @@ mod tests {
         );
     }
 
-    /// The claims the binding's records name whose status does not show yet are users: a reuse
-    /// or fill that recorded itself there may have its status write in flight (a previous
-    /// leader's too), and it would land Bound on a dirty binding. Records of claims whose status
-    /// can no longer land Bound there do not keep it.
+    /// While the binding's records name claims whose status does not show yet, the release waits:
+    /// a reuse or fill that recorded itself there may have its status write in flight (a
+    /// previous leader's too), and it would land Bound on a dirty binding. Records of claims
+    /// whose status can no longer land Bound there do not hold it.
     #[test]
     fn a_claim_recorded_on_the_binding_and_still_pending_keeps_it() {
         use crate::labels::FILLING;
@@ -428,27 +444,66 @@ mod tests {
             b
         };
         let pending = claim("next", "ga", None, None);
-        let in_use = Release::Keep(KeepReason::InUse { clusters: 1 });
+        let in_use = Release::WaitForUse {
+            binding: "b".into(),
+            claims: 1,
+        };
         let cases = [
-            ("recorded by a use", None, Some("uid-next"), pending.clone(), in_use.clone()),
-            ("among several records", None, Some("uid-gone, uid-next"), pending.clone(), in_use.clone()),
-            ("the claim that claimed it", Some("uid-next"), None, pending.clone(), in_use.clone()),
-            ("its own record only", None, Some("uid-c"), pending.clone(), dirty("b")),
+            (
+                "recorded by a use",
+                None,
+                Some("uid-next"),
+                pending.clone(),
+                in_use.clone(),
+            ),
+            (
+                "among several records",
+                None,
+                Some("uid-gone, uid-next"),
+                pending.clone(),
+                in_use.clone(),
+            ),
+            (
+                "the claim that claimed it",
+                Some("uid-next"),
+                None,
+                pending.clone(),
+                in_use.clone(),
+            ),
+            (
+                "its own record only",
+                None,
+                Some("uid-c"),
+                pending.clone(),
+                dirty("b"),
+            ),
             (
                 "a deleting claim's",
                 None,
                 Some("uid-next"),
-                ClaimView { deleting: true, ..pending.clone() },
+                ClaimView {
+                    deleting: true,
+                    ..pending.clone()
+                },
                 dirty("b"),
             ),
             (
                 "a denied claim's",
                 None,
                 Some("uid-next"),
-                ClaimView { denied: true, ..pending.clone() },
+                ClaimView {
+                    denied: true,
+                    ..pending.clone()
+                },
                 dirty("b"),
             ),
-            ("another tenant's", None, Some("uid-next"), claim("next", "gb", None, None), dirty("b")),
+            (
+                "another tenant's",
+                None,
+                Some("uid-next"),
+                claim("next", "gb", None, None),
+                dirty("b"),
+            ),
             (
                 "a claim bound elsewhere",
                 None,

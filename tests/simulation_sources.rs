@@ -618,10 +618,7 @@ impl World {
         };
         trace(|| format!("  failover; held {held:?}"));
         self.event("failover");
-        self.zombie = Some(Zombie {
-            replica: old,
-            held,
-        });
+        self.zombie = Some(Zombie { replica: old, held });
     }
 
     fn zombie_write(&mut self) {
@@ -721,12 +718,16 @@ impl World {
                 .collect();
             if b.label("dirty").is_some() && !bound.is_empty() {
                 let uids: Vec<&str> = bound.iter().map(|c| c.uid.as_str()).collect();
-                found.push(format!("(f) {} is dirty while claims {uids:?} are Bound to it", b.name));
+                found.push(format!(
+                    "(f) {} is dirty while claims {uids:?} are Bound to it",
+                    b.name
+                ));
             }
             let clusters = self.api.clusters_on(&b.name);
             let limited = self.api.limit.filter(|_| {
                 b.dedicated_pool().is_some()
-                    && b.label("tenantName").is_some_and(|t| self.api.policy.allows(t))
+                    && b.label("tenantName")
+                        .is_some_and(|t| self.api.policy.allows(t))
             });
             if let Some(limit) = limited
                 && clusters.len() > limit as usize
@@ -1468,7 +1469,16 @@ fn two_runtimes_served_then_both_deleted() -> Vec<Step> {
         Delete(3),
     ]);
     steps.extend(ticks(GRACE as usize + 1));
-    steps.extend([Sweep, Gc(1), Gc(0), Gc(0), Gc(0), Sweep, Execute(0), Execute(0)]);
+    steps.extend([
+        Sweep,
+        Gc(1),
+        Gc(0),
+        Gc(0),
+        Gc(0),
+        Sweep,
+        Execute(0),
+        Execute(0),
+    ]);
     steps.extend([Delete(2)]);
     steps.extend(ticks(GRACE as usize + 1));
     steps.extend([Sweep, Gc(0), Gc(0), Gc(0), Gc(0)]);
@@ -1524,11 +1534,11 @@ fn late_reuse_status_after_the_next_leaders_release() -> Vec<Step> {
     let mut steps = runtime_served();
     steps.extend([
         Create { obj: 3, tenant: 0 },
-        Call(0), // r1: lookup
+        Call(0),    // r1: lookup
         Call(0),    // r1: its claim (w6) created
         Sweep,      // w6: reuse (or fill) cb-0
         Execute(0), // the write on cb-0 before the status
-        Failover,     // w6's status write held in flight
+        Failover,   // w6's status write held in flight
         Delete(2),
     ]);
     steps.extend(ticks(GRACE as usize + 1));
@@ -1563,7 +1573,9 @@ fn a_paused_leaders_late_reuse_status_never_lands_on_a_binding_the_next_leader_r
     let report = run(Protocol::New, &one_binding(false), &steps);
     assert!(report.violations.is_empty(), "{}", report.show());
     assert!(
-        report.events.contains_key("a paused leader's write landed late"),
+        report
+            .events
+            .contains_key("a paused leader's write landed late"),
         "the held status must land: {:#?}",
         report.events
     );
@@ -1583,7 +1595,9 @@ fn a_paused_leaders_late_fill_status_never_lands_on_a_binding_the_next_leader_re
     let report = run(Protocol::New, &setup, &steps);
     assert!(report.violations.is_empty(), "{}", report.show());
     assert!(
-        report.events.contains_key("a paused leader's write landed late"),
+        report
+            .events
+            .contains_key("a paused leader's write landed late"),
         "the held status must land: {:#?}",
         report.events
     );

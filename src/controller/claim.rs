@@ -20,8 +20,8 @@ use kube::{Resource, ResourceExt};
 use super::active::ActiveConfig;
 use super::lanes::{Entry, LaneFacts, lane_of};
 use super::outcome::{
-    ClaimError, RECONCILE_TIMEOUT, count, k8s, outcome, pending, pending_reason, refused,
-    status_outcome, record_use, write_outcome,
+    ClaimError, RECONCILE_TIMEOUT, count, k8s, outcome, pending, pending_reason, record_use,
+    refused, status_outcome, write_outcome,
 };
 use super::{Context, claim_key, resync};
 use crate::api::{AccountClaim, MatchedRule};

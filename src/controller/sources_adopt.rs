@@ -9,7 +9,7 @@ use std::time::Instant;
 use kube::runtime::controller::Action;
 
 use super::active::ActiveConfig;
-use super::outcome::{ClaimError, count, status_outcome, record_use, write_outcome};
+use super::outcome::{ClaimError, count, record_use, status_outcome, write_outcome};
 use super::{Context, resync};
 use crate::api::{AccountClaim, Decision};
 use crate::decision::Adopted;

@@ -657,7 +657,10 @@ impl Api {
             ));
         }
         if self.untouchable.contains_key(name) {
-            self.violation(format!("§5.4 replica {} recorded a use on {name}", by.replica));
+            self.violation(format!(
+                "§5.4 replica {} recorded a use on {name}",
+                by.replica
+            ));
         }
         b.labels.remove(CLAIMED_BY);
         b.annotations.insert(FILLING.into(), claims.into());

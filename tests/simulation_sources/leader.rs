@@ -314,7 +314,8 @@ impl Replica {
             | Release::ReadSource { .. }
             | Release::WaitForSource { .. }
             | Release::WaitForShoot { .. }
-            | Release::WaitForWrite { .. } => {}
+            | Release::WaitForWrite { .. }
+            | Release::WaitForUse { .. } => {}
             Release::Keep(_) => plan.push_back(Write::Finalizer),
         }
         plan
