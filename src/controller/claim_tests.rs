@@ -503,3 +503,30 @@ async fn an_unreadable_inventory_writes_nothing_for_a_bound_claim_nor_within_the
     let action = h.reconcile(&c).await.expect("waits");
     assert_eq!(action, Action::requeue(Duration::from_millis(500)));
 }
+
+/// A sibling reuse decided right after a record landed decides on the version the record left,
+/// not on the one its watch event has yet to replace: otherwise every concurrent reuse of one
+/// binding conflicts until the event comes, and fifty claims of one tenant starved.
+#[tokio::test]
+async fn a_sibling_reuse_right_after_a_record_decides_on_the_version_the_record_left() {
+    let first = bound(finalized(claim("first")), "b1");
+    let second = finalized(claim("second"));
+    let third = finalized(claim("third"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&first, &second, &third],
+        &[binding("b1", "7", &[("tenantName", GA)])],
+    );
+    h.api.expect([
+        record_cas("b1", "7", "uid-second").answer_rv("8"),
+        claim_status(&second, bound_status("b1", "Reused")).answer_rv("12"),
+        event(TENANTS, "second", "Normal", "Reused"),
+    ]);
+    h.reconcile(&second).await.expect("bound by reuse");
+    h.api.expect([
+        record_cas("b1", "8", "uid-second,uid-third").answer_rv("9"),
+        claim_status(&third, bound_status("b1", "Reused")).answer_rv("13"),
+        event(TENANTS, "third", "Normal", "Reused"),
+    ]);
+    h.reconcile(&third).await.expect("bound by reuse");
+}

@@ -95,7 +95,12 @@ pub(super) async fn record_use(
         }),
     };
     match result {
-        Ok(_) => Ok(()),
+        Ok(written) => {
+            if let (Some(base), Some(written)) = (expected_resource_version, written) {
+                ctx.ledger().record_written(binding, base, &written, claims);
+            }
+            Ok(())
+        }
         Err(e) => {
             // No status was written: the claim is not being assigned any more.
             ctx.ledger()

@@ -31,12 +31,15 @@
 //! (`stray_claimant`). No compare-and-swap can stop that write (it goes to another binding), so
 //! the stray is kept from selection and given back clean by its claimant's reconcile.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::labels::{CLAIMED_BY, FILLING};
 use crate::pools::{ClaimView, Inventory};
 
 use super::{Choice, InFlight};
+
+/// How long a use waits for a sibling's write on the same binding before it sends its own.
+const SIBLING_WRITE: Duration = Duration::from_secs(5);
 
 /// What has to happen on `binding` before a claim that did not claim it is recorded Bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,7 +56,8 @@ pub enum BeforeUse {
         claims: String,
     },
     /// Another claim's claim write of the binding is not in the index yet, so its `CLAIMED_BY`
-    /// cannot be seen (nor removed): decide again once it is.
+    /// cannot be seen (nor removed), or another claim's use of it is being written by this
+    /// replica: decide again once it is answered.
     Wait { binding: String },
 }
 
@@ -91,6 +95,14 @@ pub fn before_use(
     let recorded = records(entry.view.annotations.get(FILLING)).any(|u| u == claim_uid);
     if claimed_by.is_some_and(|by| by == claim_uid) || (claimed_by.is_none() && recorded) {
         return BeforeUse::Bind;
+    }
+    // A sibling's record on this binding is being written: its answer moves the version, so a
+    // record sent now would only conflict. Waiting is for throughput alone; the compare-and-swap
+    // keeps it safe, so a write that takes longer than this is not waited for.
+    if inflight.assigning_other(binding, claim_uid, SIBLING_WRITE, now) {
+        return BeforeUse::Wait {
+            binding: binding.to_string(),
+        };
     }
     let mut claims: Vec<&str> = pending_claims(inv, inflight, binding, now)
         .map(|c| c.uid.as_str())
@@ -298,6 +310,34 @@ mod tests {
             before_use(&inv, &fl, "uid-second", &reuse("b"), now),
             BeforeUse::Bind
         );
+    }
+
+    /// Concurrent uses of one binding in this replica are written one after the other: each
+    /// record moves the binding's version, so a second one sent meanwhile would only conflict.
+    #[test]
+    fn a_use_waits_while_a_siblings_use_of_the_binding_is_being_written() {
+        let now = Instant::now();
+        let b = binding("b", &[("hyperscalerType", "aws"), ("tenantName", "ga")]);
+        let inv = inventory(vec![b], vec![], vec![]);
+        let mut fl = InFlight::default();
+        let sibling = claim("sibling", "ga", None, None);
+        fl.record(&sibling, &pool("aws", false, false), &reuse("b"), now);
+        assert_eq!(
+            before_use(&inv, &fl, "uid-second", &reuse("b"), now),
+            BeforeUse::Wait {
+                binding: "b".into()
+            }
+        );
+        // Its own write in progress does not hold it; a sibling's answered write no longer does.
+        assert!(matches!(
+            before_use(&inv, &fl, "uid-sibling", &reuse("b"), now),
+            BeforeUse::Record { .. }
+        ));
+        fl.assignment_written("uid-sibling", now);
+        assert!(matches!(
+            before_use(&inv, &fl, "uid-second", &reuse("b"), now),
+            BeforeUse::Record { .. }
+        ));
     }
 
     /// The operator never writes a shared or internal binding, and never releases one either:
