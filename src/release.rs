@@ -431,7 +431,7 @@ mod tests {
     /// previous leader's too), and it would land Bound on a dirty binding. Records of claims
     /// whose status can no longer land Bound there do not hold it.
     #[test]
-    fn a_claim_recorded_on_the_binding_and_still_pending_keeps_it() {
+    fn a_claim_recorded_on_the_binding_and_still_pending_holds_the_release() {
         use crate::labels::FILLING;
         let c = deleting("c", "ga", None, "b");
         let with_record = |by: Option<&str>, fills: Option<&str>| {

@@ -97,6 +97,8 @@ pub struct Replica {
     pub pos: [usize; 3],
     pub plans: BTreeMap<String, VecDeque<Write>>,
     pub gc: Option<Gc>,
+    /// Releases that waited for a claim recorded on their binding (`Release::WaitForUse`).
+    pub waited_for_use: usize,
 }
 
 /// The objects of one kind as of the first `pos` changes of its log.
@@ -172,6 +174,7 @@ impl Replica {
             pos: [0; 3],
             plans: BTreeMap::new(),
             gc: None,
+            waited_for_use: 0,
         };
         for kind in [BINDINGS, CLAIMS, SHOOTS] {
             let objects = state_at(api, kind, api.logs[kind].len());
@@ -277,6 +280,9 @@ impl Replica {
         let (exists, existed) = (sources.exists(c), sources.existed(c));
         let d = source_release(p, &view, inv, inflight, now, exists, existed);
         trace(|| format!("  replica {} releases {}: {d:?}", self.id, c.uid));
+        if matches!(d, Release::WaitForUse { .. }) {
+            self.waited_for_use += 1;
+        }
         // Before the claim goes, as in the product (`controller::strays`).
         let mut plan = give_backs(inv, inflight, c, now);
         match d {
