@@ -178,8 +178,8 @@ impl Writer {
     }
 
     /// Removes labels of a binding only if the binding still has `resource_version`: the
-    /// compare-and-swap of a clean release (tenant and claimed-by) and of the removal of
-    /// claimed-by before a reuse. Returns the new resourceVersion.
+    /// compare-and-swap of a clean release (tenant and claimed-by). Returns the new
+    /// resourceVersion.
     pub async fn remove_binding_labels_cas(
         &self,
         kind: BindingKind,
@@ -193,19 +193,20 @@ impl Writer {
             .await
     }
 
-    /// The write before a multi-account fill (crate::selection::claimant): the `FILLING` record
-    /// set to `fills` and the claimed-by label removed, in one compare-and-swap. Returns the new
-    /// resourceVersion.
-    pub async fn record_fill_cas(
+    /// The write before a claim is recorded Bound to a binding it did not claim
+    /// (crate::selection::claimant): the `FILLING` record set to `claims` and the claimed-by
+    /// label removed, in one compare-and-swap on the version the use was decided on. Returns the
+    /// new resourceVersion.
+    pub async fn record_claims_cas(
         &self,
         kind: BindingKind,
         ns: &str,
         name: &str,
         resource_version: &str,
-        fills: &str,
+        claims: &str,
     ) -> Result<Option<String>, K8sError> {
         let labels = [(CLAIMED_BY, None)];
-        let annotations = [(FILLING, fills)];
+        let annotations = [(FILLING, claims)];
         self.patch_binding_cas(
             kind,
             ns,
