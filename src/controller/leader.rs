@@ -1,11 +1,12 @@
 //! Leader election on a Lease, with the fence every write passes (crate::leadership). A standby
 //! runs its caches and waits here; the leader renews the lease and extends the fence with each
-//! renewal, measured from when the renewal's write was sent. When the fence runs out — renewals failed,
-//! another replica holds the lease, or this process was paused past its lease — `lost` fires,
-//! writes stop at once, in-flight work is dropped, and the process exits to come back as a
-//! standby. On shutdown the leader keeps renewing while its controllers drain, and gives the
-//! lease up only when told to (`release`): after every write in flight has been answered, so a
-//! standby never decides while one of the old leader's writes may still land.
+//! renewal, measured from when the renewal's write was sent. When the fence runs out — renewals
+//! failed or did not answer in time, another replica holds the lease, or this process was
+//! paused past its lease — `lost` fires, `hap_leader` drops to 0, writes stop at once, in-flight
+//! work is dropped, and the process exits to come back as a standby. On shutdown the leader keeps
+//! renewing while its controllers drain, and gives the lease up only when told to (`release`):
+//! after every write in flight has been answered, so a standby never decides while one of the
+//! old leader's writes may still land.
 
 use std::time::{Duration, Instant};
 
@@ -84,7 +85,18 @@ pub async fn hold(
             return Ok(());
         }
         let started = Instant::now();
-        let mut pause = h.round(leading).await?;
+        let mut pause = match tokio::time::timeout_at(
+            h.answer_by(leading, started).into(),
+            h.round(leading),
+        )
+        .await
+        {
+            Ok(pause) => pause?,
+            Err(_) => {
+                tracing::warn!(waited = ?started.elapsed(), "the API server did not answer the lease request in time; abandoned it");
+                Duration::ZERO
+            }
+        };
         if leading && h.fence.check(Instant::now()).is_err() {
             tracing::error!("lost the leader lease");
             h.metrics.leader.set(0);
@@ -123,6 +135,19 @@ struct Holder {
 }
 
 impl Holder {
+    /// Until when one look at the lease may take. A leader's ends with its fence at the latest:
+    /// a renewal that hangs past it can no longer keep the lease, and the replica steps down
+    /// instead of waiting for an answer while a standby takes over. Within the fence, and for a
+    /// standby, a request that hangs for one renewal interval is abandoned so that the next
+    /// one (a read, then a write conditioned on it) gets its chance.
+    fn answer_by(&self, leading: bool, started: Instant) -> Instant {
+        let bound = started + self.t.renew;
+        match self.fence.until() {
+            Some(end) if leading => end.min(bound),
+            _ => bound,
+        }
+    }
+
     /// One look at the lease: read it (a leader trusts its own last write), and take or renew it
     /// when the observer says so. Answers the pause before the next look.
     async fn round(&mut self, leading: bool) -> Result<Duration, RunError> {
