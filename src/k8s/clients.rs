@@ -329,6 +329,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_priority_request_does_not_wait_behind_the_budgets_backlog() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, seen) = recording_server(dir.path()).await;
+        // 2 a second, 1 at once: six requests made together take 2.5 s to go out.
+        let limits = ApiLimits { qps: 2.0, burst: 1 };
+        let cluster = from_kubeconfig(&path, limits).await.expect("cluster");
+        let backlog: Vec<_> = (0..6)
+            .map(|_| {
+                let c = cluster.clone();
+                tokio::spawn(async move { send(&c).await })
+            })
+            .collect();
+        // The backlog is queued once its first request went out.
+        while seen.lock().expect("log").is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let started = Instant::now();
+        send(&cluster.priority()).await;
+        let waited = started.elapsed();
+        assert!(
+            waited < Duration::from_millis(400),
+            "a renewal waited {waited:?} behind the controllers' requests"
+        );
+        for b in backlog {
+            b.await.expect("sent");
+        }
+    }
+
+    #[tokio::test]
     async fn a_missing_garden_kubeconfig_is_named_in_the_error() {
         let path = Path::new("/nonexistent/garden.kubeconfig");
         let Err(err) = from_kubeconfig(path, ApiLimits::UNLIMITED).await else {
