@@ -294,41 +294,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_write_without_an_answer_is_given_up_when_the_fence_ends() {
-        // A server that takes connections and never answers: the write hangs below the gate.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move {
-            let mut open = Vec::new();
-            while let Ok((conn, _)) = listener.accept().await {
-                open.push(conn);
-            }
-        });
-        let config = kube::Config::new(format!("http://{addr}").parse().expect("url"));
-        let cluster = Cluster::new(config, ApiLimits::UNLIMITED).expect("cluster");
-        let fence = crate::leadership::Fence::closed();
-        fence.renewed(Instant::now(), Duration::from_millis(300), Duration::ZERO);
-        let writer = super::super::Writer::new(cluster.clone(), cluster, None, fence);
-        let write = writer.set_binding_label_cas(
-            crate::api::BindingKind::CredentialsBinding,
-            "garden-p",
-            "b1",
-            "1",
-            "accountpool.io/dirty",
-            "true",
-        );
-        let answer = tokio::time::timeout(Duration::from_secs(10), write)
-            .await
-            .expect("given up when the fence ended, not waiting for an answer");
-        let Err(e) = answer else {
-            panic!("an answer from a server that gives none: {answer:?}");
-        };
-        assert!(e.outcome_unknown(), "it may have been sent: {e:?}");
-    }
-
-    #[tokio::test]
     async fn a_priority_request_does_not_wait_behind_the_budgets_backlog() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (path, seen) = recording_server(dir.path()).await;

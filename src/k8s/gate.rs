@@ -113,7 +113,7 @@ impl<S, B> tower_service::Service<Request<B>> for FenceGate<S>
 where
     S: tower_service::Service<Request<B>>,
     S::Response: Send + 'static,
-    S::Error: Into<BoxError> + 'static,
+    S::Error: Into<BoxError>,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
@@ -128,48 +128,10 @@ where
         if let Some(refused) = self.refusal(&request, Instant::now()) {
             return Box::pin(std::future::ready(Err(refused.into())));
         }
-        let write = mutating(request.method());
         let sent = self.inner.call(request);
-        if !write {
-            return Box::pin(async move { sent.await.map_err(Into::into) });
-        }
-        Box::pin(within_fence(self.fence.clone(), sent))
+        Box::pin(async move { sent.await.map_err(Into::into) })
     }
 }
-
-/// A write not answered when the fence ends is given up: below this gate the request may still
-/// wait for a connection (a TLS handshake, a pooled connection's turn), and it must not leave the
-/// process once the lease may have moved. One already sent may still commit: the error says its
-/// outcome is unknown, as a lost answer does.
-async fn within_fence<F, T, E>(fence: Fence, sent: F) -> Result<T, BoxError>
-where
-    F: Future<Output = Result<T, E>>,
-    E: Into<BoxError>,
-{
-    let mut sent = std::pin::pin!(sent);
-    loop {
-        let Some(end) = fence.until() else {
-            if fence.check(Instant::now()).is_ok() {
-                // Open: no leader election, nothing ends.
-                return sent.await.map_err(Into::into);
-            }
-            return Err(Unanswered.into());
-        };
-        tokio::select! {
-            answer = &mut sent => return answer.map_err(Into::into),
-            _ = tokio::time::sleep_until(end.into()) => {
-                if fence.check(Instant::now()).is_err() {
-                    return Err(Unanswered.into());
-                }
-            }
-        }
-    }
-}
-
-/// A write in flight when the fence ended.
-#[derive(Debug, thiserror::Error)]
-#[error("no answer before the leadership fence ended: given up; it may have been sent")]
-pub struct Unanswered;
 
 /// Notes when each request entered the queue below it.
 #[derive(Clone)]
