@@ -2,8 +2,8 @@
 //! A proxy in front of one replica holds every request it sends while a standby takes over: of
 //! the writes that replica checked while leading and queued under its request budget, none
 //! leaves it after the hand-over. A validating webhook of the test's own holds only the
-//! leader's Lease renewals: the replica steps down — `hap_leader 0`, its run ending with a lost
-//! lease — before its lease could expire, not sitting in the hung renewal.
+//! leader's Lease renewals: the replica reports `hap_leader 0` when its fence ends, before its
+//! lease could expire, and its run ends with a lost lease, not sitting in the hung renewal.
 
 #[path = "support/http_hold_proxy.rs"]
 mod http_hold_proxy;
@@ -212,9 +212,11 @@ async fn a_hung_renewal_steps_the_leader_down_before_its_lease_could_expire() {
         gate.with(|s| s.first_held)
     })
     .await;
-    // The last renewal that was answered was sent before the held one, so the lease cannot
-    // expire, for anyone, before `held + lease`: by then the replica has stepped down.
-    let stepped_down = tokio::time::timeout(lease, async {
+    // The last renewal that was answered was sent before the held one, at `s`; the fence ends at
+    // `s + lease − 1 s`, before any standby can see the lease expire (`s + lease` at the
+    // earliest). By then the replica reports that it does not lead.
+    let fence_ended = lease - Duration::from_secs(1);
+    let stepped_down = tokio::time::timeout(fence_ended, async {
         while replica.handle.metrics.leader.get() != 0 {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -224,7 +226,7 @@ async fn a_hung_renewal_steps_the_leader_down_before_its_lease_could_expire() {
     gate.go.notify_waiters();
     assert!(
         stepped_down.is_ok(),
-        "hap_leader still 1 {waited:?} after its renewal hung (lease {lease:?})"
+        "hap_leader still 1 {waited:?} after its renewal hung (lease {lease:?}, fence {fence_ended:?})"
     );
     // And it ends as a replica that lost its lease does: with an error, to come back a standby.
     let ended = tokio::time::timeout(Duration::from_secs(30), &mut replica.task)

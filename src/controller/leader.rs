@@ -85,24 +85,17 @@ pub async fn hold(
             return Ok(());
         }
         let started = Instant::now();
-        let mut pause = match tokio::time::timeout_at(
-            h.answer_by(leading, started).into(),
-            h.round(leading),
-        )
-        .await
-        {
-            Ok(pause) => pause?,
-            Err(_) => {
-                tracing::warn!(waited = ?started.elapsed(), "the API server did not answer the lease request in time; abandoned it");
-                Duration::ZERO
-            }
-        };
+        let mut pause = bounded_round(&mut h, leading, started).await?;
         if leading && h.fence.check(Instant::now()).is_err() {
             tracing::error!("lost the leader lease");
             h.metrics.leader.set(0);
             h.fence.revoke();
             lost.cancel();
             return Ok(());
+        }
+        if leading {
+            // A renewal that answered late, after the fence had lapsed, proves leadership again.
+            h.metrics.leader.set(1);
         }
         if h.acquired.is_none() {
             // Renewals start every `renew` however long each took, so a slow API server
@@ -113,6 +106,50 @@ pub async fn hold(
         tokio::select! {
             _ = wake.cancelled() => {}
             _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// One look at the lease, a leader's bounded. A request that has not answered `duration − margin`
+/// after the look started is abandoned: an answer after that would extend a fence that has already ended.
+/// A leader whose fence ends while its renewal is still pending cannot prove it leads: it writes
+/// nothing (the fence) and reports `hap_leader 0` until the renewal answers; if it is abandoned,
+/// the caller finds the fence ended and steps down. A renewal that is merely slow (an API server
+/// answering seconds late) still counts when it lands in time, so such a leader keeps its lease.
+async fn bounded_round(
+    h: &mut Holder,
+    leading: bool,
+    started: Instant,
+) -> Result<Duration, RunError> {
+    if !leading {
+        // A standby holds nothing a late answer could harm; cutting its requests short only
+        // keeps one behind a slow API server (a TLS handshake alone can outlast the lease) from
+        // ever taking over.
+        return h.round(leading).await;
+    }
+    let (fence, metrics) = (h.fence.clone(), h.metrics.clone());
+    let give_up = started + h.t.duration.saturating_sub(h.t.margin);
+    let round = h.round(leading);
+    tokio::pin!(round);
+    let mut lapsed = false;
+    loop {
+        let wake = match fence.until() {
+            Some(end) if !lapsed && end < give_up => end,
+            _ => give_up,
+        };
+        match tokio::time::timeout_at(wake.into(), &mut round).await {
+            Ok(pause) => return pause,
+            Err(_) if wake < give_up => {
+                lapsed = true;
+                if fence.check(Instant::now()).is_err() {
+                    tracing::warn!(waited = ?started.elapsed(), "the lease renewal has not answered and the fence has ended: not leading unless it answers");
+                    metrics.leader.set(0);
+                }
+            }
+            Err(_) => {
+                tracing::warn!(waited = ?started.elapsed(), "the API server did not answer the lease request in time; abandoned it");
+                return Ok(Duration::ZERO);
+            }
         }
     }
 }
@@ -135,19 +172,6 @@ struct Holder {
 }
 
 impl Holder {
-    /// Until when one look at the lease may take. A leader's ends with its fence at the latest:
-    /// a renewal that hangs past it can no longer keep the lease, and the replica steps down
-    /// instead of waiting for an answer while a standby takes over. Within the fence, and for a
-    /// standby, a request that hangs for one renewal interval is abandoned so that the next
-    /// one (a read, then a write conditioned on it) gets its chance.
-    fn answer_by(&self, leading: bool, started: Instant) -> Instant {
-        let bound = started + self.t.renew;
-        match self.fence.until() {
-            Some(end) if leading => end.min(bound),
-            _ => bound,
-        }
-    }
-
     /// One look at the lease: read it (a leader trusts its own last write), and take or renew it
     /// when the observer says so. Answers the pause before the next look.
     async fn round(&mut self, leading: bool) -> Result<Duration, RunError> {
