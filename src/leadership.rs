@@ -11,9 +11,9 @@
 //! The fence is checked when every write is sent (`k8s::gate`, a layer of the client stack below
 //! the request budget's queue): a leader paused past its lease (SIGSTOP, a stalled VM, a long GC)
 //! or one whose writes waited in that queue finds its fence expired and sends nothing, although
-//! its own lease task has not run yet; a write still unanswered when the fence ends is given up.
-//! What remains is a request that left the process before the fence ended and has not committed
-//! yet; compare-and-swap writes cover the bindings there, and conditioned deletes the claims. A
+//! its own lease task has not run yet. What remains is a request that passed the gate while
+//! leading and still waits for a connection, or left the process and has not committed yet;
+//! compare-and-swap writes cover the bindings there, and conditioned deletes the claims. A
 //! leader that stops on its own gives the lease up only after its writes in flight were answered
 //! (`controller::leader`).
 
