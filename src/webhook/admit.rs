@@ -5,7 +5,7 @@
 //! back, so nothing is claimed. An UPDATE guard reads the API server when the cache does not
 //! show the claim.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use kube::api::DynamicObject;
 use kube::core::admission::{
@@ -31,7 +31,7 @@ pub async fn review(hook: &Webhook, body: &[u8]) -> Vec<u8> {
         Some(req) => {
             let kind = kind_of(&req);
             let (resp, outcome) = match kind {
-                Some(k) => decide(hook, k, &req).await,
+                Some(k) => decide(hook, k, &req, started).await,
                 None => (AdmissionResponse::from(&req), "untouched"),
             };
             (resp, kind.map_or("other", SourceKind::as_str), outcome)
@@ -101,11 +101,13 @@ fn allow(
 }
 
 /// One review of a source kind: refused while the caches are cold, untouched without rules in
-/// force, else planned by `sources::admission` and the plan carried out.
+/// force, else planned by `sources::admission` and the plan carried out, answered within the
+/// decision timeout of `started` (when the review arrived).
 async fn decide(
     hook: &Webhook,
     kind: SourceKind,
     req: &AdmissionRequest<DynamicObject>,
+    started: Instant,
 ) -> (AdmissionResponse, &'static str) {
     let resp = AdmissionResponse::from(req);
     if !hook.is_ready() {
@@ -156,7 +158,7 @@ async fn decide(
         Plan::Deny(m) => deny(resp, m),
         Plan::Patch { ops, warnings } => allow(resp, ops, warnings),
         Plan::DenyIfServed { claim, message } => deny_if_served(hook, resp, &claim, message).await,
-        Plan::Claim(p) => claim_and_wait(hook, resp, &active.spec, (kind, req), &p).await,
+        Plan::Claim(p) => claim_and_wait(hook, resp, &active.spec, (kind, req), &p, started).await,
     }
 }
 
@@ -187,17 +189,24 @@ async fn claim_and_wait(
     spec: &HapConfigSpec,
     (kind, req): (SourceKind, &AdmissionRequest<DynamicObject>),
     p: &crate::sources::admission::ClaimPlan,
+    started: Instant,
 ) -> (AdmissionResponse, &'static str) {
     let who = (kind, &req.user_info);
-    if let Some(message) = tenant_refusal(hook, spec, who, p).await {
+    if let Some(message) = tenant_refusal(hook, spec, who, p, started).await {
         // Refused before any claim exists: nothing is created, nothing claimed.
         return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
     }
     if let Some(message) = spec.paused_denial(hook.resolver.name(), kind.as_str()) {
         return paused(resp, message);
     }
-    let state =
-        super::serve::serve(&hook.claims, p, hook.decision_timeout, hook.tasks.guard()).await;
+    let state = super::serve::serve(
+        &hook.claims,
+        p,
+        started,
+        hook.decision_timeout,
+        hook.tasks.guard(),
+    )
+    .await;
     match finish(p, &state) {
         Verdict::Allow { ops, warnings } => allow(resp, ops, warnings),
         Verdict::Deny(m) => deny(resp, m),
@@ -211,10 +220,14 @@ async fn tenant_refusal(
     spec: &HapConfigSpec,
     (kind, user): (SourceKind, &k8s_openapi::api::authentication::v1::UserInfo),
     p: &crate::sources::admission::ClaimPlan,
+    started: Instant,
 ) -> Option<String> {
     let policy = spec.tenants.as_ref()?;
     let needed = crate::tenancy::needs_namespace_labels(Some(policy));
-    let labels = hook.namespaces.labels_if(needed, &p.source.namespace).await;
+    let by = started + hook.decision_timeout;
+    let labels = (hook.namespaces)
+        .labels_by(needed, &p.source.namespace, by)
+        .await;
     let user = crate::tenancy::User {
         username: user.username.clone().unwrap_or_default(),
         groups: user.groups.clone().unwrap_or_default(),

@@ -507,11 +507,10 @@ fn a_binding_a_source_object_names_is_in_use_whatever_its_adoption_says() {
                 ..Default::default()
             });
             if deleting {
-                c.metadata.deletion_timestamp = Some(
-                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                c.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                         "2026-11-27T04:00:00Z".parse().expect("a timestamp"),
-                    ),
-                );
+                    ));
             }
         })
     };
@@ -522,11 +521,18 @@ fn a_binding_a_source_object_names_is_in_use_whatever_its_adoption_says() {
         "the named binding is used before the Shoot exists"
     );
     assert_eq!(
-        inv.claims_on("free").iter().map(|(u, _)| u.as_str()).collect::<Vec<_>>(),
+        inv.claims_on("free")
+            .iter()
+            .map(|(u, _)| u.as_str())
+            .collect::<Vec<_>>(),
         ["uid-rt"]
     );
     inv.apply_shoot(shoot("s-rt", Some("free")));
-    assert_eq!(inv.clusters_on("free").len(), 1, "claim and Shoot are one cluster");
+    assert_eq!(
+        inv.clusters_on("free").len(),
+        1,
+        "claim and Shoot are one cluster"
+    );
     inv.delete_shoot("s-rt", Some("3"));
     // The object is going: its claim no longer holds the binding by itself.
     inv.apply_claim(adopting(4, true));
