@@ -194,6 +194,7 @@ async fn main() {
         dir.join("tls.crt").to_str().expect("path"),
         "--webhook-key-file",
         dir.join("tls.key").to_str().expect("path"),
+        "--webhook-allow-unauthenticated",
     ]
     .iter()
     .map(|s| s.to_string())

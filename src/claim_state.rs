@@ -155,6 +155,9 @@ pub struct SourceFacts {
     pub binding: Option<String>,
     /// `creationTimestamp`, set by the API server.
     pub created: Option<jiff::Timestamp>,
+    /// `spec.adoptBinding`: the binding the object itself names. Its cluster will run there
+    /// whatever the adoption's verdict, so the index counts it as a use of that binding.
+    pub adopt: Option<String>,
 }
 
 impl SourceFacts {
@@ -165,6 +168,12 @@ impl SourceFacts {
             phase: status.and_then(|s| s.phase),
             binding: status.and_then(|s| s.credentials_binding_name.clone()),
             created: meta.creation_timestamp.as_ref().map(|t| t.0),
+            adopt: None,
         })
+    }
+
+    /// The same, with the binding the claim's object names (`spec.adoptBinding`).
+    pub fn adopting(self, adopt: Option<String>) -> Self {
+        Self { adopt, ..self }
     }
 }

@@ -625,6 +625,10 @@ impl Replicas {
         .map(|s| s.to_string())
         .collect();
         args.push(format!("--source-grace={}s", self.source_grace.as_secs()));
+        // No admission step follows the operator's webhook on the test API servers, and every
+        // process shares one clock: the grace's floor (this plus 15 s) then stays at 20 s, the
+        // grace the harness plans its waits with.
+        args.push("--api-request-timeout=5s".into());
         if let Some(garden) = self.garden_via.get(slot).or(self.garden.as_ref()) {
             args.push(format!("--garden-kubeconfig={}", garden.display()));
         }

@@ -603,3 +603,77 @@ fn validate_and_explain_show_deny_entries_by_global_account() {
     let served = explain("ga-partner");
     assert_eq!(served["shared"], json!(true), "{served}");
 }
+
+/// Found by review: `hap run` with a webhook address and no client CA served forged admission
+/// reviews. Now it refuses to start, naming both ways out, before it talks to any API server.
+#[test]
+fn run_refuses_a_webhook_without_a_client_ca_unless_told_to_serve_anyone() {
+    let kubeconfig = file(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\nusers:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n",
+    );
+    let o = Command::new(HAP)
+        .args([
+            "run",
+            "--webhook-addr=127.0.0.1:0",
+            "--http-addr=127.0.0.1:0",
+            "--metrics-addr=127.0.0.1:0",
+            "--leader-elect=false",
+        ])
+        .env("KUBECONFIG", path(&kubeconfig))
+        .env_remove("HAP_WEBHOOK_CLIENT_CA")
+        .env_remove("HAP_WEBHOOK_ALLOW_UNAUTHENTICATED")
+        .env_remove("HAP_GARDEN_KUBECONFIG")
+        .output()
+        .expect("run hap");
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(code(&o), 1, "{out}");
+    assert!(
+        out.contains("--webhook-client-ca") && out.contains("--webhook-allow-unauthenticated"),
+        "{out}"
+    );
+}
+
+/// Found by review: tenant rules naming users or groups mean nothing when the webhook serves
+/// callers without a client certificate (anyone reaching the port can claim any user). validate
+/// cannot see the Deployment; it warns unless told the webhook runs with `--webhook-client-ca`
+/// (the same flag and env as `hap run`, so inside the operator's pod it knows).
+#[test]
+fn validate_warns_when_tenant_rules_name_users_and_callers_are_not_authenticated() {
+    let f = file(
+        "apiVersion: accountpool.io/v1alpha1\nkind: HapConfig\nmetadata: {name: default}\nspec:\n  bindingNamespace: garden-kyma\n  rules: [aws]\n  tenants:\n    rules:\n      - {name: keb, kinds: [Runtime], groups: ['system:serviceaccounts:kcp-system']}\n      - {name: own, kinds: [AccountClaim], namespaces: [team-a]}\n",
+    );
+    let validate = |extra: &[&str]| {
+        Command::new(HAP)
+            .args(["validate", "-f", path(&f)])
+            .args(extra)
+            .env_remove("HAP_WEBHOOK_CLIENT_CA")
+            .output()
+            .expect("run hap")
+    };
+    let open = validate(&["-o", "json"]);
+    assert_eq!(code(&open), 0, "a warning, not an error");
+    let warnings = json_out(&open)["warnings"].clone();
+    assert_eq!(warnings.as_array().map(Vec::len), Some(1), "{warnings}");
+    assert_eq!(warnings[0]["reason"], "UnauthenticatedCallers");
+    assert_eq!(warnings[0]["field"], "tenants.rules[0]");
+    let message = warnings[0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("rule `keb`") && message.contains("--webhook-client-ca"),
+        "{message}"
+    );
+    let text = validate(&[]);
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(out.contains("warning[UnauthenticatedCallers]"), "{out}");
+    let signed = validate(&[
+        "-o",
+        "json",
+        "--webhook-client-ca",
+        "/etc/hap-operator/webhook-client-ca/ca.crt",
+    ]);
+    assert_eq!(code(&signed), 0);
+    assert_eq!(json_out(&signed)["warnings"], json!([]));
+}

@@ -56,7 +56,10 @@ fn repo_file(name: &str) -> String {
 #[test]
 fn licensing_metadata_names_the_license_cargo_declares() {
     let cargo = repo_file("Cargo.toml");
-    assert!(cargo.contains("license = \"Apache-2.0\""), "Cargo.toml declares another license");
+    assert!(
+        cargo.contains("license = \"Apache-2.0\""),
+        "Cargo.toml declares another license"
+    );
     let license = repo_file("LICENSE");
     assert!(
         license.contains("Apache License") && license.contains("Version 2.0, January 2004"),
@@ -69,7 +72,8 @@ fn licensing_metadata_names_the_license_cargo_declares() {
     );
     let reuse = repo_file("REUSE.toml");
     assert!(
-        reuse.contains("SPDX-License-Identifier = \"Apache-2.0\"") && reuse.contains("path = \"**\""),
+        reuse.contains("SPDX-License-Identifier = \"Apache-2.0\"")
+            && reuse.contains("path = \"**\""),
         "REUSE.toml must cover every file with Apache-2.0"
     );
 }
@@ -82,5 +86,8 @@ fn the_changelog_has_a_section_for_the_crate_version() {
         changelog.contains(&format!("## [{version}]")),
         "CHANGELOG.md has no section `## [{version}]` for the version in Cargo.toml"
     );
-    assert!(changelog.contains("## [Unreleased]"), "CHANGELOG.md has no Unreleased section");
+    assert!(
+        changelog.contains("## [Unreleased]"),
+        "CHANGELOG.md has no Unreleased section"
+    );
 }

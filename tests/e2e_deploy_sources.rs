@@ -244,6 +244,105 @@ fn every_source_can_be_left_off() {
     );
 }
 
+/// Found by review: the shipped request-sources overlay and the chart's sources switch served
+/// forged reviews (no client CA, no NetworkPolicy) unless the installer added both. Now both come
+/// with any request source, and serving callers without a certificate is an explicit opt-out.
+#[test]
+fn request_sources_bring_the_client_ca_and_the_network_policy_unless_opted_out() {
+    let env_names = |objs: &[Value]| -> Vec<String> {
+        webhook_container(objs)["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["name"].as_str().map(String::from))
+            .collect()
+    };
+    let client_ca_map = |objs: &[Value]| -> Option<String> {
+        webhook_container(objs)["volumes"]
+            .as_array()?
+            .iter()
+            .find(|v| v["name"] == "webhook-client-ca")
+            .and_then(|v| v["configMap"]["name"].as_str().map(String::from))
+    };
+    let has_policy = |objs: &[Value]| objs.iter().any(|o| kind(o) == "NetworkPolicy");
+    let secure = |objs: &[Value], what: &str| {
+        let env = env_names(objs);
+        assert!(
+            env.iter().any(|e| e == "HAP_WEBHOOK_CLIENT_CA"),
+            "{what}: {env:?}"
+        );
+        assert!(
+            !env.iter().any(|e| e == "HAP_WEBHOOK_ALLOW_UNAUTHENTICATED"),
+            "{what}: {env:?}"
+        );
+        assert_eq!(
+            client_ca_map(objs).as_deref(),
+            Some("hap-operator-webhook-client-ca"),
+            "{what}"
+        );
+        assert!(has_policy(objs), "{what}: a NetworkPolicy");
+    };
+    for overlay in ["request-sources", "request-sources-cert-manager"] {
+        secure(
+            &kustomize(&format!("deploy/kustomize/overlays/{overlay}")),
+            overlay,
+        );
+    }
+    let runtimes = ["--set", "sources.runtimes.enabled=true"];
+    secure(
+        &helm_template("hap-operator", "hap-system", &runtimes),
+        "helm",
+    );
+    secure(
+        &helm_template("hap-operator", "hap-system", &ALL_SOURCES),
+        "helm, every source",
+    );
+
+    // The explicit opt-outs: no CA, the operator told so (it warns at start).
+    let open = helm_template(
+        "hap-operator",
+        "hap-system",
+        &[
+            runtimes[0],
+            runtimes[1],
+            "--set",
+            "webhook.allowUnauthenticated=true",
+        ],
+    );
+    assert!(env_names(&open).contains(&"HAP_WEBHOOK_ALLOW_UNAUTHENTICATED".to_string()));
+    assert!(!env_names(&open).contains(&"HAP_WEBHOOK_CLIENT_CA".to_string()));
+    assert_eq!(client_ca_map(&open), None);
+    assert!(has_policy(&open), "the policy stays");
+    let named = helm_template(
+        "hap-operator",
+        "hap-system",
+        &[
+            runtimes[0],
+            runtimes[1],
+            "--set",
+            "webhook.clientCA.configMap=my-ca",
+        ],
+    );
+    assert_eq!(client_ca_map(&named).as_deref(), Some("my-ca"));
+    let without_policy = helm_template(
+        "hap-operator",
+        "hap-system",
+        &[
+            runtimes[0],
+            runtimes[1],
+            "--set",
+            "networkPolicy.enabled=false",
+        ],
+    );
+    assert!(!has_policy(&without_policy));
+    let none = helm_template("hap-operator", "hap-system", &[]);
+    assert!(
+        !has_policy(&none),
+        "no source, no webhook, no policy by default"
+    );
+    assert_eq!(client_ca_map(&none), None);
+}
+
 #[test]
 fn source_rules_are_least_privilege() {
     for o in helm_template("hap", "hap-system", &ALL_SOURCES)

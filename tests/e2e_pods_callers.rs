@@ -5,10 +5,11 @@
 //! AdmissionReview for a made-up tenant and a namespace that does not exist to the webhook
 //! Service's cluster IP and to each operator pod's `:9443`.
 //!
-//! Proven: without `--webhook-client-ca` that pod's review is answered `allowed` and a claim is
-//! Bound for the made-up tenant (the attack, and proof that the pod reaches the port); with the
-//! shipped component `webhook-client-ca` (the CA of the certificate the node environment's
-//! kube-apiserver presents, in ConfigMap `hap-operator-webhook-client-ca`) the same pod is refused
+//! Proven: opted out (`webhook-allow-unauthenticated` in place of `webhook-client-ca`) that pod's
+//! review is answered `allowed` and a claim is Bound for the made-up tenant (the attack, and
+//! proof that the pod reaches the port); with the overlay as shipped, which includes the
+//! component `webhook-client-ca` (the CA of the certificate the node environment's
+//! kube-apiserver presents, in ConfigMap `hap-operator-webhook-client-ca`), the same pod is refused
 //! at TLS on every address, no claim appears and no binding label changes, while a Runtime created
 //! through kube-apiserver is still admitted and bound. The node environment's CNI (`bridge`)
 //! enforces no NetworkPolicy, so TLS is the only gate tested here.
@@ -182,9 +183,10 @@ fn webhook_urls(pods: &[Pod]) -> Vec<String> {
     urls
 }
 
-/// The overlay `request-sources` with the component `webhook-client-ca` added, as a user
-/// composes them (a kustomization of their own next to the shipped ones).
-fn overlay_with_client_ca() -> Vec<Value> {
+/// The overlay `request-sources` opted out of caller authentication: its components with
+/// `webhook-allow-unauthenticated` in place of `webhook-client-ca`, as a user composes them (a
+/// kustomization of their own next to the shipped ones).
+fn overlay_opted_out() -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap();
     // kustomize takes only relative paths to other kustomizations: up to `/`, then down.
     let up = "../".repeat(dir.path().components().count() - 1);
@@ -197,16 +199,26 @@ fn overlay_with_client_ca() -> Vec<Value> {
     std::fs::write(
         dir.path().join("kustomization.yaml"),
         format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n  - {}\n",
-            root.join("overlays/request-sources").display(),
-            root.join("components/webhook-client-ca").display()
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n{}",
+            root.join("base").display(),
+            [
+                "request-sources",
+                "source-runtimes",
+                "source-clusters",
+                "source-shoots",
+                "webhook-allow-unauthenticated",
+                "network-policy",
+            ]
+            .iter()
+            .map(|c| format!("  - {}\n", root.join("components").join(c).display()))
+            .collect::<String>()
         ),
     )
     .unwrap();
     let (ok, out, err) = kubectl(&["kustomize", dir.path().to_str().unwrap()]);
     assert!(
         ok,
-        "kubectl kustomize request-sources + webhook-client-ca: {err}"
+        "kubectl kustomize request-sources + webhook-allow-unauthenticated: {err}"
     );
     parse_stream(&out)
 }
@@ -356,7 +368,7 @@ async fn attack_open(
     attacker_ns: &str,
     run: &str,
 ) -> (String, String) {
-    let open = rolled_out(client, "HAP_WEBHOOK_ADDR").await;
+    let open = rolled_out(client, "HAP_WEBHOOK_ALLOW_UNAUTHENTICATED").await;
     let service_url = webhook_urls(&open)[0].clone();
     let ghost_a = unique("no-such-ns");
     let tenant_a = format!("{run}-forged-a");
@@ -389,7 +401,7 @@ async fn attack_open(
     (claim_a, taken)
 }
 
-/// (b) The shipped component webhook-client-ca: the CA of the client certificate the node
+/// (b) The overlay as shipped, with its component webhook-client-ca: the CA of the client certificate the node
 /// environment's kube-apiserver presents (its --admission-control-config-file). Returns the
 /// rolled-out pods.
 async fn close_with_client_ca(client: &kube::Client) -> Vec<Pod> {
@@ -407,14 +419,12 @@ async fn close_with_client_ca(client: &kube::Client) -> Vec<Pod> {
         NS,
         &format!("--from-file=ca.crt={}", client_ca.display()),
     ]);
-    let with_ca: Vec<Value> = with_plain_metrics(overlay_with_client_ca())
-        .into_iter()
-        .filter(|o| kind(o) == "Deployment")
-        .collect();
-    apply(
-        &with_ca,
-        "request-sources + webhook-client-ca: the Deployment",
-    );
+    let with_ca: Vec<Value> =
+        with_plain_metrics(kustomize("deploy/kustomize/overlays/request-sources"))
+            .into_iter()
+            .filter(|o| kind(o) == "Deployment")
+            .collect();
+    apply(&with_ca, "overlay request-sources: the Deployment");
     rolled_out(client, "HAP_WEBHOOK_CLIENT_CA").await
 }
 
@@ -469,7 +479,7 @@ async fn a_forged_review_from_a_pod_is_served_without_the_client_ca_and_refused_
     let run = unique("pc");
     let rt_ns = unique("kcp");
     let attacker_ns = unique("attacker");
-    let objs = with_plain_metrics(kustomize("deploy/kustomize/overlays/request-sources"));
+    let objs = with_plain_metrics(overlay_opted_out());
     let _cleanup = cleanup_of(&objs, &rt_ns, &attacker_ns);
     kubectl_ok(&["create", "namespace", &rt_ns]);
     kubectl_ok(&["create", "namespace", &attacker_ns]);

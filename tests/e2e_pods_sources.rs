@@ -1,6 +1,7 @@
 //! End-to-end on a real node: the request-source admission webhooks served from the operator's
 //! pods. The shipped kustomize overlay `request-sources` (every source component, the webhook
-//! certificate yours) runs unchanged on the node of `e2e/testenv up --node --gardener`
+//! certificate yours, callers authenticated by the client CA of the node environment's API
+//! servers, the NetworkPolicy) runs unchanged on the node of `e2e/testenv up --node --gardener`
 //! (e2e/README.md). The certificate is made and installed exactly as docs/sources.md says
 //! ("Certificates without cert-manager": that script is run as written); cert-manager does not
 //! run here. kube-apiserver calls the webhook through the Service `hap-operator-webhook` (its
@@ -237,13 +238,24 @@ async fn request_source_webhooks_are_served_from_pods() {
             .await;
     }
 
-    // The overlay as shipped; the Secret and caBundle the documented way, before the pods start.
+    // The overlay as shipped; the Secret and caBundle the documented way, and the ConfigMap with
+    // the CA of the client certificate this node environment's kube-apiserver presents (the
+    // overlay serves only such callers), before the pods start.
     let (deployment, rest): (Vec<Value>, Vec<Value>) =
         objs.into_iter().partition(|o| kind(o) == "Deployment");
     apply(&rest, "overlay request-sources");
     let certs = tempfile::tempdir().unwrap();
     let script = documented_certificate_script();
     sh(certs.path(), &script);
+    let client_ca = node_dir().join("pki/webhook-client-ca.crt");
+    kubectl_ok(&[
+        "create",
+        "configmap",
+        "hap-operator-webhook-client-ca",
+        "-n",
+        NS,
+        &format!("--from-file=ca.crt={}", client_ca.display()),
+    ]);
     apply(&deployment, "overlay request-sources: the Deployment");
     let (leader, standby) =
         check_running(&client, NS, "hap-operator-metrics", "hap-operator").await;

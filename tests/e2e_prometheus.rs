@@ -94,6 +94,7 @@ fn start_operator(hap: &Hap, dir: &Path) -> (Process, std::path::PathBuf) {
             "--http-addr=127.0.0.1:0",
             "--metrics-addr=127.0.0.1:0",
             "--webhook-addr=127.0.0.1:0",
+            "--webhook-allow-unauthenticated",
             "--keb-metrics",
             "--log-format=json",
         ])

@@ -345,3 +345,63 @@ async fn kyma_runtimes_get_bindings_chosen_by_the_rules() {
     .await;
     hap.stop_operator().await;
 }
+
+/// Found by review: a Runtime created naming a free binding is adopted only once a person labels
+/// the binding, so its claim stays Pending `BindingNotTenant` and records no binding; nothing
+/// kept the binding out of selection until KIM created the Runtime's Shoot, and another
+/// tenant's claim got it (two tenants on one account once the Shoot landed). The named binding
+/// counts as used from the moment the Runtime's claim exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_naming_a_free_binding_keeps_it_from_other_tenants_before_its_shoot_exists() {
+    install_platform_crds().await;
+    let scope = unique("kyma-named");
+    let mut hap = Hap::without_operator(
+        &["aws"],
+        json!({"requestSources": [{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}}]}),
+    )
+    .await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let certs = Certs::new();
+    let args = certs.args(hap.run_args());
+    hap.operator = Some(support::Operator::start_with(&hap.client, args).await);
+    let addr = hap
+        .operator
+        .as_ref()
+        .and_then(|o| o.handle.webhook.get())
+        .expect("webhook address");
+    let ns = scoped_namespace(&hap.client, "kcp", &scope).await;
+    let _hook = WebhookRegistration::register(
+        "Runtime",
+        &format!("https://{addr}/mutate/runtimes"),
+        &certs.ca_bundle(),
+        &scope,
+        json!({}),
+    );
+    let runtimes = api(&hap.client, &ns, &runtime_resource());
+    let named = RuntimeSpec {
+        binding: "aws-1",
+        ..rt("rt-named", "ga-1", "aws", "cf-us10")
+    };
+    runtimes
+        .create(&PostParams::default(), &runtime(&ns, &scope, &named))
+        .await
+        .expect("rt-named admitted");
+    let msg = hap
+        .ready_reason(&format!("runtime.{ns}.rt-named"), "BindingNotTenant")
+        .await;
+    assert!(msg.contains("carries no tenantName"), "{msg}");
+
+    hap.claim(
+        "other-tenant",
+        json!({"globalAccount": "ga-2", "plan": "aws"}),
+    )
+    .await;
+    let msg = hap.ready_reason("other-tenant", "PoolExhausted").await;
+    assert!(msg.contains("used by a cluster"), "{msg}");
+    assert!(
+        !hap.labels("aws-1").await.contains_key("tenantName"),
+        "aws-1 stays without a tenant"
+    );
+    hap.stop_operator().await;
+}

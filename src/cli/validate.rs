@@ -84,6 +84,12 @@ pub struct Args {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     pub output: Format,
+    /// The webhook runs with this `--webhook-client-ca` (the same env as `hap run`, so inside
+    /// the operator's pod it is set): its callers are authenticated. Unset, tenant rules that
+    /// name users or groups are warned about, since any caller could claim to be them. The
+    /// file is not read here.
+    #[arg(long, env = "HAP_WEBHOOK_CLIENT_CA", value_name = "PATH")]
+    pub webhook_client_ca: Option<PathBuf>,
 }
 
 /// The JSON contract of `hap validate -o json`; a struct keeps the documented key order.
@@ -128,6 +134,10 @@ pub fn run(args: Args) -> ExitCode {
         }
         Err(v) => (v, 0),
     };
+    let mut v = v;
+    if args.webhook_client_ca.is_none() {
+        v.warnings.extend(unauthenticated_callers(&spec));
+    }
     match args.output {
         Format::Json => {
             let out = Report {
@@ -149,6 +159,29 @@ pub fn run(args: Args) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// One warning per tenant rule that names users or groups: only an authenticated caller (the
+/// API server, with its client certificate) can vouch for who made a request.
+fn unauthenticated_callers(spec: &HapConfigSpec) -> Vec<Diagnostic> {
+    let rules = spec.tenants.iter().flat_map(|t| t.rules.iter());
+    rules
+        .enumerate()
+        .filter(|(_, r)| r.users.is_some() || r.groups.is_some())
+        .map(|(i, r)| {
+            Diagnostic::field(
+                format!("tenants.rules[{i}]"),
+                crate::rules::Reason::UnauthenticatedCallers,
+                format!(
+                    "rule `{}` names users or groups, which hold only if the webhook serves \
+                     authenticated callers: run it with --webhook-client-ca (and pass the same \
+                     flag here to say so); with --webhook-allow-unauthenticated anyone who \
+                     reaches its port can send a review as any user",
+                    r.name
+                ),
+            )
+        })
+        .collect()
 }
 
 fn print_text(v: &Validation, count: usize) {

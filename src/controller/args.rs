@@ -129,12 +129,16 @@ pub struct RunArgs {
     pub webhook_key_file: PathBuf,
     /// PEM CA of the client certificates the webhook's callers (kube-apiserver,
     /// gardener-apiserver) present through their `--admission-control-config-file`: a caller
-    /// without one it signed is refused at TLS. Unset: any caller that reaches the port is
-    /// served, as before (the API servers of most clusters present no client certificate until
-    /// they are configured to, and a webhook that refused them would fail every CREATE under
-    /// `failurePolicy: Fail`); limit who reaches the port with the NetworkPolicy then.
+    /// without one it signed is refused at TLS. Required with `--webhook-addr` unless
+    /// `--webhook-allow-unauthenticated` says otherwise.
     #[arg(long, env = "HAP_WEBHOOK_CLIENT_CA", value_name = "PATH")]
     pub webhook_client_ca: Option<PathBuf>,
+    /// Serve admission reviews from any caller that reaches the webhook's port, without a client
+    /// certificate (no `--webhook-client-ca`). Anyone who reaches the port can then send a
+    /// review with any user and groups, so tenant rules naming users or groups hold only as far
+    /// as the NetworkPolicy keeps others out. Logged as a warning at start.
+    #[arg(long, env = "HAP_WEBHOOK_ALLOW_UNAUTHENTICATED", default_value_t = false, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub webhook_allow_unauthenticated: bool,
     /// How long an admission call may take in all (find or create its AccountClaim, wait for
     /// the leader, stamp or take the claim back) before it is answered. Keep it at least 2 s
     /// below the webhook's timeoutSeconds: a call kube-apiserver gave up on fails the request.
@@ -145,10 +149,18 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration)]
     pub webhook_timeout: Option<Duration>,
     /// How long a claim a request source created may wait for its object to appear before the
-    /// operator treats the object as never created (and deletes the claim). Never less than the
-    /// decision timeout plus 5 s: an admission call still waiting must not lose its claim.
+    /// operator treats the object as never created (and deletes the claim). Never less than
+    /// `--api-request-timeout` plus 15 s of clock skew, nor than the decision timeout plus 5 s:
+    /// after the webhook answered, later admission steps may hold the request until the API
+    /// server's request timeout, and an object stored after its claim went would use a binding
+    /// released clean.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub source_grace: Duration,
+    /// The API server's `--request-timeout` (60 s unless it was changed): the longest an
+    /// admission may still run after this webhook answered. It sets the lowest
+    /// `--source-grace`; lower it only when no other admission step can hold a request.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub api_request_timeout: Duration,
     /// Also export KEB's names of the pool gauges (`kcp_keb_v2_*_credentials_bindings`,
     /// `kcp_keb_v2_instances_per_credentials_binding`), so that dashboards built for Kyma
     /// Environment Broker keep working.
@@ -168,6 +180,31 @@ pub struct RunArgs {
 /// What a webhook call needs beyond its decision timeout before kube-apiserver's timeoutSeconds:
 /// TLS, the network and kube-apiserver's own work.
 pub const WEBHOOK_ANSWER_MARGIN: Duration = Duration::from_secs(2);
+
+/// Who the admission webhook serves (`RunArgs::webhook_callers`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WebhookCallers {
+    /// Only callers presenting a client certificate this CA signed.
+    SignedBy(PathBuf),
+    /// Anyone who reaches the port (`--webhook-allow-unauthenticated`).
+    Anyone,
+}
+
+/// A webhook address without a client CA and without the explicit opt-out.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the admission webhook (--webhook-addr) serves only callers with a client certificate: set \
+     --webhook-client-ca (env HAP_WEBHOOK_CLIENT_CA) to the CA of the certificate kube-apiserver \
+     and gardener-apiserver present (docs/install.md, \"Who may call the webhook\"), or set \
+     --webhook-allow-unauthenticated (env HAP_WEBHOOK_ALLOW_UNAUTHENTICATED=true) to serve any \
+     caller that reaches the port"
+)]
+pub struct UnauthenticatedCallers;
+
+/// How far a replica's clock may be behind the API server's before the source clean-up deletes
+/// a claim early: the webhook stamps with its own clock, the clean-up reads the API server's.
+/// NTP keeps nodes within milliseconds; this covers a node whose sync has lapsed for a while.
+pub const CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(15);
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     crate::duration::parse(s).map_err(|e| e.to_string())
@@ -217,9 +254,11 @@ impl RunArgs {
             webhook_cert_file: PathBuf::from("/etc/hap-operator/webhook/tls.crt"),
             webhook_key_file: PathBuf::from("/etc/hap-operator/webhook/tls.key"),
             webhook_client_ca: None,
+            webhook_allow_unauthenticated: false,
             webhook_decision_timeout: Duration::from_secs(8),
             webhook_timeout: None,
             source_grace: Duration::from_secs(60),
+            api_request_timeout: Duration::from_secs(60),
             keb_metrics: false,
             kube_api_qps: 0.0,
             kube_api_burst: 0,
@@ -234,12 +273,25 @@ impl RunArgs {
         }
     }
 
-    /// The grace in force: `--source-grace`, but at least the webhook's decision timeout plus 5 s
-    /// (the webhook creates a claim before the API server stores its object, and waits up to the
-    /// timeout before the object can be stored).
+    /// The grace in force: `--source-grace`, but at least the API server's request timeout plus
+    /// [`CLOCK_SKEW_ALLOWANCE`] (the claim is created or stamped during the request, which the
+    /// API server stores or gives up on within its request timeout; the clean-up compares the
+    /// stamp, a replica's clock, with the API server's), and at least the decision timeout plus
+    /// 5 s (the webhook waits that long before the object can be stored).
     pub fn effective_source_grace(&self) -> Duration {
         self.source_grace
             .max(self.webhook_decision_timeout + Duration::from_secs(5))
+            .max(self.api_request_timeout + CLOCK_SKEW_ALLOWANCE)
+    }
+
+    /// Who the webhook serves: callers with a client certificate the CA signed, or (explicitly)
+    /// anyone. Neither: the webhook must not start, since a forged review would be served.
+    pub fn webhook_callers(&self) -> Result<WebhookCallers, UnauthenticatedCallers> {
+        match (&self.webhook_client_ca, self.webhook_allow_unauthenticated) {
+            (Some(ca), _) => Ok(WebhookCallers::SignedBy(ca.clone())),
+            (None, true) => Ok(WebhookCallers::Anyone),
+            (None, false) => Err(UnauthenticatedCallers),
+        }
     }
 
     /// The decision timeout in force: `--webhook-decision-timeout`, but at most
@@ -282,13 +334,33 @@ mod source_grace_tests {
     use super::*;
 
     #[test]
+    fn the_source_grace_outlasts_the_api_servers_request_timeout() {
+        // Found by review: a grace of the decision timeout plus 5 s let the clean-up release a
+        // binding clean while a later admission step (a validating webhook that waits) still
+        // held the request, which the API server then stored naming that binding.
+        let mut args = RunArgs::for_config("x");
+        args.source_grace = Duration::from_secs(13);
+        args.webhook_decision_timeout = Duration::from_secs(8);
+        assert_eq!(args.effective_source_grace(), Duration::from_secs(75));
+        args.api_request_timeout = Duration::from_secs(120);
+        assert_eq!(args.effective_source_grace(), Duration::from_secs(135));
+        args.api_request_timeout = Duration::from_secs(1);
+        assert_eq!(args.effective_source_grace(), Duration::from_secs(16));
+        args.source_grace = Duration::from_secs(300);
+        assert_eq!(args.effective_source_grace(), Duration::from_secs(300));
+    }
+
+    #[test]
     fn the_source_grace_outlasts_the_webhooks_wait() {
         // Found by the admission benchmark: with a grace shorter than the decision timeout the
         // leader deleted claims whose admission call was still waiting for its decision.
         let mut args = RunArgs::for_config("x");
         args.source_grace = Duration::from_secs(3);
         args.webhook_decision_timeout = Duration::from_secs(8);
-        assert_eq!(args.effective_source_grace(), Duration::from_secs(13));
+        args.api_request_timeout = Duration::ZERO;
+        assert_eq!(args.effective_source_grace(), Duration::from_secs(15));
+        args.webhook_decision_timeout = Duration::from_secs(28);
+        assert_eq!(args.effective_source_grace(), Duration::from_secs(33));
         args.source_grace = Duration::from_secs(60);
         assert_eq!(args.effective_source_grace(), Duration::from_secs(60));
     }
@@ -306,6 +378,49 @@ mod source_grace_tests {
         assert_eq!(args.effective_decision_timeout(), Duration::from_secs(3));
         args.webhook_timeout = Some(Duration::from_secs(1));
         assert_eq!(args.effective_decision_timeout(), Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod callers_tests {
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(flags: &[&str]) -> RunArgs {
+        <Cli as clap::Parser>::try_parse_from(std::iter::once("hap").chain(flags.iter().copied()))
+            .map(|c| c.run)
+            .expect("flags parse")
+    }
+
+    #[test]
+    fn a_webhook_serves_unauthenticated_callers_only_when_told_to() {
+        // Found by review: the shipped webhook served forged reviews by default, so tenant
+        // rules naming users or groups meant nothing unless the installer added the client CA.
+        let open = parse(&["--webhook-addr", "0.0.0.0:9443"]);
+        let Err(e) = open.webhook_callers() else {
+            panic!("a webhook without a client CA starts");
+        };
+        let msg = e.to_string();
+        assert!(
+            msg.contains("--webhook-client-ca") && msg.contains("--webhook-allow-unauthenticated"),
+            "{msg}"
+        );
+        let opted_out = parse(&[
+            "--webhook-addr",
+            "0.0.0.0:9443",
+            "--webhook-allow-unauthenticated",
+        ]);
+        assert_eq!(opted_out.webhook_callers(), Ok(WebhookCallers::Anyone));
+        let signed = parse(&["--webhook-client-ca", "/ca.crt"]);
+        assert_eq!(
+            signed.webhook_callers(),
+            Ok(WebhookCallers::SignedBy("/ca.crt".into()))
+        );
     }
 }
 

@@ -92,6 +92,8 @@ pub enum RunError {
     Garden(#[source] crate::k8s::ClientError),
     #[error("cannot start the admission webhook")]
     Webhook(#[source] crate::webhook::WebhookError),
+    #[error(transparent)]
+    WebhookCallers(#[from] args::UnauthenticatedCallers),
     #[error(
         "the admission webhook's caches ({0}) did not list within {WEBHOOK_SYNC_LIMIT:?}; \
          stopping so that a fresh start lists again"
@@ -216,6 +218,14 @@ pub async fn run_with(
     handle: Handle,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
+    if args.webhook_addr.is_some() && args.webhook_callers()? == args::WebhookCallers::Anyone {
+        tracing::warn!(
+            "the admission webhook serves callers without a client certificate \
+             (--webhook-allow-unauthenticated): whoever reaches its port can send a review with \
+             any user and groups, and tenant rules naming users or groups hold only as far as the \
+             NetworkPolicy keeps others out"
+        );
+    }
     let stop = CancellationToken::new();
     {
         let stop = stop.clone();

@@ -29,6 +29,9 @@ pub enum Reason {
     FallbackOverlap,
     /// A pin conflicts with another (a binding pinned to two tenants, a tenant pinned twice).
     PinConflict,
+    /// Warning: a tenant rule names users or groups, and nothing says the webhook's callers
+    /// are authenticated (`hap validate` without `--webhook-client-ca`).
+    UnauthenticatedCallers,
 }
 
 impl Reason {
@@ -45,6 +48,7 @@ impl Reason {
             Reason::InvalidFallback => "InvalidFallback",
             Reason::FallbackOverlap => "FallbackOverlap",
             Reason::PinConflict => "PinConflict",
+            Reason::UnauthenticatedCallers => "UnauthenticatedCallers",
         }
     }
 }

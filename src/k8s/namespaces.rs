@@ -44,3 +44,50 @@ impl NamespaceReader {
         }
     }
 }
+
+impl NamespaceReader {
+    /// As [`Self::labels_if`], given up at `by`: an admission call must answer within its
+    /// decision timeout, and kube-client sets no read timeout. A read given up counts as
+    /// unreadable.
+    pub async fn labels_by(
+        &self,
+        needed: bool,
+        name: &str,
+        by: tokio::time::Instant,
+    ) -> Option<BTreeMap<String, String>> {
+        match tokio::time::timeout_at(by, self.labels_if(needed, name)).await {
+            Ok(labels) => labels,
+            Err(_) => {
+                tracing::warn!(
+                    namespace = name,
+                    "the namespace's labels for spec.tenants were not read within the decision timeout"
+                );
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::k8s::mock::{self, Call};
+
+    /// A Namespace read the API server never answers ends at the call's deadline, unreadable:
+    /// the admission call's whole answer is bounded by the decision timeout.
+    #[tokio::test(start_paused = true)]
+    async fn a_namespace_read_ends_at_the_calls_deadline() {
+        let (cluster, script) = mock::cluster();
+        script.expect([Call::get("/api/v1/namespaces/kcp").hang()]);
+        let reader = NamespaceReader::new(&cluster);
+        let by = tokio::time::Instant::now() + Duration::from_secs(3);
+        let read = tokio::time::timeout(Duration::from_secs(60), reader.labels_by(true, "kcp", by))
+            .await
+            .expect("the read ends at its deadline");
+        assert_eq!(read, None, "unreadable");
+        assert_eq!(tokio::time::Instant::now(), by);
+        script.done();
+    }
+}

@@ -35,7 +35,8 @@ pub fn claim_view_of(
         waiting_in: status.and_then(waiting_in),
         deleting: meta.deletion_timestamp.is_some(),
         denied: status.is_some_and(is_denied),
-        source: SourceFacts::of(meta, status).map(Box::new),
+        source: SourceFacts::of(meta, status)
+            .map(|f| Box::new(f.adopting(spec.adopt_binding.clone()))),
     }
 }
 

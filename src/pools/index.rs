@@ -526,11 +526,13 @@ impl Inventory {
                 }
             }
         }
-        let Some(binding) = c
-            .bound_binding
-            .as_ref()
-            .filter(|_| here && !c.deleting && !c.lost)
-        else {
+        // A claim whose object names its binding uses it before any status records it: the
+        // object's cluster will run there even when the adoption is refused.
+        let used = match &c.bound_binding {
+            Some(recorded) => Some(recorded).filter(|_| here),
+            None => c.source.as_ref().and_then(|f| f.adopt.as_ref()),
+        };
+        let Some(binding) = used.filter(|_| !c.deleting && !c.lost) else {
             return;
         };
         let cluster = c.cluster_name();

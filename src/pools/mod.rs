@@ -10,7 +10,9 @@
 //!
 //! A cluster is the union, by name, of non-deleting Bound AccountClaims whose binding lives in the
 //! index's binding namespace (their `shootName`, else `namespace/name`, which cannot collide with
-//! a Shoot name) and Shoots naming the binding. A deleting claim no longer counts by itself: while
+//! a Shoot name), claims whose source object names the binding itself (`spec.adoptBinding`,
+//! whatever the adoption's verdict: the object's Shoot will run there) and Shoots naming the
+//! binding. A deleting claim no longer counts by itself: while
 //! its Shoot lives, the Shoot counts instead; this lets two claims of one tenant released at the
 //! same time both see the binding as free.
 

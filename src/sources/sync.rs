@@ -148,11 +148,13 @@ pub enum CleanUp {
 /// Decides the clean-up of one claim read live at `now`, the API server's clock (the `Date` of
 /// that read's answer), so that its age is measured between the API server's timestamps.
 ///
-/// The stamp itself comes from the clock of the webhook replica that wrote it. A skew of a few
-/// seconds between that clock and the API server's only moves the end of the wait by as much,
-/// against a grace of at least the decision timeout plus 5 s whose job is to cover what is left
-/// of one admission after the webhook answered (milliseconds normally). A stamp written after
-/// this read needs no clock at all: it changes the resourceVersion, so the delete fails.
+/// The grace covers what is left of one admission after the webhook answered: milliseconds
+/// normally, but later mutating and validating webhooks may hold the request until the API
+/// server's request timeout, hence the grace is never less than that timeout plus an allowance
+/// for clock skew (`RunArgs::effective_source_grace`). The stamp comes from the clock of the
+/// webhook replica that wrote it; a skew between that clock and the API server's moves the end
+/// of the wait by as much, which the allowance covers. A stamp written after this read needs
+/// no clock at all: it changes the resourceVersion, so the delete fails.
 pub fn clean_up(
     live: &LiveClaim,
     planned_uid: Option<&str>,

@@ -5,7 +5,7 @@
 //! back, so nothing is claimed. An UPDATE guard reads the API server when the cache does not
 //! show the claim.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::api::DynamicObject;
@@ -34,7 +34,7 @@ pub async fn review(hook: &Webhook, body: &[u8]) -> Vec<u8> {
         Some(req) => {
             let kind = kind_of(&req);
             let (resp, outcome) = match kind {
-                Some(k) => decide(hook, k, &req).await,
+                Some(k) => decide(hook, k, &req, started).await,
                 None => (AdmissionResponse::from(&req), "untouched"),
             };
             (resp, kind.map_or("other", SourceKind::as_str), outcome)
@@ -104,13 +104,15 @@ fn allow(
 }
 
 /// One review of a source kind: refused while the caches are cold, untouched without rules in
-/// force, else planned by `sources::admission` and the plan carried out. Every answer that
-/// admits the object also sets its record of the tenant decision (`record_ops`), so a record
-/// the requester wrote never reaches the source pass.
+/// force, else planned by `sources::admission` and the plan carried out, answered within the
+/// decision timeout of `started` (when the review arrived). Every answer that admits the object
+/// also sets its record of the tenant decision (`record_ops`), so a record the requester wrote
+/// never reaches the source pass.
 async fn decide(
     hook: &Webhook,
     kind: SourceKind,
     req: &AdmissionRequest<DynamicObject>,
+    started: Instant,
 ) -> (AdmissionResponse, &'static str) {
     let resp = AdmissionResponse::from(req);
     if !hook.is_ready() {
@@ -160,7 +162,7 @@ async fn decide(
         Plan::Deny(m) => return deny(resp, m),
         Plan::Claim(p) => {
             let call = (kind, req, &request);
-            return claim_and_wait(hook, resp, &active.spec, call, &p).await;
+            return claim_and_wait(hook, resp, &active.spec, call, &p, started).await;
         }
         Plan::DenyIfServed { claim, message } => match served(hook, &claim).await {
             Ok(false) => (Vec::new(), Vec::new()),
@@ -174,7 +176,16 @@ async fn decide(
     // where the user is known, and record the rule on the object for the claim.
     let decided = match tenant_ask(&request, &serving) {
         Some(ask) => {
-            match tenant_decision(hook, &active.spec, (kind, &req.user_info), &ask, false).await {
+            match tenant_decision(
+                hook,
+                &active.spec,
+                (kind, &req.user_info),
+                &ask,
+                false,
+                started,
+            )
+            .await
+            {
                 Ok(rule) => Some(rule),
                 Err(message) => {
                     return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
@@ -207,6 +218,7 @@ async fn claim_and_wait(
     spec: &HapConfigSpec,
     (kind, req, request): (SourceKind, &AdmissionRequest<DynamicObject>, &Request<'_>),
     p: &crate::sources::admission::ClaimPlan,
+    started: Instant,
 ) -> (AdmissionResponse, &'static str) {
     let ask = TenantAsk {
         source_id: p.source.source_id.clone(),
@@ -217,7 +229,7 @@ async fn claim_and_wait(
     let mut p = p.clone();
     let who = (kind, &req.user_info);
     let adopt = p.spec.adopt_binding.is_some();
-    match tenant_decision(hook, spec, who, &ask, adopt).await {
+    match tenant_decision(hook, spec, who, &ask, adopt, started).await {
         Ok(rule) => p.tenant_rule = rule,
         // Refused before any claim exists: nothing is created, nothing claimed.
         Err(message) => {
@@ -227,8 +239,14 @@ async fn claim_and_wait(
     if let Some(message) = spec.paused_denial(hook.resolver.name(), kind.as_str()) {
         return paused(resp, message);
     }
-    let state =
-        super::serve::serve(&hook.claims, &p, hook.decision_timeout, hook.tasks.guard()).await;
+    let state = super::serve::serve(
+        &hook.claims,
+        &p,
+        started,
+        hook.decision_timeout,
+        hook.tasks.guard(),
+    )
+    .await;
     match finish(&p, &state) {
         Verdict::Allow { mut ops, warnings } => {
             let record = record_ops(request, &ops, Some(p.tenant_rule.as_deref()));
@@ -248,12 +266,16 @@ async fn tenant_decision(
     (kind, user): (SourceKind, &UserInfo),
     ask: &TenantAsk,
     adopt_binding: bool,
+    started: Instant,
 ) -> Result<Option<String>, String> {
     let Some(policy) = spec.tenants.as_ref() else {
         return Ok(None);
     };
     let needed = crate::tenancy::needs_namespace_labels(Some(policy));
-    let labels = hook.namespaces.labels_if(needed, &ask.namespace).await;
+    let by = started + hook.decision_timeout;
+    let labels = (hook.namespaces)
+        .labels_by(needed, &ask.namespace, by)
+        .await;
     let user = crate::tenancy::User {
         username: user.username.clone().unwrap_or_default(),
         groups: user.groups.clone().unwrap_or_default(),

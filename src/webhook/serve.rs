@@ -172,16 +172,18 @@ pub(super) async fn served<C: ClaimCalls>(
     }
 }
 
-/// Serves the claim of one admission call and returns the state to answer with, within
-/// `decision_timeout` in all. The side effects run in a task of their own: if this future is
-/// dropped, or the answer is late, the task still takes back a claim it leaves unanswered.
+/// Serves the claim of one admission call that `started` (whatever it did before counts
+/// against its time) and returns the state to answer with, within `decision_timeout` of
+/// `started` in all. The side effects run in a task of their own: if this future is dropped, or
+/// the answer is late, the task still takes back a claim it leaves unanswered.
 pub(super) async fn serve<C: ClaimCalls>(
     calls: &C,
     p: &ClaimPlan,
+    started: Instant,
     decision_timeout: Duration,
     guard: Option<TaskGuard>,
 ) -> ClaimState {
-    let deadlines = Deadlines::new(Instant::now(), decision_timeout);
+    let deadlines = Deadlines::new(started, decision_timeout);
     let (tx, rx) = oneshot::channel();
     let call = Call {
         calls: calls.clone(),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::serve::{ClaimCalls, serve, served};
 use crate::api::{AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase};
@@ -249,7 +250,7 @@ async fn a_delete_that_meets_a_conflict_is_retried_until_the_claim_is_gone() {
         })],
         ..World::default()
     });
-    let state = serve(&fake, &plan(), DECISION, None).await;
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
     assert!(matches!(state, ClaimState::Refused { .. }), "{state:?}");
     assert!(fake.claim().is_none(), "the refused claim is taken back");
 }
@@ -264,7 +265,7 @@ async fn a_failed_delete_never_answers_with_another_claims_binding() {
         })],
         ..World::default()
     });
-    let state = serve(&fake, &plan(), DECISION, None).await;
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
     assert!(!matches!(state, ClaimState::Bound { .. }), "{state:?}");
     assert_eq!(
         fake.claim().and_then(|c| c.metadata.uid).as_deref(),
@@ -280,7 +281,7 @@ async fn a_claim_handed_back_is_stamped_before_it_is_answered_bound() {
         rv: 100,
         ..World::default()
     });
-    let state = serve(&fake, &plan(), DECISION, None).await;
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
     assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
     let c = fake.claim().expect("kept");
     assert_ne!(c.metadata.resource_version.as_deref(), Some("100"));
@@ -308,7 +309,7 @@ async fn a_claim_deleted_as_it_is_handed_back_is_never_answered_bound() {
         })],
         ..World::default()
     });
-    let state = serve(&fake, &plan(), DECISION, None).await;
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
     assert!(!matches!(state, ClaimState::Bound { .. }), "{state:?}");
 }
 
@@ -316,7 +317,7 @@ async fn a_claim_deleted_as_it_is_handed_back_is_never_answered_bound() {
 /// exists.
 async fn cancel_once_claimed(fake: &Fake, p: &ClaimPlan) {
     let mut changes = fake.changes();
-    let call = serve(fake, p, DECISION, None);
+    let call = serve(fake, p, Instant::now(), DECISION, None);
     tokio::pin!(call);
     tokio::select! {
         _ = &mut call => panic!("no leader: the call cannot end this soon"),
@@ -357,7 +358,7 @@ async fn a_retry_is_served_through_the_claim_an_undecided_call_kept() {
     let retry = {
         let fake = fake.clone();
         let p = p.clone();
-        tokio::spawn(async move { serve(&fake, &p, DECISION, None).await })
+        tokio::spawn(async move { serve(&fake, &p, Instant::now(), DECISION, None).await })
     };
     // Time for the cut-off call's task to act on its claim (it used to delete it at once).
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -379,7 +380,7 @@ async fn a_retry_is_served_through_the_claim_an_undecided_call_kept() {
 #[tokio::test(start_paused = true)]
 async fn an_undecided_call_stamps_the_claim_it_keeps_for_the_retry() {
     let fake = Fake::new(World::default());
-    let state = serve(&fake, &plan(), DECISION, None).await;
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
     assert!(matches!(state, ClaimState::Undecided { .. }), "{state:?}");
     let mut changes = fake.changes();
     let stamped = || {
@@ -407,11 +408,31 @@ async fn the_whole_call_answers_within_the_decision_timeout() {
     });
     let state = tokio::time::timeout(
         DECISION + Duration::from_millis(10),
-        serve(&fake, &plan(), DECISION, None),
+        serve(&fake, &plan(), Instant::now(), DECISION, None),
     )
     .await
     .expect("answered within the decision timeout");
     assert!(matches!(state, ClaimState::Undecided { .. }), "{state:?}");
+}
+
+/// Found by review: the deadline started after the tenant policy's Namespace read, so a slow
+/// read pushed the answer past the webhook's timeoutSeconds. It counts from the top of the call.
+#[tokio::test(start_paused = true)]
+async fn the_decision_deadline_counts_from_the_top_of_the_call() {
+    let fake = Fake::new(World {
+        hang_get: true,
+        ..World::default()
+    });
+    let started = tokio::time::Instant::now();
+    // What the call did before it came to its claim (a slow Namespace read).
+    tokio::time::sleep(DECISION / 2).await;
+    let state = serve(&fake, &plan(), started, DECISION, None).await;
+    assert!(matches!(state, ClaimState::Undecided { .. }), "{state:?}");
+    assert_eq!(
+        tokio::time::Instant::now() - started,
+        DECISION,
+        "answered when the decision timeout ran out, counted from the top of the call"
+    );
 }
 
 /// Issue 19, defect 9: an UPDATE that would move a served object's binding is refused when its

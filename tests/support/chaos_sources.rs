@@ -135,6 +135,7 @@ impl Webhooks {
             ),
             format!("--webhook-cert-file={}", self.dir.join("tls.crt").display()),
             format!("--webhook-key-file={}", self.dir.join("tls.key").display()),
+            "--webhook-allow-unauthenticated".into(),
         ]
     }
 

@@ -487,3 +487,59 @@ fn an_older_view_of_a_source_claim_changes_nothing() {
     assert_eq!(source_uids(&inv, "kcp"), ["uid-a"]);
     assert!(source_uids(&inv, "other").is_empty());
 }
+
+/// A Runtime created naming a free binding: its adoption is refused (the binding carries no
+/// tenant), yet its Shoot will be created on that binding, so the binding is in use from the
+/// moment the claim exists, and counts once when the Shoot comes.
+#[test]
+fn a_binding_a_source_object_names_is_in_use_whatever_its_adoption_says() {
+    use crate::api::{AccountClaimStatus, ClaimPhase};
+    let mut inv = Inventory::default();
+    inv.apply_binding(b("free", 1, None));
+    let p = crate::pools::tests::pool("aws", false, false);
+    assert_eq!(names(&inv.pool(&p).expect("pool").claimable), ["free"]);
+    let adopting = |rv, deleting: bool| {
+        source_claim("rt", "kcp", rv, true, |c| {
+            c.spec.adopt_binding = Some("free".into());
+            c.spec.shoot_name = Some("s-rt".into());
+            c.status = Some(AccountClaimStatus {
+                phase: Some(ClaimPhase::Pending),
+                ..Default::default()
+            });
+            if deleting {
+                c.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        "2026-11-27T04:00:00Z".parse().expect("a timestamp"),
+                    ));
+            }
+        })
+    };
+    inv.apply_claim(adopting(2, false));
+    assert_eq!(
+        inv.clusters_on("free").iter().collect::<Vec<_>>(),
+        ["s-rt"],
+        "the named binding is used before the Shoot exists"
+    );
+    assert_eq!(
+        inv.claims_on("free")
+            .iter()
+            .map(|(u, _)| u.as_str())
+            .collect::<Vec<_>>(),
+        ["uid-rt"]
+    );
+    inv.apply_shoot(shoot("s-rt", Some("free")));
+    assert_eq!(
+        inv.clusters_on("free").len(),
+        1,
+        "claim and Shoot are one cluster"
+    );
+    inv.delete_shoot("s-rt", Some("3"));
+    // The object is going: its claim no longer holds the binding by itself.
+    inv.apply_claim(adopting(4, true));
+    assert!(inv.clusters_on("free").is_empty());
+    assert!(inv.claims_on("free").is_empty());
+}
+
+fn names(set: &std::collections::BTreeSet<String>) -> Vec<&str> {
+    set.iter().map(String::as_str).collect()
+}

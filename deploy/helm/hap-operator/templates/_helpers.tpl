@@ -80,6 +80,27 @@ cluster, the garden ServiceAccount when rendering for a separate garden. */}}
 {{- if or .Values.sources.runtimes.enabled .Values.sources.clusters.enabled .Values.sources.shoots.enabled -}}true{{- end -}}
 {{- end -}}
 
+{{/*
+The ConfigMap with the CA of the API servers' client certificates (--webhook-client-ca): the one
+named in webhook.clientCA.configMap, else <fullname>-webhook-client-ca; none only with
+webhook.allowUnauthenticated and no name given. A forged review is refused at TLS with it.
+*/}}
+{{- define "hap-operator.webhookClientCA" -}}
+{{- if .Values.webhook.clientCA.configMap -}}
+{{- .Values.webhook.clientCA.configMap -}}
+{{- else if not .Values.webhook.allowUnauthenticated -}}
+{{- printf "%s-webhook-client-ca" (include "hap-operator.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the NetworkPolicy is rendered: networkPolicy.enabled, or unset with a request source on. */}}
+{{- define "hap-operator.networkPolicyEnabled" -}}
+{{- $on := .Values.networkPolicy.enabled -}}
+{{- if kindIs "invalid" $on -}}
+{{- include "hap-operator.webhookEnabled" . -}}
+{{- else if $on -}}true{{- end -}}
+{{- end -}}
+
 {{- define "hap-operator.webhookSecret" -}}
 {{- default (printf "%s-webhook-tls" (include "hap-operator.fullname" .)) .Values.webhook.secretName -}}
 {{- end -}}
