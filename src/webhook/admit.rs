@@ -172,32 +172,35 @@ async fn decide(
         Plan::Untouched => (Vec::new(), Vec::new()),
         Plan::Patch { ops, warnings } => (ops, warnings),
     };
-    // The source pass will claim for this object once it is stored: decide the policy now,
-    // where the user is known, and record the rule on the object for the claim.
-    let decided = match tenant_ask(&request, &serving) {
-        Some(ask) => {
-            match tenant_decision(
-                hook,
-                &active.spec,
-                (kind, &req.user_info),
-                &ask,
-                false,
-                started,
-            )
-            .await
-            {
-                Ok(rule) => Some(rule),
-                Err(message) => {
-                    return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
-                }
-            }
+    let who = (kind, &req.user_info);
+    match pass_tenant_decision(hook, &active.spec, who, &request, &serving, started).await {
+        Ok(decided) => {
+            let mut ops = ops;
+            let record = record_ops(&request, &ops, decided.as_ref().map(Option::as_deref));
+            ops.extend(record);
+            allow(resp, ops, warnings)
         }
-        None => None,
+        Err(message) => deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED)),
+    }
+}
+
+/// The source pass will claim for this object once it is stored: the policy is decided now,
+/// where the user is known, and its rule recorded on the object for that claim. `Ok(None)` when
+/// the object leads to no claim of the pass.
+async fn pass_tenant_decision(
+    hook: &Webhook,
+    spec: &HapConfigSpec,
+    who: (SourceKind, &UserInfo),
+    request: &Request<'_>,
+    serving: &Serving<'_>,
+    started: Instant,
+) -> Result<Option<Option<String>>, String> {
+    let Some(ask) = tenant_ask(request, serving) else {
+        return Ok(None);
     };
-    let mut ops = ops;
-    let record = record_ops(&request, &ops, decided.as_ref().map(Option::as_deref));
-    ops.extend(record);
-    allow(resp, ops, warnings)
+    tenant_decision(hook, spec, who, &ask, false, started)
+        .await
+        .map(Some)
 }
 
 /// Whether the claim of an object exists (an UPDATE that would change what a served object
