@@ -20,6 +20,12 @@
 //! object ever used. The run passes `--source-grace` 20 s (`HAP_CHAOS_SOURCE_GRACE`), so the
 //! source clean-up acts many times within the run.
 //!
+//! Last, the late-write phase (`support/chaos_late.rs`): each replica reaches its clusters
+//! through a hold proxy; round after round the leader's requests are held while it decides on a
+//! tenant's binding, it is stopped or starved until the standby took over and decided on the same
+//! binding, and only then are the held requests let through. Its checker replays every change
+//! seen on the phase's claims and bindings; rounds in which nothing was held are inconclusive.
+//!
 //! `cargo test --test chaos` runs the small variant (200 claims, 40 tenants, 3 leader kills, one
 //! apiserver restart, one gardener-apiserver restart, about two minutes), then the same with a
 //! separate garden (120 claims, two control planes). `make chaos` runs the full one:
