@@ -78,25 +78,25 @@ pub fn is_phase_binding(labels: &BTreeMap<String, String>) -> bool {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Shape {
-    LateRelease,
-    LateReuse,
-    LateFill,
+    Release,
+    Reuse,
+    Fill,
 }
 
 impl Shape {
     fn of(round: usize) -> Self {
         match round % 3 {
-            0 => Shape::LateRelease,
-            1 => Shape::LateReuse,
-            _ => Shape::LateFill,
+            0 => Shape::Release,
+            1 => Shape::Reuse,
+            _ => Shape::Fill,
         }
     }
 
     fn name(self) -> &'static str {
         match self {
-            Shape::LateRelease => "late release",
-            Shape::LateReuse => "late reuse",
-            Shape::LateFill => "late fill",
+            Shape::Release => "late release",
+            Shape::Reuse => "late reuse",
+            Shape::Fill => "late fill",
         }
     }
 }
@@ -109,7 +109,7 @@ fn tenant(r: usize) -> String {
 /// Tenants the HapConfig must allow several accounts per pool (the fill rounds').
 pub fn multi_tenants(rounds: usize) -> Vec<String> {
     (0..rounds)
-        .filter(|r| Shape::of(*r) == Shape::LateFill)
+        .filter(|r| Shape::of(*r) == Shape::Fill)
         .map(tenant)
         .collect()
 }
@@ -507,8 +507,8 @@ impl Phase {
         // Before the hold: the tenant's claims on its binding (two for a late reuse, so that the
         // binding's claimed-by record is gone and the next reuse writes the claim only).
         let before: Vec<String> = match shape {
-            Shape::LateReuse => vec![name(0), name(1)],
-            Shape::LateRelease | Shape::LateFill => vec![name(0)],
+            Shape::Reuse => vec![name(0), name(1)],
+            Shape::Release | Shape::Fill => vec![name(0)],
         };
         for c in &before {
             self.create_claim(c, &t, false).await;
@@ -538,8 +538,8 @@ impl Phase {
         // a late reuse or fill only its own cluster's (with a separate garden, a fill's record
         // on the binding goes through, its claim's status is held).
         let held: Vec<&dyn Hold> = match shape {
-            Shape::LateRelease => slot.all(),
-            Shape::LateReuse | Shape::LateFill => vec![slot.ops],
+            Shape::Release => slot.all(),
+            Shape::Reuse | Shape::Fill => vec![slot.ops],
         };
         for p in &held {
             p.hold();
@@ -547,11 +547,11 @@ impl Phase {
         // Under the hold: the claims the old leader decides on (a fill round two, so that the
         // binding is full and the second goes elsewhere).
         let next: Vec<String> = match shape {
-            Shape::LateRelease | Shape::LateReuse => vec![name(before.len())],
-            Shape::LateFill => vec![name(1), name(2)],
+            Shape::Release | Shape::Reuse => vec![name(before.len())],
+            Shape::Fill => vec![name(1), name(2)],
         };
         let mut gone: Vec<String> = Vec::new();
-        if shape == Shape::LateRelease {
+        if shape == Shape::Release {
             self.delete_claim(&name(0)).await;
             gone.push(name(0));
         }
@@ -571,9 +571,9 @@ impl Phase {
         // After the stop, the claims the new leader releases the binding for (every other fill
         // round keeps them: the binding stays full, its limit in play).
         let releases = match shape {
-            Shape::LateRelease => false,
-            Shape::LateReuse => true,
-            Shape::LateFill => (r / 3).is_multiple_of(2),
+            Shape::Release => false,
+            Shape::Reuse => true,
+            Shape::Fill => (r / 3).is_multiple_of(2),
         };
         if releases {
             for c in &before {
@@ -640,9 +640,12 @@ impl Phase {
             let verdict = if round.conclusive() {
                 c.conclusive += 1;
                 "conclusive"
-            } else {
+            } else if round.took_over.is_some() {
                 c.inconclusive += 1;
                 "INCONCLUSIVE (nothing held at the take-over)"
+            } else {
+                c.inconclusive += 1;
+                "INCONCLUSIVE (no take-over)"
             };
             c.lines.push(format!(
                 "round {r:>2} {:<12} {:<8} leader {:<14} held {:>6} B at the take-over ({:.1?} after the stop), new leader decided in {:.1?}: {verdict}{}",
@@ -814,10 +817,10 @@ async fn create_binding(garden: &Client, ns: &str, name: &str) {
     let start = Instant::now();
     loop {
         let s = secrets.create(&PostParams::default(), &secret).await;
-        let ok = matches!(&s, Ok(_)) || matches!(&s, Err(kube::Error::Api(e)) if e.code == 409);
+        let ok = s.is_ok() || matches!(&s, Err(kube::Error::Api(e)) if e.code == 409);
         if ok {
             let b = bindings.create(&PostParams::default(), &binding).await;
-            if matches!(&b, Ok(_)) || matches!(&b, Err(kube::Error::Api(e)) if e.code == 409) {
+            if b.is_ok() || matches!(&b, Err(kube::Error::Api(e)) if e.code == 409) {
                 return;
             }
         }
