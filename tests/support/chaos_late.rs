@@ -7,12 +7,15 @@
 //! three shapes, the interleavings in which a write that passed the old leader's fence lands
 //! after the new leader's decision:
 //!
-//! - **late release:** the tenant's only claim is deleted and its next one created while held:
-//!   the old leader's dirty mark is in flight while the new leader may reuse the binding;
+//! - **late release:** two claims share the binding (the second one's reuse took its claimed-by
+//!   record away) and the second is deleted; then, while held, the first is deleted and the
+//!   tenant's next claim created: the old leader's dirty mark is in flight while the new leader
+//!   may reuse the binding by writing the claim's status only;
 //! - **late reuse:** two claims share the binding (its claimed-by record is gone, so a reuse
 //!   writes the claim's status only); a third is created while the old leader's own-cluster
 //!   requests are held, then the first two are deleted: the new leader may release the binding
-//!   while the reuse's status is in flight;
+//!   while the reuse's status is in flight, and the held requests are let through the moment it
+//!   marks the binding dirty;
 //! - **late fill:** the same for a tenant allowed several accounts, whose reuse is a fill that
 //!   records itself on the binding: two claims arrive while held, one fills the binding up to
 //!   its limit; every other fill round keeps the first claim, so the binding stays full.
@@ -453,6 +456,35 @@ impl Phase {
         false
     }
 
+    /// Waits (at most STEP) until `binding` is dirty or the claims are settled as in `settle`.
+    async fn dirty_or_settled(&self, binding: &str, live: &[String], gone: &[String]) -> bool {
+        let bindings = bindings_api(&self.setup.garden, &self.setup.bindings_ns);
+        let start = Instant::now();
+        let mut last_settle = Instant::now();
+        while start.elapsed() < STEP {
+            if let Ok(b) = bindings.get(binding).await
+                && b.labels().contains_key("dirty")
+            {
+                return true;
+            }
+            if last_settle.elapsed() > Duration::from_millis(200) {
+                last_settle = Instant::now();
+                let mut ok = true;
+                for name in live {
+                    ok &= matches!(self.claims().get(name).await, Ok(c) if decided(&c));
+                }
+                for name in gone {
+                    ok &= matches!(self.claims().get_opt(name).await, Ok(None));
+                }
+                if ok {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        false
+    }
+
     async fn bound_to(&self, name: &str) -> Option<String> {
         let c = self.claims().get(name).await.ok()?;
         let st = c.status?;
@@ -504,19 +536,31 @@ impl Phase {
             settled: None,
             note: String::new(),
         };
-        // Before the hold: the tenant's claims on its binding (two for a late reuse, so that the
-        // binding's claimed-by record is gone and the next reuse writes the claim only).
-        let before: Vec<String> = match shape {
-            Shape::Reuse => vec![name(0), name(1)],
-            Shape::Release | Shape::Fill => vec![name(0)],
+        // Before the hold: the tenant's claims on its binding. Two for a late release or reuse:
+        // the second one's reuse takes the binding's claimed-by record away, so that the next
+        // reuse writes the claim only; a late release then deletes the second one (the binding
+        // stays, the first still uses it).
+        let mut before: Vec<String> = match shape {
+            Shape::Release | Shape::Reuse => vec![name(0), name(1)],
+            Shape::Fill => vec![name(0)],
         };
+        let mut binding = None;
         for c in &before {
             self.create_claim(c, &t, false).await;
             self.settle(std::slice::from_ref(c), &[]).await;
-            if self.bound_to(c).await.is_none() {
+            binding = self.bound_to(c).await;
+            if binding.is_none() {
                 round.note = format!("{c} not Bound before the hold");
                 return round;
             }
+        }
+        let Some(binding) = binding else {
+            return round;
+        };
+        if shape == Shape::Release {
+            let second = before.pop().expect("two claims");
+            self.delete_claim(&second).await;
+            self.settle(&[], std::slice::from_ref(&second)).await;
         }
         // The leader, and its proxies.
         let start = Instant::now();
@@ -547,7 +591,7 @@ impl Phase {
         // Under the hold: the claims the old leader decides on (a fill round two, so that the
         // binding is full and the second goes elsewhere).
         let next: Vec<String> = match shape {
-            Shape::Release | Shape::Reuse => vec![name(before.len())],
+            Shape::Release | Shape::Reuse => vec![name(2)],
             Shape::Fill => vec![name(1), name(2)],
         };
         let mut gone: Vec<String> = Vec::new();
@@ -595,17 +639,23 @@ impl Phase {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        // The new leader decides the round's claims while the old leader's requests are held.
+        // The new leader decides while the old leader's requests are held. A late release's
+        // dirty mark is let through once the new leader has decided the next claim; a late reuse
+        // or fill's status the moment the new leader marks the binding dirty, before it writes the
+        // held claim's status itself (which would make the held one conflict), or once it has
+        // decided everything.
         if round.took_over.is_some() {
             let since = Instant::now();
-            if self.settle(&next, &gone).await {
+            let done = match shape {
+                Shape::Release => self.settle(&next, &gone).await,
+                Shape::Reuse | Shape::Fill => self.dirty_or_settled(&binding, &next, &gone).await,
+            };
+            if done {
                 round.settled = Some(since.elapsed());
             } else {
                 round.note = "the new leader did not decide the round's claims".into();
             }
         }
-        self.read_state(&[before.clone(), next.clone()].concat())
-            .await;
         for p in &held {
             p.release();
         }
