@@ -242,6 +242,8 @@ pub struct Counts {
     pub unused_claimed: usize,
     lines: Vec<String>,
     violations: Vec<String>,
+    /// Per round with a violation, what the watches saw of its claims and the bindings involved.
+    traces: Vec<String>,
 }
 
 impl Counts {
@@ -256,6 +258,9 @@ impl Counts {
         }
         for v in &self.violations {
             println!("  VIOLATION {v}");
+        }
+        for t in &self.traces {
+            println!("    {t}");
         }
         println!(
             "  late-write rounds: {} conclusive / {} inconclusive / {} violations ({} rounds with one)",
@@ -723,6 +728,7 @@ impl Phase {
         let mut bindings: BTreeMap<String, (Option<String>, bool)> = BTreeMap::new();
         let mut delete_sent: BTreeSet<String> = BTreeSet::new();
         let mut flagged: BTreeSet<String> = BTreeSet::new();
+        let mut involved: BTreeSet<String> = BTreeSet::new();
         for e in &timeline.entries {
             let touched: Option<String> = match &e.seen {
                 Seen::Claim {
@@ -815,10 +821,32 @@ impl Phase {
                     _ => c.over_limit += 1,
                 }
                 c.rounds_with_violations.insert(e.round);
+                involved.insert(b.clone());
                 c.violations.push(format!(
                     "{text} (seen {:.1?} into the phase, during round {})",
                     e.at, e.round
                 ));
+            }
+        }
+        for r in &c.rounds_with_violations {
+            let prefix = format!("{CLAIM_PREFIX}{r:03}-");
+            c.traces
+                .push(format!("trace of round {r} (arrival order):"));
+            let mut last: Option<String> = None;
+            for e in &timeline.entries {
+                let keep = match &e.seen {
+                    Seen::Claim { name, .. }
+                    | Seen::ClaimGone { name }
+                    | Seen::DeleteSent { name } => name.starts_with(&prefix),
+                    Seen::Binding { name, .. } => involved.contains(name),
+                };
+                let text = format!("{:?}", e.seen);
+                // The state read after each round repeats what the watches saw.
+                if keep && last.as_ref() != Some(&text) {
+                    c.traces
+                        .push(format!("{:>8.2?} round {} {text}", e.at, e.round));
+                    last = Some(text);
+                }
             }
         }
         for (b, (tenant, dirty)) in &bindings {
