@@ -11,11 +11,11 @@
 //!   record away) and the second is deleted; then, while held, the first is deleted and the
 //!   tenant's next claim created: the old leader's dirty mark is in flight while the new leader
 //!   may reuse the binding by writing the claim's status only;
-//! - **late reuse:** two claims share the binding (its claimed-by record is gone, so a reuse
-//!   writes the claim's status only); a third is created while the old leader's own-cluster
-//!   requests are held, then the first two are deleted: the new leader may release the binding
-//!   while the reuse's status is in flight, and the held requests are let through the moment it
-//!   marks the binding dirty;
+//! - **late reuse:** as for a late release, the binding has one claim and no claimed-by record
+//!   (a reuse writes the claim's status only); the next claim is created while the old
+//!   leader's own-cluster requests are held, then the first is deleted: the new leader may
+//!   release the binding while the reuse's status is in flight, and the held requests are let
+//!   through the moment it marks the binding dirty;
 //! - **late fill:** the same for a tenant allowed several accounts, whose reuse is a fill that
 //!   records itself on the binding: two claims arrive while held, one fills the binding up to
 //!   its limit; every other fill round keeps the first claim, so the binding stays full.
@@ -206,6 +206,9 @@ struct Round {
     took_over: Option<Duration>,
     /// Until the new leader had decided every claim of the round, from the take-over.
     settled: Option<Duration>,
+    /// At the end of the round: the binding, whether it is dirty, and where the claims created
+    /// under the hold are Bound.
+    outcome: String,
     note: String,
 }
 
@@ -238,7 +241,7 @@ pub struct Counts {
     pub two_tenants: usize,
     /// Rounds with a violation (by the round in progress when it was seen).
     pub rounds_with_violations: BTreeSet<usize>,
-    /// Figures: bindings of the pool with a tenant and not dirty that no live claim uses at the end.
+    /// Figures: bindings of the pool with a tenant, not dirty, that no claim uses at the end.
     pub unused_claimed: usize,
     lines: Vec<String>,
     violations: Vec<String>,
@@ -490,6 +493,20 @@ impl Phase {
         false
     }
 
+    /// The claim's Ready reason and message, or why there is none.
+    async fn reason(&self, name: &str) -> String {
+        match self.claims().get_opt(name).await {
+            Ok(Some(c)) => c
+                .status
+                .and_then(|s| s.conditions.into_iter().find(|r| r.type_ == "Ready"))
+                .map_or("no Ready condition".into(), |r| {
+                    format!("{}: {}", r.reason, r.message)
+                }),
+            Ok(None) => "gone".into(),
+            Err(e) => format!("unreadable: {e}"),
+        }
+    }
+
     async fn bound_to(&self, name: &str) -> Option<String> {
         let c = self.claims().get(name).await.ok()?;
         let st = c.status?;
@@ -539,12 +556,13 @@ impl Phase {
             held: 0,
             took_over: None,
             settled: None,
+            outcome: String::new(),
             note: String::new(),
         };
         // Before the hold: the tenant's claims on its binding. Two for a late release or reuse:
         // the second one's reuse takes the binding's claimed-by record away, so that the next
-        // reuse writes the claim only; a late release then deletes the second one (the binding
-        // stays, the first still uses it).
+        // reuse writes the claim only; the second is then deleted (the binding stays, the first
+        // still uses it), so that the first one's release is the binding's last.
         let mut before: Vec<String> = match shape {
             Shape::Release | Shape::Reuse => vec![name(0), name(1)],
             Shape::Fill => vec![name(0)],
@@ -562,7 +580,7 @@ impl Phase {
         let Some(binding) = binding else {
             return round;
         };
-        if shape == Shape::Release {
+        if shape != Shape::Fill {
             let second = before.pop().expect("two claims");
             self.delete_claim(&second).await;
             self.settle(&[], std::slice::from_ref(&second)).await;
@@ -673,7 +691,23 @@ impl Phase {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let _ = self.settle(&next, &gone).await;
-        self.read_state(&[before, next].concat()).await;
+        self.read_state(&[before, next.clone()].concat()).await;
+        let dirty = bindings_api(&self.setup.garden, &self.setup.bindings_ns)
+            .get(&binding)
+            .await
+            .is_ok_and(|b| b.labels().contains_key("dirty"));
+        let mut on = Vec::new();
+        for c in &next {
+            on.push(match self.bound_to(c).await {
+                Some(b) => format!("{c} Bound to {b}"),
+                None => format!("{c} not Bound ({})", self.reason(c).await),
+            });
+        }
+        round.outcome = format!(
+            "{binding} {}; {}",
+            if dirty { "dirty" } else { "not dirty" },
+            on.join(", ")
+        );
         round
     }
 
@@ -703,13 +737,14 @@ impl Phase {
                 "INCONCLUSIVE (no take-over)"
             };
             c.lines.push(format!(
-                "round {r:>2} {:<12} {:<8} leader {:<14} held {:>6} B at the take-over ({:.1?} after the stop), new leader decided in {:.1?}: {verdict}{}",
+                "round {r:>2} {:<12} {:<8} leader {:<14} held {:>6} B at the take-over ({:.1?} after the stop), new leader decided in {:.1?}; {}: {verdict}{}",
                 round.shape.name(),
                 if round.stopped { "stopped" } else { "starved" },
                 round.leader,
                 round.held,
                 round.took_over.unwrap_or_default(),
                 round.settled.unwrap_or_default(),
+                round.outcome,
                 if round.note.is_empty() {
                     String::new()
                 } else {
@@ -728,7 +763,7 @@ impl Phase {
         let mut bindings: BTreeMap<String, (Option<String>, bool)> = BTreeMap::new();
         let mut delete_sent: BTreeSet<String> = BTreeSet::new();
         let mut flagged: BTreeSet<String> = BTreeSet::new();
-        let mut involved: BTreeSet<String> = BTreeSet::new();
+        let mut involved: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
         for e in &timeline.entries {
             let touched: Option<String> = match &e.seen {
                 Seen::Claim {
@@ -821,7 +856,7 @@ impl Phase {
                     _ => c.over_limit += 1,
                 }
                 c.rounds_with_violations.insert(e.round);
-                involved.insert(b.clone());
+                involved.entry(e.round).or_default().insert(b.clone());
                 c.violations.push(format!(
                     "{text} (seen {:.1?} into the phase, during round {})",
                     e.at, e.round
@@ -832,20 +867,21 @@ impl Phase {
             let prefix = format!("{CLAIM_PREFIX}{r:03}-");
             c.traces
                 .push(format!("trace of round {r} (arrival order):"));
-            let mut last: Option<String> = None;
-            for e in &timeline.entries {
-                let keep = match &e.seen {
+            let bindings = involved.get(r).cloned().unwrap_or_default();
+            // The state read after each round repeats what the watches saw: one line per change.
+            let mut last: BTreeMap<String, String> = BTreeMap::new();
+            for e in timeline.entries.iter().filter(|e| e.round >= *r) {
+                let (name, keep) = match &e.seen {
                     Seen::Claim { name, .. }
                     | Seen::ClaimGone { name }
-                    | Seen::DeleteSent { name } => name.starts_with(&prefix),
-                    Seen::Binding { name, .. } => involved.contains(name),
+                    | Seen::DeleteSent { name } => (name, name.starts_with(&prefix)),
+                    Seen::Binding { name, .. } => (name, bindings.contains(name)),
                 };
                 let text = format!("{:?}", e.seen);
-                // The state read after each round repeats what the watches saw.
-                if keep && last.as_ref() != Some(&text) {
+                if keep && last.get(name) != Some(&text) {
                     c.traces
                         .push(format!("{:>8.2?} round {} {text}", e.at, e.round));
-                    last = Some(text);
+                    last.insert(name.clone(), text);
                 }
             }
         }
