@@ -1,7 +1,7 @@
 //! Binding labels: the configured label keys and the three pool selectors of DESIGN §4 (tenant,
 //! claim, any). One definition serves both the selector text users read and the in-memory match.
 //! `CLAIMED_BY` is the one fixed key: the operator's record of which claim claimed a binding;
-//! `FILLING` its record of the multi-account fills still being written.
+//! `FILLING` its record of the claims being bound to a binding whose status may not show yet.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,12 +41,14 @@ impl LabelLookup for SmallMap<String> {
 /// pointless to offer.
 pub const CLAIMED_BY: &str = "accountpool.io/claimed-by";
 
-/// Annotation on a binding: the uids (comma-separated, sorted) of the claims a multi-account fill
-/// put on it whose Bound status may not be recorded yet. Written in the same compare-and-swap that
-/// precedes the status write (crate::selection::claimant), so that a leader that takes over while
-/// the previous leader's status write is still in flight counts those clusters against the limit
-/// (DESIGN §5.3) and binds those claims there. An entry whose claim is gone, bound, denied or of
-/// another tenant counts for nothing and is dropped by the next fill.
+/// Annotation on a binding: the uids (comma-separated, sorted) of the claims a use (reuse, fill,
+/// pin, adoption) put on it whose Bound status may not be recorded yet. The key is the one the
+/// multi-account fills used first, kept so that replicas of both versions read each other's. Written in the same compare-and-swap that
+/// precedes the status write of every use (crate::selection::claimant), so that a leader that
+/// takes over while the previous leader's status write is still in flight counts those clusters
+/// against the limit (DESIGN §5.3), binds those claims there, and does not release the binding
+/// under them. An entry whose claim is gone, bound, deleting, denied or of another tenant counts
+/// for nothing and is dropped by the next use.
 pub const FILLING: &str = "accountpool.io/filling";
 
 /// The prefix of every label and annotation key the operator itself defines.

@@ -8,12 +8,13 @@
 //! candidate's sight of it, so by the holder's fence its leadership ends before anyone else may
 //! take over — as long as clocks run at the same rate, and a `margin` absorbs the difference.
 //!
-//! The fence is checked immediately before every write (`k8s::Writer`): a leader paused past its
-//! lease (SIGSTOP, a stalled VM, a long GC) finds its fence expired on resuming and writes
-//! nothing, although its own lease task has not run yet. What remains is the instant between the
-//! check and the request leaving the process, and a request that left but has not committed yet;
-//! compare-and-swap writes cover the bindings there, and conditioned deletes the claims. A leader
-//! that stops on its own gives the lease up only after its writes in flight were answered
+//! The fence is checked when every write is sent (`k8s::gate`, a layer of the client stack below
+//! the request budget's queue): a leader paused past its lease (SIGSTOP, a stalled VM, a long GC)
+//! or one whose writes waited in that queue finds its fence expired and sends nothing, although
+//! its own lease task has not run yet. What remains is a request that passed the gate while
+//! leading and still waits for a connection, or left the process and has not committed yet;
+//! compare-and-swap writes cover the bindings there, and conditioned deletes the claims. A
+//! leader that stops on its own gives the lease up only after its writes in flight were answered
 //! (`controller::leader`).
 
 use std::sync::{Arc, Mutex};

@@ -50,6 +50,34 @@ impl Ledger {
         self.settle();
     }
 
+    /// A binding as this replica's own compare-and-swap left it (`Inventory::apply_written_binding`).
+    pub fn apply_written_binding(&mut self, view: BindingView) {
+        let name = view.name.clone();
+        if self.inventory.apply_written_binding(view) {
+            self.inflight
+                .observe_binding(&name, self.inventory.binding(&name));
+        }
+        self.settle();
+    }
+
+    /// The index's view of `binding` after this replica's use record landed at `written`: the
+    /// version the record was conditioned on, `claims` recorded and claimed-by gone, as the merge
+    /// patch left it. Nothing when the index has moved past `base` meanwhile.
+    pub fn record_written(&mut self, binding: &str, base: &str, written: &str, claims: &str) {
+        let Some(entry) = self.inventory.binding(binding) else {
+            return;
+        };
+        if entry.view.resource_version.as_deref() != Some(base) {
+            return;
+        }
+        let mut view = entry.view.clone();
+        view.resource_version = Some(written.to_string());
+        view.labels.remove(crate::labels::CLAIMED_BY);
+        view.annotations
+            .insert(crate::labels::FILLING.to_string(), claims.to_string());
+        self.apply_written_binding(view);
+    }
+
     pub fn delete_binding(&mut self, name: &str, rv: Option<&str>) {
         self.inventory.delete_binding(name, rv);
         self.settle();

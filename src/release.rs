@@ -21,6 +21,13 @@
 //!    its Shoot releases. A Shoot of that name on another binding is another cluster's business.
 //! 7. Any other cluster uses the binding — a Shoot, a non-deleting bound claim (even one for a
 //!    cluster of the same name, about to be created again), or a cluster assigned in flight: keep.
+//!    Else, while the binding's records (`CLAIMED_BY`, `FILLING`) name another claim of the tenant
+//!    whose status does not show yet (`selection::claimant::pending_claims`), wait: its use was
+//!    recorded with a compare-and-swap and its status write, perhaps a previous leader's, may
+//!    still land Bound there. Once it shows, that claim keeps the binding (and its own release
+//!    decides); once it is deleted or denied, no status of it can land (its version moved) and
+//!    the release goes on. A wait, not a keep: a use that never lands must not leave the binding
+//!    claimed by nobody.
 //! 8. Never released under a live object: for a claim a request source made, the object it serves
 //!    (a Runtime, Cluster or Shoot) is read live first; while it exists (again), wait. A re-created
 //!    object may have been admitted onto this very binding, and for a Runtime or Cluster its Shoot
@@ -45,6 +52,7 @@ use std::time::Instant;
 use crate::api::ReleaseMode;
 use crate::labels::{CLAIMED_BY, ResolvedLabelKeys};
 use crate::pools::{BindingEntry, ClaimView, Inventory};
+use crate::selection::claimant::pending_claims;
 use crate::selection::{InFlight, WriteState};
 
 /// Why a binding stays as it is.
@@ -79,6 +87,10 @@ pub enum Release {
     WaitForShoot { shoot: String },
     /// A write of this claim on `binding` has no outcome the index shows yet; look again later.
     WaitForWrite { binding: String },
+    /// Nothing else uses `binding`, but its records name claims of the tenant whose status does
+    /// not show yet (a use whose status write, perhaps a previous leader's, may still land Bound
+    /// there): look again once they show it or are gone.
+    WaitForUse { binding: String, claims: usize },
     /// This claim's own claim write of `binding` has an unknown outcome: send it again (the
     /// same compare-and-swap) to learn it — it either succeeds now or proves the binding moved.
     Resolve {
@@ -193,6 +205,15 @@ pub fn decide_release(
     if clusters > 0 {
         return keep(KeepReason::InUse { clusters });
     }
+    let recorded = pending_claims(inv, inflight, name, now)
+        .filter(|c| c.uid != claim.uid)
+        .count();
+    if recorded > 0 {
+        return Release::WaitForUse {
+            binding: name.to_string(),
+            claims: recorded,
+        };
+    }
     release(
         name,
         inv,
@@ -234,21 +255,22 @@ fn other_users(
     now: Instant,
 ) -> usize {
     let own = claim.cluster_name();
-    let mut users: BTreeSet<&str> = inv
+    let mut users: BTreeSet<String> = inv
         .clusters_on(binding)
         .iter()
-        .filter(|c| *c != own)
+        .filter(|c| **c != own)
+        .map(|c| c.to_string())
         .collect();
     // A claim for a cluster of the claim's own name (re-created, not started yet) is another user.
     for (uid, cluster) in inv.claims_on(binding) {
         if *uid != claim.uid {
-            users.insert(cluster);
+            users.insert(cluster.to_string());
         }
     }
     let assigned = inflight.assigned(now);
     for (uid, cluster) in assigned.get(binding).into_iter().flatten() {
         if *uid != claim.uid {
-            users.insert(cluster);
+            users.insert(cluster.to_string());
         }
     }
     users.len()
@@ -402,6 +424,98 @@ mod tests {
             decide(&unbound, &inv, ReleaseMode::MarkDirty),
             Release::Keep(KeepReason::NotBound)
         );
+    }
+
+    /// While the binding's records name claims whose status does not show yet, the release waits:
+    /// a reuse or fill that recorded itself there may have its status write in flight (a
+    /// previous leader's too), and it would land Bound on a dirty binding. Records of claims
+    /// whose status can no longer land Bound there do not hold it.
+    #[test]
+    fn a_claim_recorded_on_the_binding_and_still_pending_holds_the_release() {
+        use crate::labels::FILLING;
+        let c = deleting("c", "ga", None, "b");
+        let with_record = |by: Option<&str>, fills: Option<&str>| {
+            let mut labels = vec![("hyperscalerType", "aws"), ("tenantName", "ga")];
+            labels.extend(by.map(|by| (CLAIMED_BY, by)));
+            let mut b = binding("b", &labels);
+            if let Some(f) = fills {
+                b.annotations.insert(FILLING.into(), f.into());
+            }
+            b
+        };
+        let pending = claim("next", "ga", None, None);
+        let in_use = Release::WaitForUse {
+            binding: "b".into(),
+            claims: 1,
+        };
+        let cases = [
+            (
+                "recorded by a use",
+                None,
+                Some("uid-next"),
+                pending.clone(),
+                in_use.clone(),
+            ),
+            (
+                "among several records",
+                None,
+                Some("uid-gone, uid-next"),
+                pending.clone(),
+                in_use.clone(),
+            ),
+            (
+                "the claim that claimed it",
+                Some("uid-next"),
+                None,
+                pending.clone(),
+                in_use.clone(),
+            ),
+            (
+                "its own record only",
+                None,
+                Some("uid-c"),
+                pending.clone(),
+                dirty("b"),
+            ),
+            (
+                "a deleting claim's",
+                None,
+                Some("uid-next"),
+                ClaimView {
+                    deleting: true,
+                    ..pending.clone()
+                },
+                dirty("b"),
+            ),
+            (
+                "a denied claim's",
+                None,
+                Some("uid-next"),
+                ClaimView {
+                    denied: true,
+                    ..pending.clone()
+                },
+                dirty("b"),
+            ),
+            (
+                "another tenant's",
+                None,
+                Some("uid-next"),
+                claim("next", "gb", None, None),
+                dirty("b"),
+            ),
+            (
+                "a claim bound elsewhere",
+                None,
+                Some("uid-next"),
+                claim("next", "ga", None, Some("b2")),
+                dirty("b"),
+            ),
+        ];
+        for (what, by, fills, other, want) in cases {
+            let inv = inventory(vec![with_record(by, fills)], vec![c.clone(), other], vec![]);
+            assert_eq!(decide(&c, &inv, ReleaseMode::MarkDirty), want, "{what}");
+        }
     }
 
     #[test]

@@ -21,8 +21,13 @@ pub struct Requester<'a> {
     /// The namespace's labels; `None` when they could not be read (a rule that needs them then
     /// does not hold).
     pub namespace_labels: Option<&'a BTreeMap<String, String>>,
-    /// `None` outside admission (AccountClaims, adoptions the operator finds itself).
+    /// `None` outside admission (AccountClaims, adoptions the operator finds itself, claims the
+    /// source pass creates).
     pub user: Option<&'a User>,
+    /// Outside admission: the rule whose user and group conditions the webhook found held for
+    /// the request that led to this claim (its record, which only the operator writes). That
+    /// rule's other conditions are still checked now; no other rule's user conditions hold.
+    pub admitted_rule: Option<&'a str>,
 }
 
 /// What is asked: a fresh claim, or one that names its binding.
@@ -119,16 +124,14 @@ fn refusal(rule: &TenantRule, who: &Requester<'_>, ask: &Ask<'_>) -> Option<Stri
         }
     }
     if let Some(gas) = &rule.global_accounts
-        && !gas
-            .iter()
-            .any(|g| g == "*" || g.eq_ignore_ascii_case(ask.global_account))
+        && !gas.iter().any(|g| g == "*" || g == ask.global_account)
     {
         return Some("global account not listed".into());
     }
     if let Some(key) = &rule.global_account_from_namespace_label {
         let value = who.namespace_labels.and_then(|l| l.get(key));
         match value {
-            Some(v) if v.eq_ignore_ascii_case(ask.global_account) => {}
+            Some(v) if v == ask.global_account => {}
             Some(_) => {
                 return Some(format!(
                     "the namespace's label {key} names another global account"
@@ -137,7 +140,7 @@ fn refusal(rule: &TenantRule, who: &Requester<'_>, ask: &Ask<'_>) -> Option<Stri
             None => return Some(format!("the namespace has no label {key}")),
         }
     }
-    if let Some(why) = user_refusal(rule, who.user) {
+    if let Some(why) = user_refusal(rule, who) {
         return Some(why);
     }
     if ask.adopt_binding && rule.adopt_binding != Some(true) {
@@ -146,12 +149,21 @@ fn refusal(rule: &TenantRule, who: &Requester<'_>, ask: &Ask<'_>) -> Option<Stri
     None
 }
 
-fn user_refusal(rule: &TenantRule, user: Option<&User>) -> Option<String> {
+fn user_refusal(rule: &TenantRule, who: &Requester<'_>) -> Option<String> {
     if rule.users.is_none() && rule.groups.is_none() {
         return None;
     }
-    let Some(user) = user else {
-        return Some("the requesting user is known at admission only".into());
+    let Some(user) = who.user else {
+        return match who.admitted_rule {
+            Some(r) if r == rule.name => None,
+            Some(r) => Some(format!(
+                "the user was admitted under rule `{r}`, not this one"
+            )),
+            None => Some(
+                "the requesting user is known at admission only, and no admission decision is recorded for this request"
+                    .into(),
+            ),
+        };
     };
     let by_name = rule
         .users

@@ -1,5 +1,6 @@
 //! `crds/` is generated from the Rust types by `hap crd`; this fails when the committed copy
-//! drifts, with the command that fixes it.
+//! drifts, with the command that fixes it. The published licensing metadata and the changelog are
+//! held to `Cargo.toml` here too, since a compliance check reads them before anything else.
 
 use std::path::Path;
 
@@ -45,4 +46,41 @@ fn crds_carry_the_kinds_columns_and_validation_users_rely_on() {
     ] {
         assert!(yaml.contains(needle), "CRDs lack {needle:?}");
     }
+}
+
+fn repo_file(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {name}: {e}"))
+}
+
+#[test]
+fn licensing_metadata_names_the_license_cargo_declares() {
+    let cargo = repo_file("Cargo.toml");
+    assert!(cargo.contains("license = \"Apache-2.0\""), "Cargo.toml declares another license");
+    let license = repo_file("LICENSE");
+    assert!(
+        license.contains("Apache License") && license.contains("Version 2.0, January 2004"),
+        "LICENSE is not the Apache-2.0 text"
+    );
+    assert_eq!(
+        license,
+        repo_file("LICENSES/Apache-2.0.txt"),
+        "LICENSE and LICENSES/Apache-2.0.txt differ"
+    );
+    let reuse = repo_file("REUSE.toml");
+    assert!(
+        reuse.contains("SPDX-License-Identifier = \"Apache-2.0\"") && reuse.contains("path = \"**\""),
+        "REUSE.toml must cover every file with Apache-2.0"
+    );
+}
+
+#[test]
+fn the_changelog_has_a_section_for_the_crate_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let changelog = repo_file("CHANGELOG.md");
+    assert!(
+        changelog.contains(&format!("## [{version}]")),
+        "CHANGELOG.md has no section `## [{version}]` for the version in Cargo.toml"
+    );
+    assert!(changelog.contains("## [Unreleased]"), "CHANGELOG.md has no Unreleased section");
 }

@@ -759,3 +759,106 @@ async fn wait_gone(api: &kube::Api<AccountClaim>, name: &str) {
     )
     .await;
 }
+
+/// The `accountclaim` reconciles the operator has run.
+fn claim_reconciles(hap: &Hap) -> u64 {
+    let text = hap
+        .operator
+        .as_ref()
+        .expect("operator")
+        .handle
+        .metrics
+        .encode();
+    text.lines()
+        .find(|l| {
+            l.starts_with("hap_reconcile_duration_seconds_count")
+                && l.contains("controller=\"accountclaim\"")
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Every use of a binding records its claim on the binding (`accountpool.io/filling`, with a
+/// compare-and-swap on the binding's resourceVersion) before the claim's status is written, and
+/// a release waits while the binding records a claim of its tenant whose status does not show
+/// yet: that use's status write, perhaps a previous leader's, may still land Bound there, and a
+/// dirty mark under it would have the cleanup job wipe a live cluster's account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reuse_records_itself_on_the_binding_and_a_release_waits_for_a_recorded_claim() {
+    use hap_operator::labels::{CLAIMED_BY, FILLING};
+    let hap = Hap::new(&["aws", "gcp"], json!({})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let spec = |shoot: &str, plan: &str| json!({"globalAccount": "ga-rec", "plan": plan, "shootName": shoot});
+    hap.claim("first", spec("first", "aws")).await;
+    assert_eq!(hap.bound("first").await, "aws-1");
+    hap.claim("second", spec("second", "aws")).await;
+    assert_eq!(hap.bound("second").await, "aws-1");
+    let claims = hap.claims();
+    let uid = |c: AccountClaim| c.metadata.uid.expect("uid");
+    let second = uid(claims.get("second").await.unwrap());
+    let bindings = bindings_api(&hap.garden, &hap.bindings_ns);
+    let meta = bindings.get("aws-1").await.unwrap().metadata;
+    let annotations = meta.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations.get(FILLING),
+        Some(&second),
+        "the reuse recorded its claim on the binding"
+    );
+    assert!(
+        !meta.labels.unwrap_or_default().contains_key(CLAIMED_BY),
+        "claimed-by went with the first use by another claim"
+    );
+
+    // A use whose status does not show: a claim of the tenant recorded on aws-1 and not Bound
+    // (here one whose plan's pool has no binding, so it stays Pending), as a status write still
+    // in flight leaves it.
+    hap.claim("pending", spec("pending", "gcp")).await;
+    hap.ready_reason("pending", "PoolExhausted").await;
+    let pending = uid(claims.get("pending").await.unwrap());
+    let record = json!({"metadata": {"annotations": {FILLING: pending}}});
+    bindings
+        .patch(
+            "aws-1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&record),
+        )
+        .await
+        .expect("record a pending use");
+    claims
+        .delete("second", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&claims, "second").await;
+    let before = claim_reconciles(&hap);
+    claims
+        .delete("first", &DeleteParams::default())
+        .await
+        .unwrap();
+    // The release decides, waits and decides again (it looks again every 2 s).
+    eventually(
+        Duration::from_secs(30),
+        "the release of `first` decided more than once",
+        || async { (claim_reconciles(&hap) >= before + 4).then_some(()) },
+    )
+    .await;
+    assert!(
+        claims.get_opt("first").await.unwrap().is_some(),
+        "the release waits for the recorded claim"
+    );
+    assert!(
+        !hap.labels("aws-1").await.contains_key("dirty"),
+        "no dirty mark while a recorded claim may still land Bound"
+    );
+    // The recorded claim goes: its deletion moved its version, so no status of it can land.
+    claims
+        .delete("pending", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&claims, "first").await;
+    assert_eq!(
+        hap.labels("aws-1").await.get("dirty").map(String::as_str),
+        Some("true")
+    );
+}

@@ -376,7 +376,9 @@ fn delete(w: &mut World, i: usize) -> Result<(), TestCaseError> {
         Release::WaitForShoot { shoot } => {
             prop_assert!(false, "no claim has a Shoot here, yet waits for {shoot}")
         }
-        Release::WaitForWrite { binding } | Release::Resolve { binding, .. } => {
+        Release::WaitForWrite { binding }
+        | Release::WaitForUse { binding, .. }
+        | Release::Resolve { binding, .. } => {
             prop_assert!(false, "no write is in doubt here, yet waits for {binding}")
         }
         Release::ReleaseClean { binding, .. }

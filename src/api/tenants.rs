@@ -74,12 +74,13 @@ pub struct TenantRule {
     /// The requester's namespace carries all these labels with these values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_labels: Option<BTreeMap<String, String>>,
-    /// The global account is one of these (case-insensitive; `*` any). Default: any.
+    /// The global account is one of these (exactly, as `tenantName` is compared; `*` any).
+    /// Default: any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 10000))]
     pub global_accounts: Option<Vec<String>>,
-    /// The global account must equal (case-insensitive) the value of this label on the
-    /// requester's namespace: each namespace claims only for its own tenant.
+    /// The global account must equal (exactly) the value of this label on the requester's
+    /// namespace: each namespace claims only for its own tenant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 317), regex(pattern = LABEL_KEY_PATTERN))]
     pub global_account_from_namespace_label: Option<String>,

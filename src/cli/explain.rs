@@ -99,6 +99,7 @@ fn check_tenants(args: &Args, spec: &crate::api::HapConfigSpec) -> Result<(), Ex
         namespace: ns,
         namespace_labels: Some(&labels),
         user: user.as_ref(),
+        admitted_rule: None,
     };
     let ga = args.global_account.as_deref().unwrap_or_default();
     let ask = crate::tenancy::Ask {

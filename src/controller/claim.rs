@@ -20,8 +20,8 @@ use kube::{Resource, ResourceExt};
 use super::active::ActiveConfig;
 use super::lanes::{Entry, LaneFacts, lane_of};
 use super::outcome::{
-    ClaimError, RECONCILE_TIMEOUT, count, k8s, outcome, pending, pending_reason, refused,
-    status_outcome, unclaim, write_outcome,
+    ClaimError, RECONCILE_TIMEOUT, count, k8s, outcome, pending, pending_reason, record_use,
+    refused, status_outcome, write_outcome,
 };
 use super::{Context, claim_key, resync};
 use crate::api::{AccountClaim, MatchedRule};
@@ -162,7 +162,7 @@ async fn carry_out(
             super::sources_adopt::record(claim, ctx, &config, view, to, &before).await
         }
         ClaimDecision::Use { config, to, before } => {
-            unclaim(claim, ctx, &config, view, &before).await?;
+            record_use(claim, ctx, &config, view, &before).await?;
             bind(claim, ctx, view, to).await
         }
         ClaimDecision::Claim {

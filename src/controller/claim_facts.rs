@@ -181,10 +181,12 @@ fn check_recorded(ctx: &Context, view: &ClaimView) -> RecordedBinding {
     check_bound(&l.inventory, &l.inflight, view, Instant::now()).into()
 }
 
-/// What `spec.tenants` says of this claim. A claim a request source created without naming a
-/// binding was checked at admission (with the user, which only admission knows) and is not
-/// checked again; an adoption the operator found itself is checked by the object's kind and
-/// namespace. An AccountClaim is checked by its own namespace.
+/// What `spec.tenants` says of this claim, whichever path created it. A claim a request source
+/// created is checked by the object's kind and namespace; the user, whom only admission knows,
+/// counts through the rule the webhook recorded on the claim (for the claims the webhook makes
+/// and the Clusters the pass claims for) — without that record only a rule without users or
+/// groups can allow it, as for an adoption the operator found itself. An AccountClaim is checked
+/// by its own namespace.
 async fn tenant(claim: &AccountClaim, ctx: &Context, active: &ActiveConfig) -> Tenant {
     let Some(policy) = active.spec.tenants.as_ref() else {
         return Tenant::Allowed;
@@ -192,10 +194,15 @@ async fn tenant(claim: &AccountClaim, ctx: &Context, active: &ActiveConfig) -> T
     let own_ns = claim.namespace().unwrap_or_default();
     let source = crate::sources::naming::SourceRef::from_labels(claim.labels())
         .filter(|_| own_ns == ctx.args.source_claim_namespace());
-    let (kind, namespace) = match &source {
-        Some(_) if claim.spec.adopt_binding.is_none() => return Tenant::Allowed,
-        Some(s) => (s.kind.into(), s.namespace.clone()),
-        None => (crate::api::RequesterKind::AccountClaim, own_ns),
+    let (kind, namespace, admitted_rule) = match &source {
+        Some(s) => {
+            let rule = claim
+                .annotations()
+                .get(crate::sources::naming::ANNOTATION_TENANT_RULE)
+                .filter(|_| claim.spec.adopt_binding.is_none());
+            (s.kind.into(), s.namespace.clone(), rule.map(String::as_str))
+        }
+        None => (crate::api::RequesterKind::AccountClaim, own_ns, None),
     };
     let needed = crate::tenancy::needs_namespace_labels(Some(policy));
     let labels = ctx.namespaces.labels_if(needed, &namespace).await;
@@ -204,6 +211,7 @@ async fn tenant(claim: &AccountClaim, ctx: &Context, active: &ActiveConfig) -> T
         namespace: &namespace,
         namespace_labels: labels.as_ref(),
         user: None,
+        admitted_rule,
     };
     let ask = crate::tenancy::Ask {
         global_account: &claim.spec.global_account,

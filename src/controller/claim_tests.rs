@@ -60,7 +60,8 @@ async fn a_lost_claim_cas_writes_no_status_and_decides_again() {
 }
 
 #[tokio::test]
-async fn a_reuse_of_a_binding_another_claim_claimed_removes_its_claimed_by_before_the_status() {
+async fn a_reuse_of_a_binding_another_claim_claimed_records_itself_and_removes_its_claimed_by_before_the_status()
+ {
     // The tenant holds b1 through claim `first`; claim `second` of the same tenant reuses it.
     let first = bound(finalized(claim("first")), "b1");
     let second = finalized(claim("second"));
@@ -70,7 +71,7 @@ async fn a_reuse_of_a_binding_another_claim_claimed_removes_its_claimed_by_befor
         &[claimed_binding("b1", "7", "first")],
     );
     h.api.expect([
-        binding_cas("b1", "7", json!({CLAIMED_BY: null})).answer_rv("8"),
+        record_cas("b1", "7", "uid-second").answer_rv("8"),
         claim_status(&second, bound_status("b1", "Reused")).answer_rv("12"),
         event(TENANTS, "second", "Normal", "Reused"),
     ]);
@@ -79,7 +80,7 @@ async fn a_reuse_of_a_binding_another_claim_claimed_removes_its_claimed_by_befor
 }
 
 #[tokio::test]
-async fn a_lost_claimed_by_removal_writes_no_status_and_the_next_pass_decides_on_the_new_binding() {
+async fn a_lost_record_write_writes_no_status_and_the_next_pass_decides_on_the_new_binding() {
     let first = bound(finalized(claim("first")), "b1");
     let second = finalized(claim("second"));
     let h = Harness::new(
@@ -88,13 +89,15 @@ async fn a_lost_claimed_by_removal_writes_no_status_and_the_next_pass_decides_on
         &[claimed_binding("b1", "7", "first")],
     );
     h.api
-        .expect([binding_cas("b1", "7", json!({CLAIMED_BY: null})).fail(409, "Conflict")]);
+        .expect([record_cas("b1", "7", "uid-second").fail(409, "Conflict")]);
     let err = h.reconcile(&second).await.expect_err("the binding moved");
     assert!(err.is_conflict(), "{err:?}");
 
-    // Someone else removed the record meanwhile: nothing left to remove, the claim is bound.
+    // Someone else removed claimed-by meanwhile: a plain reuse, which still records itself on
+    // the version it decided on before its status.
     h.observe_binding(binding("b1", "8", &[("tenantName", GA)]));
     h.api.expect([
+        record_cas("b1", "8", "uid-second").answer_rv("9"),
         claim_status(&second, bound_status("b1", "Reused")).answer_rv("12"),
         event(TENANTS, "second", "Normal", "Reused"),
     ]);
@@ -118,7 +121,7 @@ async fn a_fill_records_its_claim_on_the_binding_before_the_status() {
         &[claimed_binding("b1", "7", "first"), binding("b2", "3", &[])],
     );
     h.api.expect([
-        fill_cas("b1", "7", "uid-second").answer_rv("8"),
+        record_cas("b1", "7", "uid-second").answer_rv("8"),
         claim_status(&second, bound_status("b1", "FilledMostPopulated")).answer_rv("12"),
         event(TENANTS, "second", "Normal", "FilledMostPopulated"),
     ]);
@@ -280,7 +283,8 @@ fn tenants(namespace: &str, adopt: bool) -> TenantPolicy {
 }
 
 #[tokio::test]
-async fn an_adopting_claim_gets_its_finalizer_then_records_the_named_binding_without_writing_it() {
+async fn an_adopting_claim_gets_its_finalizer_then_records_itself_on_the_named_binding_before_the_status()
+ {
     // b1 already carries the tenant (its provisioner chose it); b2 is free and must stay so.
     let c = adopting(claim("c1"), "b1");
     let h = Harness::new(
@@ -300,13 +304,16 @@ async fn an_adopting_claim_gets_its_finalizer_then_records_the_named_binding_wit
     let mut adopted = bound_status("b1", "Adopted");
     adopted["matchedRule"] =
         json!({"index": 0, "entry": "(adopted: the request named its binding)"});
-    h.api.expect([claim_status(&c, adopted).answer_rv("12")]);
+    h.api.expect([
+        record_cas("b1", "5", "uid-c1").answer_rv("6"),
+        claim_status(&c, adopted).answer_rv("12"),
+    ]);
     let action = h.reconcile(&c).await.expect("adopted");
     assert_eq!(action, Action::await_change());
 }
 
 #[tokio::test]
-async fn an_adoption_of_a_binding_another_claim_claimed_removes_its_claimed_by_before_the_status() {
+async fn an_adoption_of_a_binding_another_claim_claimed_records_itself_before_the_status() {
     let first = bound(finalized(claim("first")), "b1");
     let second = finalized(adopting(claim("second"), "b1"));
     let h = Harness::new(
@@ -315,7 +322,7 @@ async fn an_adoption_of_a_binding_another_claim_claimed_removes_its_claimed_by_b
         &[claimed_binding("b1", "7", "first")],
     );
     h.api.expect([
-        binding_cas("b1", "7", json!({CLAIMED_BY: null})).answer_rv("8"),
+        record_cas("b1", "7", "uid-second").answer_rv("8"),
         claim_status(&second, bound_status("b1", "Adopted")).answer_rv("12"),
     ]);
     let action = h.reconcile(&second).await.expect("adopted");
@@ -329,7 +336,7 @@ async fn an_adoption_of_a_binding_another_claim_claimed_removes_its_claimed_by_b
         &[claimed_binding("b1", "7", "first")],
     );
     h.api
-        .expect([binding_cas("b1", "7", json!({CLAIMED_BY: null})).fail(409, "Conflict")]);
+        .expect([record_cas("b1", "7", "uid-third").fail(409, "Conflict")]);
     let err = h.reconcile(&third).await.expect_err("the binding moved");
     assert!(err.is_conflict(), "{err:?}");
 }
@@ -376,8 +383,10 @@ async fn an_adoption_the_tenant_policy_refuses_ends_tenant_not_allowed_and_write
         &[&c],
         &[binding("b1", "5", &[("tenantName", GA)])],
     );
-    h.api
-        .expect([claim_status(&c, bound_status("b1", "Adopted")).answer_rv("12")]);
+    h.api.expect([
+        record_cas("b1", "5", "uid-c1").answer_rv("6"),
+        claim_status(&c, bound_status("b1", "Adopted")).answer_rv("12"),
+    ]);
     h.reconcile(&c).await.expect("adopted");
 }
 
@@ -493,4 +502,96 @@ async fn an_unreadable_inventory_writes_nothing_for_a_bound_claim_nor_within_the
         .store(false, std::sync::atomic::Ordering::SeqCst);
     let action = h.reconcile(&c).await.expect("waits");
     assert_eq!(action, Action::requeue(Duration::from_millis(500)));
+}
+
+/// A claim the source pass made for an openmcp Cluster, in the source claim namespace
+/// (`default` in the harness), with `rule` as the webhook's record of the user's rule.
+fn cluster_claim(rule: Option<&str>) -> crate::api::AccountClaim {
+    let mut c = finalized(claim("c1"));
+    c.metadata.namespace = Some("default".into());
+    let labels = c.metadata.labels.get_or_insert_default();
+    for (k, v) in [
+        (crate::labels::SOURCE_ID, "mcp"),
+        (crate::labels::SOURCE_KIND, "Cluster"),
+        (crate::labels::SOURCE_NAMESPACE, "platform"),
+        (crate::sources::naming::LABEL_SOURCE_NAME, "workload-x1"),
+    ] {
+        labels.insert(k.into(), v.into());
+    }
+    if let Some(r) = rule {
+        c.metadata.annotations.get_or_insert_default().insert(
+            crate::sources::naming::ANNOTATION_TENANT_RULE.into(),
+            r.into(),
+        );
+    }
+    c
+}
+
+#[tokio::test]
+async fn a_pass_created_claim_is_checked_and_only_the_recorded_rule_stands_for_its_user() {
+    let spec = crate::api::HapConfigSpec {
+        tenants: Some(TenantPolicy {
+            rules: vec![TenantRule {
+                name: "openmcp".into(),
+                kinds: Some(vec![crate::api::RequesterKind::Cluster]),
+                groups: Some(vec!["openmcp".into()]),
+                ..Default::default()
+            }],
+        }),
+        ..aws_spec()
+    };
+    // No record (the webhook never decided on this request), or a record of another rule.
+    for rule in [None, Some("someone-else")] {
+        let c = cluster_claim(rule);
+        let h = Harness::new(hap_config(spec.clone()), &[&c], &[binding("b1", "5", &[])]);
+        let reason = reasons::TENANT_NOT_ALLOWED;
+        h.api.expect([
+            event("default", "c1", "Warning", reason),
+            claim_status(&c, unbound_status("Failed", reason, false)).answer_rv("12"),
+        ]);
+        let action = h.reconcile(&c).await.expect("refused");
+        assert_eq!(action, Action::await_change(), "final");
+        let message = written_ready_message(&h);
+        assert!(
+            message.contains("rule `openmcp`")
+                && message.contains("Cluster in namespace `platform`"),
+            "{message}"
+        );
+    }
+    // The webhook allowed the user under `openmcp`: served as any claim.
+    let c = cluster_claim(Some("openmcp"));
+    let h = Harness::new(hap_config(spec), &[&c], &[binding("b1", "5", &[])]);
+    h.api.expect([
+        claim_cas("b1", "5", &c).answer_rv("6"),
+        claim_status(&c, bound_status("b1", "Claimed")).answer_rv("12"),
+        event("default", "c1", "Normal", "Claimed"),
+    ]);
+    h.reconcile(&c).await.expect("bound");
+}
+
+/// A sibling reuse decided right after a record landed decides on the version the record left,
+/// not on the one its watch event has yet to replace: otherwise every concurrent reuse of one
+/// binding conflicts until the event comes, and fifty claims of one tenant starved.
+#[tokio::test]
+async fn a_sibling_reuse_right_after_a_record_decides_on_the_version_the_record_left() {
+    let first = bound(finalized(claim("first")), "b1");
+    let second = finalized(claim("second"));
+    let third = finalized(claim("third"));
+    let h = Harness::new(
+        hap_config(aws_spec()),
+        &[&first, &second, &third],
+        &[binding("b1", "7", &[("tenantName", GA)])],
+    );
+    h.api.expect([
+        record_cas("b1", "7", "uid-second").answer_rv("8"),
+        claim_status(&second, bound_status("b1", "Reused")).answer_rv("12"),
+        event(TENANTS, "second", "Normal", "Reused"),
+    ]);
+    h.reconcile(&second).await.expect("bound by reuse");
+    h.api.expect([
+        record_cas("b1", "8", "uid-second,uid-third").answer_rv("9"),
+        claim_status(&third, bound_status("b1", "Reused")).answer_rv("13"),
+        event(TENANTS, "third", "Normal", "Reused"),
+    ]);
+    h.reconcile(&third).await.expect("bound by reuse");
 }

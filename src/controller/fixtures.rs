@@ -369,8 +369,9 @@ pub fn binding_cas(name: &str, rv: &str, labels: Value) -> Call {
         .body(json!({"metadata": {"resourceVersion": rv, "labels": labels}}))
 }
 
-/// The write before a multi-account fill: claimed-by removed and the fill record set, one CAS.
-pub fn fill_cas(name: &str, rv: &str, fills: &str) -> Call {
+/// The write before a claim is recorded Bound to a binding it did not claim: claimed-by removed
+/// and the record of the claims being bound there set, one CAS.
+pub fn record_cas(name: &str, rv: &str, fills: &str) -> Call {
     Call::patch(&binding_path(name))
         .query(&[MANAGER])
         .body(json!({"metadata": {

@@ -1,11 +1,12 @@
 //! Leader election on a Lease, with the fence every write passes (crate::leadership). A standby
 //! runs its caches and waits here; the leader renews the lease and extends the fence with each
-//! renewal, measured from when the renewal's write was sent. When the fence runs out — renewals failed,
-//! another replica holds the lease, or this process was paused past its lease — `lost` fires,
-//! writes stop at once, in-flight work is dropped, and the process exits to come back as a
-//! standby. On shutdown the leader keeps renewing while its controllers drain, and gives the
-//! lease up only when told to (`release`): after every write in flight has been answered, so a
-//! standby never decides while one of the old leader's writes may still land.
+//! renewal, measured from when the renewal's write was sent. When the fence runs out — renewals
+//! failed or did not answer in time, another replica holds the lease, or this process was
+//! paused past its lease — `lost` fires, `hap_leader` drops to 0, writes stop at once, in-flight
+//! work is dropped, and the process exits to come back as a standby. On shutdown the leader keeps
+//! renewing while its controllers drain, and gives the lease up only when told to (`release`):
+//! after every write in flight has been answered, so a standby never decides while one of the
+//! old leader's writes may still land.
 
 use std::time::{Duration, Instant};
 
@@ -84,13 +85,17 @@ pub async fn hold(
             return Ok(());
         }
         let started = Instant::now();
-        let mut pause = h.round(leading).await?;
+        let mut pause = bounded_round(&mut h, leading, started).await?;
         if leading && h.fence.check(Instant::now()).is_err() {
             tracing::error!("lost the leader lease");
             h.metrics.leader.set(0);
             h.fence.revoke();
             lost.cancel();
             return Ok(());
+        }
+        if leading {
+            // A renewal that answered late, after the fence had lapsed, proves leadership again.
+            h.metrics.leader.set(1);
         }
         if h.acquired.is_none() {
             // Renewals start every `renew` however long each took, so a slow API server
@@ -101,6 +106,50 @@ pub async fn hold(
         tokio::select! {
             _ = wake.cancelled() => {}
             _ = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// One look at the lease, a leader's bounded. A request that has not answered `duration − margin`
+/// after the look started is abandoned: an answer after that would extend a fence that has already ended.
+/// A leader whose fence ends while its renewal is still pending cannot prove it leads: it writes
+/// nothing (the fence) and reports `hap_leader 0` until the renewal answers; if it is abandoned,
+/// the caller finds the fence ended and steps down. A renewal that is merely slow (an API server
+/// answering seconds late) still counts when it lands in time, so such a leader keeps its lease.
+async fn bounded_round(
+    h: &mut Holder,
+    leading: bool,
+    started: Instant,
+) -> Result<Duration, RunError> {
+    if !leading {
+        // A standby holds nothing a late answer could harm; cutting its requests short only
+        // keeps one behind a slow API server (a TLS handshake alone can outlast the lease) from
+        // ever taking over.
+        return h.round(leading).await;
+    }
+    let (fence, metrics) = (h.fence.clone(), h.metrics.clone());
+    let give_up = started + h.t.duration.saturating_sub(h.t.margin);
+    let round = h.round(leading);
+    tokio::pin!(round);
+    let mut lapsed = false;
+    loop {
+        let wake = match fence.until() {
+            Some(end) if !lapsed && end < give_up => end,
+            _ => give_up,
+        };
+        match tokio::time::timeout_at(wake.into(), &mut round).await {
+            Ok(pause) => return pause,
+            Err(_) if wake < give_up => {
+                lapsed = true;
+                if fence.check(Instant::now()).is_err() {
+                    tracing::warn!(waited = ?started.elapsed(), "the lease renewal has not answered and the fence has ended: not leading unless it answers");
+                    metrics.leader.set(0);
+                }
+            }
+            Err(_) => {
+                tracing::warn!(waited = ?started.elapsed(), "the API server did not answer the lease request in time; abandoned it");
+                return Ok(Duration::ZERO);
+            }
         }
     }
 }

@@ -238,7 +238,15 @@ pub async fn run_with(
     // Every replica serves the webhooks, the standby too: it creates claims and waits for the
     // leader's decision.
     if let Some(addr) = args.webhook_addr {
-        serve_webhook(&own, &args, &handle, addr, recorded.clone(), &stop).await?;
+        serve_webhook(
+            &own.priority(),
+            &args,
+            &handle,
+            addr,
+            recorded.clone(),
+            &stop,
+        )
+        .await?;
     }
     let fence = if args.leader_elect {
         Fence::closed()
@@ -367,8 +375,9 @@ async fn lead(
         stop: stop.clone(),
         release: lease.release.clone(),
     };
+    // Renewals never wait behind the controllers' writes (`Cluster::priority`).
     let task = tokio::spawn(leader::hold(
-        own.clone(),
+        own.priority(),
         args.clone(),
         fence,
         handle.metrics.clone(),
@@ -425,7 +434,8 @@ async fn serve_secure_metrics(
         .clone()
         .zip(args.metrics_key_file.clone());
     let tls = crate::secure_metrics::tls_config(files)?;
-    let reviewer = crate::secure_metrics::api_reviewer(own);
+    // Served by a standby too: its reviews (creates) are not fenced, nor queued behind writes.
+    let reviewer = crate::secure_metrics::api_reviewer(&own.priority());
     let addr = crate::secure_metrics::start(
         args.metrics_addr,
         tls,

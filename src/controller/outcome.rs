@@ -13,7 +13,6 @@ use super::active::ActiveConfig;
 use super::{Context, claim_key};
 use crate::api::{AccountClaim, AccountClaimStatus, MatchedRule};
 use crate::k8s::K8sError;
-use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;
 use crate::metrics::OutcomeLabels;
 use crate::pools::ClaimView;
@@ -64,52 +63,44 @@ pub(super) fn k8s(claim: &str, step: &'static str) -> impl FnOnce(K8sError) -> C
     }
 }
 
-/// The write `before` asks for ahead of a Use (`selection::claimant`): the removal of another
-/// claim's claimed-by record, or a fill's record. A conflict: the binding moved since the
-/// decision, which is taken again; the assignment recorded with it ends.
-pub(super) async fn unclaim(
+/// The write `before` asks for ahead of a Use (`selection::claimant`): the claim's record on
+/// the binding. A conflict: the binding moved since the decision, which is taken again; the
+/// assignment recorded with it ends.
+pub(super) async fn record_use(
     claim: &AccountClaim,
     ctx: &Context,
     active: &ActiveConfig,
     view: &ClaimView,
     before: &BeforeUse,
 ) -> Result<(), ClaimError> {
-    let (binding, rv, fills) = match before {
-        BeforeUse::Unclaim {
-            binding,
-            expected_resource_version,
-        } => (binding, expected_resource_version, None),
-        BeforeUse::Fill {
-            binding,
-            expected_resource_version,
-            fills,
-        } => (binding, expected_resource_version, Some(fills.as_str())),
-        BeforeUse::Bind | BeforeUse::Wait { .. } => return Ok(()),
+    let BeforeUse::Record {
+        binding,
+        expected_resource_version,
+        claims,
+    } = before
+    else {
+        return Ok(());
     };
-    let step = match fills {
-        None => "removing another claim's claimed-by label before the reuse",
-        Some(_) => "recording the fill on the binding before its status",
-    };
+    let step = "recording the claim on the binding before its status";
     let target = active.binding_target();
     let (kind, ns) = (target.kind, target.namespace.as_str());
-    let result = match (rv, fills) {
-        (Some(rv), None) => {
-            let keys = [CLAIMED_BY];
+    let result = match expected_resource_version {
+        Some(rv) => {
             ctx.writer
-                .remove_binding_labels_cas(kind, ns, binding, rv, &keys)
+                .record_claims_cas(kind, ns, binding, rv, claims)
                 .await
         }
-        (Some(rv), Some(fills)) => {
-            ctx.writer
-                .record_fill_cas(kind, ns, binding, rv, fills)
-                .await
-        }
-        (None, _) => Err(K8sError::Conflict {
+        None => Err(K8sError::Conflict {
             what: format!("binding {binding} has no resourceVersion in the index"),
         }),
     };
     match result {
-        Ok(_) => Ok(()),
+        Ok(written) => {
+            if let (Some(base), Some(written)) = (expected_resource_version, written) {
+                ctx.ledger().record_written(binding, base, &written, claims);
+            }
+            Ok(())
+        }
         Err(e) => {
             // No status was written: the claim is not being assigned any more.
             ctx.ledger()

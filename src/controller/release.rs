@@ -197,6 +197,15 @@ async fn act(
         }
         // Not left by `release`: the read is made and the decision taken again before this.
         Release::ReadSource { .. } => Ok(wait(Duration::from_millis(200))),
+        Release::WaitForUse { binding, claims } => {
+            tracing::debug!(
+                claim = key,
+                binding,
+                claims,
+                "release waits: the binding records claims whose status does not show yet"
+            );
+            Ok(wait(Duration::from_secs(2)))
+        }
         Release::WaitForWrite { binding } => {
             tracing::debug!(
                 claim = key,

@@ -123,6 +123,34 @@ async fn a_binding_another_claims_cluster_uses_is_left_alone_and_only_the_finali
     assert_eq!(action, Action::await_change());
 }
 
+/// A claim recorded on the binding whose status does not show yet (a reuse or fill whose status
+/// write may still be in flight, perhaps from a previous leader): the release writes nothing and
+/// keeps the finalizer, and goes on once that claim is gone.
+#[tokio::test]
+async fn a_release_waits_while_the_binding_records_a_claim_still_pending() {
+    let c = deleting(bound(finalized(claim("c1")), "b1"));
+    let pending = finalized(claim("next"));
+    let mut b1 = binding("b1", "7", &[("tenantName", GA)]);
+    b1.annotations
+        .insert(crate::labels::FILLING.into(), "uid-next".into());
+    let h = Harness::new(hap_config(aws_spec()), &[&c, &pending], &[b1]);
+    h.api.expect([]);
+    let action = h.reconcile(&c).await.expect("waits");
+    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(2)));
+
+    // The recorded claim is deleted: no status of it can land Bound any more.
+    let mut gone = deleting(pending);
+    gone.metadata.resource_version = Some("20".into());
+    h.observe(&gone);
+    h.api.expect([
+        mark_dirty("b1", "7").answer_rv("8"),
+        event(TENANTS, "c1", "Normal", "Released"),
+        remove_finalizer(&c, 0),
+    ]);
+    let action = h.reconcile(&c).await.expect("released");
+    assert_eq!(action, Action::await_change());
+}
+
 /// A stray of the claim (a paused leader's late claim write labelled b2 for it after it was
 /// bound to b1) goes back before the claim does; while it cannot, the release waits: once the
 /// claim is gone, nothing would recognise b2 as a stray any more.

@@ -9,7 +9,7 @@ use std::time::Instant;
 use kube::runtime::controller::Action;
 
 use super::active::ActiveConfig;
-use super::outcome::{ClaimError, count, status_outcome, unclaim, write_outcome};
+use super::outcome::{ClaimError, count, record_use, status_outcome, write_outcome};
 use super::{Context, resync};
 use crate::api::{AccountClaim, Decision};
 use crate::decision::Adopted;
@@ -57,7 +57,7 @@ pub(super) async fn record(
     to: BoundTo,
     before: &BeforeUse,
 ) -> Result<Action, ClaimError> {
-    unclaim(claim, ctx, active, view, before).await?;
+    record_use(claim, ctx, active, view, before).await?;
     let pool_type = to.pool.hyperscaler_type.clone();
     let result = write_outcome(claim, ctx, &ClaimOutcome::Bound(to)).await;
     ctx.ledger()

@@ -126,10 +126,11 @@ fn decided(f: &Facts<()>) -> ClaimDecision<()> {
 
 type Case = (&'static str, fn(&mut Facts<()>), ClaimDecision<()>);
 
-fn unclaim_b1() -> BeforeUse {
-    BeforeUse::Unclaim {
+fn record_b1() -> BeforeUse {
+    BeforeUse::Record {
         binding: "b1".into(),
         expected_resource_version: Some("7".into()),
+        claims: "uid-2".into(),
     }
 }
 
@@ -465,12 +466,12 @@ fn choice_cases() -> Vec<Case> {
             }),
         ),
         (
-            "a reuse removes the claimant's record first",
-            |f| f.selection = placed(use_b1(UseReasonOf::Reused), false, unclaim_b1()),
+            "a reuse records itself on the binding first",
+            |f| f.selection = placed(use_b1(UseReasonOf::Reused), false, record_b1()),
             ClaimDecision::Use {
                 config: (),
                 to: to("b1", Decision::Reused),
-                before: unclaim_b1(),
+                before: record_b1(),
             },
         ),
         (
@@ -485,20 +486,20 @@ fn choice_cases() -> Vec<Case> {
         (
             "a fill records itself on the binding first",
             |f| {
-                let fill = BeforeUse::Fill {
+                let fill = BeforeUse::Record {
                     binding: "b1".into(),
                     expected_resource_version: Some("7".into()),
-                    fills: "uid-2".into(),
+                    claims: "uid-2".into(),
                 };
                 f.selection = placed(use_b1(UseReasonOf::FilledMostPopulated), false, fill);
             },
             ClaimDecision::Use {
                 config: (),
                 to: to("b1", Decision::FilledMostPopulated),
-                before: BeforeUse::Fill {
+                before: BeforeUse::Record {
                     binding: "b1".into(),
                     expected_resource_version: Some("7".into()),
-                    fills: "uid-2".into(),
+                    claims: "uid-2".into(),
                 },
             },
         ),
@@ -767,7 +768,7 @@ fn random_facts(b: [u8; 16]) -> Facts<()> {
     let adoptions = [
         Some(Adopted {
             adoption: Adoption::Bound { pool: pool() },
-            before: unclaim_b1(),
+            before: record_b1(),
         }),
         Some(Adopted {
             adoption: Adoption::NotTenant {

@@ -7,32 +7,89 @@
 //! the operator's cluster is the garden.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use tower_layer::Layer;
 
+use super::gate::{self, Base, FenceLayer};
 pub use super::rate::ApiLimits;
 use super::rate::RateLimitLayer;
+use crate::leadership::Fence;
+
+/// How long a write may wait for its turn under the request budget before it is refused unsent
+/// (`gate::NotSent::Late`): twice the API server's default request time-out, so that only a
+/// backlog no burst explains trips it, and a retry then decides on what the caches show.
+pub const QUEUED_WRITE_LIMIT: Duration = Duration::from_secs(120);
 
 /// One cluster the operator talks to. Code above `k8s` holds these and hands them to `k8s`
 /// functions; the kube client inside is reachable only within `k8s`, so every request (and every
 /// write, through the fenced [`super::Writer`]) is made here. Cheap to clone: clones share one
-/// connection pool.
+/// connection pool, and every handle of one cluster ([`Cluster::fenced`]) shares its budget.
 #[derive(Clone)]
 pub struct Cluster {
+    /// The requests of this handle: through the cluster's budget, and the fence when fenced.
     client: Client,
+    /// The cluster's connections, without budget or fence: what its other handles are built on.
+    base: Client,
+    /// The budget every handle of the cluster keeps to (`--kube-api-qps`), if any.
+    budget: Option<RateLimitLayer>,
 }
 
 impl Cluster {
     /// The cluster `config` describes, its requests kept to `limits` (shared by every clone).
     fn new(config: Config, limits: ApiLimits) -> Result<Self, kube::Error> {
-        let builder = ClientBuilder::try_from(config)?;
-        let client = match limits.bucket() {
-            Some(bucket) => builder.with_layer(&RateLimitLayer::new(bucket)).build(),
-            None => builder.build(),
+        let base = ClientBuilder::try_from(config)?.build();
+        Ok(Self::on(base, limits.bucket().map(RateLimitLayer::new)))
+    }
+
+    fn on(base: Client, budget: Option<RateLimitLayer>) -> Self {
+        let client = match &budget {
+            Some(b) => {
+                let ns = base.default_namespace().to_string();
+                Client::new(gate::queued(b.layer(Base(base.clone()))), ns)
+            }
+            None => base.clone(),
         };
-        Ok(Self { client })
+        Self {
+            client,
+            base,
+            budget,
+        }
+    }
+
+    /// This cluster with every request that changes something checked against `fence` when it
+    /// is sent — after the budget's queue, so that a write that waited there while the lease
+    /// moved is refused `Fenced` — and refused when it waited longer than
+    /// [`QUEUED_WRITE_LIMIT`]. Reads pass. Same connections and budget as `self`.
+    pub fn fenced(&self, fence: &Fence) -> Cluster {
+        let ns = self.base.default_namespace().to_string();
+        let gate =
+            FenceLayer::new(fence.clone(), QUEUED_WRITE_LIMIT).layer(Base(self.base.clone()));
+        let client = match &self.budget {
+            Some(b) => Client::new(gate::queued(b.layer(gate)), ns),
+            None => Client::new(gate, ns),
+        };
+        Self {
+            client,
+            base: self.base.clone(),
+            budget: self.budget.clone(),
+        }
+    }
+
+    /// This cluster without budget or fence, for the requests that must not wait behind the
+    /// controllers' backlog: the Lease (a renewal stuck in the queue loses the lease to the
+    /// replica's own claim writes) and the webhook (its answer has a deadline, and every replica
+    /// serves it, leading or not). Their rate is set by the lease's timing and by the API
+    /// server's admission calls, not by the operator's backlog.
+    pub fn priority(&self) -> Cluster {
+        Self {
+            client: self.base.clone(),
+            base: self.base.clone(),
+            budget: None,
+        }
     }
 
     /// The kube client of this cluster, for the API calls of `k8s` only.
@@ -41,10 +98,10 @@ impl Cluster {
     }
 }
 
-/// For the binary's edge and tests, which build a kube client of their own.
+/// For the binary's edge and tests, which build a kube client of their own: no budget.
 impl From<Client> for Cluster {
     fn from(client: Client) -> Self {
-        Self { client }
+        Self::on(client, None)
     }
 }
 
@@ -190,6 +247,79 @@ mod tests {
             spread >= Duration::from_millis(145),
             "5 requests within {spread:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_write_checked_while_leading_is_not_sent_after_the_lease_moved_while_it_queued() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, seen) = recording_server(dir.path()).await;
+        // 5 a second, 1 at once: five writes made together are sent at 0, 200, ... 800 ms.
+        let limits = ApiLimits { qps: 5.0, burst: 1 };
+        let cluster = from_kubeconfig(&path, limits).await.expect("cluster");
+        // Leading for 300 ms from now: every write below is made while leading.
+        let fence = crate::leadership::Fence::closed();
+        let lease = Duration::from_millis(300);
+        let started = Instant::now();
+        fence.renewed(started, lease, Duration::ZERO);
+        let writer = super::super::Writer::new(cluster.clone(), cluster, None, fence);
+        let names: Vec<String> = (0..5).map(|i| format!("b{i}")).collect();
+        let writes = names.iter().map(|name| {
+            writer.set_binding_label_cas(
+                crate::api::BindingKind::CredentialsBinding,
+                "garden-p",
+                name,
+                "1",
+                "accountpool.io/dirty",
+                "true",
+            )
+        });
+        let results = futures::future::join_all(writes).await;
+        let closed = started + lease;
+        let seen = seen.lock().expect("log").clone();
+        let late: Vec<Duration> = seen
+            .iter()
+            .filter(|t| **t >= closed)
+            .map(|t| t.duration_since(started))
+            .collect();
+        assert!(
+            late.is_empty(),
+            "writes reached the server after the fence closed at {lease:?}: at {late:?}"
+        );
+        let fenced = results
+            .iter()
+            .filter(|r| matches!(r, Err(super::super::K8sError::Fenced { .. })))
+            .count();
+        assert!(fenced >= 2, "{results:?}");
+        assert_eq!(seen.len() + fenced, 5, "{results:?}");
+    }
+
+    #[tokio::test]
+    async fn a_priority_request_does_not_wait_behind_the_budgets_backlog() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, seen) = recording_server(dir.path()).await;
+        // 2 a second, 1 at once: six requests made together take 2.5 s to go out.
+        let limits = ApiLimits { qps: 2.0, burst: 1 };
+        let cluster = from_kubeconfig(&path, limits).await.expect("cluster");
+        let backlog: Vec<_> = (0..6)
+            .map(|_| {
+                let c = cluster.clone();
+                tokio::spawn(async move { send(&c).await })
+            })
+            .collect();
+        // The backlog is queued once its first request went out.
+        while seen.lock().expect("log").is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let started = Instant::now();
+        send(&cluster.priority()).await;
+        let waited = started.elapsed();
+        assert!(
+            waited < Duration::from_millis(400),
+            "a renewal waited {waited:?} behind the controllers' requests"
+        );
+        for b in backlog {
+            b.await.expect("sent");
+        }
     }
 
     #[tokio::test]

@@ -81,8 +81,8 @@ impl LastGoodApi {
     /// the version read just before: a paused ex-leader's write that lands late conflicts
     /// instead of putting back an older generation over the new leader's. A record of the same
     /// object at this generation or a later one is left as it is. Only through
-    /// `Writer::put_last_good`, which passes the fence first.
-    pub(super) async fn put(&self, good: &LastGood) -> Result<(), K8sError> {
+    /// `Writer::put_last_good`, whose fenced handle (`via`) sends the write.
+    pub(super) async fn put(&self, via: &Cluster, good: &LastGood) -> Result<(), K8sError> {
         let current = self
             .api
             .get_opt(&self.name)
@@ -113,7 +113,7 @@ impl LastGoodApi {
             body["metadata"]["resourceVersion"] = rv.into();
         }
         let pp = super::params::apply(crate::api::FIELD_MANAGER);
-        self.api
+        Api::<ConfigMap>::namespaced(via.kube().clone(), &self.namespace)
             .patch(&self.name, &pp, &Patch::Apply(body))
             .await
             .map(drop)

@@ -8,6 +8,7 @@ pub mod active;
 pub mod caches;
 pub mod claim_store;
 pub mod clients;
+pub mod gate;
 pub mod last_good;
 pub mod lean;
 pub mod lease;
@@ -88,6 +89,9 @@ fn is_failed_patch_test(status: &kube::core::Status) -> bool {
 /// held the binding's ledger entry for up to two minutes after every API server restart (the
 /// full chaos run: a refused Shoot's claim waited that long for its release).
 fn never_sent(e: &kube::Error) -> bool {
+    if gate::NotSent::of(e).is_some() {
+        return true;
+    }
     let kube::Error::Service(inner) = e else {
         return false;
     };
@@ -105,6 +109,12 @@ impl K8sError {
     /// Sorts a kube error into Conflict / NotFound / Api.
     pub fn classify(action: &'static str, what: impl Into<String>, source: kube::Error) -> Self {
         let what = what.into();
+        if let Some(gate::NotSent::Fenced(fenced)) = gate::NotSent::of(&source) {
+            return K8sError::Fenced {
+                what,
+                source: *fenced,
+            };
+        }
         if let kube::Error::Api(status) = &source {
             if status.is_conflict() || is_failed_patch_test(status) {
                 return K8sError::Conflict { what };

@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -74,15 +75,18 @@ impl TokenBucket {
     }
 }
 
-/// The layer that puts a [`TokenBucket`] in front of a client's service.
+/// The layer that puts a [`TokenBucket`] in front of a client's service. Every service it
+/// makes takes from the one bucket: the clients of one cluster share one budget.
 #[derive(Clone, Debug)]
 pub struct RateLimitLayer {
-    bucket: TokenBucket,
+    bucket: Arc<Mutex<TokenBucket>>,
 }
 
 impl RateLimitLayer {
     pub fn new(bucket: TokenBucket) -> Self {
-        Self { bucket }
+        Self {
+            bucket: Arc::new(Mutex::new(bucket)),
+        }
     }
 }
 
@@ -103,7 +107,7 @@ impl<S> tower_layer::Layer<S> for RateLimitLayer {
 /// whether it is ready before it hands each request on, so a request waits there, in order.
 pub struct RateLimited<S> {
     inner: S,
-    bucket: TokenBucket,
+    bucket: Arc<Mutex<TokenBucket>>,
     wait: Option<Pin<Box<tokio::time::Sleep>>>,
     /// A token was taken for the next request.
     admitted: bool,
@@ -125,7 +129,13 @@ where
                 }
                 self.wait = None;
             }
-            match self.bucket.take(tokio::time::Instant::now().into_std()) {
+            let now = tokio::time::Instant::now().into_std();
+            let taken = self
+                .bucket
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(now);
+            match taken {
                 None => self.admitted = true,
                 Some(delay) => self.wait = Some(Box::pin(tokio::time::sleep(delay))),
             }

@@ -2,8 +2,8 @@
 //! (Kyma Runtimes, openmcp Clusters, openmcp ClusterConfigs, Shoots), which report why they cannot
 //! watch (a CRD not installed, a permission missing) instead of failing, and the writes the
 //! source controller makes: claims it creates or labels or deletes, ClusterConfigs it owns. Every
-//! one of those writes passes the leadership fence of the `Writer` it is built from; deletes are
-//! conditioned on the uid and resourceVersion the decision was taken on.
+//! one of those writes is sent through the fenced handles of the `Writer` it is built from;
+//! deletes are conditioned on the uid and resourceVersion the decision was taken on.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -137,7 +137,7 @@ impl ForeignCache {
 }
 
 /// The writes of the source controller: built from the `Writer`, whose fence each of them passes
-/// immediately before it is sent, so that a paused ex-leader that resumes sends none.
+/// when it is sent, so that a paused ex-leader that resumes sends none.
 #[derive(Clone)]
 pub struct SourceWrites {
     writer: Writer,
@@ -188,7 +188,6 @@ impl SourceWrites {
         let pp = super::params::post(SOURCE_FIELD_MANAGER);
         let name = claim.metadata.name.clone().unwrap_or_default();
         let what = format!("AccountClaim {ns}/{name}");
-        self.writer.fenced(|| what.clone())?;
         match api.create(&pp, claim).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(()),
@@ -206,7 +205,6 @@ impl SourceWrites {
         let api: Api<AccountClaim> = Api::namespaced(self.client(), ns);
         let pp = super::params::patch(SOURCE_FIELD_MANAGER);
         let what = format!("AccountClaim {ns}/{name}");
-        self.writer.fenced(|| what.clone())?;
         api.patch_metadata(
             name,
             &pp,
@@ -282,7 +280,6 @@ impl SourceWrites {
         let api: Api<AccountClaim> = Api::namespaced(self.client(), ns);
         let dp = conditioned(Some(uid.into()), Some(resource_version.into()));
         let what = format!("AccountClaim {ns}/{name}");
-        self.writer.fenced(|| what.clone())?;
         match api.delete(name, &dp).await {
             Ok(_) => Ok(()),
             Err(e) => match K8sError::classify("delete", what, e) {
@@ -334,7 +331,6 @@ impl SourceWrites {
                         source,
                     })?;
                 let pp = super::params::post(FIELD_MANAGER);
-                self.writer.fenced(|| what.clone())?;
                 api.create(&pp, &body).await.map(|_| ())
             }
             Some(rv) => {
@@ -342,7 +338,6 @@ impl SourceWrites {
                     "metadata": {"resourceVersion": rv},
                     "spec": obj.get("spec"),
                 });
-                self.writer.fenced(|| what.clone())?;
                 api.patch(name, &params(), &Patch::Merge(body))
                     .await
                     .map(|_| ())
@@ -366,7 +361,6 @@ impl SourceWrites {
         let api: Api<DynamicObject> = Api::namespaced_with(self.client(), ns, resource);
         let dp = conditioned(cfg.uid.clone(), cfg.resource_version.clone());
         let what = format!("ClusterConfig {ns}/{name}");
-        self.writer.fenced(|| what.clone())?;
         match api.delete(name, &dp).await {
             Ok(_) => Ok(()),
             Err(e) => match K8sError::classify("delete", what, e) {

@@ -1,6 +1,6 @@
 //! Writes: status through `/status` with server-side apply under one field manager, binding
 //! labels with a resourceVersion compare-and-swap, finalizers with JSON-patch `test`, events.
-//! Every write passes the leadership fence first, immediately before it is sent.
+//! Every write passes the leadership fence when it is sent (`Cluster::fenced`, `k8s::gate`).
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
@@ -11,7 +11,6 @@ use kube::core::{ApiResource, Request};
 use kube::{Client, Resource, ResourceExt};
 use serde::Deserialize;
 use serde_json::json;
-use std::time::Instant;
 
 use super::{Cluster, K8sError};
 use crate::api::{
@@ -24,23 +23,22 @@ use crate::leadership::Fence;
 /// Every write the operator makes goes through here: binding labels to the garden, everything
 /// else (status, finalizers, events) to the operator's own cluster. It hands out the clusters'
 /// handles, never a client: a write is made by a method of this type or of a writer built on it
-/// (`k8s::sources::SourceWrites`), and each passes the fence.
+/// (`k8s::sources::SourceWrites`), through handles fenced by its fence, so each write passes the
+/// fence when it is sent.
 #[derive(Clone)]
 pub struct Writer {
     own: Cluster,
     garden: Cluster,
     /// `reportingInstance` of the events: the replica's identity, else the field manager.
     instance: String,
-    fence: Fence,
 }
 
 impl Writer {
     pub fn new(own: Cluster, garden: Cluster, instance: Option<String>, fence: Fence) -> Self {
         Self {
             instance: instance.unwrap_or_else(|| FIELD_MANAGER.into()),
-            own,
-            garden,
-            fence,
+            own: own.fenced(&fence),
+            garden: garden.fenced(&fence),
         }
     }
 
@@ -54,17 +52,6 @@ impl Writer {
         &self.garden
     }
 
-    /// Whether this replica may write now; checked as the last step before every request, here
-    /// and by every other writer built on this one (`k8s::sources::SourceWrites`).
-    pub(crate) fn fenced(&self, what: impl FnOnce() -> String) -> Result<(), K8sError> {
-        self.fence
-            .check(Instant::now())
-            .map_err(|source| K8sError::Fenced {
-                what: what(),
-                source,
-            })
-    }
-
     /// Records the last valid HapConfig generation (`k8s::last_good`). A paused ex-leader that
     /// resumes must not write it either: it may hold an older generation than the new leader.
     pub async fn put_last_good(
@@ -72,8 +59,7 @@ impl Writer {
         record: &super::last_good::LastGoodApi,
         good: &super::last_good::LastGood,
     ) -> Result<(), K8sError> {
-        self.fenced(|| record.what())?;
-        record.put(good).await
+        record.put(&self.own, good).await
     }
 
     /// Applies a HapConfig's status, conditioned on the resourceVersion it was computed from,
@@ -92,7 +78,6 @@ impl Writer {
         });
         let what = format!("HapConfig {name}");
         let request = Request::new(HapConfig::url_path(&(), None));
-        self.fenced(|| what.clone())?;
         apply_status(self.own.kube(), &request, name, body, what)
             .await
             .map(drop)
@@ -116,7 +101,6 @@ impl Writer {
         });
         let what = format!("AccountClaim {ns}/{name}");
         let request = Request::new(AccountClaim::url_path(&(), Some(ns)));
-        self.fenced(|| what.clone())?;
         apply_status(self.own.kube(), &request, name, body, what).await
     }
 
@@ -178,8 +162,8 @@ impl Writer {
     }
 
     /// Removes labels of a binding only if the binding still has `resource_version`: the
-    /// compare-and-swap of a clean release (tenant and claimed-by) and of the removal of
-    /// claimed-by before a reuse. Returns the new resourceVersion.
+    /// compare-and-swap of a clean release (tenant and claimed-by). Returns the new
+    /// resourceVersion.
     pub async fn remove_binding_labels_cas(
         &self,
         kind: BindingKind,
@@ -193,19 +177,20 @@ impl Writer {
             .await
     }
 
-    /// The write before a multi-account fill (crate::selection::claimant): the `FILLING` record
-    /// set to `fills` and the claimed-by label removed, in one compare-and-swap. Returns the new
-    /// resourceVersion.
-    pub async fn record_fill_cas(
+    /// The write before a claim is recorded Bound to a binding it did not claim
+    /// (crate::selection::claimant): the `FILLING` record set to `claims` and the claimed-by
+    /// label removed, in one compare-and-swap on the version the use was decided on. Returns the
+    /// new resourceVersion.
+    pub async fn record_claims_cas(
         &self,
         kind: BindingKind,
         ns: &str,
         name: &str,
         resource_version: &str,
-        fills: &str,
+        claims: &str,
     ) -> Result<Option<String>, K8sError> {
         let labels = [(CLAIMED_BY, None)];
-        let annotations = [(FILLING, fills)];
+        let annotations = [(FILLING, claims)];
         self.patch_binding_cas(
             kind,
             ns,
@@ -251,7 +236,6 @@ impl Writer {
         let what = format!("{} {ns}/{name}", kind.gvk().2);
         let request = Request::new(DynamicObject::url_path(&binding_resource(kind), Some(ns)));
         let request = request.patch(name, &patch_params(), &Patch::Merge(body));
-        self.fenced(|| what.clone())?;
         send(self.garden.kube(), request, "patch")
             .await
             .map_err(|e| K8sError::classify(verb, what, e))
@@ -330,7 +314,6 @@ impl Writer {
             })?;
         let request = Request::new(AccountClaim::url_path(&(), Some(ns)));
         let request = request.patch(name, &patch_params(), &Patch::<()>::Json(patch));
-        self.fenced(|| what.clone())?;
         send(self.own.kube(), request, "patch")
             .await
             .map(drop)
@@ -346,9 +329,6 @@ impl Writer {
         action: &str,
         note: String,
     ) {
-        if self.fence.check(Instant::now()).is_err() {
-            return;
-        }
         // Created directly rather than through kube's Recorder: events come once per outcome
         // change, so its series cache buys nothing, and it swept every cached event on each
         // publish (a cost that grew with the number of claims).
@@ -383,8 +363,11 @@ impl Writer {
             Ok(request) => send(self.own.kube(), Ok(request), "create").await.map(drop),
             Err(e) => Err(e),
         };
-        if let Err(e) = sent {
-            tracing::warn!(error = %e, reason, "cannot publish event");
+        match sent {
+            // Not leading: the leader publishes what is worth saying.
+            Err(e) if super::gate::NotSent::of(&e).is_some() => {}
+            Err(e) => tracing::warn!(error = %e, reason, "cannot publish event"),
+            Ok(()) => {}
         }
     }
 }

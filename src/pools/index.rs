@@ -372,6 +372,22 @@ impl Inventory {
         true
     }
 
+    /// A binding as this replica's own compare-and-swap left it, before its watch event comes:
+    /// a sibling decided right after the write then decides on the binding's new version, not
+    /// on one it would only conflict on. Unlike a watch event it says nothing about other
+    /// bindings, so the watch's position does not move. Returns whether the index took it.
+    pub fn apply_written_binding(&mut self, view: BindingView) -> bool {
+        let rv = view.resource_version.clone();
+        if !self.admit(Kind::Binding, &view.name, rv.as_deref()) {
+            return false;
+        }
+        if let Some(old) = self.bindings.remove(&view.name) {
+            self.unindex_binding(&old);
+        }
+        self.insert_binding(view);
+        true
+    }
+
     /// A binding was deleted at `rv`. Returns whether the index held it.
     pub fn delete_binding(&mut self, name: &str, rv: Option<&str>) -> bool {
         self.delete(Kind::Binding, name, rv)

@@ -1,54 +1,63 @@
-//! Before a claim is bound to a binding another claim claimed: the `CLAIMED_BY` record goes; and
-//! before a multi-account fill, the claim's `FILLING` record is written.
+//! Before a claim is recorded Bound to a binding it did not claim, the claim records itself on
+//! the binding; a release counts the claims the binding's records name.
 //!
-//! A clean release (crate::release, step 9) trusts only what one claim alone did with a binding.
-//! `CLAIMED_BY` names the claim whose claim write gave the binding its tenant; the first time any
-//! other claim is bound to it (reused, filled, pinned, adopted), the label is removed with a
-//! compare-and-swap before that claim is recorded Bound. From then on no claim can release the
-//! binding clean, whichever goes last: a cluster of the other claim may have run in the account.
+//! Every decision that depends on a binding's state is conditioned on that binding: it is taken
+//! on the binding's resourceVersion as the index has it and writes the binding with a
+//! compare-and-swap on that version before anything else. A claim write sets the tenant and
+//! `CLAIMED_BY` together; a use (reuse, fill, pin, adoption) sets `FILLING` to the claims being
+//! bound there, itself included, and removes `CLAIMED_BY`; a release sets the dirty label or
+//! removes the tenant. Two decisions on one binding therefore conflict whatever time lies
+//! between a write's decision and its landing: a release a paused leader decided and sent cannot
+//! land after the next leader's use of the binding, nor a use after the next leader's release.
+//! The status write of a use comes after its record, and while that status does not show, every
+//! leader counts the recorded claim (`pending_claims`): as a user when it releases, as one of
+//! the binding's clusters when it fills (DESIGN §5.3). A late status write of a claim whose
+//! record a release could not count (the claim was deleted or denied since) conflicts on the
+//! claim's own version. Shared and internal bindings are never written and never released, so a
+//! use of one records nothing.
 //!
-//! A fill (`UseReason::FilledMostPopulated`) is the one use counted against a limit. Its status
-//! write alone would not move the binding, so a leader that takes over while the previous one's
-//! status write is still in flight would count one cluster too few and could put the binding over
-//! its limit (DESIGN §5.3). So the fill first records its claim in the binding's `FILLING`
-//! annotation with a compare-and-swap: every leader counts the claims the records name whose
-//! status it does not see yet (`pending_claims`: the fills and the claim write's claimed-by) as
-//! clusters of the binding, and such a pending claim finds its own binding there. A fill that
-//! removes claimed-by moves a still-pending claiming claim into `FILLING`, so it stays counted.
+//! `CLAIMED_BY` names the claim whose claim write gave the binding its tenant. The first use by
+//! any other claim removes it, so that no release can take the binding for one only that claim
+//! touched: a cluster of the other claim may have run in the account, whichever goes last. A use
+//! that removes it while its claim is still pending moves that claim into `FILLING`.
+//!
+//! `FILLING` is one annotation, a comma-separated list of claim uids, so a use costs one small
+//! merge patch; each use rewrites it with only the claims still pending, so it stays as short
+//! as the number of uses in flight. A claim whose own record is on the binding already (its
+//! status write failed and it is decided again) writes nothing.
 //!
 //! A claim write of a paused leader that lands after the next leader bound the claim elsewhere
 //! leaves a stray: a binding whose claimed-by names a claim Bound to another one
 //! (`stray_claimant`). No compare-and-swap can stop that write (it goes to another binding), so
 //! the stray is kept from selection and given back clean by its claimant's reconcile.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::labels::{CLAIMED_BY, FILLING};
 use crate::pools::{ClaimView, Inventory};
 
-use super::{Choice, InFlight, UseReason};
+use super::{Choice, InFlight};
+
+/// How long a use waits for a sibling's write on the same binding before it sends its own.
+const SIBLING_WRITE: Duration = Duration::from_secs(5);
 
 /// What has to happen on `binding` before a claim that did not claim it is recorded Bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BeforeUse {
-    /// Nothing on the binding: record the claim Bound.
+    /// Nothing on the binding: record the claim Bound. Its record is there already, or the
+    /// binding is shared or internal (never written, never released).
     Bind,
-    /// Remove `CLAIMED_BY`, conditioned on this version, then record the claim Bound. A conflict
-    /// means the binding moved: decide again.
-    Unclaim {
+    /// Set `FILLING` to `claims` (the claims recorded there that are still pending, this claim
+    /// included) and remove `CLAIMED_BY`, in one write conditioned on this version, then record
+    /// the claim Bound. A conflict means the binding moved: decide again.
+    Record {
         binding: String,
         expected_resource_version: Option<String>,
-    },
-    /// A fill: set `FILLING` to `fills` (the pending fills still pending, this claim included)
-    /// and remove `CLAIMED_BY`, in one write conditioned on this version, then record the claim
-    /// Bound. A conflict means the binding moved: decide again.
-    Fill {
-        binding: String,
-        expected_resource_version: Option<String>,
-        fills: String,
+        claims: String,
     },
     /// Another claim's claim write of the binding is not in the index yet, so its `CLAIMED_BY`
-    /// cannot be seen (nor removed): decide again once it is.
+    /// cannot be seen (nor removed), or another claim's use of it is being written by this
+    /// replica: decide again once it is answered.
     Wait { binding: String },
 }
 
@@ -61,55 +70,72 @@ pub fn before_use(
     choice: &Choice,
     now: Instant,
 ) -> BeforeUse {
-    let Choice::Use { binding, decision } = choice else {
+    let Choice::Use { binding, .. } = choice else {
         return BeforeUse::Bind;
     };
-    if inflight
-        .claim_of(binding, now)
-        .is_some_and(|p| p.claim_uid != claim_uid)
-    {
-        return BeforeUse::Wait {
-            binding: binding.to_string(),
-        };
+    match inflight.claim_of(binding, now) {
+        Some(p) if p.claim_uid != claim_uid => {
+            return BeforeUse::Wait {
+                binding: binding.to_string(),
+            };
+        }
+        // Its own claim write, which carries its claimed-by record, is not in the index yet.
+        Some(_) => return BeforeUse::Bind,
+        None => {}
     }
     let Some(entry) = inv.binding(binding) else {
         return BeforeUse::Bind;
     };
-    let expected_resource_version = entry.view.resource_version.clone();
-    let others: Vec<&str> = pending_claims(inv, inflight, binding, now)
+    let labels = &entry.view.labels;
+    let shared = labels.get(&inv.keys().shared).is_some_and(|v| v == "true");
+    if entry.internal || shared {
+        return BeforeUse::Bind;
+    }
+    let claimed_by = labels.get(CLAIMED_BY);
+    let recorded = records(entry.view.annotations.get(FILLING)).any(|u| u == claim_uid);
+    if claimed_by.is_some_and(|by| by == claim_uid) || (claimed_by.is_none() && recorded) {
+        return BeforeUse::Bind;
+    }
+    // A sibling's record on this binding is being written: its answer moves the version, so a
+    // record sent now would only conflict. Waiting is for throughput alone; the compare-and-swap
+    // keeps it safe, so a write that takes longer than this is not waited for.
+    if inflight.assigning_other(binding, claim_uid, SIBLING_WRITE, now) {
+        return BeforeUse::Wait {
+            binding: binding.to_string(),
+        };
+    }
+    let mut claims: Vec<&str> = pending_claims(inv, inflight, binding, now)
         .map(|c| c.uid.as_str())
         .filter(|u| *u != claim_uid)
         .collect();
-    let claimed_by = entry.view.labels.get(CLAIMED_BY);
-    let removes = claimed_by.is_some_and(|by| by != claim_uid);
-    // A fill is counted against a limit; a claimed-by record that goes must not take a claim
-    // still pending with it (it stays counted in `FILLING`).
-    let pending_by = claimed_by.is_some_and(|by| others.contains(&by.as_str()));
-    if *decision == UseReason::FilledMostPopulated || pending_by {
-        let mut fills = others;
-        fills.push(claim_uid);
-        fills.sort_unstable();
-        fills.dedup();
-        return BeforeUse::Fill {
-            binding: binding.to_string(),
-            expected_resource_version,
-            fills: fills.join(","),
-        };
+    claims.push(claim_uid);
+    claims.sort_unstable();
+    claims.dedup();
+    BeforeUse::Record {
+        binding: binding.to_string(),
+        expected_resource_version: entry.view.resource_version.clone(),
+        claims: claims.join(","),
     }
-    if removes {
-        return BeforeUse::Unclaim {
-            binding: binding.to_string(),
-            expected_resource_version,
-        };
-    }
-    BeforeUse::Bind
+}
+
+/// The claim uids of a `FILLING` record.
+fn records(record: Option<&String>) -> impl Iterator<Item = &str> {
+    record
+        .into_iter()
+        .flat_map(|r| r.split(','))
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
 }
 
 /// The claims the binding's records name (`CLAIMED_BY` and `FILLING`) that still count as its
 /// clusters although the index shows no status for them: they exist, belong to the binding's
-/// tenant, record no binding and no denial yet, and are not being written to another binding by
-/// this replica. A claim write or fill whose status is still in flight, perhaps from a previous
-/// leader.
+/// tenant, are not being deleted, record no binding and no denial yet, and are not being written
+/// to another binding by this replica. A claim write or use whose status is still in flight,
+/// perhaps from a previous leader. A claim being deleted or denied is not one: its deletion or
+/// denial moved its resourceVersion, on which a status write of it is conditioned, so no status
+/// of it can land Bound any more. The index knows every claim a record names unless the claim is
+/// gone: a record is written by a leader that knew the claim, and a replica lists the claims
+/// when it starts leading, after that leader's fence closed.
 pub fn pending_claims<'a>(
     inv: &'a Inventory,
     inflight: &'a InFlight,
@@ -119,16 +145,16 @@ pub fn pending_claims<'a>(
     let entry = inv.binding(binding);
     let tenant = entry.and_then(|e| e.view.labels.get(&inv.keys().tenant_name));
     let claimed_by = entry.and_then(|e| e.view.labels.get(CLAIMED_BY));
-    let fills = entry.and_then(|e| e.view.annotations.get(FILLING));
-    let fills = fills.into_iter().flat_map(|r| r.split(','));
+    let fills = records(entry.and_then(|e| e.view.annotations.get(FILLING)));
     claimed_by
         .map(String::as_str)
         .into_iter()
         .chain(fills)
-        .filter_map(|uid| inv.claim(uid.trim()))
+        .filter_map(|uid| inv.claim(uid))
         .filter(move |c| {
             tenant == Some(&c.global_account)
                 && c.bound_binding.is_none()
+                && !c.deleting
                 && !c.denied
                 && !assigned_elsewhere(inflight, c, binding, now)
         })
@@ -218,6 +244,7 @@ fn strays<'a>(
 mod tests {
     use super::*;
     use crate::pools::tests::{binding, claim, inventory, pool};
+    use crate::selection::UseReason;
 
     fn reuse(b: &str) -> Choice {
         Choice::Use {
@@ -244,9 +271,10 @@ mod tests {
         let now = Instant::now();
         assert_eq!(
             before_use(&inv, &fl, "uid-second", &reuse("b"), now),
-            BeforeUse::Unclaim {
+            BeforeUse::Record {
                 binding: "b".into(),
-                expected_resource_version: Some("rv-b".into())
+                expected_resource_version: Some("rv-b".into()),
+                claims: "uid-second".into(),
             }
         );
         // The claim that claimed it binds without a write (a status write that failed, again).
@@ -254,19 +282,114 @@ mod tests {
             before_use(&inv, &fl, "uid-first", &reuse("b"), now),
             BeforeUse::Bind
         );
-        // No record (removed already, or never written): nothing to remove.
-        let bare = inventory(
-            vec![binding(
-                "b",
-                &[("hyperscalerType", "aws"), ("tenantName", "ga")],
-            )],
-            vec![],
-            vec![],
-        );
+    }
+
+    /// A reuse that wrote nothing on the binding left its version as it was: a release decided
+    /// on that version by a previous leader (dirty, its write still in flight) would land under
+    /// the reused cluster. So every use of a binding the operator may release records itself.
+    #[test]
+    fn a_plain_reuse_records_its_claim_on_the_binding_before_its_status() {
+        let now = Instant::now();
+        let fl = InFlight::default();
+        let bare = binding("b", &[("hyperscalerType", "aws"), ("tenantName", "ga")]);
+        let inv = inventory(vec![bare.clone()], vec![], vec![]);
         assert_eq!(
-            before_use(&bare, &fl, "uid-second", &reuse("b"), now),
+            before_use(&inv, &fl, "uid-second", &reuse("b"), now),
+            BeforeUse::Record {
+                binding: "b".into(),
+                expected_resource_version: Some("rv-b".into()),
+                claims: "uid-second".into(),
+            }
+        );
+        // Its own record is there already (a status write that failed, again): nothing to write,
+        // every leader counts it while its status does not show.
+        let mut mine = bare;
+        mine.annotations.insert(FILLING.into(), "uid-second".into());
+        let inv = inventory(vec![mine], vec![], vec![]);
+        assert_eq!(
+            before_use(&inv, &fl, "uid-second", &reuse("b"), now),
             BeforeUse::Bind
         );
+    }
+
+    /// Concurrent uses of one binding in this replica are written one after the other: each
+    /// record moves the binding's version, so a second one sent meanwhile would only conflict.
+    #[test]
+    fn a_use_waits_while_a_siblings_use_of_the_binding_is_being_written() {
+        let now = Instant::now();
+        let b = binding("b", &[("hyperscalerType", "aws"), ("tenantName", "ga")]);
+        let inv = inventory(vec![b], vec![], vec![]);
+        let mut fl = InFlight::default();
+        let sibling = claim("sibling", "ga", None, None);
+        fl.record(&sibling, &pool("aws", false, false), &reuse("b"), now);
+        assert_eq!(
+            before_use(&inv, &fl, "uid-second", &reuse("b"), now),
+            BeforeUse::Wait {
+                binding: "b".into()
+            }
+        );
+        // Its own write in progress does not hold it; a sibling's answered write no longer does.
+        assert!(matches!(
+            before_use(&inv, &fl, "uid-sibling", &reuse("b"), now),
+            BeforeUse::Record { .. }
+        ));
+        fl.assignment_written("uid-sibling", now);
+        assert!(matches!(
+            before_use(&inv, &fl, "uid-second", &reuse("b"), now),
+            BeforeUse::Record { .. }
+        ));
+    }
+
+    /// The operator never writes a shared or internal binding, and never releases one either:
+    /// a use of one needs no record.
+    #[test]
+    fn a_use_of_a_shared_or_internal_binding_writes_nothing_on_it() {
+        let now = Instant::now();
+        let fl = InFlight::default();
+        for extra in [("shared", "true"), ("internal", "true")] {
+            let b = binding(
+                "b",
+                &[("hyperscalerType", "aws"), ("tenantName", "ga"), extra],
+            );
+            let inv = inventory(vec![b], vec![], vec![]);
+            assert_eq!(
+                before_use(&inv, &fl, "uid-second", &reuse("b"), now),
+                BeforeUse::Bind,
+                "{extra:?}"
+            );
+        }
+    }
+
+    /// A record counts only claims whose status may still land Bound there: not a claim that is
+    /// gone, being deleted (its deletion moved its version, so a late status write of it fails),
+    /// denied, another tenant's, or recorded on another binding.
+    #[test]
+    fn a_record_counts_only_claims_whose_status_may_still_land_there() {
+        let now = Instant::now();
+        let fl = InFlight::default();
+        let mut b = binding("b", &[("hyperscalerType", "aws"), ("tenantName", "ga")]);
+        b.annotations.insert(
+            FILLING.into(),
+            "uid-p,uid-gone,uid-del,uid-den,uid-other,uid-bound".into(),
+        );
+        let claims = vec![
+            claim("p", "ga", None, None),
+            ClaimView {
+                deleting: true,
+                ..claim("del", "ga", None, None)
+            },
+            ClaimView {
+                denied: true,
+                ..claim("den", "ga", None, None)
+            },
+            claim("other", "gb", None, None),
+            claim("bound", "ga", None, Some("b2")),
+        ];
+        let inv = inventory(vec![b], claims, vec![]);
+        let pending: Vec<&str> = pending_claims(&inv, &fl, "b", now)
+            .map(|c| c.uid.as_str())
+            .collect();
+        assert_eq!(pending, ["uid-p"]);
     }
 
     #[test]
@@ -316,10 +439,10 @@ mod tests {
         // the record of a claim that is gone is dropped.
         assert_eq!(
             before_use(&inv, &fl, "uid-new", &fill("b"), now),
-            BeforeUse::Fill {
+            BeforeUse::Record {
                 binding: "b".into(),
                 expected_resource_version: Some("rv-b".into()),
-                fills: "uid-first,uid-new,uid-other".into(),
+                claims: "uid-first,uid-new,uid-other".into(),
             }
         );
         // Anything but a Use needs nothing on the binding.
@@ -423,10 +546,10 @@ mod tests {
         );
         assert_eq!(
             before_use(&inv, &InFlight::default(), "uid-second", &reuse("b"), now),
-            BeforeUse::Fill {
+            BeforeUse::Record {
                 binding: "b".into(),
                 expected_resource_version: Some("rv-b".into()),
-                fills: "uid-first,uid-second".into(),
+                claims: "uid-first,uid-second".into(),
             }
         );
     }

@@ -484,6 +484,23 @@ impl InFlight {
             .filter(|a| self.live(a.since, now))
     }
 
+    /// Whether another claim than `claim_uid` is being written onto `binding` by this replica
+    /// right now (its use record or status write sent, no answer yet), for at most `recent`.
+    pub fn assigning_other(
+        &self,
+        binding: &str,
+        claim_uid: &str,
+        recent: Duration,
+        now: Instant,
+    ) -> bool {
+        self.assignments.iter().any(|(uid, a)| {
+            uid != claim_uid
+                && a.binding == binding
+                && a.state == WriteState::Writing
+                && now.saturating_duration_since(a.since) < recent
+        })
+    }
+
     /// Number of records, live or not yet expired (for metrics).
     pub fn len(&self) -> usize {
         self.claims.len() + self.releases.len() + self.assignments.len()

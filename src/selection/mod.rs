@@ -28,11 +28,12 @@
 //!   is a person's explicit choice.
 //! - A cordoned binding (`accountpool.io/cordoned=true`, crate::pools::lifecycle) is never
 //!   claimed; a tenant that already holds it keeps using it, so its clusters stay together.
-//! - A binding another claim claimed loses that claim's `claimed-by` record before a `Use` of it
-//!   is recorded (`claimant::before_use`), so that no later release can take it for untouched.
-//! - A multi-account fill records its claim on the binding (`FILLING`) before its status, and
-//!   every leader counts the recorded fills whose status it does not see yet: a status write of
-//!   a previous leader still in flight cannot put the binding over its limit.
+//! - Every `Use` of a binding the operator may release records its claim there (`FILLING`, and
+//!   another claim's `claimed-by` removed) with a compare-and-swap before its status
+//!   (`claimant::before_use`): no later release can take the binding for untouched, a release
+//!   decided on the older version fails, and every leader counts the recorded claims whose status
+//!   it does not see yet, so a status write of a previous leader still in flight can neither put
+//!   the binding over its limit nor land on a binding released under it.
 
 pub mod claimant;
 mod hash;

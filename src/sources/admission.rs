@@ -19,12 +19,16 @@
 //!   allows that change), and the annotation names the only ClusterConfig the operator writes.
 //! - A claim being deleted never answers `Bound`, and a claim read again counts only if it is the
 //!   same claim (uid) for the same request.
+//! - The tenant policy is decided here for every request that leads to a claim, because only
+//!   admission knows the user: a claim the webhook creates, and a Cluster the source pass will
+//!   claim for ([`tenant_ask`]). The allowing rule is recorded on the claim or the object, and on
+//!   every CREATE and UPDATE the record is the webhook's ([`record_ops`]), never the requester's.
 
 use serde_json::{Value, json};
 
 use super::naming::{
-    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_CLUSTER_CONFIG, SourceRef, claim_name,
-    cluster_config_name, generated_cluster_config_name,
+    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_CLUSTER_CONFIG, ANNOTATION_TENANT_RULE, SourceRef,
+    claim_name, cluster_config_name, generated_cluster_config_name,
 };
 use super::{CompiledSource, CompiledSources};
 use crate::api::conditions::{reasons, types};
@@ -94,6 +98,9 @@ pub struct ClaimPlan {
     pub cluster_config: Option<String>,
     pub(crate) has_annotations: bool,
     pub(crate) has_cluster_configs: bool,
+    /// The `spec.tenants` rule the webhook allowed the user under (set by the webhook, which
+    /// knows the user); recorded on the claim for the operator's own check.
+    pub tenant_rule: Option<String>,
 }
 
 impl ClaimPlan {
@@ -109,6 +116,7 @@ impl ClaimPlan {
             &self.claim_namespace,
             &self.claim_name,
             &self.spec,
+            self.tenant_rule.as_deref(),
         )
     }
 }
@@ -295,6 +303,7 @@ fn plan_create(req: &Request<'_>, serving: &Serving<'_>) -> Plan {
         cluster_config,
         has_annotations,
         has_cluster_configs,
+        tenant_rule: None,
     }))
 }
 
@@ -503,11 +512,99 @@ pub fn finish(plan: &ClaimPlan, state: &ClaimState) -> Verdict {
                 plan.claim_ref()
             ))
         }
-        ClaimState::Conflict { existing } => Verdict::Deny(format!(
-            "hap-operator cannot serve {what} ({via}) yet: AccountClaim {} still holds the request of an earlier object of this name (globalAccount={}, plan={}); it goes once that object is released. Retry",
+        // The earlier request may be another requester's: its global account and plan are not
+        // this requester's to read.
+        ClaimState::Conflict { .. } => Verdict::Deny(format!(
+            "hap-operator cannot serve {what} ({via}) yet: AccountClaim {} still holds the request of an earlier object of this name; it goes once that object is released. Retry",
             plan.claim_ref(),
-            existing.global_account,
-            existing.plan
         )),
+    }
+}
+
+/// What the tenant policy is asked for a request the source pass will create a claim for (an
+/// openmcp Cluster), decided by the webhook because only it knows the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantAsk {
+    pub source_id: String,
+    pub namespace: String,
+    pub global_account: String,
+    /// The ClusterConfig the Cluster references (`None` while its name is to be generated).
+    pub cluster_config: Option<String>,
+}
+
+/// The tenant decision a request needs at admission besides a [`Plan::Claim`]'s: a Cluster the
+/// source pass will claim for — created with a generated name, created with its ClusterConfig
+/// reference listed, or updated so that it becomes served and referenced or asks for something
+/// else. `None` for every other request.
+pub fn tenant_ask(req: &Request<'_>, serving: &Serving<'_>) -> Option<TenantAsk> {
+    if req.kind != SourceKind::Cluster {
+        return None;
+    }
+    match req.operation {
+        Operation::Create => pass_claims(req, req.object, serving),
+        Operation::Update => {
+            let after = pass_claims(req, req.object, serving)?;
+            let before = req.old_object.and_then(|o| pass_claims(req, o, serving));
+            (before.as_ref() != Some(&after)).then_some(after)
+        }
+        Operation::Other => None,
+    }
+}
+
+/// What the pass would claim for this Cluster: it is served, its request derives, and it is
+/// referenced (or its name is still to be generated, which a CREATE references now).
+fn pass_claims(req: &Request<'_>, obj: &Value, serving: &Serving<'_>) -> Option<TenantAsk> {
+    let mut facts = req.kind.facts(obj);
+    if facts.namespace.is_empty() {
+        facts.namespace = req.namespace.to_string();
+    }
+    let source = serving.sources.serving(req.kind, &facts)?;
+    let cluster_config = match &facts.name {
+        Some(name) => Some(super::sync::referenced_config(obj, name)?),
+        None if req.operation == Operation::Create => None,
+        None => return None,
+    };
+    let spec = source.derive(obj).ok()?;
+    Some(TenantAsk {
+        source_id: source.id.clone(),
+        namespace: facts.namespace,
+        global_account: spec.global_account,
+        cluster_config,
+    })
+}
+
+/// The operations that leave the object's [`ANNOTATION_TENANT_RULE`] as the webhook decided it:
+/// `decided` is `Some(rule)` when the webhook decided the policy on this request (the allowing
+/// rule, `None` without a policy), else the old object's record stands (nothing on a CREATE).
+/// A record the requester wrote never stands. `ops` are the operations already planned, which
+/// may create the annotations map.
+pub fn record_ops(req: &Request<'_>, ops: &[Value], decided: Option<Option<&str>>) -> Vec<Value> {
+    let want = match decided {
+        Some(rule) => rule,
+        None => req
+            .old_object
+            .filter(|_| req.operation == Operation::Update)
+            .and_then(|o| annotation(o, ANNOTATION_TENANT_RULE)),
+    };
+    if annotation(req.object, ANNOTATION_TENANT_RULE) == want {
+        return Vec::new();
+    }
+    let path = format!("/metadata/annotations/{}", escape(ANNOTATION_TENANT_RULE));
+    let Some(rule) = want else {
+        return vec![json!({"op": "remove", "path": path})];
+    };
+    let has_map = req
+        .object
+        .pointer("/metadata/annotations")
+        .is_some_and(Value::is_object)
+        || ops
+            .iter()
+            .any(|o| o.get("path").and_then(Value::as_str) == Some("/metadata/annotations"));
+    if has_map {
+        vec![json!({"op": "add", "path": path, "value": rule})]
+    } else {
+        vec![
+            json!({"op": "add", "path": "/metadata/annotations", "value": {ANNOTATION_TENANT_RULE: rule}}),
+        ]
     }
 }

@@ -617,3 +617,139 @@ fn a_cluster_update_cannot_move_or_drop_its_cluster_config_annotation() {
         Plan::Untouched
     );
 }
+
+/// The Cluster paths whose claim the source pass creates never reach `Plan::Claim`: each one
+/// asks the tenant policy at admission; requests the webhook serves itself, and updates that
+/// change nothing the pass would claim, do not.
+#[test]
+fn every_cluster_path_the_pass_claims_for_asks_the_tenant_policy_at_admission() {
+    let s = sources(SOURCES);
+    let sv = serving(&s);
+    let ask = |req: &Request<'_>| tenant_ask(req, &sv);
+    let generated = cluster(None, json!(["workload"]), None);
+    let a = ask(&create(SourceKind::Cluster, "platform", &generated)).expect("generateName");
+    assert_eq!(
+        (
+            a.source_id.as_str(),
+            a.namespace.as_str(),
+            a.global_account.as_str()
+        ),
+        ("mcp", "platform", "acme")
+    );
+    let pre = cluster(
+        Some("c1"),
+        json!(["mcp"]),
+        Some(json!([{"name": "c1--hap"}])),
+    );
+    assert_eq!(
+        plan_for(&s, SourceKind::Cluster, "platform", &pre),
+        Plan::Untouched
+    );
+    let a = ask(&create(SourceKind::Cluster, "platform", &pre)).expect("reference listed");
+    assert_eq!(a.cluster_config.as_deref(), Some("c1--hap"));
+    // Served through its own claim (`Plan::Claim`), which asks the policy there.
+    let named = cluster(Some("c1"), json!(["mcp"]), None);
+    assert_eq!(ask(&create(SourceKind::Cluster, "platform", &named)), None);
+    // An UPDATE that adds the reference, one that makes a referenced Cluster served, and one
+    // that changes the global account of a referenced Cluster.
+    assert!(ask(&update(SourceKind::Cluster, "platform", &named, &pre)).is_some());
+    let unserved = cluster(
+        Some("c1"),
+        json!(["platform"]),
+        Some(json!([{"name": "c1--hap"}])),
+    );
+    assert_eq!(
+        ask(&create(SourceKind::Cluster, "platform", &unserved)),
+        None
+    );
+    assert!(ask(&update(SourceKind::Cluster, "platform", &unserved, &pre)).is_some());
+    let mut other_ga = pre.clone();
+    other_ga["metadata"]["labels"]["metadata.open-control-plane.io/project"] = json!("globex");
+    assert!(ask(&update(SourceKind::Cluster, "platform", &pre, &other_ga)).is_some());
+    // Nothing the pass would claim changes: no new decision (the old record stands).
+    let mut relabelled = pre.clone();
+    relabelled["metadata"]["labels"]["x"] = json!("y");
+    assert_eq!(
+        ask(&update(SourceKind::Cluster, "platform", &pre, &relabelled)),
+        None
+    );
+    let shoot = shoot(shoot_labels());
+    assert_eq!(ask(&create(SourceKind::Shoot, "garden-kyma", &shoot)), None);
+}
+
+/// The record of the tenant decision is the webhook's alone: a CREATE carries the decided rule
+/// or nothing, an UPDATE the decided rule or the old object's record, whatever the request
+/// wrote.
+#[test]
+fn a_record_the_requester_writes_never_stands() {
+    const KEY: &str = "accountpool.io/tenant-rule";
+    let bare = cluster(None, json!(["workload"]), None);
+    let mut forged = bare.clone();
+    forged["metadata"]["annotations"] = json!({KEY: "openmcp", "other": "kept"});
+    let req = create(SourceKind::Cluster, "platform", &forged);
+    let out = apply(&forged, &record_ops(&req, &[], None));
+    assert_eq!(out["metadata"]["annotations"], json!({"other": "kept"}));
+    let out = apply(&forged, &record_ops(&req, &[], Some(None)));
+    assert_eq!(out["metadata"]["annotations"], json!({"other": "kept"}));
+    // Decided: written, with or without an annotations map, or after ops that create it.
+    let req = create(SourceKind::Cluster, "platform", &bare);
+    let out = apply(&bare, &record_ops(&req, &[], Some(Some("openmcp"))));
+    assert_eq!(out["metadata"]["annotations"][KEY], "openmcp");
+    let s = sources(SOURCES);
+    let Plan::Patch { mut ops, .. } = plan_for(&s, SourceKind::Cluster, "platform", &bare) else {
+        panic!("patch")
+    };
+    let record = record_ops(&req, &ops, Some(Some("openmcp")));
+    ops.extend(record);
+    let out = apply(&bare, &ops);
+    assert_eq!(out["metadata"]["annotations"][KEY], "openmcp");
+    assert_eq!(
+        out["metadata"]["annotations"]["accountpool.io/cluster-config"],
+        "workload-hap-x7k2m9qa"
+    );
+    let req = create(SourceKind::Cluster, "platform", &forged);
+    let out = apply(&forged, &record_ops(&req, &[], Some(Some("real"))));
+    assert_eq!(out["metadata"]["annotations"][KEY], "real");
+    // An UPDATE keeps the old record: neither changed, dropped nor added by the requester.
+    let mut old = cluster(Some("c1"), json!(["mcp"]), None);
+    old["metadata"]["annotations"] = json!({KEY: "openmcp"});
+    let mut changed = old.clone();
+    changed["metadata"]["annotations"][KEY] = json!("other");
+    let req = update(SourceKind::Cluster, "platform", &old, &changed);
+    assert_eq!(apply(&changed, &record_ops(&req, &[], None)), old);
+    let mut dropped = old.clone();
+    dropped["metadata"]
+        .as_object_mut()
+        .expect("meta")
+        .remove("annotations");
+    let req = update(SourceKind::Cluster, "platform", &old, &dropped);
+    assert_eq!(apply(&dropped, &record_ops(&req, &[], None)), old);
+    let plain = cluster(Some("c1"), json!(["mcp"]), None);
+    let req = update(SourceKind::Cluster, "platform", &plain, &old);
+    let mut without = plain.clone();
+    without["metadata"]["annotations"] = json!({});
+    assert_eq!(apply(&old, &record_ops(&req, &[], None)), without);
+}
+
+/// A conflicting claim may hold another requester's request: the denial names the claim only.
+#[test]
+fn a_conflict_does_not_disclose_the_earlier_request() {
+    let s = sources(SOURCES);
+    let p = shoot_plan(&s);
+    let mut existing = p.spec.clone();
+    existing.global_account = "ga-secret".into();
+    existing.plan = "secret-plan".into();
+    let Verdict::Deny(message) = finish(
+        &p,
+        &ClaimState::Conflict {
+            existing: Box::new(existing),
+        },
+    ) else {
+        panic!("allowed")
+    };
+    assert!(message.contains(&p.claim_ref()), "{message}");
+    assert!(
+        !message.contains("ga-secret") && !message.contains("secret-plan"),
+        "{message}"
+    );
+}

@@ -28,6 +28,13 @@ pub const ANNOTATION_SOURCE: &str = "accountpool.io/source";
 /// clean-up's grace period runs from here, not from the claim's creation.
 pub const ANNOTATION_ADMITTED_AT: &str = "accountpool.io/admitted-at";
 
+/// On a served object and on the claim made for it: the `spec.tenants` rule under which the
+/// webhook found the requesting user allowed (the user is known at admission only). The webhook
+/// writes it on every CREATE and UPDATE of a source kind it sees, whatever the request carried,
+/// and only the operator writes claims in its claim namespace; so the operator can check a claim
+/// the source pass creates against the user's rule without knowing the user.
+pub const ANNOTATION_TENANT_RULE: &str = "accountpool.io/tenant-rule";
+
 /// On a served object: the AccountClaim that serves it (`<namespace>/<name>`).
 pub const ANNOTATION_ACCOUNT_CLAIM: &str = "accountpool.io/account-claim";
 /// On a served openmcp Cluster: the ClusterConfig that carries its binding.
@@ -133,13 +140,20 @@ pub fn openmcp_shoot_name(
 }
 
 /// The AccountClaim the operator creates for an object, with the release finalizer already in
-/// place (which saves the leader a write before it can decide).
+/// place (which saves the leader a write before it can decide), and the rule admission allowed
+/// its user under, if one did.
 pub fn claim_object(
     source: &SourceRef,
     namespace: &str,
     name: &str,
     spec: &crate::api::AccountClaimSpec,
+    tenant_rule: Option<&str>,
 ) -> serde_json::Value {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(ANNOTATION_SOURCE.into(), source.describe().into());
+    if let Some(rule) = tenant_rule {
+        annotations.insert(ANNOTATION_TENANT_RULE.into(), rule.into());
+    }
     serde_json::json!({
         "apiVersion": "accountpool.io/v1alpha1",
         "kind": "AccountClaim",
@@ -147,7 +161,7 @@ pub fn claim_object(
             "name": name,
             "namespace": namespace,
             "labels": source.labels(),
-            "annotations": {ANNOTATION_SOURCE: source.describe()},
+            "annotations": annotations,
             "finalizers": [crate::api::CLAIM_FINALIZER],
         },
         "spec": spec,

@@ -20,8 +20,9 @@ use serde_json::Value;
 
 use super::clusterconfig::{ClusterConfigFor, cluster_config, sets_binding};
 use super::naming::{
-    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_ADMITTED_AT, ANNOTATION_CLUSTER_CONFIG, LABEL_MANAGED_BY,
-    MANAGED_BY, SourceRef, claim_name, claim_object, cluster_config_name,
+    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_ADMITTED_AT, ANNOTATION_CLUSTER_CONFIG,
+    ANNOTATION_TENANT_RULE, LABEL_MANAGED_BY, MANAGED_BY, SourceRef, claim_name, claim_object,
+    cluster_config_name,
 };
 use super::{CompiledSource, CompiledSources};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -288,7 +289,7 @@ fn key(ns: &str, name: &str) -> (String, String) {
 
 /// The ClusterConfig a served Cluster references: the one its annotation names, or
 /// `<name>--hap`, if `spec.clusterConfigs` lists it.
-fn referenced_config(cluster: &Value, name: &str) -> Option<String> {
+pub(crate) fn referenced_config(cluster: &Value, name: &str) -> Option<String> {
     let wanted = str_at(
         cluster,
         &format!(
@@ -511,9 +512,14 @@ impl<'i, 'a> Planner<'i, 'a> {
             self.counts.entry(s.id.as_str()).or_default().unserved += 1;
             return;
         };
-        if adopt {
+        // The webhook's record of the user's rule stands for the user, whom only admission knows;
+        // an adoption is checked without it (by the object's kind and namespace).
+        let tenant_rule = if adopt {
             spec.adopt_binding = existing_binding;
-        }
+            None
+        } else {
+            str_at(o.obj, &pointer("annotations", ANNOTATION_TENANT_RULE))
+        };
         let r = SourceRef {
             source_id: s.id.clone(),
             kind: o.kind,
@@ -522,7 +528,7 @@ impl<'i, 'a> Planner<'i, 'a> {
             uid: o.uid,
         };
         self.actions.push(Action::CreateClaim {
-            claim: claim_object(&r, self.input.claim_namespace, &o.cname, &spec),
+            claim: claim_object(&r, self.input.claim_namespace, &o.cname, &spec, tenant_rule),
         });
     }
 

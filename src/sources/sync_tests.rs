@@ -219,6 +219,42 @@ fn a_cluster_referencing_its_config_without_a_claim_gets_one() {
             .as_str()
             .is_some_and(|n| n.starts_with("s-"))
     );
+    assert!(
+        claim["metadata"]["annotations"]
+            .get("accountpool.io/tenant-rule")
+            .is_none(),
+        "no admission record on the Cluster, none on its claim"
+    );
+}
+
+/// The webhook's record of the rule the user was allowed under travels from the Cluster onto
+/// the claim the pass creates; an adoption is checked without it.
+#[test]
+fn the_admission_record_travels_from_the_cluster_to_its_claim_but_not_to_an_adoption() {
+    let s = sources();
+    let mut c = cluster("workload-x1");
+    c["metadata"]["annotations"]["accountpool.io/tenant-rule"] = json!("openmcp");
+    let mut r = runtime("r1", "aws-7");
+    r["metadata"]["annotations"] = json!({"accountpool.io/tenant-rule": "keb"});
+    let pass = plan_pass(&input(&s, vec![r], vec![c], vec![], vec![]));
+    let by_name = |n: &str| {
+        pass.actions
+            .iter()
+            .find_map(|a| match a {
+                Action::CreateClaim { claim } if claim["metadata"]["name"] == n => Some(claim),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no claim {n}: {:?}", pass.actions))
+    };
+    assert_eq!(
+        by_name("cluster.p.workload-x1")["metadata"]["annotations"]["accountpool.io/tenant-rule"],
+        "openmcp"
+    );
+    assert!(
+        by_name("runtime.kcp.r1")["metadata"]["annotations"]
+            .get("accountpool.io/tenant-rule")
+            .is_none()
+    );
 }
 
 #[test]

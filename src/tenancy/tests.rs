@@ -17,6 +17,7 @@ fn claimer<'a>(ns: &'a str, labels: Option<&'a BTreeMap<String, String>>) -> Req
         namespace: ns,
         namespace_labels: labels,
         user: None,
+        admitted_rule: None,
     }
 }
 
@@ -50,7 +51,7 @@ fn namespace_and_global_account_lists_are_conditions_and_the_refusal_names_the_r
     let p = TenantPolicy {
         rules: vec![TenantRule {
             namespaces: Some(vec!["team-a".into()]),
-            global_accounts: Some(vec!["GA-A".into()]),
+            global_accounts: Some(vec!["ga-a".into()]),
             ..rule("team-a")
         }],
     };
@@ -76,7 +77,7 @@ fn the_namespace_label_binds_a_namespace_to_its_own_global_account() {
     };
     let labels = BTreeMap::from([(
         "accountpool.io/global-account".to_string(),
-        "GA-1".to_string(),
+        "ga-1".to_string(),
     )]);
     assert!(decide(Some(&p), &claimer("x", Some(&labels)), &ask("ga-1")).is_allowed());
     assert!(!decide(Some(&p), &claimer("x", Some(&labels)), &ask("ga-2")).is_allowed());
@@ -129,6 +130,7 @@ fn users_and_groups_count_only_at_admission() {
         namespace: "kcp-system",
         namespace_labels: None,
         user,
+        admitted_rule: None,
     };
     assert!(decide(Some(&p), &runtime(Some(&keb)), &ask("ga")).is_allowed());
     assert!(decide(Some(&p), &runtime(Some(&admin)), &ask("ga")).is_allowed());
@@ -140,6 +142,85 @@ fn users_and_groups_count_only_at_admission() {
         ..runtime(Some(&keb))
     };
     assert!(!decide(Some(&p), &shoot, &ask("ga")).is_allowed());
+}
+
+/// The operator treats `GA-1` and `ga-1` as two tenants (tenantName is compared exactly), so a
+/// rule for one must not allow the other.
+#[test]
+fn global_accounts_match_exactly_as_tenant_names_do() {
+    let p = TenantPolicy {
+        rules: vec![TenantRule {
+            global_accounts: Some(vec!["ga-1".into()]),
+            ..rule("listed")
+        }],
+    };
+    assert!(decide(Some(&p), &claimer("ns", None), &ask("ga-1")).is_allowed());
+    let Decision::Denied { message } = decide(Some(&p), &claimer("ns", None), &ask("GA-1")) else {
+        panic!("a rule for ga-1 allowed GA-1")
+    };
+    assert!(message.contains("global account not listed"), "{message}");
+    let by_label = TenantPolicy {
+        rules: vec![TenantRule {
+            global_account_from_namespace_label: Some("ga".into()),
+            ..rule("own")
+        }],
+    };
+    let labels = BTreeMap::from([("ga".to_string(), "ga-1".to_string())]);
+    assert!(decide(Some(&by_label), &claimer("ns", Some(&labels)), &ask("ga-1")).is_allowed());
+    assert!(!decide(Some(&by_label), &claimer("ns", Some(&labels)), &ask("GA-1")).is_allowed());
+}
+
+/// A claim the source pass creates knows no user: only the rule the webhook recorded for its
+/// request counts its user conditions as held, and that rule's other conditions still hold or
+/// not; without a record only rules without users or groups can allow it.
+#[test]
+fn a_recorded_admission_stands_for_the_user_of_that_rule_only() {
+    let p = TenantPolicy {
+        rules: vec![
+            TenantRule {
+                kinds: Some(vec![RequesterKind::Cluster]),
+                namespaces: Some(vec!["platform".into()]),
+                groups: Some(vec!["openmcp".into()]),
+                ..rule("openmcp")
+            },
+            TenantRule {
+                kinds: Some(vec![RequesterKind::Cluster]),
+                users: Some(vec!["alice".into()]),
+                ..rule("alice")
+            },
+        ],
+    };
+    let cluster = |ns, admitted_rule| Requester {
+        kind: RequesterKind::Cluster,
+        namespace: ns,
+        namespace_labels: None,
+        user: None,
+        admitted_rule,
+    };
+    assert!(decide(Some(&p), &cluster("platform", Some("openmcp")), &ask("ga")).is_allowed());
+    let Decision::Denied { message } = decide(Some(&p), &cluster("platform", None), &ask("ga"))
+    else {
+        panic!("allowed without a record")
+    };
+    assert!(
+        message.contains("rule `openmcp`: the requesting user is known at admission only"),
+        "{message}"
+    );
+    // The record names a rule whose namespace condition does not hold here.
+    let Decision::Denied { message } =
+        decide(Some(&p), &cluster("elsewhere", Some("openmcp")), &ask("ga"))
+    else {
+        panic!("the recorded rule's namespace condition was skipped")
+    };
+    assert!(message.contains("namespace not in [platform]"), "{message}");
+    // A record of another rule is not a pass for this one.
+    let Decision::Denied { message } =
+        decide(Some(&p), &cluster("platform", Some("gone")), &ask("ga"))
+    else {
+        panic!("a record of a rule that no longer exists allowed")
+    };
+    assert!(message.contains("admitted under rule `gone`"), "{message}");
+    assert!(decide(Some(&p), &cluster("elsewhere", Some("alice")), &ask("ga")).is_allowed());
 }
 
 proptest! {

@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use k8s_openapi::api::authentication::v1::UserInfo;
 use kube::api::DynamicObject;
 use kube::core::admission::{
     AdmissionRequest, AdmissionResponse, AdmissionReview, Operation as Op,
@@ -18,7 +19,9 @@ use crate::api::conditions::reasons;
 use crate::api::{BindingKind, HapConfigSpec, SourceKind};
 use crate::k8s::active::ConfigState;
 use crate::metrics::AdmissionLabels;
-use crate::sources::admission::{Operation, Plan, Request, Serving, Verdict, finish, plan};
+use crate::sources::admission::{
+    Operation, Plan, Request, Serving, TenantAsk, Verdict, finish, plan, record_ops, tenant_ask,
+};
 
 /// Decodes, decides and encodes one review. Never fails: a request it cannot read is answered
 /// as invalid, which the API server treats as a webhook error.
@@ -101,7 +104,9 @@ fn allow(
 }
 
 /// One review of a source kind: refused while the caches are cold, untouched without rules in
-/// force, else planned by `sources::admission` and the plan carried out.
+/// force, else planned by `sources::admission` and the plan carried out. Every answer that
+/// admits the object also sets its record of the tenant decision (`record_ops`), so a record
+/// the requester wrote never reaches the source pass.
 async fn decide(
     hook: &Webhook,
     kind: SourceKind,
@@ -114,11 +119,6 @@ async fn decide(
             "hap-operator is starting (its caches have not synced yet); retry".into(),
         );
     }
-    let active = match hook.resolver.resolve() {
-        ConfigState::Active { active, .. } => active,
-        // No rules in force: no source is in force either.
-        _ => return (resp, "untouched"),
-    };
     let to_value =
         |o: &Option<DynamicObject>| o.as_ref().and_then(|o| serde_json::to_value(o).ok());
     let Some(object) = to_value(&req.object) else {
@@ -129,6 +129,19 @@ async fn decide(
         Op::Create => Operation::Create,
         Op::Update => Operation::Update,
         _ => Operation::Other,
+    };
+    let request = Request {
+        operation,
+        dry_run: req.dry_run,
+        kind,
+        namespace: req.namespace.as_deref().unwrap_or_default(),
+        object: &object,
+        old_object: old.as_ref(),
+    };
+    let active = match hook.resolver.resolve() {
+        ConfigState::Active { active, .. } => active,
+        // No rules in force: no source is in force either.
+        _ => return allow(resp, record_ops(&request, &[], None), Vec::new()),
     };
     let random = crate::sources::naming::random_suffix();
     let serving = Serving {
@@ -141,96 +154,123 @@ async fn decide(
         claim_namespace: hook.claims.namespace(),
         random: &random,
     };
-    let request = Request {
-        operation,
-        dry_run: req.dry_run,
-        kind,
-        namespace: req.namespace.as_deref().unwrap_or_default(),
-        object: &object,
-        old_object: old.as_ref(),
-    };
     let planned = plan(&request, &serving);
     tracing::debug!(kind = kind.as_str(), namespace = request.namespace, name = %req.name, plan = ?planned, "admission");
-    match planned {
-        Plan::Untouched => (resp, "untouched"),
-        Plan::Deny(m) => deny(resp, m),
-        Plan::Patch { ops, warnings } => allow(resp, ops, warnings),
-        Plan::DenyIfServed { claim, message } => deny_if_served(hook, resp, &claim, message).await,
-        Plan::Claim(p) => claim_and_wait(hook, resp, &active.spec, (kind, req), &p).await,
-    }
+    let (ops, warnings) = match planned {
+        Plan::Deny(m) => return deny(resp, m),
+        Plan::Claim(p) => {
+            let call = (kind, req, &request);
+            return claim_and_wait(hook, resp, &active.spec, call, &p).await;
+        }
+        Plan::DenyIfServed { claim, message } => match served(hook, &claim).await {
+            Ok(false) => (Vec::new(), Vec::new()),
+            Ok(true) => return deny(resp, message),
+            Err(why) => return deny(resp, why),
+        },
+        Plan::Untouched => (Vec::new(), Vec::new()),
+        Plan::Patch { ops, warnings } => (ops, warnings),
+    };
+    // The source pass will claim for this object once it is stored: decide the policy now,
+    // where the user is known, and record the rule on the object for the claim.
+    let decided = match tenant_ask(&request, &serving) {
+        Some(ask) => {
+            match tenant_decision(hook, &active.spec, (kind, &req.user_info), &ask, false).await {
+                Ok(rule) => Some(rule),
+                Err(message) => {
+                    return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
+                }
+            }
+        }
+        None => None,
+    };
+    let mut ops = ops;
+    let record = record_ops(&request, &ops, decided.as_ref().map(Option::as_deref));
+    ops.extend(record);
+    allow(resp, ops, warnings)
 }
 
-/// An UPDATE that would change what a served object asked for: refused only if its claim
-/// exists, read live when the cache does not show it.
-async fn deny_if_served(
-    hook: &Webhook,
-    resp: AdmissionResponse,
-    claim: &str,
-    message: String,
-) -> (AdmissionResponse, &'static str) {
+/// Whether the claim of an object exists (an UPDATE that would change what a served object
+/// asked for is refused then), read live when the cache does not show it.
+async fn served(hook: &Webhook, claim: &str) -> Result<bool, String> {
     let name = claim.rsplit('/').next().unwrap_or_default();
-    match super::serve::served(&hook.claims, name, hook.decision_timeout).await {
-        Ok(true) => deny(resp, message),
-        Ok(false) => (resp, "untouched"),
-        Err(e) => deny(
-            resp,
-            format!("hap-operator cannot tell whether this object is served ({e}); retry"),
-        ),
-    }
+    super::serve::served(&hook.claims, name, hook.decision_timeout)
+        .await
+        .map_err(|e| format!("hap-operator cannot tell whether this object is served ({e}); retry"))
 }
 
 /// A request that needs a claim: refused by tenancy or a pause before any claim exists, else
-/// the claim is created (or found) and the leader's decision awaited, bounded.
+/// the claim is created (or found), carrying the rule the user was allowed under, and the
+/// leader's decision awaited, bounded.
 async fn claim_and_wait(
     hook: &Webhook,
     resp: AdmissionResponse,
     spec: &HapConfigSpec,
-    (kind, req): (SourceKind, &AdmissionRequest<DynamicObject>),
+    (kind, req, request): (SourceKind, &AdmissionRequest<DynamicObject>, &Request<'_>),
     p: &crate::sources::admission::ClaimPlan,
 ) -> (AdmissionResponse, &'static str) {
+    let ask = TenantAsk {
+        source_id: p.source.source_id.clone(),
+        namespace: p.source.namespace.clone(),
+        global_account: p.spec.global_account.clone(),
+        cluster_config: p.cluster_config.clone(),
+    };
+    let mut p = p.clone();
     let who = (kind, &req.user_info);
-    if let Some(message) = tenant_refusal(hook, spec, who, p).await {
+    let adopt = p.spec.adopt_binding.is_some();
+    match tenant_decision(hook, spec, who, &ask, adopt).await {
+        Ok(rule) => p.tenant_rule = rule,
         // Refused before any claim exists: nothing is created, nothing claimed.
-        return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
+        Err(message) => {
+            return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
+        }
     }
     if let Some(message) = spec.paused_denial(hook.resolver.name(), kind.as_str()) {
         return paused(resp, message);
     }
     let state =
-        super::serve::serve(&hook.claims, p, hook.decision_timeout, hook.tasks.guard()).await;
-    match finish(p, &state) {
-        Verdict::Allow { ops, warnings } => allow(resp, ops, warnings),
+        super::serve::serve(&hook.claims, &p, hook.decision_timeout, hook.tasks.guard()).await;
+    match finish(&p, &state) {
+        Verdict::Allow { mut ops, warnings } => {
+            let record = record_ops(request, &ops, Some(p.tenant_rule.as_deref()));
+            ops.extend(record);
+            allow(resp, ops, warnings)
+        }
         Verdict::Deny(m) => deny(resp, m),
     }
 }
 
-/// Why `spec.tenants` refuses this request, if it does: by the object's kind and namespace, the
-/// admission request's user and the global account it asks for.
-async fn tenant_refusal(
+/// What `spec.tenants` says of this request, by the object's kind and namespace, the admission
+/// request's user and the global account it asks for: the allowing rule (`None` without a
+/// policy), or why it refuses.
+async fn tenant_decision(
     hook: &Webhook,
     spec: &HapConfigSpec,
-    (kind, user): (SourceKind, &k8s_openapi::api::authentication::v1::UserInfo),
-    p: &crate::sources::admission::ClaimPlan,
-) -> Option<String> {
-    let policy = spec.tenants.as_ref()?;
+    (kind, user): (SourceKind, &UserInfo),
+    ask: &TenantAsk,
+    adopt_binding: bool,
+) -> Result<Option<String>, String> {
+    let Some(policy) = spec.tenants.as_ref() else {
+        return Ok(None);
+    };
     let needed = crate::tenancy::needs_namespace_labels(Some(policy));
-    let labels = hook.namespaces.labels_if(needed, &p.source.namespace).await;
+    let labels = hook.namespaces.labels_if(needed, &ask.namespace).await;
     let user = crate::tenancy::User {
         username: user.username.clone().unwrap_or_default(),
         groups: user.groups.clone().unwrap_or_default(),
     };
     let who = crate::tenancy::Requester {
         kind: kind.into(),
-        namespace: &p.source.namespace,
+        namespace: &ask.namespace,
         namespace_labels: labels.as_ref(),
         user: Some(&user),
+        admitted_rule: None,
     };
     let ask = crate::tenancy::Ask {
-        global_account: &p.spec.global_account,
-        adopt_binding: p.spec.adopt_binding.is_some(),
+        global_account: &ask.global_account,
+        adopt_binding,
     };
     match crate::tenancy::decide(Some(policy), &who, &ask) {
-        crate::tenancy::Decision::Allowed { .. } => None,
-        crate::tenancy::Decision::Denied { message } => Some(message),
+        crate::tenancy::Decision::Allowed { rule } => Ok(rule),
+        crate::tenancy::Decision::Denied { message } => Err(message),
     }
 }

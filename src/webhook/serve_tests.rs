@@ -193,6 +193,7 @@ fn plan() -> ClaimPlan {
         cluster_config: None,
         has_annotations: false,
         has_cluster_configs: false,
+        tenant_rule: None,
     }
 }
 

@@ -637,29 +637,13 @@ impl Api {
         Ok(self.rv)
     }
 
-    /// The removal of another claim's `CLAIMED_BY` record before a claim is bound to the binding
-    /// (compare-and-swap).
-    pub fn unclaim(&mut self, name: &str, base: u64, by: &Writer) -> Result<u64, Refused> {
-        self.before_use(name, base, None, by)
-    }
-
-    /// The record of a multi-account fill: `FILLING` set and the `CLAIMED_BY` record removed
-    /// (compare-and-swap), before the fill's status.
-    pub fn record_fill(
+    /// The record of a use: `FILLING` set to the claims being bound there and the `CLAIMED_BY`
+    /// record removed (compare-and-swap), before the claim's status.
+    pub fn record_use(
         &mut self,
         name: &str,
         base: u64,
-        fills: &str,
-        by: &Writer,
-    ) -> Result<u64, Refused> {
-        self.before_use(name, base, Some(fills), by)
-    }
-
-    fn before_use(
-        &mut self,
-        name: &str,
-        base: u64,
-        fills: Option<&str>,
+        claims: &str,
         by: &Writer,
     ) -> Result<u64, Refused> {
         let mut b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
@@ -672,10 +656,14 @@ impl Api {
                 by.claim
             ));
         }
-        b.labels.remove(CLAIMED_BY);
-        if let Some(fills) = fills {
-            b.annotations.insert(FILLING.into(), fills.into());
+        if self.untouchable.contains_key(name) {
+            self.violation(format!(
+                "§5.4 replica {} recorded a use on {name}",
+                by.replica
+            ));
         }
+        b.labels.remove(CLAIMED_BY);
+        b.annotations.insert(FILLING.into(), claims.into());
         self.put_binding(b);
         Ok(self.rv)
     }

@@ -233,6 +233,7 @@ impl Replica {
                 Release::MarkDirty { .. }
                 | Release::WaitForShoot { .. }
                 | Release::WaitForWrite { .. }
+                | Release::WaitForUse { .. }
                 | Release::ReleaseClean { .. }
                 | Release::ReadSource { .. }
                 | Release::WaitForSource { .. } => {}

@@ -2,7 +2,8 @@
 //! its decision and its writes around the real ledger, selection and `decide_release`, as
 //! `tests/simulation/operator.rs` does for AccountClaims, plus the source path's own rules for
 //! each protocol (`Protocol`). Claim writes carry the claimed-by record, and a claim bound to a
-//! binding another claim claimed removes it first (the real `before_use`). The source clean-up (GC) is the world's, since it reads the
+//! binding it did not claim records itself there first (the real `before_use`), as the product
+//! does. The source clean-up (GC) is the world's, since it reads the
 //! request objects; its progress lives here so that a paused leader keeps it.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -37,16 +38,12 @@ pub enum Write {
         base: u64,
         tenant: String,
     },
-    /// Another claim's claimed-by record removed before this claim is recorded Bound.
-    Unclaim {
+    /// The record of a use (`FILLING`: the claims being bound there), claimed-by removed, before
+    /// its status.
+    Record {
         binding: String,
         base: u64,
-    },
-    /// A multi-account fill's record (`FILLING`), claimed-by removed, before its status.
-    Fill {
-        binding: String,
-        base: u64,
-        fills: String,
+        claims: String,
     },
     Status {
         base: u64,
@@ -100,6 +97,8 @@ pub struct Replica {
     pub pos: [usize; 3],
     pub plans: BTreeMap<String, VecDeque<Write>>,
     pub gc: Option<Gc>,
+    /// Releases that waited for a claim recorded on their binding (`Release::WaitForUse`).
+    pub waited_for_use: usize,
 }
 
 /// The objects of one kind as of the first `pos` changes of its log.
@@ -175,6 +174,7 @@ impl Replica {
             pos: [0; 3],
             plans: BTreeMap::new(),
             gc: None,
+            waited_for_use: 0,
         };
         for kind in [BINDINGS, CLAIMS, SHOOTS] {
             let objects = state_at(api, kind, api.logs[kind].len());
@@ -280,6 +280,9 @@ impl Replica {
         let (exists, existed) = (sources.exists(c), sources.existed(c));
         let d = source_release(p, &view, inv, inflight, now, exists, existed);
         trace(|| format!("  replica {} releases {}: {d:?}", self.id, c.uid));
+        if matches!(d, Release::WaitForUse { .. }) {
+            self.waited_for_use += 1;
+        }
         // Before the claim goes, as in the product (`controller::strays`).
         let mut plan = give_backs(inv, inflight, c, now);
         match d {
@@ -317,7 +320,8 @@ impl Replica {
             | Release::ReadSource { .. }
             | Release::WaitForSource { .. }
             | Release::WaitForShoot { .. }
-            | Release::WaitForWrite { .. } => {}
+            | Release::WaitForWrite { .. }
+            | Release::WaitForUse { .. } => {}
             Release::Keep(_) => plan.push_back(Write::Finalizer),
         }
         plan
@@ -361,27 +365,18 @@ impl Replica {
         let mut plan = VecDeque::new();
         match before {
             BeforeUse::Wait { .. } => return plan,
-            BeforeUse::Unclaim {
+            BeforeUse::Record {
                 binding,
                 expected_resource_version,
+                claims,
             } => {
                 let base = expected_resource_version
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0);
-                plan.push_back(Write::Unclaim { binding, base });
-            }
-            BeforeUse::Fill {
-                binding,
-                expected_resource_version,
-                fills,
-            } => {
-                let base = expected_resource_version
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                plan.push_back(Write::Fill {
+                plan.push_back(Write::Record {
                     binding,
                     base,
-                    fills,
+                    claims,
                 });
             }
             BeforeUse::Bind => {}
@@ -454,12 +449,11 @@ impl Replica {
                 base,
                 tenant,
             } => api.claim_binding(binding, *base, tenant, &by).map(drop),
-            Write::Unclaim { binding, base } => api.unclaim(binding, *base, &by).map(drop),
-            Write::Fill {
+            Write::Record {
                 binding,
                 base,
-                fills,
-            } => api.record_fill(binding, *base, fills, &by).map(drop),
+                claims,
+            } => api.record_use(binding, *base, claims, &by).map(drop),
             Write::Status { base, phase } => {
                 api.set_status(uid, *base, phase.clone(), &by).map(drop)
             }
@@ -491,7 +485,7 @@ impl Replica {
                 ..
             } => l.assignment_outcome(uid, outcome, now),
             // No status was written: the claim is not being assigned any more.
-            Write::Unclaim { .. } | Write::Fill { .. } if outcome == Outcome::Refused => {
+            Write::Record { .. } if outcome == Outcome::Refused => {
                 l.assignment_outcome(uid, outcome, now)
             }
             Write::Release { binding, .. } => l.release_outcome(binding, outcome, now),

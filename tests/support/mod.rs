@@ -84,6 +84,18 @@ async fn client_for(path: &std::path::Path) -> Client {
     Client::try_from(config).expect("client")
 }
 
+/// A client of the control plane of `path` that acts as `user` in `groups` (impersonated by
+/// the admin), so that admission sees that user; add `system:masters` to pass RBAC.
+pub async fn client_as(path: &std::path::Path, user: &str, groups: &[&str]) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).expect("read kubeconfig");
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("kubeconfig");
+    config.auth_info.impersonate = Some(user.to_string());
+    config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
+    Client::try_from(config).expect("client")
+}
+
 /// A client for the separate garden (admin).
 pub async fn garden_client() -> Client {
     client_for(&garden_kubeconfig()).await
