@@ -20,15 +20,25 @@
 //! object ever used. The run passes `--source-grace` 20 s (`HAP_CHAOS_SOURCE_GRACE`), so the
 //! source clean-up acts many times within the run.
 //!
+//! Last, the late-write phase (`support/chaos_late.rs`): each replica reaches its clusters
+//! through a hold proxy; round after round the leader's requests are held while it decides on a
+//! tenant's binding, it is stopped or starved until the standby took over and decided on the same
+//! binding, and only then are the held requests let through. Its checker replays every change
+//! seen on the phase's claims and bindings; rounds in which nothing was held are inconclusive.
+//!
 //! `cargo test --test chaos` runs the small variant (200 claims, 40 tenants, 3 leader kills, one
-//! apiserver restart, one gardener-apiserver restart, about two minutes), then the same with a
-//! separate garden (120 claims, two control planes). `make chaos` runs the full one:
-//! `HAP_CHAOS_CLAIMS=1000 HAP_CHAOS_TENANTS=200 HAP_CHAOS_KILLS=8 HAP_CHAOS_APISERVER_RESTARTS=2`.
+//! apiserver restart, one gardener-apiserver restart, three late-write rounds; about three
+//! minutes on 2 cores, of which the late-write phase takes ~25 s), then the same with a separate
+//! garden (120 claims, two control planes). `make chaos` runs the full one:
+//! `HAP_CHAOS_CLAIMS=1000 HAP_CHAOS_TENANTS=200 HAP_CHAOS_KILLS=8 HAP_CHAOS_APISERVER_RESTARTS=2
+//! HAP_CHAOS_LATE_ROUNDS=24`.
 //!
 //! Determinism: the claim mix, the pools and the refills are fixed functions of N and T; pools
 //! are refilled with slack, so every claim that has a rule must end Bound whatever the timing of
 //! the faults. Only invariants and eventual convergence are asserted, never timings.
 
+#[path = "support/chaos_late.rs"]
+mod chaos_late;
 #[path = "support/chaos_recreate.rs"]
 mod chaos_recreate;
 #[path = "support/chaos_sources.rs"]
@@ -89,6 +99,8 @@ struct Params {
     source_names: usize,
     source_refusals: usize,
     source_grace: Duration,
+    /// Rounds of the late-write phase (HAP_CHAOS_LATE_ROUNDS).
+    late_rounds: usize,
 }
 
 impl Params {
@@ -128,6 +140,7 @@ impl Params {
             source_names: num("HAP_CHAOS_SOURCE_NAMES", (claims / 100).max(3)),
             source_refusals: num("HAP_CHAOS_SOURCE_REFUSALS", 2),
             source_grace: Duration::from_secs(num("HAP_CHAOS_SOURCE_GRACE", 20) as u64),
+            late_rounds: num("HAP_CHAOS_LATE_ROUNDS", 3),
         }
     }
 }
@@ -588,6 +601,8 @@ async fn create_bindings(garden: &Client, list: &[BindingPlan]) {
 struct Replicas {
     hap: PathBuf,
     kubeconfig: PathBuf,
+    /// Per slot, the operator's cluster's kubeconfig through that slot's hold proxy.
+    kubeconfig_via: Vec<PathBuf>,
     /// The separate garden's kubeconfig, if the run has one.
     garden: Option<PathBuf>,
     /// Per slot, the garden's kubeconfig through that slot's hold proxy (separate garden only).
@@ -639,9 +654,11 @@ impl Replicas {
         self.incarnations += 1;
         let identity = format!("replica-{slot}-{}", self.incarnations);
         let log = self.logs.join(format!("replica-{slot}.log"));
-        let mut args = self.args(usize::from(slot != 'a'));
+        let index = usize::from(slot != 'a');
+        let mut args = self.args(index);
         args.extend(self.webhooks.args(slot));
-        OperatorProcess::spawn(&self.hap, &self.kubeconfig, &identity, &args, &log)
+        let kubeconfig = self.kubeconfig_via.get(index).unwrap_or(&self.kubeconfig);
+        OperatorProcess::spawn(&self.hap, kubeconfig, &identity, &args, &log)
     }
 
     fn slot_name(i: usize) -> char {
@@ -699,6 +716,35 @@ impl Replicas {
 
     fn identities(&self) -> Vec<String> {
         self.slots.iter().map(|s| s.identity.clone()).collect()
+    }
+}
+
+impl chaos_late::Hold for hold_proxy::HoldProxy {
+    fn hold(&self) {
+        hold_proxy::HoldProxy::hold(self);
+    }
+    fn release(&self) {
+        hold_proxy::HoldProxy::release(self);
+    }
+    fn pending(&self) -> usize {
+        hold_proxy::HoldProxy::pending(self)
+    }
+}
+
+impl chaos_late::Fleet for Mutex<Replicas> {
+    fn slot_of(&self, identity: &str) -> Option<usize> {
+        self.lock()
+            .unwrap()
+            .identities()
+            .iter()
+            .position(|i| i == identity)
+    }
+    fn signal(&self, identity: &str, sig: &str) -> bool {
+        let mut r = self.lock().unwrap();
+        match sig {
+            "STOP" => r.pause(identity),
+            _ => r.resume(identity),
+        }
     }
 }
 
@@ -763,9 +809,13 @@ async fn pause_leader(
     Some((holder, paused.elapsed(), resumed, taken_over))
 }
 
-/// One hold proxy per replica slot in front of the garden's kube-apiserver, and the garden's
-/// kubeconfig pointing at it.
-async fn garden_proxies(kubeconfig: &Path, dir: &Path) -> Vec<(hold_proxy::HoldProxy, PathBuf)> {
+/// One hold proxy per replica slot in front of the kube-apiserver `kubeconfig` names, and that
+/// kubeconfig pointing at it (`tag` names the files).
+async fn proxies(
+    kubeconfig: &Path,
+    dir: &Path,
+    tag: &str,
+) -> Vec<(hold_proxy::HoldProxy, PathBuf)> {
     let text = std::fs::read_to_string(kubeconfig).expect("garden kubeconfig");
     let server = text
         .lines()
@@ -780,7 +830,7 @@ async fn garden_proxies(kubeconfig: &Path, dir: &Path) -> Vec<(hold_proxy::HoldP
     let mut out = Vec::new();
     for slot in ['a', 'b'] {
         let proxy = hold_proxy::HoldProxy::start(target).await;
-        let path = dir.join(format!("garden-via-proxy-{slot}.kubeconfig"));
+        let path = dir.join(format!("{tag}-via-proxy-{slot}.kubeconfig"));
         let via = text.replace(&server, &format!("https://{}", proxy.addr));
         std::fs::write(&path, via).expect("proxied kubeconfig");
         out.push((proxy, path));
@@ -1500,6 +1550,11 @@ async fn run(p: Params, two_clusters: bool) {
     let burster = burst_tenant(&plans, p.tenants, &inv.internal_tenant);
     let bursts: Vec<Vec<ClaimPlan>> = (0..p.bursts).map(|k| burst_plans(k, burster)).collect();
     let allowlisted: Vec<String> = (0..p.tenants).filter(|t| multi(*t)).map(tenant).collect();
+    let allowed: Vec<String> = allowlisted
+        .iter()
+        .cloned()
+        .chain(chaos_late::multi_tenants(p.late_rounds))
+        .collect();
     // The source-path phase's pools, Runtimes' namespace and squatter first: its rules name them.
     let phase = Arc::new(
         chaos_recreate::Phase::prepare(
@@ -1521,9 +1576,10 @@ async fn run(p: Params, two_clusters: bool) {
         )
         .await,
     );
-    let rules: Vec<&str> = RULES
-        .iter()
-        .copied()
+    // The late-write phase's rule first: its claims would match the run's `aws` rule too.
+    let rules: Vec<&str> = chaos_late::rules()
+        .into_iter()
+        .chain(RULES.iter().copied())
         .chain(chaos_recreate::rules())
         .collect();
     let mut sources = chaos_recreate::sources();
@@ -1536,7 +1592,7 @@ async fn run(p: Params, two_clusters: bool) {
             "bindingNamespace": BINDINGS_NS,
             "rules": rules,
             "multiHyperscalerAccount": {
-                "allowedGlobalAccounts": allowlisted,
+                "allowedGlobalAccounts": allowed,
                 "limits": {"default": LIMIT_DEFAULT, "aws": LIMIT_AWS},
             },
             "requestSources": sources,
@@ -1624,10 +1680,12 @@ async fn run(p: Params, two_clusters: bool) {
         assert!(ok, "Shoot webhook registrations: {err}");
     }
 
-    // With a separate garden, each slot reaches the garden through a proxy that can hold its
-    // writes (the SIGTERM scenario at the end).
+    // Each slot reaches its clusters through proxies that can hold its requests: the
+    // operator's cluster (the late-write phase) and, with a separate garden, the garden (that
+    // phase and the SIGTERM scenario at the end).
+    let ops_proxies = proxies(&env.kubeconfig, &dir, "ops").await;
     let proxies = if two_clusters {
-        garden_proxies(&garden_env.kubeconfig, &dir).await
+        proxies(&garden_env.kubeconfig, &dir, "garden").await
     } else {
         Vec::new()
     };
@@ -1638,6 +1696,7 @@ async fn run(p: Params, two_clusters: bool) {
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_hap"))),
         kubeconfig: env.kubeconfig.clone(),
+        kubeconfig_via: ops_proxies.iter().map(|(_, k)| k.clone()).collect(),
         garden: two_clusters.then(|| garden_env.kubeconfig.clone()),
         garden_via: proxies.iter().map(|(_, k)| k.clone()).collect(),
         logs: dir.join("logs"),
@@ -1902,6 +1961,36 @@ async fn run(p: Params, two_clusters: bool) {
         }
     }
 
+    // The late-write phase, once the rest is checked: it needs the lease to itself.
+    let late_started = Instant::now();
+    let late = chaos_late::Phase::prepare(
+        chaos_late::Setup {
+            ops: client.clone(),
+            garden: clusters.garden.clone(),
+            bindings_ns: BINDINGS_NS.into(),
+            claims_ns: CLAIMS_NS.into(),
+            lease_ns: CLAIMS_NS.into(),
+            lease: LEASE.into(),
+            one_cluster: !two_clusters,
+        },
+        p.late_rounds,
+    )
+    .await;
+    watches.extend(late.spawn_watches());
+    {
+        let slots: Vec<chaos_late::SlotProxies> = ops_proxies
+            .iter()
+            .enumerate()
+            .map(|(i, (ops, _))| chaos_late::SlotProxies {
+                ops,
+                garden: proxies.get(i).map(|(g, _)| g as &dyn chaos_late::Hold),
+            })
+            .collect();
+        late.drive(replicas.as_ref(), &slots).await;
+    }
+    let late_counts = late.check().await;
+    let late_took = late_started.elapsed();
+
     stop.cancel();
     let _ = supervisor.await;
     for w in watches {
@@ -2046,9 +2135,11 @@ async fn run(p: Params, two_clusters: bool) {
         counts.clusters_on_aws_over
     );
     phase_counts.print();
+    late_counts.print();
+    println!("  late-write phase took {late_took:.1?}");
     println!("  total {:.1?}", started.elapsed());
     println!(
-        "reproduce: {}={} HAP_CHAOS_TENANTS={} HAP_CHAOS_KILLS={} HAP_CHAOS_APISERVER_RESTARTS={} HAP_CHAOS_PAUSES={} HAP_CHAOS_DELETIONS={} HAP_CHAOS_BURSTS={} HAP_CHAOS_SOURCE_NAMES={} HAP_CHAOS_SOURCE_REFUSALS={} HAP_CHAOS_SOURCE_GRACE={} cargo test --test chaos {} -- --nocapture",
+        "reproduce: {}={} HAP_CHAOS_TENANTS={} HAP_CHAOS_KILLS={} HAP_CHAOS_APISERVER_RESTARTS={} HAP_CHAOS_PAUSES={} HAP_CHAOS_DELETIONS={} HAP_CHAOS_BURSTS={} HAP_CHAOS_SOURCE_NAMES={} HAP_CHAOS_SOURCE_REFUSALS={} HAP_CHAOS_SOURCE_GRACE={} HAP_CHAOS_LATE_ROUNDS={} cargo test --test chaos {} -- --nocapture",
         if two_clusters {
             "HAP_CHAOS_GARDEN_CLAIMS"
         } else {
@@ -2064,6 +2155,7 @@ async fn run(p: Params, two_clusters: bool) {
         p.source_names,
         p.source_refusals,
         p.source_grace.as_secs(),
+        p.late_rounds,
         if two_clusters {
             "with_a_separate_garden"
         } else {
@@ -2098,11 +2190,17 @@ async fn run(p: Params, two_clusters: bool) {
                 .filter(|p| p.name.starts_with("runtime."))
                 .count()
         && kills == p.kills
-        && phase_counts.violations() == 0;
+        && phase_counts.violations() == 0
+        && late_counts.violations() == 0
+        && late_counts.conclusive > 0;
     if !clean {
         env.save_logs(&dir.join("logs"));
         panic!(
-            "chaos found violations: {counts:?}; {runtime_counts:?}; {phase_counts:?}; panics {panics:?}; kills {kills}/{}; pauses {}/{} ({untaken_pauses} no standby ended); writes after a pause {paused_writes:?}. Logs kept in {}",
+            "chaos found violations: {counts:?}; {runtime_counts:?}; {phase_counts:?}; late writes: {} violations in rounds {:?}, {} conclusive of {}; panics {panics:?}; kills {kills}/{}; pauses {}/{} ({untaken_pauses} no standby ended); writes after a pause {paused_writes:?}. Logs kept in {}",
+            late_counts.violations(),
+            late_counts.rounds_with_violations,
+            late_counts.conclusive,
+            late_counts.rounds,
             p.kills,
             paused.len(),
             p.pauses,
