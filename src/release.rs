@@ -90,9 +90,10 @@ pub enum Release {
     WaitForShoot { shoot: String },
     /// A write of this claim on `binding` has no outcome the index shows yet; look again later.
     WaitForWrite { binding: String },
-    /// Nothing else uses `binding`, but its records name claims of the tenant whose status does
-    /// not show yet (a use whose status write, perhaps a previous leader's, may still land Bound
-    /// there): look again once they show it or are gone.
+    /// Nothing else uses `binding`, but this replica assigns claims to it, or its records name
+    /// claims of the tenant, whose status does not show yet (a use whose status write, perhaps
+    /// a previous leader's, may still land Bound there): look again once they show it or are
+    /// gone.
     WaitForUse { binding: String, claims: usize },
     /// This claim's own claim write of `binding` has an unknown outcome: send it again (the
     /// same compare-and-swap) to learn it — it either succeeds now or proves the binding moved.
@@ -204,19 +205,19 @@ pub fn decide_release(
             shoot: shoot.clone(),
         };
     }
-    let assigned = inflight.assigned(now);
-    let in_flight = assigned
-        .get(name)
-        .into_iter()
-        .flat_map(|m| m.iter())
-        .filter(|(uid, c)| **uid != claim.uid && !inv.clusters_on(name).contains(**c))
-        .count();
-    let clusters = other_users(claim, inv, name) + in_flight;
+    let clusters = other_users(claim, inv, name);
     if clusters > 0 {
         return keep(KeepReason::InUse { clusters });
     }
+    let assigned = inflight.assigned(now);
     let waiting: BTreeSet<&str> = recorded_claims(inv, name)
         .map(|c| c.uid.as_str())
+        .chain(
+            assigned
+                .get(name)
+                .into_iter()
+                .flat_map(|m| m.keys().copied()),
+        )
         .filter(|uid| *uid != claim.uid)
         .collect();
     if !waiting.is_empty() {
@@ -636,13 +637,42 @@ mod tests {
         );
     }
 
+    /// A use being assigned by this replica holds the release as a wait, not a keep: if its
+    /// status write fails (the claim was deleted meanwhile, and its own release finds no
+    /// binding), the binding must still be released once the assignment is gone.
+    #[test]
+    fn an_assignment_in_flight_holds_the_release_as_a_wait() {
+        let c0 = deleting("c0", "ga", None, "b");
+        let inv = inventory(vec![owned("b", "ga", &[])], vec![c0.clone()], vec![]);
+        let now = Instant::now();
+        let mut fl = InFlight::new(Duration::from_secs(60));
+        let newcomer = claim("n", "ga", Some("n"), None);
+        let onto_b = Choice::Use {
+            binding: "b".into(),
+            decision: crate::selection::UseReason::Reused,
+        };
+        fl.record(&newcomer, &pool("aws", false, false), &onto_b, now);
+        assert_eq!(
+            decide_release(&c0, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
+            Release::WaitForUse {
+                binding: "b".into(),
+                claims: 1,
+            }
+        );
+        fl.assignment_failed("uid-n");
+        assert_eq!(
+            decide_release(&c0, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
+            dirty("b")
+        );
+    }
+
     #[test]
     fn in_flight_writes_count() {
         let c = deleting("c", "ga", None, "b");
         let inv = inventory(vec![owned("b", "ga", &[])], vec![c.clone()], vec![]);
         let now = Instant::now();
         let mut fl = InFlight::new(Duration::from_secs(60));
-        // A cluster assigned a moment ago keeps the binding.
+        // A cluster assigned a moment ago holds the release until its status shows or fails.
         let newcomer = claim("n", "ga", Some("n"), None);
         fl.record(
             &newcomer,
@@ -654,7 +684,11 @@ mod tests {
             now,
         );
         let got = decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now);
-        assert_eq!(got, Release::Keep(KeepReason::InUse { clusters: 1 }));
+        let held = Release::WaitForUse {
+            binding: "b".into(),
+            claims: 1,
+        };
+        assert_eq!(got, held);
         fl.assignment_failed("uid-n");
         assert_eq!(
             decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),

@@ -202,7 +202,7 @@ async fn act(
                 claim = key,
                 binding,
                 claims,
-                "release waits: the binding records claims whose status does not show yet"
+                "release waits: claims recorded on the binding or being assigned to it have no status that shows yet"
             );
             Ok(wait(Duration::from_secs(2)))
         }
