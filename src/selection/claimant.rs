@@ -56,8 +56,8 @@ pub enum BeforeUse {
         claims: String,
     },
     /// Another claim's claim write of the binding is not in the index yet, so its `CLAIMED_BY`
-    /// cannot be seen (nor removed), or another claim's use of it is being written by this
-    /// replica: decide again once it is answered.
+    /// cannot be seen (nor removed), another claim's use of it is being written by this
+    /// replica, or the index does not hold the binding: decide again once it is answered.
     Wait { binding: String },
 }
 
@@ -83,8 +83,12 @@ pub fn before_use(
         Some(_) => return BeforeUse::Bind,
         None => {}
     }
+    // Without the binding's version no record can be written, and a status without it could
+    // land under a release; the next decision sees the binding, or picks another.
     let Some(entry) = inv.binding(binding) else {
-        return BeforeUse::Bind;
+        return BeforeUse::Wait {
+            binding: binding.to_string(),
+        };
     };
     let labels = &entry.view.labels;
     let shared = labels.get(&inv.keys().shared).is_some_and(|v| v == "true");
@@ -421,6 +425,25 @@ mod tests {
                 binding: "b".into(),
                 expected_resource_version: Some("rv-b".into()),
                 claims: "uid-c,uid-d".into(),
+            }
+        );
+    }
+
+    /// A binding the index does not hold (deleted, or not listed yet) cannot be recorded on, and
+    /// a status written without the record could land under a release: decide again later.
+    #[test]
+    fn a_use_of_a_binding_missing_from_the_index_waits() {
+        let inv = inventory(vec![], vec![], vec![]);
+        assert_eq!(
+            before_use(
+                &inv,
+                &InFlight::default(),
+                "uid-c",
+                &reuse("b"),
+                Instant::now()
+            ),
+            BeforeUse::Wait {
+                binding: "b".into()
             }
         );
     }
