@@ -94,7 +94,12 @@ pub enum Release {
     /// claims of the tenant, whose status does not show yet (a use whose status write, perhaps
     /// a previous leader's, may still land Bound there): look again once they show it or are
     /// gone.
-    WaitForUse { binding: String, claims: usize },
+    /// `claims`: their names (the uid of one the index does not know), for the people who
+    /// wait.
+    WaitForUse {
+        binding: String,
+        claims: Vec<String>,
+    },
     /// This claim's own claim write of `binding` has an unknown outcome: send it again (the
     /// same compare-and-swap) to learn it — it either succeeds now or proves the binding moved.
     Resolve {
@@ -221,9 +226,13 @@ pub fn decide_release(
         .filter(|uid| *uid != claim.uid)
         .collect();
     if !waiting.is_empty() {
+        let named = |uid: &str| {
+            inv.claim(uid)
+                .map_or_else(|| uid.to_string(), |c| c.name.clone())
+        };
         return Release::WaitForUse {
             binding: name.to_string(),
-            claims: waiting.len(),
+            claims: waiting.into_iter().map(named).collect(),
         };
     }
     release(
@@ -446,7 +455,7 @@ mod tests {
         let pending = claim("next", "ga", None, None);
         let in_use = Release::WaitForUse {
             binding: "b".into(),
-            claims: 1,
+            claims: vec!["next".into()],
         };
         let cases = [
             (
@@ -632,7 +641,7 @@ mod tests {
             decide_release(&c0, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
             Release::WaitForUse {
                 binding: "b".into(),
-                claims: 1,
+                claims: vec!["c".into()],
             }
         );
     }
@@ -656,7 +665,7 @@ mod tests {
             decide_release(&c0, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
             Release::WaitForUse {
                 binding: "b".into(),
-                claims: 1,
+                claims: vec!["uid-n".into()],
             }
         );
         fl.assignment_failed("uid-n");
@@ -686,7 +695,7 @@ mod tests {
         let got = decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now);
         let held = Release::WaitForUse {
             binding: "b".into(),
-            claims: 1,
+            claims: vec!["uid-n".into()],
         };
         assert_eq!(got, held);
         fl.assignment_failed("uid-n");

@@ -74,7 +74,7 @@ fn a_claim_missing_from_the_index_holds_its_binding_from_a_deleting_sibling() {
         ),
         Release::WaitForUse {
             binding: "x".into(),
-            claims: 1
+            claims: vec!["uid-new".into()]
         }
     );
 }
