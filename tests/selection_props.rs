@@ -381,7 +381,9 @@ fn delete(w: &mut World, i: usize) -> Result<(), TestCaseError> {
         Release::WaitForUse { binding, .. } => {
             let assigned = w.inflight.assigned(w.now);
             prop_assert!(
-                assigned.get(binding.as_str()).is_some_and(|m| !m.is_empty()),
+                assigned
+                    .get(binding.as_str())
+                    .is_some_and(|m| !m.is_empty()),
                 "waits for a use of {binding}, yet none is in flight"
             );
         }
