@@ -993,7 +993,7 @@ fn cases_or(default: u32) -> u32 {
 /// Every case the NEW protocol has to survive, each reached by the random steps at least once:
 /// without this, a model change that made one unreachable would leave its test passing on
 /// nothing.
-const MUST_REACH: [&str; 19] = [
+const MUST_REACH: [&str; 21] = [
     "an object stored",
     "an object refused after admission",
     "an object deleted and created again",
@@ -1013,6 +1013,8 @@ const MUST_REACH: [&str; 19] = [
     "the clean-up's delete was refused",
     "a binding released dirty",
     "a binding released clean",
+    "a paused leader's late write was refused",
+    "a release waited for a claim recorded on its binding",
     "a reuse removed another claim's record",
     "failover",
     "a paused leader's write landed late",
