@@ -19,15 +19,18 @@
 //!    "other clusters" check so that two claims deleted together, each seeing the other's live
 //!    Shoot, do not both step aside and leave the binding claimed by nobody; the last one to lose
 //!    its Shoot releases. A Shoot of that name on another binding is another cluster's business.
-//! 7. Any other cluster uses the binding — a Shoot, a non-deleting bound claim (even one for a
-//!    cluster of the same name, about to be created again), or a cluster assigned in flight: keep.
-//!    Else, while the binding's records (`CLAIMED_BY`, `FILLING`) name another claim of the tenant
-//!    whose status does not show yet (`selection::claimant::pending_claims`), wait: its use was
-//!    recorded with a compare-and-swap and its status write, perhaps a previous leader's, may
-//!    still land Bound there. Once it shows, that claim keeps the binding (and its own release
-//!    decides); once it is deleted or denied, no status of it can land (its version moved) and
-//!    the release goes on. A wait, not a keep: a use that never lands must not leave the binding
-//!    claimed by nobody.
+//! 7. Any other cluster uses the binding — a Shoot, or a non-deleting bound claim (even one for a
+//!    cluster of the same name, about to be created again): keep.
+//!    Else, while this replica assigns another claim to it, or the binding's records
+//!    (`CLAIMED_BY`, `FILLING`) name another claim of the tenant whose status does not show yet
+//!    (`selection::claimant::recorded_claims`), wait: its use was recorded with a
+//!    compare-and-swap and its status write, perhaps a previous leader's, may still land Bound
+//!    there. Every recorded claim counts, whatever this replica plans for it (it may be assigning
+//!    it elsewhere): a held write is not bound by that plan. Once it shows, that claim keeps the
+//!    binding (and its own release decides); once it is deleted or denied, or the assignment
+//!    failed, no status of it can land (its version moved) and the release goes on. A wait, not
+//!    a keep: a use that never lands (its claim deleted meanwhile, whose own release then finds
+//!    no binding) must not leave the binding claimed by nobody.
 //! 8. Never released under a live object: for a claim a request source made, the object it serves
 //!    (a Runtime, Cluster or Shoot) is read live first; while it exists (again), wait. A re-created
 //!    object may have been admitted onto this very binding, and for a Runtime or Cluster its Shoot
@@ -52,7 +55,7 @@ use std::time::Instant;
 use crate::api::ReleaseMode;
 use crate::labels::{CLAIMED_BY, ResolvedLabelKeys};
 use crate::pools::{BindingEntry, ClaimView, Inventory};
-use crate::selection::claimant::pending_claims;
+use crate::selection::claimant::recorded_claims;
 use crate::selection::{InFlight, WriteState};
 
 /// Why a binding stays as it is.
@@ -87,10 +90,16 @@ pub enum Release {
     WaitForShoot { shoot: String },
     /// A write of this claim on `binding` has no outcome the index shows yet; look again later.
     WaitForWrite { binding: String },
-    /// Nothing else uses `binding`, but its records name claims of the tenant whose status does
-    /// not show yet (a use whose status write, perhaps a previous leader's, may still land Bound
-    /// there): look again once they show it or are gone.
-    WaitForUse { binding: String, claims: usize },
+    /// Nothing else uses `binding`, but this replica assigns claims to it, or its records name
+    /// claims of the tenant, whose status does not show yet (a use whose status write, perhaps
+    /// a previous leader's, may still land Bound there): look again once they show it or are
+    /// gone.
+    /// `claims`: their names (the uid of one the index does not know), for the people who
+    /// wait.
+    WaitForUse {
+        binding: String,
+        claims: Vec<String>,
+    },
     /// This claim's own claim write of `binding` has an unknown outcome: send it again (the
     /// same compare-and-swap) to learn it — it either succeeds now or proves the binding moved.
     Resolve {
@@ -201,17 +210,29 @@ pub fn decide_release(
             shoot: shoot.clone(),
         };
     }
-    let clusters = other_users(claim, inv, inflight, name, now);
+    let clusters = other_users(claim, inv, name);
     if clusters > 0 {
         return keep(KeepReason::InUse { clusters });
     }
-    let recorded = pending_claims(inv, inflight, name, now)
-        .filter(|c| c.uid != claim.uid)
-        .count();
-    if recorded > 0 {
+    let assigned = inflight.assigned(now);
+    let waiting: BTreeSet<&str> = recorded_claims(inv, name)
+        .map(|c| c.uid.as_str())
+        .chain(
+            assigned
+                .get(name)
+                .into_iter()
+                .flat_map(|m| m.keys().copied()),
+        )
+        .filter(|uid| *uid != claim.uid)
+        .collect();
+    if !waiting.is_empty() {
+        let named = |uid: &str| {
+            inv.claim(uid)
+                .map_or_else(|| uid.to_string(), |c| c.name.clone())
+        };
         return Release::WaitForUse {
             binding: name.to_string(),
-            claims: recorded,
+            claims: waiting.into_iter().map(named).collect(),
         };
     }
     release(
@@ -245,15 +266,9 @@ fn kept_by_kind(
     None
 }
 
-/// The clusters other than the releasing claim's own that use `binding`: the cache's, bound
-/// claims', and assignments in flight, counted once by name.
-fn other_users(
-    claim: &ClaimView,
-    inv: &Inventory,
-    inflight: &InFlight,
-    binding: &str,
-    now: Instant,
-) -> usize {
+/// The clusters other than the releasing claim's own that use `binding` as the index shows it:
+/// Shoots and bound claims, counted once by name.
+fn other_users(claim: &ClaimView, inv: &Inventory, binding: &str) -> usize {
     let own = claim.cluster_name();
     let mut users: BTreeSet<String> = inv
         .clusters_on(binding)
@@ -263,12 +278,6 @@ fn other_users(
         .collect();
     // A claim for a cluster of the claim's own name (re-created, not started yet) is another user.
     for (uid, cluster) in inv.claims_on(binding) {
-        if *uid != claim.uid {
-            users.insert(cluster.to_string());
-        }
-    }
-    let assigned = inflight.assigned(now);
-    for (uid, cluster) in assigned.get(binding).into_iter().flatten() {
         if *uid != claim.uid {
             users.insert(cluster.to_string());
         }
@@ -446,7 +455,7 @@ mod tests {
         let pending = claim("next", "ga", None, None);
         let in_use = Release::WaitForUse {
             binding: "b".into(),
-            claims: 1,
+            claims: vec!["next".into()],
         };
         let cases = [
             (
@@ -605,13 +614,74 @@ mod tests {
         assert_eq!(decide(&b, &inv, ReleaseMode::MarkDirty), dirty("b"));
     }
 
+    /// A claim recorded on the binding by a use (a previous leader's, its status write held on
+    /// the claim's version) holds the release even while this replica assigns the claim to
+    /// another binding: that assignment is this replica's plan, and the held status write is not
+    /// bound by it. Whichever status lands first wins; the release waits for it to show.
+    #[test]
+    fn a_recorded_use_holds_the_release_while_this_replica_assigns_the_claim_elsewhere() {
+        use crate::labels::FILLING;
+        let c0 = deleting("c0", "ga", None, "b");
+        let mut b = owned("b", "ga", &[]);
+        b.annotations.insert(FILLING.into(), "uid-c".into());
+        let c = claim("c", "ga", Some("c"), None);
+        let inv = inventory(
+            vec![b, owned("b2", "ga", &[])],
+            vec![c0.clone(), c.clone()],
+            vec![],
+        );
+        let now = Instant::now();
+        let mut fl = InFlight::new(Duration::from_secs(60));
+        let onto_b2 = Choice::Use {
+            binding: "b2".into(),
+            decision: crate::selection::UseReason::Reused,
+        };
+        fl.record(&c, &pool("aws", false, false), &onto_b2, now);
+        assert_eq!(
+            decide_release(&c0, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
+            Release::WaitForUse {
+                binding: "b".into(),
+                claims: vec!["c".into()],
+            }
+        );
+    }
+
+    /// A use being assigned by this replica holds the release as a wait, not a keep: if its
+    /// status write fails (the claim was deleted meanwhile, and its own release finds no
+    /// binding), the binding must still be released once the assignment is gone.
+    #[test]
+    fn an_assignment_in_flight_holds_the_release_as_a_wait() {
+        let c0 = deleting("c0", "ga", None, "b");
+        let inv = inventory(vec![owned("b", "ga", &[])], vec![c0.clone()], vec![]);
+        let now = Instant::now();
+        let mut fl = InFlight::new(Duration::from_secs(60));
+        let newcomer = claim("n", "ga", Some("n"), None);
+        let onto_b = Choice::Use {
+            binding: "b".into(),
+            decision: crate::selection::UseReason::Reused,
+        };
+        fl.record(&newcomer, &pool("aws", false, false), &onto_b, now);
+        assert_eq!(
+            decide_release(&c0, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
+            Release::WaitForUse {
+                binding: "b".into(),
+                claims: vec!["uid-n".into()],
+            }
+        );
+        fl.assignment_failed("uid-n");
+        assert_eq!(
+            decide_release(&c0, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),
+            dirty("b")
+        );
+    }
+
     #[test]
     fn in_flight_writes_count() {
         let c = deleting("c", "ga", None, "b");
         let inv = inventory(vec![owned("b", "ga", &[])], vec![c.clone()], vec![]);
         let now = Instant::now();
         let mut fl = InFlight::new(Duration::from_secs(60));
-        // A cluster assigned a moment ago keeps the binding.
+        // A cluster assigned a moment ago holds the release until its status shows or fails.
         let newcomer = claim("n", "ga", Some("n"), None);
         fl.record(
             &newcomer,
@@ -623,7 +693,11 @@ mod tests {
             now,
         );
         let got = decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now);
-        assert_eq!(got, Release::Keep(KeepReason::InUse { clusters: 1 }));
+        let held = Release::WaitForUse {
+            binding: "b".into(),
+            claims: vec!["uid-n".into()],
+        };
+        assert_eq!(got, held);
         fl.assignment_failed("uid-n");
         assert_eq!(
             decide_release(&c, &inv, &fl, ReleaseMode::MarkDirty, Origin::User, now),

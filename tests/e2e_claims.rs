@@ -760,25 +760,6 @@ async fn wait_gone(api: &kube::Api<AccountClaim>, name: &str) {
     .await;
 }
 
-/// The `accountclaim` reconciles the operator has run.
-fn claim_reconciles(hap: &Hap) -> u64 {
-    let text = hap
-        .operator
-        .as_ref()
-        .expect("operator")
-        .handle
-        .metrics
-        .encode();
-    text.lines()
-        .find(|l| {
-            l.starts_with("hap_reconcile_duration_seconds_count")
-                && l.contains("controller=\"accountclaim\"")
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Every use of a binding records its claim on the binding (`accountpool.io/filling`, with a
 /// compare-and-swap on the binding's resourceVersion) before the claim's status is written, and
 /// a release waits while the binding records a claim of its tenant whose status does not show
@@ -831,18 +812,22 @@ async fn a_reuse_records_itself_on_the_binding_and_a_release_waits_for_a_recorde
         .await
         .unwrap();
     wait_gone(&claims, "second").await;
-    let before = claim_reconciles(&hap);
     claims
         .delete("first", &DeleteParams::default())
         .await
         .unwrap();
-    // The release decides, waits and decides again (it looks again every 2 s).
-    eventually(
+    // The release waits and says so, naming the claim it waits for.
+    let says = eventually(
         Duration::from_secs(30),
-        "the release of `first` decided more than once",
-        || async { (claim_reconciles(&hap) >= before + 4).then_some(()) },
+        "the release of `first` says it waits for the recorded claim",
+        || async {
+            let s = claims.get("first").await.ok()?.status?;
+            let c = support::condition(&s.conditions, "Released")?;
+            (c.status == "False" && c.reason == "RecordedUseWaiting").then(|| c.message.clone())
+        },
     )
     .await;
+    assert!(says.contains("pending") && says.contains("aws-1"), "{says}");
     assert!(
         claims.get_opt("first").await.unwrap().is_some(),
         "the release waits for the recorded claim"

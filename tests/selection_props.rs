@@ -376,9 +376,18 @@ fn delete(w: &mut World, i: usize) -> Result<(), TestCaseError> {
         Release::WaitForShoot { shoot } => {
             prop_assert!(false, "no claim has a Shoot here, yet waits for {shoot}")
         }
-        Release::WaitForWrite { binding }
-        | Release::WaitForUse { binding, .. }
-        | Release::Resolve { binding, .. } => {
+        // A use of the binding is being written or not in the cache yet: the claim keeps its
+        // finalizer and a later deletion step decides again.
+        Release::WaitForUse { binding, .. } => {
+            let assigned = w.inflight.assigned(w.now);
+            prop_assert!(
+                assigned
+                    .get(binding.as_str())
+                    .is_some_and(|m| !m.is_empty()),
+                "waits for a use of {binding}, yet none is in flight"
+            );
+        }
+        Release::WaitForWrite { binding } | Release::Resolve { binding, .. } => {
             prop_assert!(false, "no write is in doubt here, yet waits for {binding}")
         }
         Release::ReleaseClean { binding, .. }

@@ -33,7 +33,7 @@ use api::{Api, BINDINGS, Binding, CLAIMS, Claim, Obj, SHOOTS, Shoot, TENANTS};
 use hap_operator::api::MultiHyperscalerAccount;
 use hap_operator::labels::CLAIMED_BY;
 use hap_operator::selection::MultiAccountPolicy;
-use leader::{Gc, GcPhase, Protocol, Replica, Sources, Write, recorded, trace};
+use leader::{Gc, GcPhase, Protocol, Replica, Sources, Write, recorded, trace, without_use_record};
 use proptest::prelude::*;
 use webhook::{Call, CallPhase, Ctx, Kind, OBJECTS, TIMEOUT, claim_name};
 
@@ -637,6 +637,8 @@ impl World {
                 self.api.late = false;
                 if landed {
                     self.event("a paused leader's write landed late");
+                } else {
+                    self.event("a paused leader's late write was refused");
                 }
             }
             Some(Held::GcDelete { uid, rv }) if self.api.delete_claim_if(&uid, rv).is_ok() => {
@@ -911,6 +913,8 @@ impl World {
 struct Report {
     violations: Vec<String>,
     events: BTreeMap<&'static str, usize>,
+    /// At the end: every claim recorded Bound, with its binding and whether that is dirty.
+    bound: BTreeMap<String, (String, bool)>,
     /// The interleaving step by step (each step, the calls' phases, the leader's decisions and
     /// every commit), kept when the run found a violation.
     trace: Vec<String>,
@@ -952,9 +956,24 @@ fn run_once(p: Protocol, setup: &Setup, steps: &[Step]) -> Report {
         w.check_settled();
     }
     w.violations.dedup();
+    let bound = w
+        .api
+        .claims
+        .values()
+        .filter_map(|c| {
+            let b = c.bound()?;
+            let dirty = w
+                .api
+                .bindings
+                .get(b)
+                .is_some_and(|e| e.label("dirty").is_some());
+            Some((c.uid.clone(), (b.to_string(), dirty)))
+        })
+        .collect();
     Report {
         violations: w.violations,
         events: w.events,
+        bound,
         trace: Vec::new(),
     }
 }
@@ -974,7 +993,7 @@ fn cases_or(default: u32) -> u32 {
 /// Every case the NEW protocol has to survive, each reached by the random steps at least once:
 /// without this, a model change that made one unreachable would leave its test passing on
 /// nothing.
-const MUST_REACH: [&str; 19] = [
+const MUST_REACH: [&str; 21] = [
     "an object stored",
     "an object refused after admission",
     "an object deleted and created again",
@@ -994,6 +1013,8 @@ const MUST_REACH: [&str; 19] = [
     "the clean-up's delete was refused",
     "a binding released dirty",
     "a binding released clean",
+    "a paused leader's late write was refused",
+    "a release waited for a claim recorded on its binding",
     "a reuse removed another claim's record",
     "failover",
     "a paused leader's write landed late",
@@ -1072,6 +1093,23 @@ fn old_fails_new_holds(setup: &Setup, steps: &[Step], class: &str) {
         "NEW should hold, found {}",
         new.show()
     );
+}
+
+/// Runs a written-out scenario with the binding-record protocol switched off
+/// (`leader::without_use_record`): it must show the violation `class` (proof that the scenario
+/// and the checker can fail), and none with it on. `steps`: without and with the protocol (a
+/// use without its record has one write less before its status).
+fn fails_without_the_use_record(setup: &Setup, steps: (&[Step], &[Step]), class: &str) -> Report {
+    let (without, steps) = steps;
+    let off = without_use_record(|| run(Protocol::New, setup, without)).violations;
+    assert!(
+        off.iter().any(|v| v.contains(class)),
+        "without the use record the scenario should break {class}, found {off:#?}"
+    );
+    trace(|| format!("without the use record: {off:#?}"));
+    let on = run(Protocol::New, setup, steps);
+    assert!(on.violations.is_empty(), "{}", on.show());
+    on
 }
 
 /// The first call for Runtime `r0`: created, bound to `cb-0` by the leader, admitted, stored
@@ -1520,8 +1558,23 @@ fn a_paused_leaders_late_dirty_mark_never_lands_after_the_next_leaders_reuse() {
             store: true,
         },
     ]);
-    let report = run(Protocol::New, &one_binding(false), &steps);
-    assert!(report.violations.is_empty(), "{}", report.show());
+    let report = fails_without_the_use_record(&one_binding(false), (&steps, &steps), "dirty while");
+    assert!(
+        report
+            .events
+            .contains_key("a paused leader's late write was refused")
+            && !report
+                .events
+                .contains_key("a paused leader's write landed late"),
+        "the held dirty mark must be refused: {:#?}",
+        report.events
+    );
+    assert_eq!(
+        report.bound.get("w10"),
+        Some(&("cb-0".to_string(), false)),
+        "w10 ends Bound to cb-0, not dirty: {:#?}",
+        report.bound
+    );
     assert!(
         report.events.contains_key("failover"),
         "the scenario must reach the take-over: {:#?}",
@@ -1533,16 +1586,21 @@ fn a_paused_leaders_late_dirty_mark_never_lands_after_the_next_leaders_reuse() {
 /// whatever the reuse writes on cb-0 before the status lands; then the leader pauses with r1's
 /// status write `Bound(cb-0)` in flight. r0 is deleted, and the next leader cleans up r0's claim
 /// and decides its release; the held status lands after that.
-fn late_reuse_status_after_the_next_leaders_release() -> Vec<Step> {
+/// `record`: the use writes its record first (one more write before the held status).
+fn late_reuse_status_after_the_next_leaders_release(record: bool) -> Vec<Step> {
     use Step::*;
     let mut steps = runtime_served();
     steps.extend([
         Create { obj: 3, tenant: 0 },
-        Call(0),    // r1: lookup
-        Call(0),    // r1: its claim (w6) created
-        Sweep,      // w6: reuse (or fill) cb-0
-        Execute(0), // the write on cb-0 before the status
-        Failover,   // w6's status write held in flight
+        Call(0), // r1: lookup
+        Call(0), // r1: its claim (w6) created
+        Sweep,   // w6: reuse (or fill) cb-0
+    ]);
+    if record {
+        steps.push(Execute(0)); // the write on cb-0 before the status
+    }
+    steps.extend([
+        Failover, // w6's status write held in flight
         Delete(2),
     ]);
     steps.extend(ticks(GRACE as usize + 1));
@@ -1573,9 +1631,10 @@ fn late_reuse_status_after_the_next_leaders_release() -> Vec<Step> {
 /// dirty binding. The reuse's record on cb-0 is counted by the release, which keeps it.
 #[test]
 fn a_paused_leaders_late_reuse_status_never_lands_on_a_binding_the_next_leader_released() {
-    let steps = late_reuse_status_after_the_next_leaders_release();
-    let report = run(Protocol::New, &one_binding(false), &steps);
-    assert!(report.violations.is_empty(), "{}", report.show());
+    let steps = late_reuse_status_after_the_next_leaders_release(true);
+    let without = late_reuse_status_after_the_next_leaders_release(false);
+    let report =
+        fails_without_the_use_record(&one_binding(false), (&without, &steps), "dirty while");
     for case in [
         "a paused leader's write landed late",
         "a release waited for a claim recorded on its binding",
@@ -1593,14 +1652,14 @@ fn a_paused_leaders_late_reuse_status_never_lands_on_a_binding_the_next_leader_r
 /// the record marked cb-0 dirty under the fill whose status was still in flight.
 #[test]
 fn a_paused_leaders_late_fill_status_never_lands_on_a_binding_the_next_leader_released() {
-    let steps = late_reuse_status_after_the_next_leaders_release();
+    let steps = late_reuse_status_after_the_next_leaders_release(true);
+    let without = late_reuse_status_after_the_next_leaders_release(false);
     let setup = Setup {
         bindings: 1,
         direct: None,
         multi: true,
     };
-    let report = run(Protocol::New, &setup, &steps);
-    assert!(report.violations.is_empty(), "{}", report.show());
+    let report = fails_without_the_use_record(&setup, (&without, &steps), "dirty while");
     for case in [
         "a paused leader's write landed late",
         "a release waited for a claim recorded on its binding",

@@ -33,6 +33,9 @@ use crate::status::{ClaimOutcome, release_blocked_for};
 
 /// `Released=False` reason of a source claim whose object exists (again).
 const OBJECT_EXISTS: &str = "ObjectExists";
+/// `Released=False` reason of a release waiting for claims recorded on (or being assigned to)
+/// its binding whose status does not show yet.
+const RECORDED_USE_WAITING: &str = "RecordedUseWaiting";
 
 pub(super) async fn release(
     claim: &AccountClaim,
@@ -198,13 +201,7 @@ async fn act(
         // Not left by `release`: the read is made and the decision taken again before this.
         Release::ReadSource { .. } => Ok(wait(Duration::from_millis(200))),
         Release::WaitForUse { binding, claims } => {
-            tracing::debug!(
-                claim = key,
-                binding,
-                claims,
-                "release waits: the binding records claims whose status does not show yet"
-            );
-            Ok(wait(Duration::from_secs(2)))
+            recorded_use_waiting(claim, ctx, key, &binding, &claims).await
         }
         Release::WaitForWrite { binding } => {
             tracing::debug!(
@@ -285,6 +282,45 @@ async fn object_exists(
         cause,
     };
     write_outcome(claim, ctx, &outcome).await.map(drop)
+}
+
+/// A release waiting for other claims' use of its binding to show (`Release::WaitForUse`) says
+/// so on the claim, naming them, with an event once per cause, and backs off: a recorded claim
+/// that stays pending (no rule matches it any more, its pool is exhausted) holds the release
+/// for as long, and people must see what it waits for.
+async fn recorded_use_waiting(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    binding: &str,
+    claims: &[String],
+) -> Result<Option<Action>, ClaimError> {
+    let reason = RECORDED_USE_WAITING;
+    let cause = format!(
+        "binding {binding} is not released while claims recorded on it or being bound to it \
+         have no status yet ({}): their status may still land Bound there; the release goes on \
+         once each is bound, deleted or denied",
+        claims.join(", ")
+    );
+    if !release_blocked_for(claim.status.as_ref(), reason) {
+        ctx.writer
+            .event(
+                &claim.object_ref(&()),
+                false,
+                "ReleaseWaiting",
+                "Release",
+                cause.clone(),
+            )
+            .await;
+    }
+    tracing::debug!(
+        claim = key,
+        binding,
+        ?claims,
+        "release waits for recorded uses"
+    );
+    write_outcome(claim, ctx, &ClaimOutcome::ReleaseBlocked { reason, cause }).await?;
+    Ok(Some(Action::requeue(ctx.backoff.next(key))))
 }
 
 /// Which release write.

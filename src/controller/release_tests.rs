@@ -134,9 +134,36 @@ async fn a_release_waits_while_the_binding_records_a_claim_still_pending() {
     b1.annotations
         .insert(crate::labels::FILLING.into(), "uid-next".into());
     let h = Harness::new(hap_config(aws_spec()), &[&c, &pending], &[b1]);
-    h.api.expect([]);
+    // The wait shows on the claim, naming the claim it waits for, and its retries back off:
+    // a recorded claim that stays pending holds the release for as long.
+    h.api.expect([
+        event(TENANTS, "c1", "Normal", "ReleaseWaiting"),
+        claim_status(&c, json!({})).answer_rv("12"),
+    ]);
     let action = h.reconcile(&c).await.expect("waits");
-    assert_eq!(action, Action::requeue(std::time::Duration::from_secs(2)));
+    let first =
+        (200..=300).any(|ms| action == Action::requeue(std::time::Duration::from_millis(ms)));
+    assert!(first, "{action:?}");
+    let received = h.api.received();
+    let written = received
+        .iter()
+        .rev()
+        .find(|r| r.path.ends_with("/status"))
+        .and_then(|r| r.body.clone())
+        .expect("a status write");
+    let released = written["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Released"))
+        .expect("a Released condition")
+        .clone();
+    assert_eq!(released["status"], "False", "{released}");
+    assert_eq!(released["reason"], "RecordedUseWaiting", "{released}");
+    let message = released["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("b1") && message.contains("next"),
+        "{message}"
+    );
+    h.api.done();
 
     // The recorded claim is deleted: no status of it can land Bound any more.
     let mut gone = deleting(pending);

@@ -5,7 +5,7 @@ use std::time::Instant;
 use super::*;
 use crate::labels::PoolKey;
 use crate::pools::tests::{binding, claim};
-use crate::release::{KeepReason, Release, decide_release};
+use crate::release::{Release, decide_release};
 use crate::selection::{Choice, UseReason};
 
 fn aws() -> PoolKey {
@@ -41,7 +41,7 @@ fn the_event_that_shows_a_claim_write_ends_its_record() {
 }
 
 #[test]
-fn a_claim_missing_from_the_index_keeps_its_binding_from_a_deleting_sibling() {
+fn a_claim_missing_from_the_index_holds_its_binding_from_a_deleting_sibling() {
     // Issue 11, defect 1: the sibling's release used to mark the binding dirty while the new
     // claim (not yet in the rebuilt snapshot) was binding to it.
     let mut l = Ledger::default();
@@ -72,6 +72,9 @@ fn a_claim_missing_from_the_index_keeps_its_binding_from_a_deleting_sibling() {
             crate::release::Origin::User,
             now
         ),
-        Release::Keep(KeepReason::InUse { clusters: 1 })
+        Release::WaitForUse {
+            binding: "x".into(),
+            claims: vec!["uid-new".into()]
+        }
     );
 }

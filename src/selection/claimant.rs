@@ -10,8 +10,8 @@
 //! between a write's decision and its landing: a release a paused leader decided and sent cannot
 //! land after the next leader's use of the binding, nor a use after the next leader's release.
 //! The status write of a use comes after its record, and while that status does not show, every
-//! leader counts the recorded claim (`pending_claims`): as a user when it releases, as one of
-//! the binding's clusters when it fills (DESIGN §5.3). A late status write of a claim whose
+//! leader counts the recorded claim: as a user when it releases (`recorded_claims`), as one of
+//! the binding's clusters when it fills (`pending_claims`, DESIGN §5.3). A late status write of a claim whose
 //! record a release could not count (the claim was deleted or denied since) conflicts on the
 //! claim's own version. Shared and internal bindings are never written and never released, so a
 //! use of one records nothing.
@@ -56,8 +56,8 @@ pub enum BeforeUse {
         claims: String,
     },
     /// Another claim's claim write of the binding is not in the index yet, so its `CLAIMED_BY`
-    /// cannot be seen (nor removed), or another claim's use of it is being written by this
-    /// replica: decide again once it is answered.
+    /// cannot be seen (nor removed), another claim's use of it is being written by this
+    /// replica, or the index does not hold the binding: decide again once it is answered.
     Wait { binding: String },
 }
 
@@ -83,8 +83,12 @@ pub fn before_use(
         Some(_) => return BeforeUse::Bind,
         None => {}
     }
+    // Without the binding's version no record can be written, and a status without it could
+    // land under a release; the next decision sees the binding, or picks another.
     let Some(entry) = inv.binding(binding) else {
-        return BeforeUse::Bind;
+        return BeforeUse::Wait {
+            binding: binding.to_string(),
+        };
     };
     let labels = &entry.view.labels;
     let shared = labels.get(&inv.keys().shared).is_some_and(|v| v == "true");
@@ -104,7 +108,7 @@ pub fn before_use(
             binding: binding.to_string(),
         };
     }
-    let mut claims: Vec<&str> = pending_claims(inv, inflight, binding, now)
+    let mut claims: Vec<&str> = recorded_claims(inv, binding)
         .map(|c| c.uid.as_str())
         .filter(|u| *u != claim_uid)
         .collect();
@@ -127,20 +131,19 @@ fn records(record: Option<&String>) -> impl Iterator<Item = &str> {
         .filter(|u| !u.is_empty())
 }
 
-/// The claims the binding's records name (`CLAIMED_BY` and `FILLING`) that still count as its
-/// clusters although the index shows no status for them: they exist, belong to the binding's
-/// tenant, are not being deleted, record no binding and no denial yet, and are not being written
-/// to another binding by this replica. A claim write or use whose status is still in flight,
-/// perhaps from a previous leader. A claim being deleted or denied is not one: its deletion or
-/// denial moved its resourceVersion, on which a status write of it is conditioned, so no status
-/// of it can land Bound any more. The index knows every claim a record names unless the claim is
-/// gone: a record is written by a leader that knew the claim, and a replica lists the claims
-/// when it starts leading, after that leader's fence closed.
-pub fn pending_claims<'a>(
+/// The claims the binding's records name (`CLAIMED_BY` and `FILLING`) whose status the index
+/// does not show yet and may still land Bound there: they exist, belong to the binding's tenant,
+/// are not being deleted, and record no binding and no denial yet. A claim write or use whose
+/// status is still in flight, perhaps from a previous leader. A claim being deleted or denied is
+/// not one: its deletion or denial moved its resourceVersion, on which a status write of it is
+/// conditioned, so no status of it can land Bound any more. What this replica plans for the
+/// claim does not matter here: a previous leader's held status write is not bound by it. The
+/// index knows every claim a record names unless the claim is gone: a record is written by a
+/// leader that knew the claim, and a replica lists the claims when it starts leading, after that
+/// leader's fence closed. A release and a use's record count these.
+pub fn recorded_claims<'a>(
     inv: &'a Inventory,
-    inflight: &'a InFlight,
     binding: &'a str,
-    now: Instant,
 ) -> impl Iterator<Item = &'a ClaimView> + 'a {
     let entry = inv.binding(binding);
     let tenant = entry.and_then(|e| e.view.labels.get(&inv.keys().tenant_name));
@@ -156,8 +159,20 @@ pub fn pending_claims<'a>(
                 && c.bound_binding.is_none()
                 && !c.deleting
                 && !c.denied
-                && !assigned_elsewhere(inflight, c, binding, now)
         })
+}
+
+/// The recorded claims (`recorded_claims`) that selection counts as the binding's clusters and
+/// that keep a binding from being a stray: those this replica is not writing to another binding.
+/// Counting a claim on both bindings would hold a single-account tenant's claims off the one it
+/// is moving to; a release never uses this.
+pub fn pending_claims<'a>(
+    inv: &'a Inventory,
+    inflight: &'a InFlight,
+    binding: &'a str,
+    now: Instant,
+) -> impl Iterator<Item = &'a ClaimView> + 'a {
+    recorded_claims(inv, binding).filter(move |c| !assigned_elsewhere(inflight, c, binding, now))
 }
 
 /// Whether this replica is writing `claim` onto another binding than `binding`, or won another
@@ -390,6 +405,47 @@ mod tests {
             .map(|c| c.uid.as_str())
             .collect();
         assert_eq!(pending, ["uid-p"]);
+    }
+
+    /// A use rewriting `FILLING` keeps a recorded claim this replica is assigning elsewhere: a
+    /// held status write of it (a previous leader's) may still land Bound on this binding, and a
+    /// release counts only what the record names.
+    #[test]
+    fn a_use_keeps_the_record_of_a_claim_assigned_elsewhere() {
+        let now = Instant::now();
+        let mut b = binding("b", &[("hyperscalerType", "aws"), ("tenantName", "ga")]);
+        b.annotations.insert(FILLING.into(), "uid-c".into());
+        let c = claim("c", "ga", None, None);
+        let inv = inventory(vec![b], vec![c.clone()], vec![]);
+        let mut fl = InFlight::new(Duration::from_secs(60));
+        fl.record(&c, &pool("aws", false, false), &reuse("b2"), now);
+        assert_eq!(
+            before_use(&inv, &fl, "uid-d", &reuse("b"), now),
+            BeforeUse::Record {
+                binding: "b".into(),
+                expected_resource_version: Some("rv-b".into()),
+                claims: "uid-c,uid-d".into(),
+            }
+        );
+    }
+
+    /// A binding the index does not hold (deleted, or not listed yet) cannot be recorded on, and
+    /// a status written without the record could land under a release: decide again later.
+    #[test]
+    fn a_use_of_a_binding_missing_from_the_index_waits() {
+        let inv = inventory(vec![], vec![], vec![]);
+        assert_eq!(
+            before_use(
+                &inv,
+                &InFlight::default(),
+                "uid-c",
+                &reuse("b"),
+                Instant::now()
+            ),
+            BeforeUse::Wait {
+                binding: "b".into()
+            }
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! does. The source clean-up (GC) is the world's, since it reads the
 //! request objects; its progress lives here so that a paused leader keeps it.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
@@ -28,6 +29,26 @@ use super::api::{
 pub enum Protocol {
     Old,
     New,
+}
+
+thread_local! {
+    /// The use record switched off (`without_use_record`).
+    static NO_USE_RECORD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with the binding-record protocol switched off, as the version before it ran: a use
+/// writes nothing on the binding before its status, and a release does not count the records
+/// (where it would wait for a recorded claim it marks the binding dirty). Only to show that the
+/// late-write scenarios fail without the protocol.
+pub fn without_use_record<T>(f: impl FnOnce() -> T) -> T {
+    NO_USE_RECORD.with(|c| c.set(true));
+    let out = f();
+    NO_USE_RECORD.with(|c| c.set(false));
+    out
+}
+
+fn use_record_off() -> bool {
+    NO_USE_RECORD.with(Cell::get)
 }
 
 /// The next write of a reconcile in progress.
@@ -278,7 +299,27 @@ impl Replica {
         let view = claim_view(c);
         let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
         let (exists, existed) = (sources.exists(c), sources.existed(c));
-        let d = source_release(p, &view, inv, inflight, now, exists, existed);
+        let mut d = source_release(p, &view, inv, inflight, now, exists, existed);
+        if let Release::WaitForUse { binding, .. } = &d
+            && use_record_off()
+        {
+            // As then: an assignment this replica is writing there keeps the binding.
+            let assigned = inflight.assigned(now);
+            let others = assigned
+                .get(binding.as_str())
+                .map_or(0, |m| m.keys().filter(|u| **u != view.uid).count());
+            let rv = inv
+                .binding(binding)
+                .and_then(|e| e.view.resource_version.clone());
+            d = if others > 0 {
+                Release::Keep(hap_operator::release::KeepReason::InUse { clusters: others })
+            } else {
+                Release::MarkDirty {
+                    binding: binding.clone(),
+                    expected_resource_version: rv,
+                }
+            };
+        }
         trace(|| format!("  replica {} releases {}: {d:?}", self.id, c.uid));
         if matches!(d, Release::WaitForUse { .. }) {
             self.waited_for_use += 1;
@@ -365,6 +406,7 @@ impl Replica {
         let mut plan = VecDeque::new();
         match before {
             BeforeUse::Wait { .. } => return plan,
+            BeforeUse::Record { .. } if use_record_off() => {}
             BeforeUse::Record {
                 binding,
                 expected_resource_version,
