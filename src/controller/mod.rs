@@ -498,7 +498,11 @@ fn start_caches(
     (last_good, recorded): (LastGoodApi, Option<LastGood>),
 ) -> (Arc<Context>, Streams) {
     let feed = ChangeFeed::default();
-    let ledger: SharedLedger = Arc::new(Mutex::new(Ledger::default()));
+    let mut fresh = Ledger::default();
+    fresh
+        .inventory
+        .set_source_claim_namespace(Some(args.source_claim_namespace()));
+    let ledger: SharedLedger = Arc::new(Mutex::new(fresh));
     let (config_store, config_stream) = startup::config_stream(own, feed.clone());
     let claims_synced = Arc::new(AtomicBool::new(false));
     let (claim_store, claim_writer, claims) = startup::claims_stream(

@@ -160,6 +160,21 @@ impl Inventory {
         self.clear_bindings();
     }
 
+    /// Points the index at the namespace of the request sources' claims (see the field).
+    pub fn set_source_claim_namespace(&mut self, namespace: Option<String>) {
+        if namespace == self.source_claim_namespace {
+            return;
+        }
+        let claims: Vec<ClaimView> = self.claims.values().map(|c| (**c).clone()).collect();
+        for c in &claims {
+            self.count_claim(c, false);
+        }
+        self.source_claim_namespace = namespace;
+        for c in &claims {
+            self.count_claim(c, true);
+        }
+    }
+
     /// Drops every binding: the binding watch moves to another namespace or kind.
     pub fn clear_bindings(&mut self) {
         self.bindings.clear();
@@ -530,7 +545,11 @@ impl Inventory {
         // object's cluster will run there even when the adoption is refused.
         let used = match &c.bound_binding {
             Some(recorded) => Some(recorded).filter(|_| here),
-            None => c.source.as_ref().and_then(|f| f.adopt.as_ref()),
+            None => c
+                .source
+                .as_ref()
+                .filter(|_| self.source_claim_namespace.as_deref() == Some(c.namespace.as_str()))
+                .and_then(|f| f.adopt.as_ref()),
         };
         let Some(binding) = used.filter(|_| !c.deleting && !c.lost) else {
             return;

@@ -181,6 +181,10 @@ pub struct Inventory {
     keys: ResolvedLabelKeys,
     /// The binding namespace in force; `None` (tests, the CLI) counts every claim.
     namespace: Option<String>,
+    /// Where the operator keeps the claims of request sources. Only there does the binding a
+    /// claim's object names count as used: anyone may create AccountClaims with source labels
+    /// in a namespace of their own. `None` counts no named binding.
+    source_claim_namespace: Option<String>,
     /// Boxed: an entry is ~190 bytes, and a tree node keeps about half of its eleven slots
     /// empty (~380 bytes a binding unboxed, ~250 boxed).
     bindings: BTreeMap<String, Box<BindingEntry>>,

@@ -495,6 +495,7 @@ fn an_older_view_of_a_source_claim_changes_nothing() {
 fn a_binding_a_source_object_names_is_in_use_whatever_its_adoption_says() {
     use crate::api::{AccountClaimStatus, ClaimPhase};
     let mut inv = Inventory::default();
+    inv.set_source_claim_namespace(Some("kcp".into()));
     inv.apply_binding(b("free", 1, None));
     let p = crate::pools::tests::pool("aws", false, false);
     assert_eq!(names(&inv.pool(&p).expect("pool").claimable), ["free"]);
@@ -538,6 +539,33 @@ fn a_binding_a_source_object_names_is_in_use_whatever_its_adoption_says() {
     inv.apply_claim(adopting(4, true));
     assert!(inv.clusters_on("free").is_empty());
     assert!(inv.claims_on("free").is_empty());
+}
+
+/// Only the operator writes claims in the source claim namespace; a claim elsewhere that carries
+/// source labels and names a binding is anyone's AccountClaim, and must not hold the binding
+/// (it would keep another tenant's release from ever freeing it, or starve a pool).
+#[test]
+fn a_named_binding_counts_only_for_claims_in_the_source_claim_namespace() {
+    let mut inv = Inventory::default();
+    inv.set_source_claim_namespace(Some("kcp".into()));
+    inv.apply_binding(b("victim", 1, None));
+    let forged = source_claim("fake", "team-a", 2, true, |c| {
+        c.spec.adopt_binding = Some("victim".into());
+        c.spec.shoot_name = Some("s-fake".into());
+    });
+    inv.apply_claim(forged);
+    assert!(
+        inv.clusters_on("victim").is_empty(),
+        "a claim outside the source claim namespace holds a binding it names"
+    );
+    let p = crate::pools::tests::pool("aws", false, false);
+    assert_eq!(names(&inv.pool(&p).expect("pool").claimable), ["victim"]);
+    // The same claim where the operator keeps source claims does hold it.
+    inv.apply_claim(source_claim("real", "kcp", 3, true, |c| {
+        c.spec.adopt_binding = Some("victim".into());
+        c.spec.shoot_name = Some("s-real".into());
+    }));
+    assert_eq!(inv.clusters_on("victim").len(), 1);
 }
 
 fn names(set: &std::collections::BTreeSet<String>) -> Vec<&str> {
