@@ -34,6 +34,14 @@ impl Ledger {
         }
     }
 
+    /// An empty ledger whose index counts the binding a claim's object names only for claims in
+    /// `namespace`, where the operator alone writes the request sources' claims.
+    pub fn for_source_claims_in(namespace: String) -> Self {
+        let mut ledger = Ledger::default();
+        ledger.inventory.set_source_claim_namespace(Some(namespace));
+        ledger
+    }
+
     /// The config in force names these label keys and this binding namespace.
     pub fn set_target(&mut self, keys: ResolvedLabelKeys, binding_namespace: Option<String>) {
         self.inventory.set_keys(keys);

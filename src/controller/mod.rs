@@ -498,11 +498,8 @@ fn start_caches(
     (last_good, recorded): (LastGoodApi, Option<LastGood>),
 ) -> (Arc<Context>, Streams) {
     let feed = ChangeFeed::default();
-    let mut fresh = Ledger::default();
-    fresh
-        .inventory
-        .set_source_claim_namespace(Some(args.source_claim_namespace()));
-    let ledger: SharedLedger = Arc::new(Mutex::new(fresh));
+    let ledger = Ledger::for_source_claims_in(args.source_claim_namespace());
+    let ledger: SharedLedger = Arc::new(Mutex::new(ledger));
     let (config_store, config_stream) = startup::config_stream(own, feed.clone());
     let claims_synced = Arc::new(AtomicBool::new(false));
     let (claim_store, claim_writer, claims) = startup::claims_stream(
