@@ -18,6 +18,7 @@ help:
 	@echo "make demo-down   stop the demo operator and the control plane"
 	@echo "make test        every test (fmt, clippy, unit, property, CLI, e2e, fuzz smoke)"
 	@echo "make image       the container image (static musl binary, FROM scratch) as an OCI archive, with buildah"
+	@echo "make release     the release into dist/, reproducibly: chart package, CRDs, image archive and digest, kustomize bundle, SHA256SUMS"
 	@echo "make crds        regenerate crds/ from the Rust types (and their copies under deploy/)"
 	@echo "make monitoring  copy the PrometheusRule and the Grafana dashboard into the Helm chart"
 	@echo "make testenv-up / testenv-down   the local control plane alone (with gardener-apiserver)"
@@ -39,6 +40,11 @@ tools:
 .PHONY: image
 image: tools
 	scripts/image.sh
+
+.PHONY: release
+# Reproducible: the same commit gives byte-identical files (tests/e2e_dist.rs checks it).
+release: tools
+	scripts/release.sh
 
 .PHONY: build
 build: tools

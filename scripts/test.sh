@@ -96,6 +96,8 @@ HAP_HELM=$(cat "$work/helm")
 HAP_TESTHELPER=$(cat "$work/testhelper")
 HAP_PROMETHEUS_DIR=$(cat "$work/prometheus")
 export HAP_K8S_BIN HAP_GARDENER_APISERVER HAP_CERT_MANAGER_BIN HAP_HELM HAP_TESTHELPER HAP_PROMETHEUS_DIR
+# tests/e2e_dist.rs packs this archive into a release (scripts/release.sh) instead of building it again.
+export HAP_IMAGE_ARCHIVE="$archive"
 # The test-only attacker image (e2e/testhelper FROM scratch, never shipped) that
 # tests/e2e_pods_callers.rs runs as a pod forging admission reviews; cached by source hash. After
 # the image above: both use buildah's storage.

@@ -278,7 +278,11 @@ const REFERENCED: [(&str, &str); 4] = [
 /// is all admission asks; `list` or `watch` would let the operator read them all.
 fn check_least_privilege(objs: &[Value], what: &str) {
     let writes: BTreeSet<&str> = ["create", "patch"].into();
-    for o in objs.iter().filter(|o| kind(o).ends_with("Role")) {
+    check_aggregated_roles(objs, what);
+    for o in objs
+        .iter()
+        .filter(|o| kind(o).ends_with("Role") && !is_aggregated(o))
+    {
         for rule in o["rules"].as_array().unwrap() {
             let strings = |k: &str| -> Vec<String> {
                 rule[k]
@@ -332,6 +336,49 @@ fn check_least_privilege(objs: &[Value], what: &str) {
                         || res == ["subjectaccessreviews"]
                         || res == ["configmaps"],
                     "{what}: create only for leases, events, the metrics' reviews and the last-known-good ConfigMap: {rule}"
+                );
+            }
+        }
+    }
+}
+
+/// A ClusterRole for people that Kubernetes aggregates into `view`, `edit` or `admin`.
+fn is_aggregated(o: &Value) -> bool {
+    o["metadata"]["labels"].as_object().is_some_and(|l| {
+        l.keys()
+            .any(|k| k.starts_with("rbac.authorization.k8s.io/aggregate-to-"))
+    })
+}
+
+/// The roles aggregated into `view`/`edit`/`admin` cover only accountpool.io, name no wildcard,
+/// never write HapConfigs (they decide which tenant gets which account) nor a status (the
+/// operator's), and what aggregates into `view` only reads.
+fn check_aggregated_roles(objs: &[Value], what: &str) {
+    let reads = ["get", "list", "watch"];
+    for o in objs.iter().filter(|o| is_aggregated(o)) {
+        assert_eq!(kind(o), "ClusterRole", "{what}: {}", name(o));
+        let to_view =
+            o["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true";
+        for rule in o["rules"].as_array().unwrap() {
+            let strings = |k: &str| -> Vec<&str> {
+                rule[k]
+                    .as_array()
+                    .map(|a| a.iter().map(|v| v.as_str().unwrap()).collect())
+                    .unwrap_or_default()
+            };
+            assert_eq!(strings("apiGroups"), ["accountpool.io"], "{what}: {rule}");
+            let writes = strings("verbs").iter().any(|v| !reads.contains(v));
+            assert!(!strings("verbs").contains(&"*"), "{what}: {rule}");
+            assert!(
+                !to_view || !writes,
+                "{what}: {} aggregates into view but writes: {rule}",
+                name(o)
+            );
+            for r in strings("resources") {
+                assert!(
+                    !writes || r == "accountclaims",
+                    "{what}: {} writes {r}; people may write only AccountClaims: {rule}",
+                    name(o)
                 );
             }
         }
@@ -437,7 +484,8 @@ const SERVICE_MONITOR_CRD: &str = r#"{
           "selector": {"type": "object", "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}},
           "endpoints": {"type": "array", "items": {"type": "object", "properties": {
             "port": {"type": "string"}, "path": {"type": "string"}, "scheme": {"type": "string"},
-            "bearerTokenFile": {"type": "string"},
+            "authorization": {"type": "object", "properties": {"type": {"type": "string"},
+              "credentials": {"type": "object", "required": ["key"], "properties": {"name": {"type": "string"}, "key": {"type": "string"}}}}},
             "tlsConfig": {"type": "object", "properties": {"insecureSkipVerify": {"type": "boolean"}}},
             "interval": {"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}}}}}}}}]
   }
@@ -514,6 +562,46 @@ async fn separate_garden_packaging_passes_server_dry_run_in_both_clusters() {
     dry_run_in(&garden_kubeconfig(), &chart, "helm garden side");
 }
 
+/// The ServiceMonitor's scrape authenticates with `authorization` (a token from a Secret), never
+/// the deprecated `bearerTokenFile`; the Secret is the token of a ServiceAccount bound to the
+/// metrics reader role and nothing else.
+fn check_scrape_authorization(objs: &[Value], sm: &Value, reader: &str, what: &str) {
+    let endpoint = &sm["spec"]["endpoints"][0];
+    assert!(
+        endpoint.get("bearerTokenFile").is_none(),
+        "{what}: bearerTokenFile is deprecated: {endpoint}"
+    );
+    let auth = &endpoint["authorization"];
+    assert_eq!(auth["type"], "Bearer", "{what}: {endpoint}");
+    let secret_name = auth["credentials"]["name"]
+        .as_str()
+        .expect("credentials.name");
+    let secret = find(objs, "Secret", secret_name);
+    assert_eq!(
+        secret["type"], "kubernetes.io/service-account-token",
+        "{what}"
+    );
+    assert_eq!(
+        auth["credentials"]["key"], "token",
+        "{what}: the token controller fills `token`"
+    );
+    let sa = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+        .as_str()
+        .expect("the token's ServiceAccount");
+    find(objs, "ServiceAccount", sa);
+    let bindings: Vec<&Value> = objs
+        .iter()
+        .filter(|o| {
+            matches!(kind(o), "ClusterRoleBinding" | "RoleBinding")
+                && o["subjects"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|s| s["name"] == sa))
+        })
+        .collect();
+    assert_eq!(bindings.len(), 1, "{what}: the scraper has one binding");
+    assert_eq!(bindings[0]["roleRef"]["name"], reader, "{what}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn monitoring_overlay_passes_server_dry_run() {
     let client = client().await;
@@ -522,8 +610,8 @@ async fn monitoring_overlay_passes_server_dry_run() {
     let overlay = kustomize("deploy/kustomize/overlays/monitoring");
     assert_eq!(
         overlay.len(),
-        base.len() + 1,
-        "the overlay is the base plus one object"
+        base.len() + 4,
+        "the overlay is the base plus the ServiceMonitor and the scraper's ServiceAccount, token Secret and ClusterRoleBinding"
     );
     let sm = find(&overlay, "ServiceMonitor", "hap-operator");
     let svc = find(&base, "Service", "hap-operator-metrics");
@@ -546,10 +634,7 @@ async fn monitoring_overlay_passes_server_dry_run() {
         endpoint["scheme"], "https",
         "the metrics are served over TLS"
     );
-    assert!(
-        endpoint["bearerTokenFile"].is_string(),
-        "the scrape carries Prometheus' token: {endpoint}"
-    );
+    check_scrape_authorization(&overlay, sm, "hap-operator-metrics-reader", "kustomize");
     let place = Place {
         ns: namespace(&client, "hapsys").await,
         bindings_ns: project(&client).await,
@@ -609,7 +694,16 @@ async fn helm_chart_with_default_values_passes_server_dry_run() {
             "serviceMonitor.enabled=true",
         ],
     );
-    assert!(objs.iter().any(|o| kind(o) == "ServiceMonitor"));
+    let sm = objs
+        .iter()
+        .find(|o| kind(o) == "ServiceMonitor")
+        .expect("ServiceMonitor");
+    check_scrape_authorization(
+        &objs,
+        sm,
+        &format!("{release}-hap-operator-metrics-reader"),
+        "helm",
+    );
     dry_run(&objs, "helm claimNamespace + serviceMonitor");
 }
 
@@ -1793,4 +1887,428 @@ async fn the_operators_requests_are_classified_to_its_own_flow_schema() {
             "{what}: the request runs in the operator's own priority level"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chart values: image digest, extra volumes, per-kind failurePolicy, alert thresholds, schema
+
+#[test]
+fn image_digest_and_extra_volumes_reach_the_deployment() {
+    let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+    let objs = helm_template(
+        "hap-operator",
+        "hap-system",
+        &[
+            "--set",
+            &format!("image.digest={digest}"),
+            "--set",
+            "image.tag=ignored",
+            "--set-json",
+            r#"extraVolumes=[{"name":"ca","configMap":{"name":"my-ca"}}]"#,
+            "--set-json",
+            r#"extraVolumeMounts=[{"name":"ca","mountPath":"/etc/my-ca","readOnly":true}]"#,
+        ],
+    );
+    let pod = &find(&objs, "Deployment", "hap-operator")["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["image"],
+        json!(format!("ghcr.io/hap-operator/hap-operator@{digest}")),
+        "a digest wins over the tag"
+    );
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "ca", "configMap": {"name": "my-ca"}}])
+    );
+    assert_eq!(
+        pod["containers"][0]["volumeMounts"],
+        json!([{"name": "ca", "mountPath": "/etc/my-ca", "readOnly": true}])
+    );
+    // With the webhook on, the extra ones come after the chart's own.
+    let objs = helm_template(
+        "hap-operator",
+        "hap-system",
+        &[
+            "--set",
+            "sources.runtimes.enabled=true",
+            "--set-json",
+            r#"extraVolumes=[{"name":"ca","configMap":{"name":"my-ca"}}]"#,
+            "--set-json",
+            r#"extraVolumeMounts=[{"name":"ca","mountPath":"/etc/my-ca"}]"#,
+        ],
+    );
+    let pod = &find(&objs, "Deployment", "hap-operator")["spec"]["template"]["spec"];
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&pod["volumes"]),
+        ["webhook-client-ca", "webhook-tls", "ca"]
+    );
+    assert_eq!(
+        names(&pod["containers"][0]["volumeMounts"]),
+        ["webhook-client-ca", "webhook-tls", "ca"]
+    );
+    // A digest that is not one is refused by the schema.
+    let chart = repo_root().join("deploy/helm/hap-operator");
+    let (ok, _, err) = run(Command::new(helm_path()).args([
+        "template",
+        "x",
+        chart.to_str().unwrap(),
+        "--set",
+        "image.digest=latest",
+    ]));
+    assert!(!ok && err.contains("/image/digest"), "{err}");
+}
+
+#[test]
+fn webhook_failure_policy_is_set_per_kind() {
+    let objs = helm_template(
+        "hap-operator",
+        "hap-system",
+        &[
+            "--set",
+            "sources.runtimes.enabled=true",
+            "--set",
+            "sources.clusters.enabled=true",
+            "--set",
+            "sources.shoots.enabled=true",
+            "--set",
+            "sources.clusters.failurePolicy=Ignore",
+        ],
+    );
+    let policy = |n: &str| {
+        find(&objs, "MutatingWebhookConfiguration", n)["webhooks"][0]["failurePolicy"].clone()
+    };
+    assert_eq!(policy("hap-operator-runtimes"), "Fail", "the default");
+    assert_eq!(policy("hap-operator-clusters"), "Ignore");
+    assert_eq!(policy("hap-operator-shoots"), "Fail");
+    let objs = helm_template(
+        "hap-operator",
+        "hap-system",
+        &[
+            "--set",
+            "sources.shoots.enabled=true",
+            "--set",
+            "sources.shoots.failurePolicy=Ignore",
+        ],
+    );
+    assert_eq!(
+        find(&objs, "MutatingWebhookConfiguration", "hap-operator-shoots")["webhooks"][0]["failurePolicy"],
+        "Ignore"
+    );
+    let chart = repo_root().join("deploy/helm/hap-operator");
+    let (ok, _, err) = run(Command::new(helm_path()).args([
+        "template",
+        "x",
+        chart.to_str().unwrap(),
+        "--set",
+        "sources.runtimes.failurePolicy=Retry",
+    ]));
+    assert!(
+        !ok && err.contains("/sources/runtimes/failurePolicy"),
+        "{err}"
+    );
+}
+
+/// The PrometheusRule the chart renders with default values is the kustomize component's (the
+/// chart keeps the file byte-identical, tests/alerts.rs; this checks the template on top of it);
+/// thresholds and the runbook base URL change exactly their alerts.
+#[test]
+fn prometheus_rule_defaults_equal_the_component_and_thresholds_apply() {
+    let component: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(
+            repo_root().join("deploy/kustomize/components/prometheus-rules/prometheusrule.yaml"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let rendered = helm_template(
+        "hap-operator",
+        "hap-system",
+        &["--set", "prometheusRule.enabled=true"],
+    );
+    let rule = find(&rendered, "PrometheusRule", "hap-operator");
+    assert_eq!(rule["spec"], component["spec"]);
+    let alerts = |spec: &Value| -> BTreeMap<String, Value> {
+        spec["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap().clone())
+            .filter_map(|r| Some((r["alert"].as_str()?.to_string(), r)))
+            .collect()
+    };
+    for (name, r) in alerts(&component["spec"]) {
+        let anchor = name.to_lowercase();
+        assert_eq!(
+            r["annotations"]["runbook_url"],
+            json!(format!(
+                "https://github.com/hap-operator/hap-operator/blob/main/docs/operating.md#{anchor}"
+            )),
+            "{name}"
+        );
+    }
+    let tuned = helm_template(
+        "hap-operator",
+        "hap-system",
+        &[
+            "--set",
+            "prometheusRule.enabled=true",
+            "--set",
+            "prometheusRule.runbookBaseUrl=https://runbooks.example.org/hap/",
+            "--set-json",
+            "prometheusRule.thresholds.poolForecastDays=3.5",
+            "--set",
+            "prometheusRule.thresholds.dirtyHours=12",
+            "--set",
+            "prometheusRule.thresholds.webhookSlowSeconds=2",
+        ],
+    );
+    let tuned = alerts(&find(&tuned, "PrometheusRule", "hap-operator")["spec"]);
+    let shipped = alerts(&component["spec"]);
+    let expr = |a: &BTreeMap<String, Value>, n: &str| a[n]["expr"].as_str().unwrap().to_string();
+    assert!(expr(&tuned, "HapPoolForecastShort").contains("(hap_pool_days_until_empty) < 3.5"));
+    assert!(expr(&tuned, "HapDirtyTooLong").contains("(hap_pool_oldest_dirty_seconds) > 43200"));
+    assert!(expr(&tuned, "HapWebhookSlow").contains("[10m]))) > 2\n"));
+    assert!(
+        tuned["HapDirtyTooLong"]["annotations"]["summary"]
+            .as_str()
+            .unwrap()
+            .ends_with("more than 12h")
+    );
+    for (name, r) in &tuned {
+        assert_eq!(
+            r["annotations"]["runbook_url"],
+            json!(format!(
+                "https://runbooks.example.org/hap#{}",
+                name.to_lowercase()
+            ))
+        );
+        if !["HapPoolForecastShort", "HapDirtyTooLong", "HapWebhookSlow"].contains(&name.as_str()) {
+            assert_eq!(r["expr"], shipped[name]["expr"], "{name} is not tuned");
+        }
+    }
+}
+
+/// Every object subtree of values.schema.json is closed (`additionalProperties: false`) unless it
+/// is a string map or a Kubernetes object passed through (which the API server validates).
+#[test]
+fn values_schema_closes_every_subtree() {
+    fn walk(path: &str, s: &Value, open: &mut Vec<String>) {
+        if s["type"] == "object"
+            && s.get("properties").is_some()
+            && s["additionalProperties"] != false
+        {
+            open.push(path.to_string());
+        }
+        if let Some(p) = s["properties"].as_object() {
+            for (k, v) in p {
+                walk(&format!("{path}.{k}"), v, open);
+            }
+        }
+        if s["items"].is_object() {
+            walk(&format!("{path}[]"), &s["items"], open);
+        }
+    }
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("deploy/helm/hap-operator/values.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let mut open = vec![];
+    walk("", &schema, &mut open);
+    assert!(
+        open.is_empty(),
+        "subtrees that accept unknown keys: {open:?}"
+    );
+    // Every key of values.yaml is in the schema (a value the schema forgot would be a typo).
+    let values: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join("deploy/helm/hap-operator/values.yaml")).unwrap(),
+    )
+    .unwrap();
+    fn keys(path: &str, v: &Value, s: &Value, missing: &mut Vec<String>) {
+        let (Some(obj), Some(props)) = (v.as_object(), s["properties"].as_object()) else {
+            return;
+        };
+        for (k, child) in obj {
+            match props.get(k) {
+                Some(cs) => keys(&format!("{path}.{k}"), child, cs, missing),
+                None => missing.push(format!("{path}.{k}")),
+            }
+        }
+    }
+    let mut missing = vec![];
+    keys("", &values, &schema, &mut missing);
+    assert!(
+        missing.is_empty(),
+        "values.yaml keys the schema lacks: {missing:?}"
+    );
+    // The KEB top-level keys the schema accepts are those of the KEB-shaped values file.
+    let accepted: BTreeSet<String> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| v["$ref"] == "#/definitions/kebKey")
+        .map(|(k, _)| k.clone())
+        .collect();
+    let keb: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join("tests/data/keb-values-shape.yaml")).unwrap(),
+    )
+    .unwrap();
+    let chart_keys: BTreeSet<String> = values.as_object().unwrap().keys().cloned().collect();
+    let keb_only: BTreeSet<String> = keb
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| !chart_keys.contains(*k))
+        .cloned()
+        .collect();
+    assert_eq!(accepted, keb_only);
+}
+
+/// A typo anywhere in the chart's own values fails `helm template` naming the key; KEB's values
+/// files (the example and one with every top-level key of upstream's) still render.
+#[test]
+fn a_typo_in_values_fails_naming_the_key() {
+    let chart = repo_root().join("deploy/helm/hap-operator");
+    for (typo, at, key) in [
+        (
+            "webhook.certmanager.enabled=true",
+            "/webhook",
+            "certmanager",
+        ),
+        (
+            "sources.runtimes.enable=true",
+            "/sources/runtimes",
+            "enable",
+        ),
+        (
+            "serviceMonitor.authorisation.key=x",
+            "/serviceMonitor",
+            "authorisation",
+        ),
+        (
+            "prometheusRule.thresholds.dirtyHour=1",
+            "/prometheusRule/thresholds",
+            "dirtyHour",
+        ),
+        (
+            "securityContext.readOnlyRootFileSystem=true",
+            "/securityContext",
+            "readOnlyRootFileSystem",
+        ),
+        (
+            "garden.serviceAccount.nmae=x",
+            "/garden/serviceAccount",
+            "nmae",
+        ),
+        ("hap.rules[0]=aws", "/hap", "rules"),
+        ("replicaCout=3", "", "replicaCout"),
+    ] {
+        let (ok, out, err) = run(Command::new(helm_path()).args([
+            "template",
+            "x",
+            chart.to_str().unwrap(),
+            "--set",
+            typo,
+        ]));
+        assert!(!ok, "{typo} rendered: {out}");
+        assert!(
+            err.contains(&format!(
+                "at '{at}': additional properties '{key}' not allowed"
+            )),
+            "{typo}: {err}"
+        );
+    }
+    for file in [
+        chart.join("examples/keb-values.yaml"),
+        repo_root().join("tests/data/keb-values-shape.yaml"),
+    ] {
+        let objs = helm_template("x", "hap-system", &["-f", file.to_str().unwrap()]);
+        assert!(
+            objs.iter().any(|o| kind(o) == "HapConfig"),
+            "{}: {:?}",
+            file.display(),
+            summary(&objs)
+        );
+    }
+}
+
+/// The built-in `view` and `edit` ClusterRoles gain the aggregated rules on the real API server
+/// (kube-controller-manager's clusterrole-aggregation controller): a user bound to `view` in a
+/// namespace may read AccountClaims there but not write them; one bound to `edit` may write them
+/// but may not write HapConfigs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn view_and_edit_gain_hapconfigs_and_accountclaims() {
+    let client = client().await;
+    let place = Place {
+        ns: unique("hapsys"),
+        bindings_ns: project(&client).await,
+        suffix: unique("agg"),
+    };
+    let roles: Vec<Value> = relocate(&kustomize("deploy/kustomize/base"), &place)
+        .into_iter()
+        .filter(is_aggregated)
+        .collect();
+    assert_eq!(roles.len(), 2, "{:?}", summary(&roles));
+    let ns = namespace(&client, "tenant").await;
+    let (viewer, editor) = (unique("viewer"), unique("editor"));
+    let bindings: Vec<Value> = [(&viewer, "view"), (&editor, "edit")]
+        .iter()
+        .map(|(user, role)| {
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": user, "namespace": ns},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+        })
+        .collect();
+    let mut cleanup = cleanup_for(&roles);
+    cleanup.push(vec![
+        "delete".into(),
+        "namespace".into(),
+        ns.clone(),
+        "--wait=false".into(),
+    ]);
+    let _cleanup = Cleanup(cleanup);
+    apply(&roles, "aggregated ClusterRoles");
+    apply(&bindings, "RoleBindings to view and edit");
+    let can = |user: &str, verb: &str, what: &str| -> bool {
+        let (what, sub) = what.split_once('/').unwrap_or((what, ""));
+        let mut args = vec!["auth", "can-i", verb, what, "-n", &ns, "--as", user];
+        let sub = format!("--subresource={sub}");
+        if sub != "--subresource=" {
+            args.push(&sub);
+        }
+        let (_, out, err) = kubectl(&args);
+        assert!(
+            out.trim() == "yes" || out.trim() == "no",
+            "can-i {verb} {what}: {out} {err}"
+        );
+        out.trim() == "yes"
+    };
+    eventually(
+        std::time::Duration::from_secs(30),
+        "view and edit aggregate the accountpool.io rules",
+        || async {
+            (can(&viewer, "list", "accountclaims.accountpool.io")
+                && can(&editor, "create", "accountclaims.accountpool.io"))
+            .then_some(())
+        },
+    )
+    .await;
+    assert!(can(&viewer, "watch", "accountclaims.accountpool.io"));
+    assert!(!can(&viewer, "create", "accountclaims.accountpool.io"));
+    assert!(!can(&viewer, "delete", "accountclaims.accountpool.io"));
+    assert!(can(&editor, "delete", "accountclaims.accountpool.io"));
+    assert!(!can(
+        &editor,
+        "patch",
+        "accountclaims.accountpool.io/status"
+    ));
+    assert!(!can(&editor, "patch", "hapconfigs.accountpool.io"));
+    assert!(!can(&editor, "create", "hapconfigs.accountpool.io"));
 }

@@ -30,6 +30,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* The image: by digest when image.digest is set (what a release pins), else by tag. */}}
+{{- define "hap-operator.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "hap-operator.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "hap-operator.fullname" .) .Values.serviceAccount.name -}}
@@ -103,4 +112,14 @@ webhook.allowUnauthenticated and no name given. A forged review is refused at TL
 
 {{- define "hap-operator.webhookSecret" -}}
 {{- default (printf "%s-webhook-tls" (include "hap-operator.fullname" .)) .Values.webhook.secretName -}}
+{{- end -}}
+
+{{/* (list alert text old new): text with old replaced by new; fails when old is not in text, so
+a changed rule file cannot silently drop a configured threshold. */}}
+{{- define "hap-operator.swap" -}}
+{{- $alert := index . 0 }}{{- $text := index . 1 }}{{- $old := index . 2 }}{{- $new := index . 3 }}
+{{- if not (contains $old $text) }}
+{{- fail (printf "prometheusRule.thresholds: the rule %s no longer contains %q; update templates/prometheusrule.yaml" $alert $old) }}
+{{- end }}
+{{- replace $old $new $text }}
 {{- end -}}

@@ -107,7 +107,7 @@ func (e env) startControlPlane(p portSet) error {
 		"--use-service-account-credentials=false",
 		"--service-account-private-key-file="+pki("sa.key"),
 		"--root-ca-file="+pki("ca.crt"),
-		"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller",
+		"--controllers=namespace-controller,garbage-collector-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,clusterrole-aggregation-controller",
 		"--v=1",
 	)...); err != nil {
 		return err
