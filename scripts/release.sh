@@ -34,7 +34,9 @@ version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 export TZ=UTC LC_ALL=C
 helm=${HAP_HELM:-$(e2e/build-helm.sh)}
-kubectl=${KUBECTL:-kubectl}
+# kubectl of the pinned Kubernetes release (e2e/build-control-plane.sh, cached), so that the
+# rendered install.yaml does not depend on whichever kubectl a machine has.
+kubectl=${KUBECTL:-$(e2e/build-control-plane.sh)/kubectl}
 
 if [ -z "$archive" ]; then
   archive=$(scripts/image.sh)

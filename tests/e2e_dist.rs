@@ -46,7 +46,8 @@ fn release_into(out: &Path) {
     let (ok, stdout, err) = run(Command::new(repo_root().join("scripts/release.sh"))
         .args(["--out", out.to_str().unwrap(), "--image-archive"])
         .arg(image_archive())
-        .env("HAP_HELM", helm_path()));
+        .env("HAP_HELM", helm_path())
+        .env("KUBECTL", kubectl_path()));
     assert!(ok, "scripts/release.sh: {err}");
     assert_eq!(stdout.trim(), out.to_str().unwrap(), "{err}");
 }
