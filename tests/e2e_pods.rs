@@ -101,6 +101,8 @@ async fn kustomize_base_runs_as_pods_and_fails_over() {
         delete_args(&["hapconfig", "default"]),
         delete_args(&["clusterrolebinding", "hap-operator"]),
         delete_args(&["clusterrole", "hap-operator"]),
+        delete_args(&["clusterrole", "hap-operator-view"]),
+        delete_args(&["clusterrole", "hap-operator-edit"]),
     ]);
     kubectl_ok(&["create", "namespace", &claims_ns]);
     let hap = Hap {
@@ -319,6 +321,8 @@ async fn helm_chart_runs_as_pods_with_a_separate_garden() {
         delete_args(&["namespace", &ns]),
         delete_args(&["clusterrolebinding", &sa]),
         delete_args(&["clusterrole", &sa]),
+        delete_args(&["clusterrole", &format!("{sa}-view")]),
+        delete_args(&["clusterrole", &format!("{sa}-edit")]),
         delete_args(&["hapconfig", &hap.config]),
     ]);
     for i in 1..=2 {
