@@ -4,7 +4,10 @@
 //! `kubectl apply --dry-run=server`; kustomize and Helm ship the same RBAC in each topology; the
 //! RBAC is no wider than documented (`kubectl auth can-i`, and Secrets, WorkloadIdentities,
 //! InternalSecrets and Quotas only as the `get` gardener-apiserver's admission demands); the CRD copies under deploy/ and the generated docs
-//! do not drift. That the RBAC is sufficient is tests/e2e_rbac.rs.
+//! do not drift. That the RBAC is sufficient is tests/e2e_rbac.rs. The chart's values: the image
+//! digest, extra volumes, per-kind webhook failurePolicy, alert thresholds and runbook URLs, a
+//! schema closed in every subtree (KEB's top-level keys accepted); the aggregated view/edit roles
+//! on the real API server; the ServiceMonitor's token from a Secret.
 //!
 //! Helm comes from `e2e/build-helm.sh` (built from the Go module proxy, cached); `scripts/test.sh`
 //! exports its path as `HAP_HELM`.
@@ -2092,6 +2095,35 @@ fn prometheus_rule_defaults_equal_the_component_and_thresholds_apply() {
             assert_eq!(r["expr"], shipped[name]["expr"], "{name} is not tuned");
         }
     }
+    // A rule file whose threshold text changed fails the render instead of dropping the value.
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, err) = run(Command::new("cp")
+        .arg("-r")
+        .arg(repo_root().join("deploy/helm/hap-operator"))
+        .arg(dir.path()));
+    assert!(ok, "{err}");
+    let chart = dir.path().join("hap-operator");
+    let file = chart.join("files/prometheusrule.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace(
+            "(hap_pool_days_until_empty) < 7",
+            "(hap_pool_days_until_empty) < 8",
+        ),
+    )
+    .unwrap();
+    let (ok, _, err) = run(Command::new(helm_path()).args([
+        "template",
+        "x",
+        chart.to_str().unwrap(),
+        "--set",
+        "prometheusRule.enabled=true",
+    ]));
+    assert!(
+        !ok && err.contains("the rule HapPoolForecastShort no longer contains"),
+        "{err}"
+    );
 }
 
 /// Every object subtree of values.schema.json is closed (`additionalProperties: false`) unless it
