@@ -69,6 +69,9 @@ go_tools() {
   # Flux kstatus and Argo CD Lua health checks for tests/e2e_gitops.rs, and the binary of the
   # attacker image below; built once per source hash.
   e2e/build-testhelper.sh >"$out/testhelper"
+  # Flux's source-controller and kustomize-controller, its CRDs and its test Git server for
+  # tests/e2e_flux.rs (e2e/flux), built once per version and source hash, cached.
+  e2e/build-flux.sh >"$out/flux"
   # promtool and the Prometheus server (Debian's package, unpacked, never installed as a
   # service) for tests/alerts.rs and tests/e2e_prometheus.rs.
   e2e/build-prometheus.sh >"$out/prometheus"
@@ -95,7 +98,8 @@ HAP_CERT_MANAGER_BIN=$(cat "$work/cert-manager")
 HAP_HELM=$(cat "$work/helm")
 HAP_TESTHELPER=$(cat "$work/testhelper")
 HAP_PROMETHEUS_DIR=$(cat "$work/prometheus")
-export HAP_K8S_BIN HAP_GARDENER_APISERVER HAP_CERT_MANAGER_BIN HAP_HELM HAP_TESTHELPER HAP_PROMETHEUS_DIR
+HAP_FLUX_DIR=$(cat "$work/flux")
+export HAP_K8S_BIN HAP_GARDENER_APISERVER HAP_CERT_MANAGER_BIN HAP_HELM HAP_TESTHELPER HAP_PROMETHEUS_DIR HAP_FLUX_DIR
 # The test-only attacker image (e2e/testhelper FROM scratch, never shipped) that
 # tests/e2e_pods_callers.rs runs as a pod forging admission reviews; cached by source hash. After
 # the image above: both use buildah's storage.
