@@ -105,7 +105,8 @@ impl GitServer {
             .arg("--root")
             .arg(root.path())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            // It logs every request.
+            .stderr(Stdio::null())
             .spawn()
             .expect("start hap-gitserver");
         let mut line = String::new();
@@ -230,7 +231,12 @@ fn start_flux(ns: &str) -> Processes {
         ),
         (
             "kustomize-controller",
-            vec!["--no-remote-bases=true".into()],
+            // A Kustomization whose dependency has not applied the new commit yet, or whose
+            // source has no artifact yet, is looked at again after this instead of 30 s.
+            vec![
+                "--no-remote-bases=true".into(),
+                "--requeue-dependency=2s".into(),
+            ],
         ),
     ] {
         procs.spawn(
@@ -350,6 +356,7 @@ async fn await_kustomization(
             .expect("kubectl");
         if let Some((s, reason, message, revision)) = read {
             if s == status && revision.ends_with(commit) {
+                eprintln!("Kustomization {name} at {commit}: Ready={s} {reason}: {message}");
                 return (reason, message);
             }
             last = Some((s, reason, message, revision));
