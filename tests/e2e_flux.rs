@@ -211,7 +211,6 @@ fn start_flux(ns: &str) -> Processes {
         ],
         Duration::from_secs(60),
     );
-    let storage = tempfile::tempdir().expect("tempdir").keep();
     let addr = format!("127.0.0.1:{}", free_port());
     let common = [
         "--watch-all-namespaces=false",
@@ -220,6 +219,9 @@ fn start_flux(ns: &str) -> Processes {
         "--health-addr=127.0.0.1:0",
     ];
     let mut procs = Processes::new();
+    // source-controller's artifacts, removed with the logs.
+    let storage = procs.logs.path().join("storage");
+    std::fs::create_dir_all(&storage).expect("storage directory");
     for (name, extra) in [
         (
             "source-controller",
