@@ -3,8 +3,8 @@
 //!
 //! Flux's verdict is computed by Flux's own kstatus library and Argo CD's by its Lua interpreter
 //! running deploy/argocd/*/health.lua, both inside e2e/testhelper (a Go program; `make test`
-//! builds it and exports HAP_TESTHELPER), on `kubectl get -o json` of live objects. Real Flux and
-//! Argo CD cannot run here (../shared/reference/real-control-plane.md §16).
+//! builds it and exports HAP_TESTHELPER), on `kubectl get -o json` of live objects. Real Flux,
+//! reconciling a HapConfig from Git, runs in tests/e2e_flux.rs.
 
 mod support;
 
