@@ -1,0 +1,251 @@
+//go:build e2e
+
+// End-to-end tests of the client against a real API server with hap-operator running. The
+// test that starts them (tests/e2e_go_client.rs) prepares a HapConfig and its bindings and
+// names them in the environment:
+//
+//	KUBECONFIG, HAP_GO_CLAIM_NAMESPACE, HAP_GO_BINDING_NAMESPACE, HAP_GO_CONFIG
+//
+// and a pool `aws` with free bindings, a pool `gcp` with none, a deny entry for global account
+// ga-denied, and a tenant policy that allows every ga-* account used here but ga-stranger.
+package hap_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hap-operator/hap-operator/clients/go/apis/v1alpha1"
+	"github.com/hap-operator/hap-operator/clients/go/hap"
+)
+
+var bindingsRes = schema.GroupVersionResource{Group: "security.gardener.cloud", Version: "v1alpha1", Resource: "credentialsbindings"}
+
+type env struct {
+	claims    *hap.Client
+	dyn       dynamic.Interface
+	bindingNS string
+	config    string
+}
+
+func setup(t *testing.T) env {
+	t.Helper()
+	var missing []string
+	get := func(k string) string {
+		v := os.Getenv(k)
+		if v == "" {
+			missing = append(missing, k)
+		}
+		return v
+	}
+	kc, ns, bns, cfgName := get("KUBECONFIG"), get("HAP_GO_CLAIM_NAMESPACE"), get("HAP_GO_BINDING_NAMESPACE"), get("HAP_GO_CONFIG")
+	if len(missing) > 0 {
+		t.Fatalf("run by tests/e2e_go_client.rs, which sets %v", missing)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env{claims: hap.NewForDynamic(dyn, ns), dyn: dyn, bindingNS: bns, config: cfgName}
+}
+
+func spec(ga, plan string) v1alpha1.AccountClaimSpec {
+	pr := "cf-eu11"
+	return v1alpha1.AccountClaimSpec{GlobalAccount: ga, Plan: plan, PlatformRegion: &pr}
+}
+
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (e env) bindingLabels(t *testing.T, name string) map[string]string {
+	t.Helper()
+	b, err := e.dyn.Resource(bindingsRes).Namespace(e.bindingNS).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("read binding %s: %v", name, err)
+	}
+	return b.GetLabels()
+}
+
+func TestClaimAndWaitReturnsTheBinding(t *testing.T) {
+	e := setup(t)
+	b, err := e.claims.ClaimAndWait(within(t, time.Minute), "go-bound", spec("ga-bound", "aws"), hap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.Name, "aws-") || b.Namespace != e.bindingNS || b.HyperscalerType != "aws" || b.Decision != "Claimed" {
+		t.Fatalf("binding %+v", b)
+	}
+	if got := e.bindingLabels(t, b.Name)["tenantName"]; got != "ga-bound" {
+		t.Fatalf("binding %s has tenantName %q", b.Name, got)
+	}
+}
+
+func TestClaimAndWaitIsIdempotentOnTheName(t *testing.T) {
+	e := setup(t)
+	ctx := within(t, 2*time.Minute)
+	first, err := e.claims.ClaimAndWait(ctx, "go-retry", spec("ga-retry", "aws"), hap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.claims.ClaimAndWait(ctx, "go-retry", spec("ga-retry", "aws"), hap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Claim.UID != first.Claim.UID || again.Name != first.Name {
+		t.Fatalf("a retry made another claim or binding: %s %s, then %s %s", first.Claim.UID, first.Name, again.Claim.UID, again.Name)
+	}
+	// A create whose answer was lost: the claim exists, the caller does not know it.
+	lost, err := e.claims.Create(ctx, v1alpha1.NewAccountClaim("", "go-lost", spec("ga-lost", "aws")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, err := e.claims.ClaimAndWait(ctx, "go-lost", spec("ga-lost", "aws"), hap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found.Claim.UID != lost.UID {
+		t.Fatalf("the retry did not find the claim it created: %s, not %s", found.Claim.UID, lost.UID)
+	}
+	// The name is taken by another request.
+	_, err = e.claims.ClaimAndWait(ctx, "go-retry", spec("ga-other", "aws"), hap.Options{})
+	if !errors.Is(err, hap.ErrSpecMismatch) || !strings.Contains(err.Error(), "globalAccount=ga-retry") {
+		t.Fatalf("a claim of the name with another spec: %v", err)
+	}
+	// Released, then the name is used again: a new claim (another uid), decided anew.
+	if err := e.claims.Release(ctx, "go-retry", hap.ReleaseOptions{UID: first.Claim.UID, Wait: true}); err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := e.claims.ClaimAndWait(ctx, "go-retry", spec("ga-retry", "aws"), hap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if renewed.Claim.UID == first.Claim.UID || renewed.Name == first.Name {
+		t.Fatalf("the re-created claim: uid %s binding %s (first: %s %s, which is dirty now)", renewed.Claim.UID, renewed.Name, first.Claim.UID, first.Name)
+	}
+}
+
+func TestADeniedClaimIsATypedError(t *testing.T) {
+	e := setup(t)
+	_, err := e.claims.ClaimAndWait(within(t, time.Minute), "go-denied", spec("ga-denied", "aws"), hap.Options{})
+	var ce *hap.ClaimError
+	if !errors.Is(err, hap.ErrDenied) || !errors.As(err, &ce) || !ce.Final ||
+		!strings.Contains(ce.Message, "plan aws is closed for ga-denied") {
+		t.Fatalf("denied: %v", err)
+	}
+}
+
+func TestATenantThePolicyDoesNotAllowIsATypedError(t *testing.T) {
+	e := setup(t)
+	_, err := e.claims.ClaimAndWait(within(t, time.Minute), "go-stranger", spec("ga-stranger", "aws"), hap.Options{})
+	var ce *hap.ClaimError
+	if !errors.Is(err, hap.ErrTenantNotAllowed) || !errors.As(err, &ce) || !ce.Final || !strings.Contains(ce.Message, "go-provisioners") {
+		t.Fatalf("tenant not allowed: %v", err)
+	}
+}
+
+func TestAnExhaustedPoolIsATypedErrorWithTheOperatorsMessage(t *testing.T) {
+	e := setup(t)
+	_, err := e.claims.ClaimAndWait(within(t, time.Minute), "go-exhausted", spec("ga-exhausted", "gcp"),
+		hap.Options{StopOn: []string{hap.ReasonPoolExhausted}})
+	var ce *hap.ClaimError
+	if !errors.Is(err, hap.ErrPoolExhausted) || !errors.As(err, &ce) || ce.Final || !strings.Contains(ce.Message, "hyperscalerType=gcp") {
+		t.Fatalf("exhausted: %v", err)
+	}
+}
+
+func TestTheContextDeadlineEndsTheWaitWithTheLastReason(t *testing.T) {
+	e := setup(t)
+	start := time.Now()
+	_, err := e.claims.ClaimAndWait(within(t, 5*time.Second), "go-deadline", spec("ga-deadline", "gcp"), hap.Options{})
+	var we *hap.WaitError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, hap.ErrPoolExhausted) || !errors.As(err, &we) {
+		t.Fatalf("deadline: %v", err)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("the wait outlived its deadline by %v", waited-5*time.Second)
+	}
+}
+
+func TestAPausedConfigIsATypedErrorThenTheClaimBinds(t *testing.T) {
+	e := setup(t)
+	ctx := within(t, 2*time.Minute)
+	e.setPaused(t, ctx, true)
+	t.Cleanup(func() { e.setPaused(t, context.Background(), false) })
+	_, err := e.claims.ClaimAndWait(ctx, "go-paused", spec("ga-paused", "aws"), hap.Options{StopOn: []string{hap.ReasonPaused}})
+	if !errors.Is(err, hap.ErrPaused) {
+		t.Fatalf("paused: %v", err)
+	}
+	e.setPaused(t, ctx, false)
+	b, err := e.claims.ClaimAndWait(ctx, "go-paused", spec("ga-paused", "aws"), hap.Options{})
+	if err != nil || !strings.HasPrefix(b.Name, "aws-") {
+		t.Fatalf("after the pause: %+v %v", b, err)
+	}
+}
+
+// setPaused sets spec.paused and waits until the operator has read that generation.
+func (e env) setPaused(t *testing.T, ctx context.Context, paused bool) {
+	t.Helper()
+	configs := e.dyn.Resource(v1alpha1.HapConfigs)
+	patch := []byte(`{"spec":{"paused":false}}`)
+	if paused {
+		patch = []byte(`{"spec":{"paused":true}}`)
+	}
+	cfg, err := configs.Patch(ctx, e.config, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("pause %v: %v", paused, err)
+	}
+	for {
+		cur, err := configs.Get(ctx, e.config, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, _ := cur.Object["status"].(map[string]any)
+		if g, ok := status["observedGeneration"].(int64); ok && g >= cfg.GetGeneration() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the operator did not observe generation %d of %s", cfg.GetGeneration(), e.config)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func TestReleaseMarksTheBindingDirtyAndTheClaimGoes(t *testing.T) {
+	e := setup(t)
+	ctx := within(t, time.Minute)
+	b, err := e.claims.ClaimAndWait(ctx, "go-release", spec("ga-release", "aws"), hap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.claims.Release(ctx, "go-release", hap.ReleaseOptions{UID: b.Claim.UID, Wait: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.claims.Get(ctx, "go-release"); !apierrors.IsNotFound(err) {
+		t.Fatalf("the claim is still there: %v", err)
+	}
+	if l := e.bindingLabels(t, b.Name); l["dirty"] != "true" || l["tenantName"] != "ga-release" {
+		t.Fatalf("released binding %s: %v", b.Name, l)
+	}
+	// Releasing again is a no-op.
+	if err := e.claims.Release(ctx, "go-release", hap.ReleaseOptions{Wait: true}); err != nil {
+		t.Fatal(err)
+	}
+}
