@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Builds the Go client module's end-to-end test binary (clients/go/hap, tag e2e) and the example
-# provisioner (clients/go/examples/provisioner) for tests/e2e_go_client.rs, into a per-user cache
-# keyed by a hash of the module's go.mod, go.sum, Go sources and the Go version; rebuilds only
-# when they are missing. Prints the directory holding both binaries (hap.test, provisioner) on
-# stdout; progress goes to stderr.
+# Builds, for tests/e2e_go_client.rs, the Go client module's test binaries (clients/go/hap with
+# the tag e2e: its unit and end-to-end tests; clients/go/apis/v1alpha1: the drift test of the
+# generated types, which reads the CRDs and the generated file at run time) and the example
+# provisioner (clients/go/examples/provisioner), after `go vet`, into a per-user cache keyed by
+# a hash of the module's go.mod, go.sum, Go sources and the Go version; rebuilds only when they
+# are missing. Prints the directory holding hap.test, types.test and provisioner on stdout;
+# progress goes to stderr.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src="$here/../clients/go"
@@ -18,13 +20,15 @@ go_version=$(go env GOVERSION)
 hash=$(cd "$src" && { printf '%s\n' "$go_version"; find . -name '*.go' -o -name go.mod -o -name go.sum | LC_ALL=C sort \
   | while read -r f; do printf '%s\n' "$f"; cat "$f"; done; } | sha256sum | cut -c1-16)
 dir="$cache/goclient-$hash"
-if [ ! -x "$dir/hap.test" ] || [ ! -x "$dir/provisioner" ]; then
+if [ ! -x "$dir/hap.test" ] || [ ! -x "$dir/types.test" ] || [ ! -x "$dir/provisioner" ]; then
   mkdir -p "$cache"
   tmp=$(mktemp -d "$cache/goclient-build.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   start=$(date +%s)
   echo "building the Go client's e2e tests and example provisioner into $dir" >&2
-  (cd "$src" && go test -c -tags e2e -trimpath -o "$tmp/hap.test" ./hap \
+  (cd "$src" && go vet -tags e2e ./... \
+    && go test -c -tags e2e -trimpath -o "$tmp/hap.test" ./hap \
+    && go test -c -trimpath -o "$tmp/types.test" ./apis/v1alpha1 \
     && go build -trimpath -ldflags "-s -w" -o "$tmp/provisioner" ./examples/provisioner) >&2
   # Rename into place so that a concurrent caller never runs a half-written binary.
   rm -rf "$dir"

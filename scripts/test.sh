@@ -69,6 +69,9 @@ go_tools() {
   # Flux kstatus and Argo CD Lua health checks for tests/e2e_gitops.rs, and the binary of the
   # attacker image below; built once per source hash.
   e2e/build-testhelper.sh >"$out/testhelper"
+  # The Go client module's tests and example provisioner for tests/e2e_go_client.rs; built once
+  # per source hash.
+  e2e/build-goclient.sh >"$out/goclient"
   # promtool and the Prometheus server (Debian's package, unpacked, never installed as a
   # service) for tests/alerts.rs and tests/e2e_prometheus.rs.
   e2e/build-prometheus.sh >"$out/prometheus"
@@ -94,8 +97,9 @@ HAP_GARDENER_APISERVER=$(cat "$work/gardener")
 HAP_CERT_MANAGER_BIN=$(cat "$work/cert-manager")
 HAP_HELM=$(cat "$work/helm")
 HAP_TESTHELPER=$(cat "$work/testhelper")
+HAP_GO_CLIENT_DIR=$(cat "$work/goclient")
 HAP_PROMETHEUS_DIR=$(cat "$work/prometheus")
-export HAP_K8S_BIN HAP_GARDENER_APISERVER HAP_CERT_MANAGER_BIN HAP_HELM HAP_TESTHELPER HAP_PROMETHEUS_DIR
+export HAP_K8S_BIN HAP_GARDENER_APISERVER HAP_CERT_MANAGER_BIN HAP_HELM HAP_TESTHELPER HAP_PROMETHEUS_DIR HAP_GO_CLIENT_DIR
 # The test-only attacker image (e2e/testhelper FROM scratch, never shipped) that
 # tests/e2e_pods_callers.rs runs as a pod forging admission reviews; cached by source hash. After
 # the image above: both use buildah's storage.

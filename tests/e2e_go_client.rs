@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use serde_json::{Value, json};
 use support::*;
 
-/// The directory with `hap.test` and `provisioner`. Never skipped: without them every test of
+/// The directory with `hap.test`, `types.test` and `provisioner`. Never skipped: without them every test of
 /// this file fails.
 fn go_client_dir() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
@@ -25,8 +25,10 @@ fn go_client_dir() -> &'static Path {
         if let Some(p) = std::env::var_os("HAP_GO_CLIENT_DIR") {
             let p = PathBuf::from(p);
             assert!(
-                p.join("hap.test").is_file() && p.join("provisioner").is_file(),
-                "HAP_GO_CLIENT_DIR={} lacks hap.test or provisioner: run e2e/build-goclient.sh",
+                ["hap.test", "types.test", "provisioner"]
+                    .iter()
+                    .all(|b| p.join(b).is_file()),
+                "HAP_GO_CLIENT_DIR={} lacks hap.test, types.test or provisioner: run e2e/build-goclient.sh",
                 p.display()
             );
             return p;
@@ -118,6 +120,8 @@ async fn the_go_client_claims_waits_and_releases_on_the_real_api() {
         "TestTheContextDeadlineEndsTheWaitWithTheLastReason",
         "TestAPausedConfigIsATypedErrorThenTheClaimBinds",
         "TestReleaseMarksTheBindingDirtyAndTheClaimGoes",
+        "TestDecideReadsTheOperatorsStatus",
+        "TestAWaitErrorIsBothTheContextErrorAndTheLastReason",
     ] {
         assert!(
             log.contains(&format!("--- PASS: {t} ")),
@@ -213,4 +217,25 @@ async fn the_example_provisioner_does_what_kebs_steps_do() {
         Some("true"),
         "{labels:?}"
     );
+}
+
+/// The Go types are what the generator makes of crds/accountpool.io.yaml in this checkout, and
+/// decode a claim as the operator writes it (clients/go/apis/v1alpha1/drift_test.go). After a
+/// CRD change: `make crds go-types`.
+#[test]
+fn the_go_types_match_the_crds() {
+    let dir = repo_root().join("clients/go/apis/v1alpha1");
+    let out = Command::new(go_client_dir().join("types.test"))
+        .args(["-test.v", "-test.count=1"])
+        .current_dir(&dir)
+        .output()
+        .expect("run types.test");
+    let log = text(&out);
+    assert!(out.status.success(), "{log}");
+    for t in ["TestGeneratedTypesMatchTheCRDs", "TestAClaimRoundTrips"] {
+        assert!(
+            log.contains(&format!("--- PASS: {t} ")),
+            "{t} did not pass:\n{log}"
+        );
+    }
 }
