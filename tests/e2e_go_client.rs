@@ -144,6 +144,12 @@ async fn the_go_client_claims_waits_and_releases_on_the_real_api() {
     );
 }
 
+/// The one JSON object the example provisioner prints.
+fn json_of(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: not the provisioner's JSON: {}", text(out)))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_provisioner_does_what_kebs_steps_do() {
     let hap = prepared().await;
@@ -166,8 +172,10 @@ async fn the_example_provisioner_does_what_kebs_steps_do() {
         &provision("inst-1", "ga-example", "aws"),
     )
     .await;
+    // Shown with --nocapture: the output docs/integrating.md quotes.
+    println!("provision: {}", text(&out));
     assert!(out.status.success(), "{}", text(&out));
-    let res: Value = serde_json::from_slice(&out.stdout).expect(&text(&out));
+    let res = json_of(&out);
     let binding = res["binding"].as_str().expect("binding").to_string();
     assert_eq!(res["namespace"], json!(hap.bindings_ns), "{res}");
     assert_eq!(res["providerType"], json!("aws"), "{res}");
@@ -186,7 +194,7 @@ async fn the_example_provisioner_does_what_kebs_steps_do() {
         &provision("inst-1", "ga-example", "aws"),
     )
     .await;
-    let again: Value = serde_json::from_slice(&again.stdout).expect("json");
+    let again = json_of(&again);
     assert_eq!(again["claimUID"], res["claimUID"]);
     assert_eq!(again["binding"], json!(binding));
     // No account in the pool: a refusal with the operator's message, exit code 2.
@@ -196,8 +204,9 @@ async fn the_example_provisioner_does_what_kebs_steps_do() {
         &provision("inst-2", "ga-exhausted", "gcp"),
     )
     .await;
+    println!("exhausted: {}", text(&out));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let res: Value = serde_json::from_slice(&out.stdout).expect(&text(&out));
+    let res = json_of(&out);
     assert_eq!(res["reason"], json!("PoolExhausted"), "{res}");
     assert!(
         res["message"]

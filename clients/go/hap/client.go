@@ -6,6 +6,7 @@ package hap
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,6 +97,14 @@ func (c *Client) Watch(ctx context.Context, name, resourceVersion string) (event
 		return nil, nil, err
 	}
 	ch := make(chan Event)
+	// stopped ends the forwarding when the caller stops reading: without it the goroutine would
+	// block on a send nobody receives for as long as ctx lives.
+	stopped := make(chan struct{})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() { close(stopped) })
+		w.Stop()
+	}
 	go func() {
 		defer close(ch)
 		for ev := range w.ResultChan() {
@@ -113,13 +122,15 @@ func (c *Client) Watch(ctx context.Context, name, resourceVersion string) (event
 			}
 			select {
 			case ch <- out:
+			case <-stopped:
+				return
 			case <-ctx.Done():
 				w.Stop()
 				return
 			}
 		}
 	}()
-	return ch, w.Stop, nil
+	return ch, stop, nil
 }
 
 func toUnstructured(claim *v1alpha1.AccountClaim) (*unstructured.Unstructured, error) {
