@@ -48,7 +48,7 @@ fn go_client_dir() -> &'static Path {
 const DENY: &str = r#"aws(GA=ga-denied) deny "plan {plan} is closed for {globalAccount}""#;
 
 /// Every tenant the Go tests and the example use; ga-stranger is left out on purpose.
-const TENANTS: [&str; 9] = [
+const TENANTS: [&str; 10] = [
     "ga-bound",
     "ga-retry",
     "ga-lost",
@@ -57,10 +57,11 @@ const TENANTS: [&str; 9] = [
     "ga-deadline",
     "ga-paused",
     "ga-release",
+    "ga-held",
     "ga-example",
 ];
 
-/// A HAP with a pool `aws` of eight free bindings, a pool `gcp` with none, the deny entry and the
+/// A HAP with a pool `aws` of ten free bindings, a pool `gcp` with none, the deny entry and the
 /// tenant policy, its operator running.
 async fn prepared() -> Hap {
     let hap = Hap::new(
@@ -70,7 +71,7 @@ async fn prepared() -> Hap {
         ]}}),
     )
     .await;
-    for i in 1..=8 {
+    for i in 1..=10 {
         hap.binding(&format!("aws-{i}"), "aws", &[("hyperscalerType", "aws")])
             .await;
     }
@@ -120,6 +121,7 @@ async fn the_go_client_claims_waits_and_releases_on_the_real_api() {
         "TestTheContextDeadlineEndsTheWaitWithTheLastReason",
         "TestAPausedConfigIsATypedErrorThenTheClaimBinds",
         "TestReleaseMarksTheBindingDirtyAndTheClaimGoes",
+        "TestAClaimBeingDeletedIsWaitedOutThenCreatedAnew",
         "TestDecideReadsTheOperatorsStatus",
         "TestAWaitErrorIsBothTheContextErrorAndTheLastReason",
     ] {
