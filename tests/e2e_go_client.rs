@@ -48,7 +48,7 @@ fn go_client_dir() -> &'static Path {
 const DENY: &str = r#"aws(GA=ga-denied) deny "plan {plan} is closed for {globalAccount}""#;
 
 /// Every tenant the Go tests and the example use; ga-stranger is left out on purpose.
-const TENANTS: [&str; 10] = [
+const TENANTS: [&str; 11] = [
     "ga-bound",
     "ga-retry",
     "ga-lost",
@@ -58,6 +58,7 @@ const TENANTS: [&str; 10] = [
     "ga-paused",
     "ga-release",
     "ga-held",
+    "ga-norule",
     "ga-example",
 ];
 
@@ -122,6 +123,8 @@ async fn the_go_client_claims_waits_and_releases_on_the_real_api() {
         "TestAPausedConfigIsATypedErrorThenTheClaimBinds",
         "TestReleaseMarksTheBindingDirtyAndTheClaimGoes",
         "TestAClaimBeingDeletedIsWaitedOutThenCreatedAnew",
+        "TestAClaimNoRuleMatchesIsATypedErrorAtOnce",
+        "TestTheServersObjectsDecodeIntoTheTypesWithNothingLeftOver",
         "TestDecideReadsTheOperatorsStatus",
         "TestAWaitErrorIsBothTheContextErrorAndTheLastReason",
     ] {

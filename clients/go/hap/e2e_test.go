@@ -11,7 +11,9 @@
 package hap_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -315,5 +317,46 @@ func TestAClaimBeingDeletedIsWaitedOutThenCreatedAnew(t *testing.T) {
 	}
 	if r.b.Claim.UID == first.Claim.UID || r.b.Name == first.Name {
 		t.Fatalf("the claim created anew: uid %s binding %s (first: %s %s, released dirty)", r.b.Claim.UID, r.b.Name, first.Claim.UID, first.Name)
+	}
+}
+
+func TestAClaimNoRuleMatchesIsATypedErrorAtOnce(t *testing.T) {
+	e := setup(t)
+	_, err := e.claims.ClaimAndWait(within(t, time.Minute), "go-norule", spec("ga-norule", "azure"), hap.Options{})
+	var ce *hap.ClaimError
+	if !errors.Is(err, hap.ErrNoMatchingRule) || !errors.As(err, &ce) || !ce.Stalled || ce.Final {
+		t.Fatalf("no matching rule: %v", err)
+	}
+}
+
+// What the API server returns of the operator's HapConfig and of a bound claim, status included,
+// decodes into the generated types with no field left over.
+func TestTheServersObjectsDecodeIntoTheTypesWithNothingLeftOver(t *testing.T) {
+	e := setup(t)
+	ctx := within(t, time.Minute)
+	if _, err := e.claims.ClaimAndWait(ctx, "go-decode", spec("ga-bound", "aws"), hap.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := e.dyn.Resource(v1alpha1.HapConfigs).Get(ctx, e.config, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := e.dyn.Resource(v1alpha1.AccountClaims).Namespace(e.claims.Namespace()).Get(ctx, "go-decode", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		obj  interface{ MarshalJSON() ([]byte, error) }
+		into any
+	}{{cfg, &v1alpha1.HapConfig{}}, {claim, &v1alpha1.AccountClaim{}}} {
+		raw, err := c.obj.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(c.into); err != nil {
+			t.Fatalf("%T: %v\n%s", c.into, err, raw)
+		}
 	}
 }
