@@ -48,7 +48,7 @@ fn go_client_dir() -> &'static Path {
 const DENY: &str = r#"aws(GA=ga-denied) deny "plan {plan} is closed for {globalAccount}""#;
 
 /// Every tenant the Go tests and the example use; ga-stranger is left out on purpose.
-const TENANTS: [&str; 11] = [
+const TENANTS: [&str; 12] = [
     "ga-bound",
     "ga-retry",
     "ga-lost",
@@ -59,6 +59,7 @@ const TENANTS: [&str; 11] = [
     "ga-release",
     "ga-held",
     "ga-norule",
+    "ga-gone",
     "ga-example",
 ];
 
@@ -124,6 +125,7 @@ async fn the_go_client_claims_waits_and_releases_on_the_real_api() {
         "TestReleaseMarksTheBindingDirtyAndTheClaimGoes",
         "TestAClaimBeingDeletedIsWaitedOutThenCreatedAnew",
         "TestAClaimNoRuleMatchesIsATypedErrorAtOnce",
+        "TestAClaimDeletedWhileWaitingEndsTheWait",
         "TestTheServersObjectsDecodeIntoTheTypesWithNothingLeftOver",
         "TestDecideReadsTheOperatorsStatus",
         "TestAWaitErrorIsBothTheContextErrorAndTheLastReason",

@@ -41,6 +41,9 @@ type Options struct {
 	WaitWhileStalled bool
 	// RetryInterval is the pause between attempts after an API error (default 1s).
 	RetryInterval time.Duration
+	// Claimed, if set, is called once with the claim ClaimAndWait created or found, before it
+	// waits: a provisioner can record the claim's UID (for Release) before a long wait.
+	Claimed func(*v1alpha1.AccountClaim)
 }
 
 // ClaimAndWait creates the AccountClaim name for spec, or finds the one a previous attempt
@@ -56,6 +59,9 @@ func (c *Client) ClaimAndWait(ctx context.Context, name string, spec v1alpha1.Ac
 	claim, err := c.ensure(ctx, name, spec, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Claimed != nil {
+		opts.Claimed(claim)
 	}
 	return c.waitDecision(ctx, claim, opts)
 }
@@ -108,6 +114,10 @@ func (c *Client) waitDecision(ctx context.Context, claim *v1alpha1.AccountClaim,
 	err := c.follow(ctx, claim, opts, func(cur *v1alpha1.AccountClaim) (bool, error) {
 		if cur.UID != claim.UID {
 			return true, fmt.Errorf("hap: AccountClaim %s/%s: uid %s, not %s: %w", c.namespace, claim.Name, cur.UID, claim.UID, ErrClaimReplaced)
+		}
+		if cur.DeletionTimestamp != nil {
+			// Deleted by someone else while waiting: its binding (if any) is being released.
+			return true, fmt.Errorf("hap: AccountClaim %s/%s (uid %s) is being deleted: %w", c.namespace, claim.Name, claim.UID, ErrClaimDeleted)
 		}
 		b, ce, done := decide(cur, opts)
 		if ce != nil {

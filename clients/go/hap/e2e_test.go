@@ -360,3 +360,48 @@ func TestTheServersObjectsDecodeIntoTheTypesWithNothingLeftOver(t *testing.T) {
 		}
 	}
 }
+
+// A claim deleted by someone else while ClaimAndWait waits on it ends the wait at once, even
+// while another finalizer keeps the object.
+func TestAClaimDeletedWhileWaitingEndsTheWait(t *testing.T) {
+	e := setup(t)
+	ctx := within(t, time.Minute)
+	_, err := e.claims.ClaimAndWait(ctx, "go-gone", spec("ga-gone", "gcp"), hap.Options{StopOn: []string{hap.ReasonPoolExhausted}})
+	if !errors.Is(err, hap.ErrPoolExhausted) {
+		t.Fatal(err)
+	}
+	claims := e.dyn.Resource(v1alpha1.AccountClaims).Namespace(e.claims.Namespace())
+	hold := []byte(`[{"op":"add","path":"/metadata/finalizers/-","value":"test.hap-operator/hold"}]`)
+	if _, err := claims.Patch(ctx, "go-gone", types.JSONPatchType, hold, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unhold := []byte(`[{"op":"replace","path":"/metadata/finalizers","value":[]}]`)
+		_, _ = claims.Patch(context.Background(), "go-gone", types.JSONPatchType, unhold, metav1.PatchOptions{})
+	})
+	done := make(chan error, 1)
+	waiting := make(chan struct{})
+	go func() {
+		_, err := e.claims.ClaimAndWait(ctx, "go-gone", spec("ga-gone", "gcp"),
+			hap.Options{Claimed: func(*v1alpha1.AccountClaim) { close(waiting) }})
+		done <- err
+	}()
+	// Deleted only once the waiter holds the claim (a deletion that came first would be waited
+	// out, and the claim created anew).
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("ClaimAndWait returned before it held the claim: %v", err)
+	}
+	if err := e.claims.Delete(ctx, "go-gone", ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, hap.ErrClaimDeleted) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("deleted while waiting: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ClaimAndWait went on waiting on a claim being deleted")
+	}
+}
