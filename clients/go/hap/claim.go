@@ -264,8 +264,9 @@ type ReleaseOptions struct {
 
 // Release deletes the claim name; a claim already gone is released. With Wait it returns once
 // the claim is gone, or, when ctx ends first, a *WaitError with the last Released=False reason
-// (the release waits for the claim's Shoot to be deleted, for other claims recorded on the
-// binding, for the garden to allow the write, or for a valid HapConfig).
+// if there was one (the release waits for the claim's Shoot to be deleted, which sets no
+// condition, for other claims recorded on the binding, for the garden to allow the write, or
+// for a valid HapConfig).
 func (c *Client) Release(ctx context.Context, name string, opts ReleaseOptions) error {
 	claim, err := c.Get(ctx, name)
 	if apierrors.IsNotFound(err) {
