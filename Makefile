@@ -20,6 +20,7 @@ help:
 	@echo "make image       the container image (static musl binary, FROM scratch) as an OCI archive, with buildah"
 	@echo "make release     the release into dist/, reproducibly: chart package, CRDs, image archive and digest, kustomize bundle, SHA256SUMS"
 	@echo "make crds        regenerate crds/ from the Rust types (and their copies under deploy/)"
+	@echo "make go-types    regenerate the Go types of clients/go from crds/accountpool.io.yaml"
 	@echo "make monitoring  copy the PrometheusRule and the Grafana dashboard into the Helm chart"
 	@echo "make testenv-up / testenv-down   the local control plane alone (with gardener-apiserver)"
 	@echo "make node-up / node-down         a control plane with a real node (kubelet, containerd), the image loaded"
@@ -56,6 +57,14 @@ crds: build
 	cp crds/accountpool.io.yaml deploy/kustomize/base/crds/accountpool.io.yaml
 	cp crds/accountpool.io.yaml deploy/helm/hap-operator/crds/accountpool.io.yaml
 
+.PHONY: go-types
+# The Go client's types follow crds/accountpool.io.yaml (after `make crds`); a Go test fails when
+# they drift (clients/go/apis/v1alpha1/drift_test.go, run by tests/e2e_go_client.rs).
+go-types:
+	cd clients/go && GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" GOWORK=off \
+	  GOMODCACHE=$${GOMODCACHE:-$(HOME)/.cache/hap-operator/gomod} GOCACHE=$${GOCACHE:-$(HOME)/.cache/hap-operator/gobuild} \
+	  go run ./cmd/hap-gen-types -crds ../../crds/accountpool.io.yaml -out apis/v1alpha1/zz_generated.types.go
+
 .PHONY: testenv-up testenv-down
 testenv-up: tools
 	e2e/testenv up
@@ -76,6 +85,7 @@ lint: tools
 	cd e2e/tools && test -z "$$(gofmt -l .)" || { echo "gofmt: run 'gofmt -w e2e/tools'"; gofmt -l .; exit 1; }
 	cd e2e/testhelper && test -z "$$(gofmt -l .)" || { echo "gofmt: run 'gofmt -w e2e/testhelper'"; gofmt -l .; exit 1; }
 	cd e2e/cert-manager && test -z "$$(gofmt -l .)" || { echo "gofmt: run 'gofmt -w e2e/cert-manager'"; gofmt -l .; exit 1; }
+	cd clients/go && test -z "$$(gofmt -l .)" || { echo "gofmt: run 'gofmt -w clients/go'"; gofmt -l .; exit 1; }
 
 .PHONY: test
 test: tools

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Downloads the modules of every Go build the tests use (e2e/tools, e2e/gardener,
-# e2e/cert-manager, e2e/helm, e2e/testhelper, e2e/flux) into the shared module cache, all modules side by
+# e2e/cert-manager, e2e/helm, e2e/testhelper, e2e/flux, clients/go) into the shared module cache, all modules side by
 # side. A cold `go build` fetches its modules a couple at a time while the compiler waits, which
 # cost ~9 of the 16 minutes of the control plane's cold build; scripts/test.sh runs this while
 # clippy compiles. With a warm cache it fetches nothing and takes seconds. Progress goes to stderr.
@@ -15,7 +15,7 @@ export GOMODCACHE="${GOMODCACHE:-$cache/gomod}"
 export GOMAXPROCS=16
 start=$(date +%s)
 pids=()
-for m in tools gardener cert-manager helm testhelper flux; do
+for m in tools gardener cert-manager helm testhelper flux ../clients/go; do
   (cd "$here/$m" && go mod download) &
   pids+=("$!")
 done

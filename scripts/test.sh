@@ -72,6 +72,9 @@ go_tools() {
   # Flux's source-controller and kustomize-controller, its CRDs and its test Git server for
   # tests/e2e_flux.rs (e2e/flux), built once per version and source hash, cached.
   e2e/build-flux.sh >"$out/flux"
+  # The Go client module's tests and example provisioner for tests/e2e_go_client.rs; built once
+  # per source hash.
+  e2e/build-goclient.sh >"$out/goclient"
   # promtool and the Prometheus server (Debian's package, unpacked, never installed as a
   # service) for tests/alerts.rs and tests/e2e_prometheus.rs.
   e2e/build-prometheus.sh >"$out/prometheus"
@@ -97,9 +100,10 @@ HAP_GARDENER_APISERVER=$(cat "$work/gardener")
 HAP_CERT_MANAGER_BIN=$(cat "$work/cert-manager")
 HAP_HELM=$(cat "$work/helm")
 HAP_TESTHELPER=$(cat "$work/testhelper")
+HAP_GO_CLIENT_DIR=$(cat "$work/goclient")
 HAP_PROMETHEUS_DIR=$(cat "$work/prometheus")
 HAP_FLUX_DIR=$(cat "$work/flux")
-export HAP_K8S_BIN HAP_GARDENER_APISERVER HAP_CERT_MANAGER_BIN HAP_HELM HAP_TESTHELPER HAP_PROMETHEUS_DIR HAP_FLUX_DIR
+export HAP_K8S_BIN HAP_GARDENER_APISERVER HAP_CERT_MANAGER_BIN HAP_HELM HAP_TESTHELPER HAP_PROMETHEUS_DIR HAP_FLUX_DIR HAP_GO_CLIENT_DIR
 # tests/e2e_dist.rs packs this archive into a release (scripts/release.sh) instead of building it again.
 export HAP_IMAGE_ARCHIVE="$archive"
 # The test-only attacker image (e2e/testhelper FROM scratch, never shipped) that
