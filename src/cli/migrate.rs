@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(
         long = "keb-values",
         value_name = "FILE",
-        required_unless_present_any = ["legacy", "hapconfig"],
+        required_unless_present_any = ["legacy", "hapconfig", "report"],
         conflicts_with_all = ["legacy", "hapconfig"]
     )]
     pub keb_values: Option<PathBuf>,
@@ -58,9 +58,14 @@ pub struct Args {
     /// Name of the HapConfig.
     #[arg(long, default_value = "default")]
     pub name: String,
+    #[command(flatten)]
+    pub report: super::report::ReportArgs,
 }
 
 pub fn run(args: Args) -> ExitCode {
+    if args.report.report {
+        return super::report::run(&args.report);
+    }
     if let (Some(path), Some(to)) = (&args.hapconfig, args.to) {
         return rewrite(path, to);
     }

@@ -30,6 +30,19 @@ pub struct Observed {
     pub binding: Option<String>,
 }
 
+impl Observed {
+    /// The rules' request; `None` without a plan.
+    pub fn as_request(&self) -> Option<Request<'_>> {
+        Some(Request {
+            plan: self.plan.as_deref()?,
+            platform_region: self.platform_region.as_deref(),
+            cluster_region: self.cluster_region.as_deref(),
+            provider: self.provider.as_deref(),
+            global_account: self.global_account.as_deref(),
+        })
+    }
+}
+
 /// How the operator's choice compares with what is in use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum Verdict {
@@ -61,6 +74,9 @@ pub struct Row {
     pub would_use: Vec<String>,
     pub verdict: Verdict,
     pub message: String,
+    /// The request, for a caller that decides further (the CLI's dry-run selection).
+    #[serde(skip)]
+    pub request: Option<Observed>,
 }
 
 /// What one tenant holds.
@@ -137,7 +153,9 @@ pub fn report(rules: &CompiledRules, inv: &Inventory, requests: &[Observed]) -> 
     }
     for r in requests {
         let row = row(rules, inv, r);
-        *out.verdicts.entry(format!("{:?}", row.verdict)).or_default() += 1;
+        *out.verdicts
+            .entry(format!("{:?}", row.verdict))
+            .or_default() += 1;
         if !row.tenant.is_empty() {
             let t = tenants.entry(row.tenant.clone()).or_default();
             t.requests += 1;
@@ -200,16 +218,9 @@ fn row(rules: &CompiledRules, inv: &Inventory, r: &Observed) -> Row {
         would_use: Vec::new(),
         verdict: Verdict::TenancyOnly,
         message: String::new(),
+        request: Some(r.clone()),
     };
-    let wanted = r.plan.as_deref().map(|plan| {
-        rules.evaluate(&Request {
-            plan,
-            platform_region: r.platform_region.as_deref(),
-            cluster_region: r.cluster_region.as_deref(),
-            provider: r.provider.as_deref(),
-            global_account: r.global_account.as_deref(),
-        })
-    });
+    let wanted = r.as_request().map(|req| rules.evaluate(&req));
     let pools: Vec<PoolKey> = match &wanted {
         Some(Ok(o)) => o.preferences.iter().map(|p| p.pool.clone()).collect(),
         _ => Vec::new(),
@@ -266,7 +277,10 @@ fn row(rules: &CompiledRules, inv: &Inventory, r: &Observed) -> Row {
 }
 
 /// `Ok(row)` when the rules refuse the request; the row back otherwise.
-fn refused(row: Row, wanted: Option<&Result<crate::rules::Outcome, EvalError>>) -> Result<Row, Row> {
+fn refused(
+    row: Row,
+    wanted: Option<&Result<crate::rules::Outcome, EvalError>>,
+) -> Result<Row, Row> {
     match wanted {
         Some(Err(e)) => Ok(Row {
             verdict: Verdict::Refused,
@@ -274,6 +288,69 @@ fn refused(row: Row, wanted: Option<&Result<crate::rules::Outcome, EvalError>>) 
             ..row
         }),
         _ => Err(row),
+    }
+}
+
+/// A Runtime or Shoot as a request: KEB's Runtime labels and shoot fields; a Shoot names its
+/// global account with KIM's `account` label (or the operator's), and rarely a plan.
+pub fn from_object(kind: crate::api::SourceKind, obj: &serde_json::Value) -> Observed {
+    use crate::api::SourceKind;
+    let s = |p: &str| {
+        obj.pointer(p)
+            .and_then(serde_json::Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let label = |k: &str| s(&format!("/metadata/labels/{}", k.replace('/', "~1")));
+    let object = format!(
+        "{}/{}",
+        s("/metadata/namespace").unwrap_or_default(),
+        s("/metadata/name").unwrap_or_default()
+    );
+    let binding = kind.existing_binding(obj);
+    match kind {
+        SourceKind::Runtime => Observed {
+            kind: "Runtime".into(),
+            object,
+            global_account: label("kyma-project.io/global-account-id"),
+            plan: label("kyma-project.io/broker-plan-name"),
+            platform_region: label("kyma-project.io/platform-region"),
+            cluster_region: s("/spec/shoot/region"),
+            provider: s("/spec/shoot/provider/type"),
+            binding,
+        },
+        _ => Observed {
+            kind: "Shoot".into(),
+            object,
+            global_account: label("accountpool.io/global-account").or_else(|| label("account")),
+            plan: label("accountpool.io/plan"),
+            platform_region: label("accountpool.io/platform-region"),
+            cluster_region: s("/spec/region"),
+            provider: s("/spec/provider/type"),
+            binding,
+        },
+    }
+}
+
+/// An AccountClaim as a request: its spec, and the binding it holds or names for adoption.
+pub fn from_claim(c: &crate::api::AccountClaim) -> Observed {
+    let status = c.status.as_ref();
+    let bound = status
+        .filter(|st| st.phase == Some(crate::api::ClaimPhase::Bound))
+        .and_then(|st| st.credentials_binding_name.clone());
+    Observed {
+        kind: "AccountClaim".into(),
+        object: format!(
+            "{}/{}",
+            c.metadata.namespace.as_deref().unwrap_or_default(),
+            c.metadata.name.as_deref().unwrap_or_default()
+        ),
+        global_account: Some(c.spec.global_account.clone()).filter(|g| !g.is_empty()),
+        plan: Some(c.spec.plan.clone()).filter(|p| !p.is_empty()),
+        platform_region: c.spec.platform_region.clone(),
+        cluster_region: c.spec.cluster_region.clone(),
+        provider: c.spec.provider.clone(),
+        binding: bound.or_else(|| c.spec.adopt_binding.clone()),
     }
 }
 
@@ -306,14 +383,56 @@ mod tests {
     }
 
     #[test]
+    fn runtimes_and_shoots_read_as_requests() {
+        use crate::api::SourceKind;
+        let rt = serde_json::json!({
+            "metadata": {"namespace": "kcp-system", "name": "rt-1", "labels": {
+                "kyma-project.io/global-account-id": "ga-1",
+                "kyma-project.io/broker-plan-name": "aws",
+                "kyma-project.io/platform-region": "cf-eu11"}},
+            "spec": {"shoot": {"region": "eu-central-1", "provider": {"type": "aws"}, "secretBindingName": "aws-1"}},
+        });
+        let o = from_object(SourceKind::Runtime, &rt);
+        assert_eq!(o.object, "kcp-system/rt-1");
+        assert_eq!(
+            (
+                o.global_account.as_deref(),
+                o.plan.as_deref(),
+                o.platform_region.as_deref(),
+                o.binding.as_deref()
+            ),
+            (Some("ga-1"), Some("aws"), Some("cf-eu11"), Some("aws-1"))
+        );
+        let shoot = serde_json::json!({
+            "metadata": {"namespace": "garden-kyma", "name": "s1", "labels": {"account": "ga-2"}},
+            "spec": {"region": "eu-west-1", "provider": {"type": "aws"}, "secretBindingName": "sb-1"},
+        });
+        let o = from_object(SourceKind::Shoot, &shoot);
+        assert_eq!(
+            (o.global_account.as_deref(), o.plan, o.binding.as_deref()),
+            (Some("ga-2"), None, Some("sb-1"))
+        );
+    }
+
+    #[test]
     fn every_request_is_compared_with_the_binding_in_use() {
         let inv = inventory(
             vec![
-                binding("aws-1", &[("hyperscalerType", "aws"), ("tenantName", "ga-1")]),
-                binding("aws-2", &[("hyperscalerType", "aws"), ("tenantName", "ga-2")]),
+                binding(
+                    "aws-1",
+                    &[("hyperscalerType", "aws"), ("tenantName", "ga-1")],
+                ),
+                binding(
+                    "aws-2",
+                    &[("hyperscalerType", "aws"), ("tenantName", "ga-2")],
+                ),
                 binding(
                     "aws-3",
-                    &[("hyperscalerType", "aws"), ("tenantName", "ga-3"), ("dirty", "true")],
+                    &[
+                        ("hyperscalerType", "aws"),
+                        ("tenantName", "ga-3"),
+                        ("dirty", "true"),
+                    ],
                 ),
                 binding("aws-4", &[("hyperscalerType", "aws")]),
                 binding("trial-1", &[("hyperscalerType", "aws"), ("shared", "true")]),
@@ -352,21 +471,44 @@ mod tests {
             .map(|r| (r.object.as_str(), (r.verdict, r.message.as_str())))
             .collect();
         assert_eq!(v["kcp-system/rt-1"].0, Verdict::Agrees);
-        assert_eq!(v["kcp-system/rt-2"].0, Verdict::OtherPool, "{}", v["kcp-system/rt-2"].1);
+        assert_eq!(
+            v["kcp-system/rt-2"].0,
+            Verdict::OtherPool,
+            "{}",
+            v["kcp-system/rt-2"].1
+        );
         assert!(v["kcp-system/rt-2"].1.contains("euAccess"));
         assert_eq!(v["kcp-system/rt-3"].0, Verdict::NotAdoptable);
         assert!(v["kcp-system/rt-3"].1.contains("tenantName=ga-2, not ga-1"));
-        assert_eq!(v["kcp-system/rt-4"].0, Verdict::Agrees, "{}", v["kcp-system/rt-4"].1);
+        assert_eq!(
+            v["kcp-system/rt-4"].0,
+            Verdict::Agrees,
+            "{}",
+            v["kcp-system/rt-4"].1
+        );
         assert_eq!(v["kcp-system/rt-5"].0, Verdict::Refused);
         assert!(v["kcp-system/rt-5"].1.contains("offboarded"));
         assert_eq!(v["kcp-system/rt-6"].0, Verdict::WouldServe);
-        assert_eq!(v["garden-kyma/s-3"].0, Verdict::NotAdoptable, "a dirty binding with a Shoot on it");
+        assert_eq!(
+            v["garden-kyma/s-3"].0,
+            Verdict::NotAdoptable,
+            "a dirty binding with a Shoot on it"
+        );
         assert_eq!(
             rep.bindings,
-            BindingCounts { total: 5, free: 1, claimed: 2, dirty: 1, shared: 1 }
+            BindingCounts {
+                total: 5,
+                free: 1,
+                claimed: 2,
+                dirty: 1,
+                shared: 1
+            }
         );
         let ga1 = rep.tenants.iter().find(|t| t.tenant == "ga-1").unwrap();
-        assert_eq!((ga1.bindings.clone(), ga1.requests, ga1.disagreements), (vec!["aws-1".to_string()], 2, 1));
+        assert_eq!(
+            (ga1.bindings.clone(), ga1.requests, ga1.disagreements),
+            (vec!["aws-1".to_string()], 2, 1)
+        );
         let ga3 = rep.tenants.iter().find(|t| t.tenant == "ga-3").unwrap();
         assert_eq!(ga3.dirty, vec!["aws-3".to_string()]);
         assert_eq!(rep.disagreements(2).len(), 2);
