@@ -219,11 +219,12 @@ async fn a_keb_landscape_goes_through_observe_adopt_cutover_and_rollback() {
     );
 
     // Observe: the report reads the landscape and writes no binding.
+    let config = hap.config.clone();
     let report_args = [
         "migrate",
         "--report",
         "--config",
-        &hap.config,
+        &config,
         "--runtime-namespace",
         &rt_ns,
     ];
@@ -308,6 +309,15 @@ async fn a_keb_landscape_goes_through_observe_adopt_cutover_and_rollback() {
     }
     let claim = hap.claims().get("new-4").await.unwrap();
     assert_eq!(claim.status.unwrap().phase, Some(ClaimPhase::Bound));
+    // After cutover the report counts the operator's own claims with the landscape's.
+    let (text, _, _) = hap_cli(&report_args);
+    println!("$ hap migrate --report   # after cutover\n{text}");
+    let (out, stderr, code) = hap_cli(&json_args);
+    assert_eq!(code, 0, "{stderr}");
+    let r = rows(&serde_json::from_str(&out).expect("json report"));
+    assert_eq!(r["new-4"].0, "Agrees", "{r:?}");
+    assert_eq!(r["adopt-1"].0, "Agrees", "{r:?}");
+    assert_eq!(r["adopt-3"].0, "OtherPool", "{r:?}");
 
     // Rollback: the operator goes; KEB's own selector finds exactly the free bindings, and the
     // tenant labels are KEB's (`tenantName`), so KEB reuses ga-4's account as its own.

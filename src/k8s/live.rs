@@ -293,7 +293,14 @@ pub fn report_input(
         };
         Ok((out, note))
     })?;
-    requests.extend(claims.iter().map(from_claim));
+    // A claim recorded in another binding namespace runs in an account of another config.
+    let here = |c: &&AccountClaim| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.binding_namespace.as_deref())
+            .is_none_or(|ns| ns == input.binding_namespace)
+    };
+    requests.extend(claims.iter().filter(here).map(from_claim));
     Ok((input, requests, note))
 }
 
