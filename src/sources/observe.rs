@@ -226,16 +226,24 @@ fn row(rules: &CompiledRules, inv: &Inventory, r: &Observed) -> Row {
         _ => Vec::new(),
     };
     row.would_use = pools.iter().map(describe_pool).collect();
+    let refused = refusal(wanted.as_ref());
     let Some(binding) = r.binding.as_deref() else {
-        return refused(row, wanted.as_ref()).unwrap_or_else(|row| Row {
+        let message = match (refused, pools.is_empty()) {
+            (Some(m), _) => {
+                return Row {
+                    verdict: Verdict::Refused,
+                    message: m,
+                    ..row
+                };
+            }
+            (None, true) => "not served yet; no plan to decide on".into(),
+            (None, false) => format!("not served yet; would serve from {}", row.would_use[0]),
+        };
+        return Row {
             verdict: Verdict::WouldServe,
-            message: if pools.is_empty() {
-                "not served yet; no plan to decide on".into()
-            } else {
-                format!("not served yet; would serve from {}", row.would_use[0])
-            },
+            message,
             ..row
-        });
+        };
     };
     match adopt(inv, binding, &tenant) {
         Adoption::NotTenant { message } => Row {
@@ -245,10 +253,13 @@ fn row(rules: &CompiledRules, inv: &Inventory, r: &Observed) -> Row {
         },
         Adoption::Bound { pool } => {
             row.in_use_pool = Some(describe_pool(&pool));
-            let row = match refused(row, wanted.as_ref()) {
-                Ok(row) => return row,
-                Err(row) => row,
-            };
+            if let Some(message) = refused {
+                return Row {
+                    verdict: Verdict::Refused,
+                    message,
+                    ..row
+                };
+            }
             if wanted.is_none() {
                 return Row {
                     message: format!("{binding} is the tenant's; no plan, so no pool to compare"),
@@ -276,18 +287,11 @@ fn row(rules: &CompiledRules, inv: &Inventory, r: &Observed) -> Row {
     }
 }
 
-/// `Ok(row)` when the rules refuse the request; the row back otherwise.
-fn refused(
-    row: Row,
-    wanted: Option<&Result<crate::rules::Outcome, EvalError>>,
-) -> Result<Row, Row> {
+/// Why the rules refuse the request, when they do.
+fn refusal(wanted: Option<&Result<crate::rules::Outcome, EvalError>>) -> Option<String> {
     match wanted {
-        Some(Err(e)) => Ok(Row {
-            verdict: Verdict::Refused,
-            message: format!("{}: {e}", e.reason()),
-            ..row
-        }),
-        _ => Err(row),
+        Some(Err(e)) => Some(format!("{}: {e}", e.reason())),
+        _ => None,
     }
 }
 
