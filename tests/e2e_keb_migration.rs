@@ -189,13 +189,7 @@ fn rows(report: &Value) -> BTreeMap<String, (String, String)> {
         .iter()
         .map(|r| {
             (
-                r["object"]
-                    .as_str()
-                    .unwrap()
-                    .rsplit('/')
-                    .next()
-                    .unwrap()
-                    .to_string(),
+                r["object"].as_str().unwrap().to_string(),
                 (
                     r["verdict"].as_str().unwrap().to_string(),
                     r["message"].as_str().unwrap().to_string(),
@@ -241,12 +235,20 @@ async fn a_keb_landscape_goes_through_observe_adopt_cutover_and_rollback() {
         json!({"total": 6, "free": 2, "claimed": 2, "dirty": 1, "shared": 1})
     );
     let r = rows(&report);
-    assert_eq!(r["rt-1"].0, "Agrees", "{r:?}");
-    assert_eq!(r["s-1"].0, "TenancyOnly", "{r:?}");
+    assert_eq!(r[&format!("{rt_ns}/rt-1")].0, "Agrees", "{r:?}");
+    assert_eq!(
+        r[&format!("{}/s-1", hap.bindings_ns)].0,
+        "TenancyOnly",
+        "{r:?}"
+    );
     // KEB put an EU request on a plain account: adopted as it is, reported.
-    assert_eq!(r["rt-3"].0, "OtherPool", "{r:?}");
-    assert!(r["rt-3"].1.contains("euAccess"), "{r:?}");
-    assert_eq!(r["s-3"].0, "TenancyOnly", "{r:?}");
+    assert_eq!(r[&format!("{rt_ns}/rt-3")].0, "OtherPool", "{r:?}");
+    assert!(r[&format!("{rt_ns}/rt-3")].1.contains("euAccess"), "{r:?}");
+    assert_eq!(
+        r[&format!("{}/s-3", hap.bindings_ns)].0,
+        "TenancyOnly",
+        "{r:?}"
+    );
     let ga2 = report["tenants"]
         .as_array()
         .unwrap()
@@ -315,9 +317,17 @@ async fn a_keb_landscape_goes_through_observe_adopt_cutover_and_rollback() {
     let (out, stderr, code) = hap_cli(&json_args);
     assert_eq!(code, 0, "{stderr}");
     let r = rows(&serde_json::from_str(&out).expect("json report"));
-    assert_eq!(r["new-4"].0, "Agrees", "{r:?}");
-    assert_eq!(r["adopt-1"].0, "Agrees", "{r:?}");
-    assert_eq!(r["adopt-3"].0, "OtherPool", "{r:?}");
+    assert_eq!(r[&format!("{}/new-4", hap.claims_ns)].0, "Agrees", "{r:?}");
+    assert_eq!(
+        r[&format!("{}/adopt-1", hap.claims_ns)].0,
+        "Agrees",
+        "{r:?}"
+    );
+    assert_eq!(
+        r[&format!("{}/adopt-3", hap.claims_ns)].0,
+        "OtherPool",
+        "{r:?}"
+    );
 
     // Rollback: the operator goes; KEB's own selector finds exactly the free bindings, and the
     // tenant labels are KEB's (`tenantName`), so KEB reuses ga-4's account as its own.
