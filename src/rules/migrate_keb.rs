@@ -373,6 +373,42 @@ mod tests {
     }
 
     #[test]
+    fn a_blocked_plan_loses_its_allow_entries_and_the_manifest_validates_in_seed_syntax() {
+        let v = json!({
+            "hap": {"rule": ["aws", "trial->S", "gcp", "gcp(PR=cf-sa30)->PR"]},
+            "operationBlocklist": {"provision": [
+                "\"trial is closed\",\"plan=trial\"",
+                "\"bye {globalAccount}\",\"plan=gcp\",\"GA=Ga-1\"",
+            ]},
+        });
+        let target = super::super::migrate::Target {
+            name: "default".into(),
+            binding_namespace: "garden-kyma-dev".into(),
+        };
+        let m = super::super::migrate::from_keb_values(&v, &target).unwrap();
+        assert!(m.errors.is_empty(), "{:?}\n{}", m.errors, m.manifest);
+        let doc: Value = serde_saphyr::from_str(&m.manifest).unwrap();
+        assert_eq!(
+            doc["spec"]["rules"],
+            json!([
+                "aws",
+                "gcp",
+                "gcp(PR=cf-sa30)",
+                "trial deny \"trial is closed\"",
+                "gcp(GA=ga-1) deny \"bye {globalAccount}\""
+            ]),
+            "{}",
+            m.manifest
+        );
+        assert!(m.manifest.contains("# Left out, as operationBlocklist blocks every provisioning of their plan: `trial(shared)`"), "{}", m.manifest);
+        assert!(
+            m.notes.iter().any(|n| n.starts_with("rule 2 `trial->S`")),
+            "{:?}",
+            m.notes
+        );
+    }
+
+    #[test]
     fn ga_and_except_in_one_rule_is_their_difference() {
         let v = json!({"operationBlocklist": {"provision": ["\"m\",\"plan=aws\",\"GA=a,b\",\"GA!=b\""]}});
         let b = blocklist(&v).unwrap();
