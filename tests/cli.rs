@@ -369,6 +369,93 @@ fn migrate_keb_values_prints_a_valid_manifest_with_comments() {
 }
 
 #[test]
+fn migrate_keb_values_carries_the_project_and_the_operation_blocklist() {
+    let values = "tests/data/keb/values.yaml";
+    let o = hap(&["migrate", "--keb-values", values]);
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    assert_eq!(code(&o), 0, "{stderr}");
+    let manifest = String::from_utf8_lossy(&o.stdout).to_string();
+    let parsed: Value = serde_saphyr::from_str(&manifest).unwrap();
+    assert_eq!(parsed["spec"]["bindingNamespace"], "garden-kyma-mig");
+    assert_eq!(
+        parsed["spec"]["rules"],
+        json!([
+            "aws",
+            "aws(PR=cf-eu11)->EU",
+            "azure",
+            "trial->S",
+            "aws(GA=ga-offboarded) -> DENY \"Global account {globalAccount} is being offboarded\"",
+            "azure(GA=ga-offboarded) -> DENY \"Global account {globalAccount} is being offboarded\"",
+            "gcp -> DENY \"The {plan} plan is closed\""
+        ]),
+        "{manifest}"
+    );
+    assert!(manifest.contains("# Left out, as operationBlocklist blocks every provisioning of their plan: `gcp(PR=cf-sa30)->PR`"), "{manifest}");
+    assert!(
+        stderr.contains("bindingNamespace garden-kyma-mig from gardener.project"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("operationBlocklist.update (1 rule(s)) has no equivalent"),
+        "{stderr}"
+    );
+    let out = file(&manifest);
+    let explain = |args: &[&str]| {
+        let mut a = vec!["explain", "-f", path(&out), "-o", "json"];
+        a.extend_from_slice(args);
+        hap(&a)
+    };
+    let denied = explain(&[
+        "--plan",
+        "aws",
+        "--platform-region",
+        "cf-eu11",
+        "--global-account",
+        "GA-Offboarded",
+    ]);
+    assert_eq!(json_out(&denied)["error"]["reason"], "Denied");
+    assert!(
+        json_out(&denied)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Global account GA-Offboarded is being offboarded")
+    );
+    let allowed = explain(&[
+        "--plan",
+        "aws",
+        "--platform-region",
+        "cf-eu11",
+        "--global-account",
+        "ga-other",
+    ]);
+    assert_eq!(json_out(&allowed)["euAccess"], true);
+    let gcp = explain(&[
+        "--plan",
+        "gcp",
+        "--platform-region",
+        "cf-sa30",
+        "--global-account",
+        "ga-other",
+    ]);
+    assert!(
+        json_out(&gcp)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("The gcp plan is closed")
+    );
+    let flag = hap(&[
+        "migrate",
+        "--keb-values",
+        values,
+        "--binding-namespace",
+        "garden-other",
+    ]);
+    let parsed: Value = serde_saphyr::from_str(&String::from_utf8_lossy(&flag.stdout)).unwrap();
+    assert_eq!(parsed["spec"]["bindingNamespace"], "garden-other");
+    assert!(String::from_utf8_lossy(&flag.stderr).contains("gardener.project is `kyma-mig`"));
+}
+
+#[test]
 fn migrate_keb_values_uses_seed_where_exact() {
     let values =
         file("hap:\n  rule: [aws, gcp(PR=cf-sa30)->PR, trial->S, sap-converged-cloud(HR=x)->HR]\n");

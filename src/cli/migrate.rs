@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::api::LegacyRules;
 use crate::rules::convert::{self, Form};
 use crate::rules::migrate::{self, Migration, Target};
+use crate::rules::migrate_keb::binding_namespace;
 
 use super::validate::{read_yaml, render, usage};
 
@@ -28,11 +29,12 @@ pub enum FormArg {
 result does not validate (the manifest is still printed), 2 usage error (unreadable file)."
 )]
 pub struct Args {
-    /// Upstream KEB Helm values (`hap.rule`, `hap.multiHyperscalerAccount`).
+    /// Upstream KEB Helm values (`hap.rule`, `hap.multiHyperscalerAccount`,
+    /// `gardener.project`, `operationBlocklist`).
     #[arg(
         long = "keb-values",
         value_name = "FILE",
-        required_unless_present_any = ["legacy", "hapconfig"],
+        required_unless_present_any = ["legacy", "hapconfig", "report"],
         conflicts_with_all = ["legacy", "hapconfig"]
     )]
     pub keb_values: Option<PathBuf>,
@@ -48,22 +50,25 @@ pub struct Args {
     /// structuredRules), or `structured` (every entry in structuredRules).
     #[arg(long, value_enum, requires = "hapconfig")]
     pub to: Option<FormArg>,
-    /// Namespace of the bindings (the Gardener project namespace).
-    #[arg(long = "binding-namespace", default_value = "garden-kyma")]
-    pub binding_namespace: String,
+    /// Namespace of the bindings (the Gardener project namespace). Default: with --keb-values
+    /// `garden-<gardener.project>` of the values (KEB's default project is `kyma-dev`),
+    /// otherwise `garden-kyma`.
+    #[arg(long = "binding-namespace")]
+    pub binding_namespace: Option<String>,
     /// Name of the HapConfig.
     #[arg(long, default_value = "default")]
     pub name: String,
+    #[command(flatten)]
+    pub report: super::report::ReportArgs,
 }
 
 pub fn run(args: Args) -> ExitCode {
+    if args.report.report {
+        return super::report::run(&args.report);
+    }
     if let (Some(path), Some(to)) = (&args.hapconfig, args.to) {
         return rewrite(path, to);
     }
-    let target = Target {
-        name: args.name.clone(),
-        binding_namespace: args.binding_namespace.clone(),
-    };
     let (path, keb) = match (&args.keb_values, &args.legacy) {
         (Some(p), _) => (p, true),
         (None, Some(p)) => (p, false),
@@ -75,8 +80,20 @@ pub fn run(args: Args) -> ExitCode {
         Ok(docs) => docs.into_iter().next().unwrap_or(Value::Null),
         Err(e) => return usage(&e),
     };
+    let mut target = Target {
+        name: args.name.clone(),
+        binding_namespace: args
+            .binding_namespace
+            .clone()
+            .unwrap_or_else(|| "garden-kyma".into()),
+    };
     let result = if keb {
-        migrate::from_keb_values(&doc, &target)
+        let (ns, note) = binding_namespace(&doc, args.binding_namespace.as_deref());
+        target.binding_namespace = ns;
+        migrate::from_keb_values(&doc, &target).map(|mut m| {
+            m.notes.splice(0..0, note);
+            m
+        })
     } else {
         match legacy_rules(&doc) {
             Ok(l) => migrate::from_legacy(&l, &target),

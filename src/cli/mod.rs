@@ -9,6 +9,7 @@ pub mod explain;
 pub use crate::k8s::live;
 pub mod migrate;
 pub mod pools;
+pub mod report;
 pub mod run;
 pub mod serving;
 pub mod validate;

@@ -4,7 +4,7 @@
 //! label maps, `pools::*View`), and decides nothing itself.
 //!
 //! It reads the HapConfig, bindings (their labels and the kind of their credentials reference,
-//! never the credentials), Shoots and AccountClaims, and never Secrets; it writes nothing. The client comes from `KUBECONFIG`
+//! never the credentials), Shoots, Runtimes and AccountClaims, and never Secrets; it writes nothing. The client comes from `KUBECONFIG`
 //! or the in-cluster config, as kubectl's does, so `kubectl hap ...` talks to kubectl's cluster;
 //! bindings and Shoots are read from the garden (`--garden-kubeconfig`) when that is another one.
 
@@ -17,12 +17,15 @@ use kube::{Client, ResourceExt};
 
 use super::clients::ApiLimits;
 use super::writes::binding_resource;
-use crate::api::{AccountClaim, BindingKind, CredentialsKind, HapConfig, HapConfigSpec, Shoot};
+use crate::api::{
+    AccountClaim, BindingKind, CredentialsKind, HapConfig, HapConfigSpec, Shoot, SourceKind,
+};
 use crate::labels::ResolvedLabelKeys;
 use crate::pools::{
     BindingView, ClaimView, Inventory, ShootView, binding_view, claim_view, shoot_view,
 };
 use crate::rules::CompiledRules;
+use crate::sources::observe::{Observed, from_claim, from_object};
 
 /// The HapConfig read when `--config` is not given: the operator's default `--config-name`.
 pub const DEFAULT_CONFIG: &str = "default";
@@ -244,6 +247,61 @@ pub fn pools_input(config: &str, garden: Option<&Path>) -> Result<PoolsInput, Li
             spec,
         })
     })
+}
+
+/// `hap migrate --report`: what `hap pools` reads, and every request of the landscape: the
+/// Runtimes in `runtime_namespace` (none when the Runtime CRD is not installed), the Shoots of
+/// the config's Shoot namespace and every AccountClaim. Reads only.
+pub fn report_input(
+    config: &str,
+    garden: Option<&Path>,
+    runtime_namespace: &str,
+) -> Result<(PoolsInput, Vec<Observed>, Option<String>), LiveError> {
+    let input = pools_input(config, garden)?;
+    let (shoot_ns, rt_ns) = (input.shoot_namespace.clone(), runtime_namespace.to_string());
+    let claims = claims(None)?;
+    let (mut requests, note) = block_on(garden, |c| async move {
+        let list = |client: Client, ns: String, kind: SourceKind| async move {
+            Api::<DynamicObject>::namespaced_with(client, &ns, &kind.resource())
+                .list(&ListParams::default())
+                .await
+        };
+        let shoots = list(c.garden, shoot_ns.clone(), SourceKind::Shoot)
+            .await
+            .map_err(api_error(format!("list Shoots in {shoot_ns}")))?;
+        let mut out: Vec<Observed> = shoots
+            .items
+            .iter()
+            .filter_map(|o| serde_json::to_value(o).ok())
+            .map(|v| from_object(SourceKind::Shoot, &v))
+            .collect();
+        let note = match list(c.own, rt_ns.clone(), SourceKind::Runtime).await {
+            Ok(rts) => {
+                out.extend(
+                    rts.items
+                        .iter()
+                        .filter_map(|o| serde_json::to_value(o).ok())
+                        .map(|v| from_object(SourceKind::Runtime, &v)),
+                );
+                None
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => Some(format!(
+                "no Runtimes read: the Runtime CRD is not installed in this cluster ({})",
+                e.message
+            )),
+            Err(e) => return Err(api_error(format!("list Runtimes in {rt_ns}"))(e)),
+        };
+        Ok((out, note))
+    })?;
+    // A claim recorded in another binding namespace runs in an account of another config.
+    let here = |c: &&AccountClaim| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.binding_namespace.as_deref())
+            .is_none_or(|ns| ns == input.binding_namespace)
+    };
+    requests.extend(claims.iter().filter(here).map(from_claim));
+    Ok((input, requests, note))
 }
 
 /// Every AccountClaim in `namespace` (all namespaces when `None`), read once, with annotations

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::api::{HapConfigSpec, LegacyRules, RuleSyntax};
 
 use super::legacy_seed::{SeedTranslation, to_seed};
+use super::migrate_keb;
 use super::model::{Cond, Rule};
 use super::{
     CompiledRules, DEFAULT_EU_REGIONS, Diagnostic, PlanTable, Request, Syntax, expand_legacy,
@@ -55,17 +56,21 @@ pub fn from_keb_values(values: &Value, target: &Target) -> Result<Migration, Mig
     }
     let all_seed =
         seed.len() == rules.len() && seed.iter().all(Option::is_some) && comments.is_empty();
-    let (syntax, entries) = if all_seed {
+    let (syntax, mut entries): (_, Vec<String>) = if all_seed {
         (RuleSyntax::Seed, seed.into_iter().flatten().collect())
     } else {
         (
             RuleSyntax::Keb,
-            rules
-                .iter()
-                .map(|r| r.trim().to_string())
-                .collect::<Vec<_>>(),
+            rules.iter().map(|r| r.trim().to_string()).collect(),
         )
     };
+    let blocked = migrate_keb::blocklist(values)?;
+    notes.extend(blocked.notes.iter().cloned());
+    let dropped = block_plans(&rules, &blocked.denies, &mut entries, &mut comments);
+    notes.extend(dropped);
+    for d in &blocked.denies {
+        entries.push(d.entry(syntax == RuleSyntax::Keb));
+    }
     let multi = multi_account(hap.get("multiHyperscalerAccount"), &mut notes);
     let spec = HapConfigSpec {
         rule_syntax: (syntax == RuleSyntax::Keb).then_some(syntax),
@@ -89,6 +94,61 @@ pub fn from_keb_values(values: &Value, target: &Target) -> Result<Migration, Mig
         notes,
         errors,
     })
+}
+
+/// A blocklist rule for a whole plan is checked before every rule upstream; here a more specific
+/// allow entry would win over a plain deny, so the plan's allow entries go (kept as comments).
+fn block_plans(
+    rules: &[String],
+    denies: &[migrate_keb::Deny],
+    entries: &mut Vec<String>,
+    comments: &mut BTreeMap<usize, String>,
+) -> Vec<String> {
+    let whole: Vec<&str> = denies
+        .iter()
+        .filter(|d| d.tenants == migrate_keb::Tenants::All)
+        .map(|d| d.plan.as_str())
+        .collect();
+    if whole.is_empty() {
+        return Vec::new();
+    }
+    let mut notes = Vec::new();
+    let mut kept = Vec::new();
+    let mut kept_comments = BTreeMap::new();
+    let mut left_out = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let plan = parse_entry(Syntax::Keb, &rules[i])
+            .ok()
+            .map(|(r, _)| r.plan);
+        match plan.filter(|p| whole.contains(&p.as_str())) {
+            Some(p) => {
+                notes.push(format!(
+                    "rule {} `{}`: operationBlocklist blocks every provisioning of plan {p}; the entry is left out (a comment in the manifest)",
+                    i + 1,
+                    rules[i].trim()
+                ));
+                left_out.push(format!("`{entry}`"));
+            }
+            None => {
+                if let Some(c) = comments.get(&i) {
+                    kept_comments.insert(kept.len(), c.clone());
+                }
+                kept.push(entry.clone());
+            }
+        }
+    }
+    if !left_out.is_empty() {
+        kept_comments.insert(
+            kept.len(),
+            format!(
+                "Left out, as operationBlocklist blocks every provisioning of their plan: {}",
+                left_out.join(", ")
+            ),
+        );
+    }
+    *entries = kept;
+    *comments = kept_comments;
+    notes
 }
 
 /// `hap.rule` as a list of strings; an empty string is no rules, anything else is refused.

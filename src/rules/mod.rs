@@ -11,6 +11,7 @@ mod legacy;
 mod legacy_seed;
 mod lexer;
 pub mod migrate;
+pub mod migrate_keb;
 mod model;
 mod parse;
 mod pins;

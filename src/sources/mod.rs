@@ -11,6 +11,7 @@ pub mod derive;
 pub mod fieldpath;
 pub mod kinds;
 pub mod naming;
+pub mod observe;
 pub mod selector;
 pub mod sync;
 mod validate;

@@ -1,0 +1,353 @@
+//! Moving a landscape shaped exactly as KEB leaves it onto hap-operator, on the real
+//! kube-apiserver and gardener-apiserver: the HapConfig comes from KEB's values through
+//! `hap migrate --keb-values`; observe (`hap migrate --report` reads the landscape and writes no
+//! binding) → adopt (each KEB assignment recorded without a binding write) → cutover (new
+//! requests served from free bindings, no account changes hands) → rollback (the operator gone,
+//! the labels are KEB's own and KEB's selector finds exactly the free bindings).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use hap_operator::api::{ClaimPhase, Decision};
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams};
+use serde_json::{Value, json};
+use support::garden::{
+    BindingRef, create_secret_binding, credentials_binding_resource, profile,
+    secret_binding_resource, shoot_object, shoot_resource,
+};
+use support::platform::{RuntimeSpec, api, install_platform_crds, runtime, runtime_resource};
+use support::{Hap, namespace};
+
+const GA_OLD: &str = "ga-3";
+
+/// `hap migrate ...` with KUBECONFIG; stdout, stderr and the exit code. `HAP_BIN` names another
+/// copy of the binary, for checkouts that share one target directory.
+fn hap_cli(args: &[&str]) -> (String, String, i32) {
+    let bin = std::env::var_os("HAP_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_hap").into());
+    let o = Command::new(bin).args(args).output().expect("run hap");
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        o.status.code().unwrap_or(-1),
+    )
+}
+
+/// Name → (resourceVersion, labels, finalizers) of every binding of both kinds.
+async fn bindings(
+    client: &Client,
+    ns: &str,
+) -> BTreeMap<String, (String, BTreeMap<String, String>, Vec<String>)> {
+    let mut out = BTreeMap::new();
+    for (kind, ar) in [
+        ("CredentialsBinding", credentials_binding_resource()),
+        ("SecretBinding", secret_binding_resource()),
+    ] {
+        let list = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
+            .list(&ListParams::default())
+            .await
+            .expect("list bindings");
+        for b in list.items {
+            out.insert(
+                format!("{kind}/{}", b.metadata.name.clone().unwrap_or_default()),
+                (
+                    b.metadata.resource_version.clone().unwrap_or_default(),
+                    b.metadata.labels.clone().unwrap_or_default(),
+                    b.metadata.finalizers.clone().unwrap_or_default(),
+                ),
+            );
+        }
+    }
+    out
+}
+
+/// The annotations of `Kind/name`.
+async fn annotations(client: &Client, ns: &str, name: &str) -> BTreeMap<String, String> {
+    let (kind, name) = name.split_once('/').expect("Kind/name");
+    let ar = if kind == "SecretBinding" {
+        secret_binding_resource()
+    } else {
+        credentials_binding_resource()
+    };
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
+        .get(name)
+        .await
+        .expect("get binding")
+        .metadata
+        .annotations
+        .unwrap_or_default()
+}
+
+/// The names KEB's claim selector (`Claim` in its label_selector.go) lists for plain aws.
+async fn keb_free(client: &Client, ns: &str) -> Vec<String> {
+    let lp = ListParams::default()
+        .labels("hyperscalerType=aws,!euAccess,shared!=true,!dirty,!tenantName");
+    let mut names: Vec<String> =
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &credentials_binding_resource())
+            .list(&lp)
+            .await
+            .expect("list")
+            .items
+            .into_iter()
+            .filter_map(|b| b.metadata.name)
+            .collect();
+    names.sort();
+    names
+}
+
+/// The landscape: what KEB's claim, release and Gardener's migration leave behind.
+async fn landscape(hap: &Hap, rt_ns: &str) {
+    let aws = [("hyperscalerType", "aws")];
+    hap.binding("aws-1", "aws", &[aws[0], ("tenantName", "ga-1")])
+        .await;
+    hap.binding(
+        "aws-2",
+        "aws",
+        &[aws[0], ("tenantName", "ga-2"), ("dirty", "true")],
+    )
+    .await;
+    hap.binding("aws-3", "aws", &[aws[0], ("tenantName", GA_OLD)])
+        .await;
+    // The SecretBinding KEB used before 2026, beside the CredentialsBinding of the same Secret.
+    create_secret_binding(
+        &hap.garden,
+        &hap.bindings_ns,
+        "aws-3",
+        "aws",
+        &[aws[0], ("tenantName", GA_OLD)],
+    )
+    .await;
+    hap.binding("aws-4", "aws", &aws).await;
+    hap.binding("aws-5", "aws", &aws).await;
+    hap.binding("trial-1", "aws", &[aws[0], ("shared", "true")])
+        .await;
+    hap.shoot("s-1", "aws-1").await;
+    let p = profile(&hap.garden, "aws").await;
+    let old = shoot_object(
+        &hap.bindings_ns,
+        "s-3",
+        "aws-3",
+        BindingRef::SecretBinding,
+        &p,
+    );
+    api(&hap.garden, &hap.bindings_ns, &shoot_resource())
+        .create(&Default::default(), &serde_json::from_value(old).unwrap())
+        .await
+        .expect("create the Shoot on the SecretBinding");
+    let rts = api(&hap.client, rt_ns, &runtime_resource());
+    for (name, ga, pr, binding) in [
+        ("rt-1", "ga-1", "cf-eu10", "aws-1"),
+        ("rt-3", GA_OLD, "cf-eu11", "aws-3"),
+    ] {
+        let spec = RuntimeSpec {
+            name,
+            global_account: Some(ga),
+            plan: "aws",
+            platform_region: pr,
+            region: "eu-central-1",
+            provider: "aws",
+            binding,
+            extra_labels: &[],
+        };
+        rts.create(&Default::default(), &runtime(rt_ns, "keb-mig", &spec))
+            .await
+            .expect("create Runtime");
+    }
+}
+
+/// The HapConfig `hap migrate --keb-values` makes of KEB's values, applied to this test's names.
+async fn config_from_keb_values(hap: &Hap) {
+    let (manifest, stderr, code) = hap_cli(&[
+        "migrate",
+        "--keb-values",
+        "tests/data/keb/values.yaml",
+        "--binding-namespace",
+        &hap.bindings_ns,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    println!("$ hap migrate --keb-values values.yaml\n{manifest}{stderr}");
+    let doc: Value = serde_saphyr::from_str(&manifest).expect("manifest");
+    let spec = &doc["spec"];
+    let rules: Vec<&str> = spec["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut extra = spec.clone();
+    extra.as_object_mut().unwrap().remove("rules");
+    extra["plans"] = json!({"trial": {"providerFromRequest": true}});
+    hap.apply_config(&rules, extra).await;
+}
+
+fn rows(report: &Value) -> BTreeMap<String, (String, String)> {
+    report["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["object"].as_str().unwrap().to_string(),
+                (
+                    r["verdict"].as_str().unwrap().to_string(),
+                    r["message"].as_str().unwrap().to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keb_landscape_goes_through_observe_adopt_cutover_and_rollback() {
+    install_platform_crds().await;
+    let mut hap = Hap::without_operator(&["aws"], json!({})).await;
+    let rt_ns = namespace(&hap.client, "kcp").await;
+    config_from_keb_values(&hap).await;
+    landscape(&hap, &rt_ns).await;
+    let before = bindings(&hap.garden, &hap.bindings_ns).await;
+    assert_eq!(
+        keb_free(&hap.garden, &hap.bindings_ns).await,
+        ["aws-4", "aws-5"]
+    );
+
+    // Observe: the report reads the landscape and writes no binding.
+    let config = hap.config.clone();
+    let report_args = [
+        "migrate",
+        "--report",
+        "--config",
+        &config,
+        "--runtime-namespace",
+        &rt_ns,
+    ];
+    let (text, stderr, code) = hap_cli(&report_args);
+    assert_eq!(code, 0, "{stderr}");
+    println!("$ hap migrate --report\n{text}");
+    let mut json_args = report_args.to_vec();
+    json_args.extend(["-o", "json"]);
+    let (out, stderr, code) = hap_cli(&json_args);
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&out).expect("json report");
+    assert_eq!(
+        report["bindings"],
+        json!({"total": 6, "free": 2, "claimed": 2, "dirty": 1, "shared": 1})
+    );
+    let r = rows(&report);
+    assert_eq!(r[&format!("{rt_ns}/rt-1")].0, "Agrees", "{r:?}");
+    assert_eq!(
+        r[&format!("{}/s-1", hap.bindings_ns)].0,
+        "TenancyOnly",
+        "{r:?}"
+    );
+    // KEB put an EU request on a plain account: adopted as it is, reported.
+    assert_eq!(r[&format!("{rt_ns}/rt-3")].0, "OtherPool", "{r:?}");
+    assert!(r[&format!("{rt_ns}/rt-3")].1.contains("euAccess"), "{r:?}");
+    assert_eq!(
+        r[&format!("{}/s-3", hap.bindings_ns)].0,
+        "TenancyOnly",
+        "{r:?}"
+    );
+    let ga2 = report["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tenant"] == "ga-2")
+        .expect("ga-2");
+    assert_eq!(ga2["dirty"], json!(["aws-2"]));
+    assert_eq!(
+        bindings(&hap.garden, &hap.bindings_ns).await,
+        before,
+        "observe wrote a binding"
+    );
+
+    // Adopt: the operator records every KEB assignment; no binding is written.
+    hap.start_operator().await;
+    for (claim, ga, binding, pr) in [
+        ("adopt-1", "ga-1", "aws-1", "cf-eu10"),
+        ("adopt-3", GA_OLD, "aws-3", "cf-eu11"),
+    ] {
+        hap.claim(
+            claim,
+            json!({"globalAccount": ga, "plan": "aws", "platformRegion": pr, "adoptBinding": binding}),
+        )
+        .await;
+        assert_eq!(hap.bound(claim).await, binding);
+        let st = hap.claims().get(claim).await.unwrap().status.unwrap();
+        assert_eq!(st.decision, Some(Decision::Adopted));
+    }
+
+    // Cutover: a new tenant's request is served from a free binding; nobody else's moves.
+    hap.claim(
+        "new-4",
+        json!({"globalAccount": "ga-4", "plan": "aws", "platformRegion": "cf-eu10"}),
+    )
+    .await;
+    let got = hap.bound("new-4").await;
+    assert!(["aws-4", "aws-5"].contains(&got.as_str()), "{got}");
+    let after = bindings(&hap.garden, &hap.bindings_ns).await;
+    let adopted = ["CredentialsBinding/aws-1", "CredentialsBinding/aws-3"];
+    let claimed = format!("CredentialsBinding/{got}");
+    for (name, (rv, labels, finalizers)) in &after {
+        let (rv0, labels0, _) = &before[name];
+        assert!(
+            finalizers.is_empty(),
+            "{name} has finalizers {finalizers:?}"
+        );
+        if name == &claimed {
+            assert_eq!(labels.get("tenantName").map(String::as_str), Some("ga-4"));
+        } else if adopted.contains(&name.as_str()) {
+            // Adoption records its claim in one `accountpool.io/` annotation; KEB's labels stay.
+            assert_eq!(labels, labels0, "{name}: labels changed");
+            let notes = annotations(&hap.garden, &hap.bindings_ns, name).await;
+            assert!(
+                notes.keys().all(|k| k.starts_with("accountpool.io/")),
+                "{name}: {notes:?}"
+            );
+        } else {
+            assert_eq!((rv, labels), (rv0, labels0), "{name} was written");
+        }
+    }
+    let claim = hap.claims().get("new-4").await.unwrap();
+    assert_eq!(claim.status.unwrap().phase, Some(ClaimPhase::Bound));
+    // After cutover the report counts the operator's own claims with the landscape's.
+    let (text, _, _) = hap_cli(&report_args);
+    println!("$ hap migrate --report   # after cutover\n{text}");
+    let (out, stderr, code) = hap_cli(&json_args);
+    assert_eq!(code, 0, "{stderr}");
+    let r = rows(&serde_json::from_str(&out).expect("json report"));
+    assert_eq!(r[&format!("{}/new-4", hap.claims_ns)].0, "Agrees", "{r:?}");
+    assert_eq!(
+        r[&format!("{}/adopt-1", hap.claims_ns)].0,
+        "Agrees",
+        "{r:?}"
+    );
+    assert_eq!(
+        r[&format!("{}/adopt-3", hap.claims_ns)].0,
+        "OtherPool",
+        "{r:?}"
+    );
+
+    // Rollback: the operator goes; KEB's own selector finds exactly the free bindings, and the
+    // tenant labels are KEB's (`tenantName`), so KEB reuses ga-4's account as its own.
+    hap.stop_operator().await;
+    let free: Vec<String> = ["aws-4", "aws-5"]
+        .into_iter()
+        .filter(|b| *b != got)
+        .map(str::to_string)
+        .collect();
+    assert_eq!(keb_free(&hap.garden, &hap.bindings_ns).await, free);
+    let tenant_of =
+        |t: &str| format!("hyperscalerType=aws,!euAccess,shared!=true,!dirty,tenantName={t}");
+    let found = Api::<DynamicObject>::namespaced_with(
+        hap.garden.clone(),
+        &hap.bindings_ns,
+        &credentials_binding_resource(),
+    )
+    .list(&ListParams::default().labels(&tenant_of("ga-4")))
+    .await
+    .unwrap();
+    assert_eq!(found.items.len(), 1);
+    assert_eq!(found.items[0].metadata.name.as_deref(), Some(got.as_str()));
+}
