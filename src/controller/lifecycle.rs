@@ -5,11 +5,11 @@
 use jiff::Timestamp;
 
 use super::Context;
-use crate::api::{HapConfigSpec, PoolLifecycle, PoolLowSpec, SuspectSpec};
+use crate::api::{HapConfigSpec, PoolLifecycle, PoolLowSpec};
 use crate::labels::PoolKey;
 use crate::metrics::{PoolLabels, PoolStateLabels};
-use crate::pools::lifecycle::{Cooldown, forecast};
-use crate::pools::{Inventory, LifecycleRules};
+use crate::pools::Inventory;
+use crate::pools::lifecycle::forecast;
 
 /// The lifecycle of every dedicated pool, with the metrics exported from it. The index keeps
 /// the states per event; this pass moves its clock and reads them, O(pools).
@@ -19,23 +19,10 @@ pub(super) fn pools(
     inv: &mut Inventory,
 ) -> Vec<PoolLifecycle> {
     let now = Timestamp::now();
-    inv.set_lifecycle_rules(rules(spec, now));
-    inv.lifecycle_tick(now);
-    let mut pools = inv.lifecycles();
+    let mut pools = crate::status::pool_states(spec, inv, now);
     forecast_all(ctx, spec, &mut pools, now);
     export(ctx, &pools, now);
     pools
-}
-
-/// The suspect codes and threshold and the cooldown the spec sets.
-fn rules(spec: &HapConfigSpec, now: Timestamp) -> LifecycleRules {
-    let (codes, threshold) = SuspectSpec::resolved(spec.suspect.as_ref());
-    let cooldown = spec.release.as_ref().and_then(|r| r.cooldown.as_deref());
-    LifecycleRules {
-        codes,
-        threshold,
-        cooldown: Cooldown::from_spec(cooldown, now).map(|c| c.period),
-    }
 }
 
 /// Records a claim for the claim rate of `pool`.

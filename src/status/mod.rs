@@ -11,6 +11,7 @@ mod compact;
 mod config;
 mod lifecycle;
 mod sources;
+mod states;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -26,6 +27,7 @@ pub use lifecycle::{
     ACCOUNTS_HEALTHY, cordon_event, pool_low_event, set_accounts_condition, set_pool_low_condition,
     suspect_event,
 };
+pub use states::{lifecycle_rules, pool_states};
 
 use crate::api::{AccountClaimStatus, HapConfigStatus};
 
