@@ -402,27 +402,7 @@ async fn free_bindings_are_taken_never_used_first_then_released_longest_ago() {
 
 /// Sets a Shoot's `status.lastErrors` codes as the gardenlet would (through shoots/status).
 async fn shoot_errors(hap: &Hap, shoot: &str, codes: &[&str]) {
-    let errors: Vec<serde_json::Value> = codes
-        .iter()
-        .map(|c| json!({"description": format!("infrastructure: {c}"), "codes": [c], "lastUpdateTime": "2026-11-26T12:00:00Z"}))
-        .collect();
-    let errors = if errors.is_empty() {
-        serde_json::Value::Null
-    } else {
-        json!(errors)
-    };
-    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-        hap.garden.clone(),
-        &hap.bindings_ns,
-        &support::garden::shoot_resource(),
-    );
-    api.patch_status(
-        shoot,
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"status": {"lastErrors": errors}})),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("patch status of Shoot {shoot}: {e}"));
+    support::garden::set_shoot_errors(&hap.garden, &hap.bindings_ns, shoot, codes).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
