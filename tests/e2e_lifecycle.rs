@@ -677,6 +677,7 @@ async fn a_pause_shows_on_the_hapconfig_with_since_and_by_whom_a_column_and_metr
     )
     .await;
     let table = kubectl_ok(&["get", "hapconfig", &hap.config]);
+    eprintln!("$ kubectl get hapconfig\n{table}");
     let rows: Vec<Vec<&str>> = table
         .lines()
         .map(|l| l.split_whitespace().collect())
