@@ -504,6 +504,7 @@ async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
     );
     let (code, out, err) = kubectl_hap(&["pools", "--config", &hap.config]);
     assert_eq!(code, 0, "{err}");
+    eprintln!("$ kubectl hap pools\n{out}");
     let row: Vec<&str> = out
         .lines()
         .nth(1)
