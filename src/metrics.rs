@@ -61,6 +61,12 @@ pub struct ControllerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConfigLabels {
+    /// The HapConfig in force (`--config-name`).
+    pub config: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LaneLabels {
     /// `source` (request-source claims) or `claims` (all others).
     pub lane: String,
@@ -101,6 +107,13 @@ pub struct Metrics {
     /// The hyperscaler types `orphan_bindings` has a series of (`set_orphans`).
     orphan_types: std::sync::Mutex<std::collections::BTreeSet<String>>,
     pub claim_bind_seconds: Family<TypeLabels, Histogram>,
+    /// 1 while the config in force is paused (`spec.paused`), else 0.
+    pub paused: Family<ConfigLabels, Gauge>,
+    /// When the config in force was paused (Unix seconds); no series while it is not.
+    pub paused_since: Family<ConfigLabels, Gauge>,
+    /// How long a pause may last before `HapPausedTooLong` (annotation
+    /// `accountpool.io/paused-alert-after`, 4h by default).
+    pub paused_alert_after_seconds: Family<ConfigLabels, Gauge>,
     /// KEB's names of the pool gauges (`hap run --keb-metrics`), encoded after the `hap_*` ones.
     pub keb: Option<crate::metrics_keb::KebMetrics>,
 }
@@ -152,6 +165,9 @@ impl Metrics {
             claim_bind_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.25, 2.0, 22))
             }),
+            paused: Family::default(),
+            paused_since: Family::default(),
+            paused_alert_after_seconds: Family::default(),
             keb: None,
             registry: Registry::default(),
         };
@@ -273,6 +289,21 @@ impl Metrics {
         "Time from an AccountClaim's creation to the write of its Bound status, per hyperscaler type",
         self.claim_bind_seconds.clone(),
     );
+        registry.register(
+            "paused",
+            "1 while the HapConfig in force is paused (spec.paused: no binding writes), else 0",
+            self.paused.clone(),
+        );
+        registry.register(
+            "paused_since_timestamp_seconds",
+            "When the HapConfig in force was paused (its Paused condition turned True), in Unix seconds; no series while it is not paused",
+            self.paused_since.clone(),
+        );
+        registry.register(
+            "paused_alert_after_seconds",
+            "How long a pause may last before HapPausedTooLong fires (annotation accountpool.io/paused-alert-after, default 4h)",
+            self.paused_alert_after_seconds.clone(),
+        );
     }
 
     /// The orphan count of each hyperscaler type: every series is set to its value in one step

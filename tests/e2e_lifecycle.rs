@@ -402,27 +402,7 @@ async fn free_bindings_are_taken_never_used_first_then_released_longest_ago() {
 
 /// Sets a Shoot's `status.lastErrors` codes as the gardenlet would (through shoots/status).
 async fn shoot_errors(hap: &Hap, shoot: &str, codes: &[&str]) {
-    let errors: Vec<serde_json::Value> = codes
-        .iter()
-        .map(|c| json!({"description": format!("infrastructure: {c}"), "codes": [c], "lastUpdateTime": "2026-11-26T12:00:00Z"}))
-        .collect();
-    let errors = if errors.is_empty() {
-        serde_json::Value::Null
-    } else {
-        json!(errors)
-    };
-    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
-        hap.garden.clone(),
-        &hap.bindings_ns,
-        &support::garden::shoot_resource(),
-    );
-    api.patch_status(
-        shoot,
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(json!({"status": {"lastErrors": errors}})),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("patch status of Shoot {shoot}: {e}"));
+    support::garden::set_shoot_errors(&hap.garden, &hap.bindings_ns, shoot, codes).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -643,4 +623,102 @@ async fn while_paused_the_webhook_refuses_new_shoot_requests_with_paused_and_cre
             .and_then(|v| v.as_str()),
         Some("aws-1")
     );
+}
+
+/// `kubectl ARGS` against the operator's cluster; the command must succeed. Its stdout.
+fn kubectl_ok(args: &[&str]) -> String {
+    let (ok, out, err) = support::platform::kubectl_at(&support::kubeconfig(), args, None);
+    assert!(ok, "kubectl {args:?}: {err}");
+    out
+}
+
+/// The value of a metric line `name{config="…"} value`, if the series exists.
+fn config_metric(hap: &Hap, name: &str) -> Option<i64> {
+    let prefix = format!("{name}{{config=\"{}\"}} ", hap.config);
+    metrics(hap)
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_shows_on_the_hapconfig_with_since_and_by_whom_a_column_and_metrics() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    let running = hap.config_condition("Paused", "False").await;
+    assert_eq!(running.reason, "NotPaused");
+    // Paused by a person with kubectl: the field manager of spec.paused names the tool.
+    kubectl_ok(&[
+        "patch",
+        "hapconfig",
+        &hap.config,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"paused":true}}"#,
+    ]);
+    let paused = hap.config_condition("Paused", "True").await;
+    assert_eq!(paused.reason, "Paused");
+    assert!(
+        paused.message.contains("(set by kubectl-patch)"),
+        "{}",
+        paused.message
+    );
+    hap.config_condition("Ready", "True").await;
+    let since = paused.last_transition_time.0.as_second();
+    eventually(
+        Duration::from_secs(30),
+        "hap_paused 1 since the transition, threshold 4h",
+        || async {
+            (config_metric(&hap, "hap_paused")? == 1
+                && config_metric(&hap, "hap_paused_since_timestamp_seconds")? == since
+                && config_metric(&hap, "hap_paused_alert_after_seconds")? == 14_400)
+                .then_some(())
+        },
+    )
+    .await;
+    let table = kubectl_ok(&["get", "hapconfig", &hap.config]);
+    eprintln!("$ kubectl get hapconfig\n{table}");
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    // After the columns scripts already read by position; before AGE.
+    assert_eq!(
+        rows[0][..7],
+        ["NAME", "READY", "RULES", "FREE", "CLAIMED", "PAUSED", "AGE"],
+        "{table}"
+    );
+    assert_eq!((rows[1][1], rows[1][5]), ("True", "True"), "{table}");
+    // The person who paused says how long it may last.
+    kubectl_ok(&[
+        "annotate",
+        "hapconfig",
+        &hap.config,
+        "accountpool.io/paused-alert-after=12h",
+    ]);
+    eventually(Duration::from_secs(30), "threshold 12h", || async {
+        (config_metric(&hap, "hap_paused_alert_after_seconds")? == 43_200).then_some(())
+    })
+    .await;
+    let still = hap.config_condition("Paused", "True").await;
+    assert_eq!(still.last_transition_time, paused.last_transition_time);
+    kubectl_ok(&[
+        "patch",
+        "hapconfig",
+        &hap.config,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"paused":false}}"#,
+    ]);
+    hap.config_condition("Paused", "False").await;
+    eventually(
+        Duration::from_secs(30),
+        "hap_paused 0, no since",
+        || async {
+            (config_metric(&hap, "hap_paused")? == 0
+                && config_metric(&hap, "hap_paused_since_timestamp_seconds").is_none())
+            .then_some(())
+        },
+    )
+    .await;
 }

@@ -407,6 +407,118 @@ async fn reads_the_live_cluster(hap: Hap) {
         "{err}"
     );
 }
+/// A landscape with a binding in every state, under a config with a cooldown and the default
+/// suspect codes: `kubectl hap pools` (JSON and table), `status.pools[].states` and
+/// `hap_pool_bindings` give the same counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
+    let hap = Hap::new(&["aws"], json!({"release": {"cooldown": "1h"}})).await;
+    let aws = |extra: &[(&'static str, &'static str)]| {
+        let mut l = vec![("hyperscalerType", "aws")];
+        l.extend_from_slice(extra);
+        l
+    };
+    for (name, labels) in [
+        ("aws-free", aws(&[])),
+        ("aws-claimed", aws(&[("tenantName", "ga-1")])),
+        ("aws-suspect", aws(&[("tenantName", "ga-2")])),
+        ("aws-cool", aws(&[])),
+        (
+            "aws-dirty",
+            aws(&[("tenantName", "ga-3"), ("dirty", "true")]),
+        ),
+        ("aws-cord", aws(&[("accountpool.io/cordoned", "true")])),
+        ("aws-used", aws(&[])),
+        ("aws-int", aws(&[("internal", "true")])),
+    ] {
+        hap.binding(name, "aws", &labels).await;
+    }
+    // Released five minutes ago by another tenant, as the operator's release records it.
+    let released = (jiff::Timestamp::now() - jiff::SignedDuration::from_mins(5))
+        .round(jiff::Unit::Second)
+        .expect("round")
+        .to_string();
+    let record = json!({"metadata": {"annotations": {
+        "accountpool.io/released-at": released, "accountpool.io/released-by": "ga-old"}}});
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .patch(
+            "aws-cool",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&record),
+        )
+        .await
+        .expect("record a release on aws-cool");
+    hap.shoot("s-claimed", "aws-claimed").await;
+    hap.shoot("s-suspect", "aws-suspect").await;
+    hap.shoot("foreign", "aws-used").await;
+    support::garden::set_shoot_errors(
+        &hap.garden,
+        &hap.bindings_ns,
+        "s-suspect",
+        &["ERR_INFRA_UNAUTHORIZED"],
+    )
+    .await;
+    let names = [
+        "Free",
+        "Claimed",
+        "Dirty",
+        "CoolingDown",
+        "Cordoned",
+        "Suspect",
+        "InUseWithoutTenant",
+        "Internal",
+    ];
+    let every: BTreeMap<String, i64> = names.iter().map(|s| (s.to_string(), 1)).collect();
+    let aws_states = |pools: &[hap_operator::api::PoolLifecycle]| {
+        pools
+            .iter()
+            .find(|p| p.hyperscaler_type == "aws" && !p.eu_access)
+            .map(|p| p.states.clone())
+    };
+    eventually(
+        Duration::from_secs(60),
+        "every state once in status.pools",
+        || async { (aws_states(&hap.config_status().await.pools)? == every).then_some(()) },
+    )
+    .await;
+    let metrics = hap
+        .operator
+        .as_ref()
+        .expect("operator")
+        .handle
+        .metrics
+        .encode();
+    for state in names {
+        let line = format!(
+            r#"hap_pool_bindings{{hyperscaler_type="aws",eu_access="false",state="{state}"}} 1"#
+        );
+        assert!(metrics.contains(&line), "metrics lack {line}:\n{metrics}");
+    }
+    let (code, out, err) = kubectl_hap(&["pools", "--config", &hap.config, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let report = json_of(&out);
+    assert_eq!(
+        report["lifecycle"][0]["states"],
+        serde_json::to_value(&every).expect("states"),
+        "{out}"
+    );
+    let (code, out, err) = kubectl_hap(&["pools", "--config", &hap.config]);
+    assert_eq!(code, 0, "{err}");
+    eprintln!("$ kubectl hap pools\n{out}");
+    let row: Vec<&str> = out
+        .lines()
+        .nth(1)
+        .expect("a row")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row.last().copied(),
+        Some(
+            "Free=1,Claimed=1,Dirty=1,CoolingDown=1,Cordoned=1,Suspect=1,InUseWithoutTenant=1,Internal=1"
+        ),
+        "{out}"
+    );
+}
 
 /// The read-only role of docs/operating.md §4, as written there: the `accountpool.io` rules in
 /// the operator's cluster (ClusterRole), the Gardener ones in the binding namespace of the

@@ -30,6 +30,7 @@ pub use super::patterns::{DURATION_PATTERN, LABEL_KEY_PATTERN, NAMESPACE_PATTERN
     printcolumn = r#"{"name":"Rules","type":"integer","jsonPath":".status.ruleCount"}"#,
     printcolumn = r#"{"name":"Free","type":"integer","jsonPath":".status.freeBindings"}"#,
     printcolumn = r#"{"name":"Claimed","type":"integer","jsonPath":".status.claimedBindings"}"#,
+    printcolumn = r#"{"name":"Paused","type":"string","jsonPath":".status.conditions[?(@.type==\"Paused\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","priority":1,"jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Active","type":"integer","priority":1,"jsonPath":".status.activeGeneration"}"#

@@ -21,7 +21,8 @@ cleanup job; CLUSTERS: Shoots and bound claims on the pool's bindings. CREDENTIA
 bindings' credentialsRef names (Secret, WorkloadIdentity, InternalSecret), with counts when a\n\
 pool mixes kinds. STATES: the bindings per lifecycle state (Free, Claimed, Dirty, CoolingDown,\n\
 Cordoned, Suspect, InUseWithoutTenant, Internal; states with none left out; see\n\
-docs/operating.md). Shared pools show only TOTAL and CLUSTERS (and CREDENTIALS).\n\
+docs/operating.md), counted as status.pools[].states and the metrics count them: with the\n\
+config's cooldown and suspect settings and the current time. Shared pools show only TOTAL and CLUSTERS (and CREDENTIALS).\n\
 Exit codes: 0 shown, 2 the cluster could not be read."
 )]
 pub struct Args {
@@ -58,11 +59,22 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(note) = &input.note {
         eprintln!("hap: {note}");
     }
-    let inventory = input.inventory();
+    print!("{}", render(&input, args.output, jiff::Timestamp::now()));
+    ExitCode::SUCCESS
+}
+
+/// What `hap pools` prints for what was read, judged at `now`: the figures, and the states
+/// counted by the function behind `status.pools[].states` and the metrics, with the config in
+/// force (its cooldown and suspect settings).
+fn render(input: &live::PoolsInput, output: Format, now: jiff::Timestamp) -> String {
+    let mut inventory = input.inventory();
     let figures = inventory.all_figures();
-    // One list, no history: no first-seen-dirty time to report.
-    let lifecycle = inventory.lifecycles();
-    match args.output {
+    let mut lifecycle = crate::status::pool_states(&input.spec, &mut inventory, now);
+    for l in &mut lifecycle {
+        // One list, no history: the first sight of a dirty binding is now, which says nothing.
+        l.oldest_dirty_since = None;
+    }
+    match output {
         Format::Json => {
             let report = Report {
                 config: &input.config,
@@ -72,22 +84,19 @@ pub fn run(args: Args) -> ExitCode {
                 pools: &figures,
                 lifecycle: &lifecycle,
             };
-            println!(
-                "{}",
+            format!(
+                "{}\n",
                 serde_json::to_string_pretty(&report).unwrap_or_default()
-            );
+            )
         }
-        Format::Text if figures.is_empty() => {
-            println!(
-                "No pools: no {} in namespace {} carries a {} label.",
-                input.binding_kind.gvk().2,
-                input.binding_namespace,
-                inventory.keys().hyperscaler_type
-            );
-        }
-        Format::Text => print!("{}", table(&figures, &lifecycle)),
+        Format::Text if figures.is_empty() => format!(
+            "No pools: no {} in namespace {} carries a {} label.\n",
+            input.binding_kind.gvk().2,
+            input.binding_namespace,
+            inventory.keys().hyperscaler_type
+        ),
+        Format::Text => table(&figures, &lifecycle),
     }
-    ExitCode::SUCCESS
 }
 
 /// The pools as a kubectl-style table, columns padded to their widest cell.
@@ -189,6 +198,94 @@ fn states(f: &PoolFigures, lifecycle: &[PoolLifecycle]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::HapConfigSpec;
+    use crate::labels::ResolvedLabelKeys;
+    use crate::pools::tests::{binding, claim, shoot};
+
+    /// One aws pool with a binding in every state, as read by one list; the spec sets a cooldown
+    /// and the default suspect codes apply.
+    fn landscape(now: jiff::Timestamp) -> live::PoolsInput {
+        let spec: HapConfigSpec = serde_json::from_value(serde_json::json!({
+            "bindingNamespace": "garden", "rules": ["aws"], "release": {"cooldown": "1h"}
+        }))
+        .expect("spec");
+        let aws = ("hyperscalerType", "aws");
+        let mut cool = binding("aws-cool", &[aws]);
+        let released =
+            crate::pools::lifecycle::release_time(now - jiff::SignedDuration::from_mins(5));
+        cool.annotations = [
+            (crate::pools::lifecycle::RELEASED_AT.to_string(), released),
+            (
+                crate::pools::lifecycle::RELEASED_BY.to_string(),
+                "ga-old".into(),
+            ),
+        ]
+        .into();
+        let mut failing = shoot("s-suspect", Some("aws-suspect"));
+        failing.error_codes = vec!["ERR_INFRA_UNAUTHORIZED".into()];
+        live::PoolsInput {
+            config: "default".into(),
+            note: None,
+            binding_namespace: "garden".into(),
+            binding_kind: BindingKind::default(),
+            shoot_namespace: "garden".into(),
+            keys: ResolvedLabelKeys::from_spec(None),
+            bindings: vec![
+                binding("aws-free", &[aws]),
+                binding("aws-claimed", &[aws, ("tenantName", "ga-1")]),
+                binding("aws-suspect", &[aws, ("tenantName", "ga-2")]),
+                cool,
+                binding(
+                    "aws-dirty",
+                    &[aws, ("tenantName", "ga-3"), ("dirty", "true")],
+                ),
+                binding(
+                    "aws-cord",
+                    &[aws, (crate::pools::lifecycle::CORDONED, "true")],
+                ),
+                binding("aws-used", &[aws]),
+                binding("aws-int", &[aws, ("internal", "true")]),
+            ],
+            claims: vec![claim("c1", "ga-1", Some("s1"), Some("aws-claimed"))],
+            shoots: vec![failing, shoot("foreign", Some("aws-used"))],
+            spec,
+        }
+    }
+
+    #[test]
+    fn pools_counts_every_state_as_the_status_and_the_metrics_do() {
+        let now = jiff::Timestamp::now();
+        let input = landscape(now);
+        // What the operator's reconcile hands the status and the metrics for the same objects.
+        let mut inv = input.inventory();
+        let status = crate::status::pool_states(&input.spec, &mut inv, now);
+        let [aws] = status.as_slice() else {
+            panic!("one pool: {status:?}")
+        };
+        let every_state: BTreeMap<String, i64> = crate::pools::lifecycle::BindingState::ALL
+            .iter()
+            .map(|s| (s.as_str().to_string(), 1))
+            .collect();
+        assert_eq!(
+            aws.states, every_state,
+            "the landscape has every state once"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&render(&input, Format::Json, now)).expect("JSON");
+        assert_eq!(
+            json["lifecycle"][0]["states"],
+            serde_json::to_value(&aws.states).expect("states"),
+            "{json:#}"
+        );
+        let text = render(&input, Format::Text, now);
+        let row = text.lines().nth(1).expect("a row");
+        assert!(
+            row.ends_with(
+                "Free=1,Claimed=1,Dirty=1,CoolingDown=1,Cordoned=1,Suspect=1,InUseWithoutTenant=1,Internal=1"
+            ),
+            "{text}"
+        );
+    }
 
     #[test]
     fn table_pads_columns_and_dashes_shared_figures() {

@@ -167,6 +167,7 @@ async fn reconcile_in_force(
     }
     let settled = active.is_some() && input.progressing.is_none();
     let mut desired = desired_config_status(cfg.status.as_ref(), &input, now);
+    super::lifecycle::pause(ctx, cfg, active.as_deref(), &mut desired, now);
     if settled {
         set_accounts_condition(&mut desired, generation, now);
         set_pool_low_condition(&mut desired, generation, now);

@@ -4,12 +4,17 @@
 
 use jiff::Timestamp;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
 use super::Context;
-use crate::api::{HapConfigSpec, PoolLifecycle, PoolLowSpec, SuspectSpec};
+use super::active::ActiveConfig;
+use crate::api::{HapConfig, HapConfigSpec, HapConfigStatus, PoolLifecycle, PoolLowSpec};
 use crate::labels::PoolKey;
-use crate::metrics::{PoolLabels, PoolStateLabels};
-use crate::pools::lifecycle::{Cooldown, forecast};
-use crate::pools::{Inventory, LifecycleRules};
+use crate::metrics::{ConfigLabels, PoolLabels, PoolStateLabels};
+use crate::pools::Inventory;
+use crate::pools::lifecycle::forecast;
+use crate::status::Pause;
 
 /// The lifecycle of every dedicated pool, with the metrics exported from it. The index keeps
 /// the states per event; this pass moves its clock and reads them, O(pools).
@@ -19,23 +24,49 @@ pub(super) fn pools(
     inv: &mut Inventory,
 ) -> Vec<PoolLifecycle> {
     let now = Timestamp::now();
-    inv.set_lifecycle_rules(rules(spec, now));
-    inv.lifecycle_tick(now);
-    let mut pools = inv.lifecycles();
+    let mut pools = crate::status::pool_states(spec, inv, now);
     forecast_all(ctx, spec, &mut pools, now);
     export(ctx, &pools, now);
     pools
 }
 
-/// The suspect codes and threshold and the cooldown the spec sets.
-fn rules(spec: &HapConfigSpec, now: Timestamp) -> LifecycleRules {
-    let (codes, threshold) = SuspectSpec::resolved(spec.suspect.as_ref());
-    let cooldown = spec.release.as_ref().and_then(|r| r.cooldown.as_deref());
-    LifecycleRules {
-        codes,
-        threshold,
-        cooldown: Cooldown::from_spec(cooldown, now).map(|c| c.period),
+/// The `Paused` condition of the config in force (none when no spec is in force) and the pause
+/// metrics: whether paused, since when (the condition's transition, so a restart or a leader
+/// change does not restart the count; Prometheus takes the age itself) and the alert's threshold.
+pub(super) fn pause(
+    ctx: &Context,
+    cfg: &HapConfig,
+    active: Option<&ActiveConfig>,
+    desired: &mut HapConfigStatus,
+    now: &Time,
+) {
+    let (alert_after, note) = crate::status::paused_alert_after(&cfg.metadata);
+    let pause = active.map(|a| Pause {
+        paused: a.spec.is_paused(),
+        by: crate::status::paused_by(&cfg.metadata),
+        note,
+    });
+    crate::status::set_paused_condition(desired, pause.as_ref(), cfg.metadata.generation, now);
+    let labels = ConfigLabels {
+        config: cfg.name_any(),
+    };
+    let m = &ctx.metrics;
+    let since = crate::status::paused_since(desired);
+    if since.is_none() {
+        m.paused_since.remove(&labels);
     }
+    let Some(pause) = pause else {
+        m.paused.remove(&labels);
+        m.paused_alert_after_seconds.remove(&labels);
+        return;
+    };
+    m.paused.get_or_create(&labels).set(i64::from(pause.paused));
+    if let Some(since) = since {
+        m.paused_since.get_or_create(&labels).set(since.as_second());
+    }
+    m.paused_alert_after_seconds
+        .get_or_create(&labels)
+        .set(i64::try_from(alert_after.as_secs()).unwrap_or(i64::MAX));
 }
 
 /// Records a claim for the claim rate of `pool`.

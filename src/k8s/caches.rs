@@ -558,11 +558,36 @@ pub fn watch_shoots(
     ))
 }
 
-/// Drops what no decision reads, to keep the stores small.
+/// Drops what no decision reads, to keep the stores small. Kept: the `accountpool.io/`
+/// annotations and the managedFields entries that own `spec.paused`, without their field sets
+/// beyond that (the `Paused` condition names who paused the config).
 fn trim_metadata<K: Resource>(obj: &mut K) {
     let meta = obj.meta_mut();
-    meta.managed_fields = None;
-    meta.annotations = None;
+    let pausers: Vec<_> = meta
+        .managed_fields
+        .take()
+        .into_iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .and_then(|f| f.0.get("f:spec")?.get("f:paused"))
+                .is_some()
+        })
+        .map(|mut m| {
+            m.fields_v1 = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                serde_json::json!({"f:spec": {"f:paused": {}}}),
+            ));
+            m
+        })
+        .collect();
+    meta.managed_fields = (!pausers.is_empty()).then_some(pausers);
+    if let Some(a) = meta.annotations.as_mut() {
+        a.retain(|k, _| k.starts_with("accountpool.io/"));
+    }
+    if meta.annotations.as_ref().is_some_and(|a| a.is_empty()) {
+        meta.annotations = None;
+    }
 }
 
 /// The watch stream of a controller's main resource, into its store; its events also bump the

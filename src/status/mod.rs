@@ -10,7 +10,9 @@ mod claim;
 mod compact;
 mod config;
 mod lifecycle;
+mod pause;
 mod sources;
+mod states;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -26,6 +28,11 @@ pub use lifecycle::{
     ACCOUNTS_HEALTHY, cordon_event, pool_low_event, set_accounts_condition, set_pool_low_condition,
     suspect_event,
 };
+pub use pause::{
+    DEFAULT_PAUSED_ALERT_AFTER, PAUSED, PAUSED_ALERT_AFTER, Pause, paused_alert_after, paused_by,
+    paused_since, set_paused_condition,
+};
+pub use states::{lifecycle_rules, pool_states};
 
 use crate::api::{AccountClaimStatus, HapConfigStatus};
 

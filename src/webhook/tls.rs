@@ -3,17 +3,22 @@
 //! never needs a restart. A file that cannot be read or parsed keeps the previous certificate
 //! serving and is logged; at start it is an error: the webhook serves TLS only. With a client CA
 //! the handshake also demands a client certificate signed by it (the API servers' webhook client
-//! certificate), so only they can make the operator act on a review.
+//! certificate), so only they can make the operator act on a review; that CA file is read again
+//! when it changes, in the same way.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio_rustls::rustls;
+use tokio_rustls::rustls::client::danger::HandshakeSignatureValid;
+use tokio_rustls::rustls::pki_types::UnixTime;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
+use tokio_rustls::rustls::{DigitallySignedStruct, SignatureScheme};
 
 /// How often, at most, a handshake looks at the files.
 const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -154,15 +159,11 @@ impl ResolvesServerCert for ReloadingCert {
     }
 }
 
-/// Who may connect: anyone, or only holders of a client certificate signed by a CA in `path`
-/// (read once at start: the API servers' client CA changes with a rollout of theirs).
-fn client_verifier(
-    path: Option<&Path>,
+/// The verifier the client CA in `path` describes.
+fn ca_verifier(
+    path: &Path,
     provider: &Arc<rustls::crypto::CryptoProvider>,
-) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
-    let Some(path) = path else {
-        return Ok(rustls::server::WebPkiClientVerifier::no_client_auth());
-    };
+) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(&read(path)?).filter_map(Result::ok) {
         // A certificate the store refuses (not a CA it can parse) is left out; none at all
@@ -175,11 +176,135 @@ fn client_verifier(
         });
     }
     rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        // The hints would have to be swapped with the CA, and a client that gets none offers
+        // the certificate it has (RFC 8446 4.2.4); the roots alone decide.
+        .clear_root_hint_subjects()
         .build()
         .map_err(|source| TlsError::ClientVerifier {
             path: path.to_path_buf(),
             source,
         })
+}
+
+struct LoadedCa {
+    verifier: Arc<dyn ClientCertVerifier>,
+    stamp: Stamp,
+    checked: Instant,
+}
+
+/// Verifies client certificates against the CA file, read again when it changes (the API
+/// servers' client CA is rotated like any other CA), as `ReloadingCert` does for the serving
+/// certificate: a file that cannot be read or parsed keeps the previous CA and is logged.
+pub struct ReloadingClientCa {
+    path: PathBuf,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    loaded: Mutex<LoadedCa>,
+}
+
+impl std::fmt::Debug for ReloadingClientCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReloadingClientCa")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl ReloadingClientCa {
+    /// Loads the CA now; an error here stops the operator.
+    pub fn new(
+        path: PathBuf,
+        provider: Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<Self, TlsError> {
+        let stamp = stamp(&path);
+        let verifier = ca_verifier(&path, &provider)?;
+        Ok(Self {
+            path,
+            provider,
+            loaded: Mutex::new(LoadedCa {
+                verifier,
+                stamp,
+                checked: Instant::now(),
+            }),
+        })
+    }
+
+    /// The verifier of the CA in force, the file re-read first if it changed.
+    fn current(&self) -> Arc<dyn ClientCertVerifier> {
+        let mut l = self
+            .loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if l.checked.elapsed() >= CHECK_EVERY {
+            l.checked = Instant::now();
+            let now = stamp(&self.path);
+            if now != l.stamp {
+                match ca_verifier(&self.path, &self.provider) {
+                    Ok(v) => {
+                        l.verifier = v;
+                        l.stamp = now;
+                        tracing::info!(ca = %self.path.display(), "webhook client CA reloaded");
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "webhook client CA changed but cannot be loaded; verifying against the previous one")
+                    }
+                }
+            }
+        }
+        l.verifier.clone()
+    }
+}
+
+impl ClientCertVerifier for ReloadingClientCa {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.current()
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.current().verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.current().verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.current().supported_verify_schemes()
+    }
+}
+
+/// Who may connect: anyone, or only holders of a client certificate signed by a CA in `path`
+/// (read again when the file changes).
+fn client_verifier(
+    path: Option<&Path>,
+    provider: &Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    let Some(path) = path else {
+        return Ok(rustls::server::WebPkiClientVerifier::no_client_auth());
+    };
+    Ok(Arc::new(ReloadingClientCa::new(
+        path.to_path_buf(),
+        provider.clone(),
+    )?))
 }
 
 /// The server configuration: TLS 1.2 and 1.3 with ring, HTTP/1.1; client certificates signed by
@@ -358,6 +483,47 @@ mod tests {
             "a caller with a certificate of another CA was served"
         );
         assert!(server_accepts(strict, &serving, Some(client_cert(&callers))).await);
+    }
+
+    /// Writes `pem` to `path` as the kubelet swaps a mounted file: a new file renamed over it.
+    fn swap(path: &Path, pem: &str) {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, pem).expect("write");
+        std::fs::rename(&tmp, path).expect("rename");
+    }
+
+    #[tokio::test]
+    async fn a_rotated_client_ca_is_used_without_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (serving, old, new) = (ca(), ca(), ca());
+        issue(&serving, dir.path());
+        let ca_file = dir.path().join("client-ca.crt");
+        swap(&ca_file, &old.pem);
+        let cert = Arc::new(
+            ReloadingCert::new(dir.path().join("tls.crt"), dir.path().join("tls.key"))
+                .expect("loads"),
+        );
+        let cfg = server_config(cert, Some(&ca_file)).expect("config");
+        assert!(server_accepts(cfg.clone(), &serving, Some(client_cert(&old))).await);
+        assert!(!server_accepts(cfg.clone(), &serving, Some(client_cert(&new))).await);
+        swap(&ca_file, &new.pem);
+        let deadline = Instant::now() + CHECK_EVERY + Duration::from_secs(5);
+        while !server_accepts(cfg.clone(), &serving, Some(client_cert(&new))).await {
+            assert!(
+                Instant::now() < deadline,
+                "a client of the rotated CA was never served"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            !server_accepts(cfg.clone(), &serving, Some(client_cert(&old))).await,
+            "a client of the old CA was still served"
+        );
+        // A broken file keeps the CA in force (checked once the interval has passed).
+        swap(&ca_file, "not a certificate");
+        tokio::time::sleep(CHECK_EVERY + Duration::from_millis(50)).await;
+        assert!(server_accepts(cfg.clone(), &serving, Some(client_cert(&new))).await);
+        assert!(!server_accepts(cfg, &serving, Some(client_cert(&old))).await);
     }
 
     #[test]

@@ -610,3 +610,24 @@ pub async fn delete_shoot(client: &Client, ns: &str, name: &str) {
         .await
         .unwrap_or_else(|e| panic!("delete Shoot {ns}/{name}: {e}"));
 }
+
+/// Sets a Shoot's `status.lastErrors` codes as the gardenlet would (through shoots/status).
+pub async fn set_shoot_errors(client: &Client, ns: &str, shoot: &str, codes: &[&str]) {
+    let errors: Vec<Value> = codes
+        .iter()
+        .map(|c| json!({"description": format!("infrastructure: {c}"), "codes": [c], "lastUpdateTime": "2026-11-26T12:00:00Z"}))
+        .collect();
+    let errors = if errors.is_empty() {
+        Value::Null
+    } else {
+        json!(errors)
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &shoot_resource());
+    api.patch_status(
+        shoot,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"lastErrors": errors}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("patch status of Shoot {shoot}: {e}"));
+}
