@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use super::validate::{Format, usage};
 use crate::rules::CompiledRules;
-use crate::sources::observe::{Report, Verdict, report};
+use crate::status::observe::{Report, Verdict, report};
 
 /// What `--report` reads.
 #[derive(clap::Args, Debug, Default)]

@@ -25,7 +25,7 @@ use crate::pools::{
     BindingView, ClaimView, Inventory, ShootView, binding_view, claim_view, shoot_view,
 };
 use crate::rules::CompiledRules;
-use crate::sources::observe::{Observed, from_claim, from_object};
+use crate::status::observe::{Observed, from_claim, from_object};
 
 /// The HapConfig read when `--config` is not given: the operator's default `--config-name`.
 pub const DEFAULT_CONFIG: &str = "default";

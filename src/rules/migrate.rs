@@ -64,7 +64,7 @@ pub fn from_keb_values(values: &Value, target: &Target) -> Result<Migration, Mig
             rules.iter().map(|r| r.trim().to_string()).collect(),
         )
     };
-    let blocked = migrate_keb::blocklist(values)?;
+    let blocked = migrate_keb::blocklist(values).map_err(|e| MigrateError::Input(e.to_string()))?;
     notes.extend(blocked.notes.iter().cloned());
     let dropped = block_plans(&rules, &blocked.denies, &mut entries, &mut comments);
     notes.extend(dropped);

@@ -10,8 +10,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::migrate::MigrateError;
-
 /// KEB's `gardener.project` when the values do not set it.
 pub const KEB_DEFAULT_PROJECT: &str = "kyma-dev";
 
@@ -92,30 +90,34 @@ struct Upstream {
 
 const OPERATIONS: [&str; 4] = ["provision", "update", "planUpgrade", "deprovision"];
 
+/// Why KEB's `operationBlocklist` cannot be carried over: the value, entry and field, and the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BlocklistError(String);
+
 /// Reads `operationBlocklist` (a YAML string, as the Helm chart takes it, or a mapping).
-pub fn blocklist(values: &Value) -> Result<Blocklist, MigrateError> {
+pub fn blocklist(values: &Value) -> Result<Blocklist, BlocklistError> {
     let doc = match values.get("operationBlocklist") {
         None | Some(Value::Null) => return Ok(Blocklist::default()),
         Some(Value::String(s)) if s.trim().is_empty() => return Ok(Blocklist::default()),
-        Some(Value::String(s)) => serde_saphyr::from_str::<Value>(s).map_err(|e| {
-            MigrateError::Input(format!("operationBlocklist is not valid YAML: {e}"))
-        })?,
+        Some(Value::String(s)) => serde_saphyr::from_str::<Value>(s)
+            .map_err(|e| BlocklistError(format!("operationBlocklist is not valid YAML: {e}")))?,
         Some(v @ Value::Object(_)) => v.clone(),
         Some(other) => {
-            return Err(MigrateError::Input(format!(
+            return Err(BlocklistError(format!(
                 "operationBlocklist must be a YAML string or a mapping, found `{other}`"
             )));
         }
     };
     let Some(ops) = doc.as_object() else {
-        return Err(MigrateError::Input(
+        return Err(BlocklistError(
             "operationBlocklist must map operations (provision, update, planUpgrade, deprovision) to rules".into(),
         ));
     };
     let mut out = Blocklist::default();
     for (op, rules) in ops {
         if !OPERATIONS.contains(&op.as_str()) {
-            return Err(MigrateError::Input(format!(
+            return Err(BlocklistError(format!(
                 "operationBlocklist.{op}: unknown operation; KEB knows {}",
                 OPERATIONS.join(", ")
             )));
@@ -133,7 +135,7 @@ pub fn blocklist(values: &Value) -> Result<Blocklist, MigrateError> {
         let mut parsed = Vec::new();
         for (i, t) in texts.iter().enumerate() {
             let at = format!("operationBlocklist.provision[{i}]");
-            match parse_rule(t).map_err(|e| MigrateError::Input(format!("{at}: {e}")))? {
+            match parse_rule(t).map_err(|e| BlocklistError(format!("{at}: {e}")))? {
                 Some(r) => parsed.push((at, r)),
                 None => out
                     .notes
@@ -146,7 +148,7 @@ pub fn blocklist(values: &Value) -> Result<Blocklist, MigrateError> {
 }
 
 /// A rule list: a string or a list of strings; empty strings are no-ops upstream.
-fn rule_texts(op: &str, v: &Value) -> Result<Vec<String>, MigrateError> {
+fn rule_texts(op: &str, v: &Value) -> Result<Vec<String>, BlocklistError> {
     let items: Vec<&Value> = match v {
         Value::Null => Vec::new(),
         Value::Array(a) => a.iter().collect(),
@@ -156,7 +158,7 @@ fn rule_texts(op: &str, v: &Value) -> Result<Vec<String>, MigrateError> {
         .into_iter()
         .map(|i| {
             i.as_str().map(str::to_string).ok_or_else(|| {
-                MigrateError::Input(format!("operationBlocklist.{op}: `{i}` is not a string"))
+                BlocklistError(format!("operationBlocklist.{op}: `{i}` is not a string"))
             })
         })
         .filter(|r| r.as_ref().map_or(true, |s| !s.trim().is_empty()))

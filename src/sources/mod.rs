@@ -11,7 +11,6 @@ pub mod derive;
 pub mod fieldpath;
 pub mod kinds;
 pub mod naming;
-pub mod observe;
 pub mod selector;
 pub mod sync;
 mod validate;

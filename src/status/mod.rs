@@ -10,6 +10,7 @@ mod claim;
 mod compact;
 mod config;
 mod lifecycle;
+pub mod observe;
 mod pause;
 mod sources;
 mod states;

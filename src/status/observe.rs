@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::adopt::{Adoption, adopt};
 use crate::labels::PoolKey;
 use crate::pools::Inventory;
 use crate::rules::{CompiledRules, EvalError, Request};
 use crate::selection::describe_pool;
+use crate::sources::adopt::{Adoption, adopt};
 
 /// One request as the landscape holds it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
