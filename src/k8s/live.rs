@@ -91,14 +91,6 @@ pub struct Target {
 }
 
 impl Target {
-    /// Only the garden's kubeconfig named; the operator's cluster as kubectl finds it.
-    pub fn garden(garden: Option<&Path>) -> Self {
-        Target {
-            garden: garden.map(Path::to_path_buf),
-            ..Target::default()
-        }
-    }
-
     /// The kubeconfig as this target reads it: the `--kubeconfig` file, else `KUBECONFIG`'s
     /// files merged (or `~/.kube/config`), as kubectl reads them.
     fn kubeconfig_file(&self) -> Result<Kubeconfig, kube::config::KubeconfigError> {
