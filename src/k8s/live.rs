@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
