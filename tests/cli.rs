@@ -764,3 +764,32 @@ fn validate_warns_when_tenant_rules_name_users_and_callers_are_not_authenticated
     assert_eq!(code(&signed), 0);
     assert_eq!(json_out(&signed)["warnings"], json!([]));
 }
+
+#[test]
+fn yaml_output_holds_what_json_output_holds() {
+    let explain = |format: &str| {
+        hap(&[
+            "explain",
+            "-f",
+            SEED,
+            "--plan",
+            "gcp",
+            "--platform-region",
+            "cf-sa30",
+            "--global-account",
+            "ga-1",
+            "-o",
+            format,
+        ])
+    };
+    let validate = |format: &str| hap(&["validate", "--rule", "aws(PR=)", "-o", format]);
+    for (what, json, yaml) in [
+        ("explain", explain("json"), explain("yaml")),
+        ("validate", validate("json"), validate("yaml")),
+    ] {
+        assert_eq!(code(&json), code(&yaml), "{what}");
+        let from_yaml: Value = serde_saphyr::from_slice(&yaml.stdout)
+            .unwrap_or_else(|e| panic!("{what}: {e}: {}", String::from_utf8_lossy(&yaml.stdout)));
+        assert_eq!(from_yaml, json_out(&json), "{what}");
+    }
+}

@@ -17,12 +17,16 @@ use support::garden::Credentials;
 use support::*;
 
 /// A directory holding `kubectl-hap` → the freshly built `hap`, as a user would install it.
+/// `HAP_PLUGIN_BIN` names another build of it: where several checkouts share one target
+/// directory, its `hap` may be the last other checkout's.
 fn plugin_dir() -> &'static PathBuf {
     static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     &DIR.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir");
         let link = dir.path().join("kubectl-hap");
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_hap"), &link).expect("symlink kubectl-hap");
+        let bin = std::env::var_os("HAP_PLUGIN_BIN")
+            .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_hap")), PathBuf::from);
+        std::os::unix::fs::symlink(bin, &link).expect("symlink kubectl-hap");
         let path = dir.path().to_path_buf();
         (dir, path)
     })
@@ -410,9 +414,9 @@ async fn reads_the_live_cluster(hap: Hap) {
 /// A landscape with a binding in every state, under a config with a cooldown and the default
 /// suspect codes: `kubectl hap pools` (JSON and table), `status.pools[].states` and
 /// `hap_pool_bindings` give the same counts.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
-    let hap = Hap::new(&["aws"], json!({"release": {"cooldown": "1h"}})).await;
+/// One aws binding in every lifecycle state (the config sets a one-hour cooldown); returns the
+/// release time recorded on the cooling-down one.
+async fn every_state_landscape(hap: &Hap) -> String {
     let aws = |extra: &[(&'static str, &'static str)]| {
         let mut l = vec![("hyperscalerType", "aws")];
         l.extend_from_slice(extra);
@@ -458,6 +462,13 @@ async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
         &["ERR_INFRA_UNAUTHORIZED"],
     )
     .await;
+    released
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
+    let hap = Hap::new(&["aws"], json!({"release": {"cooldown": "1h"}})).await;
+    every_state_landscape(&hap).await;
     let names = [
         "Free",
         "Claimed",
@@ -518,6 +529,314 @@ async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
         ),
         "{out}"
     );
+}
+
+/// `kubectl hap ARGS` left running (`--watch`), its output collected as it comes.
+struct Running {
+    child: std::process::Child,
+    out: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Self {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![plugin_dir().clone()];
+        dirs.extend(std::env::split_paths(&path));
+        let mut child = Command::new(kubectl_path())
+            .env("KUBECONFIG", kubeconfig())
+            .env_remove("HAP_GARDEN_KUBECONFIG")
+            .env("PATH", std::env::join_paths(dirs).expect("PATH"))
+            .arg("hap")
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start kubectl hap");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = out.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut stdout, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .expect("output")
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Running { child, out }
+    }
+
+    fn output(&self) -> String {
+        self.out.lock().expect("output").clone()
+    }
+
+    /// Waits (with a deadline) until the output holds a line `line` accepts.
+    async fn until(&self, what: &str, line: impl Fn(&str) -> bool) {
+        eventually(Duration::from_secs(30), what, || async {
+            self.output().lines().any(&line).then_some(())
+        })
+        .await;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // kubectl execs the plugin: this pid is the plugin's.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The columns of the table row of binding `name`.
+fn table_row(out: &str, name: &str) -> Vec<String> {
+    out.lines()
+        .rev()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row {name}:\n{out}"))
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// A kubeconfig with two contexts: `nowhere` (current; a server nobody answers at) and
+/// `testenv` (the test control plane, namespace `namespace`).
+fn two_contexts(dir: &std::path::Path, namespace: &str) -> PathBuf {
+    let mut k = kube::config::Kubeconfig::read_from(kubeconfig()).expect("kubeconfig");
+    let current = k.current_context.clone().expect("current context");
+    let mut real = k
+        .contexts
+        .iter()
+        .find(|c| c.name == current)
+        .expect("context")
+        .clone();
+    let mut nowhere = real.clone();
+    real.name = "testenv".into();
+    real.context.as_mut().expect("context").namespace = Some(namespace.into());
+    let mut cluster = k
+        .clusters
+        .iter()
+        .find(|c| Some(&c.name) == nowhere.context.as_ref().map(|c| &c.cluster))
+        .expect("cluster")
+        .clone();
+    cluster.name = "nowhere".into();
+    cluster.cluster.as_mut().expect("cluster").server = Some("https://127.0.0.1:1".into());
+    nowhere.name = "nowhere".into();
+    nowhere.context.as_mut().expect("context").cluster = "nowhere".into();
+    k.clusters.push(cluster);
+    k.contexts = vec![nowhere, real];
+    k.current_context = Some("nowhere".into());
+    let path = dir.join("two-contexts.json");
+    std::fs::write(&path, serde_json::to_vec(&k).expect("kubeconfig JSON")).expect("write");
+    path
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| r["name"].as_str().expect("name").to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_hap_bindings_lists_filters_and_watches_every_binding() {
+    let hap = Hap::new(&["aws"], json!({"release": {"cooldown": "1h"}})).await;
+    let released = every_state_landscape(&hap).await;
+    let config = hap.config.as_str();
+    let list = |extra: &[&str]| {
+        let mut args = vec!["bindings", "--config", config, "-o", "json"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = kubectl_hap(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        json_of(&out)
+    };
+    let all = list(&[]);
+    let state_of: BTreeMap<String, Value> = all
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| (r["name"].as_str().expect("name").into(), r["state"].clone()))
+        .collect();
+    let expected: BTreeMap<String, Value> = [
+        ("aws-claimed", "Claimed"),
+        ("aws-cool", "CoolingDown"),
+        ("aws-cord", "Cordoned"),
+        ("aws-dirty", "Dirty"),
+        ("aws-free", "Free"),
+        ("aws-int", "Internal"),
+        ("aws-suspect", "Suspect"),
+        ("aws-used", "InUseWithoutTenant"),
+    ]
+    .map(|(n, s)| (n.to_string(), json!(s)))
+    .into();
+    assert_eq!(state_of, expected, "{all:#}");
+    let row = |name: &str| {
+        all.as_array()
+            .expect("rows")
+            .iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .expect("row")
+    };
+    assert_eq!(row("aws-cool")["since"], released.as_str());
+    assert_eq!(row("aws-claimed")["clusterNames"], json!(["s-claimed"]));
+    assert_eq!(row("aws-claimed")["credentials"], "Secret");
+    assert_eq!(row("aws-claimed")["bindingKind"], "CredentialsBinding");
+    assert_eq!(
+        row("aws-suspect")["reason"],
+        "1 Shoot(s) report ERR_INFRA_UNAUTHORIZED"
+    );
+    assert_eq!(
+        row("aws-used")["reason"],
+        "used by foreign without a tenant label"
+    );
+    assert!(row("aws-free")["since"].is_string(), "created: {all:#}");
+
+    // Every filter, alone and with a label selector.
+    assert_eq!(names(&list(&["--tenant", "ga-1"])), ["aws-claimed"]);
+    assert_eq!(
+        names(&list(&["--state", "Cordoned,suspect"])),
+        ["aws-cord", "aws-suspect"]
+    );
+    assert_eq!(names(&list(&["--pool", "aws"])).len(), 8);
+    assert_eq!(names(&list(&["--pool", "gcp"])), Vec::<String>::new());
+    assert_eq!(names(&list(&["-l", "tenantName=ga-2"])), ["aws-suspect"]);
+    assert_eq!(
+        names(&list(&["-l", "tenantName", "--state", "Dirty"])),
+        ["aws-dirty"]
+    );
+    let (code, _, err) = kubectl_hap(&["bindings", "--config", config, "--state", "Broken"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`Broken`"), "{err}");
+
+    // -o yaml holds what -o json does; the table and -o wide print the same rows.
+    let (code, yaml, err) = kubectl_hap(&["bindings", "--config", config, "-o", "yaml"]);
+    assert_eq!(code, 0, "{err}");
+    let from_yaml: Value = serde_saphyr::from_str(&yaml).expect("YAML");
+    assert_eq!(from_yaml, all);
+    let (code, table, err) = kubectl_hap(&["bindings", "--config", config]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(table.lines().count(), 9, "{table}");
+    assert_eq!(table_row(&table, "aws-cool")[2], "CoolingDown");
+    assert_eq!(table_row(&table, "aws-cool")[6], released);
+    let (code, wide, err) = kubectl_hap(&["bindings", "--config", config, "-o", "wide"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(wide.starts_with("NAME "), "{wide}");
+    assert!(
+        wide.lines()
+            .next()
+            .expect("header")
+            .contains("CLUSTER-NAMES")
+    );
+    assert_eq!(table_row(&wide, "aws-used")[8], "foreign");
+    for cmd in [&["pools"][..], &["claims"], &["validate", "--live"]] {
+        let mut args = cmd.to_vec();
+        args.extend(["-o", "yaml"]);
+        if cmd[0] != "claims" {
+            args.extend(["--config", config]);
+        }
+        let (code, out, err) = kubectl_hap(&args);
+        assert!(
+            code == 0 && serde_saphyr::from_str::<Value>(&out).is_ok(),
+            "{args:?}: {err}{out}"
+        );
+    }
+
+    // --kubeconfig and --context: the current context of this file answers nowhere.
+    let dir = tempfile::tempdir().expect("dir");
+    let two = two_contexts(dir.path(), &hap.claims_ns);
+    let two = two.to_str().expect("path");
+    let (code, _, err) = kubectl_hap(&["bindings", "--config", config, "--kubeconfig", two]);
+    assert_eq!(code, 2, "the current context is nowhere: {err}");
+    let (code, _, err) = kubectl_hap(&[
+        "bindings",
+        "--config",
+        config,
+        "--kubeconfig",
+        two,
+        "--context",
+        "missing",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("cannot load the kubeconfig") && err.contains("missing"),
+        "{err}"
+    );
+    assert_eq!(
+        list(&["--kubeconfig", two, "--context", "testenv"]),
+        all,
+        "the named context reads the same cluster"
+    );
+    let (code, out, err) = kubectl_hap(&[
+        "pools",
+        "--config",
+        config,
+        "--kubeconfig",
+        two,
+        "--context",
+        "testenv",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json_of(&out)["config"], config);
+
+    // --watch prints the listing again when a binding changes (cordoning the free one) and the
+    // claims' when a claim appears in the context's namespace.
+    let watch = Running::start(&[
+        "bindings",
+        "--config",
+        config,
+        "--watch",
+        "--watch-interval",
+        "1s",
+        "--kubeconfig",
+        two,
+        "--context",
+        "testenv",
+    ]);
+    watch
+        .until("aws-free listed Free", |l| {
+            l.starts_with("aws-free ") && l.contains(" Free ")
+        })
+        .await;
+    let claims = Running::start(&[
+        "claims",
+        "--watch",
+        "--watch-interval",
+        "1s",
+        "--kubeconfig",
+        two,
+        "--context",
+        "testenv",
+    ]);
+    claims
+        .until("no claims yet", |l| l == "No AccountClaims found.")
+        .await;
+    let cordon = json!({"metadata": {
+        "labels": {"accountpool.io/cordoned": "true"},
+        "annotations": {"accountpool.io/cordon-reason": "watch test"}}});
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .patch(
+            "aws-free",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&cordon),
+        )
+        .await
+        .expect("cordon aws-free");
+    watch
+        .until("aws-free listed Cordoned", |l| {
+            l.starts_with("aws-free ") && l.contains(" Cordoned ") && l.ends_with("watch test")
+        })
+        .await;
+    assert!(watch.output().contains("\n\nNAME "), "{}", watch.output());
+    hap.claim("c-watch", json!({"globalAccount": "ga-9", "plan": "aws"}))
+        .await;
+    claims
+        .until("c-watch listed", |l| l.starts_with("c-watch "))
+        .await;
 }
 
 /// The read-only role of docs/operating.md §4, as written there: the `accountpool.io` rules in

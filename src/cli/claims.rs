@@ -29,6 +29,15 @@ pub struct Args {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     pub output: Format,
+    /// After the listing, list again every --watch-interval and print the listing again
+    /// whenever it changed (until interrupted).
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+    /// How often --watch lists again.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::interval)]
+    pub watch_interval: std::time::Duration,
+    #[command(flatten)]
+    pub kube: super::KubeFlags,
 }
 
 /// One claim in the listing (`-o json` is a list of these).
@@ -78,31 +87,37 @@ pub fn row(c: &AccountClaim) -> Row {
 }
 
 pub fn run(args: Args) -> ExitCode {
+    let target = args.kube.target(None);
     let namespace = if args.all_namespaces {
         None
     } else {
-        Some(args.namespace.clone().unwrap_or_else(current_namespace))
+        Some(
+            args.namespace
+                .clone()
+                .unwrap_or_else(|| target.namespace().unwrap_or_else(|| "default".into())),
+        )
     };
-    let claims = match live::claims(namespace.as_deref()) {
-        Ok(c) => c,
-        Err(e) => return usage(&e.report()),
-    };
-    let mut rows: Vec<Row> = claims.iter().map(row).collect();
-    rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    match args.output {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).unwrap_or_default()
-        ),
-        Format::Text if rows.is_empty() => println!("No AccountClaims found."),
-        Format::Text => print!("{}", table(&rows, namespace.is_none())),
+    let every = args.watch.then_some(args.watch_interval);
+    let mut last = None;
+    let shown = live::claims(namespace.as_deref(), &target, every, |claims| {
+        let mut rows: Vec<Row> = claims.iter().map(row).collect();
+        rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let text = render(&rows, args.output, namespace.is_none());
+        super::bindings::print_changed(&mut last, text)
+    });
+    match shown {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => usage(&e.report()),
     }
-    ExitCode::SUCCESS
 }
 
-/// The namespace of the current kubeconfig context, as kubectl defaults it.
-fn current_namespace() -> String {
-    crate::k8s::clients::kubeconfig_namespace().unwrap_or_else(|| "default".into())
+/// The listing in `output`.
+fn render(rows: &[Row], output: Format, with_namespace: bool) -> String {
+    match output {
+        Format::Json | Format::Yaml => output.structured(&rows),
+        Format::Text if rows.is_empty() => "No AccountClaims found.\n".into(),
+        Format::Text => table(rows, with_namespace),
+    }
 }
 
 /// A kubectl-style table, columns padded to their widest cell.

@@ -188,19 +188,16 @@ pub fn run(args: Args) -> ExitCode {
     // says which pool and binding would serve given the cluster's inventory.
     let mut live = None;
     let loaded = if args.source.live {
-        super::live::pools_input(
-            args.source.config_name(),
-            args.source.garden_kubeconfig.as_deref(),
-        )
-        .map(|input| {
-            if let Some(note) = &input.note {
-                eprintln!("hap: {note}");
-            }
-            let spec = input.spec.clone();
-            live = Some(input);
-            spec
-        })
-        .map_err(|e| e.report())
+        super::live::pools_input(args.source.config_name(), &args.source.target())
+            .map(|input| {
+                if let Some(note) = &input.note {
+                    eprintln!("hap: {note}");
+                }
+                let spec = input.spec.clone();
+                live = Some(input);
+                spec
+            })
+            .map_err(|e| e.report())
     } else {
         load_spec(&args.source)
     };
@@ -270,7 +267,7 @@ fn success(rules: &CompiledRules, o: &Outcome, ga: &str, live: Option<Serving>, 
         })
         .collect();
     let selectors = Selectors::of(rules, &o.pool(), ga);
-    if format == Format::Json {
+    if format != Format::Text {
         let out = Explained {
             rule: &o.entry,
             index: o.index,
@@ -281,7 +278,7 @@ fn success(rules: &CompiledRules, o: &Outcome, ga: &str, live: Option<Serving>, 
             preferences,
             live,
         };
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        print!("{}", format.structured(&out));
         return;
     }
     println!("rule {} `{}` matches", o.index, o.entry);
@@ -339,9 +336,9 @@ fn failure(format: Format, reason: &str, message: &str) -> ExitCode {
 
 fn report_failure(format: Format, error: FailedError<'_>) -> ExitCode {
     match format {
-        Format::Json => {
+        Format::Json | Format::Yaml => {
             let out = Failed { error };
-            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+            print!("{}", format.structured(&out));
         }
         Format::Text => println!("error[{}]: {}", error.reason, error.message),
     }

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod bindings;
 pub mod claims;
 pub mod explain;
 pub use crate::k8s::live;
@@ -38,6 +39,40 @@ pub enum Command {
     Pools(pools::Args),
     /// List AccountClaims with their binding and the request source each came from.
     Claims(claims::Args),
+    /// One line per binding: pool, lifecycle state, tenant, clusters, credentials, since, reason.
+    Bindings(bindings::Args),
+}
+
+/// kubectl's flags naming the cluster: the kubeconfig file and its context.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct KubeFlags {
+    /// Path to the kubeconfig file, as kubectl's (default: KUBECONFIG, else ~/.kube/config, else
+    /// the in-cluster config).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The kubeconfig context to use, as kubectl's (default: the current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl KubeFlags {
+    /// The clusters to read: these flags', with the garden's kubeconfig when it is another.
+    pub fn target(&self, garden: Option<&std::path::Path>) -> live::Target {
+        live::Target {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            garden: garden.map(std::path::Path::to_path_buf),
+        }
+    }
+}
+
+/// `--watch-interval`: a duration such as `2s` or `1m`.
+pub(crate) fn interval(text: &str) -> Result<std::time::Duration, String> {
+    match crate::duration::parse(text) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("must be longer than zero".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Runs the chosen subcommand and maps its outcome to the process exit code.
@@ -59,5 +94,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Migrate(args) => migrate::run(args),
         Command::Pools(args) => pools::run(args),
         Command::Claims(args) => claims::run(args),
+        Command::Bindings(args) => bindings::run(args),
     }
 }

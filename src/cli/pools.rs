@@ -36,6 +36,8 @@ pub struct Args {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Text)]
     pub output: Format,
+    #[command(flatten)]
+    pub kube: super::KubeFlags,
 }
 
 /// `hap pools -o json`.
@@ -52,7 +54,10 @@ struct Report<'a> {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let input = match live::pools_input(&args.config, args.garden_kubeconfig.as_deref()) {
+    let input = match live::pools_input(
+        &args.config,
+        &args.kube.target(args.garden_kubeconfig.as_deref()),
+    ) {
         Ok(i) => i,
         Err(e) => return usage(&e.report()),
     };
@@ -75,7 +80,7 @@ fn render(input: &live::PoolsInput, output: Format, now: jiff::Timestamp) -> Str
         l.oldest_dirty_since = None;
     }
     match output {
-        Format::Json => {
+        Format::Json | Format::Yaml => {
             let report = Report {
                 config: &input.config,
                 binding_namespace: &input.binding_namespace,
@@ -84,10 +89,7 @@ fn render(input: &live::PoolsInput, output: Format, now: jiff::Timestamp) -> Str
                 pools: &figures,
                 lifecycle: &lifecycle,
             };
-            format!(
-                "{}\n",
-                serde_json::to_string_pretty(&report).unwrap_or_default()
-            )
+            output.structured(&report)
         }
         Format::Text if figures.is_empty() => format!(
             "No pools: no {} in namespace {} carries a {} label.\n",
@@ -196,7 +198,7 @@ fn states(f: &PoolFigures, lifecycle: &[PoolLifecycle]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::api::HapConfigSpec;
     use crate::labels::ResolvedLabelKeys;
@@ -204,7 +206,7 @@ mod tests {
 
     /// One aws pool with a binding in every state, as read by one list; the spec sets a cooldown
     /// and the default suspect codes apply.
-    fn landscape(now: jiff::Timestamp) -> live::PoolsInput {
+    pub(crate) fn landscape(now: jiff::Timestamp) -> live::PoolsInput {
         let spec: HapConfigSpec = serde_json::from_value(serde_json::json!({
             "bindingNamespace": "garden", "rules": ["aws"], "release": {"cooldown": "1h"}
         }))

@@ -21,6 +21,8 @@ pub struct ReportArgs {
     /// With --report: kubeconfig of the garden holding bindings and Shoots, when not KUBECONFIG's.
     #[arg(long, value_name = "FILE", requires = "report")]
     pub garden_kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub kube: super::KubeFlags,
     /// With --report: the namespace of KEB's Runtimes.
     #[arg(long, default_value = "kcp-system", requires = "report")]
     pub runtime_namespace: String,
@@ -40,11 +42,8 @@ pub fn run(args: &ReportArgs) -> ExitCode {
         .config
         .as_deref()
         .unwrap_or(crate::k8s::live::DEFAULT_CONFIG);
-    let read = crate::k8s::live::report_input(
-        config,
-        args.garden_kubeconfig.as_deref(),
-        &args.runtime_namespace,
-    );
+    let target = args.kube.target(args.garden_kubeconfig.as_deref());
+    let read = crate::k8s::live::report_input(config, &target, &args.runtime_namespace);
     let (input, requests, note) = match read {
         Ok(r) => r,
         Err(e) => return usage(&e.report()),

@@ -20,6 +20,26 @@ pub enum Format {
     #[default]
     Text,
     Json,
+    Yaml,
+}
+
+impl Format {
+    /// `value` as this structured format asks (JSON pretty-printed, or YAML); JSON for `Text`,
+    /// which callers print their own way.
+    pub fn structured(self, value: &impl serde::Serialize) -> String {
+        match self {
+            Format::Yaml => serde_json::to_value(value)
+                .ok()
+                .and_then(|v| serde_saphyr::to_string(&v).ok())
+                .unwrap_or_default(),
+            Format::Json | Format::Text => {
+                format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(value).unwrap_or_default()
+                )
+            }
+        }
+    }
 }
 
 /// Syntax of `--rule` entries.
@@ -52,9 +72,16 @@ pub struct Source {
     /// cluster of KUBECONFIG (as the operator's --garden-kubeconfig).
     #[arg(long, env = "HAP_GARDEN_KUBECONFIG", value_name = "PATH")]
     pub garden_kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub kube: super::KubeFlags,
 }
 
 impl Source {
+    /// The clusters `--live` reads.
+    pub fn target(&self) -> super::live::Target {
+        self.kube.target(self.garden_kubeconfig.as_deref())
+    }
+
     /// The HapConfig `--live` reads.
     pub fn config_name(&self) -> &str {
         self.config
@@ -103,12 +130,9 @@ struct Report<'a> {
 pub fn run(args: Args) -> ExitCode {
     // --live: the applied spec and the cluster's bindings, so missing pools are checked too.
     let loaded = if args.source.live {
-        super::live::validate_input(
-            args.source.config_name(),
-            args.source.garden_kubeconfig.as_deref(),
-        )
-        .map(|(spec, bindings)| (spec, Some(bindings)))
-        .map_err(|e| e.report())
+        super::live::validate_input(args.source.config_name(), &args.source.target())
+            .map(|(spec, bindings)| (spec, Some(bindings)))
+            .map_err(|e| e.report())
     } else {
         load_spec(&args.source).map(|spec| (spec, None))
     };
@@ -139,13 +163,13 @@ pub fn run(args: Args) -> ExitCode {
         v.warnings.extend(unauthenticated_callers(&spec));
     }
     match args.output {
-        Format::Json => {
+        Format::Json | Format::Yaml => {
             let out = Report {
                 valid: v.errors.is_empty(),
                 errors: &v.errors,
                 warnings: &v.warnings,
             };
-            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+            print!("{}", args.output.structured(&out));
         }
         Format::Text => {
             print_text(&v, count);

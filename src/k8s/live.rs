@@ -10,10 +10,11 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::Path;
+use std::path::PathBuf;
 
 use kube::api::{Api, DynamicObject, ListParams};
-use kube::{Client, ResourceExt};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, ResourceExt};
 
 use super::clients::ApiLimits;
 use super::writes::binding_resource;
@@ -37,6 +38,8 @@ pub enum LiveError {
     Runtime(#[source] std::io::Error),
     #[error("cannot build a Kubernetes client from KUBECONFIG or the in-cluster config")]
     Client(#[source] kube::Error),
+    #[error("cannot load the kubeconfig{}", describe_target(.0))]
+    Kubeconfig(Target, #[source] kube::config::KubeconfigError),
     #[error("cannot build the garden client")]
     Garden(#[source] crate::k8s::ClientError),
     #[error(
@@ -65,19 +68,116 @@ impl LiveError {
     }
 }
 
+fn describe_target(t: &Target) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = &t.kubeconfig {
+        parts.push(format!("--kubeconfig {}", p.display()));
+    }
+    if let Some(c) = &t.context {
+        parts.push(format!("--context {c}"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+/// Which clusters a CLI request reads, as kubectl's `--kubeconfig` and `--context` name them
+/// (both unset: `KUBECONFIG` or the in-cluster config, as kubectl), and the garden's kubeconfig
+/// when bindings and Shoots live elsewhere.
+#[derive(Clone, Debug, Default)]
+pub struct Target {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub garden: Option<PathBuf>,
+}
+
+impl Target {
+    /// The kubeconfig as this target reads it: the `--kubeconfig` file, else `KUBECONFIG`'s
+    /// files merged (or `~/.kube/config`), as kubectl reads them.
+    fn kubeconfig_file(&self) -> Result<Kubeconfig, kube::config::KubeconfigError> {
+        match &self.kubeconfig {
+            Some(p) => Kubeconfig::read_from(p),
+            None => Kubeconfig::read(),
+        }
+    }
+
+    /// The namespace of the context this target uses (`--context`, else the current one), as
+    /// kubectl defaults `-n`.
+    pub fn namespace(&self) -> Option<String> {
+        let k = self.kubeconfig_file().ok()?;
+        let name = self.context.clone().or_else(|| k.current_context.clone())?;
+        k.contexts
+            .iter()
+            .find(|c| c.name == name)
+            .and_then(|c| c.context.as_ref()?.namespace.clone())
+    }
+
+    async fn client(&self) -> Result<Client, LiveError> {
+        if self.kubeconfig.is_none() && self.context.is_none() {
+            return Client::try_default().await.map_err(LiveError::Client);
+        }
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let fail = |e| LiveError::Kubeconfig(self.clone(), e);
+        let file = self.kubeconfig_file().map_err(fail)?;
+        let config = Config::from_custom_kubeconfig(file, &options)
+            .await
+            .map_err(fail)?;
+        Client::try_from(config).map_err(LiveError::Client)
+    }
+}
+
 fn api_error(action: impl Into<String>) -> impl FnOnce(kube::Error) -> LiveError {
     let action = action.into();
     move |source| LiveError::Api { action, source }
 }
 
 /// The operator's cluster (HapConfig, AccountClaims) and the garden (bindings, Shoots).
+#[derive(Clone)]
 struct Clients {
     own: Client,
     garden: Client,
 }
 
 /// Runs one CLI request against the clusters on a small runtime of its own.
-fn block_on<T, F>(garden: Option<&Path>, f: impl FnOnce(Clients) -> F) -> Result<T, LiveError>
+fn block_on<T, F>(target: &Target, f: impl FnOnce(Clients) -> F) -> Result<T, LiveError>
+where
+    F: Future<Output = Result<T, LiveError>>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(LiveError::Runtime)?;
+    runtime.block_on(async move { f(connect(target).await?).await })
+}
+
+async fn connect(target: &Target) -> Result<Clients, LiveError> {
+    let own = target.client().await?;
+    let garden = crate::k8s::clients::garden(
+        &own.clone().into(),
+        target.garden.as_deref(),
+        ApiLimits::UNLIMITED,
+    )
+    .await
+    .map_err(LiveError::Garden)?;
+    let garden = garden.kube().clone();
+    Ok(Clients { own, garden })
+}
+
+/// Reads with `read` and hands each result to `emit`; with `every`, again and again at that
+/// interval until `emit` returns false or a read fails (`--watch`: the caller prints what
+/// changed). Lists, not watches: a terminal's view needs the whole set each time, and one list
+/// of each kind every few seconds is what kubectl's own polling costs.
+fn repeat<T, F>(
+    target: &Target,
+    every: Option<std::time::Duration>,
+    read: impl Fn(Clients) -> F,
+    mut emit: impl FnMut(T) -> bool,
+) -> Result<(), LiveError>
 where
     F: Future<Output = Result<T, LiveError>>,
 {
@@ -86,12 +186,14 @@ where
         .build()
         .map_err(LiveError::Runtime)?;
     runtime.block_on(async move {
-        let own = Client::try_default().await.map_err(LiveError::Client)?;
-        let garden = crate::k8s::clients::garden(&own.clone().into(), garden, ApiLimits::UNLIMITED)
-            .await
-            .map_err(LiveError::Garden)?;
-        let garden = garden.kube().clone();
-        f(Clients { own, garden }).await
+        let clients = connect(target).await?;
+        loop {
+            let again = emit(read(clients.clone()).await?);
+            match every {
+                Some(d) if again => tokio::time::sleep(d).await,
+                _ => return Ok(()),
+            }
+        }
     })
 }
 
@@ -142,27 +244,40 @@ async fn binding_views(
     client: &Client,
     spec: &HapConfigSpec,
 ) -> Result<Vec<BindingView>, LiveError> {
+    Ok(binding_objects(client, spec, None)
+        .await?
+        .iter()
+        .map(|b| binding_view(b, CredentialsKind::of_binding(&b.data)))
+        .collect())
+}
+
+/// The bindings themselves, those `selector` selects (a label selector, as kubectl's `-l`).
+async fn binding_objects(
+    client: &Client,
+    spec: &HapConfigSpec,
+    selector: Option<&str>,
+) -> Result<Vec<DynamicObject>, LiveError> {
     let kind = spec.binding_kind.unwrap_or_default();
     let ns = &spec.binding_namespace;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &binding_resource(kind));
-    let list = api
-        .list(&ListParams::default())
+    let mut params = ListParams::default();
+    if let Some(s) = selector {
+        params = params.labels(s);
+    }
+    Ok(api
+        .list(&params)
         .await
-        .map_err(api_error(format!("list {}s in {ns}", kind.gvk().2)))?;
-    Ok(list
-        .items
-        .into_iter()
-        .map(|b| binding_view(&b, CredentialsKind::of_binding(&b.data)))
-        .collect())
+        .map_err(api_error(format!("list {}s in {ns}", kind.gvk().2)))?
+        .items)
 }
 
 /// `hap validate --live`: the current generation's spec (what was applied, valid or not) and the
 /// labels of the bindings its rules need pools in.
 pub fn validate_input(
     config: &str,
-    garden: Option<&Path>,
+    target: &Target,
 ) -> Result<(HapConfigSpec, Vec<BTreeMap<String, String>>), LiveError> {
-    block_on(garden, |c| async move {
+    block_on(target, |c| async move {
         let cfg = get_config(&c.own, config).await?;
         let bindings = binding_views(&c.garden, &cfg.spec).await?;
         Ok((
@@ -216,36 +331,9 @@ impl PoolsInput {
 }
 
 /// `hap pools`: the bindings, Shoots and claims of the pools the HapConfig in force describes.
-pub fn pools_input(config: &str, garden: Option<&Path>) -> Result<PoolsInput, LiveError> {
-    block_on(garden, |c| async move {
-        let (client, garden) = (c.own, c.garden);
-        let cfg = get_config(&client, config).await?;
-        let InForce { spec, note } = in_force(&cfg);
-        let bindings = binding_views(&garden, &spec).await?;
-        let shoot_namespace = spec
-            .shoot_namespace
-            .clone()
-            .unwrap_or_else(|| spec.binding_namespace.clone());
-        let shoots = Api::<Shoot>::namespaced(garden.clone(), &shoot_namespace)
-            .list(&ListParams::default())
-            .await
-            .map_err(api_error(format!("list Shoots in {shoot_namespace}")))?;
-        let claims = Api::<AccountClaim>::all(client.clone())
-            .list(&ListParams::default())
-            .await
-            .map_err(api_error("list AccountClaims"))?;
-        Ok(PoolsInput {
-            config: config.to_string(),
-            note,
-            binding_kind: spec.binding_kind.unwrap_or_default(),
-            keys: ResolvedLabelKeys::from_spec(spec.label_keys.as_ref()),
-            bindings,
-            claims: claims.items.iter().map(claim_view).collect(),
-            shoots: shoots.items.iter().map(shoot_view).collect(),
-            binding_namespace: spec.binding_namespace.clone(),
-            shoot_namespace,
-            spec,
-        })
+pub fn pools_input(config: &str, target: &Target) -> Result<PoolsInput, LiveError> {
+    block_on(target, |c| async move {
+        Ok(read_pools(c, config, None).await?.pools)
     })
 }
 
@@ -254,13 +342,17 @@ pub fn pools_input(config: &str, garden: Option<&Path>) -> Result<PoolsInput, Li
 /// the config's Shoot namespace and every AccountClaim. Reads only.
 pub fn report_input(
     config: &str,
-    garden: Option<&Path>,
+    target: &Target,
     runtime_namespace: &str,
 ) -> Result<(PoolsInput, Vec<Observed>, Option<String>), LiveError> {
-    let input = pools_input(config, garden)?;
+    let input = pools_input(config, target)?;
     let (shoot_ns, rt_ns) = (input.shoot_namespace.clone(), runtime_namespace.to_string());
-    let claims = claims(None)?;
-    let (mut requests, note) = block_on(garden, |c| async move {
+    let mut all_claims = Vec::new();
+    claims(None, target, None, |l| {
+        all_claims = l;
+        false
+    })?;
+    let (mut requests, note) = block_on(target, |c| async move {
         let list = |client: Client, ns: String, kind: SourceKind| async move {
             Api::<DynamicObject>::namespaced_with(client, &ns, &kind.resource())
                 .list(&ListParams::default())
@@ -300,14 +392,105 @@ pub fn report_input(
             .and_then(|s| s.binding_namespace.as_deref())
             .is_none_or(|ns| ns == input.binding_namespace)
     };
-    requests.extend(claims.iter().filter(here).map(from_claim));
+    requests.extend(all_claims.iter().filter(here).map(from_claim));
     Ok((input, requests, note))
 }
 
+/// What `hap bindings` shows besides the pools' input: when each binding was created, and
+/// when the oldest claim still holding it was made.
+pub struct BindingsInput {
+    pub pools: PoolsInput,
+    pub created: BTreeMap<String, jiff::Timestamp>,
+    pub claimed_at: BTreeMap<String, jiff::Timestamp>,
+}
+
+/// `hap bindings`: the pools' input with the bindings `selector` selects (all when `None`),
+/// read once, or again every `every` (`--watch`) until `emit` returns false.
+pub fn bindings(
+    config: &str,
+    selector: Option<&str>,
+    target: &Target,
+    every: Option<std::time::Duration>,
+    emit: impl FnMut(BindingsInput) -> bool,
+) -> Result<(), LiveError> {
+    repeat(target, every, |c| read_pools(c, config, selector), emit)
+}
+
+fn created(meta: &kube::api::ObjectMeta) -> Option<jiff::Timestamp> {
+    meta.creation_timestamp.as_ref().map(|t| t.0)
+}
+
+/// One list of each kind, with the times `hap bindings` shows.
+async fn read_pools(
+    c: Clients,
+    config: &str,
+    selector: Option<&str>,
+) -> Result<BindingsInput, LiveError> {
+    let (client, garden) = (c.own, c.garden);
+    let cfg = get_config(&client, config).await?;
+    let InForce { spec, note } = in_force(&cfg);
+    let objects = binding_objects(&garden, &spec, selector).await?;
+    let shoot_namespace = spec
+        .shoot_namespace
+        .clone()
+        .unwrap_or_else(|| spec.binding_namespace.clone());
+    let shoots = Api::<Shoot>::namespaced(garden.clone(), &shoot_namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error(format!("list Shoots in {shoot_namespace}")))?;
+    let claims = Api::<AccountClaim>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error("list AccountClaims"))?;
+    let claims: Vec<(ClaimView, Option<jiff::Timestamp>)> = claims
+        .items
+        .iter()
+        .map(|c| (claim_view(c), created(&c.metadata)))
+        .collect();
+    let ns = spec.binding_namespace.clone();
+    let mut claimed_at: BTreeMap<String, jiff::Timestamp> = BTreeMap::new();
+    for (v, at) in &claims {
+        let here = v.binding_namespace.as_deref().is_none_or(|n| n == ns);
+        if let (Some(b), Some(at), true) = (&v.bound_binding, at, here && !v.lost && !v.deleting) {
+            let e = claimed_at.entry(b.clone()).or_insert(*at);
+            *e = (*e).min(*at);
+        }
+    }
+    let created = objects
+        .iter()
+        .filter_map(|b| Some((b.name_any(), created(&b.metadata)?)))
+        .collect();
+    let pools = PoolsInput {
+        config: config.to_string(),
+        note,
+        binding_kind: spec.binding_kind.unwrap_or_default(),
+        keys: ResolvedLabelKeys::from_spec(spec.label_keys.as_ref()),
+        bindings: objects
+            .iter()
+            .map(|b| binding_view(b, CredentialsKind::of_binding(&b.data)))
+            .collect(),
+        claims: claims.into_iter().map(|(v, _)| v).collect(),
+        shoots: shoots.items.iter().map(shoot_view).collect(),
+        binding_namespace: ns,
+        shoot_namespace,
+        spec,
+    };
+    Ok(BindingsInput {
+        pools,
+        created,
+        claimed_at,
+    })
+}
 /// Every AccountClaim in `namespace` (all namespaces when `None`), read once, with annotations
 /// (the source annotation names objects whose names are too long for a label).
-pub fn claims(namespace: Option<&str>) -> Result<Vec<AccountClaim>, LiveError> {
-    block_on(None, |c| async move {
+/// With `every`, read again at that interval (`--watch`) until `emit` returns false.
+pub fn claims(
+    namespace: Option<&str>,
+    target: &Target,
+    every: Option<std::time::Duration>,
+    emit: impl FnMut(Vec<AccountClaim>) -> bool,
+) -> Result<(), LiveError> {
+    let read = |c: Clients| async move {
         let api: Api<AccountClaim> = match namespace {
             Some(ns) => Api::namespaced(c.own.clone(), ns),
             None => Api::all(c.own.clone()),
@@ -316,7 +499,8 @@ pub fn claims(namespace: Option<&str>) -> Result<Vec<AccountClaim>, LiveError> {
             .await
             .map(|l| l.items)
             .map_err(api_error("list AccountClaims"))
-    })
+    };
+    repeat(target, every, read, emit)
 }
 
 #[cfg(test)]

@@ -430,3 +430,21 @@ impl Inventory {
 
 #[cfg(test)]
 mod tests;
+
+impl Inventory {
+    /// One binding's pool and lifecycle state as the per-pool counts hold it (judged with the
+    /// rules and time of the last `set_lifecycle_rules` and `lifecycle_tick`); `None` when it is
+    /// shared or in no pool.
+    pub fn binding_state(&self, name: &str) -> Option<(PoolKey, BindingState)> {
+        self.life_of(name).map(|p| (p.key, p.state))
+    }
+
+    /// The configured error codes the Shoots on `name` report, sorted, and how many Shoots
+    /// report one.
+    pub fn binding_error_codes(&self, name: &str) -> Option<(Vec<String>, usize)> {
+        self.life
+            .codes_on
+            .get(name)
+            .map(|(codes, n)| (codes.keys().cloned().collect(), *n))
+    }
+}
