@@ -20,8 +20,8 @@ FREE: unclaimed bindings a claim can take; CLAIMED: held by a tenant; DIRTY: wai
 cleanup job; CLUSTERS: Shoots and bound claims on the pool's bindings. CREDENTIALS: what the\n\
 bindings' credentialsRef names (Secret, WorkloadIdentity, InternalSecret), with counts when a\n\
 pool mixes kinds. STATES: the bindings per lifecycle state (Free, Claimed, Dirty, CoolingDown,\n\
-Cordoned, Suspect, InUseWithoutTenant, Internal; states with none left out; see\n\
-docs/operating.md). Shared pools show only TOTAL and CLUSTERS (and CREDENTIALS).\n\
+Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal; states with none left out;\n\
+see docs/operating.md). Shared pools show only TOTAL and CLUSTERS (and CREDENTIALS).\n\
 Exit codes: 0 shown, 2 the cluster could not be read."
 )]
 pub struct Args {

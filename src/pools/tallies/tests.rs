@@ -29,6 +29,7 @@ fn flags() -> impl Strategy<Value = Flags> {
                 shared,
                 internal,
                 cordoned,
+                cleanup_failed: false,
                 eu,
                 credentials,
                 released: None,
