@@ -409,7 +409,7 @@ impl Inventory {
             out.truncate(CORDONED_NAMED);
             out
         };
-        let cordoned = listed(|l| is_cordoned(l), CORDON_REASON)
+        let cordoned = listed(is_cordoned, CORDON_REASON)
             .into_iter()
             .map(|(binding, tenant, reason)| CordonedBinding {
                 binding,
@@ -417,7 +417,7 @@ impl Inventory {
                 reason,
             })
             .collect();
-        let cleanup_failed = listed(|l| is_cleanup_failed(l), CLEANUP_FAILED_REASON)
+        let cleanup_failed = listed(is_cleanup_failed, CLEANUP_FAILED_REASON)
             .into_iter()
             .map(|(binding, tenant, reason)| CleanupFailedBinding {
                 binding,
