@@ -256,7 +256,7 @@ impl Metrics {
         );
         registry.register(
         "pool_bindings",
-        "Bindings of each dedicated pool per lifecycle state (Free, Claimed, Dirty, CoolingDown, Cordoned, Suspect, InUseWithoutTenant, Internal)",
+        "Bindings of each dedicated pool per lifecycle state (Free, Claimed, Dirty, CoolingDown, Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal)",
         self.pool_bindings.clone(),
     );
         registry.register(

@@ -1,6 +1,7 @@
 //! End-to-end (real kube-apiserver and gardener-apiserver): accounts with a lifecycle (issue 22).
 //! Every binding's state in the HapConfig status and the metrics; the cleanup contract (the
-//! cleanup job removes `dirty` and the tenant label, and the binding is Free again); cordon.
+//! cleanup job removes `dirty` and the tenant label, and the binding is Free again; a job that
+//! could not clean marks the binding `CleanupFailed`); cordon.
 
 mod support;
 
@@ -30,6 +31,7 @@ fn want(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
         "Dirty",
         "CoolingDown",
         "Cordoned",
+        "CleanupFailed",
         "Suspect",
         "InUseWithoutTenant",
         "Internal",
@@ -720,5 +722,134 @@ async fn a_pause_shows_on_the_hapconfig_with_since_and_by_whom_a_column_and_metr
             .then_some(())
         },
     )
+    .await;
+}
+
+/// `hap pools ARGS` against the test's garden; returns (exit code, stdout, stderr).
+fn hap_pools(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hap"))
+        .env("KUBECONFIG", kubeconfig())
+        .env_remove("HAP_GARDEN_KUBECONFIG")
+        .arg("pools")
+        .args(args)
+        .output()
+        .expect("run hap pools");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// The extended cleanup contract, as a cleanup job would drive it: a released binding the job
+/// could not wipe carries `accountpool.io/cleanup-failed=true` and a reason; it is
+/// `CleanupFailed` in status, metrics and `hap pools`, no new tenant gets it (even once `dirty`
+/// is gone), the HapConfig gets an event naming it and the reason; when the job removes the mark
+/// of a cleaned binding, it is Free and the waiting claim takes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_the_cleanup_job_marks_failed_is_never_claimed_until_the_job_clears_the_mark() {
+    const MARK: &str = "accountpool.io/cleanup-failed";
+    const WHY: &str = "accountpool.io/cleanup-failed-reason";
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    assert_eq!(hap.bound("c1").await, "aws-1");
+    hap.claims()
+        .delete("c1", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete c1");
+    eventually(Duration::from_secs(60), "aws-1 released dirty", || async {
+        (hap.labels("aws-1").await.get("dirty").map(String::as_str) == Some("true")).then_some(())
+    })
+    .await;
+    // The job fails: it keeps dirty and the tenant, and marks the binding with its reason.
+    annotate(&hap, "aws-1", WHY, Some("delete of IAM user refused: 403")).await;
+    hap.label("aws-1", MARK, Some("true")).await;
+    let failed = want(&[("CleanupFailed", 1)]);
+    eventually(
+        Duration::from_secs(60),
+        "aws-1 CleanupFailed in status",
+        || async { (states(&hap).await? == failed).then_some(()) },
+    )
+    .await;
+    let st = hap.config_status().await;
+    let pool = st
+        .pools
+        .iter()
+        .find(|p| p.hyperscaler_type == "aws")
+        .expect("aws pool");
+    let listed: Vec<(&str, Option<&str>, &str)> = pool
+        .cleanup_failed
+        .iter()
+        .map(|c| (c.binding.as_str(), c.tenant.as_deref(), c.reason.as_str()))
+        .collect();
+    assert_eq!(
+        listed,
+        [("aws-1", Some("ga-1"), "delete of IAM user refused: 403")]
+    );
+    let line =
+        r#"hap_pool_bindings{hyperscaler_type="aws",eu_access="false",state="CleanupFailed"} 1"#;
+    eventually(
+        Duration::from_secs(30),
+        "the CleanupFailed gauge",
+        || async { metrics(&hap).contains(line).then_some(()) },
+    )
+    .await;
+    let (code, out, err) = hap_pools(&["--config", &hap.config, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let aws_life = report["lifecycle"]
+        .as_array()
+        .expect("lifecycle")
+        .iter()
+        .find(|p| p["hyperscalerType"] == "aws")
+        .cloned()
+        .expect("aws in hap pools");
+    assert_eq!(aws_life["states"]["CleanupFailed"], 1, "{out}");
+    assert_eq!(aws_life["cleanupFailed"][0]["binding"], "aws-1", "{out}");
+    let (code, table, err) = hap_pools(&["--config", &hap.config]);
+    assert_eq!(code, 0, "{err}");
+    assert!(table.contains("CleanupFailed=1"), "{table}");
+    let note = eventually(Duration::from_secs(30), "a CleanupFailed event", || async {
+        let out = events(&hap, "CleanupFailed").await;
+        out.contains("aws-1").then_some(out)
+    })
+    .await;
+    assert!(note.contains("delete of IAM user refused: 403"), "{note}");
+    // A new tenant waits: the pool's only binding failed its cleanup.
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    hap.ready_reason("c2", "PoolExhausted").await;
+    // The job retries and wipes the account, clears dirty and the tenant but not yet its mark:
+    // still nobody's.
+    hap.label("aws-1", "dirty", None).await;
+    hap.label("aws-1", "tenantName", None).await;
+    eventually(
+        Duration::from_secs(60),
+        "the waiting claim names the mark",
+        || async {
+            let m = hap.ready_reason("c2", "PoolExhausted").await;
+            m.contains("1 free but marked accountpool.io/cleanup-failed=true")
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(states(&hap).await, Some(failed));
+    assert!(!hap.labels("aws-1").await.contains_key("tenantName"));
+    // The job removes its mark: the binding is Free and the waiting claim takes it.
+    hap.label("aws-1", MARK, None).await;
+    assert_eq!(hap.bound("c2").await, "aws-1");
+    eventually(
+        Duration::from_secs(30),
+        "a CleanupFailedCleared event",
+        || async {
+            let out = events(&hap, "CleanupFailedCleared").await;
+            out.contains("aws-1").then_some(())
+        },
+    )
+    .await;
+    eventually(Duration::from_secs(60), "aws-1 Claimed", || async {
+        (states(&hap).await? == want(&[("Claimed", 1)])).then_some(())
+    })
     .await;
 }

@@ -103,7 +103,7 @@ pub struct SuspectBinding {
 pub struct PoolLifecycle {
     pub hyperscaler_type: String,
     pub eu_access: bool,
-    /// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, Suspect,
+    /// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, CleanupFailed, Suspect,
     /// InUseWithoutTenant, Internal (every state listed, zero included).
     pub states: BTreeMap<String, i64>,
     /// When the longest-waiting dirty binding was first seen dirty by this operator process
@@ -116,6 +116,10 @@ pub struct PoolLifecycle {
     /// Suspect bindings, the first ones by name (at most 10), with the codes seen.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suspect: Vec<SuspectBinding>,
+    /// Bindings the cleanup job marked `accountpool.io/cleanup-failed=true`, the first ones by
+    /// name (at most 10), with the job's reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cleanup_failed: Vec<CleanupFailedBinding>,
     /// The pool's minimum of free bindings (`spec.poolLow`); absent when 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_free: Option<i64>,
@@ -139,6 +143,18 @@ pub struct CordonedBinding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
     /// The `accountpool.io/cordon-reason` annotation, or empty.
+    pub reason: String,
+}
+
+/// A binding the cleanup job could not wipe.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanupFailedBinding {
+    pub binding: String,
+    /// The tenant label it still carries (the tenant whose account was to be wiped), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// The `accountpool.io/cleanup-failed-reason` annotation, or empty.
     pub reason: String,
 }
 

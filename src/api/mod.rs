@@ -20,7 +20,9 @@ pub use hapconfig::{
     MultiHyperscalerAccount, OrphanStatus, PinStatus, PlanSpec, PoolFigures, PreferenceStatus,
     ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
 };
-pub use lifecycle::{CordonedBinding, PoolLifecycle, PoolLowSpec, SuspectBinding, SuspectSpec};
+pub use lifecycle::{
+    CleanupFailedBinding, CordonedBinding, PoolLifecycle, PoolLowSpec, SuspectBinding, SuspectSpec,
+};
 pub use policy::{EuAccessMode, Pin, PinPool, PoolPreference, StructuredRule};
 pub use sources::{
     FieldSource, LabelOperator, LabelRequirement, ObjectIdentity, PurposeOperator,

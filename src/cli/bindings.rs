@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::live::{self, BindingsInput, DEFAULT_CONFIG};
 use super::validate::{Format, usage};
 use crate::labels::PoolKey;
-use crate::pools::lifecycle::{BindingState, CORDON_REASON, released};
+use crate::pools::lifecycle::{BindingState, CLEANUP_FAILED_REASON, CORDON_REASON, released};
 
 /// Output format of `hap bindings`: kubectl's four.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -173,7 +173,9 @@ pub fn rows(input: &BindingsInput, now: Timestamp) -> Vec<Row> {
             let release = released(&b.annotations);
             let since = match state {
                 Some(BindingState::Claimed) => input.claimed_at.get(&b.name).copied(),
-                Some(BindingState::Dirty | BindingState::CoolingDown) => release.map(|r| r.0),
+                Some(
+                    BindingState::Dirty | BindingState::CoolingDown | BindingState::CleanupFailed,
+                ) => release.map(|r| r.0),
                 Some(BindingState::Free) => release.map(|r| r.0).or(created),
                 Some(
                     BindingState::Cordoned
@@ -187,6 +189,7 @@ pub fn rows(input: &BindingsInput, now: Timestamp) -> Vec<Row> {
                 state,
                 pooled: key.is_some(),
                 cordon_reason: b.annotations.get(CORDON_REASON).map(String::as_str),
+                cleanup_reason: b.annotations.get(CLEANUP_FAILED_REASON).map(String::as_str),
                 released: release,
                 cooldown,
                 codes,
@@ -219,6 +222,7 @@ struct Why<'a> {
     state: Option<BindingState>,
     pooled: bool,
     cordon_reason: Option<&'a str>,
+    cleanup_reason: Option<&'a str>,
     released: Option<(Timestamp, Option<&'a str>)>,
     cooldown: Option<std::time::Duration>,
     codes: Option<(Vec<String>, usize)>,
@@ -236,6 +240,10 @@ impl Why<'_> {
             Some(BindingState::Cordoned) => match self.cordon_reason {
                 Some(r) if !r.trim().is_empty() => r.to_string(),
                 _ => format!("cordoned, no {CORDON_REASON} given"),
+            },
+            Some(BindingState::CleanupFailed) => match self.cleanup_reason {
+                Some(r) if !r.trim().is_empty() => format!("cleanup failed: {r}"),
+                _ => format!("cleanup failed, no {CLEANUP_FAILED_REASON} given"),
             },
             Some(BindingState::Suspect) => match &self.codes {
                 Some((codes, n)) => format!("{n} Shoot(s) report {}", codes.join(",")),

@@ -20,9 +20,9 @@ use crate::k8s::last_good::LastGoodApi;
 use crate::pools::Inventory;
 use crate::selection::InFlight;
 use crate::status::{
-    ConfigInputs, MissingPool, bindings_in_use_event, config_status_changed, cordon_event,
-    desired_config_status, pool_low_event, set_accounts_condition, set_pool_low_condition,
-    suspect_event,
+    ConfigInputs, MissingPool, bindings_in_use_event, cleanup_failed_events, config_status_changed,
+    cordon_event, desired_config_status, pool_low_event, set_accounts_condition,
+    set_pool_low_condition, suspect_event,
 };
 
 /// Records each newly valid generation in the operator's own ConfigMap, once per generation.
@@ -178,10 +178,12 @@ async fn reconcile_in_force(
         suspect_event(cfg.status.as_ref(), &desired),
         pool_low_event(cfg.status.as_ref(), &desired),
     ];
+    let failed = cleanup_failed_events(cfg.status.as_ref(), &desired);
     write(ctx, cfg, desired).await?;
     // After the write: a status write that conflicts is computed again, and only the one that
     // lands reports the change.
-    for (warning, reason, note) in events.into_iter().flatten().filter(|_| settled) {
+    let events = events.into_iter().flatten().chain(failed);
+    for (warning, reason, note) in events.filter(|_| settled) {
         ctx.writer
             .event(&cfg.object_ref(&()), warning, reason, "Select", note)
             .await;

@@ -162,7 +162,7 @@ pub(crate) mod scan {
             }
         }
         f.total = count(total);
-        // Neither a binding in use nor a cordoned one can be taken (see selection).
+        // Neither a binding in use nor a cordoned or cleanup-failed one can be taken (see selection).
         let taken = m
             .claimable
             .iter()
@@ -170,7 +170,7 @@ pub(crate) mod scan {
                 !inv.clusters_on(b).is_empty()
                     || inv
                         .binding(b)
-                        .is_some_and(|e| crate::pools::lifecycle::is_cordoned(&e.view.labels))
+                        .is_some_and(|e| crate::pools::lifecycle::withheld(&e.view.labels))
             })
             .count();
         f.free = count(m.claimable.len() - taken);

@@ -4,7 +4,9 @@
 //! first seen dirty.
 //!
 //! Precedence, first match wins: a binding clusters use without a tenant (`InUseWithoutTenant`)
-//! needs a person before anything else; then what an operator or the Shoots said about it
+//! needs a person before anything else; then a cleanup job's word that it could not wipe the
+//! account (`CleanupFailed`: it may still hold the last tenant's resources, which outranks a
+//! cordon that only keeps tenants off); then what an operator or the Shoots said about it
 //! (`Cordoned`, `Suspect`); then its place in the cycle (`Dirty`, `Claimed`); an unclaimed
 //! `internal=true` binding is `Internal`; an unclaimed one is `CoolingDown` or `Free`.
 //! Shared bindings have no state: they are never claimed, never labelled.
@@ -32,8 +34,9 @@ use crate::api::PoolLifecycle;
 use crate::labels::PoolKey;
 #[cfg(test)]
 use {
+    super::BindingEntry,
     super::Inventory,
-    crate::api::{CordonedBinding, SuspectBinding},
+    crate::api::{CleanupFailedBinding, CordonedBinding, SuspectBinding},
     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
     std::collections::BTreeSet,
 };
@@ -42,6 +45,12 @@ use {
 pub const CORDONED: &str = "accountpool.io/cordoned";
 /// The annotation saying why a binding is cordoned (free text, shown in status and events).
 pub const CORDON_REASON: &str = "accountpool.io/cordon-reason";
+
+/// The label the cleanup job sets (`=true`) on a binding it could not wipe: no new tenant gets
+/// it until the job removes the label. The operator never writes it.
+pub const CLEANUP_FAILED: &str = "accountpool.io/cleanup-failed";
+/// The annotation with the cleanup job's reason (free text, shown in status and events).
+pub const CLEANUP_FAILED_REASON: &str = "accountpool.io/cleanup-failed-reason";
 
 /// The annotation recording when the operator released the binding (RFC 3339, seconds), written
 /// with the dirty label in one compare-and-swap; the cleanup job leaves it.
@@ -104,6 +113,8 @@ pub enum BindingState {
     CoolingDown,
     /// Cordoned by an operator: no new tenant; a current tenant keeps its clusters.
     Cordoned,
+    /// The cleanup job marked it as not wiped: no new tenant until the job clears the mark.
+    CleanupFailed,
     /// Its Shoots report infrastructure errors (credentials, quota): no new tenant.
     Suspect,
     /// A cluster uses it but no tenant holds it: never claimed while so.
@@ -114,12 +125,13 @@ pub enum BindingState {
 
 impl BindingState {
     /// Every state, in the order status and metrics list them.
-    pub const ALL: [BindingState; 8] = [
+    pub const ALL: [BindingState; 9] = [
         BindingState::Free,
         BindingState::Claimed,
         BindingState::Dirty,
         BindingState::CoolingDown,
         BindingState::Cordoned,
+        BindingState::CleanupFailed,
         BindingState::Suspect,
         BindingState::InUseWithoutTenant,
         BindingState::Internal,
@@ -133,6 +145,7 @@ impl BindingState {
             BindingState::Dirty => "Dirty",
             BindingState::CoolingDown => "CoolingDown",
             BindingState::Cordoned => "Cordoned",
+            BindingState::CleanupFailed => "CleanupFailed",
             BindingState::Suspect => "Suspect",
             BindingState::InUseWithoutTenant => "InUseWithoutTenant",
             BindingState::Internal => "Internal",
@@ -147,6 +160,8 @@ pub struct Facts {
     pub clusters: usize,
     /// Carries `accountpool.io/cordoned=true`.
     pub cordoned: bool,
+    /// Carries `accountpool.io/cleanup-failed=true`.
+    pub cleanup_failed: bool,
     /// Its Shoots report the configured infrastructure errors.
     pub suspect: bool,
     /// Released less than the cooldown ago.
@@ -159,6 +174,7 @@ pub fn state_of(class: &BindingClass, f: Facts) -> Option<BindingState> {
     Some(match class {
         BindingClass::Shared => return None,
         BindingClass::Claimable if f.clusters > 0 => S::InUseWithoutTenant,
+        _ if f.cleanup_failed => S::CleanupFailed,
         _ if f.cordoned => S::Cordoned,
         _ if f.suspect => S::Suspect,
         BindingClass::Dirty { .. } => S::Dirty,
@@ -172,6 +188,16 @@ pub fn state_of(class: &BindingClass, f: Facts) -> Option<BindingState> {
 /// Whether labels carry the cordon label set to `true`.
 pub fn is_cordoned(labels: &impl crate::labels::LabelLookup) -> bool {
     labels.label(CORDONED).map(String::as_str) == Some("true")
+}
+
+/// Whether labels carry the cleanup job's failure mark set to `true`.
+pub fn is_cleanup_failed(labels: &impl crate::labels::LabelLookup) -> bool {
+    labels.label(CLEANUP_FAILED).map(String::as_str) == Some("true")
+}
+
+/// Whether a person's or the cleanup job's label keeps new tenants off an unclaimed binding.
+pub fn withheld(labels: &impl crate::labels::LabelLookup) -> bool {
+    is_cordoned(labels) || is_cleanup_failed(labels)
 }
 
 /// Bindings that later features mark: suspect ones, and ones still cooling down (the
@@ -193,6 +219,9 @@ impl Inventory {
             cordoned: self
                 .binding(name)
                 .is_some_and(|e| is_cordoned(&e.view.labels)),
+            cleanup_failed: self
+                .binding(name)
+                .is_some_and(|e| is_cleanup_failed(&e.view.labels)),
             suspect: has(marks.suspect),
             cooling_down: has(marks.cooling_down),
         }
@@ -365,22 +394,37 @@ impl Inventory {
                 .chain(&m.dirty)
                 .chain(m.owned.values().flatten())
         });
-        let mut cordoned: Vec<CordonedBinding> = members
-            .filter_map(|b| self.binding(b))
-            .filter(|e| is_cordoned(&e.view.labels))
-            .map(|e| CordonedBinding {
-                binding: e.view.name.clone(),
-                tenant: e.view.labels.get(&self.keys().tenant_name).cloned(),
-                reason: e
-                    .view
-                    .annotations
-                    .get(CORDON_REASON)
-                    .cloned()
-                    .unwrap_or_default(),
+        let members: Vec<&BindingEntry> = members.filter_map(|b| self.binding(b)).collect();
+        let listed = |on: fn(&crate::small_map::SmallMap<String>) -> bool, why: &str| {
+            let mut out: Vec<(String, Option<String>, String)> = members
+                .iter()
+                .filter(|e| on(&e.view.labels))
+                .map(|e| {
+                    let tenant = e.view.labels.get(&self.keys().tenant_name).cloned();
+                    let reason = e.view.annotations.get(why).cloned().unwrap_or_default();
+                    (e.view.name.clone(), tenant, reason)
+                })
+                .collect();
+            out.sort();
+            out.truncate(CORDONED_NAMED);
+            out
+        };
+        let cordoned = listed(is_cordoned, CORDON_REASON)
+            .into_iter()
+            .map(|(binding, tenant, reason)| CordonedBinding {
+                binding,
+                tenant,
+                reason,
             })
             .collect();
-        cordoned.sort_by(|a, b| a.binding.cmp(&b.binding));
-        cordoned.truncate(CORDONED_NAMED);
+        let cleanup_failed = listed(is_cleanup_failed, CLEANUP_FAILED_REASON)
+            .into_iter()
+            .map(|(binding, tenant, reason)| CleanupFailedBinding {
+                binding,
+                tenant,
+                reason,
+            })
+            .collect();
         Some(PoolLifecycle {
             hyperscaler_type: key.hyperscaler_type.clone(),
             eu_access: key.eu_access,
@@ -390,6 +434,7 @@ impl Inventory {
                 .collect(),
             oldest_dirty_since: clock.oldest(dirty).map(Time),
             cordoned,
+            cleanup_failed,
             ..Default::default()
         })
     }

@@ -6,7 +6,9 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::api::CredentialsKind;
 use crate::labels::ResolvedLabelKeys;
-use crate::pools::lifecycle::{CORDON_REASON, CORDONED, RELEASED_AT, RELEASED_BY};
+use crate::pools::lifecycle::{
+    CLEANUP_FAILED, CLEANUP_FAILED_REASON, CORDON_REASON, CORDONED, RELEASED_AT, RELEASED_BY,
+};
 use crate::pools::tests::{binding, claim, shoot};
 use crate::pools::{BindingView, Inventory};
 
@@ -38,6 +40,8 @@ pub struct Flags {
     pub shared: bool,
     pub internal: bool,
     pub cordoned: bool,
+    /// The cleanup job's failure mark, with a reason.
+    pub cleanup_failed: bool,
     pub eu: bool,
     /// Secret, WorkloadIdentity or another kind.
     pub credentials: usize,
@@ -89,6 +93,7 @@ pub fn view(i: usize, f: &Flags, rv: u64) -> BindingView {
         (f.shared, "shared"),
         (f.internal, "internal"),
         (f.cordoned, CORDONED),
+        (f.cleanup_failed, CLEANUP_FAILED),
         (f.eu, "euAccess"),
     ] {
         if on {
@@ -105,6 +110,10 @@ pub fn view(i: usize, f: &Flags, rv: u64) -> BindingView {
     if f.cordoned {
         v.annotations
             .insert(CORDON_REASON.into(), format!("reason {i}"));
+    }
+    if f.cleanup_failed {
+        v.annotations
+            .insert(CLEANUP_FAILED_REASON.into(), format!("failed {i}"));
     }
     if let Some((at, by)) = f.released {
         v.annotations

@@ -18,10 +18,11 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::lifecycle::{
-    BindingState, CORDON_REASON, CORDONED_NAMED, Facts, is_cordoned, released, state_of,
+    BindingState, CLEANUP_FAILED_REASON, CORDON_REASON, CORDONED_NAMED, Facts, is_cleanup_failed,
+    is_cordoned, released, state_of,
 };
 use super::{BindingClass, BindingEntry, Inventory, ShootView};
-use crate::api::{CordonedBinding, PoolLifecycle, SuspectBinding};
+use crate::api::{CleanupFailedBinding, CordonedBinding, PoolLifecycle, SuspectBinding};
 use crate::labels::PoolKey;
 
 /// What decides the time- and config-dependent facts: the suspect codes and threshold and the
@@ -52,6 +53,7 @@ pub(super) struct Part {
     key: PoolKey,
     state: BindingState,
     cordoned: bool,
+    cleanup_failed: bool,
     suspect: bool,
     /// When its cooldown ends (an unclaimed binding with a recorded release, a cooldown set).
     release_end: Option<Timestamp>,
@@ -65,6 +67,7 @@ pub(super) struct Tracker {
     now: Timestamp,
     counts: BTreeMap<PoolKey, [usize; BindingState::ALL.len()]>,
     cordoned: BTreeMap<PoolKey, BTreeSet<String>>,
+    cleanup_failed: BTreeMap<PoolKey, BTreeSet<String>>,
     suspect: BTreeMap<PoolKey, BTreeSet<String>>,
     releases: BTreeMap<Timestamp, BTreeSet<String>>,
     /// Per binding, of its Shoots with a configured code: Shoots per code, and Shoots.
@@ -82,6 +85,7 @@ impl Default for Tracker {
             now: Timestamp::MIN,
             counts: BTreeMap::new(),
             cordoned: BTreeMap::new(),
+            cleanup_failed: BTreeMap::new(),
             suspect: BTreeMap::new(),
             releases: BTreeMap::new(),
             codes_on: HashMap::new(),
@@ -116,6 +120,7 @@ impl Tracker {
     pub(super) fn clear_parts(&mut self) {
         self.counts.clear();
         self.cordoned.clear();
+        self.cleanup_failed.clear();
         self.suspect.clear();
         self.releases.clear();
     }
@@ -137,6 +142,9 @@ impl Tracker {
         }
         if p.cordoned {
             mark(&mut self.cordoned, &p.key, name, add);
+        }
+        if p.cleanup_failed {
+            mark(&mut self.cleanup_failed, &p.key, name, add);
         }
         if p.suspect {
             mark(&mut self.suspect, &p.key, name, add);
@@ -240,6 +248,7 @@ impl Inventory {
         let facts = Facts {
             clusters: self.clusters_on(name).len(),
             cordoned: is_cordoned(&e.view.labels),
+            cleanup_failed: is_cleanup_failed(&e.view.labels),
             suspect: self.life.is_suspect(name),
             cooling_down: release_end.is_some_and(|end| self.life.now < end),
         };
@@ -247,6 +256,7 @@ impl Inventory {
             key: key.clone(),
             state: state_of(class, facts)?,
             cordoned: facts.cordoned,
+            cleanup_failed: facts.cleanup_failed,
             suspect: facts.suspect,
             release_end,
         })
@@ -373,7 +383,11 @@ impl Inventory {
             .collect()
     }
 
-    fn pool_lifecycle(&self, key: &PoolKey, counts: &[usize; 8]) -> PoolLifecycle {
+    fn pool_lifecycle(
+        &self,
+        key: &PoolKey,
+        counts: &[usize; BindingState::ALL.len()],
+    ) -> PoolLifecycle {
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         let named = |m: &BTreeMap<PoolKey, BTreeSet<String>>| {
             m.get(key)
@@ -391,6 +405,19 @@ impl Inventory {
                     tenant: e.and_then(|e| e.view.labels.get(&self.keys.tenant_name).cloned()),
                     reason: e
                         .and_then(|e| e.view.annotations.get(CORDON_REASON).cloned())
+                        .unwrap_or_default(),
+                    binding: b,
+                }
+            })
+            .collect();
+        let cleanup_failed = named(&self.life.cleanup_failed)
+            .into_iter()
+            .map(|b| {
+                let e = self.bindings.get(&b);
+                CleanupFailedBinding {
+                    tenant: e.and_then(|e| e.view.labels.get(&self.keys.tenant_name).cloned()),
+                    reason: e
+                        .and_then(|e| e.view.annotations.get(CLEANUP_FAILED_REASON).cloned())
                         .unwrap_or_default(),
                     binding: b,
                 }
@@ -422,6 +449,7 @@ impl Inventory {
                 .and_then(|s| s.first())
                 .map(|(t, _)| Time(*t)),
             cordoned,
+            cleanup_failed,
             suspect,
             ..Default::default()
         }

@@ -118,9 +118,7 @@ impl Share {
         let counts = Counts {
             total: 1,
             free: usize::from(
-                *class == BindingClass::Claimable
-                    && !used
-                    && !super::lifecycle::is_cordoned(labels),
+                *class == BindingClass::Claimable && !used && !super::lifecycle::withheld(labels),
             ),
             claimed: usize::from(matches!(class, BindingClass::Owned { .. })),
             dirty: usize::from(matches!(class, BindingClass::Dirty { .. })),

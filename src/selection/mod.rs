@@ -525,6 +525,7 @@ struct Skipped {
     pinned: usize,
     in_use: usize,
     cordoned: usize,
+    cleanup_failed: usize,
     cooling: usize,
 }
 
@@ -547,7 +548,9 @@ fn free_candidates<'a>(
     let mut candidates = Vec::new();
     for b in claimable {
         let entry = inv.binding(b);
-        if entry.is_some_and(|e| crate::pools::lifecycle::is_cordoned(&e.view.labels)) {
+        if entry.is_some_and(|e| crate::pools::lifecycle::is_cleanup_failed(&e.view.labels)) {
+            s.cleanup_failed += 1;
+        } else if entry.is_some_and(|e| crate::pools::lifecycle::is_cordoned(&e.view.labels)) {
             s.cordoned += 1;
         } else if let (Some(c), Some(e)) = (&policy.cooldown, entry)
             && c.keeps(&e.view.annotations, Some(ga))
@@ -633,6 +636,13 @@ fn exhausted_message(
             " ({} free but cordoned ({}=true), never given to a new tenant: see status.pools in the HapConfig)",
             s.cordoned,
             crate::pools::lifecycle::CORDONED
+        ));
+    }
+    if s.cleanup_failed > 0 {
+        message.push_str(&format!(
+            " ({} free but marked {}=true by the cleanup job, never given to a new tenant: see status.pools in the HapConfig)",
+            s.cleanup_failed,
+            crate::pools::lifecycle::CLEANUP_FAILED
         ));
     }
     if s.in_use > 0 {

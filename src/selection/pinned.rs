@@ -93,6 +93,14 @@ fn unavailable(pin: &PinRule, inv: &Inventory, ga: &str, pool: &PoolKey) -> Opti
             "binding {b} carries no tenant but a cluster uses it ({}); it is never claimed while in use",
             inv.clusters_on(b).iter().collect::<Vec<_>>().join(", ")
         )),
+        BindingClass::Claimable
+            if crate::pools::lifecycle::is_cleanup_failed(&entry.view.labels) =>
+        {
+            Some(format!(
+                "binding {b} is marked {}=true by the cleanup job; no tenant gets it until the job removes the mark",
+                crate::pools::lifecycle::CLEANUP_FAILED
+            ))
+        }
         BindingClass::Claimable if crate::pools::lifecycle::is_cordoned(&entry.view.labels) => {
             let reason = entry
                 .view

@@ -49,6 +49,55 @@ pub fn cordon_event(
     Some((false, "BindingsCordoned", note))
 }
 
+/// Every binding the status lists as not wiped by the cleanup job: binding → (tenant, reason).
+fn cleanup_failed(s: &HapConfigStatus) -> std::collections::BTreeMap<&str, (Option<&str>, &str)> {
+    s.pools
+        .iter()
+        .flat_map(|p| &p.cleanup_failed)
+        .map(|c| (c.binding.as_str(), (c.tenant.as_deref(), c.reason.as_str())))
+        .collect()
+}
+
+/// The Events to send when the cleanup job's failure marks changed from `old` to `new`: a
+/// Warning `CleanupFailed` per binding newly marked or marked with another reason (once per
+/// binding and cause), and one Normal `CleanupFailedCleared` naming the bindings whose mark went.
+pub fn cleanup_failed_events(
+    old: Option<&HapConfigStatus>,
+    new: &HapConfigStatus,
+) -> Vec<(bool, &'static str, String)> {
+    let before = old.map(cleanup_failed).unwrap_or_default();
+    let now = cleanup_failed(new);
+    let mut out: Vec<(bool, &'static str, String)> = now
+        .iter()
+        .filter(|(b, (_, reason))| before.get(*b).map(|(_, r)| r) != Some(reason))
+        .map(|(b, (tenant, reason))| {
+            let tenant = tenant.map(|t| format!(" (tenant {t})")).unwrap_or_default();
+            let reason = if reason.is_empty() {
+                "no reason given"
+            } else {
+                reason
+            };
+            let note = format!(
+                "the cleanup job could not wipe binding {b}{tenant}: {reason}; no new tenant gets it until the job removes accountpool.io/cleanup-failed"
+            );
+            (true, "CleanupFailed", note)
+        })
+        .collect();
+    let cleared: Vec<&str> = before
+        .keys()
+        .filter(|b| !now.contains_key(*b))
+        .copied()
+        .collect();
+    if !cleared.is_empty() {
+        let note = format!(
+            "the cleanup job removed its failure mark from: {}",
+            cleared.join(", ")
+        );
+        out.push((false, "CleanupFailedCleared", note));
+    }
+    out
+}
+
 /// Every suspect binding the status lists, with its codes.
 fn suspects(s: &HapConfigStatus) -> BTreeSet<(&str, Vec<&str>)> {
     s.pools
@@ -216,6 +265,48 @@ mod tests {
             }],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_failed_cleanup_gives_one_warning_per_binding_and_reason_and_a_normal_event_when_cleared() {
+        let marked = |list: &[(&str, &str)]| {
+            let mut s = status(&[]);
+            s.pools[0].cleanup_failed = list
+                .iter()
+                .map(|(b, r)| crate::api::CleanupFailedBinding {
+                    binding: b.to_string(),
+                    tenant: Some("ga-1".into()),
+                    reason: r.to_string(),
+                })
+                .collect();
+            s
+        };
+        let none = marked(&[]);
+        let one = marked(&[("aws-1", "quota API denied")]);
+        let ev = cleanup_failed_events(Some(&none), &one);
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        let (warning, reason, note) = &ev[0];
+        assert!(*warning && *reason == "CleanupFailed", "{reason}");
+        assert!(
+            note.contains("aws-1 (tenant ga-1): quota API denied"),
+            "{note}"
+        );
+        assert!(cleanup_failed_events(Some(&one), &one.clone()).is_empty());
+        let two = marked(&[("aws-1", "quota API denied"), ("aws-2", "")]);
+        let ev = cleanup_failed_events(Some(&one), &two);
+        assert_eq!(ev.len(), 1, "only the new binding: {ev:?}");
+        assert!(
+            ev[0].2.contains("aws-2 (tenant ga-1): no reason given"),
+            "{ev:?}"
+        );
+        let other = marked(&[("aws-1", "timeout"), ("aws-2", "")]);
+        let ev = cleanup_failed_events(Some(&two), &other);
+        assert_eq!(ev.len(), 1, "a new cause of the same binding: {ev:?}");
+        assert!(ev[0].2.contains("aws-1 (tenant ga-1): timeout"), "{ev:?}");
+        let ev = cleanup_failed_events(Some(&other), &marked(&[("aws-2", "")]));
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert_eq!((ev[0].0, ev[0].1), (false, "CleanupFailedCleared"));
+        assert!(ev[0].2.ends_with("from: aws-1"), "{ev:?}");
     }
 
     #[test]

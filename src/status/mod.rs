@@ -26,8 +26,8 @@ pub use claim::{
 pub use compact::CompactStatus;
 pub use config::{ConfigInputs, MissingPool, bindings_in_use_event, desired_config_status};
 pub use lifecycle::{
-    ACCOUNTS_HEALTHY, cordon_event, pool_low_event, set_accounts_condition, set_pool_low_condition,
-    suspect_event,
+    ACCOUNTS_HEALTHY, cleanup_failed_events, cordon_event, pool_low_event, set_accounts_condition,
+    set_pool_low_condition, suspect_event,
 };
 pub use pause::{
     DEFAULT_PAUSED_ALERT_AFTER, PAUSED, PAUSED_ALERT_AFTER, Pause, paused_alert_after, paused_by,

@@ -15,7 +15,50 @@ fn facts(clusters: usize, cordoned: bool, suspect: bool, cooling_down: bool) -> 
         cordoned,
         suspect,
         cooling_down,
+        ..Facts::default()
     }
+}
+
+/// The cleanup job's mark outranks every fact but a cluster on an unclaimed binding, in every
+/// role that has a state.
+#[test]
+fn a_failed_cleanup_outranks_cordon_suspect_and_the_cycle_but_not_a_cluster_without_tenant() {
+    use BindingState as S;
+    let failed = |clusters, cordoned, suspect, cooling_down| Facts {
+        cleanup_failed: true,
+        ..facts(clusters, cordoned, suspect, cooling_down)
+    };
+    let owned = BindingClass::Owned {
+        tenant: "ga".into(),
+    };
+    let dirty = BindingClass::Dirty { tenant: None };
+    let free = BindingClass::Claimable;
+    let cases = [
+        (&dirty, failed(0, false, false, false), S::CleanupFailed),
+        (&dirty, failed(0, true, true, false), S::CleanupFailed),
+        (&free, failed(0, true, true, true), S::CleanupFailed),
+        (&free, failed(0, false, false, false), S::CleanupFailed),
+        (&owned, failed(2, true, false, false), S::CleanupFailed),
+        (
+            &BindingClass::InternalFree,
+            failed(0, false, false, false),
+            S::CleanupFailed,
+        ),
+        (&free, failed(1, true, true, true), S::InUseWithoutTenant),
+    ];
+    for (class, f, want) in cases {
+        assert_eq!(state_of(class, f), Some(want), "{class:?} {f:?}");
+    }
+    assert_eq!(
+        state_of(&BindingClass::Shared, failed(0, false, false, false)),
+        None
+    );
+    let pos = |s| BindingState::ALL.iter().position(|x| *x == s);
+    assert_eq!(
+        pos(S::CleanupFailed),
+        Some(5),
+        "listed right after Cordoned"
+    );
 }
 
 #[test]
@@ -69,6 +112,15 @@ fn every_state_is_counted_per_dedicated_pool_and_shared_pools_have_none() {
             binding("int", &aws(&[("internal", "true")])),
             binding("cord", &aws(&[(CORDONED, "true")])),
             binding("not-cord", &aws(&[(CORDONED, "yes")])),
+            binding(
+                "failed",
+                &aws(&[
+                    ("tenantName", "gc"),
+                    ("dirty", "true"),
+                    (CLEANUP_FAILED, "true"),
+                ]),
+            ),
+            binding("not-failed", &aws(&[(CLEANUP_FAILED, "yes")])),
             binding("sus", &aws(&[])),
             binding("cool", &aws(&[])),
             binding("sh", &aws(&[("shared", "true")])),
@@ -89,11 +141,12 @@ fn every_state_is_counted_per_dedicated_pool_and_shared_pools_have_none() {
     assert_eq!(
         named,
         [
-            ("Free", 2),
+            ("Free", 3),
             ("Claimed", 1),
             ("Dirty", 1),
             ("CoolingDown", 1),
             ("Cordoned", 1),
+            ("CleanupFailed", 1),
             ("Suspect", 1),
             ("InUseWithoutTenant", 1),
             ("Internal", 1),
@@ -104,7 +157,7 @@ fn every_state_is_counted_per_dedicated_pool_and_shared_pools_have_none() {
     let empty = inv
         .states(&pool("gcp", false, false), marks)
         .expect("dedicated");
-    assert!(empty.len() == 8 && empty.values().all(|n| *n == 0));
+    assert!(empty.len() == BindingState::ALL.len() && empty.values().all(|n| *n == 0));
 }
 
 #[test]

@@ -31,18 +31,22 @@ fn flags() -> impl Strategy<Value = Flags> {
         prop::bool::weighted(0.2),
         prop::bool::weighted(0.3),
         prop::option::weighted(0.5, (-5..15i64, 0..2usize)),
+        prop::bool::weighted(0.15),
     )
         .prop_map(
-            |(hyperscaler, tenant, dirty, shared, internal, cordoned, eu, released)| Flags {
-                hyperscaler,
-                tenant,
-                dirty,
-                shared,
-                internal,
-                cordoned,
-                eu,
-                released,
-                credentials: 0,
+            |(hyperscaler, tenant, dirty, shared, internal, cordoned, eu, released, failed)| {
+                Flags {
+                    hyperscaler,
+                    tenant,
+                    dirty,
+                    shared,
+                    internal,
+                    cordoned,
+                    cleanup_failed: failed,
+                    eu,
+                    released,
+                    credentials: 0,
+                }
             },
         )
 }

@@ -20,18 +20,22 @@ fn flags() -> impl Strategy<Value = Flags> {
         prop::bool::weighted(0.15),
         any::<bool>(),
         0..3usize,
+        prop::bool::weighted(0.15),
     )
         .prop_map(
-            |(hyperscaler, tenant, dirty, shared, internal, cordoned, eu, credentials)| Flags {
-                hyperscaler,
-                tenant,
-                dirty,
-                shared,
-                internal,
-                cordoned,
-                eu,
-                credentials,
-                released: None,
+            |(hyperscaler, tenant, dirty, shared, internal, cordoned, eu, credentials, failed)| {
+                Flags {
+                    hyperscaler,
+                    tenant,
+                    dirty,
+                    shared,
+                    internal,
+                    cordoned,
+                    cleanup_failed: failed,
+                    eu,
+                    credentials,
+                    released: None,
+                }
             },
         )
 }

@@ -84,3 +84,28 @@ proptest! {
         }
     }
 }
+
+/// The cleanup job's failure mark keeps a binding from every new tenant even after its `dirty`
+/// label is gone, and the waiting claim's message names the mark.
+#[test]
+fn a_binding_marked_cleanup_failed_is_never_claimed_and_the_message_says_why() {
+    use crate::pools::lifecycle::CLEANUP_FAILED;
+    let p = pool("aws", false, false);
+    let failed = binding("a", &[("hyperscalerType", "aws"), (CLEANUP_FAILED, "true")]);
+    let c = claim("c", "ga", Some("s"), None);
+    let inv = inventory(vec![failed.clone()], vec![], vec![]);
+    match pick(&inv, &InFlight::default(), &c, &p, &policy(&[], &[])) {
+        Choice::Exhausted { message, .. } => assert!(
+            message.contains(
+                "1 free but marked accountpool.io/cleanup-failed=true by the cleanup job"
+            ),
+            "{message}"
+        ),
+        other => panic!("expected Exhausted, got {other:?}"),
+    }
+    let inv = inventory(vec![failed, binding("b", AWS)], vec![], vec![]);
+    match pick(&inv, &InFlight::default(), &c, &p, &policy(&[], &[])) {
+        Choice::Claim { binding, .. } => assert_eq!(binding, "b"),
+        other => panic!("expected a claim of b, got {other:?}"),
+    }
+}
