@@ -10,6 +10,7 @@ mod claim;
 mod compact;
 mod config;
 mod lifecycle;
+mod observe;
 mod sources;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -26,6 +27,7 @@ pub use lifecycle::{
     ACCOUNTS_HEALTHY, cordon_event, pool_low_event, set_accounts_condition, set_pool_low_condition,
     suspect_event,
 };
+pub use observe::{MAX_DISAGREEMENTS, disagreement_events, observation, observation_due};
 
 use crate::api::{AccountClaimStatus, HapConfigStatus};
 

@@ -115,12 +115,6 @@ async fn decide(
     started: Instant,
 ) -> (AdmissionResponse, &'static str) {
     let resp = AdmissionResponse::from(req);
-    if !hook.is_ready() {
-        return deny(
-            resp,
-            "hap-operator is starting (its caches have not synced yet); retry".into(),
-        );
-    }
     let to_value =
         |o: &Option<DynamicObject>| o.as_ref().and_then(|o| serde_json::to_value(o).ok());
     let Some(object) = to_value(&req.object) else {
@@ -140,7 +134,21 @@ async fn decide(
         object: &object,
         old_object: old.as_ref(),
     };
-    let active = match hook.resolver.resolve() {
+    let state = hook.resolver.resolve();
+    // Observing beside another account pool: its requests must not depend on this operator,
+    // so they pass untouched (no claim, no adoption), whatever the caches.
+    if let ConfigState::Active { active, .. } = &state
+        && active.spec.is_observing()
+    {
+        return allow(resp, record_ops(&request, &[], None), Vec::new());
+    }
+    if !hook.is_ready() {
+        return deny(
+            resp,
+            "hap-operator is starting (its caches have not synced yet); retry".into(),
+        );
+    }
+    let active = match state {
         ConfigState::Active { active, .. } => active,
         // No rules in force: no source is in force either.
         _ => return allow(resp, record_ops(&request, &[], None), Vec::new()),
