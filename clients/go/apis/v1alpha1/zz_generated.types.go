@@ -675,11 +675,15 @@ type HapConfigStatusActiveSpecTenants struct {
 type HapConfigStatusObservationDisagreement struct {
 	// The binding the request uses now.
 	BindingInUse *string `json:"bindingInUse,omitempty"`
-	// `Runtime`, `Shoot` or `AccountClaim`, and its `namespace/name`.
-	Kind    string `json:"kind"`
+	// `Runtime`, `Shoot` or `AccountClaim`.
+	Kind string `json:"kind"`
+	// Why, as `hap migrate --report` says it.
 	Message string `json:"message"`
+	// The request's `namespace/name`.
 	Request string `json:"request"`
-	Tenant  string `json:"tenant"`
+	// The global account it is for (empty when it names none).
+	Tenant string `json:"tenant"`
+	// `OtherPool`, `NotAdoptable` or `Refused`.
 	Verdict string `json:"verdict"`
 	// The pools the operator's rules give the request, in order (empty when refused).
 	WouldChoose []string `json:"wouldChoose,omitempty"`
