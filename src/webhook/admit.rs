@@ -135,11 +135,7 @@ async fn decide(
         old_object: old.as_ref(),
     };
     let state = hook.resolver.resolve();
-    // Observing beside another account pool: its requests must not depend on this operator,
-    // so they pass untouched (no claim, no adoption), whatever the caches.
-    if let ConfigState::Active { active, .. } = &state
-        && active.spec.is_observing()
-    {
+    if observing(&state) {
         return allow(resp, record_ops(&request, &[], None), Vec::new());
     }
     if !hook.is_ready() {
@@ -190,6 +186,13 @@ async fn decide(
         }
         Err(message) => deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED)),
     }
+}
+
+/// Whether the config in force observes (`spec.mode: Observe`) beside another account pool:
+/// that pool's requests must not depend on this operator, so they pass untouched (no claim, no
+/// adoption), whatever the caches.
+fn observing(state: &ConfigState) -> bool {
+    matches!(state, ConfigState::Active { active, .. } if active.spec.is_observing())
 }
 
 /// The source pass will claim for this object once it is stored: the policy is decided now,
