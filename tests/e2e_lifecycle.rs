@@ -727,8 +727,18 @@ async fn while_observing_the_webhook_admits_source_objects_untouched_and_creates
             .all(|k| !k.starts_with("accountpool.io/")),
         "{annotations:?}"
     );
-    // The source pass runs on the Shoot's event; it too creates nothing while observing.
+    // The source pass has seen the Shoot (it matches the source), and no claim exists.
     hap.config_condition("Observing", "True").await;
+    eventually(
+        Duration::from_secs(60),
+        "the source pass to see the Shoot",
+        || async {
+            let st = hap.config_status().await;
+            let s = st.request_sources.first()?;
+            (s.matching == 1).then_some(())
+        },
+    )
+    .await;
     let claims = hap
         .claims()
         .list(&Default::default())
