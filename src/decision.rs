@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::api::{Decision, MatchedRule};
 use crate::labels::PoolKey;
 use crate::rules::{EvalError, Outcome};
-use crate::selection::{BeforeUse, Choice, Placement};
+use crate::selection::{BeforeUse, Choice, Placement, describe_pool};
 use crate::sources::adopt::Adoption;
 use crate::status::{BoundTo, PendingReason};
 
@@ -100,6 +100,8 @@ pub enum InForce<C> {
         config: C,
         name: String,
         paused: bool,
+        /// `spec.mode: Observe`: nothing is written on bindings, as when paused.
+        observing: bool,
         binding_namespace: String,
     },
 }
@@ -344,6 +346,9 @@ fn steps<C: Clone>(f: &Facts<C>) -> Step<'_, ClaimDecision<C>, C> {
             Retry::SafetyNet,
         ));
     }
+    if active.observing {
+        return observing(f, &active);
+    }
     // A request that named its binding (adopted from its source) is recorded, never chosen.
     if let Some(binding) = f.claim.adopt_binding.as_deref() {
         return adoption(f, &active, binding);
@@ -391,6 +396,7 @@ struct Active<'a, C> {
     config: &'a C,
     name: &'a str,
     paused: bool,
+    observing: bool,
     binding_namespace: &'a str,
 }
 
@@ -402,12 +408,14 @@ fn config_in_force<C>(f: &Facts<C>) -> Step<'_, Active<'_, C>, C> {
             config,
             name,
             paused,
+            observing,
             binding_namespace,
         } => {
             return Ok(Active {
                 config,
                 name,
                 paused: *paused,
+                observing: *observing,
                 binding_namespace,
             });
         }
@@ -463,7 +471,7 @@ fn recorded<'a, C: Clone>(
     active: &Active<'a, C>,
 ) -> Step<'a, ClaimDecision<C>, C> {
     let check = read(&f.recorded_binding, Read::RecordedBinding)?;
-    let give_back = *check != RecordedBinding::Unchecked && !active.paused;
+    let give_back = *check != RecordedBinding::Unchecked && !active.paused && !active.observing;
     let config = active.config.clone();
     Ok(match check {
         RecordedBinding::Lost { message } => ClaimDecision::ReportLost {
@@ -513,6 +521,60 @@ fn adoption<'a, C: Clone>(
             Retry::SafetyNet,
         ),
     })
+}
+
+/// In `spec.mode: Observe` a claim is never bound: it says which pools the rules would serve it
+/// from (or why none), and waits. No selection runs, so no binding is reserved in the ledger.
+fn observing<'a, C: Clone>(
+    f: &'a Facts<C>,
+    active: &Active<'a, C>,
+) -> Step<'a, ClaimDecision<C>, C> {
+    let name = active.name;
+    let held = format!(
+        "HapConfig `{name}` observes (spec.mode: Observe): no binding is claimed until it is set to Enforce"
+    );
+    if let Some(binding) = f.claim.adopt_binding.as_deref() {
+        let cause = format!("{held}; it would adopt binding {binding}");
+        return Ok(pending(
+            PendingReason::Observing,
+            cause,
+            None,
+            Retry::SafetyNet,
+        ));
+    }
+    let (cause, matched) = match rules(f, active) {
+        Ok(outcome) => {
+            let pools: Vec<String> = outcome
+                .preferences
+                .iter()
+                .map(|p| describe_pool(&p.pool))
+                .collect();
+            let matched = matched_rule(outcome.index, &outcome.entry);
+            let first = outcome.preferences.first().map(|p| p.pool.clone());
+            (
+                format!(
+                    "{held}; it would serve the claim from {}",
+                    pools.join(", then ")
+                ),
+                first.map(|pool| (matched, pool)),
+            )
+        }
+        // Not final while observing: the rules may change before the cutover.
+        Err(Next::Decided(ClaimDecision::Deny { cause, .. })) => {
+            (format!("{held}; the rules would deny it: {cause}"), None)
+        }
+        Err(Next::Decided(ClaimDecision::Pending { cause, .. })) => (
+            format!("{held}; the rules would not serve it now: {cause}"),
+            None,
+        ),
+        Err(other) => return Err(other),
+    };
+    Ok(pending(
+        PendingReason::Observing,
+        cause,
+        matched,
+        Retry::SafetyNet,
+    ))
 }
 
 /// The rules' answer for the claim: an entry to select in, or a denial (final), or why none.

@@ -19,9 +19,13 @@ use support::garden::{
     secret_binding_resource, shoot_object, shoot_resource,
 };
 use support::platform::{RuntimeSpec, api, install_platform_crds, runtime, runtime_resource};
-use support::{Hap, namespace};
+use support::{Hap, condition, eventually, namespace};
 
 const GA_OLD: &str = "ga-3";
+
+/// The report and the observation read every AccountClaim of the cluster: the tests of this file
+/// run one after the other, so that neither sees the other's claims come and go between reads.
+static ONE_LANDSCAPE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `hap migrate ...` with KUBECONFIG; stdout, stderr and the exit code. `HAP_BIN` names another
 /// copy of the binary, for checkouts that share one target directory.
@@ -157,8 +161,9 @@ async fn landscape(hap: &Hap, rt_ns: &str) {
     }
 }
 
-/// The HapConfig `hap migrate --keb-values` makes of KEB's values, applied to this test's names.
-async fn config_from_keb_values(hap: &Hap) {
+/// The HapConfig `hap migrate --keb-values` makes of KEB's values, applied to this test's names,
+/// with `more` merged into its spec.
+async fn config_from_keb_values(hap: &Hap, more: Value) {
     let (manifest, stderr, code) = hap_cli(&[
         "migrate",
         "--keb-values",
@@ -179,6 +184,9 @@ async fn config_from_keb_values(hap: &Hap) {
     let mut extra = spec.clone();
     extra.as_object_mut().unwrap().remove("rules");
     extra["plans"] = json!({"trial": {"providerFromRequest": true}});
+    for (k, v) in more.as_object().into_iter().flatten() {
+        extra[k] = v.clone();
+    }
     hap.apply_config(&rules, extra).await;
 }
 
@@ -201,10 +209,11 @@ fn rows(report: &Value) -> BTreeMap<String, (String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keb_landscape_goes_through_observe_adopt_cutover_and_rollback() {
+    let _one = ONE_LANDSCAPE_AT_A_TIME.lock().await;
     install_platform_crds().await;
     let mut hap = Hap::without_operator(&["aws"], json!({})).await;
     let rt_ns = namespace(&hap.client, "kcp").await;
-    config_from_keb_values(&hap).await;
+    config_from_keb_values(&hap, json!({})).await;
     landscape(&hap, &rt_ns).await;
     let before = bindings(&hap.garden, &hap.bindings_ns).await;
     assert_eq!(
@@ -350,4 +359,186 @@ async fn a_keb_landscape_goes_through_observe_adopt_cutover_and_rollback() {
     .unwrap();
     assert_eq!(found.items.len(), 1);
     assert_eq!(found.items[0].metadata.name.as_deref(), Some(got.as_str()));
+}
+
+/// The rows of the CLI report as the status counts them: verdict → count.
+fn verdict_counts(report: &Value) -> BTreeMap<String, i64> {
+    report["verdicts"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_i64().unwrap()))
+        .collect()
+}
+
+/// Waits for the HapConfig's observation of generation `generation` and returns it.
+async fn observation(hap: &Hap, generation: i64) -> hap_operator::api::ObservationStatus {
+    let api = hap.configs();
+    eventually(
+        std::time::Duration::from_secs(60),
+        "status.observation",
+        || {
+            let api = api.clone();
+            let name = hap.config.clone();
+            async move {
+                let st = api.get(&name).await.ok()?.status?;
+                st.observation
+                    .filter(|o| o.observed_generation == Some(generation))
+            }
+        },
+    )
+    .await
+}
+
+async fn generation(hap: &Hap) -> i64 {
+    let cfg = hap.configs().get(&hap.config).await.expect("HapConfig");
+    cfg.metadata.generation.expect("generation")
+}
+
+/// A claim's `Released` condition reason, once it has one.
+async fn released_reason(hap: &Hap, name: &str) -> (String, String) {
+    let api = hap.claims();
+    eventually(
+        std::time::Duration::from_secs(60),
+        &format!("claim {name} Released=False"),
+        || {
+            let api = api.clone();
+            async move {
+                let st = api.get(name).await.ok()?.status?;
+                let c = condition(&st.conditions, "Released")?;
+                (c.status == "False").then(|| (c.reason.clone(), c.message.clone()))
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_observes_a_keb_landscape_for_weeks_then_cuts_over_and_rolls_back_by_a_spec_edit()
+ {
+    let _one = ONE_LANDSCAPE_AT_A_TIME.lock().await;
+    install_platform_crds().await;
+    let mut hap = Hap::without_operator(&["aws"], json!({})).await;
+    let rt_ns = namespace(&hap.client, "kcp").await;
+    let observe = json!({"mode": "Observe", "observeRuntimeNamespace": rt_ns});
+    config_from_keb_values(&hap, observe.clone()).await;
+    landscape(&hap, &rt_ns).await;
+    let config = hap.config.clone();
+    let args = [
+        "migrate",
+        "--report",
+        "--config",
+        &config,
+        "--runtime-namespace",
+        &rt_ns,
+        "-o",
+        "json",
+    ];
+    let (out, stderr, code) = hap_cli(&args);
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(&out).expect("json report");
+    let before = bindings(&hap.garden, &hap.bindings_ns).await;
+
+    // Observe, in the operator beside KEB: it reports, and writes no binding.
+    hap.start_operator().await;
+    let o = observation(&hap, generation(&hap).await).await;
+    println!(
+        "$ kubectl get hapconfig {config} -o jsonpath='{{.status.observation}}'\n{}",
+        serde_json::to_string_pretty(&o).unwrap()
+    );
+    assert_eq!(o.verdicts, verdict_counts(&report), "{o:?}\n{report}");
+    let rows = report["requests"].as_array().unwrap().len();
+    assert_eq!(o.requests, i64::try_from(rows).unwrap());
+    let rt3 = format!("{rt_ns}/rt-3");
+    let d = o
+        .disagreements
+        .iter()
+        .find(|d| d.request == rt3)
+        .expect("rt-3 disagrees");
+    assert_eq!(
+        (
+            d.tenant.as_str(),
+            d.binding_in_use.as_deref(),
+            d.verdict.as_str()
+        ),
+        (GA_OLD, Some("aws-3"), "OtherPool")
+    );
+    assert!(!d.would_choose.is_empty(), "{d:?}");
+    let cond = hap.config_condition("Observing", "True").await;
+    assert_eq!(cond.reason, "Observing");
+    assert!(cond.message.contains("OtherPool 1"), "{}", cond.message);
+    // A request made while observing says what would be chosen, and is not served.
+    hap.claim(
+        "new-4",
+        json!({"globalAccount": "ga-4", "plan": "aws", "platformRegion": "cf-eu10"}),
+    )
+    .await;
+    let why = hap.ready_reason("new-4", "Observing").await;
+    assert!(why.contains("it would serve the claim from"), "{why}");
+    assert_eq!(
+        bindings(&hap.garden, &hap.bindings_ns).await,
+        before,
+        "observe mode wrote a binding"
+    );
+
+    // Cutover: a spec edit. The waiting request is served; nobody else's account moves.
+    config_from_keb_values(&hap, json!({"mode": "Enforce"})).await;
+    let got = hap.bound("new-4").await;
+    assert!(["aws-4", "aws-5"].contains(&got.as_str()), "{got}");
+    let claimed = format!("CredentialsBinding/{got}");
+    let after = bindings(&hap.garden, &hap.bindings_ns).await;
+    for (name, (rv, labels, _)) in &after {
+        let (rv0, labels0, _) = &before[name];
+        if name == &claimed {
+            assert_eq!(labels.get("tenantName").map(String::as_str), Some("ga-4"));
+        } else {
+            assert_eq!(
+                (rv, labels),
+                (rv0, labels0),
+                "{name} was written at cutover"
+            );
+        }
+    }
+    eventually(
+        std::time::Duration::from_secs(60),
+        "Observing condition and status.observation gone",
+        || async {
+            let st = hap.config_status().await;
+            (condition(&st.conditions, "Observing").is_none() && st.observation.is_none())
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Rollback: a spec edit back. No binding is written from then on: a new request waits,
+    // a release waits, and KEB's selector finds exactly the free binding left.
+    let mut observe_again = observe.clone();
+    observe_again["mode"] = json!("Observe");
+    config_from_keb_values(&hap, observe_again).await;
+    observation(&hap, generation(&hap).await).await;
+    let rolled_back = bindings(&hap.garden, &hap.bindings_ns).await;
+    hap.claim(
+        "new-5",
+        json!({"globalAccount": "ga-5", "plan": "aws", "platformRegion": "cf-eu10"}),
+    )
+    .await;
+    hap.ready_reason("new-5", "Observing").await;
+    hap.claims()
+        .delete("new-4", &Default::default())
+        .await
+        .expect("delete new-4");
+    let (reason, message) = released_reason(&hap, "new-4").await;
+    assert_eq!(reason, "Observing", "{message}");
+    assert_eq!(
+        bindings(&hap.garden, &hap.bindings_ns).await,
+        rolled_back,
+        "a binding was written after the rollback"
+    );
+    let free: Vec<String> = ["aws-4", "aws-5"]
+        .into_iter()
+        .filter(|b| *b != got)
+        .map(str::to_string)
+        .collect();
+    assert_eq!(keb_free(&hap.garden, &hap.bindings_ns).await, free);
+    hap.stop_operator().await;
 }

@@ -853,3 +853,128 @@ async fn a_binding_the_cleanup_job_marks_failed_is_never_claimed_until_the_job_c
     })
     .await;
 }
+
+/// The webhook in observe mode (Shoot source, through the real gardener-apiserver): a Shoot that
+/// names the binding another pool chose is admitted untouched — no claim, no adoption, no binding
+/// write — even though the source selects it, so that pool's path never depends on the operator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_observing_the_webhook_admits_source_objects_untouched_and_creates_nothing() {
+    use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
+    use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, kubectl_at};
+    const REQUEST: &str = "accountpool.io/request";
+    let scope = unique("observe");
+    let source = json!([{"id": "shoots", "kind": "Shoot", "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}]);
+    let mut hap = Hap::without_operator(
+        &["aws"],
+        json!({"requestSources": source, "mode": "Observe"}),
+    )
+    .await;
+    hap.binding(
+        "aws-1",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-1")],
+    )
+    .await;
+    let (ok, _, err) = kubectl_at(
+        &support::kubeconfig(),
+        &[
+            "label",
+            "namespace",
+            &hap.bindings_ns,
+            &format!("{SCOPE_LABEL}={scope}"),
+        ],
+        None,
+    );
+    assert!(ok, "{err}");
+    let certs = Certs::new();
+    let op = Operator::start_with(&hap.client, certs.args(hap.run_args())).await;
+    let url = format!(
+        "https://{}/mutate/shoots",
+        op.handle.webhook.get().expect("webhook")
+    );
+    let _hook = WebhookRegistration::register(
+        "Shoot",
+        &url,
+        &certs.ca_bundle(),
+        &scope,
+        json!({"matchLabels": {REQUEST: "true"}}),
+    );
+    hap.operator = Some(op);
+    hap.config_condition("Ready", "True").await;
+    let before = bindings_api(&hap.garden, &hap.bindings_ns)
+        .get("aws-1")
+        .await
+        .expect("aws-1");
+    let p = profile(&hap.garden, "aws").await;
+    let mut obj = shoot_object(
+        &hap.bindings_ns,
+        "s1",
+        "aws-1",
+        BindingRef::CredentialsBinding,
+        &p,
+    );
+    obj["metadata"]["labels"] = json!({REQUEST: "true", SCOPE_LABEL: scope,
+        "accountpool.io/plan": "aws", "accountpool.io/platform-region": "cf-us10",
+        "accountpool.io/global-account": "ga-1"});
+    let obj: kube::api::DynamicObject = serde_json::from_value(obj).expect("shoot");
+    let shoots = api(&hap.garden, &hap.bindings_ns, &shoot_resource());
+    let admitted = shoots
+        .create(&kube::api::PostParams::default(), &obj)
+        .await
+        .expect("the Shoot is admitted while observing");
+    assert_eq!(
+        admitted
+            .data
+            .pointer("/spec/credentialsBindingName")
+            .and_then(|v| v.as_str()),
+        Some("aws-1")
+    );
+    let annotations = admitted.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        annotations
+            .keys()
+            .all(|k| !k.starts_with("accountpool.io/")),
+        "{annotations:?}"
+    );
+    // A request that names no binding is not served either: the webhook neither claims nor
+    // refuses it (whatever Gardener's own validation then says of a Shoot without a binding).
+    let mut bare = serde_json::to_value(&obj).expect("shoot");
+    bare["metadata"]["name"] = json!("s2");
+    bare["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("credentialsBindingName");
+    let bare: kube::api::DynamicObject = serde_json::from_value(bare).expect("shoot");
+    if let Err(e) = shoots
+        .create(&kube::api::PostParams::default(), &bare)
+        .await
+    {
+        assert!(!e.to_string().contains("denied the request"), "{e}");
+    }
+    // The source pass has seen the Shoot (it matches the source), and no claim exists.
+    hap.config_condition("Observing", "True").await;
+    eventually(
+        Duration::from_secs(60),
+        "the source pass to see the Shoot",
+        || async {
+            let st = hap.config_status().await;
+            let s = st.request_sources.first()?;
+            (s.matching >= 1).then_some(())
+        },
+    )
+    .await;
+    let claims = hap
+        .claims()
+        .list(&Default::default())
+        .await
+        .expect("claims");
+    assert!(claims.items.is_empty(), "{:?}", claims.items);
+    let after = bindings_api(&hap.garden, &hap.bindings_ns)
+        .get("aws-1")
+        .await
+        .expect("aws-1");
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "observe mode wrote the binding"
+    );
+}

@@ -11,6 +11,8 @@ pub mod types {
     /// On a claim being deleted: whether its binding has been released.
     pub const RELEASED: &str = "Released";
     pub const SOURCES_AVAILABLE: &str = "SourcesAvailable";
+    /// On a HapConfig in `spec.mode: Observe`: what it would choose, in counts.
+    pub const OBSERVING: &str = "Observing";
 }
 
 /// Condition reasons (CamelCase, as metav1.Condition requires).
@@ -45,4 +47,6 @@ pub mod reasons {
     pub const TENANT_NOT_ALLOWED: &str = "TenantNotAllowed";
     /// The HapConfig in force is paused (`spec.paused: true`): nothing is claimed or released.
     pub const PAUSED: &str = "Paused";
+    /// The HapConfig in force observes (`spec.mode: Observe`): nothing is claimed or released.
+    pub const OBSERVING: &str = "Observing";
 }

@@ -139,6 +139,20 @@ pub struct HapConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
 
+    /// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`:
+    /// it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait
+    /// with reason `Observing`, releases wait, the admission webhook admits request sources
+    /// untouched, and `status.observation` reports what it would have chosen against what is in
+    /// use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<OperatingMode>,
+
+    /// In `Observe` mode: the namespace of KEB's Runtimes (in the operator's cluster) that the
+    /// observation reads besides Shoots and AccountClaims. Default `kcp-system`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub observe_runtime_namespace: Option<String>,
+
     /// When a binding counts as `Suspect` (a broken account): its Shoots report these error
     /// codes in `status.lastErrors[].codes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -269,6 +283,14 @@ pub struct ReleaseSpec {
     pub cooldown: Option<String>,
 }
 
+/// Whether the operator writes bindings (`Enforce`) or only reports what it would do (`Observe`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OperatingMode {
+    Observe,
+    #[default]
+    Enforce,
+}
+
 /// Release mode.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum ReleaseMode {
@@ -328,6 +350,58 @@ pub struct HapConfigStatus {
     /// Per dedicated pool: bindings per lifecycle state, the oldest dirty one, cordoned ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<super::lifecycle::PoolLifecycle>,
+    /// In `Observe` mode: what the operator would have chosen for every request of the
+    /// landscape against the binding in use, as of the last resync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observation: Option<ObservationStatus>,
+}
+
+/// The observe report in short: counts per verdict and the first disagreements.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservationStatus {
+    /// When the landscape was last read (once per `--resync`, and on every new generation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<Time>,
+    /// The generation whose rules decided it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// How many requests were compared (Shoots, Runtimes, AccountClaims).
+    pub requests: i64,
+    /// Requests per verdict: `Agrees`, `OtherPool`, `NotAdoptable`, `Refused`, `WouldServe`,
+    /// `TenancyOnly`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub verdicts: BTreeMap<String, i64>,
+    /// Requests the operator would decide differently (`OtherPool`, `NotAdoptable`,
+    /// `Refused`), the first 20 by kind and name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub disagreements: Vec<Disagreement>,
+    /// Why some requests could not be read (e.g. the Runtime CRD is not installed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One request the operator would decide differently from what is in use.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Disagreement {
+    /// `Runtime`, `Shoot` or `AccountClaim`.
+    pub kind: String,
+    /// The request's `namespace/name`.
+    pub request: String,
+    /// The global account it is for (empty when it names none).
+    pub tenant: String,
+    /// The binding the request uses now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding_in_use: Option<String>,
+    /// The pools the operator's rules give the request, in order (empty when refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub would_choose: Vec<String>,
+    /// `OtherPool`, `NotAdoptable` or `Refused`.
+    pub verdict: String,
+    /// Why, as `hap migrate --report` says it.
+    pub message: String,
 }
 
 /// One rule entry and its pools.
@@ -434,6 +508,16 @@ impl HapConfigSpec {
     /// Whether the config holds every binding write (`spec.paused: true`).
     pub fn is_paused(&self) -> bool {
         self.paused == Some(true)
+    }
+
+    /// Whether the config only observes (`spec.mode: Observe`): no binding is written.
+    pub fn is_observing(&self) -> bool {
+        self.mode == Some(OperatingMode::Observe)
+    }
+
+    /// Whether binding writes are held, by `spec.paused` or by `spec.mode: Observe`.
+    pub fn holds_binding_writes(&self) -> bool {
+        self.is_paused() || self.is_observing()
     }
 
     /// Why a new request of a request source is refused while paused, or `None` when the config

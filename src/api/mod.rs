@@ -16,9 +16,9 @@ pub use accountclaim::{
 };
 pub use gardener::{BindingKind, CredentialsKind, Shoot, ShootError, ShootSpec, ShootStatus};
 pub use hapconfig::{
-    BindingsInUse, HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules,
-    MultiHyperscalerAccount, OrphanStatus, PinStatus, PlanSpec, PoolFigures, PreferenceStatus,
-    ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
+    BindingsInUse, Disagreement, HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules,
+    MultiHyperscalerAccount, ObservationStatus, OperatingMode, OrphanStatus, PinStatus, PlanSpec,
+    PoolFigures, PreferenceStatus, ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
 };
 pub use lifecycle::{
     CleanupFailedBinding, CordonedBinding, PoolLifecycle, PoolLowSpec, SuspectBinding, SuspectSpec,

@@ -443,6 +443,7 @@ mod tests {
         let r = by_name(&rows);
         let state = |n: &str| r[n].state.map(|s| s.as_str());
         assert_eq!(state("aws-free"), Some("Free"));
+        assert_eq!(state("aws-failed"), Some("CleanupFailed"));
         assert_eq!(state("aws-cool"), Some("CoolingDown"));
         assert_eq!(state("aws-suspect"), Some("Suspect"));
         assert_eq!(state("azure-shared"), None);

@@ -245,6 +245,15 @@ pub(crate) mod tests {
                     "aws-cord",
                     &[aws, (crate::pools::lifecycle::CORDONED, "true")],
                 ),
+                binding(
+                    "aws-failed",
+                    &[
+                        aws,
+                        ("tenantName", "ga-4"),
+                        ("dirty", "true"),
+                        (crate::pools::lifecycle::CLEANUP_FAILED, "true"),
+                    ],
+                ),
                 binding("aws-used", &[aws]),
                 binding("aws-int", &[aws, ("internal", "true")]),
             ],
@@ -283,7 +292,7 @@ pub(crate) mod tests {
         let row = text.lines().nth(1).expect("a row");
         assert!(
             row.ends_with(
-                "Free=1,Claimed=1,Dirty=1,CoolingDown=1,Cordoned=1,Suspect=1,InUseWithoutTenant=1,Internal=1"
+                "Free=1,Claimed=1,Dirty=1,CoolingDown=1,Cordoned=1,CleanupFailed=1,Suspect=1,InUseWithoutTenant=1,Internal=1"
             ),
             "{text}"
         );

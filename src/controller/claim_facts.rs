@@ -101,6 +101,7 @@ fn in_force(ctx: &Context) -> InForce<Arc<ActiveConfig>> {
         ConfigState::Active { active, .. } => InForce::Active {
             name,
             paused: active.spec.is_paused(),
+            observing: active.spec.is_observing(),
             binding_namespace: active.spec.binding_namespace.clone(),
             config: active,
         },

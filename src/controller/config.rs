@@ -179,10 +179,16 @@ async fn reconcile_in_force(
         pool_low_event(cfg.status.as_ref(), &desired),
     ];
     let failed = cleanup_failed_events(cfg.status.as_ref(), &desired);
+    let observed = cfg.status.as_ref().and_then(|s| s.observation.as_ref());
+    let disagreements = crate::status::disagreement_events(observed, desired.observation.as_ref());
     write(ctx, cfg, desired).await?;
     // After the write: a status write that conflicts is computed again, and only the one that
     // lands reports the change.
-    let events = events.into_iter().flatten().chain(failed);
+    let events = events
+        .into_iter()
+        .flatten()
+        .chain(failed)
+        .chain(disagreements);
     for (warning, reason, note) in events.filter(|_| settled) {
         ctx.writer
             .event(&cfg.object_ref(&()), warning, reason, "Select", note)
@@ -256,11 +262,15 @@ async fn gather(
         input.sources = reported
             .map(|s| s.request_sources.clone())
             .unwrap_or_default();
+        input.observation = reported
+            .and_then(|s| s.observation.clone())
+            .filter(|_| active.spec.is_observing());
         requeue = Duration::from_millis(500);
     } else {
         if let Some(next) = refresh_if_due(cfg, active, ctx).await {
             requeue = requeue.min(next);
         }
+        input.observation = observe(cfg, ctx, active).await;
         let mut ledger = ctx.ledger();
         fill_pools(input, active, &ledger.inventory, &ledger.inflight);
         input.refused_writes = ctx.denials.refusals();
@@ -276,6 +286,45 @@ async fn gather(
     });
     requeue
 }
+
+/// In `spec.mode: Observe`: the landscape's requests against the bindings in use, read again
+/// when due (`status::observation_due`), else the observation reported last.
+async fn observe(
+    cfg: &HapConfig,
+    ctx: &Context,
+    active: &ActiveConfig,
+) -> Option<crate::api::ObservationStatus> {
+    if !active.spec.is_observing() {
+        return None;
+    }
+    let last = cfg.status.as_ref().and_then(|s| s.observation.as_ref());
+    let now = Time(Timestamp::now());
+    let generation = Some(active.generation);
+    if !crate::status::observation_due(last, generation, &now, ctx.args.resync) {
+        return last.cloned();
+    }
+    let shoot_namespace = active.shoot_namespace();
+    let at = crate::k8s::observe::Where {
+        shoot_namespace: &shoot_namespace,
+        runtime_namespace: active
+            .spec
+            .observe_runtime_namespace
+            .as_deref()
+            .unwrap_or(DEFAULT_RUNTIME_NAMESPACE),
+        binding_namespace: &active.spec.binding_namespace,
+    };
+    let read = crate::k8s::observe::observed_requests(&ctx.writer, &at).await;
+    let report = {
+        let ledger = ctx.ledger();
+        crate::status::observe::report(&active.rules, &ledger.inventory, &read.requests)
+    };
+    let o = crate::status::observation(&report, &read.notes, generation, &now);
+    tracing::info!(config = %cfg.name_any(), requests = o.requests, verdicts = ?o.verdicts, "observed the landscape (spec.mode: Observe)");
+    Some(o)
+}
+
+/// Where KEB keeps its Runtimes, as `hap migrate --report` assumes too.
+const DEFAULT_RUNTIME_NAMESPACE: &str = "kcp-system";
 
 /// Whether another operator instance serves this config (it is that instance's `--config-name`):
 /// its status has been evaluated as a config in force (`RulesValid` is only written for one). Such

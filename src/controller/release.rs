@@ -58,12 +58,15 @@ pub(super) async fn release(
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let view = claim_view(claim);
-    if active.spec.is_paused() && holds_binding(ctx, &view) {
-        return paused(claim, ctx, key).await;
+    if active.spec.holds_binding_writes() && holds_binding(ctx, &view) {
+        return paused(claim, ctx, key, active.spec.is_observing()).await;
     }
     // Before the claim goes, or a stray of it would be an ordinary binding of the tenant: the
-    // release waits until every stray went back. Nothing is written on bindings while paused.
-    if !active.spec.is_paused() && !super::strays::give_back(claim, ctx, &active, &view).await {
+    // release waits until every stray went back. Nothing is written on bindings while paused
+    // or observing.
+    if !active.spec.holds_binding_writes()
+        && !super::strays::give_back(claim, ctx, &active, &view).await
+    {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let mode = active
@@ -504,15 +507,33 @@ fn holds_binding(ctx: &Context, view: &ClaimView) -> bool {
             .is_some()
 }
 
-/// While the config is paused a release writes nothing: `Released=False` reason `Paused`, an
-/// event once, and a retry after `--pending-retry` (unpausing resumes it).
-async fn paused(claim: &AccountClaim, ctx: &Context, key: &str) -> Result<Action, ClaimError> {
-    let reason = reasons::PAUSED;
-    let cause = format!(
-        "the release waits: HapConfig `{}` is paused (spec.paused: true), so the binding is not \
-         marked for the cleanup job until it is unpaused",
-        ctx.resolver.name()
-    );
+/// While the config is paused or observing a release writes nothing: `Released=False` reason
+/// `Paused` or `Observing`, an event once, and a retry after `--pending-retry` (unpausing, or
+/// `spec.mode: Enforce`, resumes it).
+async fn paused(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    observing: bool,
+) -> Result<Action, ClaimError> {
+    let name = ctx.resolver.name();
+    let (reason, cause) = if observing {
+        (
+            reasons::OBSERVING,
+            format!(
+                "the release waits: HapConfig `{name}` observes (spec.mode: Observe), so the \
+                 binding is not marked for the cleanup job until it is set to Enforce"
+            ),
+        )
+    } else {
+        (
+            reasons::PAUSED,
+            format!(
+                "the release waits: HapConfig `{name}` is paused (spec.paused: true), so the \
+                 binding is not marked for the cleanup job until it is unpaused"
+            ),
+        )
+    };
     if !release_blocked_for(claim.status.as_ref(), reason) {
         ctx.writer
             .event(

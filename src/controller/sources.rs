@@ -299,6 +299,10 @@ pub(super) async fn pass(ctx: &Context, resynced: bool) {
     if let Ok(mut d) = ctx.sources.done.lock() {
         *d = plan.actions.is_empty().then_some(now);
     }
+    // Observing: the plan is reported in the statuses, and nothing of it is carried out.
+    if active.spec.is_observing() {
+        return;
+    }
     let writes = SourceWrites::new(ctx.writer.clone());
     for action in plan.actions {
         if let Err(e) = act(ctx, &writes, &claim_ns, action).await {

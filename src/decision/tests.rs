@@ -62,9 +62,23 @@ fn active(paused: bool) -> Option<InForce<()>> {
         config: (),
         name: "hap".into(),
         paused,
+        observing: false,
         binding_namespace: "garden".into(),
     })
 }
+
+/// The config in force with `spec.mode: Observe`.
+fn observing() -> Option<InForce<()>> {
+    Some(InForce::Active {
+        config: (),
+        name: "hap".into(),
+        paused: false,
+        observing: true,
+        binding_namespace: "garden".into(),
+    })
+}
+
+const HELD: &str = "HapConfig `hap` observes (spec.mode: Observe): no binding is claimed until it is set to Enforce";
 
 /// An unrecorded, finalized claim of `ga-1` whose every fact says "go on": the selection
 /// claims b1.
@@ -573,6 +587,92 @@ fn exhausted() -> Choice {
     }
 }
 
+/// Observing: nothing is chosen, claimed, adopted or given back; the claim says what would be.
+fn observe_cases() -> Vec<Case> {
+    vec![
+        (
+            "observing: pending Observing, naming the pools the rules would serve it from",
+            |f| f.config = observing(),
+            pending_in(
+                PendingReason::Observing,
+                &format!(
+                    "{HELD}; it would serve the claim from hyperscalerType=aws, no euAccess, dedicated"
+                ),
+                Retry::SafetyNet,
+            ),
+        ),
+        (
+            "observing: an adoption is not recorded, only named",
+            |f| {
+                f.config = observing();
+                f.claim.adopt_binding = Some("kept".into());
+            },
+            pending(
+                PendingReason::Observing,
+                &format!("{HELD}; it would adopt binding kept"),
+                Retry::SafetyNet,
+            ),
+        ),
+        (
+            "observing: a deny entry is not final, the rules may change before the cutover",
+            |f| {
+                f.config = observing();
+                f.rules = Some(Err(EvalError::Denied {
+                    index: 2,
+                    entry: "trial -> DENY".into(),
+                    reason_text: None,
+                    message: "plan trial is denied".into(),
+                }));
+            },
+            pending(
+                PendingReason::Observing,
+                &format!("{HELD}; the rules would deny it: plan trial is denied"),
+                Retry::SafetyNet,
+            ),
+        ),
+        (
+            "observing: no rule matches, said and waited",
+            |f| {
+                f.config = observing();
+                f.rules = Some(Err(EvalError::NoMatchingRule {
+                    plan: "gcp".into(),
+                    candidates: vec![],
+                    message: "no rule for plan gcp".into(),
+                }));
+            },
+            pending(
+                PendingReason::Observing,
+                &format!("{HELD}; the rules would not serve it now: no rule for plan gcp"),
+                Retry::SafetyNet,
+            ),
+        ),
+        (
+            "observing: a recorded claim keeps its binding and gives no stray back",
+            |f| {
+                f.config = observing();
+                f.claim.recorded = true;
+            },
+            ClaimDecision::Keep {
+                config: (),
+                namespace: "garden".into(),
+                give_back: false,
+            },
+        ),
+        (
+            "observing: spec.tenants still refuses first",
+            |f| {
+                f.config = observing();
+                f.tenant = Some(Tenant::Refused {
+                    cause: "namespace tenants is not allowed".into(),
+                });
+            },
+            ClaimDecision::TenantNotAllowed {
+                cause: "namespace tenants is not allowed".into(),
+            },
+        ),
+    ]
+}
+
 #[test]
 fn each_set_of_facts_gets_its_decision_in_the_protocols_guard_order() {
     let cases = [
@@ -580,6 +680,7 @@ fn each_set_of_facts_gets_its_decision_in_the_protocols_guard_order() {
         recorded_cases(),
         admission_cases(),
         choice_cases(),
+        observe_cases(),
     ];
     for (name, change, want) in cases.into_iter().flatten() {
         let mut f = ready();

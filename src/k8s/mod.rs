@@ -16,6 +16,7 @@ pub mod live;
 #[cfg(test)]
 pub mod mock;
 pub mod namespaces;
+pub mod observe;
 pub mod params;
 pub mod rate;
 pub mod source_claims;

@@ -3,7 +3,7 @@
 //! | outcome | phase | Ready / Bound | Stalled / Reconciling |
 //! |---|---|---|---|
 //! | bound | Bound | True `Bound` | absent |
-//! | pending, retried: `ConfigMissing`, `PoolExhausted`, `Progressing`, `InventoryUnavailable`, `Paused` | Pending | False, reason | Reconciling=True |
+//! | pending, retried: `ConfigMissing`, `PoolExhausted`, `Progressing`, `InventoryUnavailable`, `Paused`, `Observing` | Pending | False, reason | Reconciling=True |
 //! | pending, terminal: `ConfigInvalid`, `NoMatchingRule`, `AmbiguousMatch`, `MissingProvider`, `UnknownPlan`, `BindingNotTenant` | Pending | False, reason | Stalled=True |
 //! | binding lost | Failed | False `BindingLost` | Stalled=True |
 //! | denied by a rule entry | Failed | False `Denied` | Stalled=True |
@@ -47,6 +47,8 @@ pub enum PendingReason {
     BindingNotTenant,
     /// The HapConfig in force is paused: the claim waits until it is unpaused.
     Paused,
+    /// The HapConfig in force observes (`spec.mode: Observe`): the claim waits for `Enforce`.
+    Observing,
 }
 
 impl PendingReason {
@@ -66,6 +68,7 @@ impl PendingReason {
             PendingReason::PinnedBindingUnavailable => reasons::PINNED_BINDING_UNAVAILABLE,
             PendingReason::BindingNotTenant => reasons::BINDING_NOT_TENANT,
             PendingReason::Paused => reasons::PAUSED,
+            PendingReason::Observing => reasons::OBSERVING,
         }
     }
 
@@ -79,6 +82,7 @@ impl PendingReason {
                 | PendingReason::PinnedBindingUnavailable
                 | PendingReason::InventoryUnavailable
                 | PendingReason::Paused
+                | PendingReason::Observing
         )
     }
 }

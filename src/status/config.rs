@@ -61,6 +61,8 @@ pub struct ConfigInputs {
     pub sources: Vec<crate::api::SourceStatus>,
     /// Per dedicated pool: bindings per lifecycle state (issue 22).
     pub pools: Vec<crate::api::PoolLifecycle>,
+    /// In `spec.mode: Observe`: the last observation (`None` when not observing).
+    pub observation: Option<crate::api::ObservationStatus>,
 }
 
 fn list(items: &[String]) -> String {
@@ -142,6 +144,8 @@ pub fn desired_config_status(
     } else {
         c.remove(types::SOURCES_AVAILABLE);
     }
+    let observation = input.observation.as_ref().filter(|_| in_force);
+    super::observation::set_observing_condition(&mut c.list, observation, c.gen_, now);
     assemble(input, c.list, observed, totals)
 }
 
@@ -316,6 +320,7 @@ fn assemble(
         last_refresh_time: input.last_refresh_time.clone(),
         request_sources: kept(in_force, &input.sources),
         pools: kept(in_force, &input.pools),
+        observation: input.observation.clone().filter(|_| in_force),
     }
 }
 

@@ -10,6 +10,7 @@ mod claim;
 mod compact;
 mod config;
 mod lifecycle;
+mod observation;
 pub mod observe;
 mod pause;
 mod sources;
@@ -29,6 +30,7 @@ pub use lifecycle::{
     ACCOUNTS_HEALTHY, cleanup_failed_events, cordon_event, pool_low_event, set_accounts_condition,
     set_pool_low_condition, suspect_event,
 };
+pub use observation::{MAX_DISAGREEMENTS, disagreement_events, observation, observation_due};
 pub use pause::{
     DEFAULT_PAUSED_ALERT_AFTER, PAUSED, PAUSED_ALERT_AFTER, Pause, paused_alert_after, paused_by,
     paused_since, set_paused_condition,

@@ -115,12 +115,6 @@ async fn decide(
     started: Instant,
 ) -> (AdmissionResponse, &'static str) {
     let resp = AdmissionResponse::from(req);
-    if !hook.is_ready() {
-        return deny(
-            resp,
-            "hap-operator is starting (its caches have not synced yet); retry".into(),
-        );
-    }
     let to_value =
         |o: &Option<DynamicObject>| o.as_ref().and_then(|o| serde_json::to_value(o).ok());
     let Some(object) = to_value(&req.object) else {
@@ -140,7 +134,17 @@ async fn decide(
         object: &object,
         old_object: old.as_ref(),
     };
-    let active = match hook.resolver.resolve() {
+    let state = hook.resolver.resolve();
+    if observing(&state) {
+        return allow(resp, record_ops(&request, &[], None), Vec::new());
+    }
+    if !hook.is_ready() {
+        return deny(
+            resp,
+            "hap-operator is starting (its caches have not synced yet); retry".into(),
+        );
+    }
+    let active = match state {
         ConfigState::Active { active, .. } => active,
         // No rules in force: no source is in force either.
         _ => return allow(resp, record_ops(&request, &[], None), Vec::new()),
@@ -182,6 +186,13 @@ async fn decide(
         }
         Err(message) => deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED)),
     }
+}
+
+/// Whether the config in force observes (`spec.mode: Observe`) beside another account pool:
+/// that pool's requests must not depend on this operator, so they pass untouched (no claim, no
+/// adoption), whatever the caches.
+fn observing(state: &ConfigState) -> bool {
+    matches!(state, ConfigState::Active { active, .. } if active.spec.is_observing())
 }
 
 /// The source pass will claim for this object once it is stored: the policy is decided now,

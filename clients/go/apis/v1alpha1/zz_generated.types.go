@@ -46,8 +46,12 @@ type HapConfigSpec struct {
 	LabelKeys *HapConfigSpecLabelKeys `json:"labelKeys,omitempty"`
 	// The older four-property rule format (`plan[:region];...` per property). Exclusive with `rules`.
 	LegacyRules *HapConfigSpecLegacyRules `json:"legacyRules,omitempty"`
+	// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request sources untouched, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field.
+	Mode *HapConfigSpecMode `json:"mode,omitempty"`
 	// Several accounts per global account, filled most-populated-first under per-provider limits.
 	MultiHyperscalerAccount *HapConfigSpecMultiHyperscalerAccount `json:"multiHyperscalerAccount,omitempty"`
+	// In `Observe` mode: the namespace of KEB's Runtimes (in the operator's cluster) that the observation reads besides Shoots and AccountClaims. Default `kcp-system`.
+	ObserveRuntimeNamespace *string `json:"observeRuntimeNamespace,omitempty"`
 	// Hold (as during a migration): while `true` nothing is written on bindings; new claims wait with reason `Paused`, releases wait, and the admission webhook refuses new requests of request sources with reason `Paused`. Setting it back to `false` resumes everything.
 	Paused *bool `json:"paused,omitempty"`
 	// Global accounts pinned to named bindings (optionally per pool): the binding is used or claimed for that tenant only, and reported when it is missing or held by another tenant.
@@ -92,6 +96,8 @@ type HapConfigStatus struct {
 	FreeBindings *int64 `json:"freeBindings,omitempty"`
 	// When the in-memory state was last rebuilt from the cluster.
 	LastRefreshTime *metav1.Time `json:"lastRefreshTime,omitempty"`
+	// In `Observe` mode: what the operator would have chosen for every request of the landscape against the binding in use, as of the last resync.
+	Observation *HapConfigStatusObservation `json:"observation,omitempty"`
 	// The generation this status describes.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// Bindings labelled for a tenant that no claim or Shoot uses.
@@ -137,6 +143,14 @@ type HapConfigSpecLegacyRules struct {
 	// Plans (optionally `plan:platformRegion`) that use the shared pool.
 	SharedRule *string `json:"sharedRule,omitempty"`
 }
+
+// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request sources untouched, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field.
+type HapConfigSpecMode string
+
+const (
+	HapConfigSpecModeObserve HapConfigSpecMode = "Observe"
+	HapConfigSpecModeEnforce HapConfigSpecMode = "Enforce"
+)
 
 // Several accounts per global account, filled most-populated-first under per-provider limits.
 type HapConfigSpecMultiHyperscalerAccount struct {
@@ -256,8 +270,12 @@ type HapConfigStatusActiveSpec struct {
 	LabelKeys *HapConfigStatusActiveSpecLabelKeys `json:"labelKeys,omitempty"`
 	// The older four-property rule format (`plan[:region];...` per property). Exclusive with `rules`.
 	LegacyRules *HapConfigStatusActiveSpecLegacyRules `json:"legacyRules,omitempty"`
+	// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request sources untouched, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field.
+	Mode *HapConfigStatusActiveSpecMode `json:"mode,omitempty"`
 	// Several accounts per global account, filled most-populated-first under per-provider limits.
 	MultiHyperscalerAccount *HapConfigStatusActiveSpecMultiHyperscalerAccount `json:"multiHyperscalerAccount,omitempty"`
+	// In `Observe` mode: the namespace of KEB's Runtimes (in the operator's cluster) that the observation reads besides Shoots and AccountClaims. Default `kcp-system`.
+	ObserveRuntimeNamespace *string `json:"observeRuntimeNamespace,omitempty"`
 	// Hold (as during a migration): while `true` nothing is written on bindings; new claims wait with reason `Paused`, releases wait, and the admission webhook refuses new requests of request sources with reason `Paused`. Setting it back to `false` resumes everything.
 	Paused *bool `json:"paused,omitempty"`
 	// Global accounts pinned to named bindings (optionally per pool): the binding is used or claimed for that tenant only, and reported when it is missing or held by another tenant.
@@ -314,6 +332,22 @@ type HapConfigStatusCondition struct {
 	Type string `json:"type"`
 }
 
+// In `Observe` mode: what the operator would have chosen for every request of the landscape against the binding in use, as of the last resync.
+type HapConfigStatusObservation struct {
+	// Requests the operator would decide differently (`OtherPool`, `NotAdoptable`, `Refused`), the first 20 by kind and name.
+	Disagreements []HapConfigStatusObservationDisagreement `json:"disagreements,omitempty"`
+	// Why some requests could not be read (e.g. the Runtime CRD is not installed).
+	Note *string `json:"note,omitempty"`
+	// The generation whose rules decided it.
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// How many requests were compared (Shoots, Runtimes, AccountClaims).
+	Requests int64 `json:"requests"`
+	// When the landscape was last read (once per `--resync`, and on every new generation).
+	Time *metav1.Time `json:"time,omitempty"`
+	// Requests per verdict: `Agrees`, `OtherPool`, `NotAdoptable`, `Refused`, `WouldServe`, `TenancyOnly`.
+	Verdicts map[string]int64 `json:"verdicts,omitempty"`
+}
+
 // A binding labelled for a tenant that no claim or Shoot uses.
 type HapConfigStatusOrphan struct {
 	Binding         string `json:"binding"`
@@ -337,6 +371,8 @@ type HapConfigStatusPool struct {
 	ClaimRatePerDay *string `json:"claimRatePerDay,omitempty"`
 	// Bindings claimed in the pool during the claim-rate window (seen by this process).
 	ClaimsInWindow *int64 `json:"claimsInWindow,omitempty"`
+	// Bindings the cleanup job marked `accountpool.io/cleanup-failed=true`, the first ones by name (at most 10), with the job's reason.
+	CleanupFailed []HapConfigStatusPoolCleanupFailedItem `json:"cleanupFailed,omitempty"`
 	// Cordoned bindings, the first ones by name (at most 10), with the reason given.
 	Cordoned []HapConfigStatusPoolCordonedItem `json:"cordoned,omitempty"`
 	// Days until no binding is free at that rate, one decimal; absent while nothing is claimed.
@@ -347,7 +383,7 @@ type HapConfigStatusPool struct {
 	MinFree *int64 `json:"minFree,omitempty"`
 	// When the longest-waiting dirty binding was first seen dirty by this operator process (a restart starts the clock again).
 	OldestDirtySince *metav1.Time `json:"oldestDirtySince,omitempty"`
-	// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, Suspect, InUseWithoutTenant, Internal (every state listed, zero included).
+	// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal (every state listed, zero included).
 	States map[string]int64 `json:"states"`
 	// Suspect bindings, the first ones by name (at most 10), with the codes seen.
 	Suspect []HapConfigStatusPoolSuspectItem `json:"suspect,omitempty"`
@@ -525,6 +561,14 @@ type HapConfigStatusActiveSpecLegacyRules struct {
 	SharedRule *string `json:"sharedRule,omitempty"`
 }
 
+// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request sources untouched, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field.
+type HapConfigStatusActiveSpecMode string
+
+const (
+	HapConfigStatusActiveSpecModeObserve HapConfigStatusActiveSpecMode = "Observe"
+	HapConfigStatusActiveSpecModeEnforce HapConfigStatusActiveSpecMode = "Enforce"
+)
+
 // Several accounts per global account, filled most-populated-first under per-provider limits.
 type HapConfigStatusActiveSpecMultiHyperscalerAccount struct {
 	// Global accounts that may hold several accounts per pool: `["*"]` all, `[]` none.
@@ -627,6 +671,33 @@ type HapConfigStatusActiveSpecSuspect struct {
 type HapConfigStatusActiveSpecTenants struct {
 	// Allow rules; a request needs one rule all of whose conditions hold. Order does not matter.
 	Rules []HapConfigStatusActiveSpecTenantsRule `json:"rules"`
+}
+
+// One request the operator would decide differently from what is in use.
+type HapConfigStatusObservationDisagreement struct {
+	// The binding the request uses now.
+	BindingInUse *string `json:"bindingInUse,omitempty"`
+	// `Runtime`, `Shoot` or `AccountClaim`.
+	Kind string `json:"kind"`
+	// Why, as `hap migrate --report` says it.
+	Message string `json:"message"`
+	// The request's `namespace/name`.
+	Request string `json:"request"`
+	// The global account it is for (empty when it names none).
+	Tenant string `json:"tenant"`
+	// `OtherPool`, `NotAdoptable` or `Refused`.
+	Verdict string `json:"verdict"`
+	// The pools the operator's rules give the request, in order (empty when refused).
+	WouldChoose []string `json:"wouldChoose,omitempty"`
+}
+
+// A binding the cleanup job could not wipe.
+type HapConfigStatusPoolCleanupFailedItem struct {
+	Binding string `json:"binding"`
+	// The `accountpool.io/cleanup-failed-reason` annotation, or empty.
+	Reason string `json:"reason"`
+	// The tenant label it still carries (the tenant whose account was to be wiped), if any.
+	Tenant *string `json:"tenant,omitempty"`
 }
 
 // A binding an operator cordoned.
