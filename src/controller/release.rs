@@ -27,7 +27,7 @@ use crate::labels::CLAIMED_BY;
 use crate::labels::ResolvedLabelKeys;
 use crate::pools::{ClaimView, claim_view};
 use crate::release::{KeepReason, Origin, Presence, Release, decide_release};
-use crate::selection::Choice;
+use crate::selection::{Choice, InFlight};
 use crate::sources::naming::{ANNOTATION_SOURCE, SourceRef};
 use crate::status::{ClaimOutcome, release_blocked_for};
 
@@ -496,15 +496,21 @@ fn object_name(annotation: &str) -> Option<String> {
     (!name.is_empty()).then(|| name.to_string())
 }
 
-/// Whether releasing the claim may write a binding: it records one, or a claim write of it is
-/// still in flight. A claim that never got a binding is let go even while paused.
+/// Whether releasing the claim may write a binding: it records one, a claim write of it is
+/// still in flight, its claim write won a binding its status does not show (a status write that
+/// failed), or an assignment of it was written. Every binding `release::written_for` can hand the
+/// release counts: a claim that got one just before a pause or a switch to Observe and was
+/// deleting then would otherwise be released onto that binding while nothing may be written. A
+/// claim that never got a binding is let go even while paused.
 fn holds_binding(ctx: &Context, view: &ClaimView) -> bool {
+    holds_binding_in(view, &ctx.ledger().inflight, Instant::now())
+}
+
+fn holds_binding_in(view: &ClaimView, inflight: &InFlight, now: Instant) -> bool {
     view.bound_binding.is_some()
-        || ctx
-            .ledger()
-            .inflight
-            .claim_made_by(&view.uid, Instant::now())
-            .is_some()
+        || inflight.claim_made_by(&view.uid, now).is_some()
+        || inflight.won_by(&view.uid, now).is_some()
+        || inflight.assignment_of(&view.uid, now).is_some()
 }
 
 /// While the config is paused or observing a release writes nothing: `Released=False` reason
@@ -644,6 +650,34 @@ async fn release_blocked(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A claim whose claim write won a binding and whose Bound status write was refused is
+    /// deleted while the config holds binding writes: its release must wait, not mark the binding
+    /// its won write holds dirty (it did: `holds_binding` looked only at the status and the claim
+    /// write in flight).
+    #[test]
+    fn a_claim_whose_won_write_its_status_does_not_show_holds_its_binding() {
+        use crate::pools::tests::claim;
+        let now = Instant::now();
+        let mut fl = InFlight::default();
+        let c = claim("c1", "ga", None, None);
+        assert!(!holds_binding_in(&c, &fl, now), "nothing written yet");
+        let choice = Choice::Claim {
+            binding: "b1".into(),
+            expected_resource_version: Some("7".into()),
+        };
+        fl.record(&c, &crate::controller::fixtures::aws_pool(), &choice, now);
+        fl.claim_written("b1", now);
+        fl.assignment_failed(&c.uid);
+        // The index shows the won write: the claim write is no longer in flight.
+        fl.observe_binding("b1", None);
+        assert!(
+            fl.claim_made_by(&c.uid, now).is_none(),
+            "settled by the index"
+        );
+        assert_eq!(fl.won_by(&c.uid, now), Some("b1"));
+        assert!(holds_binding_in(&c, &fl, now));
+    }
 
     #[test]
     fn the_object_name_is_read_from_the_source_annotation() {
