@@ -195,6 +195,16 @@ pub fn is_cleanup_failed(labels: &impl crate::labels::LabelLookup) -> bool {
     labels.label(CLEANUP_FAILED).map(String::as_str) == Some("true")
 }
 
+/// Whether the cleanup job's mark keeps `cluster` off `binding`: a binding whose cleanup failed
+/// may still hold the last tenant's resources, and the job clears `dirty` and the tenant before
+/// its mark, so a tenant that still shows on a marked binding gets no new cluster there either. A
+/// cluster already counted there stays.
+pub fn closed_to(inv: &super::Inventory, binding: &str, cluster: &str) -> bool {
+    inv.binding(binding)
+        .is_some_and(|e| is_cleanup_failed(&e.view.labels))
+        && !inv.clusters_on(binding).contains(cluster)
+}
+
 /// Whether a person's or the cleanup job's label keeps new tenants off an unclaimed binding.
 pub fn withheld(labels: &impl crate::labels::LabelLookup) -> bool {
     is_cordoned(labels) || is_cleanup_failed(labels)

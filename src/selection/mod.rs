@@ -444,7 +444,11 @@ fn own_bindings<'a>(
     // replaced (it may fail, and the tenant would hold two): the tenant's claims wait for it.
     let mut writing = None;
     let mut mine: BTreeSet<&str> = BTreeSet::new();
+    let cluster = req.claim.cluster_name();
     for b in inv.owned_by(pool, ga) {
+        if crate::pools::lifecycle::closed_to(inv, b, &cluster) {
+            continue;
+        }
         if claimant::stray_claimant(inv, inflight, b, now).is_some() {
             // Never used, and on its way back to the pool (`claimant::stray_claimant`).
             continue;

@@ -88,6 +88,14 @@ fn unavailable(pin: &PinRule, inv: &Inventory, ga: &str, pool: &PoolKey) -> Opti
         ));
     }
     match class {
+        BindingClass::Owned { tenant }
+            if tenant == ga && crate::pools::lifecycle::is_cleanup_failed(&entry.view.labels) =>
+        {
+            Some(format!(
+                "binding {b} is marked {}=true by the cleanup job; no new cluster goes there until the job removes the mark",
+                crate::pools::lifecycle::CLEANUP_FAILED
+            ))
+        }
         BindingClass::Owned { tenant } if tenant == ga => None,
         BindingClass::Claimable if !inv.clusters_on(b).is_empty() => Some(format!(
             "binding {b} carries no tenant but a cluster uses it ({}); it is never claimed while in use",

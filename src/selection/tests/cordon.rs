@@ -109,3 +109,27 @@ fn a_binding_marked_cleanup_failed_is_never_claimed_and_the_message_says_why() {
         other => panic!("expected a claim of b, got {other:?}"),
     }
 }
+
+/// The cleanup job clears `dirty`, then the tenant, then its mark: between the first two writes
+/// the binding shows the tenant, not dirty, and marked. The tenant's next cluster must not go
+/// onto it (it was reused there: an account whose wipe failed got a new cluster), while a
+/// cluster already counted there keeps it.
+#[test]
+fn a_tenant_gets_no_new_cluster_on_its_binding_whose_cleanup_failed() {
+    use crate::pools::lifecycle::CLEANUP_FAILED;
+    let p = pool("aws", false, false);
+    let marked = binding(
+        "a",
+        &[
+            ("hyperscalerType", "aws"),
+            ("tenantName", "ga"),
+            (CLEANUP_FAILED, "true"),
+        ],
+    );
+    let c = claim("c", "ga", Some("s-new"), None);
+    let inv = inventory(vec![marked.clone(), binding("b", AWS)], vec![], vec![]);
+    match pick(&inv, &InFlight::default(), &c, &p, &policy(&[], &[])) {
+        Choice::Claim { binding, .. } => assert_eq!(binding, "b"),
+        other => panic!("expected a claim of b, not a use of the marked a: {other:?}"),
+    }
+}
