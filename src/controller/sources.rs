@@ -299,16 +299,24 @@ pub(super) async fn pass(ctx: &Context, resynced: bool) {
     if let Ok(mut d) = ctx.sources.done.lock() {
         *d = plan.actions.is_empty().then_some(now);
     }
-    // Observing: the plan is reported in the statuses, and nothing of it is carried out.
-    if active.spec.is_observing() {
-        return;
-    }
+    let observing = active.spec.is_observing();
     let writes = SourceWrites::new(ctx.writer.clone());
     for action in plan.actions {
+        if observing && !carried_out_while_observing(&action) {
+            continue;
+        }
         if let Err(e) = act(ctx, &writes, &claim_ns, action).await {
             tracing::warn!(error = %e, cause = ?std::error::Error::source(&e).map(ToString::to_string), "request source action failed; retrying on the next pass");
         }
     }
+}
+
+/// Observing, the plan is reported in the statuses and carried out only where it writes no
+/// binding and takes on no request: the claim of an object that is gone is still deleted (its
+/// release then waits for Enforce). Kept, such a claim was relabelled onto a new object of the
+/// same name after the cutover, and held its binding for a cluster that was not there.
+fn carried_out_while_observing(action: &Action) -> bool {
+    matches!(action, Action::DeleteIfGone { .. })
 }
 
 async fn act(
@@ -451,6 +459,36 @@ mod tests {
     use kube::Resource;
 
     use super::*;
+
+    /// While observing only the clean-up of a claim whose object is gone runs: no claim is
+    /// created or relabelled and no ClusterConfig written (it skipped every action before, so a
+    /// stale claim outlived its object and was relabelled onto a new one after the cutover).
+    #[test]
+    fn observing_the_pass_only_deletes_claims_whose_object_is_gone() {
+        let source = SourceRef {
+            source_id: "id".into(),
+            kind: SourceKind::Runtime,
+            namespace: "kcp-system".into(),
+            name: Some("rt".into()),
+            uid: None,
+        };
+        let gone = Action::DeleteIfGone {
+            claim: "c".into(),
+            uid: None,
+            source,
+            cluster_configs: vec![],
+        };
+        assert!(carried_out_while_observing(&gone));
+        let create = Action::CreateClaim {
+            claim: serde_json::json!({}),
+        };
+        let label = Action::LabelClaim {
+            name: "c".into(),
+            labels: Default::default(),
+        };
+        assert!(!carried_out_while_observing(&create));
+        assert!(!carried_out_while_observing(&label));
+    }
 
     fn stamp(claims: u64, events: u64) -> Stamp {
         Stamp {
