@@ -432,6 +432,14 @@ async fn every_state_landscape(hap: &Hap) -> String {
             aws(&[("tenantName", "ga-3"), ("dirty", "true")]),
         ),
         ("aws-cord", aws(&[("accountpool.io/cordoned", "true")])),
+        (
+            "aws-failed",
+            aws(&[
+                ("tenantName", "ga-4"),
+                ("dirty", "true"),
+                ("accountpool.io/cleanup-failed", "true"),
+            ]),
+        ),
         ("aws-used", aws(&[])),
         ("aws-int", aws(&[("internal", "true")])),
     ] {
@@ -475,6 +483,7 @@ async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
         "Dirty",
         "CoolingDown",
         "Cordoned",
+        "CleanupFailed",
         "Suspect",
         "InUseWithoutTenant",
         "Internal",
@@ -525,7 +534,7 @@ async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
     assert_eq!(
         row.last().copied(),
         Some(
-            "Free=1,Claimed=1,Dirty=1,CoolingDown=1,Cordoned=1,Suspect=1,InUseWithoutTenant=1,Internal=1"
+            "Free=1,Claimed=1,Dirty=1,CoolingDown=1,Cordoned=1,CleanupFailed=1,Suspect=1,InUseWithoutTenant=1,Internal=1"
         ),
         "{out}"
     );
@@ -664,6 +673,7 @@ async fn kubectl_hap_bindings_lists_filters_and_watches_every_binding() {
         ("aws-cool", "CoolingDown"),
         ("aws-cord", "Cordoned"),
         ("aws-dirty", "Dirty"),
+        ("aws-failed", "CleanupFailed"),
         ("aws-free", "Free"),
         ("aws-int", "Internal"),
         ("aws-suspect", "Suspect"),
@@ -700,7 +710,7 @@ async fn kubectl_hap_bindings_lists_filters_and_watches_every_binding() {
         names(&list(&["--state", "Cordoned,suspect"])),
         ["aws-cord", "aws-suspect"]
     );
-    assert_eq!(names(&list(&["--pool", "aws"])).len(), 8);
+    assert_eq!(names(&list(&["--pool", "aws"])).len(), 9);
     assert_eq!(names(&list(&["--pool", "gcp"])), Vec::<String>::new());
     assert_eq!(names(&list(&["-l", "tenantName=ga-2"])), ["aws-suspect"]);
     assert_eq!(
@@ -718,7 +728,7 @@ async fn kubectl_hap_bindings_lists_filters_and_watches_every_binding() {
     assert_eq!(from_yaml, all);
     let (code, table, err) = kubectl_hap(&["bindings", "--config", config]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(table.lines().count(), 9, "{table}");
+    assert_eq!(table.lines().count(), 10, "{table}");
     assert_eq!(table_row(&table, "aws-cool")[2], "CoolingDown");
     assert_eq!(table_row(&table, "aws-cool")[6], released);
     let (code, wide, err) = kubectl_hap(&["bindings", "--config", config, "-o", "wide"]);
