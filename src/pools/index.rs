@@ -137,6 +137,7 @@ impl Inventory {
         self.bindings.clear();
         self.accounts.clear();
         self.shared.clear();
+        self.multi.clear();
         self.tallies.reset();
         self.life.clear_parts();
         for view in all {
@@ -182,6 +183,7 @@ impl Inventory {
         self.bindings.clear();
         self.accounts.clear();
         self.shared.clear();
+        self.multi.clear();
         self.pools.clear();
         self.tallies.reset();
         self.life.clear_bindings();
@@ -643,9 +645,15 @@ impl Inventory {
                 members.insert(name.to_string());
             } else {
                 members.remove(name);
-                if members.is_empty() {
-                    inv.accounts.remove(&a);
-                }
+            }
+            let n = members.len();
+            if n == 0 {
+                inv.accounts.remove(&a);
+            }
+            if n >= 2 {
+                inv.multi.insert(a);
+            } else {
+                inv.multi.remove(&a);
             }
             inv.refresh_shared(a);
         });

@@ -198,6 +198,8 @@ pub struct Inventory {
     /// Per credential two or more bindings reference: the union of their `clusters`
     /// (`clusters_on` reads it; an account of one binding reads that binding's own).
     shared: HashMap<Account, SmallMap<u32>>,
+    /// The credentials two or more indexed bindings reference (reported, `bindings_in_use`).
+    multi: BTreeSet<Account>,
     pools: BTreeMap<PoolKey, PoolMembers>,
     clusters: HashMap<String, SmallMap<u32>>,
     cluster_bindings: HashMap<String, SmallMap<u32>>,

@@ -423,6 +423,17 @@ fn a_shoot_on_a_force_migrated_binding_counts_on_the_pool_bindings_account() {
     );
     let p = pool("aws", false, false);
     assert_eq!(inv.figures(&p).clusters, 1);
+    // Reported under the pool binding's pool.
+    let shared: Vec<_> = inv
+        .bindings_in_use()
+        .into_iter()
+        .filter(|u| u.reason == crate::pools::figures::SHARED_ACCOUNT)
+        .collect();
+    assert_eq!(shared.len(), 1);
+    assert_eq!(
+        (shared[0].count, shared[0].bindings.clone()),
+        (1, vec!["force-migrated-aws-01".to_string()])
+    );
     // Held and used: not an orphan.
     assert!(inv.orphans(&Default::default()).is_empty());
     // The Shoot goes: the account is free of clusters again.
