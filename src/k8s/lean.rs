@@ -416,6 +416,29 @@ mod tests {
     }
 
     #[test]
+    fn a_binding_keeps_the_account_of_its_reference_and_not_the_reference() {
+        let decode =
+            |v: serde_json::Value| serde_json::from_value::<LeanObject>(v).expect("decodes");
+        let cb = decode(serde_json::json!({
+            "apiVersion": "security.gardener.cloud/v1alpha1", "kind": "CredentialsBinding",
+            "metadata": {"name": "force-migrated-aws-01", "namespace": "garden-kyma"},
+            "provider": {"type": "aws"},
+            "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": "aws-01", "namespace": "garden-kyma"},
+        }));
+        let sb = decode(serde_json::json!({
+            "apiVersion": "core.gardener.cloud/v1beta1", "kind": "SecretBinding",
+            "metadata": {"name": "aws-01", "namespace": "garden-kyma"},
+            "provider": {"type": "aws"},
+            "secretRef": {"name": "aws-01"},
+        }));
+        assert!(cb.account().is_some());
+        assert_eq!(cb.account(), sb.account());
+        assert_eq!(sb.credentials(), CredentialsKind::Secret);
+        let view = crate::pools::binding_view(&cb, cb.credentials()).with_account(cb.account());
+        assert_eq!(view.account, cb.account());
+    }
+
+    #[test]
     fn a_binding_keeps_the_kind_of_its_credentials_only() {
         let binding = |r: serde_json::Value| {
             let json = serde_json::json!({
