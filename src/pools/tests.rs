@@ -466,3 +466,14 @@ fn a_binding_whose_sibling_a_tenant_holds_is_held_by_that_tenant() {
     assert_eq!(inv.account_held_by_sibling("aws-01"), None);
     assert_eq!(inv.account_held_by_sibling("aws-02"), None);
 }
+
+#[test]
+fn a_binding_view_keeps_its_account_in_eight_bytes() {
+    // 112 bytes without the account: it adds 8, and no heap.
+    assert_eq!(std::mem::size_of::<Option<crate::pools::Account>>(), 8);
+    assert!(
+        std::mem::size_of::<BindingView>() <= 120,
+        "{}",
+        std::mem::size_of::<BindingView>()
+    );
+}
