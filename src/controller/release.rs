@@ -197,19 +197,7 @@ async fn act(
             );
             Ok(wait(Duration::from_secs(5)))
         }
-        Release::WaitForSibling {
-            binding,
-            sibling,
-            clusters,
-        } => {
-            let cause = format!(
-                "binding {binding} is not released while binding {sibling}, which references \
-                 the same credential, is used by {}: the account is one; the release goes on \
-                 once no binding of the credential has a cluster",
-                clusters.join(", ")
-            );
-            blocked(claim, ctx, key, ACCOUNT_IN_USE, cause).await
-        }
+        w @ Release::WaitForSibling { .. } => sibling_waiting(claim, ctx, key, &w).await,
         Release::WaitForSource { binding } => {
             object_exists(claim, ctx, &binding).await?;
             Ok(wait(Duration::from_secs(5)))
@@ -337,6 +325,31 @@ async fn recorded_use_waiting(
     );
     write_outcome(claim, ctx, &ClaimOutcome::ReleaseBlocked { reason, cause }).await?;
     Ok(Some(Action::requeue(ctx.backoff.next(key))))
+}
+
+/// A release waiting while another binding of the same credential has clusters
+/// (`Release::WaitForSibling`): `Released=False`, reason `AccountInUseByBinding`.
+async fn sibling_waiting(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    wait: &Release,
+) -> Result<Option<Action>, ClaimError> {
+    let Release::WaitForSibling {
+        binding,
+        sibling,
+        clusters,
+    } = wait
+    else {
+        return Ok(Some(Action::requeue(ctx.backoff.next(key))));
+    };
+    let cause = format!(
+        "binding {binding} is not released while binding {sibling}, which references the same \
+         credential, is used by {}: the account is one; the release goes on once no binding of \
+         the credential has a cluster",
+        clusters.join(", ")
+    );
+    blocked(claim, ctx, key, ACCOUNT_IN_USE, cause).await
 }
 
 /// A release that waits for something the claim's status names: `Released=False` with `reason`
