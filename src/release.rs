@@ -19,6 +19,11 @@
 //!    "other clusters" check so that two claims deleted together, each seeing the other's live
 //!    Shoot, do not both step aside and leave the binding claimed by nobody; the last one to lose
 //!    its Shoot releases. A Shoot of that name on another binding is another cluster's business.
+//!    The same when a Shoot or claim uses another binding of the same credential (Gardener's
+//!    forced migration moves Shoots off a SecretBinding onto a CredentialsBinding, perhaps a new
+//!    unlabelled `force-migrated-<name>` one): the account is one, and marking it dirty, or
+//!    freeing it, would hand it to the cleanup job or a new tenant under a live cluster. Wait
+//!    (`WaitForSibling`) until no binding of the credential has a cluster.
 //! 7. Any other cluster uses the binding — a Shoot, or a non-deleting bound claim (even one for a
 //!    cluster of the same name, about to be created again): keep.
 //!    Else, while this replica assigns another claim to it, or the binding's records
@@ -88,6 +93,13 @@ pub enum Release {
     Keep(KeepReason),
     /// The claim's Shoot still exists; keep the finalizer and look again later.
     WaitForShoot { shoot: String },
+    /// Another binding of the same credential, `sibling`, still has clusters (`clusters`, by
+    /// name): the account is in use; keep the finalizer and look again later.
+    WaitForSibling {
+        binding: String,
+        sibling: String,
+        clusters: Vec<String>,
+    },
     /// A write of this claim on `binding` has no outcome the index shows yet; look again later.
     WaitForWrite { binding: String },
     /// Nothing else uses `binding`, but this replica assigns claims to it, or its records name
@@ -210,6 +222,9 @@ pub fn decide_release(
             shoot: shoot.clone(),
         };
     }
+    if let Some(wait) = sibling_in_use(inv, name) {
+        return wait;
+    }
     let clusters = other_users(claim, inv, name);
     if clusters > 0 {
         return keep(KeepReason::InUse { clusters });
@@ -285,6 +300,24 @@ fn other_users(claim: &ClaimView, inv: &Inventory, binding: &str) -> usize {
     users.len()
 }
 
+/// The first other binding of `binding`'s credential that a cluster uses — a Shoot naming it,
+/// or a claim bound to it — as the wait it causes.
+fn sibling_in_use(inv: &Inventory, binding: &str) -> Option<Release> {
+    inv.siblings(binding).find_map(|sibling| {
+        let mut clusters: BTreeSet<String> = inv
+            .clusters_on_binding(sibling)
+            .iter()
+            .map(str::to_string)
+            .collect();
+        clusters.extend(inv.claims_on(sibling).iter().map(|(_, c)| c.clone()));
+        (!clusters.is_empty()).then(|| Release::WaitForSibling {
+            binding: binding.to_string(),
+            sibling: sibling.to_string(),
+            clusters: clusters.into_iter().collect(),
+        })
+    })
+}
+
 /// Steps 8 and 9: how `binding`, which nothing keeps any more, is released. `alone`: its
 /// claimed-by label names the releasing claim.
 fn release(
@@ -313,13 +346,14 @@ fn release(
     }
 }
 
-/// Whether a Shoot in the index names `binding`. On the first pass steps 6 and 7 have ruled that
-/// out already; a repeated release (step 4) skips them.
+/// Whether a Shoot in the index names `binding` or another binding of its credential. On the
+/// first pass steps 6 and 7 have ruled that out already; a repeated release (step 4) skips them.
 fn shoot_on(inv: &Inventory, binding: &str) -> bool {
-    inv.clusters_on(binding).iter().any(|c| {
-        inv.shoot(c)
-            .is_some_and(|s| s.binding.as_deref() == Some(binding))
-    })
+    let names =
+        |b: Option<&str>| b.is_some_and(|b| b == binding || inv.siblings(binding).any(|s| s == b));
+    inv.clusters_on(binding)
+        .iter()
+        .any(|c| inv.shoot(c).is_some_and(|s| names(s.binding.as_deref())))
 }
 
 /// For a claim without a recorded binding: the binding its own claim write won (`Ok(Some)`),
@@ -392,6 +426,37 @@ mod tests {
             binding: b.into(),
             expected_resource_version: Some(format!("rv-{b}")),
         }
+    }
+
+    #[test]
+    fn a_release_waits_while_another_binding_of_the_credential_has_the_shoot() {
+        use crate::pools::tests::on_secret;
+        let c = deleting("c", "ga", Some("s"), "aws-01");
+        let pool_binding = on_secret(owned("aws-01", "ga", &[]), "aws-01");
+        let migrated = on_secret(binding("force-migrated-aws-01", &[]), "aws-01");
+        // The claim's own Shoot, and another cluster, moved by Gardener's forced migration.
+        for shoots in [
+            vec![shoot("s", Some("force-migrated-aws-01"))],
+            vec![shoot("other", Some("force-migrated-aws-01"))],
+        ] {
+            let want = shoots.iter().map(|s| s.name.clone()).collect();
+            let inv = inventory(
+                vec![pool_binding.clone(), migrated.clone()],
+                vec![c.clone()],
+                shoots,
+            );
+            assert_eq!(
+                decide(&c, &inv, ReleaseMode::MarkDirty),
+                Release::WaitForSibling {
+                    binding: "aws-01".into(),
+                    sibling: "force-migrated-aws-01".into(),
+                    clusters: want,
+                }
+            );
+        }
+        // Gone: released as before.
+        let inv = inventory(vec![pool_binding, migrated], vec![c.clone()], vec![]);
+        assert_eq!(decide(&c, &inv, ReleaseMode::MarkDirty), dirty("aws-01"));
     }
 
     #[test]

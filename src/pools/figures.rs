@@ -13,13 +13,19 @@
 //! never claimed while so, or a second tenant would share the cloud account) and dirty ones a
 //! cluster still uses (`DirtyInUse`: the cleanup job would wipe the account under it).
 //!
+//! Bindings that share a credential with a pool binding (`SharedAccount`): Gardener's forced
+//! migration off SecretBindings moves Shoots onto another binding of the same Secret, often a
+//! new unlabelled `force-migrated-<name>` one. Their clusters count on the pool binding's
+//! account and hold its release; they are listed under the pool binding's pool so that people
+//! can label or remove them.
+//!
 //! Orphans are bindings labelled with a tenant that no bound claim and no Shoot uses. Shared,
 //! `internal=true` and dirty bindings are left out: shared and internal ones are not the
 //! operator's to hand out, and a dirty binding without clusters is exactly what the cleanup job
 //! is waiting for, not a leak. Bindings the controller is writing right now (in flight) are
 //! passed in so that a claim made a moment ago does not flash up as an orphan.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::Inventory;
 use crate::api::{BindingsInUse, OrphanStatus, PoolFigures};
@@ -27,6 +33,8 @@ use crate::labels::PoolKey;
 
 // The reasons are the tallies' words: they count per reason, the figures only read.
 pub use super::tallies::{DIRTY_IN_USE, IN_USE_WITHOUT_TENANT};
+/// The reason of the bindings that reference the credential of a binding of the pool.
+pub const SHARED_ACCOUNT: &str = "SharedAccount";
 /// Bindings named per pool and reason; the count says how many there are in all.
 pub const IN_USE_NAMED: usize = 10;
 
@@ -43,6 +51,22 @@ fn in_use<'a>(
         reason: reason.to_string(),
         count: count(total),
         bindings: names.take(IN_USE_NAMED).cloned().collect(),
+    }
+}
+
+/// Adds, under the pool of each of `members` (the bindings of one credential) that is in one,
+/// the other members.
+fn add_sharing<'a>(
+    out: &mut BTreeMap<PoolKey, BTreeSet<String>>,
+    members: &[&String],
+    entry: impl Fn(&str) -> Option<&'a super::BindingEntry>,
+) {
+    for m in members {
+        let Some((key, _)) = entry(m).and_then(|e| e.pool.as_ref()) else {
+            continue;
+        };
+        let others = members.iter().filter(|o| *o != m).map(|o| (*o).clone());
+        out.entry(key.clone()).or_default().extend(others);
     }
 }
 
@@ -79,14 +103,26 @@ impl Inventory {
 
     /// Per pool, the bindings clusters use without a tenant and the dirty ones clusters still
     /// use, ordered by pool, reason and name; each list names at most `IN_USE_NAMED` bindings.
+    /// Then, per pool, the bindings that share a credential with one of its bindings
+    /// (`SHARED_ACCOUNT`), walking only the credentials two or more bindings reference.
     pub fn bindings_in_use(&self) -> Vec<BindingsInUse> {
         let mut out = Vec::new();
+        let mut sharing = BTreeMap::new();
+        for a in &self.multi {
+            if let Some(members) = self.accounts.get(a) {
+                let members: Vec<&String> = members.iter().collect();
+                add_sharing(&mut sharing, &members, |b| self.binding(b));
+            }
+        }
         for (key, _) in self.pools() {
             for reason in [IN_USE_WITHOUT_TENANT, DIRTY_IN_USE] {
                 let Some(used) = self.tallies.in_use.get(&(key.clone(), reason)) else {
                     continue;
                 };
                 out.push(in_use(key, reason, used.len(), used.iter()));
+            }
+            if let Some(names) = sharing.get(key) {
+                out.push(in_use(key, SHARED_ACCOUNT, names.len(), names.iter()));
             }
         }
         out
@@ -184,6 +220,17 @@ pub(crate) mod scan {
     /// use, ordered by pool, reason and name; each list names at most `IN_USE_NAMED` bindings.
     pub fn bindings_in_use(inv: &Inventory) -> Vec<BindingsInUse> {
         let mut out = Vec::new();
+        let mut by_account: BTreeMap<crate::pools::Account, Vec<String>> = BTreeMap::new();
+        for e in inv.bindings() {
+            if let Some(a) = e.view.account {
+                by_account.entry(a).or_default().push(e.view.name.clone());
+            }
+        }
+        let mut sharing = BTreeMap::new();
+        for members in by_account.values().filter(|m| m.len() >= 2) {
+            let members: Vec<&String> = members.iter().collect();
+            add_sharing(&mut sharing, &members, |b| inv.binding(b));
+        }
         for (key, m) in inv.pools() {
             for (reason, set) in [
                 (IN_USE_WITHOUT_TENANT, &m.claimable),
@@ -197,6 +244,9 @@ pub(crate) mod scan {
                     continue;
                 }
                 out.push(in_use(key, reason, used.len(), used.into_iter()));
+            }
+            if let Some(names) = sharing.get(key) {
+                out.push(in_use(key, SHARED_ACCOUNT, names.len(), names.iter()));
             }
         }
         out
