@@ -19,13 +19,13 @@
 //!    "other clusters" check so that two claims deleted together, each seeing the other's live
 //!    Shoot, do not both step aside and leave the binding claimed by nobody; the last one to lose
 //!    its Shoot releases. A Shoot of that name on another binding is another cluster's business.
-//!    The same when a Shoot or claim uses another binding of the same credential (Gardener's
-//!    forced migration moves Shoots off a SecretBinding onto a CredentialsBinding, perhaps a new
-//!    unlabelled `force-migrated-<name>` one): the account is one, and marking it dirty, or
-//!    freeing it, would hand it to the cleanup job or a new tenant under a live cluster. Wait
-//!    (`WaitForSibling`) until no binding of the credential has a cluster.
-//! 7. Any other cluster uses the binding — a Shoot, or a non-deleting bound claim (even one for a
-//!    cluster of the same name, about to be created again): keep.
+//!    The same when the claim's own Shoot is on another binding of the same credential
+//!    (Gardener's forced migration moves Shoots off a SecretBinding onto a CredentialsBinding,
+//!    perhaps a new unlabelled `force-migrated-<name>` one): wait for it (`WaitForSibling`).
+//! 7. Any other cluster uses the binding's account — a Shoot on it or on another binding of its
+//!    credential, or a non-deleting claim bound to one of them (even one for a cluster of the
+//!    same name, about to be created again): keep. The account is one; marking it dirty, or
+//!    freeing it, would hand it to the cleanup job or a new tenant under a live cluster.
 //!    Else, while this replica assigns another claim to it, or the binding's records
 //!    (`CLAIMED_BY`, `FILLING`) name another claim of the tenant whose status does not show yet
 //!    (`selection::claimant::recorded_claims`), wait: its use was recorded with a
@@ -93,8 +93,8 @@ pub enum Release {
     Keep(KeepReason),
     /// The claim's Shoot still exists; keep the finalizer and look again later.
     WaitForShoot { shoot: String },
-    /// Another binding of the same credential, `sibling`, still has clusters (`clusters`, by
-    /// name): the account is in use; keep the finalizer and look again later.
+    /// The claim's Shoot (`clusters`) still exists on another binding of the same credential,
+    /// `sibling`; keep the finalizer and look again later.
     WaitForSibling {
         binding: String,
         sibling: String,
@@ -222,7 +222,7 @@ pub fn decide_release(
             shoot: shoot.clone(),
         };
     }
-    if let Some(wait) = sibling_in_use(inv, name) {
+    if let Some(wait) = shoot_on_sibling(claim, inv, name) {
         return wait;
     }
     let clusters = other_users(claim, inv, name);
@@ -291,31 +291,32 @@ fn other_users(claim: &ClaimView, inv: &Inventory, binding: &str) -> usize {
         .filter(|c| **c != own)
         .map(|c| c.to_string())
         .collect();
-    // A claim for a cluster of the claim's own name (re-created, not started yet) is another user.
-    for (uid, cluster) in inv.claims_on(binding) {
-        if *uid != claim.uid {
-            users.insert(cluster.to_string());
+    // A claim for a cluster of the claim's own name (re-created, not started yet) is another
+    // user; so is a claim bound to another binding of the same credential.
+    for b in std::iter::once(binding).chain(inv.siblings(binding)) {
+        for (uid, cluster) in inv.claims_on(b) {
+            if *uid != claim.uid {
+                users.insert(cluster.to_string());
+            }
         }
     }
     users.len()
 }
 
-/// The first other binding of `binding`'s credential that a cluster uses — a Shoot naming it,
-/// or a claim bound to it — as the wait it causes.
-fn sibling_in_use(inv: &Inventory, binding: &str) -> Option<Release> {
-    inv.siblings(binding).find_map(|sibling| {
-        let mut clusters: BTreeSet<String> = inv
-            .clusters_on_binding(sibling)
-            .iter()
-            .map(str::to_string)
-            .collect();
-        clusters.extend(inv.claims_on(sibling).iter().map(|(_, c)| c.clone()));
-        (!clusters.is_empty()).then(|| Release::WaitForSibling {
+/// The claim's own Shoot on another binding of `binding`'s credential (Gardener moved it), as
+/// the wait it causes, like `WaitForShoot`. Other clusters on the account's other bindings only
+/// keep the binding (`other_users`): waiting on them would hold every claim of a tenant with
+/// several clusters until its last one is gone.
+fn shoot_on_sibling(claim: &ClaimView, inv: &Inventory, binding: &str) -> Option<Release> {
+    let shoot = claim.shoot_name.as_deref()?;
+    let on = inv.shoot(shoot)?.binding.as_deref()?;
+    inv.siblings(binding)
+        .any(|s| s == on)
+        .then(|| Release::WaitForSibling {
             binding: binding.to_string(),
-            sibling: sibling.to_string(),
-            clusters: clusters.into_iter().collect(),
+            sibling: on.to_string(),
+            clusters: vec![shoot.to_string()],
         })
-    })
 }
 
 /// Steps 8 and 9: how `binding`, which nothing keeps any more, is released. `alone`: its
@@ -429,33 +430,46 @@ mod tests {
     }
 
     #[test]
-    fn a_release_waits_while_another_binding_of_the_credential_has_the_shoot() {
+    fn a_release_waits_for_its_own_shoot_on_another_binding_of_the_credential_only() {
         use crate::pools::tests::on_secret;
         let c = deleting("c", "ga", Some("s"), "aws-01");
         let pool_binding = on_secret(owned("aws-01", "ga", &[]), "aws-01");
         let migrated = on_secret(binding("force-migrated-aws-01", &[]), "aws-01");
-        // The claim's own Shoot, and another cluster, moved by Gardener's forced migration.
-        for shoots in [
+        let bindings = vec![pool_binding, migrated];
+        // The claim's own Shoot, moved by Gardener's forced migration: wait for it.
+        let inv = inventory(
+            bindings.clone(),
+            vec![c.clone()],
             vec![shoot("s", Some("force-migrated-aws-01"))],
-            vec![shoot("other", Some("force-migrated-aws-01"))],
-        ] {
-            let want = shoots.iter().map(|s| s.name.clone()).collect();
-            let inv = inventory(
-                vec![pool_binding.clone(), migrated.clone()],
-                vec![c.clone()],
-                shoots,
-            );
-            assert_eq!(
-                decide(&c, &inv, ReleaseMode::MarkDirty),
-                Release::WaitForSibling {
-                    binding: "aws-01".into(),
-                    sibling: "force-migrated-aws-01".into(),
-                    clusters: want,
-                }
-            );
-        }
+        );
+        assert_eq!(
+            decide(&c, &inv, ReleaseMode::MarkDirty),
+            Release::WaitForSibling {
+                binding: "aws-01".into(),
+                sibling: "force-migrated-aws-01".into(),
+                clusters: vec!["s".into()],
+            }
+        );
+        // Its Shoot gone, the tenant's other cluster on the other binding keeps the account,
+        // and the claim goes (waiting would hold every claim of the tenant until its last).
+        let inv = inventory(
+            bindings.clone(),
+            vec![c.clone()],
+            vec![shoot("t", Some("force-migrated-aws-01"))],
+        );
+        assert_eq!(
+            decide(&c, &inv, ReleaseMode::MarkDirty),
+            Release::Keep(KeepReason::InUse { clusters: 1 })
+        );
+        // A claim bound to the other binding keeps it too.
+        let other = claim("d", "ga", Some("u"), Some("force-migrated-aws-01"));
+        let inv = inventory(bindings.clone(), vec![c.clone(), other], vec![]);
+        assert_eq!(
+            decide(&c, &inv, ReleaseMode::MarkDirty),
+            Release::Keep(KeepReason::InUse { clusters: 1 })
+        );
         // Gone: released as before.
-        let inv = inventory(vec![pool_binding, migrated], vec![c.clone()], vec![]);
+        let inv = inventory(bindings, vec![c.clone()], vec![]);
         assert_eq!(decide(&c, &inv, ReleaseMode::MarkDirty), dirty("aws-01"));
     }
 

@@ -396,20 +396,34 @@ impl Inventory {
             .filter(move |n| *n != binding)
     }
 
-    /// A sibling of `binding` (`siblings`) that a tenant holds or that is dirty: the account is
-    /// not free, whatever `binding`'s own labels say. The first by name, with its tenant.
-    pub fn account_held_by_sibling<'a>(
-        &'a self,
-        binding: &'a str,
-    ) -> Option<(&'a str, Option<&'a str>)> {
-        self.siblings(binding).find_map(|s| {
-            let (_, class) = self.bindings.get(s)?.pool.as_ref()?;
-            match class {
-                BindingClass::Owned { tenant } => Some((s, Some(tenant.as_str()))),
-                BindingClass::Dirty { tenant } => Some((s, tenant.as_deref())),
-                _ => None,
-            }
-        })
+    /// A sibling of `binding` (`siblings`) that keeps the account from a new tenant, with the
+    /// label that says so: a tenant, dirty, shared, internal, cordoned or marked cleanup-failed.
+    /// Read from the labels, not the pool class, so a sibling in no pool counts too. The account
+    /// is one: `binding` is claimable only while every sibling is itself free. The first by name.
+    pub fn account_held_by_sibling<'a>(&'a self, binding: &'a str) -> Option<(&'a str, String)> {
+        self.siblings(binding)
+            .find_map(|s| Some((s, self.holding_label(&self.bindings.get(s)?.view.labels)?)))
+    }
+
+    /// The label by which a binding keeps its account from a new tenant, as `key=value`.
+    fn holding_label(&self, labels: &SmallMap<String>) -> Option<String> {
+        let k = &self.keys;
+        let shown = |key: &str| labels.label(key).map(|v| format!("{key}={v}"));
+        let is_true = |key: &str| labels.label(key).map(String::as_str) == Some("true");
+        shown(&k.tenant_name)
+            .or_else(|| shown(&k.dirty))
+            .or_else(|| {
+                [&k.shared, &k.internal]
+                    .into_iter()
+                    .find(|key| is_true(key))
+                    .map(|key| format!("{key}=true"))
+            })
+            .or_else(|| {
+                [lifecycle::CORDONED, lifecycle::CLEANUP_FAILED]
+                    .into_iter()
+                    .find(|key| is_true(key))
+                    .map(|key| format!("{key}=true"))
+            })
     }
 
     /// The bindings a cluster is counted on (normally one).

@@ -461,10 +461,64 @@ fn a_binding_whose_sibling_a_tenant_holds_is_held_by_that_tenant() {
     );
     assert_eq!(
         inv.account_held_by_sibling("aws-01-cb"),
-        Some(("aws-01", Some("ga")))
+        Some(("aws-01", "tenantName=ga".to_string()))
     );
     assert_eq!(inv.account_held_by_sibling("aws-01"), None);
     assert_eq!(inv.account_held_by_sibling("aws-02"), None);
+}
+
+#[test]
+fn a_shared_internal_withheld_or_unpooled_labelled_sibling_holds_the_account() {
+    let held = [
+        (
+            vec![("hyperscalerType", "aws"), ("shared", "true")],
+            "shared=true",
+        ),
+        (
+            vec![("hyperscalerType", "aws"), ("internal", "true")],
+            "internal=true",
+        ),
+        (
+            vec![
+                ("hyperscalerType", "aws"),
+                ("accountpool.io/cordoned", "true"),
+            ],
+            "accountpool.io/cordoned=true",
+        ),
+        (
+            vec![
+                ("hyperscalerType", "aws"),
+                ("accountpool.io/cleanup-failed", "true"),
+            ],
+            "accountpool.io/cleanup-failed=true",
+        ),
+        // In no pool (no hyperscalerType): its labels still say the account is taken.
+        (vec![("tenantName", "gb")], "tenantName=gb"),
+        (vec![("dirty", "true")], "dirty=true"),
+    ];
+    for (labels, why) in held {
+        let inv = inventory(
+            vec![
+                on_secret(binding("aws-01", &labels), "s"),
+                on_secret(binding("aws-01-cb", &[("hyperscalerType", "aws")]), "s"),
+            ],
+            vec![],
+            vec![],
+        );
+        let got = inv.account_held_by_sibling("aws-01-cb");
+        assert_eq!(got.as_ref().map(|(s, _)| *s), Some("aws-01"), "{labels:?}");
+        assert!(format!("{got:?}").contains(why), "{got:?}, not {why}");
+    }
+    // An unlabelled force-migrated sibling does not hold it.
+    let inv = inventory(
+        vec![
+            on_secret(binding("force-migrated-aws-01", &[]), "s"),
+            on_secret(binding("aws-01", &[("hyperscalerType", "aws")]), "s"),
+        ],
+        vec![],
+        vec![],
+    );
+    assert_eq!(inv.account_held_by_sibling("aws-01"), None);
 }
 
 #[test]

@@ -102,11 +102,9 @@ fn unavailable(pin: &PinRule, inv: &Inventory, ga: &str, pool: &PoolKey) -> Opti
             ))
         }
         BindingClass::Claimable if inv.account_held_by_sibling(b).is_some() => {
-            let (sibling, tenant) = inv.account_held_by_sibling(b).unwrap_or_default();
+            let (sibling, label) = inv.account_held_by_sibling(b).unwrap_or_default();
             Some(format!(
-                "binding {b} references the same credential as binding {sibling} ({}={}); one account never serves two tenants",
-                keys.tenant_name,
-                tenant.unwrap_or("none, dirty")
+                "binding {b} references the same credential as binding {sibling} ({label}); one account never serves two tenants"
             ))
         }
         BindingClass::Claimable if crate::pools::lifecycle::is_cordoned(&entry.view.labels) => {
