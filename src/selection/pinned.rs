@@ -195,6 +195,13 @@ pub fn choose(
             decision: UseReason::Pinned,
         });
     }
+    let counts = super::Counts::new(inv, inflight, now);
+    if super::sibling_taken(inv, inflight, &counts, b, now) {
+        return Err(format!(
+            "{}: another binding of the same credential is being claimed or released; one account never serves two tenants",
+            context()
+        ));
+    }
     Ok(Choice::Claim {
         binding: b.clone(),
         expected_resource_version: inv.binding(b).and_then(|e| e.view.resource_version.clone()),
