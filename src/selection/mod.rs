@@ -449,14 +449,14 @@ fn own_bindings<'a>(
             // Never used, and on its way back to the pool (`claimant::stray_claimant`).
             continue;
         }
-        if inflight.is_releasing(b, now) {
+        if inflight.is_releasing(b, now) || account_wiped(inv, inflight, b, now) {
             writing = writing.or(Some(b.as_str()));
         } else {
             mine.insert(b);
         }
     }
     for (b, p) in inflight.claims_for(pool, ga, now) {
-        if inflight.is_releasing(b, now) {
+        if inflight.is_releasing(b, now) || account_wiped(inv, inflight, b, now) {
             writing = writing.or(Some(b));
             continue;
         }
@@ -475,6 +475,18 @@ fn own_bindings<'a>(
         }
     }
     Ok(Own { mine, writing })
+}
+
+/// Whether another binding of `b`'s credential is dirty or being released: the account is
+/// being wiped (or about to be), so no new cluster of the tenant goes into it.
+fn account_wiped(inv: &Inventory, inflight: &InFlight, b: &str, now: Instant) -> bool {
+    let dirty = &inv.keys().dirty;
+    inv.siblings(b).any(|s| {
+        inflight.is_releasing(s, now)
+            || inv
+                .binding(s)
+                .is_some_and(|e| crate::labels::LabelLookup::label(&e.view.labels, dirty).is_some())
+    })
 }
 
 /// One of the tenant's own bindings to use: the one this cluster is already on, else (one

@@ -487,3 +487,35 @@ fn a_binding_whose_credential_another_tenant_holds_is_never_claimed() {
     );
     assert!(matches!(choice, Choice::Exhausted { .. }), "{choice:?}");
 }
+
+#[test]
+fn a_tenants_binding_whose_credential_is_being_wiped_is_not_used_the_claim_waits() {
+    use crate::pools::tests::on_secret;
+    let p = pool("aws", false, false);
+    let c = claim("c", "ga", None, None);
+    let fl = InFlight::default();
+    // ga holds aws-01; the other binding of its Secret is dirty: the cleanup job wipes the
+    // account, so no new cluster goes into it.
+    let inv = inventory(
+        vec![
+            on_secret(owned("aws-01", "ga"), "s"),
+            on_secret(
+                binding(
+                    "aws-01-cb",
+                    &[("hyperscalerType", "aws"), ("dirty", "true")],
+                ),
+                "s",
+            ),
+            binding("aws-02", AWS),
+        ],
+        vec![],
+        vec![],
+    );
+    let got = pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default());
+    assert_eq!(
+        got,
+        Choice::Wait {
+            binding: "aws-01".into()
+        }
+    );
+}
