@@ -70,6 +70,13 @@ fn add_sharing<'a>(
     }
 }
 
+/// Whether the per-binding counters count `e` free: claimable, unused, not withheld.
+fn counted_free(inv: &Inventory, e: &super::BindingEntry) -> bool {
+    matches!(&e.pool, Some((_, super::BindingClass::Claimable)))
+        && inv.clusters_on(&e.view.name).is_empty()
+        && !super::lifecycle::withheld(&e.view.labels)
+}
+
 fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -87,13 +94,40 @@ impl Inventory {
         let Some(c) = self.tallies.pools.get(key) else {
             return f;
         };
+        let (over, taken) = self.shared_account_excess(key);
         f.total = count(c.total);
-        f.free = count(c.free);
+        f.free = count(c.free.saturating_sub(taken));
         f.claimed = count(c.claimed);
         f.dirty = count(c.dirty);
-        f.clusters = count(c.clusters);
+        f.clusters = count(c.clusters.saturating_sub(over));
         f.credentials = c.credentials.iter().map(|(k, n)| (*k, count(*n))).collect();
         f
+    }
+
+    /// What the per-binding counters of pool `key` over-count for credentials two or more
+    /// bindings reference: the clusters of an account added once per member binding in the pool
+    /// beyond the first, and the members counted free whose account a sibling holds (selection
+    /// never takes them). Walks only those credentials.
+    fn shared_account_excess(&self, key: &PoolKey) -> (usize, usize) {
+        let (mut over, mut taken) = (0, 0);
+        for a in &self.multi {
+            let members = self.accounts.get(a).into_iter().flatten();
+            let in_pool: Vec<&super::BindingEntry> = members
+                .filter_map(|n| self.binding(n))
+                .filter(|e| e.pool.as_ref().is_some_and(|(k, _)| k == key))
+                .collect();
+            let Some(first) = in_pool.first() else {
+                continue;
+            };
+            over += (in_pool.len() - 1) * self.clusters_on(&first.view.name).len();
+            taken += in_pool
+                .iter()
+                .filter(|e| {
+                    counted_free(self, e) && self.account_held_by_sibling(&e.view.name).is_some()
+                })
+                .count();
+        }
+        (over, taken)
     }
 
     /// The figures of every pool that has a binding, ordered by pool key.
@@ -190,15 +224,21 @@ pub(crate) mod scan {
             .chain(&m.dirty)
             .chain(m.owned.values().flatten());
         let (mut total, mut clusters) = (0usize, 0usize);
+        // An account's clusters count once per pool, whichever of its bindings are in it.
+        let mut accounts = BTreeSet::new();
         for name in all {
             total += 1;
-            clusters += inv.clusters_on(name).len();
+            let account = inv.binding(name).and_then(|e| e.view.account);
+            if account.is_none_or(|a| accounts.insert(a)) {
+                clusters += inv.clusters_on(name).len();
+            }
             if let Some(kind) = inv.binding(name).map(|e| e.view.credentials) {
                 *f.credentials.entry(kind).or_default() += 1;
             }
         }
         f.total = count(total);
-        // Neither a binding in use nor a cordoned or cleanup-failed one can be taken (see selection).
+        // Neither a binding in use, a cordoned or cleanup-failed one, nor one whose account
+        // another binding holds can be taken (see selection).
         let taken = m
             .claimable
             .iter()
@@ -207,6 +247,7 @@ pub(crate) mod scan {
                     || inv
                         .binding(b)
                         .is_some_and(|e| crate::pools::lifecycle::withheld(&e.view.labels))
+                    || inv.account_held_by_sibling(b).is_some()
             })
             .count();
         f.free = count(m.claimable.len() - taken);

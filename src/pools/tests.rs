@@ -443,6 +443,30 @@ fn a_shoot_on_a_force_migrated_binding_counts_on_the_pool_bindings_account() {
 }
 
 #[test]
+fn pool_figures_count_an_account_once_and_a_held_accounts_sibling_is_not_free() {
+    let held = [("hyperscalerType", "aws"), ("tenantName", "ga")];
+    // Both bindings of one Secret in the pool: one account, one cluster.
+    let bindings = vec![
+        on_secret(binding("aws-01", &held), "s"),
+        on_secret(binding("aws-01-cb", &[("hyperscalerType", "aws")]), "s"),
+    ];
+    let p = pool("aws", false, false);
+    let inv = inventory(bindings.clone(), vec![], vec![shoot("s1", Some("aws-01"))]);
+    assert_eq!(inv.figures(&p).clusters, 1);
+    assert_eq!(
+        crate::pools::figures::scan::figures(&inv, &p),
+        inv.figures(&p)
+    );
+    // Without clusters: the sibling of a held binding is not free (selection never takes it).
+    let inv = inventory(bindings, vec![], vec![]);
+    assert_eq!(inv.figures(&p).free, 0);
+    assert_eq!(
+        crate::pools::figures::scan::figures(&inv, &p),
+        inv.figures(&p)
+    );
+}
+
+#[test]
 fn a_binding_whose_sibling_a_tenant_holds_is_held_by_that_tenant() {
     let inv = inventory(
         vec![
