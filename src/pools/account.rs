@@ -57,7 +57,12 @@ impl Account {
     /// The account of a binding as the API server sends it (either kind): its `credentialsRef`,
     /// else its `secretRef`.
     pub fn of_binding(binding: &serde_json::Value) -> Option<Self> {
-        let own_ns = binding["metadata"]["namespace"].as_str();
+        Self::of_fields(binding, binding["metadata"]["namespace"].as_str())
+    }
+
+    /// The account of a binding's fields other than its metadata (a `DynamicObject`'s `data`),
+    /// with the binding's own namespace `own_ns`.
+    pub fn of_fields(binding: &serde_json::Value, own_ns: Option<&str>) -> Option<Self> {
         let s = |r: &serde_json::Value, k: &str| r[k].as_str().map(str::to_string);
         let r = &binding["credentialsRef"];
         if r.is_object() {
