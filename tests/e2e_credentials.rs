@@ -196,3 +196,40 @@ async fn two_bindings_on_one_secret_never_serve_two_tenants() {
         "{message}"
     );
 }
+
+/// After the forced migration every Shoot of a tenant sits on the other binding: deleting one
+/// claim (its Shoot gone) keeps the account for the tenant's other cluster and lets the claim
+/// go, rather than waiting until the tenant's last cluster is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_claim_goes_while_its_other_cluster_runs_on_the_other_binding() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-01", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    binding_on(&hap, "force-migrated-aws-01", "aws-01", &[]).await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    hap.claim("c2", aws("ga-1", "s2")).await;
+    assert_eq!(hap.bound("c1").await, "aws-01");
+    assert_eq!(hap.bound("c2").await, "aws-01");
+    hap.shoot("s1", "force-migrated-aws-01").await;
+    eventually(
+        Duration::from_secs(60),
+        "the Shoot counted on the account",
+        || async { metric_clusters(&hap, "aws-01", 2).then_some(()) },
+    )
+    .await;
+    hap.claims()
+        .delete("c2", &Default::default())
+        .await
+        .expect("delete claim");
+    eventually(Duration::from_secs(60), "claim c2 gone", || async {
+        hap.claims()
+            .get_opt("c2")
+            .await
+            .ok()
+            .and_then(|c| c.is_none().then_some(()))
+    })
+    .await;
+    let labels = hap.labels("aws-01").await;
+    assert_eq!(labels.get("tenantName").map(String::as_str), Some("ga-1"));
+    assert!(!labels.contains_key("dirty"), "{labels:?}");
+}
