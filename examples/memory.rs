@@ -149,7 +149,7 @@ fn measure(n: usize, sources: usize) {
         let b: LeanObject = serde_json::from_value(binding(i, taken)).expect("binding decodes");
         ledger
             .inventory
-            .apply_binding(binding_view(&b, b.credentials()));
+            .apply_binding(binding_view(&b, b.credentials()).with_account(b.account()));
     }
     row(n, "binding", "index", t, taken);
     let t = now();

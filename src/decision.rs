@@ -641,7 +641,7 @@ fn choice<'a, C: Clone>(
         },
         Choice::Wait { binding } => {
             let cause = format!(
-                "binding {binding} of {} in this pool is being claimed or released right now; retrying",
+                "binding {binding} of {} in this pool is being claimed or released right now, or another binding of its credential is dirty or being released; retrying",
                 f.claim.global_account
             );
             let retry = Retry::After(WRITE_IN_FLIGHT);

@@ -19,8 +19,13 @@
 //!    "other clusters" check so that two claims deleted together, each seeing the other's live
 //!    Shoot, do not both step aside and leave the binding claimed by nobody; the last one to lose
 //!    its Shoot releases. A Shoot of that name on another binding is another cluster's business.
-//! 7. Any other cluster uses the binding — a Shoot, or a non-deleting bound claim (even one for a
-//!    cluster of the same name, about to be created again): keep.
+//!    The same when the claim's own Shoot is on another binding of the same credential
+//!    (Gardener's forced migration moves Shoots off a SecretBinding onto a CredentialsBinding,
+//!    perhaps a new unlabelled `force-migrated-<name>` one): wait for it (`WaitForSibling`).
+//! 7. Any other cluster uses the binding's account — a Shoot on it or on another binding of its
+//!    credential, or a non-deleting claim bound to one of them (even one for a cluster of the
+//!    same name, about to be created again): keep. The account is one; marking it dirty, or
+//!    freeing it, would hand it to the cleanup job or a new tenant under a live cluster.
 //!    Else, while this replica assigns another claim to it, or the binding's records
 //!    (`CLAIMED_BY`, `FILLING`) name another claim of the tenant whose status does not show yet
 //!    (`selection::claimant::recorded_claims`), wait: its use was recorded with a
@@ -88,6 +93,13 @@ pub enum Release {
     Keep(KeepReason),
     /// The claim's Shoot still exists; keep the finalizer and look again later.
     WaitForShoot { shoot: String },
+    /// The claim's Shoot (`clusters`) still exists on another binding of the same credential,
+    /// `sibling`; keep the finalizer and look again later.
+    WaitForSibling {
+        binding: String,
+        sibling: String,
+        clusters: Vec<String>,
+    },
     /// A write of this claim on `binding` has no outcome the index shows yet; look again later.
     WaitForWrite { binding: String },
     /// Nothing else uses `binding`, but this replica assigns claims to it, or its records name
@@ -210,6 +222,9 @@ pub fn decide_release(
             shoot: shoot.clone(),
         };
     }
+    if let Some(wait) = shoot_on_sibling(claim, inv, name) {
+        return wait;
+    }
     let clusters = other_users(claim, inv, name);
     if clusters > 0 {
         return keep(KeepReason::InUse { clusters });
@@ -276,13 +291,32 @@ fn other_users(claim: &ClaimView, inv: &Inventory, binding: &str) -> usize {
         .filter(|c| **c != own)
         .map(|c| c.to_string())
         .collect();
-    // A claim for a cluster of the claim's own name (re-created, not started yet) is another user.
-    for (uid, cluster) in inv.claims_on(binding) {
-        if *uid != claim.uid {
-            users.insert(cluster.to_string());
+    // A claim for a cluster of the claim's own name (re-created, not started yet) is another
+    // user; so is a claim bound to another binding of the same credential.
+    for b in std::iter::once(binding).chain(inv.siblings(binding)) {
+        for (uid, cluster) in inv.claims_on(b) {
+            if *uid != claim.uid {
+                users.insert(cluster.to_string());
+            }
         }
     }
     users.len()
+}
+
+/// The claim's own Shoot on another binding of `binding`'s credential (Gardener moved it), as
+/// the wait it causes, like `WaitForShoot`. Other clusters on the account's other bindings only
+/// keep the binding (`other_users`): waiting on them would hold every claim of a tenant with
+/// several clusters until its last one is gone.
+fn shoot_on_sibling(claim: &ClaimView, inv: &Inventory, binding: &str) -> Option<Release> {
+    let shoot = claim.shoot_name.as_deref()?;
+    let on = inv.shoot(shoot)?.binding.as_deref()?;
+    inv.siblings(binding)
+        .any(|s| s == on)
+        .then(|| Release::WaitForSibling {
+            binding: binding.to_string(),
+            sibling: on.to_string(),
+            clusters: vec![shoot.to_string()],
+        })
 }
 
 /// Steps 8 and 9: how `binding`, which nothing keeps any more, is released. `alone`: its
@@ -313,13 +347,14 @@ fn release(
     }
 }
 
-/// Whether a Shoot in the index names `binding`. On the first pass steps 6 and 7 have ruled that
-/// out already; a repeated release (step 4) skips them.
+/// Whether a Shoot in the index names `binding` or another binding of its credential. On the
+/// first pass steps 6 and 7 have ruled that out already; a repeated release (step 4) skips them.
 fn shoot_on(inv: &Inventory, binding: &str) -> bool {
-    inv.clusters_on(binding).iter().any(|c| {
-        inv.shoot(c)
-            .is_some_and(|s| s.binding.as_deref() == Some(binding))
-    })
+    let names =
+        |b: Option<&str>| b.is_some_and(|b| b == binding || inv.siblings(binding).any(|s| s == b));
+    inv.clusters_on(binding)
+        .iter()
+        .any(|c| inv.shoot(c).is_some_and(|s| names(s.binding.as_deref())))
 }
 
 /// For a claim without a recorded binding: the binding its own claim write won (`Ok(Some)`),
@@ -392,6 +427,50 @@ mod tests {
             binding: b.into(),
             expected_resource_version: Some(format!("rv-{b}")),
         }
+    }
+
+    #[test]
+    fn a_release_waits_for_its_own_shoot_on_another_binding_of_the_credential_only() {
+        use crate::pools::tests::on_secret;
+        let c = deleting("c", "ga", Some("s"), "aws-01");
+        let pool_binding = on_secret(owned("aws-01", "ga", &[]), "aws-01");
+        let migrated = on_secret(binding("force-migrated-aws-01", &[]), "aws-01");
+        let bindings = vec![pool_binding, migrated];
+        // The claim's own Shoot, moved by Gardener's forced migration: wait for it.
+        let inv = inventory(
+            bindings.clone(),
+            vec![c.clone()],
+            vec![shoot("s", Some("force-migrated-aws-01"))],
+        );
+        assert_eq!(
+            decide(&c, &inv, ReleaseMode::MarkDirty),
+            Release::WaitForSibling {
+                binding: "aws-01".into(),
+                sibling: "force-migrated-aws-01".into(),
+                clusters: vec!["s".into()],
+            }
+        );
+        // Its Shoot gone, the tenant's other cluster on the other binding keeps the account,
+        // and the claim goes (waiting would hold every claim of the tenant until its last).
+        let inv = inventory(
+            bindings.clone(),
+            vec![c.clone()],
+            vec![shoot("t", Some("force-migrated-aws-01"))],
+        );
+        assert_eq!(
+            decide(&c, &inv, ReleaseMode::MarkDirty),
+            Release::Keep(KeepReason::InUse { clusters: 1 })
+        );
+        // A claim bound to the other binding keeps it too.
+        let other = claim("d", "ga", Some("u"), Some("force-migrated-aws-01"));
+        let inv = inventory(bindings.clone(), vec![c.clone(), other], vec![]);
+        assert_eq!(
+            decide(&c, &inv, ReleaseMode::MarkDirty),
+            Release::Keep(KeepReason::InUse { clusters: 1 })
+        );
+        // Gone: released as before.
+        let inv = inventory(bindings, vec![c.clone()], vec![]);
+        assert_eq!(decide(&c, &inv, ReleaseMode::MarkDirty), dirty("aws-01"));
     }
 
     #[test]

@@ -376,6 +376,12 @@ fn delete(w: &mut World, i: usize) -> Result<(), TestCaseError> {
         Release::WaitForShoot { shoot } => {
             prop_assert!(false, "no claim has a Shoot here, yet waits for {shoot}")
         }
+        Release::WaitForSibling { sibling, .. } => {
+            prop_assert!(
+                false,
+                "no binding here shares a credential, yet waits for {sibling}"
+            )
+        }
         // A use of the binding is being written or not in the cache yet: the claim keeps its
         // finalizer and a later deletion step decides again.
         Release::WaitForUse { binding, .. } => {

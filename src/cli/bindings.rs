@@ -108,6 +108,9 @@ pub struct Row {
     pub binding_kind: String,
     /// What the credentials reference names: `Secret`, `WorkloadIdentity`, `InternalSecret`.
     pub credentials: String,
+    /// The other bindings that reference the same credential: one account, counted as one
+    /// (Gardener's forced migration leaves such pairs).
+    pub account_shared_with: Vec<String>,
     pub since: Option<Timestamp>,
     pub created: Option<Timestamp>,
     pub reason: Option<String>,
@@ -206,6 +209,7 @@ pub fn rows(input: &BindingsInput, now: Timestamp) -> Vec<Row> {
                 clusters: clusters.len(),
                 binding_kind: input.pools.binding_kind.gvk().2.to_string(),
                 credentials: b.credentials.as_str().to_string(),
+                account_shared_with: inv.siblings(&b.name).map(String::from).collect(),
                 since,
                 created,
                 reason: why.text(),
@@ -295,7 +299,7 @@ fn table(rows: &[Row], wide: bool) -> String {
         "SINCE",
     ];
     if wide {
-        header.extend(["CREATED", "CLUSTER-NAMES"]);
+        header.extend(["CREATED", "CLUSTER-NAMES", "ACCOUNT-SHARED-WITH"]);
     }
     header.push("REASON");
     let cells: Vec<Vec<String>> = rows
@@ -314,6 +318,9 @@ fn table(rows: &[Row], wide: bool) -> String {
                 c.push(time(r.created));
                 c.push(dash(
                     (!r.cluster_names.is_empty()).then(|| r.cluster_names.join(",")),
+                ));
+                c.push(dash(
+                    (!r.account_shared_with.is_empty()).then(|| r.account_shared_with.join(",")),
                 ));
             }
             c.push(dash(r.reason.clone()));
@@ -453,6 +460,32 @@ mod tests {
     }
 
     #[test]
+    fn bindings_of_one_credential_name_each_other_and_count_the_accounts_clusters() {
+        use crate::pools::tests::{binding, on_secret};
+        let now = Timestamp::now();
+        let mut input = input(now);
+        for b in &mut input.pools.bindings {
+            if b.name == "aws-claimed" {
+                *b = on_secret(b.clone(), "s");
+            }
+        }
+        let migrated = on_secret(binding("force-migrated-aws-claimed", &[]), "s");
+        input.pools.bindings.push(migrated);
+        let rows = rows(&input, now);
+        let r = by_name(&rows);
+        assert_eq!(
+            r["aws-claimed"].account_shared_with,
+            ["force-migrated-aws-claimed"]
+        );
+        assert_eq!(
+            r["force-migrated-aws-claimed"].account_shared_with,
+            ["aws-claimed"]
+        );
+        assert_eq!(r["force-migrated-aws-claimed"].cluster_names, ["s1"]);
+        assert!(r["aws-free"].account_shared_with.is_empty());
+    }
+
+    #[test]
     fn since_and_reason_come_from_the_objects() {
         let now = Timestamp::now();
         let input = input(now);
@@ -569,7 +602,10 @@ stray         -      -         -        0          CredentialsBinding/Secret   2
             .expect("header")
             .split_whitespace()
             .collect();
-        assert_eq!(header[7..], ["CREATED", "CLUSTER-NAMES", "REASON"]);
+        assert_eq!(
+            header[7..],
+            ["CREATED", "CLUSTER-NAMES", "ACCOUNT-SHARED-WITH", "REASON"]
+        );
         assert!(
             wide.lines()
                 .nth(1)

@@ -126,6 +126,7 @@ pub fn binding(name: &str, rv: &str, labels: &[(&str, &str)]) -> BindingView {
         resource_version: Some(rv.into()),
         labels: all.into(),
         credentials: crate::api::CredentialsKind::Secret,
+        account: None,
         annotations: BTreeMap::new(),
     }
 }

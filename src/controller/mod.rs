@@ -729,7 +729,7 @@ async fn reread(own: &Cluster, garden: &Cluster, ctx: &Context) -> Result<(), ku
             &ctx.ledger,
             Kind::Binding,
             |token| startup::binding_page(garden, &target, token),
-            |l, b| l.apply_binding(binding_view(&b, b.credentials())),
+            |l, b| l.apply_binding(binding_view(&b, b.credentials()).with_account(b.account())),
         )
         .await?;
     }

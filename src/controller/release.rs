@@ -36,6 +36,9 @@ const OBJECT_EXISTS: &str = "ObjectExists";
 /// `Released=False` reason of a release waiting for claims recorded on (or being assigned to)
 /// its binding whose status does not show yet.
 const RECORDED_USE_WAITING: &str = "RecordedUseWaiting";
+/// `Released=False` reason of a release waiting while another binding of the same credential
+/// has clusters.
+const ACCOUNT_IN_USE: &str = "AccountInUseByBinding";
 
 pub(super) async fn release(
     claim: &AccountClaim,
@@ -197,6 +200,7 @@ async fn act(
             );
             Ok(wait(Duration::from_secs(5)))
         }
+        w @ Release::WaitForSibling { .. } => sibling_waiting(claim, ctx, key, &w).await,
         Release::WaitForSource { binding } => {
             object_exists(claim, ctx, &binding).await?;
             Ok(wait(Duration::from_secs(5)))
@@ -322,6 +326,56 @@ async fn recorded_use_waiting(
         ?claims,
         "release waits for recorded uses"
     );
+    write_outcome(claim, ctx, &ClaimOutcome::ReleaseBlocked { reason, cause }).await?;
+    Ok(Some(Action::requeue(ctx.backoff.next(key))))
+}
+
+/// A release waiting while another binding of the same credential has clusters
+/// (`Release::WaitForSibling`): `Released=False`, reason `AccountInUseByBinding`.
+async fn sibling_waiting(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    wait: &Release,
+) -> Result<Option<Action>, ClaimError> {
+    let Release::WaitForSibling {
+        binding,
+        sibling,
+        clusters,
+    } = wait
+    else {
+        return Ok(Some(Action::requeue(ctx.backoff.next(key))));
+    };
+    let cause = format!(
+        "binding {binding} is not released while binding {sibling}, which references the same \
+         credential, is used by {}: the account is one; the release goes on once no binding of \
+         the credential has a cluster",
+        clusters.join(", ")
+    );
+    blocked(claim, ctx, key, ACCOUNT_IN_USE, cause).await
+}
+
+/// A release that waits for something the claim's status names: `Released=False` with `reason`
+/// and `cause`, a `ReleaseWaiting` event once per cause, and retries that back off.
+async fn blocked(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    reason: &'static str,
+    cause: String,
+) -> Result<Option<Action>, ClaimError> {
+    if !release_blocked_for(claim.status.as_ref(), reason) {
+        ctx.writer
+            .event(
+                &claim.object_ref(&()),
+                false,
+                "ReleaseWaiting",
+                "Release",
+                cause.clone(),
+            )
+            .await;
+    }
+    tracing::debug!(claim = key, reason, "release waits: {cause}");
     write_outcome(claim, ctx, &ClaimOutcome::ReleaseBlocked { reason, cause }).await?;
     Ok(Some(Action::requeue(ctx.backoff.next(key))))
 }

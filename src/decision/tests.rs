@@ -545,7 +545,7 @@ fn choice_cases() -> Vec<Case> {
             },
             pending_in(
                 PendingReason::Progressing,
-                "binding b2 of ga-1 in this pool is being claimed or released right now; retrying",
+                "binding b2 of ga-1 in this pool is being claimed or released right now, or another binding of its credential is dirty or being released; retrying",
                 Retry::After(Duration::from_millis(200)),
             ),
         ),

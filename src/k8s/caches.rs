@@ -534,7 +534,7 @@ pub fn watch_bindings(
         stream,
         feed,
         Kind::Binding,
-        |l, b| l.apply_binding(binding_view(b, b.credentials())),
+        |l, b| l.apply_binding(binding_view(b, b.credentials()).with_account(b.account())),
         |l, b| l.delete_binding(&b.name_any(), b.resource_version().as_deref()),
     ))
 }

@@ -20,7 +20,7 @@ use crate::api::{
     AccountClaim, AccountClaimSpec, AccountClaimStatus, CredentialsKind, Shoot, ShootSpec,
     ShootStatus,
 };
-use crate::pools::{ClaimView, claim_view_of};
+use crate::pools::{Account, ClaimView, claim_view_of};
 use crate::status::{CompactStatus, settled};
 
 /// The metadata fields anything downstream reads; the rest is skipped without being built.
@@ -219,43 +219,81 @@ pub struct LeanShoot {
 }
 lean_resource!(LeanShoot => Shoot { spec, status });
 
-/// A binding's metadata (labels and resourceVersion are all selection reads) and the kind of its
-/// credentials, which status and `hap pools` show; of either binding kind. The reference's name
-/// and namespace are skipped: the operator never reads the credentials.
+/// A binding's metadata (labels and resourceVersion are all selection reads), the kind of its
+/// credentials, which status and `hap pools` show, and the account its reference names (a hash:
+/// bindings on one credential are one account, `pools::Account`); of either binding kind. The
+/// reference's name and namespace are not kept: the operator never reads the credentials.
 #[derive(Deserialize, Clone, Debug)]
+#[serde(from = "RawBinding")]
 pub struct LeanObject {
-    #[serde(deserialize_with = "lean_meta")]
     metadata: ObjectMeta,
-    /// A SecretBinding has no `credentialsRef`: its `secretRef` is a Secret.
-    #[serde(
-        default,
-        rename = "credentialsRef",
-        deserialize_with = "credentials_kind"
-    )]
     credentials: CredentialsKind,
+    account: Option<Account>,
 }
 
 impl LeanObject {
     pub fn credentials(&self) -> CredentialsKind {
         self.credentials
     }
+
+    /// The credential the binding references, as an account key.
+    pub fn account(&self) -> Option<Account> {
+        self.account
+    }
 }
 
-/// The two fields of a `credentialsRef` that say its kind.
+/// A binding as it is decoded, before its reference becomes an account key.
+#[derive(Deserialize)]
+struct RawBinding {
+    #[serde(deserialize_with = "lean_meta")]
+    metadata: ObjectMeta,
+    #[serde(default, rename = "credentialsRef")]
+    credentials_ref: Option<CredentialsRef>,
+    /// A SecretBinding has no `credentialsRef`: its `secretRef` is a Secret.
+    #[serde(default, rename = "secretRef")]
+    secret_ref: Option<CredentialsRef>,
+}
+
+/// A `credentialsRef` or `secretRef`.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct KindRef {
+struct CredentialsRef {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
     kind: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    name: String,
 }
 
-fn credentials_kind<'de, D: Deserializer<'de>>(d: D) -> Result<CredentialsKind, D::Error> {
-    let r = Option::<KindRef>::deserialize(d)?;
-    Ok(r.map_or(CredentialsKind::Secret, |r| {
-        CredentialsKind::from_ref(&r.api_version, &r.kind)
-    }))
+impl From<RawBinding> for LeanObject {
+    fn from(b: RawBinding) -> Self {
+        let own = b.metadata.namespace.as_deref();
+        let (credentials, account) = match (&b.credentials_ref, &b.secret_ref) {
+            (Some(r), _) => (
+                CredentialsKind::from_ref(&r.api_version, &r.kind),
+                Account::of_ref(
+                    &r.api_version,
+                    &r.kind,
+                    r.namespace.as_deref(),
+                    own,
+                    &r.name,
+                ),
+            ),
+            (None, Some(r)) => (
+                CredentialsKind::Secret,
+                Account::of_secret(r.namespace.as_deref(), own, &r.name),
+            ),
+            (None, None) => (CredentialsKind::Secret, None),
+        };
+        LeanObject {
+            metadata: b.metadata,
+            credentials,
+            account,
+        }
+    }
 }
 
 impl Resource for LeanObject {
@@ -375,6 +413,29 @@ mod tests {
             .into();
         assert_eq!(shoot.spec.binding_name(), Some("b9"));
         assert!(shoot.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn a_binding_keeps_the_account_of_its_reference_and_not_the_reference() {
+        let decode =
+            |v: serde_json::Value| serde_json::from_value::<LeanObject>(v).expect("decodes");
+        let cb = decode(serde_json::json!({
+            "apiVersion": "security.gardener.cloud/v1alpha1", "kind": "CredentialsBinding",
+            "metadata": {"name": "force-migrated-aws-01", "namespace": "garden-kyma"},
+            "provider": {"type": "aws"},
+            "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "name": "aws-01", "namespace": "garden-kyma"},
+        }));
+        let sb = decode(serde_json::json!({
+            "apiVersion": "core.gardener.cloud/v1beta1", "kind": "SecretBinding",
+            "metadata": {"name": "aws-01", "namespace": "garden-kyma"},
+            "provider": {"type": "aws"},
+            "secretRef": {"name": "aws-01"},
+        }));
+        assert!(cb.account().is_some());
+        assert_eq!(cb.account(), sb.account());
+        assert_eq!(sb.credentials(), CredentialsKind::Secret);
+        let view = crate::pools::binding_view(&cb, cb.credentials()).with_account(cb.account());
+        assert_eq!(view.account, cb.account());
     }
 
     #[test]

@@ -247,8 +247,16 @@ async fn binding_views(
     Ok(binding_objects(client, spec, None)
         .await?
         .iter()
-        .map(|b| binding_view(b, CredentialsKind::of_binding(&b.data)))
+        .map(view_of)
         .collect())
+}
+
+/// The view of a binding as the operator's index keeps it, with the account its reference names
+/// (the object's own namespace for a `secretRef` without one), so the CLI counts accounts as the
+/// operator does.
+fn view_of(b: &DynamicObject) -> BindingView {
+    let account = crate::pools::Account::of_fields(&b.data, b.metadata.namespace.as_deref());
+    binding_view(b, CredentialsKind::of_binding(&b.data)).with_account(account)
 }
 
 /// The bindings themselves, those `selector` selects (a label selector, as kubectl's `-l`).
@@ -465,10 +473,7 @@ async fn read_pools(
         note,
         binding_kind: spec.binding_kind.unwrap_or_default(),
         keys: ResolvedLabelKeys::from_spec(spec.label_keys.as_ref()),
-        bindings: objects
-            .iter()
-            .map(|b| binding_view(b, CredentialsKind::of_binding(&b.data)))
-            .collect(),
+        bindings: objects.iter().map(view_of).collect(),
         claims: claims.into_iter().map(|(v, _)| v).collect(),
         shoots: shoots.items.iter().map(shoot_view).collect(),
         binding_namespace: ns,
@@ -520,6 +525,26 @@ mod tests {
             "status": status,
         }))
         .expect("HapConfig")
+    }
+
+    #[test]
+    fn a_live_binding_view_carries_the_account_of_its_reference() {
+        let object =
+            |v: serde_json::Value| -> DynamicObject { serde_json::from_value(v).expect("binding") };
+        let sb = object(
+            json!({"apiVersion": "core.gardener.cloud/v1beta1", "kind": "SecretBinding",
+            "metadata": {"name": "aws-01", "namespace": "garden-kyma"},
+            "secretRef": {"name": "aws-01"}, "provider": {"type": "aws"}}),
+        );
+        let cb = object(
+            json!({"apiVersion": "security.gardener.cloud/v1alpha1", "kind": "CredentialsBinding",
+            "metadata": {"name": "force-migrated-aws-01", "namespace": "garden-kyma"},
+            "credentialsRef": {"apiVersion": "v1", "kind": "Secret", "namespace": "garden-kyma", "name": "aws-01"},
+            "provider": {"type": "aws"}}),
+        );
+        let (a, b) = (view_of(&sb).account, view_of(&cb).account);
+        assert!(a.is_some(), "no account on {:?}", view_of(&sb));
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -13,13 +13,19 @@
 //! never claimed while so, or a second tenant would share the cloud account) and dirty ones a
 //! cluster still uses (`DirtyInUse`: the cleanup job would wipe the account under it).
 //!
+//! Bindings that share a credential with a pool binding (`SharedAccount`): Gardener's forced
+//! migration off SecretBindings moves Shoots onto another binding of the same Secret, often a
+//! new unlabelled `force-migrated-<name>` one. Their clusters count on the pool binding's
+//! account and hold its release; they are listed under the pool binding's pool so that people
+//! can label or remove them.
+//!
 //! Orphans are bindings labelled with a tenant that no bound claim and no Shoot uses. Shared,
 //! `internal=true` and dirty bindings are left out: shared and internal ones are not the
 //! operator's to hand out, and a dirty binding without clusters is exactly what the cleanup job
 //! is waiting for, not a leak. Bindings the controller is writing right now (in flight) are
 //! passed in so that a claim made a moment ago does not flash up as an orphan.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::Inventory;
 use crate::api::{BindingsInUse, OrphanStatus, PoolFigures};
@@ -27,6 +33,8 @@ use crate::labels::PoolKey;
 
 // The reasons are the tallies' words: they count per reason, the figures only read.
 pub use super::tallies::{DIRTY_IN_USE, IN_USE_WITHOUT_TENANT};
+/// The reason of the bindings that reference the credential of a binding of the pool.
+pub const SHARED_ACCOUNT: &str = "SharedAccount";
 /// Bindings named per pool and reason; the count says how many there are in all.
 pub const IN_USE_NAMED: usize = 10;
 
@@ -46,6 +54,29 @@ fn in_use<'a>(
     }
 }
 
+/// Adds, under the pool of each of `members` (the bindings of one credential) that is in one,
+/// the other members.
+fn add_sharing<'a>(
+    out: &mut BTreeMap<PoolKey, BTreeSet<String>>,
+    members: &[&String],
+    entry: impl Fn(&str) -> Option<&'a super::BindingEntry>,
+) {
+    for m in members {
+        let Some((key, _)) = entry(m).and_then(|e| e.pool.as_ref()) else {
+            continue;
+        };
+        let others = members.iter().filter(|o| *o != m).map(|o| (*o).clone());
+        out.entry(key.clone()).or_default().extend(others);
+    }
+}
+
+/// Whether the per-binding counters count `e` free: claimable, unused, not withheld.
+fn counted_free(inv: &Inventory, e: &super::BindingEntry) -> bool {
+    matches!(&e.pool, Some((_, super::BindingClass::Claimable)))
+        && inv.clusters_on(&e.view.name).is_empty()
+        && !super::lifecycle::withheld(&e.view.labels)
+}
+
 fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -63,13 +94,40 @@ impl Inventory {
         let Some(c) = self.tallies.pools.get(key) else {
             return f;
         };
+        let (over, taken) = self.shared_account_excess(key);
         f.total = count(c.total);
-        f.free = count(c.free);
+        f.free = count(c.free.saturating_sub(taken));
         f.claimed = count(c.claimed);
         f.dirty = count(c.dirty);
-        f.clusters = count(c.clusters);
+        f.clusters = count(c.clusters.saturating_sub(over));
         f.credentials = c.credentials.iter().map(|(k, n)| (*k, count(*n))).collect();
         f
+    }
+
+    /// What the per-binding counters of pool `key` over-count for credentials two or more
+    /// bindings reference: the clusters of an account added once per member binding in the pool
+    /// beyond the first, and the members counted free whose account a sibling holds (selection
+    /// never takes them). Walks only those credentials.
+    fn shared_account_excess(&self, key: &PoolKey) -> (usize, usize) {
+        let (mut over, mut taken) = (0, 0);
+        for a in &self.multi {
+            let members = self.accounts.get(a).into_iter().flatten();
+            let in_pool: Vec<&super::BindingEntry> = members
+                .filter_map(|n| self.binding(n))
+                .filter(|e| e.pool.as_ref().is_some_and(|(k, _)| k == key))
+                .collect();
+            let Some(first) = in_pool.first() else {
+                continue;
+            };
+            over += (in_pool.len() - 1) * self.clusters_on(&first.view.name).len();
+            taken += in_pool
+                .iter()
+                .filter(|e| {
+                    counted_free(self, e) && self.account_held_by_sibling(&e.view.name).is_some()
+                })
+                .count();
+        }
+        (over, taken)
     }
 
     /// The figures of every pool that has a binding, ordered by pool key.
@@ -79,14 +137,26 @@ impl Inventory {
 
     /// Per pool, the bindings clusters use without a tenant and the dirty ones clusters still
     /// use, ordered by pool, reason and name; each list names at most `IN_USE_NAMED` bindings.
+    /// Then, per pool, the bindings that share a credential with one of its bindings
+    /// (`SHARED_ACCOUNT`), walking only the credentials two or more bindings reference.
     pub fn bindings_in_use(&self) -> Vec<BindingsInUse> {
         let mut out = Vec::new();
+        let mut sharing = BTreeMap::new();
+        for a in &self.multi {
+            if let Some(members) = self.accounts.get(a) {
+                let members: Vec<&String> = members.iter().collect();
+                add_sharing(&mut sharing, &members, |b| self.binding(b));
+            }
+        }
         for (key, _) in self.pools() {
             for reason in [IN_USE_WITHOUT_TENANT, DIRTY_IN_USE] {
                 let Some(used) = self.tallies.in_use.get(&(key.clone(), reason)) else {
                     continue;
                 };
                 out.push(in_use(key, reason, used.len(), used.iter()));
+            }
+            if let Some(names) = sharing.get(key) {
+                out.push(in_use(key, SHARED_ACCOUNT, names.len(), names.iter()));
             }
         }
         out
@@ -154,15 +224,21 @@ pub(crate) mod scan {
             .chain(&m.dirty)
             .chain(m.owned.values().flatten());
         let (mut total, mut clusters) = (0usize, 0usize);
+        // An account's clusters count once per pool, whichever of its bindings are in it.
+        let mut accounts = BTreeSet::new();
         for name in all {
             total += 1;
-            clusters += inv.clusters_on(name).len();
+            let account = inv.binding(name).and_then(|e| e.view.account);
+            if account.is_none_or(|a| accounts.insert(a)) {
+                clusters += inv.clusters_on(name).len();
+            }
             if let Some(kind) = inv.binding(name).map(|e| e.view.credentials) {
                 *f.credentials.entry(kind).or_default() += 1;
             }
         }
         f.total = count(total);
-        // Neither a binding in use nor a cordoned or cleanup-failed one can be taken (see selection).
+        // Neither a binding in use, a cordoned or cleanup-failed one, nor one whose account
+        // another binding holds can be taken (see selection).
         let taken = m
             .claimable
             .iter()
@@ -171,6 +247,7 @@ pub(crate) mod scan {
                     || inv
                         .binding(b)
                         .is_some_and(|e| crate::pools::lifecycle::withheld(&e.view.labels))
+                    || inv.account_held_by_sibling(b).is_some()
             })
             .count();
         f.free = count(m.claimable.len() - taken);
@@ -184,6 +261,17 @@ pub(crate) mod scan {
     /// use, ordered by pool, reason and name; each list names at most `IN_USE_NAMED` bindings.
     pub fn bindings_in_use(inv: &Inventory) -> Vec<BindingsInUse> {
         let mut out = Vec::new();
+        let mut by_account: BTreeMap<crate::pools::Account, Vec<String>> = BTreeMap::new();
+        for e in inv.bindings() {
+            if let Some(a) = e.view.account {
+                by_account.entry(a).or_default().push(e.view.name.clone());
+            }
+        }
+        let mut sharing = BTreeMap::new();
+        for members in by_account.values().filter(|m| m.len() >= 2) {
+            let members: Vec<&String> = members.iter().collect();
+            add_sharing(&mut sharing, &members, |b| inv.binding(b));
+        }
         for (key, m) in inv.pools() {
             for (reason, set) in [
                 (IN_USE_WITHOUT_TENANT, &m.claimable),
@@ -197,6 +285,9 @@ pub(crate) mod scan {
                     continue;
                 }
                 out.push(in_use(key, reason, used.len(), used.into_iter()));
+            }
+            if let Some(names) = sharing.get(key) {
+                out.push(in_use(key, SHARED_ACCOUNT, names.len(), names.iter()));
             }
         }
         out

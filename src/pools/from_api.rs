@@ -47,12 +47,21 @@ pub fn binding_view(b: &impl Resource, credentials: CredentialsKind) -> BindingV
         resource_version: b.resource_version(),
         labels: b.labels().clone().into(),
         credentials,
+        account: None,
         annotations: b
             .annotations()
             .iter()
             .filter(|(k, _)| k.starts_with(crate::labels::OWN_PREFIX))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+    }
+}
+
+impl BindingView {
+    /// The view with the account its reference names (`k8s::lean::LeanObject::account`).
+    pub fn with_account(mut self, account: Option<super::Account>) -> Self {
+        self.account = account;
+        self
     }
 }
 

@@ -135,6 +135,9 @@ impl Inventory {
         let all: Vec<BindingView> = self.bindings.values().map(|e| e.view.clone()).collect();
         self.pools.clear();
         self.bindings.clear();
+        self.accounts.clear();
+        self.shared.clear();
+        self.multi.clear();
         self.tallies.reset();
         self.life.clear_parts();
         for view in all {
@@ -178,6 +181,9 @@ impl Inventory {
     /// Drops every binding: the binding watch moves to another namespace or kind.
     pub fn clear_bindings(&mut self) {
         self.bindings.clear();
+        self.accounts.clear();
+        self.shared.clear();
+        self.multi.clear();
         self.pools.clear();
         self.tallies.reset();
         self.life.clear_bindings();
@@ -437,7 +443,11 @@ impl Inventory {
         };
         let name = entry.view.name.clone();
         self.changes.bindings.insert(name.clone());
-        let share = Share::of(&self.keys, &entry, self.clusters_on(&name).len());
+        if let Some(a) = entry.view.account {
+            self.join_account(a, &name, true);
+        }
+        let clusters = self.clusters_of(&name, entry.view.account).len();
+        let share = Share::of(&self.keys, &entry, clusters);
         self.tallies.apply(&name, share, true);
         if let Some((key, class)) = &entry.pool {
             self.changes.pools.insert(key.clone());
@@ -451,9 +461,13 @@ impl Inventory {
 
     fn unindex_binding(&mut self, old: &BindingEntry) {
         self.changes.bindings.insert(old.view.name.clone());
-        let share = Share::of(&self.keys, old, self.clusters_on(&old.view.name).len());
+        let clusters = self.clusters_of(&old.view.name, old.view.account).len();
+        let share = Share::of(&self.keys, old, clusters);
         self.tallies.apply(&old.view.name, share, false);
         self.life_apply(old, false);
+        if let Some(a) = old.view.account {
+            self.join_account(a, &old.view.name, false);
+        }
         let Some((key, class)) = &old.pool else {
             return;
         };
@@ -592,23 +606,105 @@ impl Inventory {
     }
 
     fn count_cluster(&mut self, binding: &str, cluster: &str, add: bool) {
-        let before = self.clusters_on(binding).len();
-        let part = self.life_of(binding);
-        tally(&mut self.clusters, binding, cluster, add);
-        tally(&mut self.cluster_bindings, cluster, binding, add);
-        let after = self.clusters_on(binding).len();
-        if before != after
-            && let Some(e) = self.bindings.get(binding)
-        {
-            let old = Share::of(&self.keys, e, before);
-            let new = Share::of(&self.keys, e, after);
-            self.tallies.apply(binding, old, false);
-            self.tallies.apply(binding, new, true);
-            self.life_move(binding, part);
+        let account = self.bindings.get(binding).and_then(|e| e.view.account);
+        let names = self.account_members(binding);
+        self.recounted(names, |inv| {
+            tally(&mut inv.clusters, binding, cluster, add);
+            tally(&mut inv.cluster_bindings, cluster, binding, add);
+            if let Some(a) = account {
+                inv.refresh_shared(a);
+            }
+        });
+    }
+
+    /// The indexed bindings of `binding`'s account, itself included; just `binding` when it has
+    /// no account or is not indexed.
+    pub(super) fn account_members(&self, binding: &str) -> Vec<String> {
+        let members = self
+            .bindings
+            .get(binding)
+            .and_then(|e| e.view.account)
+            .and_then(|a| self.accounts.get(&a));
+        match members {
+            Some(m) => m.iter().cloned().collect(),
+            None => vec![binding.to_string()],
         }
-        self.changes.bindings.insert(binding.to_string());
-        if let Some((key, _)) = self.bindings.get(binding).and_then(|e| e.pool.as_ref()) {
-            self.changes.pools.insert(key.clone());
+    }
+
+    /// Adds `name` to (or takes it from) the bindings of account `a`; the other bindings of the
+    /// account now count the clusters it brings (or no longer count them).
+    fn join_account(&mut self, a: crate::pools::Account, name: &str, add: bool) {
+        let others: Vec<String> = self
+            .accounts
+            .get(&a)
+            .map(|m| m.iter().filter(|n| *n != name).cloned().collect())
+            .unwrap_or_default();
+        self.recounted(others, |inv| {
+            let members = inv.accounts.entry(a).or_default();
+            if add {
+                members.insert(name.to_string());
+            } else {
+                members.remove(name);
+            }
+            let n = members.len();
+            if n == 0 {
+                inv.accounts.remove(&a);
+            }
+            if n >= 2 {
+                inv.multi.insert(a);
+            } else {
+                inv.multi.remove(&a);
+            }
+            inv.refresh_shared(a);
+        });
+    }
+
+    /// The union of the clusters on the bindings of account `a`, kept only while two or more
+    /// bindings reference it (one binding's clusters are its own).
+    fn refresh_shared(&mut self, a: crate::pools::Account) {
+        let Some(members) = self.accounts.get(&a).filter(|m| m.len() >= 2) else {
+            self.shared.remove(&a);
+            return;
+        };
+        let mut union: SmallMap<u32> = SmallMap::default();
+        for n in members {
+            for (cluster, k) in self.clusters.get(n).into_iter().flatten() {
+                *union.entry_or_default(cluster) += k;
+            }
+        }
+        if union.is_empty() {
+            self.shared.remove(&a);
+        } else {
+            self.shared.insert(a, union);
+        }
+    }
+
+    /// Runs `change`, then moves the tallies and lifecycle parts of the bindings `names` whose
+    /// cluster count or state it moved.
+    pub(super) fn recounted(&mut self, names: Vec<String>, change: impl FnOnce(&mut Self)) {
+        let before: Vec<(String, usize, Option<super::states::Part>)> = names
+            .into_iter()
+            .map(|n| {
+                let (c, p) = (self.clusters_on(&n).len(), self.life_of(&n));
+                (n, c, p)
+            })
+            .collect();
+        change(self);
+        for (name, before, part) in before {
+            let after = self.clusters_on(&name).len();
+            if let Some(e) = self.bindings.get(&name) {
+                if before != after {
+                    let old = Share::of(&self.keys, e, before);
+                    let new = Share::of(&self.keys, e, after);
+                    self.tallies.apply(&name, old, false);
+                    self.tallies.apply(&name, new, true);
+                }
+                if let Some((key, _)) = &e.pool {
+                    self.changes.pools.insert(key.clone());
+                }
+                self.life_move(&name, part);
+            }
+            self.changes.bindings.insert(name);
         }
     }
 }

@@ -326,7 +326,14 @@ impl Inventory {
                     .collect()
             })
             .unwrap_or_default();
-        let suspects = self.suspects(&rules.codes, rules.threshold);
+        let mut suspects = self.suspects(&rules.codes, rules.threshold);
+        // An account is suspect as a whole: each other binding of it is, with the codes of the
+        // first suspect one by name.
+        for (b, v) in suspects.clone() {
+            for s in self.siblings(&b) {
+                suspects.entry(s.to_string()).or_insert_with(|| v.clone());
+            }
+        }
         let suspect: BTreeSet<String> = suspects.keys().cloned().collect();
         let marks = Marks {
             cooling_down: Some(&cooling),

@@ -16,6 +16,7 @@
 //! its Shoot lives, the Shoot counts instead; this lets two claims of one tenant released at the
 //! same time both see the binding as free.
 
+mod account;
 pub mod figures;
 mod from_api;
 mod index;
@@ -26,6 +27,7 @@ mod tallies;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+pub use account::Account;
 pub use from_api::{binding_view, claim_view, claim_view_of, shoot_view};
 pub use index::{Changes, Kind, Relist, is_newer};
 
@@ -45,6 +47,9 @@ pub struct BindingView {
     pub labels: SmallMap<String>,
     /// What the binding's `credentialsRef` names (one byte; status and `hap pools` count them).
     pub credentials: CredentialsKind,
+    /// The credential the binding references (`Account`, eight bytes); `None` when unknown, and
+    /// then the binding is an account of its own.
+    pub account: Option<Account>,
     /// The binding's `accountpool.io/` annotations only (the cordon reason); the rest is
     /// skipped while decoding (crate::k8s::lean).
     pub annotations: BTreeMap<String, String>,
@@ -188,6 +193,13 @@ pub struct Inventory {
     /// Boxed: an entry is ~190 bytes, and a tree node keeps about half of its eleven slots
     /// empty (~380 bytes a binding unboxed, ~250 boxed).
     bindings: BTreeMap<String, Box<BindingEntry>>,
+    /// The indexed bindings per credential (`BindingView::account`).
+    accounts: HashMap<Account, SmallSet>,
+    /// Per credential two or more bindings reference: the union of their `clusters`
+    /// (`clusters_on` reads it; an account of one binding reads that binding's own).
+    shared: HashMap<Account, SmallMap<u32>>,
+    /// The credentials two or more indexed bindings reference (reported, `bindings_in_use`).
+    multi: BTreeSet<Account>,
     pools: BTreeMap<PoolKey, PoolMembers>,
     clusters: HashMap<String, SmallMap<u32>>,
     cluster_bindings: HashMap<String, SmallMap<u32>>,
@@ -349,9 +361,69 @@ impl Inventory {
             .unwrap_or(&EMPTY_SET)
     }
 
-    /// The clusters on a binding, by name.
+    /// The clusters on a binding's account, by name: those on every binding that references the
+    /// same credential (`Account`), so a Shoot Gardener moved to another binding of the account
+    /// still counts here.
     pub fn clusters_on(&self, binding: &str) -> Clusters<'_> {
+        self.clusters_of(
+            binding,
+            self.bindings.get(binding).and_then(|e| e.view.account),
+        )
+    }
+
+    /// The clusters of binding `name` whose reference is `account` (it may not be indexed yet).
+    fn clusters_of(&self, name: &str, account: Option<Account>) -> Clusters<'_> {
+        match account.and_then(|a| self.shared.get(&a)) {
+            Some(union) => Clusters(Some(union)),
+            None => Clusters(self.clusters.get(name)),
+        }
+    }
+
+    /// The clusters whose claim or Shoot names this very binding (not its account's others).
+    pub fn clusters_on_binding(&self, binding: &str) -> Clusters<'_> {
         Clusters(self.clusters.get(binding))
+    }
+
+    /// The other indexed bindings that reference the same credential as `binding`, by name.
+    pub fn siblings<'a>(&'a self, binding: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.bindings
+            .get(binding)
+            .and_then(|e| e.view.account)
+            .and_then(|a| self.accounts.get(&a))
+            .into_iter()
+            .flat_map(SmallSet::iter)
+            .map(String::as_str)
+            .filter(move |n| *n != binding)
+    }
+
+    /// A sibling of `binding` (`siblings`) that keeps the account from a new tenant, with the
+    /// label that says so: a tenant, dirty, shared, internal, cordoned or marked cleanup-failed.
+    /// Read from the labels, not the pool class, so a sibling in no pool counts too. The account
+    /// is one: `binding` is claimable only while every sibling is itself free. The first by name.
+    pub fn account_held_by_sibling<'a>(&'a self, binding: &'a str) -> Option<(&'a str, String)> {
+        self.siblings(binding)
+            .find_map(|s| Some((s, self.holding_label(&self.bindings.get(s)?.view.labels)?)))
+    }
+
+    /// The label by which a binding keeps its account from a new tenant, as `key=value`.
+    fn holding_label(&self, labels: &SmallMap<String>) -> Option<String> {
+        let k = &self.keys;
+        let shown = |key: &str| labels.label(key).map(|v| format!("{key}={v}"));
+        let is_true = |key: &str| labels.label(key).map(String::as_str) == Some("true");
+        shown(&k.tenant_name)
+            .or_else(|| shown(&k.dirty))
+            .or_else(|| {
+                [&k.shared, &k.internal]
+                    .into_iter()
+                    .find(|key| is_true(key))
+                    .map(|key| format!("{key}=true"))
+            })
+            .or_else(|| {
+                [lifecycle::CORDONED, lifecycle::CLEANUP_FAILED]
+                    .into_iter()
+                    .find(|key| is_true(key))
+                    .map(|key| format!("{key}=true"))
+            })
     }
 
     /// The bindings a cluster is counted on (normally one).

@@ -43,7 +43,8 @@ pub struct Flags {
     /// The cleanup job's failure mark, with a reason.
     pub cleanup_failed: bool,
     pub eu: bool,
-    /// Secret, WorkloadIdentity or another kind.
+    /// Secret, WorkloadIdentity or another kind; also which credential (0, 1: shared by every
+    /// binding with that flag; 2: none).
     pub credentials: usize,
     /// Released this many minutes after the start, by tenant `t0` or `t1`.
     pub released: Option<(i64, usize)>,
@@ -107,6 +108,17 @@ pub fn view(i: usize, f: &Flags, rv: u64) -> BindingView {
         CredentialsKind::WorkloadIdentity,
         CredentialsKind::Other,
     ][f.credentials % 3];
+    // Bindings with the same flag share a credential (Gardener's forced migration leaves two
+    // bindings on one Secret); the third kind's have no account of their own.
+    v.account = (f.credentials % 3 < 2)
+        .then(|| {
+            crate::pools::Account::of_secret(
+                Some("garden"),
+                None,
+                &format!("acct-{}", f.credentials),
+            )
+        })
+        .flatten();
     if f.cordoned {
         v.annotations
             .insert(CORDON_REASON.into(), format!("reason {i}"));

@@ -246,10 +246,10 @@ impl Inventory {
             _ => None,
         };
         let facts = Facts {
-            clusters: self.clusters_on(name).len(),
+            clusters: self.clusters_of(name, e.view.account).len(),
             cordoned: is_cordoned(&e.view.labels),
             cleanup_failed: is_cleanup_failed(&e.view.labels),
-            suspect: self.life.is_suspect(name),
+            suspect: self.account_suspect(name, e.view.account),
             cooling_down: release_end.is_some_and(|end| self.life.now < end),
         };
         Some(Part {
@@ -308,9 +308,18 @@ impl Inventory {
         if codes.is_empty() {
             return;
         }
-        let old = self.life_of(binding);
-        self.life.count_codes(binding, &codes, add);
-        self.life_move(binding, old);
+        // The codes make the account suspect: every binding of it moves.
+        let names = self.account_members(binding);
+        self.recounted(names, |inv| inv.life.count_codes(binding, &codes, add));
+    }
+
+    /// Whether Shoots on `name`, or on any binding of its account, failed with the configured
+    /// codes often enough.
+    fn account_suspect(&self, name: &str, account: Option<super::Account>) -> bool {
+        self.life.is_suspect(name)
+            || account
+                .and_then(|a| self.accounts.get(&a))
+                .is_some_and(|m| m.iter().any(|n| self.life.is_suspect(n)))
     }
 
     /// Judges suspects and cooldowns by `rules` from now on. Walks every Shoot and binding, but
@@ -426,7 +435,13 @@ impl Inventory {
         let suspect = named(&self.life.suspect)
             .into_iter()
             .map(|b| {
-                let (codes, n) = self.life.codes_on.get(&b).cloned().unwrap_or_default();
+                // Suspect through another binding of its account: that binding's codes.
+                let (codes, n) = Some(b.as_str())
+                    .filter(|b| self.life.is_suspect(b))
+                    .or_else(|| self.siblings(&b).find(|s| self.life.is_suspect(s)))
+                    .and_then(|s| self.life.codes_on.get(s))
+                    .cloned()
+                    .unwrap_or_default();
                 SuspectBinding {
                     binding: b,
                     codes: codes.into_keys().collect(),

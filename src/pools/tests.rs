@@ -395,3 +395,163 @@ fn bindings_clusters_use_without_a_tenant_or_while_dirty_are_reported_and_not_fr
     let f = inv.figures(&pool("aws", false, false));
     assert_eq!((f.total, f.free, f.dirty), (15, 1, 2));
 }
+
+/// `view` referencing the Secret `secret` of the garden namespace.
+pub(crate) fn on_secret(mut view: BindingView, secret: &str) -> BindingView {
+    view.account = crate::pools::Account::of_secret(Some("garden"), None, secret);
+    view
+}
+
+#[test]
+fn a_shoot_on_a_force_migrated_binding_counts_on_the_pool_bindings_account() {
+    let held = [("hyperscalerType", "aws"), ("tenantName", "ga")];
+    let pool_binding = on_secret(binding("aws-01", &held), "aws-01");
+    // Gardener's forced migration: a new, unlabelled CredentialsBinding on the same Secret.
+    let migrated = on_secret(binding("force-migrated-aws-01", &[]), "aws-01");
+    let other = on_secret(binding("aws-02", &[("hyperscalerType", "aws")]), "aws-02");
+    let mut inv = inventory(
+        vec![pool_binding, migrated, other],
+        vec![],
+        vec![shoot("s1", Some("force-migrated-aws-01"))],
+    );
+    assert_eq!(inv.clusters_on("aws-01").iter().collect::<Vec<_>>(), ["s1"]);
+    assert!(inv.clusters_on_binding("aws-01").is_empty());
+    assert!(inv.clusters_on("aws-02").is_empty());
+    assert_eq!(
+        inv.siblings("aws-01").collect::<Vec<_>>(),
+        ["force-migrated-aws-01"]
+    );
+    let p = pool("aws", false, false);
+    assert_eq!(inv.figures(&p).clusters, 1);
+    // Reported under the pool binding's pool.
+    let shared: Vec<_> = inv
+        .bindings_in_use()
+        .into_iter()
+        .filter(|u| u.reason == crate::pools::figures::SHARED_ACCOUNT)
+        .collect();
+    assert_eq!(shared.len(), 1);
+    assert_eq!(
+        (shared[0].count, shared[0].bindings.clone()),
+        (1, vec!["force-migrated-aws-01".to_string()])
+    );
+    // Held and used: not an orphan.
+    assert!(inv.orphans(&Default::default()).is_empty());
+    // The Shoot goes: the account is free of clusters again.
+    inv.delete_shoot("s1", None);
+    assert!(inv.clusters_on("aws-01").is_empty());
+    assert_eq!(inv.figures(&p).clusters, 0);
+}
+
+#[test]
+fn pool_figures_count_an_account_once_and_a_held_accounts_sibling_is_not_free() {
+    let held = [("hyperscalerType", "aws"), ("tenantName", "ga")];
+    // Both bindings of one Secret in the pool: one account, one cluster.
+    let bindings = vec![
+        on_secret(binding("aws-01", &held), "s"),
+        on_secret(binding("aws-01-cb", &[("hyperscalerType", "aws")]), "s"),
+    ];
+    let p = pool("aws", false, false);
+    let inv = inventory(bindings.clone(), vec![], vec![shoot("s1", Some("aws-01"))]);
+    assert_eq!(inv.figures(&p).clusters, 1);
+    assert_eq!(
+        crate::pools::figures::scan::figures(&inv, &p),
+        inv.figures(&p)
+    );
+    // Without clusters: the sibling of a held binding is not free (selection never takes it).
+    let inv = inventory(bindings, vec![], vec![]);
+    assert_eq!(inv.figures(&p).free, 0);
+    assert_eq!(
+        crate::pools::figures::scan::figures(&inv, &p),
+        inv.figures(&p)
+    );
+}
+
+#[test]
+fn a_binding_whose_sibling_a_tenant_holds_is_held_by_that_tenant() {
+    let inv = inventory(
+        vec![
+            on_secret(
+                binding(
+                    "aws-01",
+                    &[("hyperscalerType", "aws"), ("tenantName", "ga")],
+                ),
+                "s",
+            ),
+            on_secret(binding("aws-01-cb", &[("hyperscalerType", "aws")]), "s"),
+            on_secret(binding("aws-02", &[("hyperscalerType", "aws")]), "t"),
+        ],
+        vec![],
+        vec![],
+    );
+    assert_eq!(
+        inv.account_held_by_sibling("aws-01-cb"),
+        Some(("aws-01", "tenantName=ga".to_string()))
+    );
+    assert_eq!(inv.account_held_by_sibling("aws-01"), None);
+    assert_eq!(inv.account_held_by_sibling("aws-02"), None);
+}
+
+#[test]
+fn a_shared_internal_withheld_or_unpooled_labelled_sibling_holds_the_account() {
+    let held = [
+        (
+            vec![("hyperscalerType", "aws"), ("shared", "true")],
+            "shared=true",
+        ),
+        (
+            vec![("hyperscalerType", "aws"), ("internal", "true")],
+            "internal=true",
+        ),
+        (
+            vec![
+                ("hyperscalerType", "aws"),
+                ("accountpool.io/cordoned", "true"),
+            ],
+            "accountpool.io/cordoned=true",
+        ),
+        (
+            vec![
+                ("hyperscalerType", "aws"),
+                ("accountpool.io/cleanup-failed", "true"),
+            ],
+            "accountpool.io/cleanup-failed=true",
+        ),
+        // In no pool (no hyperscalerType): its labels still say the account is taken.
+        (vec![("tenantName", "gb")], "tenantName=gb"),
+        (vec![("dirty", "true")], "dirty=true"),
+    ];
+    for (labels, why) in held {
+        let inv = inventory(
+            vec![
+                on_secret(binding("aws-01", &labels), "s"),
+                on_secret(binding("aws-01-cb", &[("hyperscalerType", "aws")]), "s"),
+            ],
+            vec![],
+            vec![],
+        );
+        let got = inv.account_held_by_sibling("aws-01-cb");
+        assert_eq!(got.as_ref().map(|(s, _)| *s), Some("aws-01"), "{labels:?}");
+        assert!(format!("{got:?}").contains(why), "{got:?}, not {why}");
+    }
+    // An unlabelled force-migrated sibling does not hold it.
+    let inv = inventory(
+        vec![
+            on_secret(binding("force-migrated-aws-01", &[]), "s"),
+            on_secret(binding("aws-01", &[("hyperscalerType", "aws")]), "s"),
+        ],
+        vec![],
+        vec![],
+    );
+    assert_eq!(inv.account_held_by_sibling("aws-01"), None);
+}
+
+#[test]
+fn a_binding_view_keeps_its_account_in_eight_bytes() {
+    // 112 bytes without the account: it adds 8, and no heap.
+    assert_eq!(std::mem::size_of::<Option<crate::pools::Account>>(), 8);
+    assert!(
+        std::mem::size_of::<BindingView>() <= 120,
+        "{}",
+        std::mem::size_of::<BindingView>()
+    );
+}

@@ -453,14 +453,14 @@ fn own_bindings<'a>(
             // Never used, and on its way back to the pool (`claimant::stray_claimant`).
             continue;
         }
-        if inflight.is_releasing(b, now) {
+        if inflight.is_releasing(b, now) || account_wiped(inv, inflight, b, now) {
             writing = writing.or(Some(b.as_str()));
         } else {
             mine.insert(b);
         }
     }
     for (b, p) in inflight.claims_for(pool, ga, now) {
-        if inflight.is_releasing(b, now) {
+        if inflight.is_releasing(b, now) || account_wiped(inv, inflight, b, now) {
             writing = writing.or(Some(b));
             continue;
         }
@@ -479,6 +479,18 @@ fn own_bindings<'a>(
         }
     }
     Ok(Own { mine, writing })
+}
+
+/// Whether another binding of `b`'s credential is dirty or being released: the account is
+/// being wiped (or about to be), so no new cluster of the tenant goes into it.
+fn account_wiped(inv: &Inventory, inflight: &InFlight, b: &str, now: Instant) -> bool {
+    let dirty = &inv.keys().dirty;
+    inv.siblings(b).any(|s| {
+        inflight.is_releasing(s, now)
+            || inv
+                .binding(s)
+                .is_some_and(|e| crate::labels::LabelLookup::label(&e.view.labels, dirty).is_some())
+    })
 }
 
 /// One of the tenant's own bindings to use: the one this cluster is already on, else (one
@@ -528,6 +540,9 @@ fn reuse(
 struct Skipped {
     pinned: usize,
     in_use: usize,
+    /// Free by their own labels, but another binding of their credential is held, dirty or
+    /// moving.
+    account_taken: usize,
     cordoned: usize,
     cleanup_failed: usize,
     cooling: usize,
@@ -572,11 +587,31 @@ fn free_candidates<'a>(
             // Moving right now: neither a candidate nor counted.
         } else if !inv.clusters_on(b).is_empty() {
             s.in_use += 1;
+        } else if sibling_taken(inv, inflight, counts, b, now) {
+            s.account_taken += 1;
         } else {
             candidates.push(b);
         }
     }
     (candidates, s)
+}
+
+/// Whether another binding of `b`'s credential is held by a tenant, dirty, or being claimed or
+/// released right now: the account is one, so `b` is in use whatever its own labels say, and
+/// handing it to a tenant would give one account to two.
+fn sibling_taken(
+    inv: &Inventory,
+    inflight: &InFlight,
+    counts: &Counts<'_>,
+    b: &str,
+    now: Instant,
+) -> bool {
+    inv.account_held_by_sibling(b).is_some()
+        || inv.siblings(b).any(|s| {
+            inflight.claim_of(s, now).is_some()
+                || inflight.is_releasing(s, now)
+                || counts.being_assigned(s)
+        })
 }
 
 /// Spread: never-used first, then the one released longest ago; among equals (above all the
@@ -653,6 +688,12 @@ fn exhausted_message(
         message.push_str(&format!(
             " ({} without a tenant but used by a cluster, never claimed: see bindingsInUse in the HapConfig status)",
             s.in_use
+        ));
+    }
+    if s.account_taken > 0 {
+        message.push_str(&format!(
+            " ({} without a tenant but referencing the same credential as a binding that is held, dirty or being claimed: one account never serves two tenants)",
+            s.account_taken
         ));
     }
     if mine > 0 {

@@ -109,6 +109,12 @@ fn unavailable(pin: &PinRule, inv: &Inventory, ga: &str, pool: &PoolKey) -> Opti
                 crate::pools::lifecycle::CLEANUP_FAILED
             ))
         }
+        BindingClass::Claimable if inv.account_held_by_sibling(b).is_some() => {
+            let (sibling, label) = inv.account_held_by_sibling(b).unwrap_or_default();
+            Some(format!(
+                "binding {b} references the same credential as binding {sibling} ({label}); one account never serves two tenants"
+            ))
+        }
         BindingClass::Claimable if crate::pools::lifecycle::is_cordoned(&entry.view.labels) => {
             let reason = entry
                 .view
@@ -196,6 +202,13 @@ pub fn choose(
             binding: b.clone(),
             decision: UseReason::Pinned,
         });
+    }
+    let counts = super::Counts::new(inv, inflight, now);
+    if super::sibling_taken(inv, inflight, &counts, b, now) {
+        return Err(format!(
+            "{}: another binding of the same credential is being claimed or released; one account never serves two tenants",
+            context()
+        ));
     }
     Ok(Choice::Claim {
         binding: b.clone(),

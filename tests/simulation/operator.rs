@@ -232,6 +232,7 @@ impl Replica {
                 }
                 Release::MarkDirty { .. }
                 | Release::WaitForShoot { .. }
+                | Release::WaitForSibling { .. }
                 | Release::WaitForWrite { .. }
                 | Release::WaitForUse { .. }
                 | Release::ReleaseClean { .. }

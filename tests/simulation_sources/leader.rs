@@ -361,6 +361,7 @@ impl Replica {
             | Release::ReadSource { .. }
             | Release::WaitForSource { .. }
             | Release::WaitForShoot { .. }
+            | Release::WaitForSibling { .. }
             | Release::WaitForWrite { .. }
             | Release::WaitForUse { .. } => {}
             Release::Keep(_) => plan.push_back(Write::Finalizer),

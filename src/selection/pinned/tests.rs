@@ -357,3 +357,46 @@ fn pin_states_for_the_status() {
         want.map(|(b, st)| (b.to_string(), st.to_string())).to_vec()
     );
 }
+
+#[test]
+fn a_pinned_binding_is_not_claimed_while_another_binding_of_its_credential_is_being_claimed() {
+    use crate::pools::tests::on_secret;
+    let gcp = pool("gcp", false, false);
+    let pins = [pin("bank", "g2", None)];
+    // g1 and g2 reference one Secret: one account. Another tenant's claim of g1 is in flight.
+    let inv = inventory(
+        vec![
+            on_secret(t("g1", "gcp"), "s"),
+            on_secret(t("g2", "gcp"), "s"),
+        ],
+        vec![],
+        vec![],
+    );
+    let mut fl = InFlight::default();
+    fl.record(
+        &claim("x1", "x", None, None),
+        &gcp,
+        &claimed("g1"),
+        Instant::now(),
+    );
+    let p = place(
+        &inv,
+        &fl,
+        &claim("c", "bank", None, None),
+        std::slice::from_ref(&gcp),
+        &pins,
+    );
+    let Choice::Exhausted { message, .. } = &p.choice else {
+        panic!("{p:?}")
+    };
+    assert!(message.contains("same credential"), "{message}");
+    // With nothing in flight the pin claims it.
+    let p = place(
+        &inv,
+        &InFlight::default(),
+        &claim("c", "bank", None, None),
+        &[gcp],
+        &pins,
+    );
+    assert_eq!(p.choice, claimed("g2"));
+}

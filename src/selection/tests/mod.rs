@@ -420,3 +420,102 @@ fn a_binding_another_claim_is_being_assigned_to_is_never_claimed() {
     let got = pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default());
     assert!(matches!(got, Choice::Exhausted { .. }), "{got:?}");
 }
+
+#[test]
+fn a_binding_whose_credential_another_tenant_holds_is_never_claimed() {
+    use crate::pools::tests::on_secret;
+    let p = pool("aws", false, false);
+    // Two pool bindings on one Secret (a SecretBinding and the CredentialsBinding Gardener
+    // migrated to, both labelled): the account is ga's.
+    let inv = inventory(
+        vec![
+            on_secret(owned("aws-01", "ga"), "aws-01"),
+            on_secret(binding("aws-01-cb", AWS), "aws-01"),
+        ],
+        vec![],
+        vec![],
+    );
+    let c = claim("c", "gb", None, None);
+    let fl = InFlight::default();
+    match pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default()) {
+        Choice::Exhausted { message, .. } => assert!(
+            message.contains("1 without a tenant but referencing the same credential"),
+            "{message}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Nor while a claim of it is being written.
+    let inv = inventory(
+        vec![
+            on_secret(binding("aws-01", AWS), "aws-01"),
+            on_secret(binding("aws-01-cb", AWS), "aws-01"),
+        ],
+        vec![],
+        vec![],
+    );
+    let mut fl = InFlight::default();
+    let now = Instant::now();
+    let first = claim("c1", "ga", None, None);
+    let req = Request {
+        claim: &first,
+        pool: &p,
+        provider_type: "aws",
+    };
+    let choice = select(
+        &inv,
+        &fl,
+        &req,
+        &MultiAccountPolicy::default(),
+        &BTreeSet::new(),
+        now,
+    );
+    assert!(matches!(&choice, Choice::Claim { .. }), "{choice:?}");
+    fl.record(&first, &p, &choice, now);
+    let second = claim("c2", "gb", None, None);
+    let req = Request {
+        claim: &second,
+        pool: &p,
+        provider_type: "aws",
+    };
+    let choice = select(
+        &inv,
+        &fl,
+        &req,
+        &MultiAccountPolicy::default(),
+        &BTreeSet::new(),
+        now,
+    );
+    assert!(matches!(choice, Choice::Exhausted { .. }), "{choice:?}");
+}
+
+#[test]
+fn a_tenants_binding_whose_credential_is_being_wiped_is_not_used_the_claim_waits() {
+    use crate::pools::tests::on_secret;
+    let p = pool("aws", false, false);
+    let c = claim("c", "ga", None, None);
+    let fl = InFlight::default();
+    // ga holds aws-01; the other binding of its Secret is dirty: the cleanup job wipes the
+    // account, so no new cluster goes into it.
+    let inv = inventory(
+        vec![
+            on_secret(owned("aws-01", "ga"), "s"),
+            on_secret(
+                binding(
+                    "aws-01-cb",
+                    &[("hyperscalerType", "aws"), ("dirty", "true")],
+                ),
+                "s",
+            ),
+            binding("aws-02", AWS),
+        ],
+        vec![],
+        vec![],
+    );
+    let got = pick(&inv, &fl, &c, &p, &MultiAccountPolicy::default());
+    assert_eq!(
+        got,
+        Choice::Wait {
+            binding: "aws-01".into()
+        }
+    );
+}

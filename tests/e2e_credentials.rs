@@ -1,0 +1,235 @@
+//! End-to-end (real kube-apiserver and gardener-apiserver): one account per credential. Gardener's
+//! forced migration off SecretBindings (the Kubernetes 1.34 upgrade) moves a Shoot onto the
+//! alphabetically first CredentialsBinding that references the Secret of its SecretBinding, or
+//! onto a new unlabelled `force-migrated-<name>` one. Both shapes, built on the real API: the
+//! Shoot counts on the pool binding's account, the account never serves a second tenant, and it
+//! is not released while the Shoot runs on the other binding.
+
+mod support;
+
+use std::time::Duration;
+
+use hap_operator::api::BindingsInUse;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::json;
+use support::garden::{
+    binding_object, create_dynamic, create_secret_binding, credentials_binding_resource,
+    shoot_resource,
+};
+use support::*;
+
+fn aws(ga: &str, shoot: &str) -> serde_json::Value {
+    json!({"globalAccount": ga, "plan": "aws", "shootName": shoot})
+}
+
+/// Creates CredentialsBinding `name` on the Secret `secret` of the binding namespace.
+async fn binding_on(hap: &Hap, name: &str, secret: &str, labels: &[(&str, &str)]) {
+    let labels = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut obj = binding_object(&hap.bindings_ns, name, "aws", &labels);
+    obj["credentialsRef"]["name"] = json!(secret);
+    create_dynamic(
+        &hap.garden,
+        &hap.bindings_ns,
+        &credentials_binding_resource(),
+        obj,
+    )
+    .await;
+}
+
+/// The `SharedAccount` entry of the aws pool in `status.bindingsInUse`.
+async fn shared_account(hap: &Hap) -> Option<BindingsInUse> {
+    hap.config_status()
+        .await
+        .bindings_in_use
+        .into_iter()
+        .find(|u| u.hyperscaler_type == "aws" && u.reason == "SharedAccount")
+}
+
+/// The clusters the aws pool's figures count.
+async fn pool_clusters(hap: &Hap) -> Option<i64> {
+    hap.config_status()
+        .await
+        .rules
+        .iter()
+        .flat_map(|r| &r.pools)
+        .find(|p| p.hyperscaler_type == "aws" && !p.eu_access)
+        .map(|p| p.clusters)
+}
+
+/// Whether the operator's metrics count `n` clusters on `binding`.
+fn metric_clusters(hap: &Hap, binding: &str, n: usize) -> bool {
+    let text = hap
+        .operator
+        .as_ref()
+        .expect("operator")
+        .handle
+        .metrics
+        .encode();
+    text.contains(&format!(
+        "hap_shoots_per_credentials_binding{{credentials_binding=\"{binding}\"}} {n}\n"
+    ))
+}
+
+/// The claim's `Released` condition as (reason, message), once it is False.
+async fn release_blocked(hap: &Hap, claim: &str) -> (String, String) {
+    eventually(
+        Duration::from_secs(60),
+        &format!("claim {claim} Released=False"),
+        || async {
+            let c = hap.claims().get(claim).await.ok()?;
+            let s = c.status?;
+            let cond = condition(&s.conditions, "Released")?;
+            (cond.status == "False").then(|| (cond.reason.clone(), cond.message.clone()))
+        },
+    )
+    .await
+}
+
+/// Deletes the claim, checks that its release waits for the Shoot on the other binding of the
+/// account (no dirty label, the claim stays), then deletes the Shoot and sees the release done.
+async fn release_waits_for(hap: &Hap, claim: &str, binding: &str, sibling: &str, shoot: &str) {
+    hap.claims()
+        .delete(claim, &Default::default())
+        .await
+        .expect("delete claim");
+    let (reason, message) = release_blocked(hap, claim).await;
+    assert_eq!(reason, "AccountInUseByBinding", "{message}");
+    assert!(
+        message.contains(sibling) && message.contains(shoot),
+        "{message}"
+    );
+    assert!(
+        !hap.labels(binding).await.contains_key("dirty"),
+        "released while {shoot} runs on {sibling}"
+    );
+    hap.delete_shoot(shoot).await;
+    eventually(
+        Duration::from_secs(90),
+        "the binding marked dirty",
+        || async {
+            (hap.labels(binding).await.get("dirty").map(String::as_str) == Some("true"))
+                .then_some(())
+        },
+    )
+    .await;
+    eventually(Duration::from_secs(60), "the claim gone", || async {
+        hap.claims()
+            .get_opt(claim)
+            .await
+            .ok()
+            .and_then(|c| c.is_none().then_some(()))
+    })
+    .await;
+}
+
+/// Shape (b): a new, unlabelled `force-migrated-<name>` CredentialsBinding on the pool binding's
+/// Secret, with the Shoot on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shoot_on_a_force_migrated_binding_counts_on_its_account_and_holds_the_release() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-01", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    binding_on(&hap, "force-migrated-aws-01", "aws-01", &[]).await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    assert_eq!(hap.bound("c1").await, "aws-01");
+    hap.shoot("s1", "force-migrated-aws-01").await;
+    eventually(
+        Duration::from_secs(60),
+        "the force-migrated binding reported and its Shoot counted on the pool",
+        || async {
+            let shared = shared_account(&hap).await?;
+            let counted = pool_clusters(&hap).await? == 1 && metric_clusters(&hap, "aws-01", 1);
+            (shared.bindings == ["force-migrated-aws-01"] && counted).then_some(())
+        },
+    )
+    .await;
+    release_waits_for(&hap, "c1", "aws-01", "force-migrated-aws-01", "s1").await;
+}
+
+/// Shape (a): a SecretBinding as KEB left it and two CredentialsBindings on its Secret, both
+/// labelled for the pool; the Shoot moved off the SecretBinding onto one of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_bindings_on_one_secret_never_serve_two_tenants() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    let pool = [("hyperscalerType", "aws")];
+    // The SecretBinding creates the Secret `acct-1`; the operator watches CredentialsBindings.
+    create_secret_binding(&hap.garden, &hap.bindings_ns, "acct-1", "aws", &pool).await;
+    binding_on(&hap, "aws-1a", "acct-1", &pool).await;
+    binding_on(&hap, "aws-1b", "acct-1", &pool).await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    let held = hap.bound("c1").await;
+    let other = if held == "aws-1a" { "aws-1b" } else { "aws-1a" };
+    // Another tenant: the other binding references the same Secret, so none is free.
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    // The other binding counts ga-1's cluster (its claim) on the account: in use.
+    let message = hap.ready_reason("c2", "PoolExhausted").await;
+    assert!(
+        message.contains("1 without a tenant but used by a cluster"),
+        "{message}"
+    );
+    assert!(!hap.labels(other).await.contains_key("tenantName"));
+    // The tenant's Shoot, created on the SecretBinding, moved onto the other CredentialsBinding.
+    hap.shoot("s1", "acct-1").await;
+    let moved = json!({"spec": {"secretBindingName": null, "credentialsBindingName": other}});
+    Api::<DynamicObject>::namespaced_with(hap.garden.clone(), &hap.bindings_ns, &shoot_resource())
+        .patch("s1", &PatchParams::default(), &Patch::Merge(&moved))
+        .await
+        .expect("the Shoot moves to a CredentialsBinding of the same Secret");
+    eventually(
+        Duration::from_secs(60),
+        "the Shoot counted on the account",
+        || async {
+            let shared = shared_account(&hap).await?;
+            let both = shared.bindings == ["aws-1a", "aws-1b"];
+            (both && metric_clusters(&hap, &held, 1)).then_some(())
+        },
+    )
+    .await;
+    release_waits_for(&hap, "c1", &held, other, "s1").await;
+    // The account is dirty: still no binding of it for the second tenant.
+    let message = hap.ready_reason("c2", "PoolExhausted").await;
+    assert!(
+        !hap.labels(other).await.contains_key("tenantName"),
+        "{message}"
+    );
+}
+
+/// After the forced migration every Shoot of a tenant sits on the other binding: deleting one
+/// claim (its Shoot gone) keeps the account for the tenant's other cluster and lets the claim
+/// go, rather than waiting until the tenant's last cluster is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_claim_goes_while_its_other_cluster_runs_on_the_other_binding() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-01", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    binding_on(&hap, "force-migrated-aws-01", "aws-01", &[]).await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    hap.claim("c2", aws("ga-1", "s2")).await;
+    assert_eq!(hap.bound("c1").await, "aws-01");
+    assert_eq!(hap.bound("c2").await, "aws-01");
+    hap.shoot("s1", "force-migrated-aws-01").await;
+    eventually(
+        Duration::from_secs(60),
+        "the Shoot counted on the account",
+        || async { metric_clusters(&hap, "aws-01", 2).then_some(()) },
+    )
+    .await;
+    hap.claims()
+        .delete("c2", &Default::default())
+        .await
+        .expect("delete claim");
+    eventually(Duration::from_secs(60), "claim c2 gone", || async {
+        hap.claims()
+            .get_opt("c2")
+            .await
+            .ok()
+            .and_then(|c| c.is_none().then_some(()))
+    })
+    .await;
+    let labels = hap.labels("aws-01").await;
+    assert_eq!(labels.get("tenantName").map(String::as_str), Some("ga-1"));
+    assert!(!labels.contains_key("dirty"), "{labels:?}");
+}
