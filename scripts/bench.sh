@@ -7,6 +7,8 @@
 #   scripts/bench.sh load     the load benchmark only (HAP_BENCH_* variables: see examples/load/main.rs)
 #   scripts/bench.sh scale    its phase 4 only (cost against landscape size; set HAP_BENCH_SHOOTS,
 #                             HAP_BENCH_BINDINGS, HAP_BENCH_SCALE_CLAIMS for the size)
+#   scripts/bench.sh takeover its phase 5 only (a backlog decided by a fresh operator, beside a
+#                             no-logic client; HAP_BENCH_TAKEOVER_NEW/_REUSE/_RELEASE for the size)
 #   scripts/bench.sh admission  admission latency of request sources (examples/admission.rs)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,6 +24,10 @@ if [ "$what" = all ] || [ "$what" = micro ]; then
 fi
 if [ "$what" = scale ]; then
   export HAP_BENCH_ROUNDS=0 HAP_BENCH_PACED_CLAIMS=0
+  what=load
+fi
+if [ "$what" = takeover ]; then
+  export HAP_BENCH_ROUNDS=0 HAP_BENCH_PACED_CLAIMS=0 HAP_BENCH_SCALE=0
   what=load
 fi
 if [ "$what" = all ] || [ "$what" = load ]; then

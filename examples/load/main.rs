@@ -14,6 +14,9 @@
 //!    The bare-LIST floor of the operator's caches (`floor.rs`) right before a fresh `hap run`,
 //!    timed from start to /readyz 200; memory from /proc; then idle CPU per second, a trickle of
 //!    new claims and a burst, optionally under `perf record` (`profile.rs`).
+//! 5. Take-over (`takeover.rs`): a backlog of unsettled claims (new tenants, reuses, releases
+//!    of deleted claims) left while no operator ran; a fresh `hap run` timed until every one is
+//!    decided, beside a no-logic client making the same writes on a twin landscape.
 //!
 //! Bindings (each after its Secret) and valid Shoots are served by the real gardener-apiserver,
 //! in Gardener projects of their own (`bench`, `base`, `scale`).
@@ -22,7 +25,8 @@
 //! HAP_BENCH_PACED_CLAIMS, HAP_BENCH_PACED_RATE; for phase 4 HAP_BENCH_SHOOTS,
 //! HAP_BENCH_BINDINGS (taken), HAP_BENCH_SCALE_CLAIMS, HAP_BENCH_FREE, HAP_BENCH_TRICKLE,
 //! HAP_BENCH_TRICKLE_MS, HAP_BENCH_SCALE_NEW (the burst), HAP_BENCH_IDLE_S,
-//! HAP_BENCH_FLOOR_PASSES, HAP_BENCH_PERF; HAP_BENCH_DIR (control-plane state), HAP_BIN (the
+//! HAP_BENCH_FLOOR_PASSES, HAP_BENCH_PERF, HAP_BENCH_SCALE (0 skips phase 4); for phase 5
+//! HAP_BENCH_TAKEOVER_NEW, HAP_BENCH_TAKEOVER_REUSE, HAP_BENCH_TAKEOVER_RELEASE (all 0 skip it); HAP_BENCH_DIR (control-plane state), HAP_BIN (the
 //! operator binary; default: `hap` next to this example's directory), HAP_K8S_BIN.
 
 mod floor;
@@ -32,6 +36,7 @@ mod garden;
 mod private_env;
 mod profile;
 mod scale;
+mod takeover;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -617,7 +622,11 @@ async fn main() {
     std::fs::create_dir_all(&logs).expect("log dir");
     println!(
         "hap load benchmark: {rounds} rounds of {n} claims / {tenants} tenants at concurrency {c}; {paced_claims} claims paced at {paced_rate}/s; scale: {}",
-        sizes.describe()
+        if env_num("HAP_BENCH_SCALE", 1) > 0 {
+            sizes.describe()
+        } else {
+            "off".into()
+        }
     );
     println!(
         "machine: {} CPUs, {}; load average before: {}",
@@ -751,13 +760,22 @@ async fn main() {
         report_requests(first, n);
     }
     // ---- 4. scale: the cost against landscape size ---------------------------------------
-    let figures = scale::run(&env, &client, &hap, &logs, &sizes).await;
-    scale::report(&sizes, &figures);
+    if env_num("HAP_BENCH_SCALE", 1) > 0 {
+        let figures = scale::run(&env, &client, &hap, &logs, &sizes).await;
+        scale::report(&sizes, &figures);
+    }
+    // ---- 5. take-over: a backlog that piled up while no operator ran ---------------------
+    let backlog = takeover::Backlog::from_env(c);
+    if backlog.total() > 0 {
+        let figures = takeover::run(&env, &client, &hap, &logs, backlog).await;
+        takeover::report(backlog, &figures);
+    }
     println!("total benchmark time {:.1?}", total.elapsed());
     println!();
     println!(
-        "reproduce: make bench   (or: cargo build --release --bin hap --example load && HAP_BENCH_ROUNDS={rounds} HAP_BENCH_CLAIMS={n} HAP_BENCH_TENANTS={tenants} HAP_BENCH_CONCURRENCY={c} HAP_BENCH_PACED_CLAIMS={paced_claims} HAP_BENCH_PACED_RATE={paced_rate} {} target/release/examples/load)",
-        sizes.env_line()
+        "reproduce: make bench   (or: cargo build --release --bin hap --example load && HAP_BENCH_ROUNDS={rounds} HAP_BENCH_CLAIMS={n} HAP_BENCH_TENANTS={tenants} HAP_BENCH_CONCURRENCY={c} HAP_BENCH_PACED_CLAIMS={paced_claims} HAP_BENCH_PACED_RATE={paced_rate} {} {} target/release/examples/load)",
+        sizes.env_line(),
+        backlog.env_line()
     );
     drop(env);
     let _ = std::fs::remove_dir_all(&logs);

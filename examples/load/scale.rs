@@ -259,7 +259,7 @@ fn cached_kinds(client: &Client, garden_s: &str) -> Vec<floor::Kind> {
 }
 
 /// Waits (off the runtime) for /readyz 200; the time since the process started.
-async fn ready(op: &OperatorProcess) -> Duration {
+pub(super) async fn ready(op: &OperatorProcess) -> Duration {
     let (port, started) = (op.port, op.started);
     tokio::task::spawn_blocking(move || {
         loop {
