@@ -4,8 +4,10 @@
 //! 1. Throughput: N claims (default 2000) of T tenants (default 500) created at concurrency C
 //!    (default 16) with `hap run` (release build) as a process; claims/s and p50/p99 time from
 //!    create to Bound, timed by a watch.
-//! 2. Ceiling: the same API writes with no logic at the same concurrency — per claim: create the
-//!    claim, merge-patch a binding label with its resourceVersion, apply the Bound status.
+//! 2. Ceiling: the operator's API writes with no logic at the same concurrency — per claim: create
+//!    the claim, add the finalizer, the binding write (a tenant's first claim: tenant and
+//!    claimed-by labels; its others: the use record), conditioned on the binding's version and one
+//!    at a time per binding, as the operator's are; apply the Bound status; post the event.
 //! 3. API requests per claim from kube-apiserver's own `apiserver_request_total` (by verb,
 //!    resource and subresource, before and after phase 1, the benchmark's own requests
 //!    subtracted); LIST per claim after the caches synced.
@@ -45,7 +47,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use hap_operator::api::{AccountClaim, ClaimPhase, Decision, HapConfig, MatchedRule};
-use hap_operator::labels::PoolKey;
+use hap_operator::labels::{CLAIMED_BY, FILLING, PoolKey};
 use hap_operator::status::{BoundTo, ClaimOutcome, desired_claim_status};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -433,17 +435,25 @@ async fn ceiling_round(
     let labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
     let base_bindings: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), garden_b, &binding_ar());
-    let rvs: Arc<Mutex<HashMap<usize, String>>> = Arc::default();
+    // Each tenant's binding version, held while its write is in flight: the operator, too,
+    // sends one write on a binding at a time (a use waits for a sibling's record).
+    let made: Arc<Mutex<HashMap<usize, String>>> = Arc::default();
     concurrently((0..tenants).collect(), 32, |i| {
-        let (client, labels, rvs) = (client, &labels, rvs.clone());
+        let (client, labels, made) = (client, &labels, made.clone());
         async move {
             let obj = create_binding(client, &format!("base-{i:05}"), garden_b, labels).await;
-            rvs.lock()
+            made.lock()
                 .unwrap()
                 .insert(i, obj.resource_version().expect("rv"));
         }
     })
     .await;
+    let rvs: Arc<HashMap<usize, tokio::sync::Mutex<String>>> = Arc::new(
+        std::mem::take(&mut *made.lock().unwrap())
+            .into_iter()
+            .map(|(i, rv)| (i, tokio::sync::Mutex::new(rv)))
+            .collect(),
+    );
     let (base_bound, base_watch) = watch_bound(client, claims_b);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let base_claims: Api<AccountClaim> = Api::namespaced(client.clone(), claims_b);
@@ -482,18 +492,26 @@ async fn ceiling_round(
                 )
                 .await
                 .expect("add finalizer");
-            // The operator writes a binding once per tenant and pool: the first claim of each.
+            // The operator's binding write: the claim write (tenant and claimed-by) for a
+            // tenant's first claim, the use record (`FILLING`, claimed-by removed) for the others.
             let binding = format!("base-{:05}", i % tenants);
-            if i < tenants {
-                let rv = rvs.lock().unwrap()[&i].clone();
-                bindings
+            let uid = made.uid().expect("uid");
+            let (labels, annotations) = if i < tenants {
+                (json!({"tenantName": ga, CLAIMED_BY: uid}), json!({}))
+            } else {
+                (json!({CLAIMED_BY: null}), json!({FILLING: uid}))
+            };
+            {
+                let mut rv = rvs[&(i % tenants)].lock().await;
+                let written = bindings
                     .patch_metadata(
                         &binding,
                         &PatchParams::default(),
-                        &Patch::Merge(json!({"metadata": {"resourceVersion": rv, "labels": {"tenantName": ga}}})),
+                        &Patch::Merge(json!({"metadata": {"resourceVersion": *rv, "labels": labels, "annotations": annotations}})),
                     )
                     .await
-                    .expect("label binding");
+                    .expect("binding write");
+                *rv = written.resource_version().expect("rv");
             }
             let status = bound_status(&made, &binding, garden_b, now);
             claims
