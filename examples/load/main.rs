@@ -27,13 +27,14 @@
 //! HAP_BENCH_PACED_CLAIMS, HAP_BENCH_PACED_RATE; for phase 4 HAP_BENCH_SHOOTS,
 //! HAP_BENCH_BINDINGS (taken), HAP_BENCH_SCALE_CLAIMS, HAP_BENCH_FREE, HAP_BENCH_TRICKLE,
 //! HAP_BENCH_TRICKLE_MS, HAP_BENCH_SCALE_NEW (the burst), HAP_BENCH_IDLE_S,
-//! HAP_BENCH_FLOOR_PASSES, HAP_BENCH_PERF, HAP_BENCH_SCALE (0 skips phase 4); for phase 5
+//! HAP_BENCH_FLOOR_PASSES, HAP_BENCH_PERF, HAP_BENCH_SCALE (0 skips phase 4), HAP_BENCH_LANDSCAPE (0: bare Shoots, `landscape.rs`); for phase 5
 //! HAP_BENCH_TAKEOVER_NEW, HAP_BENCH_TAKEOVER_REUSE, HAP_BENCH_TAKEOVER_RELEASE (all 0 skip it); HAP_BENCH_DIR (control-plane state), HAP_BIN (the
 //! operator binary; default: `hap` next to this example's directory), HAP_K8S_BIN.
 
 mod floor;
 #[path = "../../tests/support/garden.rs"]
 mod garden;
+mod landscape;
 #[path = "../../tests/support/private_env.rs"]
 mod private_env;
 mod profile;

@@ -18,6 +18,7 @@ use kube::{Client, Resource};
 use serde_json::json;
 
 use super::floor::{self, Floor};
+use super::landscape;
 use super::private_env::{OperatorProcess, PrivateEnv, env_num, http_get, request_counts};
 use super::profile::Perf;
 use super::{
@@ -70,8 +71,13 @@ impl Sizes {
 
     pub fn describe(&self) -> String {
         format!(
-            "background {} Shoots, {} taken bindings, {} Bound claims; fixed: {} free bindings, trickle {} claims every {:?}, burst {} claims at concurrency {}, idle {:?}",
+            "background {} Shoots ({}), {} taken bindings, {} Bound claims; fixed: {} free bindings, trickle {} claims every {:?}, burst {} claims at concurrency {}, idle {:?}",
             self.shoots,
+            if landscape::on() {
+                "dressed as a landscape's, with a status of a few KB"
+            } else {
+                "bare"
+            },
             self.taken,
             self.claims,
             self.free,
@@ -86,7 +92,8 @@ impl Sizes {
     /// The environment that reproduces these sizes.
     pub fn env_line(&self) -> String {
         format!(
-            "HAP_BENCH_SHOOTS={} HAP_BENCH_BINDINGS={} HAP_BENCH_SCALE_CLAIMS={} HAP_BENCH_FREE={} HAP_BENCH_TRICKLE={} HAP_BENCH_TRICKLE_MS={} HAP_BENCH_SCALE_NEW={} HAP_BENCH_CONCURRENCY={} HAP_BENCH_IDLE_S={} HAP_BENCH_FLOOR_PASSES={}",
+            "HAP_BENCH_LANDSCAPE={} HAP_BENCH_SHOOTS={} HAP_BENCH_BINDINGS={} HAP_BENCH_SCALE_CLAIMS={} HAP_BENCH_FREE={} HAP_BENCH_TRICKLE={} HAP_BENCH_TRICKLE_MS={} HAP_BENCH_SCALE_NEW={} HAP_BENCH_CONCURRENCY={} HAP_BENCH_IDLE_S={} HAP_BENCH_FLOOR_PASSES={}",
+            u8::from(landscape::on()),
             self.shoots,
             self.taken,
             self.claims,
@@ -190,15 +197,23 @@ async fn create_shoots(client: &Client, garden_s: &'static str, sizes: &Sizes) {
     concurrently((0..sizes.shoots).collect(), 32, |i| {
         let (api, post, aws) = (&api, &post, &aws);
         async move {
-            let obj: DynamicObject = serde_json::from_value(garden::shoot_object(
+            let name = format!("shoot-{i:05}");
+            let mut shoot = garden::shoot_object(
                 garden_s,
-                &format!("shoot-{i:05}"),
+                &name,
                 &format!("aws-{:05}", i % taken),
                 garden::BindingRef::CredentialsBinding,
                 aws,
-            ))
-            .expect("shoot");
+            );
+            if landscape::on() {
+                landscape::dress(&mut shoot, i, &format!("ga-{:05}", i % taken));
+            }
+            let obj: DynamicObject = serde_json::from_value(shoot).expect("shoot");
             api.create(post, &obj).await.expect("create Shoot");
+            if landscape::on() {
+                let status = landscape::status(i, "aws-eu1", "scale", &name);
+                landscape::set_status(api, &name, status).await;
+            }
         }
     })
     .await;
