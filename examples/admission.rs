@@ -14,12 +14,20 @@
 //! For scale, it also times 10 conditional label patches of a binding (the write that claims
 //! one) straight against gardener-apiserver, one after the other.
 //!
-//! Environment: HAP_BENCH_SHOOTS (N), HAP_BENCH_RATE (Shoots per second), HAP_BENCH_DIR
+//! At scale: HAP_BENCH_BACKGROUND=K first creates K Shoots dressed as a landscape's (labels, a
+//! status of a few KB; `load/landscape.rs`) on K/2 bindings held by their tenants, so that the
+//! webhook decides against a full cache; HAP_BENCH_RATES=10,50 runs phases 1 and 2 at each rate
+//! (new tenants and reuses apart), with fresh tenants per rate.
+//!
+//! Environment: HAP_BENCH_SHOOTS (N), HAP_BENCH_RATE (Shoots per second; HAP_BENCH_RATES, a
+//! comma-separated list, overrides it), HAP_BENCH_BACKGROUND (K), HAP_BENCH_DIR
 //! (control-plane state), HAP_BIN (the operator binary; default: `hap` next to this example's
 //! directory), HAP_K8S_BIN, HAP_GARDENER_APISERVER.
 
 #[path = "../tests/support/garden.rs"]
 mod garden;
+#[path = "load/landscape.rs"]
+mod landscape;
 #[path = "../tests/support/private_env.rs"]
 mod private_env;
 
@@ -123,10 +131,64 @@ async fn paced(
     (times, refused, admitted)
 }
 
+/// `k` Shoots dressed as a landscape's on `k/2` bindings, each held by the tenant of its Shoots:
+/// what the webhook decides against on a landscape. Created 32 at a time.
+async fn background(client: &kube::Client, ns: &str, k: usize, profile: &garden::Profile) {
+    use futures::StreamExt;
+    let bindings = k.div_ceil(2);
+    futures::stream::iter(0..bindings)
+        .for_each_concurrent(32, |i| async move {
+            let (name, tenant) = (format!("bg-{i:06}"), format!("bg-ga-{i:06}"));
+            let labels = [("hyperscalerType", "aws"), ("tenantName", tenant.as_str())];
+            garden::create_binding(client, ns, &name, "aws", &labels).await;
+        })
+        .await;
+    let shoots: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &garden::shoot_resource());
+    futures::stream::iter(0..k)
+        .for_each_concurrent(32, |i| {
+            let shoots = &shoots;
+            async move {
+                let name = format!("bg-{i:06}");
+                let b = i % bindings;
+                let mut o = garden::shoot_object(
+                    ns,
+                    &name,
+                    &format!("bg-{b:06}"),
+                    garden::BindingRef::CredentialsBinding,
+                    profile,
+                );
+                if landscape::on() {
+                    landscape::dress(&mut o, i, &format!("bg-ga-{b:06}"));
+                }
+                let obj: DynamicObject = serde_json::from_value(o).expect("shoot");
+                shoots
+                    .create(&PostParams::default(), &obj)
+                    .await
+                    .expect("create background Shoot");
+                landscape::set_status(
+                    shoots,
+                    &name,
+                    landscape::status(i, "aws-eu1", PROJECT, &name),
+                )
+                .await;
+            }
+        })
+        .await;
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let n = env_num("HAP_BENCH_SHOOTS", 100);
-    let rate = env_num("HAP_BENCH_RATE", 2);
+    let rates: Vec<usize> = std::env::var("HAP_BENCH_RATES")
+        .unwrap_or_else(|_| env_num("HAP_BENCH_RATE", 2).to_string())
+        .split(',')
+        .filter_map(|r| r.trim().parse().ok())
+        .filter(|r| *r > 0)
+        .collect();
+    assert!(!rates.is_empty(), "HAP_BENCH_RATES: no rate above 0");
+    let k = env_num("HAP_BENCH_BACKGROUND", 0);
+    let free = n * rates.len();
     let dir = std::env::var_os("HAP_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -134,7 +196,7 @@ async fn main() {
         });
     std::fs::create_dir_all(&dir).expect("bench dir");
     println!(
-        "admission benchmark: {n} Shoots per phase at {rate}/s, control plane in {}",
+        "admission benchmark: {n} Shoots per phase at {rates:?}/s, {k} background Shoots, control plane in {}",
         dir.display()
     );
     let started = Instant::now();
@@ -147,7 +209,12 @@ async fn main() {
     let client = env.client().await;
     let ns = garden::create_project(&client, PROJECT).await;
     env.kubectl(&["create", "namespace", CLAIMS_NS]);
-    for i in 0..(n + 10) {
+    // Pools and the background are a landscape's past, built with ResourceReferenceManager off
+    // (it admits ~2.5 binding writes a second); gardener-apiserver restarts with it on before
+    // anything is measured.
+    let t = Instant::now();
+    env.disable_gardener_admission("ResourceReferenceManager");
+    for i in 0..(free + 10) {
         garden::create_binding(
             &client,
             &ns,
@@ -158,6 +225,15 @@ async fn main() {
         .await;
     }
     let source = json!([{"id": "shoots", "kind": "Shoot", "matchLabels": {"accountpool.io/request": "true"}}]);
+    let profile = garden::profile(&client, "aws").await;
+    background(&client, &ns, k, &profile).await;
+    env.restart_gardener_apiserver(Duration::ZERO);
+    println!(
+        "pools and background: {} free bindings, {k} Shoots on {} bindings in {:.1?} (ResourceReferenceManager back on)",
+        free + 10,
+        k.div_ceil(2),
+        t.elapsed()
+    );
     let cfg = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "metadata": {"name": CONFIG},
         "spec": {"bindingNamespace": ns, "rules": ["aws"], "requestSources": source}});
     Api::<DynamicObject>::all_with(
@@ -237,7 +313,7 @@ async fn main() {
         Api::namespaced_with(client.clone(), &ns, &garden::credentials_binding_resource());
     let mut patches = Vec::new();
     for i in 0..10 {
-        let name = format!("aws-{:04}", n + i);
+        let name = format!("aws-{:04}", free + i);
         let rv = bindings
             .get(&name)
             .await
@@ -253,10 +329,9 @@ async fn main() {
         patches.push(t.elapsed());
     }
     patches.sort();
-    let profile = garden::profile(&client, "aws").await;
     let shoots: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &garden::shoot_resource());
-    let request = |name: String, tenant: usize| -> DynamicObject {
+    let request = |name: String, tenant: String| -> DynamicObject {
         let mut o: Value = garden::shoot_object(
             &ns,
             &name,
@@ -269,22 +344,34 @@ async fn main() {
             .expect("spec")
             .remove("credentialsBindingName");
         o["metadata"]["labels"] = json!({"accountpool.io/request": "true",
-            "accountpool.io/global-account": format!("ga-{tenant:04}"), "accountpool.io/plan": "aws"});
+            "accountpool.io/global-account": tenant, "accountpool.io/plan": "aws"});
         serde_json::from_value(o).expect("shoot")
     };
     // Warm the connection and the caches with one request before measuring.
     let _ = shoots
-        .create(&PostParams::default(), &request("warm".into(), 9999))
+        .create(
+            &PostParams::default(),
+            &request("warm".into(), "ga-warm".into()),
+        )
         .await;
 
-    let first: Vec<DynamicObject> = (0..n).map(|i| request(format!("f-{i:04}"), i)).collect();
-    let (t1, r1, ok1) = paced(&shoots, first, rate).await;
-    // Second Shoots of the tenants whose first one was admitted (they hold a binding now).
-    let warm: Vec<DynamicObject> = (0..n)
-        .filter(|i| ok1[*i])
-        .map(|i| request(format!("w-{i:04}"), i))
-        .collect();
-    let (t2, r2, _) = paced(&shoots, warm, rate).await;
+    let mut rows = Vec::new();
+    for &rate in &rates {
+        let tenant = |i: usize| format!("ga-{rate}-{i:04}");
+        let first: Vec<DynamicObject> = (0..n)
+            .map(|i| request(format!("f{rate}-{i:04}"), tenant(i)))
+            .collect();
+        let (t1, r1, ok1) = paced(&shoots, first, rate).await;
+        // Second Shoots of the tenants whose first one was admitted (they hold a binding now).
+        let warm: Vec<DynamicObject> = (0..n)
+            .filter(|i| ok1[*i])
+            .map(|i| request(format!("w{rate}-{i:04}"), tenant(i)))
+            .collect();
+        let (t2, r2, _) = paced(&shoots, warm, rate).await;
+        rows.push(("first claim (binding claimed)", rate, t1, r1));
+        rows.push(("warm pool (binding reused)", rate, t2, r2));
+    }
+    let rate = rates[0];
     let plain: Vec<DynamicObject> = (0..n)
         .map(|i| {
             let o = garden::shoot_object(
@@ -298,17 +385,14 @@ async fn main() {
         })
         .collect();
     let (t3, r3, _) = paced(&shoots, plain, rate).await;
+    rows.push(("no decision (webhook not called)", rate, t3, r3));
 
     println!();
-    println!("| phase | Shoots | rate | p50 | p99 | max | refused |");
-    println!("|---|---|---|---|---|---|---|");
-    for (name, t, r) in [
-        ("first claim (binding claimed)", &t1, r1),
-        ("warm pool (binding reused)", &t2, r2),
-        ("no decision (webhook not called)", &t3, r3),
-    ] {
+    println!("| phase | background Shoots | Shoots | rate | p50 | p99 | max | refused |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, rate, t, r) in &rows {
         println!(
-            "| {name} | {} | {rate}/s | {} | {} | {} | {r} |",
+            "| {name} | {k} | {} | {rate}/s | {} | {} | {} | {r} |",
             t.len(),
             ms(percentile(t, 0.5)),
             ms(percentile(t, 0.99)),
@@ -316,7 +400,7 @@ async fn main() {
         );
     }
     println!(
-        "| (reference) binding label patch, conditional, sequential | {} | - | {} | {} | {} | 0 |",
+        "| (reference) binding label patch, conditional, sequential | {k} | {} | - | {} | {} | {} | 0 |",
         patches.len(),
         ms(percentile(&patches, 0.5)),
         ms(percentile(&patches, 0.99)),
@@ -332,7 +416,12 @@ async fn main() {
     }
     println!();
     println!(
-        "reproduce: cargo build --release --bin hap --example admission && HAP_BENCH_SHOOTS={n} HAP_BENCH_RATE={rate} $CARGO_TARGET_DIR/release/examples/admission"
+        "reproduce: cargo build --release --bin hap --example admission && HAP_BENCH_SHOOTS={n} HAP_BENCH_RATES={} HAP_BENCH_BACKGROUND={k} $CARGO_TARGET_DIR/release/examples/admission",
+        rates
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
     );
     op.kill();
     env.down();
