@@ -392,7 +392,7 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|---|");
     for (name, rate, t, r) in &rows {
         println!(
-            "| {name} | {k} | {} | {rate}/s | {} | {} | {} | {r} |",
+            "BENCH-ROW admission | {name} | {k} | {} | {rate}/s | {} | {} | {} | {r} |",
             t.len(),
             ms(percentile(t, 0.5)),
             ms(percentile(t, 0.99)),
@@ -400,7 +400,7 @@ async fn main() {
         );
     }
     println!(
-        "| (reference) binding label patch, conditional, sequential | {k} | {} | - | {} | {} | {} | 0 |",
+        "BENCH-ROW admission | (reference) binding label patch, conditional, sequential | {k} | {} | - | {} | {} | {} | 0 |",
         patches.len(),
         ms(percentile(&patches, 0.5)),
         ms(percentile(&patches, 0.99)),

@@ -10,10 +10,17 @@
 #   scripts/bench.sh takeover its phase 5 only (a backlog decided by a fresh operator, beside a
 #                             no-logic client; HAP_BENCH_TAKEOVER_NEW/_REUSE/_RELEASE for the size)
 #   scripts/bench.sh admission  admission latency of request sources (examples/admission.rs)
+#   scripts/bench.sh report LOG  puts every `BENCH-ROW <table> | … |` line of a benchmark's output
+#                             into BENCHMARKS.md's table marked `<!-- rows:<table> -->` (with the
+#                             date and commit), then copies BENCHMARKS.md's headline table into
+#                             the README (a test fails when the two differ)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 what=${1:-all}
+if [ "$what" = report ]; then
+  exec scripts/bench-report.sh "${2:-}"
+fi
 target=${CARGO_TARGET_DIR:-$root/target}
 echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), kernel $(uname -r)"
 echo "toolchain: $(rustc --version), $(go version | cut -d' ' -f3)"

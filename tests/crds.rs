@@ -1,6 +1,7 @@
 //! `crds/` is generated from the Rust types by `hap crd`; this fails when the committed copy
 //! drifts, with the command that fixes it. The published licensing metadata and the changelog are
-//! held to `Cargo.toml` here too, since a compliance check reads them before anything else.
+//! held to `Cargo.toml` here too, since a compliance check reads them before anything else, and
+//! the README's performance table to the record in BENCHMARKS.md it is copied from.
 
 use std::path::Path;
 
@@ -89,5 +90,25 @@ fn the_changelog_has_a_section_for_the_crate_version() {
     assert!(
         changelog.contains("## [Unreleased]"),
         "CHANGELOG.md has no Unreleased section"
+    );
+}
+
+/// The lines from `<!-- headline:begin -->` to `<!-- headline:end -->`, or `None`.
+fn headline_block(text: &str) -> Option<String> {
+    let start = text.find("<!-- headline:begin -->\n")?;
+    let end = text[start..].find("<!-- headline:end -->\n")? + start;
+    Some(text[start..end].to_string())
+}
+
+#[test]
+fn readme_performance_table_is_the_benchmarks_headline_table() {
+    let record = headline_block(&repo_file("BENCHMARKS.md"))
+        .expect("BENCHMARKS.md has no <!-- headline:begin --> … <!-- headline:end --> block");
+    assert!(record.lines().filter(|l| l.starts_with('|')).count() > 2);
+    let readme = headline_block(&repo_file("README.md"))
+        .expect("README.md has no <!-- headline:begin --> … <!-- headline:end --> block");
+    assert!(
+        readme == record,
+        "README.md's performance table differs from BENCHMARKS.md's headline table: run `scripts/bench.sh report` and commit both"
     );
 }

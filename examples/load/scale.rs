@@ -525,7 +525,7 @@ pub fn report(sizes: &Sizes, f: &Figures) {
     for (i, l) in f.phases.profile.iter().enumerate() {
         println!("  perf top {}: {l}", i + 1);
     }
-    println!("{}", table_row(sizes, f, ratio));
+    println!("BENCH-ROW scale {}", table_row(sizes, f, ratio));
 }
 
 fn report_phases(sizes: &Sizes, p: &Phases) {

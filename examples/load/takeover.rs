@@ -561,7 +561,7 @@ pub fn report(b: Backlog, f: &Figures) {
     }
     let hwm = f.operator.mem.map_or(0.0, |(_, h)| mib(h));
     println!(
-        "| {} ({}/{}/{}) | {:.2} s | {:.2} s | {:.2} s | {r_spawn:.2} | {r_ready:.2} | {:.2} s | {:.2} s | {hwm:.0} MiB |",
+        "BENCH-ROW takeover | {} ({}/{}/{}) | {:.2} s | {:.2} s | {:.2} s | {r_spawn:.2} | {r_ready:.2} | {:.2} s | {:.2} s | {hwm:.0} MiB |",
         b.total(),
         b.new,
         b.reuse,
