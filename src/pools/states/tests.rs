@@ -120,6 +120,7 @@ fn apply(inv: &mut Inventory, op: &Op, rv: u64, w: &mut World) {
                 codes: codes(*mask),
                 threshold: *threshold,
                 cooldown: cooldown.map(std::time::Duration::from_secs),
+                quarantined: Default::default(),
             };
             inv.set_lifecycle_rules(w.rules.clone());
         }
