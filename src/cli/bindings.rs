@@ -461,6 +461,15 @@ mod tests {
         assert_eq!(state("aws-failed"), Some("CleanupFailed"));
         assert_eq!(state("aws-cool"), Some("CoolingDown"));
         assert_eq!(state("aws-suspect"), Some("Suspect"));
+        assert_eq!(state("aws-new"), Some("Quarantined"));
+        assert!(
+            r["aws-new"]
+                .reason
+                .as_deref()
+                .is_some_and(|w| w.contains("spec.quarantine")),
+            "{:?}",
+            r["aws-new"].reason
+        );
         assert_eq!(state("azure-shared"), None);
         assert_eq!(r["azure-shared"].pool.as_deref(), Some("azure+shared"));
         assert_eq!(state("stray"), None);

@@ -118,13 +118,13 @@ pub enum BindingState {
     CleanupFailed,
     /// Its Shoots report infrastructure errors (credentials, quota): no new tenant.
     Suspect,
-    /// New in a quarantined pool (`spec.quarantine`): only the requests the config names get it
-    /// until a Shoot on it has succeeded once or a person releases it.
-    Quarantined,
     /// A cluster uses it but no tenant holds it: never claimed while so.
     InUseWithoutTenant,
     /// `internal=true` and unclaimed: not the operator's to hand out.
     Internal,
+    /// New in a quarantined pool (`spec.quarantine`): only the requests the config names get it
+    /// until a Shoot on it has succeeded once or a person releases it.
+    Quarantined,
 }
 
 impl BindingState {

@@ -150,6 +150,7 @@ fn every_state_is_counted_per_dedicated_pool_and_shared_pools_have_none() {
             ("Suspect", 1),
             ("InUseWithoutTenant", 1),
             ("Internal", 1),
+            ("Quarantined", 0),
         ]
     );
     assert_eq!(inv.states(&pool("aws", false, true), marks), None);
