@@ -729,7 +729,8 @@ async fn kubectl_hap_bindings_lists_filters_and_watches_every_binding() {
         names(&list(&["--state", "Cordoned,suspect"])),
         ["aws-cord", "aws-suspect"]
     );
-    assert_eq!(names(&list(&["--pool", "aws"])).len(), 9);
+    assert_eq!(names(&list(&["--pool", "aws"])).len(), 10);
+    assert_eq!(names(&list(&["--state", "Quarantined"])), ["aws-new"]);
     assert_eq!(names(&list(&["--pool", "gcp"])), Vec::<String>::new());
     assert_eq!(names(&list(&["-l", "tenantName=ga-2"])), ["aws-suspect"]);
     assert_eq!(
@@ -747,7 +748,7 @@ async fn kubectl_hap_bindings_lists_filters_and_watches_every_binding() {
     assert_eq!(from_yaml, all);
     let (code, table, err) = kubectl_hap(&["bindings", "--config", config]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(table.lines().count(), 10, "{table}");
+    assert_eq!(table.lines().count(), 11, "{table}");
     assert_eq!(table_row(&table, "aws-cool")[2], "CoolingDown");
     assert_eq!(table_row(&table, "aws-cool")[6], released);
     let (code, wide, err) = kubectl_hap(&["bindings", "--config", config, "-o", "wide"]);

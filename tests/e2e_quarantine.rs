@@ -35,18 +35,28 @@ async fn count(hap: &Hap, state: &str) -> Option<i64> {
 }
 
 async fn last_operation(hap: &Hap, shoot: &str, state: &str) {
-    support::garden::set_shoot_last_operation(&hap.garden, &hap.bindings_ns, shoot, "Create", state)
-        .await;
+    support::garden::set_shoot_last_operation(
+        &hap.garden,
+        &hap.bindings_ns,
+        shoot,
+        "Create",
+        state,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_account_serves_only_trial_requests_until_a_shoot_on_it_succeeded() {
-    let quarantine = json!({"quarantine": [{"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]}]});
+    let quarantine =
+        json!({"quarantine": [{"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]}]});
     let hap = Hap::new(&["aws", "trial"], quarantine).await;
-    hap.binding("aws-new", "aws", &[("hyperscalerType", "aws")]).await;
-    eventually(Duration::from_secs(60), "aws-new Quarantined in status.pools", || async {
-        (count(&hap, "Quarantined").await? == 1).then_some(())
-    })
+    hap.binding("aws-new", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "aws-new Quarantined in status.pools",
+        || async { (count(&hap, "Quarantined").await? == 1).then_some(()) },
+    )
     .await;
     // A paying request is refused the new account, and told why.
     hap.claim(
@@ -64,21 +74,31 @@ async fn a_new_account_serves_only_trial_requests_until_a_shoot_on_it_succeeded(
     .await;
     assert_eq!(hap.bound("trial").await, "aws-new");
     assert_eq!(
-        annotations(&hap, "aws-new").await.get(QUARANTINE).map(String::as_str),
+        annotations(&hap, "aws-new")
+            .await
+            .get(QUARANTINE)
+            .map(String::as_str),
         Some("Probation")
     );
     hap.shoot("s-trial", "aws-new").await;
     last_operation(&hap, "s-trial", "Processing").await;
     // The Shoot is being created: no verdict yet (the operator writes only on Succeeded).
     assert_eq!(
-        annotations(&hap, "aws-new").await.get(QUARANTINE).map(String::as_str),
+        annotations(&hap, "aws-new")
+            .await
+            .get(QUARANTINE)
+            .map(String::as_str),
         Some("Probation")
     );
     last_operation(&hap, "s-trial", "Succeeded").await;
-    eventually(Duration::from_secs(60), "aws-new recorded Passed", || async {
-        let a = annotations(&hap, "aws-new").await;
-        (a.get(QUARANTINE).map(String::as_str) == Some("Passed")).then_some(())
-    })
+    eventually(
+        Duration::from_secs(60),
+        "aws-new recorded Passed",
+        || async {
+            let a = annotations(&hap, "aws-new").await;
+            (a.get(QUARANTINE).map(String::as_str) == Some("Passed")).then_some(())
+        },
+    )
     .await;
     // The trial tenant leaves; the cleanup job wipes the account (removes dirty and tenant).
     hap.delete_shoot("s-trial").await;
@@ -87,7 +107,10 @@ async fn a_new_account_serves_only_trial_requests_until_a_shoot_on_it_succeeded(
         .await
         .expect("delete the trial claim");
     eventually(Duration::from_secs(60), "aws-new marked dirty", || async {
-        hap.labels("aws-new").await.contains_key("dirty").then_some(())
+        hap.labels("aws-new")
+            .await
+            .contains_key("dirty")
+            .then_some(())
     })
     .await;
     hap.label("aws-new", "dirty", None).await;
@@ -102,7 +125,8 @@ async fn an_operator_releases_a_quarantined_binding_by_annotating_it_released() 
     let quarantine =
         json!({"quarantine": [{"pool": {"hyperscalerType": "aws"}, "globalAccounts": ["canary"]}]});
     let hap = Hap::new(&["aws"], quarantine).await;
-    hap.binding("aws-new", "aws", &[("hyperscalerType", "aws")]).await;
+    hap.binding("aws-new", "aws", &[("hyperscalerType", "aws")])
+        .await;
     hap.claim(
         "paying",
         json!({"globalAccount": "ga-paying", "plan": "aws", "shootName": "s-paying"}),
