@@ -144,3 +144,45 @@ async fn an_operator_releases_a_quarantined_binding_by_annotating_it_released() 
         .expect("release aws-new from quarantine");
     assert_eq!(hap.bound("paying").await, "aws-new");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_rejects_a_quarantine_that_names_no_request_or_a_pool_twice() {
+    let client = client().await;
+    let configs: kube::Api<hap_operator::api::HapConfig> = kube::Api::all(client);
+    let attempt = |quarantine: serde_json::Value| {
+        let configs = configs.clone();
+        async move {
+            let body = json!({
+                "apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig",
+                "metadata": {"name": unique("quarantine-bad")},
+                "spec": {"bindingNamespace": "garden-x", "rules": ["aws"], "quarantine": quarantine},
+            });
+            let config = serde_json::from_value(body).expect("HapConfig");
+            match configs.create(&Default::default(), &config).await {
+                Ok(c) => panic!("accepted: {:?}", c.spec.quarantine),
+                Err(e) => e.to_string(),
+            }
+        }
+    };
+    let none = attempt(json!([{"pool": {"hyperscalerType": "aws"}}])).await;
+    assert!(
+        none.contains("spec.quarantine[0]")
+            && none.contains("name the requests that may take quarantined bindings"),
+        "{none}"
+    );
+    let twice = attempt(json!([
+        {"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]},
+        {"pool": {"hyperscalerType": "aws", "euAccess": false}, "globalAccounts": ["canary"]},
+    ]))
+    .await;
+    assert!(
+        twice.contains("spec.quarantine") && twice.contains("listed twice"),
+        "{twice}"
+    );
+    let bad_plan =
+        attempt(json!([{"pool": {"hyperscalerType": "aws"}, "plans": ["Trial!"]}])).await;
+    assert!(
+        bad_plan.contains("spec.quarantine[0].plans[0]"),
+        "{bad_plan}"
+    );
+}

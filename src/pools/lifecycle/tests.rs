@@ -94,6 +94,27 @@ fn state_follows_the_documented_precedence() {
         state_of(&BindingClass::Shared, facts(3, true, true, true)),
         None
     );
+    // Quarantine: only an unclaimed binding, after every mark a person or a Shoot set, and
+    // before the cooldown.
+    let q = |f: Facts| Facts {
+        quarantined: true,
+        ..f
+    };
+    let quarantined = [
+        (&free, q(facts(0, false, false, false)), S::Quarantined),
+        (&free, q(facts(0, false, false, true)), S::Quarantined),
+        (&free, q(facts(0, true, false, false)), S::Cordoned),
+        (&free, q(facts(0, false, true, false)), S::Suspect),
+        (
+            &free,
+            q(facts(1, false, false, false)),
+            S::InUseWithoutTenant,
+        ),
+        (&owned, q(facts(1, false, false, false)), S::Claimed),
+    ];
+    for (class, f, want) in quarantined {
+        assert_eq!(state_of(class, f), Some(want), "{class:?} {f:?}");
+    }
 }
 
 #[test]

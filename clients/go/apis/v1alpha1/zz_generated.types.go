@@ -397,7 +397,7 @@ type HapConfigStatusPool struct {
 	MinFree *int64 `json:"minFree,omitempty"`
 	// When the longest-waiting dirty binding was first seen dirty by this operator process (a restart starts the clock again).
 	OldestDirtySince *metav1.Time `json:"oldestDirtySince,omitempty"`
-	// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal (every state listed, zero included).
+	// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal, Quarantined (every state listed, zero included).
 	States map[string]int64 `json:"states"`
 	// Suspect bindings, the first ones by name (at most 10), with the codes seen.
 	Suspect []HapConfigStatusPoolSuspectItem `json:"suspect,omitempty"`
