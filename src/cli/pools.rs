@@ -20,9 +20,9 @@ FREE: unclaimed bindings a claim can take; CLAIMED: held by a tenant; DIRTY: wai
 cleanup job; CLUSTERS: Shoots and bound claims on the pool's bindings. CREDENTIALS: what the\n\
 bindings' credentialsRef names (Secret, WorkloadIdentity, InternalSecret), with counts when a\n\
 pool mixes kinds. STATES: the bindings per lifecycle state (Free, Claimed, Dirty, CoolingDown,\n\
-Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal; states with none left out; see\n\
-docs/operating.md), counted as status.pools[].states and the metrics count them: with the\n\
-config's cooldown and suspect settings and the current time. Shared pools show only TOTAL and CLUSTERS (and CREDENTIALS).\n\
+Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal, Quarantined; states with none\n\
+left out; see docs/operating.md), counted as status.pools[].states and the metrics count them:\n\
+with the config's cooldown, suspect and quarantine settings and the current time. Shared pools show only TOTAL and CLUSTERS (and CREDENTIALS).\n\
 Exit codes: 0 shown, 2 the cluster could not be read."
 )]
 pub struct Args {
