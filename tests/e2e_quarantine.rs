@@ -2,7 +2,8 @@
 //! binding of a quarantined pool is refused to a request the config does not name, given to a
 //! trial request (the claim records the probation on it), and proven when the gardenlet's
 //! status of a Shoot on it says `lastOperation` Create Succeeded; after its trial tenant left
-//! and the cleanup job wiped it, it serves anyone.
+//! and the cleanup job wiped it, it serves anyone. The operator is restarted during the trial:
+//! what it knows of the trial it reads from the binding.
 
 mod support;
 
@@ -49,7 +50,7 @@ async fn last_operation(hap: &Hap, shoot: &str, state: &str) {
 async fn a_new_account_serves_only_trial_requests_until_a_shoot_on_it_succeeded() {
     let quarantine =
         json!({"quarantine": [{"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]}]});
-    let hap = Hap::new(&["aws", "trial"], quarantine).await;
+    let mut hap = Hap::new(&["aws", "trial"], quarantine).await;
     hap.binding("aws-new", "aws", &[("hyperscalerType", "aws")])
         .await;
     eventually(
@@ -80,6 +81,9 @@ async fn a_new_account_serves_only_trial_requests_until_a_shoot_on_it_succeeded(
             .map(String::as_str),
         Some("Probation")
     );
+    // A new leader knows the trial only from the binding: nothing is carried in memory.
+    hap.stop_operator().await;
+    hap.start_operator().await;
     hap.shoot("s-trial", "aws-new").await;
     last_operation(&hap, "s-trial", "Processing").await;
     // The Shoot is being created: no verdict yet (the operator writes only on Succeeded).
