@@ -226,6 +226,7 @@ pub fn withheld(labels: &impl crate::labels::LabelLookup) -> bool {
 pub struct Marks<'a> {
     pub suspect: Option<&'a BTreeSet<String>>,
     pub cooling_down: Option<&'a BTreeSet<String>>,
+    pub quarantined: Option<&'a BTreeSet<String>>,
 }
 
 #[cfg(test)]
@@ -243,7 +244,7 @@ impl Inventory {
                 .is_some_and(|e| is_cleanup_failed(&e.view.labels)),
             suspect: has(marks.suspect),
             cooling_down: has(marks.cooling_down),
-            quarantined: false,
+            quarantined: has(marks.quarantined),
         }
     }
 
@@ -345,9 +346,18 @@ impl Inventory {
             }
         }
         let suspect: BTreeSet<String> = suspects.keys().cloned().collect();
+        let quarantined: BTreeSet<String> = self
+            .bindings()
+            .filter(|e| {
+                matches!(&e.pool, Some((k, BindingClass::Claimable)) if rules.quarantined.contains(k))
+            })
+            .filter(|e| super::quarantine::on_trial(&e.view))
+            .map(|e| e.view.name.clone())
+            .collect();
         let marks = Marks {
             cooling_down: Some(&cooling),
             suspect: Some(&suspect),
+            quarantined: Some(&quarantined),
         };
         self.scan_lifecycles_with(marks, clock, &suspects)
     }

@@ -154,6 +154,7 @@ fn every_state_is_counted_per_dedicated_pool_and_shared_pools_have_none() {
     let marks = Marks {
         suspect: Some(&suspect),
         cooling_down: Some(&cooling),
+        ..Marks::default()
     };
     let got = inv
         .states(&pool("aws", false, false), marks)
