@@ -35,6 +35,7 @@ fn want(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
         "Suspect",
         "InUseWithoutTenant",
         "Internal",
+        "Quarantined",
     ]
     .iter()
     .map(|s| (s.to_string(), 0))

@@ -416,6 +416,12 @@ async fn reads_the_live_cluster(hap: Hap) {
 /// `hap_pool_bindings` give the same counts.
 /// One aws binding in every lifecycle state (the config sets a one-hour cooldown); returns the
 /// release time recorded on the cooling-down one.
+/// The config of the every-state landscape: a cooldown, and a quarantine of the aws pool.
+fn every_state_config() -> Value {
+    json!({"release": {"cooldown": "1h"},
+        "quarantine": [{"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]}]})
+}
+
 async fn every_state_landscape(hap: &Hap) -> String {
     let aws = |extra: &[(&'static str, &'static str)]| {
         let mut l = vec![("hyperscalerType", "aws")];
@@ -442,6 +448,7 @@ async fn every_state_landscape(hap: &Hap) -> String {
         ),
         ("aws-used", aws(&[])),
         ("aws-int", aws(&[("internal", "true")])),
+        ("aws-new", aws(&[])),
     ] {
         hap.binding(name, "aws", &labels).await;
     }
@@ -460,6 +467,16 @@ async fn every_state_landscape(hap: &Hap) -> String {
         )
         .await
         .expect("record a release on aws-cool");
+    // A Shoot proved aws-free; aws-new never served anyone (Quarantined).
+    let proven = json!({"metadata": {"annotations": {"accountpool.io/quarantine": "Passed"}}});
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .patch(
+            "aws-free",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&proven),
+        )
+        .await
+        .expect("record the quarantine verdict on aws-free");
     hap.shoot("s-claimed", "aws-claimed").await;
     hap.shoot("s-suspect", "aws-suspect").await;
     hap.shoot("foreign", "aws-used").await;
@@ -475,7 +492,7 @@ async fn every_state_landscape(hap: &Hap) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
-    let hap = Hap::new(&["aws"], json!({"release": {"cooldown": "1h"}})).await;
+    let hap = Hap::new(&["aws"], every_state_config()).await;
     every_state_landscape(&hap).await;
     let names = [
         "Free",
@@ -487,6 +504,7 @@ async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
         "Suspect",
         "InUseWithoutTenant",
         "Internal",
+        "Quarantined",
     ];
     let every: BTreeMap<String, i64> = names.iter().map(|s| (s.to_string(), 1)).collect();
     let aws_states = |pools: &[hap_operator::api::PoolLifecycle]| {
@@ -534,7 +552,7 @@ async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
     assert_eq!(
         row.last().copied(),
         Some(
-            "Free=1,Claimed=1,Dirty=1,CoolingDown=1,Cordoned=1,CleanupFailed=1,Suspect=1,InUseWithoutTenant=1,Internal=1"
+            "Free=1,Claimed=1,Dirty=1,CoolingDown=1,Cordoned=1,CleanupFailed=1,Suspect=1,InUseWithoutTenant=1,Internal=1,Quarantined=1"
         ),
         "{out}"
     );
@@ -651,7 +669,7 @@ fn names(v: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_hap_bindings_lists_filters_and_watches_every_binding() {
-    let hap = Hap::new(&["aws"], json!({"release": {"cooldown": "1h"}})).await;
+    let hap = Hap::new(&["aws"], every_state_config()).await;
     let released = every_state_landscape(&hap).await;
     let config = hap.config.as_str();
     let list = |extra: &[&str]| {
@@ -676,6 +694,7 @@ async fn kubectl_hap_bindings_lists_filters_and_watches_every_binding() {
         ("aws-failed", "CleanupFailed"),
         ("aws-free", "Free"),
         ("aws-int", "Internal"),
+        ("aws-new", "Quarantined"),
         ("aws-suspect", "Suspect"),
         ("aws-used", "InUseWithoutTenant"),
     ]
@@ -710,7 +729,8 @@ async fn kubectl_hap_bindings_lists_filters_and_watches_every_binding() {
         names(&list(&["--state", "Cordoned,suspect"])),
         ["aws-cord", "aws-suspect"]
     );
-    assert_eq!(names(&list(&["--pool", "aws"])).len(), 9);
+    assert_eq!(names(&list(&["--pool", "aws"])).len(), 10);
+    assert_eq!(names(&list(&["--state", "Quarantined"])), ["aws-new"]);
     assert_eq!(names(&list(&["--pool", "gcp"])), Vec::<String>::new());
     assert_eq!(names(&list(&["-l", "tenantName=ga-2"])), ["aws-suspect"]);
     assert_eq!(
@@ -728,7 +748,7 @@ async fn kubectl_hap_bindings_lists_filters_and_watches_every_binding() {
     assert_eq!(from_yaml, all);
     let (code, table, err) = kubectl_hap(&["bindings", "--config", config]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(table.lines().count(), 10, "{table}");
+    assert_eq!(table.lines().count(), 11, "{table}");
     assert_eq!(table_row(&table, "aws-cool")[2], "CoolingDown");
     assert_eq!(table_row(&table, "aws-cool")[6], released);
     let (code, wide, err) = kubectl_hap(&["bindings", "--config", config, "-o", "wide"]);

@@ -117,12 +117,24 @@ impl ShootSpec {
 }
 
 /// The part of a Shoot's status the binding lifecycle reads: the codes of its last errors
-/// (`ERR_INFRA_UNAUTHORIZED`, ...). Descriptions and times are skipped while decoding.
+/// (`ERR_INFRA_UNAUTHORIZED`, ...) and the last operation's type and state. Descriptions and times are skipped while decoding.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ShootStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub last_errors: Vec<ShootError>,
+    /// The last operation's type and state: a Create that Succeeded proves a new account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_operation: Option<ShootOperation>,
+}
+
+/// A Shoot's `status.lastOperation`, reduced to its type and state.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ShootOperation {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub state: String,
 }
 
 /// One of a Shoot's last errors, reduced to its codes.

@@ -104,7 +104,7 @@ pub struct PoolLifecycle {
     pub hyperscaler_type: String,
     pub eu_access: bool,
     /// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, CleanupFailed, Suspect,
-    /// InUseWithoutTenant, Internal (every state listed, zero included).
+    /// InUseWithoutTenant, Internal, Quarantined (every state listed, zero included).
     pub states: BTreeMap<String, i64>,
     /// When the longest-waiting dirty binding was first seen dirty by this operator process
     /// (a restart starts the clock again).

@@ -8,6 +8,7 @@ pub mod hapconfig;
 pub mod lifecycle;
 pub mod patterns;
 pub mod policy;
+pub mod quarantine;
 pub mod sources;
 pub mod tenants;
 
@@ -24,6 +25,7 @@ pub use lifecycle::{
     CleanupFailedBinding, CordonedBinding, PoolLifecycle, PoolLowSpec, SuspectBinding, SuspectSpec,
 };
 pub use policy::{EuAccessMode, Pin, PinPool, PoolPreference, StructuredRule};
+pub use quarantine::QuarantineSpec;
 pub use sources::{
     FieldSource, LabelOperator, LabelRequirement, ObjectIdentity, PurposeOperator,
     PurposeRequirement, RequestFields, RequestSource, SourceKind, SourceStatus,

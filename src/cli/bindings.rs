@@ -179,7 +179,9 @@ pub fn rows(input: &BindingsInput, now: Timestamp) -> Vec<Row> {
                 Some(
                     BindingState::Dirty | BindingState::CoolingDown | BindingState::CleanupFailed,
                 ) => release.map(|r| r.0),
-                Some(BindingState::Free) => release.map(|r| r.0).or(created),
+                Some(BindingState::Free | BindingState::Quarantined) => {
+                    release.map(|r| r.0).or(created)
+                }
                 Some(
                     BindingState::Cordoned
                     | BindingState::Suspect
@@ -270,6 +272,12 @@ impl Why<'_> {
                 }
             }
             Some(BindingState::Internal) => "internal=true: never handed out".into(),
+            Some(BindingState::Quarantined) => format!(
+                "new account: only the requests spec.quarantine names get it until a Shoot on it \
+                 succeeds (or {}={})",
+                crate::pools::quarantine::QUARANTINE,
+                crate::pools::quarantine::RELEASED
+            ),
             Some(BindingState::Free | BindingState::Claimed) => return None,
         })
     }
@@ -453,6 +461,15 @@ mod tests {
         assert_eq!(state("aws-failed"), Some("CleanupFailed"));
         assert_eq!(state("aws-cool"), Some("CoolingDown"));
         assert_eq!(state("aws-suspect"), Some("Suspect"));
+        assert_eq!(state("aws-new"), Some("Quarantined"));
+        assert!(
+            r["aws-new"]
+                .reason
+                .as_deref()
+                .is_some_and(|w| w.contains("spec.quarantine")),
+            "{:?}",
+            r["aws-new"].reason
+        );
         assert_eq!(state("azure-shared"), None);
         assert_eq!(r["azure-shared"].pool.as_deref(), Some("azure+shared"));
         assert_eq!(state("stray"), None);

@@ -232,7 +232,7 @@ pub fn run(args: Args) -> ExitCode {
             let ga = args.global_account.as_deref().unwrap_or("<tenant>");
             let serving = live
                 .as_ref()
-                .map(|input| super::serving::serving(&rules, &o, input, ga));
+                .map(|input| super::serving::serving(&rules, &o, input, &args.plan, ga));
             success(&rules, &o, ga, serving, args.output);
             ExitCode::SUCCESS
         }

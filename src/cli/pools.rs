@@ -20,9 +20,9 @@ FREE: unclaimed bindings a claim can take; CLAIMED: held by a tenant; DIRTY: wai
 cleanup job; CLUSTERS: Shoots and bound claims on the pool's bindings. CREDENTIALS: what the\n\
 bindings' credentialsRef names (Secret, WorkloadIdentity, InternalSecret), with counts when a\n\
 pool mixes kinds. STATES: the bindings per lifecycle state (Free, Claimed, Dirty, CoolingDown,\n\
-Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal; states with none left out; see\n\
-docs/operating.md), counted as status.pools[].states and the metrics count them: with the\n\
-config's cooldown and suspect settings and the current time. Shared pools show only TOTAL and CLUSTERS (and CREDENTIALS).\n\
+Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal, Quarantined; states with none\n\
+left out; see docs/operating.md), counted as status.pools[].states and the metrics count them:\n\
+with the config's cooldown, suspect and quarantine settings and the current time. Shared pools show only TOTAL and CLUSTERS (and CREDENTIALS).\n\
 Exit codes: 0 shown, 2 the cluster could not be read."
 )]
 pub struct Args {
@@ -205,10 +205,11 @@ pub(crate) mod tests {
     use crate::pools::tests::{binding, claim, shoot};
 
     /// One aws pool with a binding in every state, as read by one list; the spec sets a cooldown
-    /// and the default suspect codes apply.
+    /// and a quarantine, and the default suspect codes apply.
     pub(crate) fn landscape(now: jiff::Timestamp) -> live::PoolsInput {
         let spec: HapConfigSpec = serde_json::from_value(serde_json::json!({
-            "bindingNamespace": "garden", "rules": ["aws"], "release": {"cooldown": "1h"}
+            "bindingNamespace": "garden", "rules": ["aws"], "release": {"cooldown": "1h"},
+            "quarantine": [{"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]}]
         }))
         .expect("spec");
         let aws = ("hyperscalerType", "aws");
@@ -223,6 +224,13 @@ pub(crate) mod tests {
             ),
         ]
         .into();
+        // The pool is quarantined: a Shoot proved aws-free, aws-new never served anyone.
+        let mut proven = binding("aws-free", &[aws]);
+        proven.annotations = [(
+            crate::pools::quarantine::QUARANTINE.to_string(),
+            crate::pools::quarantine::PASSED.to_string(),
+        )]
+        .into();
         let mut failing = shoot("s-suspect", Some("aws-suspect"));
         failing.error_codes = vec!["ERR_INFRA_UNAUTHORIZED".into()];
         live::PoolsInput {
@@ -233,7 +241,7 @@ pub(crate) mod tests {
             shoot_namespace: "garden".into(),
             keys: ResolvedLabelKeys::from_spec(None),
             bindings: vec![
-                binding("aws-free", &[aws]),
+                proven,
                 binding("aws-claimed", &[aws, ("tenantName", "ga-1")]),
                 binding("aws-suspect", &[aws, ("tenantName", "ga-2")]),
                 cool,
@@ -256,6 +264,7 @@ pub(crate) mod tests {
                 ),
                 binding("aws-used", &[aws]),
                 binding("aws-int", &[aws, ("internal", "true")]),
+                binding("aws-new", &[aws]),
             ],
             claims: vec![claim("c1", "ga-1", Some("s1"), Some("aws-claimed"))],
             shoots: vec![failing, shoot("foreign", Some("aws-used"))],
@@ -292,7 +301,7 @@ pub(crate) mod tests {
         let row = text.lines().nth(1).expect("a row");
         assert!(
             row.ends_with(
-                "Free=1,Claimed=1,Dirty=1,CoolingDown=1,Cordoned=1,CleanupFailed=1,Suspect=1,InUseWithoutTenant=1,Internal=1"
+                "Free=1,Claimed=1,Dirty=1,CoolingDown=1,Cordoned=1,CleanupFailed=1,Suspect=1,InUseWithoutTenant=1,Internal=1,Quarantined=1"
             ),
             "{text}"
         );

@@ -83,7 +83,7 @@ fn serve_waiting(rules: &CompiledRules, input: &super::live::PoolsInput, rep: &m
             continue;
         };
         if let Ok(o) = rules.evaluate(&req) {
-            let s = super::serving::serving(rules, &o, input, &row.tenant);
+            let s = super::serving::serving(rules, &o, input, req.plan, &row.tenant);
             row.message = format!("not served yet; {}", super::serving::describe(&s));
         }
     }

@@ -30,7 +30,15 @@ pub struct Serving {
     pub message: Option<String>,
 }
 
-pub fn serving(rules: &CompiledRules, o: &Outcome, input: &PoolsInput, ga: &str) -> Serving {
+/// What the operator would do now with a request of `plan` for `ga` that the rules resolved to
+/// `o`.
+pub fn serving(
+    rules: &CompiledRules,
+    o: &Outcome,
+    input: &PoolsInput,
+    plan: &str,
+    ga: &str,
+) -> Serving {
     let inv = input.inventory();
     let claim = ClaimView {
         namespace: "hap-explain".into(),
@@ -50,10 +58,16 @@ pub fn serving(rules: &CompiledRules, o: &Outcome, input: &PoolsInput, ga: &str)
         .release
         .as_ref()
         .and_then(|r| r.cooldown.as_deref());
-    let policy =
-        MultiAccountPolicy::from_spec(input.spec.multi_hyperscaler_account.as_ref()).with_cooldown(
-            crate::pools::lifecycle::Cooldown::from_spec(cooldown, jiff::Timestamp::now()),
-        );
+    let policy = MultiAccountPolicy::from_spec(input.spec.multi_hyperscaler_account.as_ref())
+        .with_cooldown(crate::pools::lifecycle::Cooldown::from_spec(
+            cooldown,
+            jiff::Timestamp::now(),
+        ))
+        .with_quarantine(crate::pools::quarantine::Gate::for_request(
+            input.spec.quarantine.as_deref(),
+            plan,
+            ga,
+        ));
     let p = select_ordered(
         &inv,
         &InFlight::default(),
@@ -172,12 +186,49 @@ mod tests {
             global_account: None,
         };
         let outcome = rules.evaluate(&request).expect("outcome");
-        let s = serving(&rules, &outcome, &input, "ga-1");
+        let s = serving(&rules, &outcome, &input, "aws", "ga-1");
         assert_eq!(
             (s.decision, s.binding.as_deref()),
             ("Claimed", Some("aws-1")),
             "{:?}",
             s.message
+        );
+    }
+    #[test]
+    fn the_dry_run_applies_the_quarantine_to_the_requests_plan() {
+        let mut input = input();
+        input.claims.clear();
+        input.spec.rules = Some(vec!["aws".into(), "trial".into()]);
+        input.spec.quarantine = serde_json::from_value(serde_json::json!(
+            [{"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]}]
+        ))
+        .expect("quarantine");
+        let (rules, _) = CompiledRules::from_spec(&input.spec).expect("rules");
+        let for_plan = |plan: &'static str| {
+            let request = crate::rules::Request {
+                plan,
+                platform_region: None,
+                cluster_region: None,
+                provider: Some("aws"),
+                global_account: None,
+            };
+            let outcome = rules.evaluate(&request).expect("outcome");
+            serving(&rules, &outcome, &input, plan, "ga-1")
+        };
+        let paying = for_plan("aws");
+        assert_eq!(paying.decision, "PoolExhausted", "{:?}", paying.message);
+        assert!(
+            paying
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("1 free but quarantined")),
+            "{:?}",
+            paying.message
+        );
+        let trial = for_plan("trial");
+        assert_eq!(
+            (trial.decision, trial.binding.as_deref()),
+            ("Claimed", Some("aws-1"))
         );
     }
 }

@@ -31,6 +31,7 @@ use crate::k8s::lean::StoredClaim;
 use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
+use crate::pools::quarantine::{PROBATION, QUARANTINE};
 use crate::pools::{ClaimView, claim_view};
 use crate::status::{BoundTo, ClaimOutcome, PendingReason};
 
@@ -136,6 +137,9 @@ async fn carry_out(
             give_back,
         } => {
             give_strays_back(claim, ctx, &config, view, give_back).await;
+            if give_back {
+                super::quarantine::graduate(claim, ctx, &config, view).await;
+            }
             let kept = ClaimOutcome::Kept { namespace };
             write_outcome(claim, ctx, &kept).await.map(|_| resync(ctx))
         }
@@ -267,9 +271,26 @@ async fn claim_binding(
         (tenant_key.as_str(), view.global_account.as_str()),
         (CLAIMED_BY, view.uid.as_str()),
     ];
+    // A binding on trial keeps its trial record through this tenant's tenure (and after it),
+    // in the same compare-and-swap: until a Shoot proves it, it never reads as served.
+    let probation = ctx.ledger().inventory.binding(binding).is_some_and(|e| {
+        crate::pools::quarantine::needs_probation(active.spec.quarantine.as_deref(), e)
+    });
+    let annotations: &[(&str, &str)] = if probation {
+        &[(QUARANTINE, PROBATION)]
+    } else {
+        &[]
+    };
     let result = ctx
         .writer
-        .set_binding_labels_cas(target.kind, &target.namespace, binding, rv, &labels)
+        .claim_binding_cas(
+            target.kind,
+            &target.namespace,
+            binding,
+            rv,
+            &labels,
+            annotations,
+        )
         .await;
     ctx.ledger()
         .claim_outcome(binding, outcome(&result), Instant::now());

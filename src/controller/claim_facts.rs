@@ -254,6 +254,11 @@ fn select(
         .with_cooldown(crate::pools::lifecycle::Cooldown::from_spec(
             cooldown,
             jiff::Timestamp::now(),
+        ))
+        .with_quarantine(crate::pools::quarantine::Gate::for_request(
+            active.spec.quarantine.as_deref(),
+            &claim.spec.plan,
+            &claim.spec.global_account,
         ));
     // Bindings the garden just refused to let us write are tried last.
     let paused = ctx.denials.paused_bindings(now);

@@ -27,6 +27,7 @@ mod lanes;
 mod leader;
 mod lifecycle;
 mod outcome;
+mod quarantine;
 mod release;
 #[cfg(test)]
 mod release_tests;

@@ -213,7 +213,8 @@ pub struct LeanShoot {
     metadata: ObjectMeta,
     #[serde(default)]
     spec: ShootSpec,
-    /// Only `lastErrors[].codes` (`ShootStatus`): the rest of the status is skipped.
+    /// Only `lastErrors[].codes` and `lastOperation`'s type and state (`ShootStatus`): the rest
+    /// of the status is skipped.
     #[serde(default)]
     status: Option<ShootStatus>,
 }

@@ -137,6 +137,55 @@ impl Writer {
             .await
     }
 
+    /// Sets labels and annotations of a binding in one compare-and-swap: a claim of a binding
+    /// on trial records the probation with the tenant (crate::pools::quarantine).
+    pub async fn claim_binding_cas(
+        &self,
+        kind: BindingKind,
+        ns: &str,
+        name: &str,
+        resource_version: &str,
+        labels: &[(&str, &str)],
+        annotations: &[(&str, &str)],
+    ) -> Result<Option<String>, K8sError> {
+        let labels: Vec<(&str, Option<&str>)> =
+            labels.iter().map(|(k, v)| (*k, Some(*v))).collect();
+        self.patch_binding_cas(
+            kind,
+            ns,
+            name,
+            resource_version,
+            &labels,
+            annotations,
+            "label",
+        )
+        .await
+    }
+
+    /// Sets one annotation of a binding with a compare-and-swap: the end of a trial
+    /// (crate::pools::quarantine::PASSED).
+    pub async fn set_binding_annotation_cas(
+        &self,
+        kind: BindingKind,
+        ns: &str,
+        name: &str,
+        resource_version: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<String>, K8sError> {
+        let annotations = [(key, value)];
+        self.patch_binding_cas(
+            kind,
+            ns,
+            name,
+            resource_version,
+            &[],
+            &annotations,
+            "annotate",
+        )
+        .await
+    }
+
     /// Marks a binding dirty and records the release on it (`annotations`) in one
     /// compare-and-swap: the release time survives restarts without a write of its own.
     pub async fn mark_dirty_cas(

@@ -79,5 +79,6 @@ pub fn shoot_view(s: &Shoot) -> ShootView {
             .collect::<std::collections::BTreeSet<String>>()
             .into_iter()
             .collect(),
+        created: super::quarantine::create_succeeded(s),
     }
 }

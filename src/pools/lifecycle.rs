@@ -8,7 +8,8 @@
 //! account (`CleanupFailed`: it may still hold the last tenant's resources, which outranks a
 //! cordon that only keeps tenants off); then what an operator or the Shoots said about it
 //! (`Cordoned`, `Suspect`); then its place in the cycle (`Dirty`, `Claimed`); an unclaimed
-//! `internal=true` binding is `Internal`; an unclaimed one is `CoolingDown` or `Free`.
+//! `internal=true` binding is `Internal`; an unclaimed one is `Quarantined` (new in a
+//! quarantined pool, `quarantine.rs`), `CoolingDown` or `Free`.
 //! Shared bindings have no state: they are never claimed, never labelled.
 //!
 //! The release is recorded on the binding (`RELEASED_AT`, `RELEASED_BY`) in the same
@@ -121,11 +122,14 @@ pub enum BindingState {
     InUseWithoutTenant,
     /// `internal=true` and unclaimed: not the operator's to hand out.
     Internal,
+    /// New in a quarantined pool (`spec.quarantine`): only the requests the config names get it
+    /// until a Shoot on it has succeeded once or a person releases it.
+    Quarantined,
 }
 
 impl BindingState {
     /// Every state, in the order status and metrics list them.
-    pub const ALL: [BindingState; 9] = [
+    pub const ALL: [BindingState; 10] = [
         BindingState::Free,
         BindingState::Claimed,
         BindingState::Dirty,
@@ -135,6 +139,7 @@ impl BindingState {
         BindingState::Suspect,
         BindingState::InUseWithoutTenant,
         BindingState::Internal,
+        BindingState::Quarantined,
     ];
 
     /// The name status, metrics and docs use.
@@ -149,6 +154,7 @@ impl BindingState {
             BindingState::Suspect => "Suspect",
             BindingState::InUseWithoutTenant => "InUseWithoutTenant",
             BindingState::Internal => "Internal",
+            BindingState::Quarantined => "Quarantined",
         }
     }
 }
@@ -166,6 +172,8 @@ pub struct Facts {
     pub suspect: bool,
     /// Released less than the cooldown ago.
     pub cooling_down: bool,
+    /// In a quarantined pool and on trial (`quarantine::on_trial`).
+    pub quarantined: bool,
 }
 
 /// The state of a binding in role `class`; `None` for shared bindings.
@@ -180,6 +188,7 @@ pub fn state_of(class: &BindingClass, f: Facts) -> Option<BindingState> {
         BindingClass::Dirty { .. } => S::Dirty,
         BindingClass::Owned { .. } => S::Claimed,
         BindingClass::InternalFree => S::Internal,
+        BindingClass::Claimable if f.quarantined => S::Quarantined,
         BindingClass::Claimable if f.cooling_down => S::CoolingDown,
         BindingClass::Claimable => S::Free,
     })
@@ -217,6 +226,7 @@ pub fn withheld(labels: &impl crate::labels::LabelLookup) -> bool {
 pub struct Marks<'a> {
     pub suspect: Option<&'a BTreeSet<String>>,
     pub cooling_down: Option<&'a BTreeSet<String>>,
+    pub quarantined: Option<&'a BTreeSet<String>>,
 }
 
 #[cfg(test)]
@@ -234,6 +244,7 @@ impl Inventory {
                 .is_some_and(|e| is_cleanup_failed(&e.view.labels)),
             suspect: has(marks.suspect),
             cooling_down: has(marks.cooling_down),
+            quarantined: has(marks.quarantined),
         }
     }
 
@@ -335,9 +346,18 @@ impl Inventory {
             }
         }
         let suspect: BTreeSet<String> = suspects.keys().cloned().collect();
+        let quarantined: BTreeSet<String> = self
+            .bindings()
+            .filter(|e| {
+                matches!(&e.pool, Some((k, BindingClass::Claimable)) if rules.quarantined.contains(k))
+            })
+            .filter(|e| super::quarantine::on_trial(&e.view))
+            .map(|e| e.view.name.clone())
+            .collect();
         let marks = Marks {
             cooling_down: Some(&cooling),
             suspect: Some(&suspect),
+            quarantined: Some(&quarantined),
         };
         self.scan_lifecycles_with(marks, clock, &suspects)
     }

@@ -21,6 +21,7 @@ pub mod figures;
 mod from_api;
 mod index;
 pub mod lifecycle;
+pub mod quarantine;
 mod states;
 mod tallies;
 
@@ -103,6 +104,8 @@ pub struct ShootView {
     pub binding: Option<String>,
     /// The codes of `status.lastErrors`, sorted, each once (usually none).
     pub error_codes: Vec<String>,
+    /// `status.lastOperation` is Create Succeeded (`quarantine::create_succeeded`).
+    pub created: bool,
 }
 
 /// The role a binding plays in its pool.

@@ -34,6 +34,8 @@ pub struct Rules {
     pub threshold: usize,
     /// `None`: no cooldown.
     pub cooldown: Option<std::time::Duration>,
+    /// The pools whose new bindings are quarantined (`spec.quarantine`).
+    pub quarantined: BTreeSet<PoolKey>,
 }
 
 impl Default for Rules {
@@ -43,6 +45,7 @@ impl Default for Rules {
             codes: Vec::new(),
             threshold: 1,
             cooldown: None,
+            quarantined: BTreeSet::new(),
         }
     }
 }
@@ -251,6 +254,9 @@ impl Inventory {
             cleanup_failed: is_cleanup_failed(&e.view.labels),
             suspect: self.account_suspect(name, e.view.account),
             cooling_down: release_end.is_some_and(|end| self.life.now < end),
+            quarantined: matches!(class, BindingClass::Claimable)
+                && self.life.rules.quarantined.contains(key)
+                && super::quarantine::on_trial(&e.view),
         };
         Some(Part {
             key: key.clone(),

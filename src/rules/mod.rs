@@ -17,6 +17,7 @@ mod parse;
 mod pins;
 mod plans;
 mod pools;
+mod quarantine;
 mod seed;
 mod validate;
 
@@ -103,6 +104,11 @@ impl CompiledRules {
         v.errors.extend(validate::fixed_types(&entries, &plans));
         fallback::check(&entries, &plans, &mut v);
         let pins = pins::compile(spec.pins.as_deref().unwrap_or_default(), &mut v);
+        quarantine::check(
+            spec.quarantine.as_deref().unwrap_or_default(),
+            &plans,
+            &mut v,
+        );
         v.errors.extend(crate::sources::validate(spec));
         // Entry errors in entry order, then the ones about the configuration as a whole.
         v.errors.sort_by_key(|d| d.index.unwrap_or(usize::MAX));

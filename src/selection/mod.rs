@@ -26,6 +26,10 @@
 //!   (the tenant that released it may have it back); among the candidates the never-used ones
 //!   come first, then the one released longest ago (issue 22). Pins ignore the cooldown: a pin
 //!   is a person's explicit choice.
+//! - In a pool `spec.quarantine` names, a binding on trial (crate::pools::quarantine: new, or
+//!   on probation) goes only to requests of the plans or global accounts the entry names, and
+//!   those take bindings on trial first, so new accounts are proven by the traffic meant for it.
+//!   Pins ignore the quarantine, as they ignore the cooldown.
 //! - A cordoned binding (`accountpool.io/cordoned=true`, crate::pools::lifecycle) is never
 //!   claimed; a tenant that already holds it keeps using it, so its clusters stay together.
 //! - Every `Use` of a binding the operator may release records its claim there (`FILLING`, and
@@ -123,6 +127,8 @@ pub struct MultiAccountPolicy {
     /// The release cooldown (issue 22). Carried here, with the other per-config settings every
     /// selection takes, so that no caller signature changes for it.
     cooldown: Option<crate::pools::lifecycle::Cooldown>,
+    /// The quarantine of new accounts as it applies to this request (`spec.quarantine`).
+    quarantine: crate::pools::quarantine::Gate,
 }
 
 impl MultiAccountPolicy {
@@ -150,12 +156,19 @@ impl MultiAccountPolicy {
             default_limit,
             limits,
             cooldown: None,
+            quarantine: Default::default(),
         }
     }
 
     /// The same policy with the release cooldown in force.
     pub fn with_cooldown(mut self, cooldown: Option<crate::pools::lifecycle::Cooldown>) -> Self {
         self.cooldown = cooldown;
+        self
+    }
+
+    /// The same policy with the quarantine gate of the request in force.
+    pub fn with_quarantine(mut self, gate: crate::pools::quarantine::Gate) -> Self {
+        self.quarantine = gate;
         self
     }
 
@@ -292,7 +305,9 @@ pub fn check_bound(
 /// (`stray_claimant`). A denial is final and a deleting claim belongs to the release: neither
 /// needs one for this. The one definition of "a settled claim needs a visit": the revisits after
 /// inventory changes (`controller::revisit`), the sweep, and the claim store (which holds a
-/// settled claim only while it needs one, `k8s::claim_store`) all ask it. Pure.
+/// settled claim only while it needs one, `k8s::claim_store`) all ask it. A claim whose
+/// binding is on probation and a Shoot on it succeeded needs one too: its reconcile records
+/// the end of the trial (`controller::quarantine`). Pure.
 pub fn needs_visit(claim: &ClaimView, inv: &Inventory, inflight: &InFlight, now: Instant) -> bool {
     if claim.denied || claim.deleting {
         return false;
@@ -303,7 +318,11 @@ pub fn needs_visit(claim: &ClaimView, inv: &Inventory, inflight: &InFlight, now:
             check_bound(inv, inflight, claim, now),
             Some(Choice::Lost { .. })
         ) != claim.lost;
-    disagrees || has_strays(inv, inflight, claim, now)
+    let proven = claim
+        .bound_binding
+        .as_deref()
+        .is_some_and(|b| !claim.lost && crate::pools::quarantine::proven_by(inv, b).is_some());
+    disagrees || has_strays(inv, inflight, claim, now) || proven
 }
 
 /// Chooses a binding for `req.claim` (DESIGN §4). Pure: reads the inventory and the in-flight
@@ -408,7 +427,11 @@ fn select_dedicated(
     }
     let (candidates, skipped) = free_candidates(inv, inflight, req, limits, now, counts);
     let ga = req.claim.global_account.as_str();
-    if let Some(b) = spread(inv, limits.exclude, ga, candidates) {
+    let trial = |b: &str| {
+        inv.binding(b)
+            .is_some_and(|e| limits.policy.quarantine.prefers(req.pool, &e.view))
+    };
+    if let Some(b) = spread(inv, limits.exclude, ga, candidates, trial) {
         let expected_resource_version =
             inv.binding(b).and_then(|e| e.view.resource_version.clone());
         return Choice::Claim {
@@ -546,6 +569,7 @@ struct Skipped {
     cordoned: usize,
     cleanup_failed: usize,
     cooling: usize,
+    quarantined: usize,
 }
 
 /// The pool's claimable bindings a new tenant may take, and how many others were skipped why.
@@ -571,6 +595,8 @@ fn free_candidates<'a>(
             s.cleanup_failed += 1;
         } else if entry.is_some_and(|e| crate::pools::lifecycle::is_cordoned(&e.view.labels)) {
             s.cordoned += 1;
+        } else if entry.is_some_and(|e| policy.quarantine.keeps(req.pool, &e.view)) {
+            s.quarantined += 1;
         } else if let (Some(c), Some(e)) = (&policy.cooldown, entry)
             && c.keeps(&e.view.annotations, Some(ga))
         {
@@ -614,14 +640,16 @@ fn sibling_taken(
         })
 }
 
-/// Spread: never-used first, then the one released longest ago; among equals (above all the
-/// never-used ones) the tenant's rendezvous hash, so concurrent tenants start apart. Bindings
-/// to try last (`exclude`) only when nothing else is left.
+/// Spread: for a request the quarantine names, bindings on trial first; then never-used first,
+/// then the one released longest ago; among equals (above all the never-used ones) the
+/// tenant's rendezvous hash, so concurrent tenants start apart. Bindings to try last
+/// (`exclude`) only when nothing else is left.
 fn spread<'a>(
     inv: &Inventory,
     exclude: &BTreeSet<String>,
     ga: &str,
     candidates: Vec<&'a String>,
+    trial: impl Fn(&str) -> bool,
 ) -> Option<&'a String> {
     let released_at = |b: &str| {
         inv.binding(b)
@@ -632,6 +660,7 @@ fn spread<'a>(
         let at = released_at(b);
         (
             !exclude.contains(*b),
+            trial(b),
             at.is_none(),
             std::cmp::Reverse(at),
             weight(ga, b),
@@ -668,6 +697,12 @@ fn exhausted_message(
         message.push_str(&format!(
             " ({} free but released by another tenant less than spec.release.cooldown ago)",
             s.cooling
+        ));
+    }
+    if s.quarantined > 0 {
+        message.push_str(&format!(
+            " ({} free but quarantined: new accounts go only to the plans and global accounts spec.quarantine names until a Shoot on them succeeds)",
+            s.quarantined
         ));
     }
     if s.cordoned > 0 {

@@ -9,7 +9,8 @@ use crate::api::{HapConfigSpec, PoolLifecycle, SuspectSpec};
 use crate::pools::lifecycle::Cooldown;
 use crate::pools::{Inventory, LifecycleRules};
 
-/// The suspect codes and threshold and the release cooldown the spec sets.
+/// The suspect codes and threshold, the release cooldown and the quarantined pools the spec
+/// sets.
 pub fn lifecycle_rules(spec: &HapConfigSpec, now: Timestamp) -> LifecycleRules {
     let (codes, threshold) = SuspectSpec::resolved(spec.suspect.as_ref());
     let cooldown = spec.release.as_ref().and_then(|r| r.cooldown.as_deref());
@@ -17,6 +18,12 @@ pub fn lifecycle_rules(spec: &HapConfigSpec, now: Timestamp) -> LifecycleRules {
         codes,
         threshold,
         cooldown: Cooldown::from_spec(cooldown, now).map(|c| c.period),
+        quarantined: spec
+            .quarantine
+            .iter()
+            .flatten()
+            .map(crate::pools::quarantine::pool_of)
+            .collect(),
     }
 }
 

@@ -631,3 +631,29 @@ pub async fn set_shoot_errors(client: &Client, ns: &str, shoot: &str, codes: &[&
     .await
     .unwrap_or_else(|e| panic!("patch status of Shoot {shoot}: {e}"));
 }
+
+/// Sets a Shoot's `status.lastOperation` as the gardenlet would (through shoots/status).
+pub async fn set_shoot_last_operation(
+    client: &Client,
+    ns: &str,
+    shoot: &str,
+    type_: &str,
+    state: &str,
+) {
+    let progress = if state == "Succeeded" { 100 } else { 40 };
+    let operation = json!({
+        "type": type_,
+        "state": state,
+        "progress": progress,
+        "description": format!("{type_} {state}"),
+        "lastUpdateTime": jiff::Timestamp::now().round(jiff::Unit::Second).expect("round").to_string(),
+    });
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &shoot_resource());
+    api.patch_status(
+        shoot,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"lastOperation": operation}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("patch status.lastOperation of Shoot {shoot}: {e}"));
+}

@@ -94,6 +94,27 @@ fn state_follows_the_documented_precedence() {
         state_of(&BindingClass::Shared, facts(3, true, true, true)),
         None
     );
+    // Quarantine: only an unclaimed binding, after every mark a person or a Shoot set, and
+    // before the cooldown.
+    let q = |f: Facts| Facts {
+        quarantined: true,
+        ..f
+    };
+    let quarantined = [
+        (&free, q(facts(0, false, false, false)), S::Quarantined),
+        (&free, q(facts(0, false, false, true)), S::Quarantined),
+        (&free, q(facts(0, true, false, false)), S::Cordoned),
+        (&free, q(facts(0, false, true, false)), S::Suspect),
+        (
+            &free,
+            q(facts(1, false, false, false)),
+            S::InUseWithoutTenant,
+        ),
+        (&owned, q(facts(1, false, false, false)), S::Claimed),
+    ];
+    for (class, f, want) in quarantined {
+        assert_eq!(state_of(class, f), Some(want), "{class:?} {f:?}");
+    }
 }
 
 #[test]
@@ -133,6 +154,7 @@ fn every_state_is_counted_per_dedicated_pool_and_shared_pools_have_none() {
     let marks = Marks {
         suspect: Some(&suspect),
         cooling_down: Some(&cooling),
+        ..Marks::default()
     };
     let got = inv
         .states(&pool("aws", false, false), marks)
@@ -150,6 +172,7 @@ fn every_state_is_counted_per_dedicated_pool_and_shared_pools_have_none() {
             ("Suspect", 1),
             ("InUseWithoutTenant", 1),
             ("Internal", 1),
+            ("Quarantined", 0),
         ]
     );
     assert_eq!(inv.states(&pool("aws", false, true), marks), None);

@@ -17,8 +17,8 @@ enum Op {
     Event(Event),
     /// The clock at this many minutes after the start (may go back).
     Tick(i64),
-    /// Other suspect codes, threshold or cooldown.
-    Rules(u8, usize, Option<u64>),
+    /// Other suspect codes, threshold, cooldown or quarantined pools (bit 0 aws, bit 1 gcp).
+    Rules(u8, usize, Option<u64>, u8),
 }
 
 fn flags() -> impl Strategy<Value = Flags> {
@@ -60,8 +60,8 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (0..5usize, prop::option::weighted(0.8, (0..6usize, 0..8u8)))
             .prop_map(|(i, s)| Op::Event(Event::Shoot(i, s))),
         4 => (-3..25i64).prop_map(Op::Tick),
-        2 => (0..8u8, 0..3usize, prop::option::of(prop::sample::select(vec![0u64, 300, 600])))
-            .prop_map(|(m, t, c)| Op::Rules(m, t, c)),
+        2 => (0..8u8, 0..3usize, prop::option::of(prop::sample::select(vec![0u64, 300, 600])), 0..4u8)
+            .prop_map(|(m, t, c, q)| Op::Rules(m, t, c, q)),
         1 => any::<bool>().prop_map(|alt| Op::Event(Event::Rekey(alt))),
         1 => Just(Op::Event(Event::ClearBindings)),
         1 => Just(Op::Event(Event::ClearShoots)),
@@ -115,11 +115,21 @@ fn apply(inv: &mut Inventory, op: &Op, rv: u64, w: &mut World) {
                 t.get_or_insert(w.now);
             }
         }
-        Op::Rules(mask, threshold, cooldown) => {
+        Op::Rules(mask, threshold, cooldown, quarantined) => {
+            let pool = |t: &str| crate::labels::PoolKey {
+                hyperscaler_type: t.into(),
+                eu_access: false,
+                shared: false,
+            };
             w.rules = LifecycleRules {
                 codes: codes(*mask),
                 threshold: *threshold,
                 cooldown: cooldown.map(std::time::Duration::from_secs),
+                quarantined: [(1, "aws"), (2, "gcp")]
+                    .into_iter()
+                    .filter(|(bit, _)| quarantined & bit != 0)
+                    .map(|(_, t)| pool(t))
+                    .collect(),
             };
             inv.set_lifecycle_rules(w.rules.clone());
         }

@@ -375,6 +375,7 @@ mod cooldown;
 mod cordon;
 mod inflight;
 mod multi;
+mod quarantine;
 
 #[test]
 fn a_binding_a_shoot_uses_is_never_claimed_though_it_has_no_tenant() {

@@ -60,6 +60,8 @@ type HapConfigSpec struct {
 	Plans map[string]HapConfigSpecPlansValue `json:"plans,omitempty"`
 	// When a pool counts as low: fewer `Free` bindings than `minFree` makes `PoolsAvailable` False with reason `PoolLow`; and the window the claim rate is measured over.
 	PoolLow *HapConfigSpecPoolLow `json:"poolLow,omitempty"`
+	// Pools whose new bindings are `Quarantined`: offered only to the requests each entry names (plans, global accounts) until a Shoot on the binding has succeeded once (`lastOperation` Create Succeeded) or a person releases it (docs/operating.md).
+	Quarantine []HapConfigSpecQuarantineItem `json:"quarantine,omitempty"`
 	// What happens to a dedicated binding when its tenant's last cluster leaves it.
 	Release *HapConfigSpecRelease `json:"release,omitempty"`
 	// Foreign requests to serve besides AccountClaims: Gardener Shoots, openmcp Clusters, Kyma Runtimes (docs/sources.md). Each becomes an AccountClaim the operator creates.
@@ -188,6 +190,16 @@ type HapConfigSpecPoolLow struct {
 	Pools map[string]int32 `json:"pools,omitempty"`
 }
 
+// One quarantined pool. Its new bindings (never claimed, used, released or dirty) are `Quarantined`: only requests of `plans` or of `globalAccounts` get them, until a Shoot on the binding reports `lastOperation` Create Succeeded or a person releases it (`accountpool.io/quarantine=Released`). The plans and global accounts are matched as rule entries match plans and pins match global accounts: exactly.
+type HapConfigSpecQuarantineItem struct {
+	// Requests of these global accounts may take quarantined bindings (e.g. a canary tenant).
+	GlobalAccounts []string `json:"globalAccounts,omitempty"`
+	// Requests of these plans may take quarantined bindings (e.g. `trial`).
+	Plans []string `json:"plans,omitempty"`
+	// The dedicated pool, by its labels (as a pin names it).
+	Pool HapConfigSpecQuarantineItemPool `json:"pool"`
+}
+
 // What happens to a dedicated binding when its tenant's last cluster leaves it.
 type HapConfigSpecRelease struct {
 	// Account lifecycle (issue 22): how long a binding released by one tenant is kept from other tenants (`24h`, `90m`), counted from the release the operator recorded on it (`accountpool.io/released-at`). Unset or `0s`: no cooldown.
@@ -284,6 +296,8 @@ type HapConfigStatusActiveSpec struct {
 	Plans map[string]HapConfigStatusActiveSpecPlansValue `json:"plans,omitempty"`
 	// When a pool counts as low: fewer `Free` bindings than `minFree` makes `PoolsAvailable` False with reason `PoolLow`; and the window the claim rate is measured over.
 	PoolLow *HapConfigStatusActiveSpecPoolLow `json:"poolLow,omitempty"`
+	// Pools whose new bindings are `Quarantined`: offered only to the requests each entry names (plans, global accounts) until a Shoot on the binding has succeeded once (`lastOperation` Create Succeeded) or a person releases it (docs/operating.md).
+	Quarantine []HapConfigStatusActiveSpecQuarantineItem `json:"quarantine,omitempty"`
 	// What happens to a dedicated binding when its tenant's last cluster leaves it.
 	Release *HapConfigStatusActiveSpecRelease `json:"release,omitempty"`
 	// Foreign requests to serve besides AccountClaims: Gardener Shoots, openmcp Clusters, Kyma Runtimes (docs/sources.md). Each becomes an AccountClaim the operator creates.
@@ -383,7 +397,7 @@ type HapConfigStatusPool struct {
 	MinFree *int64 `json:"minFree,omitempty"`
 	// When the longest-waiting dirty binding was first seen dirty by this operator process (a restart starts the clock again).
 	OldestDirtySince *metav1.Time `json:"oldestDirtySince,omitempty"`
-	// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal (every state listed, zero included).
+	// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal, Quarantined (every state listed, zero included).
 	States map[string]int64 `json:"states"`
 	// Suspect bindings, the first ones by name (at most 10), with the codes seen.
 	Suspect []HapConfigStatusPoolSuspectItem `json:"suspect,omitempty"`
@@ -432,6 +446,14 @@ type HapConfigStatusRule struct {
 
 // The pool the pin is for. Unset: the pool the binding's labels put it in; while the binding is missing, every dedicated request of the tenant waits for it.
 type HapConfigSpecPinPool struct {
+	// Whether the pool is the EU-access one (`euAccess=true`). Default false.
+	EuAccess *bool `json:"euAccess,omitempty"`
+	// The pool's hyperscalerType label, e.g. `aws`, `gcp_cf-sa30`.
+	HyperscalerType string `json:"hyperscalerType"`
+}
+
+// The dedicated pool, by its labels (as a pin names it).
+type HapConfigSpecQuarantineItemPool struct {
 	// Whether the pool is the EU-access one (`euAccess=true`). Default false.
 	EuAccess *bool `json:"euAccess,omitempty"`
 	// The pool's hyperscalerType label, e.g. `aws`, `gcp_cf-sa30`.
@@ -603,6 +625,16 @@ type HapConfigStatusActiveSpecPoolLow struct {
 	MinFree *int32 `json:"minFree,omitempty"`
 	// Per hyperscalerType (both EU-access variants): its own minimum, overriding `minFree`.
 	Pools map[string]int32 `json:"pools,omitempty"`
+}
+
+// One quarantined pool. Its new bindings (never claimed, used, released or dirty) are `Quarantined`: only requests of `plans` or of `globalAccounts` get them, until a Shoot on the binding reports `lastOperation` Create Succeeded or a person releases it (`accountpool.io/quarantine=Released`). The plans and global accounts are matched as rule entries match plans and pins match global accounts: exactly.
+type HapConfigStatusActiveSpecQuarantineItem struct {
+	// Requests of these global accounts may take quarantined bindings (e.g. a canary tenant).
+	GlobalAccounts []string `json:"globalAccounts,omitempty"`
+	// Requests of these plans may take quarantined bindings (e.g. `trial`).
+	Plans []string `json:"plans,omitempty"`
+	// The dedicated pool, by its labels (as a pin names it).
+	Pool HapConfigStatusActiveSpecQuarantineItemPool `json:"pool"`
 }
 
 // What happens to a dedicated binding when its tenant's last cluster leaves it.
@@ -869,6 +901,14 @@ const (
 
 // The pool the pin is for. Unset: the pool the binding's labels put it in; while the binding is missing, every dedicated request of the tenant waits for it.
 type HapConfigStatusActiveSpecPinPool struct {
+	// Whether the pool is the EU-access one (`euAccess=true`). Default false.
+	EuAccess *bool `json:"euAccess,omitempty"`
+	// The pool's hyperscalerType label, e.g. `aws`, `gcp_cf-sa30`.
+	HyperscalerType string `json:"hyperscalerType"`
+}
+
+// The dedicated pool, by its labels (as a pin names it).
+type HapConfigStatusActiveSpecQuarantineItemPool struct {
 	// Whether the pool is the EU-access one (`euAccess=true`). Default false.
 	EuAccess *bool `json:"euAccess,omitempty"`
 	// The pool's hyperscalerType label, e.g. `aws`, `gcp_cf-sa30`.

@@ -1,0 +1,192 @@
+//! End-to-end (real kube-apiserver and gardener-apiserver): quarantine of new accounts. A new
+//! binding of a quarantined pool is refused to a request the config does not name, given to a
+//! trial request (the claim records the probation on it), and proven when the gardenlet's
+//! status of a Shoot on it says `lastOperation` Create Succeeded; after its trial tenant left
+//! and the cleanup job wiped it, it serves anyone. The operator is restarted during the trial:
+//! what it knows of the trial it reads from the binding.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::json;
+use support::*;
+
+const QUARANTINE: &str = "accountpool.io/quarantine";
+
+async fn annotations(hap: &Hap, binding: &str) -> BTreeMap<String, String> {
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .get(binding)
+        .await
+        .expect("get binding")
+        .metadata
+        .annotations
+        .unwrap_or_default()
+}
+
+/// The count of one state of the dedicated aws pool in the HapConfig status.
+async fn count(hap: &Hap, state: &str) -> Option<i64> {
+    let st = hap.config_status().await;
+    let pool = st
+        .pools
+        .into_iter()
+        .find(|p| p.hyperscaler_type == "aws" && !p.eu_access)?;
+    pool.states.get(state).copied()
+}
+
+async fn last_operation(hap: &Hap, shoot: &str, state: &str) {
+    support::garden::set_shoot_last_operation(
+        &hap.garden,
+        &hap.bindings_ns,
+        shoot,
+        "Create",
+        state,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_account_serves_only_trial_requests_until_a_shoot_on_it_succeeded() {
+    let quarantine =
+        json!({"quarantine": [{"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]}]});
+    let mut hap = Hap::new(&["aws", "trial"], quarantine).await;
+    hap.binding("aws-new", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "aws-new Quarantined in status.pools",
+        || async { (count(&hap, "Quarantined").await? == 1).then_some(()) },
+    )
+    .await;
+    // A paying request is refused the new account, and told why.
+    hap.claim(
+        "paying",
+        json!({"globalAccount": "ga-paying", "plan": "aws", "shootName": "s-paying"}),
+    )
+    .await;
+    let message = hap.ready_reason("paying", "PoolExhausted").await;
+    assert!(message.contains("1 free but quarantined"), "{message}");
+    // The trial request gets it; the claim write records the probation with the tenant.
+    hap.claim(
+        "trial",
+        json!({"globalAccount": "ga-trial", "plan": "trial", "provider": "aws", "shootName": "s-trial"}),
+    )
+    .await;
+    assert_eq!(hap.bound("trial").await, "aws-new");
+    assert_eq!(
+        annotations(&hap, "aws-new")
+            .await
+            .get(QUARANTINE)
+            .map(String::as_str),
+        Some("Probation")
+    );
+    // A new leader knows the trial only from the binding: nothing is carried in memory.
+    hap.stop_operator().await;
+    hap.start_operator().await;
+    hap.shoot("s-trial", "aws-new").await;
+    last_operation(&hap, "s-trial", "Processing").await;
+    // The Shoot is being created: no verdict yet (the operator writes only on Succeeded).
+    assert_eq!(
+        annotations(&hap, "aws-new")
+            .await
+            .get(QUARANTINE)
+            .map(String::as_str),
+        Some("Probation")
+    );
+    last_operation(&hap, "s-trial", "Succeeded").await;
+    eventually(
+        Duration::from_secs(60),
+        "aws-new recorded Passed",
+        || async {
+            let a = annotations(&hap, "aws-new").await;
+            (a.get(QUARANTINE).map(String::as_str) == Some("Passed")).then_some(())
+        },
+    )
+    .await;
+    // The trial tenant leaves; the cleanup job wipes the account (removes dirty and tenant).
+    hap.delete_shoot("s-trial").await;
+    hap.claims()
+        .delete("trial", &Default::default())
+        .await
+        .expect("delete the trial claim");
+    eventually(Duration::from_secs(60), "aws-new marked dirty", || async {
+        hap.labels("aws-new")
+            .await
+            .contains_key("dirty")
+            .then_some(())
+    })
+    .await;
+    hap.label("aws-new", "dirty", None).await;
+    hap.label("aws-new", "tenantName", None).await;
+    // Proven: the paying request, waiting all along, gets it.
+    assert_eq!(hap.bound("paying").await, "aws-new");
+    assert_eq!(count(&hap, "Quarantined").await, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_releases_a_quarantined_binding_by_annotating_it_released() {
+    let quarantine =
+        json!({"quarantine": [{"pool": {"hyperscalerType": "aws"}, "globalAccounts": ["canary"]}]});
+    let hap = Hap::new(&["aws"], quarantine).await;
+    hap.binding("aws-new", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.claim(
+        "paying",
+        json!({"globalAccount": "ga-paying", "plan": "aws", "shootName": "s-paying"}),
+    )
+    .await;
+    hap.ready_reason("paying", "PoolExhausted").await;
+    let patch = json!({"metadata": {"annotations": {QUARANTINE: "Released"}}});
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .patch(
+            "aws-new",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .expect("release aws-new from quarantine");
+    assert_eq!(hap.bound("paying").await, "aws-new");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_rejects_a_quarantine_that_names_no_request_or_a_pool_twice() {
+    let client = client().await;
+    let configs: kube::Api<hap_operator::api::HapConfig> = kube::Api::all(client);
+    let attempt = |quarantine: serde_json::Value| {
+        let configs = configs.clone();
+        async move {
+            let body = json!({
+                "apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig",
+                "metadata": {"name": unique("quarantine-bad")},
+                "spec": {"bindingNamespace": "garden-x", "rules": ["aws"], "quarantine": quarantine},
+            });
+            let config = serde_json::from_value(body).expect("HapConfig");
+            match configs.create(&Default::default(), &config).await {
+                Ok(c) => panic!("accepted: {:?}", c.spec.quarantine),
+                Err(e) => e.to_string(),
+            }
+        }
+    };
+    let none = attempt(json!([{"pool": {"hyperscalerType": "aws"}}])).await;
+    assert!(
+        none.contains("spec.quarantine[0]")
+            && none.contains("name the requests that may take quarantined bindings"),
+        "{none}"
+    );
+    let twice = attempt(json!([
+        {"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]},
+        {"pool": {"hyperscalerType": "aws", "euAccess": false}, "globalAccounts": ["canary"]},
+    ]))
+    .await;
+    assert!(
+        twice.contains("spec.quarantine") && twice.contains("listed twice"),
+        "{twice}"
+    );
+    let bad_plan =
+        attempt(json!([{"pool": {"hyperscalerType": "aws"}, "plans": ["Trial!"]}])).await;
+    assert!(
+        bad_plan.contains("spec.quarantine[0].plans[0]"),
+        "{bad_plan}"
+    );
+}
