@@ -223,7 +223,6 @@ async fn claim_free(
         return forbidden(claim, ctx, cause, waits_in, retry_at).await;
     }
     claimed?;
-    super::lifecycle::record_claim(ctx, &active.spec, &to.pool);
     let bound = bind(claim, ctx, view, to).await;
     // Told after the status write, whatever its outcome: the binding is claimed either way, and
     // an event awaited between the two writes widened every race window.
@@ -267,9 +266,20 @@ async fn claim_binding(
         (tenant_key.as_str(), view.global_account.as_str()),
         (CLAIMED_BY, view.uid.as_str()),
     ];
+    // The claim time rides along: the claim rate counts it from the objects, the same on every
+    // replica and after a restart.
+    let at = crate::pools::lifecycle::release_time(jiff::Timestamp::now());
+    let record = [(crate::pools::lifecycle::CLAIMED_AT, at.as_str())];
     let result = ctx
         .writer
-        .set_binding_labels_cas(target.kind, &target.namespace, binding, rv, &labels)
+        .set_binding_labels_cas(
+            target.kind,
+            &target.namespace,
+            binding,
+            rv,
+            &labels,
+            &record,
+        )
         .await;
     ctx.ledger()
         .claim_outcome(binding, outcome(&result), Instant::now());
