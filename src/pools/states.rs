@@ -4,9 +4,8 @@
 //! O(bindings + Shoots) a second.
 //!
 //! Each binding adds its part (pool, `lifecycle::state_of`, cordoned, suspect, release end, claim
-//! time) when
-//! it is indexed or a fact of it moves, and takes it back before it changes: the same shape as
-//! `tallies.rs`. The cooldown is the one fact that moves with time: released bindings are kept
+//! time) when it is indexed or a fact of it moves, and takes it back before it changes: the same
+//! shape as `tallies.rs`. The cooldown is the one fact that moves with time: released bindings are kept
 //! by the end of their cooldown, and `tick` moves only those whose end it passes (either way,
 //! should the wall clock step back). What still walks every binding or Shoot runs only when the
 //! rules change (the config's suspect codes, threshold or cooldown), the label keys change or
