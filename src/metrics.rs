@@ -261,12 +261,12 @@ impl Metrics {
     );
         registry.register(
         "pool_oldest_dirty_seconds",
-        "Age of the longest-waiting dirty binding of each dedicated pool since this process first saw it dirty; 0 when none is dirty",
+        "Age of the longest-waiting dirty binding of each dedicated pool, from the release recorded on it (accountpool.io/released-at); 0 when none is dirty",
         self.pool_oldest_dirty_seconds.clone(),
     );
         registry.register(
         "pool_claims_per_day",
-        "Claims per day of each dedicated pool over spec.poolLow.claimRateWindow (default 24h), as seen by this process",
+        "Claims per day of each dedicated pool over spec.poolLow.claimRateWindow (default 24h), from the claims recorded on the bindings (accountpool.io/claimed-at)",
         self.pool_claim_rate.clone(),
     );
         registry.register(

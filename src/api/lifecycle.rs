@@ -106,24 +106,30 @@ pub struct PoolLifecycle {
     /// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, CleanupFailed, Suspect,
     /// InUseWithoutTenant, Internal, Quarantined (every state listed, zero included).
     pub states: BTreeMap<String, i64>,
-    /// When the longest-waiting dirty binding was first seen dirty by this operator process
-    /// (a restart starts the clock again).
+    /// Since when the longest-waiting dirty binding is dirty: the release the operator recorded on
+    /// it (`accountpool.io/released-at`), the same on every replica and after a restart; a binding
+    /// marked dirty without that record counts from when the operator first saw it dirty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oldest_dirty_since: Option<Time>,
-    /// Cordoned bindings, the first ones by name (at most 10), with the reason given.
+    /// Cordoned bindings with the reason given: at most 10, the first by name (`states` counts
+    /// them all; `kubectl hap bindings --state Cordoned` lists every one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cordoned: Vec<CordonedBinding>,
-    /// Suspect bindings, the first ones by name (at most 10), with the codes seen.
+    /// Suspect bindings with the codes seen: at most 10, the first by name (`states` counts them
+    /// all; `kubectl hap bindings --state Suspect` lists every one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suspect: Vec<SuspectBinding>,
-    /// Bindings the cleanup job marked `accountpool.io/cleanup-failed=true`, the first ones by
-    /// name (at most 10), with the job's reason.
+    /// Bindings the cleanup job marked `accountpool.io/cleanup-failed=true`, with the job's
+    /// reason: at most 10, the first by name (`states` counts them all; `kubectl hap bindings
+    /// --state CleanupFailed` lists every one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cleanup_failed: Vec<CleanupFailedBinding>,
     /// The pool's minimum of free bindings (`spec.poolLow`); absent when 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_free: Option<i64>,
-    /// Bindings claimed in the pool during the claim-rate window (seen by this process).
+    /// Bindings the operator claimed in the pool during the claim-rate window, counted from the
+    /// claim recorded on each binding (`accountpool.io/claimed-at`; a binding claimed twice in
+    /// the window counts once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claims_in_window: Option<i64>,
     /// Claims per day over the window, two decimals.

@@ -13,7 +13,9 @@ use serde::Serialize;
 use super::live::{self, BindingsInput, DEFAULT_CONFIG};
 use super::validate::{Format, usage};
 use crate::labels::PoolKey;
-use crate::pools::lifecycle::{BindingState, CLEANUP_FAILED_REASON, CORDON_REASON, released};
+use crate::pools::lifecycle::{
+    BindingState, CLEANUP_FAILED_REASON, CORDON_REASON, dirty_since, released,
+};
 
 /// Output format of `hap bindings`: kubectl's four.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -176,9 +178,11 @@ pub fn rows(input: &BindingsInput, now: Timestamp) -> Vec<Row> {
             let release = released(&b.annotations);
             let since = match state {
                 Some(BindingState::Claimed) => input.claimed_at.get(&b.name).copied(),
-                Some(
-                    BindingState::Dirty | BindingState::CoolingDown | BindingState::CleanupFailed,
-                ) => release.map(|r| r.0),
+                // The status' rule: a release record older than the last claim dates nothing.
+                Some(BindingState::Dirty) => dirty_since(&b.annotations),
+                Some(BindingState::CoolingDown | BindingState::CleanupFailed) => {
+                    release.map(|r| r.0)
+                }
                 Some(BindingState::Free | BindingState::Quarantined) => {
                     release.map(|r| r.0).or(created)
                 }
@@ -504,7 +508,9 @@ mod tests {
 
     #[test]
     fn since_and_reason_come_from_the_objects() {
-        let now = Timestamp::now();
+        // Whole seconds, as the records on the objects are written: a record of `now - 20 min`
+        // then reads back as exactly that.
+        let now = Timestamp::now().round(jiff::Unit::Second).expect("round");
         let input = input(now);
         let rows = rows(&input, now);
         let r = by_name(&rows);
@@ -542,6 +548,36 @@ mod tests {
             Some("waits for the cleanup job")
         );
         assert_eq!(r["aws-free"].binding_kind, "CredentialsBinding");
+        // A dirty binding is dirty since its release record, unless a later claim outdates it.
+        let mut input = input;
+        let at = |m: i64| now - jiff::SignedDuration::from_mins(m);
+        let dirty = input
+            .pools
+            .bindings
+            .iter_mut()
+            .find(|b| b.name == "aws-dirty")
+            .expect("aws-dirty");
+        let record = |k: &str, t| (k.to_string(), crate::pools::lifecycle::release_time(t));
+        dirty.annotations.extend([
+            record(crate::pools::lifecycle::CLAIMED_AT, at(30)),
+            record(crate::pools::lifecycle::RELEASED_AT, at(20)),
+        ]);
+        let since = |input: &BindingsInput| {
+            by_name(&super::rows(input, now))["aws-dirty"]
+                .since
+                .map(|t| t.as_second())
+        };
+        assert_eq!(since(&input), Some(at(20).as_second()));
+        let dirty = input
+            .pools
+            .bindings
+            .iter_mut()
+            .find(|b| b.name == "aws-dirty");
+        if let Some(d) = dirty {
+            d.annotations
+                .extend([record(crate::pools::lifecycle::CLAIMED_AT, at(10))]);
+        }
+        assert_eq!(since(&input), None, "a record older than the last claim");
         assert_eq!(r["aws-free"].credentials, "Secret");
     }
 

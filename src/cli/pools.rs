@@ -76,8 +76,16 @@ fn render(input: &live::PoolsInput, output: Format, now: jiff::Timestamp) -> Str
     let figures = inventory.all_figures();
     let mut lifecycle = crate::status::pool_states(&input.spec, &mut inventory, now);
     for l in &mut lifecycle {
-        // One list, no history: the first sight of a dirty binding is now, which says nothing.
-        l.oldest_dirty_since = None;
+        // One list, no history: a dirty binding without a release record is first seen now,
+        // which says nothing; the oldest is shown only when the records date every one.
+        let key = crate::labels::PoolKey {
+            hyperscaler_type: l.hyperscaler_type.clone(),
+            eu_access: l.eu_access,
+            shared: false,
+        };
+        if !inventory.dirty_all_dated(&key) {
+            l.oldest_dirty_since = None;
+        }
     }
     match output {
         Format::Json | Format::Yaml => {

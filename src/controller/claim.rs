@@ -227,7 +227,6 @@ async fn claim_free(
         return forbidden(claim, ctx, cause, waits_in, retry_at).await;
     }
     claimed?;
-    super::lifecycle::record_claim(ctx, &active.spec, &to.pool);
     let bound = bind(claim, ctx, view, to).await;
     // Told after the status write, whatever its outcome: the binding is claimed either way, and
     // an event awaited between the two writes widened every race window.
@@ -271,25 +270,26 @@ async fn claim_binding(
         (tenant_key.as_str(), view.global_account.as_str()),
         (CLAIMED_BY, view.uid.as_str()),
     ];
+    // The claim time rides along: the claim rate counts it from the objects, the same on every
+    // replica and after a restart.
+    let at = crate::pools::lifecycle::release_time(jiff::Timestamp::now());
+    let mut annotations = vec![(crate::pools::lifecycle::CLAIMED_AT, at.as_str())];
     // A binding on trial keeps its trial record through this tenant's tenure (and after it),
     // in the same compare-and-swap: until a Shoot proves it, it never reads as served.
-    let probation = ctx.ledger().inventory.binding(binding).is_some_and(|e| {
+    if ctx.ledger().inventory.binding(binding).is_some_and(|e| {
         crate::pools::quarantine::needs_probation(active.spec.quarantine.as_deref(), e)
-    });
-    let annotations: &[(&str, &str)] = if probation {
-        &[(QUARANTINE, PROBATION)]
-    } else {
-        &[]
-    };
+    }) {
+        annotations.push((QUARANTINE, PROBATION));
+    }
     let result = ctx
         .writer
-        .claim_binding_cas(
+        .set_binding_labels_cas(
             target.kind,
             &target.namespace,
             binding,
             rv,
             &labels,
-            annotations,
+            &annotations,
         )
         .await;
     ctx.ledger()

@@ -42,6 +42,18 @@ async fn a_new_claim_gets_its_finalizer_then_the_claim_cas_its_status_and_an_eve
     ]);
     let action = h.reconcile(&c).await.expect("bound");
     assert_eq!(action, Action::await_change());
+    // The claim time rides in the claim's compare-and-swap: the claim rate counts it.
+    let sent = h.api.received();
+    let key = crate::pools::lifecycle::CLAIMED_AT.replace('/', "~1");
+    let at = sent
+        .iter()
+        .filter_map(|r| {
+            r.body
+                .as_ref()?
+                .pointer(&format!("/metadata/annotations/{key}"))
+        })
+        .find_map(|v| v.as_str()?.parse::<jiff::Timestamp>().ok());
+    assert!(at.is_some(), "the claim record in {sent:?}");
 }
 
 #[tokio::test]

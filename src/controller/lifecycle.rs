@@ -9,11 +9,9 @@ use kube::ResourceExt;
 
 use super::Context;
 use super::active::ActiveConfig;
-use crate::api::{HapConfig, HapConfigSpec, HapConfigStatus, PoolLifecycle, PoolLowSpec};
-use crate::labels::PoolKey;
+use crate::api::{HapConfig, HapConfigSpec, HapConfigStatus, PoolLifecycle};
 use crate::metrics::{ConfigLabels, PoolLabels, PoolStateLabels};
 use crate::pools::Inventory;
-use crate::pools::lifecycle::forecast;
 use crate::status::Pause;
 
 /// The lifecycle of every dedicated pool, with the metrics exported from it. The index keeps
@@ -24,8 +22,7 @@ pub(super) fn pools(
     inv: &mut Inventory,
 ) -> Vec<PoolLifecycle> {
     let now = Timestamp::now();
-    let mut pools = crate::status::pool_states(spec, inv, now);
-    forecast_all(ctx, spec, &mut pools, now);
+    let pools = crate::status::pool_states(spec, inv, now);
     export(ctx, &pools, now);
     pools
 }
@@ -67,40 +64,6 @@ pub(super) fn pause(
     m.paused_alert_after_seconds
         .get_or_create(&labels)
         .set(i64::try_from(alert_after.as_secs()).unwrap_or(i64::MAX));
-}
-
-/// Records a claim for the claim rate of `pool`.
-pub(super) fn record_claim(ctx: &Context, spec: &HapConfigSpec, pool: &PoolKey) {
-    let window = PoolLowSpec::window(spec.pool_low.as_ref());
-    ctx.claim_log
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .record(pool, Timestamp::now(), window);
-}
-
-/// Fills each pool's minimum, claims in the window, rate and forecast.
-fn forecast_all(ctx: &Context, spec: &HapConfigSpec, pools: &mut [PoolLifecycle], now: Timestamp) {
-    let low = spec.pool_low.as_ref();
-    let window = PoolLowSpec::window(low);
-    let log = ctx
-        .claim_log
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for p in pools {
-        let key = PoolKey {
-            hyperscaler_type: p.hyperscaler_type.clone(),
-            eu_access: p.eu_access,
-            shared: false,
-        };
-        let min = PoolLowSpec::min_free(low, &p.hyperscaler_type);
-        p.min_free = (min > 0).then_some(min);
-        let claims = log.count(&key, now, window);
-        let free = p.states.get("Free").copied().unwrap_or(0);
-        let (rate, days) = forecast(claims, window, free);
-        p.claims_in_window = Some(i64::try_from(claims).unwrap_or(i64::MAX));
-        p.claim_rate_per_day = Some(format!("{rate:.2}"));
-        p.days_until_empty = days.map(|d| format!("{d:.1}"));
-    }
 }
 
 fn export(ctx: &Context, pools: &[PoolLifecycle], now: Timestamp) {

@@ -153,8 +153,6 @@ pub struct Context {
     /// Starts a sweep of every claim now (the refresh cycle) rather than at the end of the period.
     pub sweep_now: Arc<tokio::sync::Notify>,
     pub refresh: Mutex<config::RefreshClock>,
-    /// Claims per pool over the claim-rate window (issue 22).
-    pub claim_log: Mutex<crate::pools::lifecycle::ClaimLog>,
     /// The claim watch has listed every claim once.
     pub claims_synced: Arc<AtomicBool>,
     /// Binding writes the garden refused (RBAC or admission), paused until they may be retried.
@@ -545,7 +543,6 @@ fn start_caches(
         claim_kick: kick_tx,
         sweep_now: Arc::default(),
         refresh: Mutex::new(config::RefreshClock::default()),
-        claim_log: Mutex::default(),
         claims_synced,
         denials: denials::Denials::default(),
         sources: sources::SourceRuntime::default(),

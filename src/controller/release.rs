@@ -668,14 +668,23 @@ async fn resolve(
     }
     let target = active.binding_target();
     let tenant_key = &active.rules.label_keys().tenant_name;
-    // The same write as the first attempt, claimed-by included.
+    // The same write as the first attempt, claimed-by and the claim record included.
     let labels = [
         (tenant_key.as_str(), view.global_account.as_str()),
         (CLAIMED_BY, view.uid.as_str()),
     ];
+    let at = crate::pools::lifecycle::release_time(jiff::Timestamp::now());
+    let record = [(crate::pools::lifecycle::CLAIMED_AT, at.as_str())];
     let result = ctx
         .writer
-        .set_binding_labels_cas(target.kind, &target.namespace, binding, &rv, &labels)
+        .set_binding_labels_cas(
+            target.kind,
+            &target.namespace,
+            binding,
+            &rv,
+            &labels,
+            &record,
+        )
         .await;
     ctx.ledger()
         .claim_outcome(binding, outcome(&result), Instant::now());

@@ -121,25 +121,10 @@ impl Writer {
             .await
     }
 
-    /// Sets several labels on a binding in one compare-and-swap: a claim write sets the tenant
-    /// and claimed-by labels together, so that no reader ever sees one without the other.
+    /// Sets several labels (and annotations) on a binding in one compare-and-swap: a claim write
+    /// sets the tenant and claimed-by labels and the claim record together, so that no reader
+    /// ever sees one without the others.
     pub async fn set_binding_labels_cas(
-        &self,
-        kind: BindingKind,
-        ns: &str,
-        name: &str,
-        resource_version: &str,
-        labels: &[(&str, &str)],
-    ) -> Result<Option<String>, K8sError> {
-        let labels: Vec<(&str, Option<&str>)> =
-            labels.iter().map(|(k, v)| (*k, Some(*v))).collect();
-        self.patch_binding_cas(kind, ns, name, resource_version, &labels, &[], "label")
-            .await
-    }
-
-    /// Sets labels and annotations of a binding in one compare-and-swap: a claim of a binding
-    /// on trial records the probation with the tenant (crate::pools::quarantine).
-    pub async fn claim_binding_cas(
         &self,
         kind: BindingKind,
         ns: &str,

@@ -20,26 +20,26 @@
 //! (`states.rs`, through `state_of`); the walks here that compute them from scratch are kept,
 //! under `cfg(test)`, as the reference it is tested against.
 //!
-//! "Dirty since" is kept in memory: the first time this process's pass (a `lifecycle_tick`)
-//! saw the binding dirty. The operator does not write it on the binding: a dirty binding belongs to the cleanup
-//! job, and an extra write per release would race that job's label writes for a figure nobody
-//! decides anything on. After a restart the clock starts again at the first list, so an age is
-//! a lower bound; docs/operating.md says so.
+//! The lifecycle figures come from the objects, so every replica and every restart shows the
+//! same ones: a dirty binding is dirty since the release recorded on it (`dirty_since`), and a
+//! claim is recorded on the binding (`CLAIMED_AT`) in the compare-and-swap that claims it, which
+//! the claim rate counts. Only a binding marked dirty without a release record (by hand, or before
+//! the operator recorded releases) falls back to when this process first saw it dirty.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
 use super::BindingClass;
 use crate::api::PoolLifecycle;
-use crate::labels::PoolKey;
 #[cfg(test)]
 use {
     super::BindingEntry,
     super::Inventory,
     crate::api::{CleanupFailedBinding, CordonedBinding, SuspectBinding},
+    crate::labels::PoolKey,
     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
-    std::collections::BTreeSet,
+    std::collections::{BTreeSet, HashMap},
 };
 
 /// The label an operator sets (`=true`) to keep new tenants off a binding.
@@ -59,6 +59,10 @@ pub const RELEASED_AT: &str = "accountpool.io/released-at";
 /// The annotation naming the tenant (global account) that released the binding.
 pub const RELEASED_BY: &str = "accountpool.io/released-by";
 
+/// The annotation recording when the operator claimed the binding for its tenant (RFC 3339,
+/// seconds), written with the tenant label in one compare-and-swap: the claim rate counts it.
+pub const CLAIMED_AT: &str = "accountpool.io/claimed-at";
+
 /// The value of `RELEASED_AT` for a release at `now`.
 pub fn release_time(now: Timestamp) -> String {
     now.round(jiff::Unit::Second).unwrap_or(now).to_string()
@@ -69,6 +73,20 @@ pub fn release_time(now: Timestamp) -> String {
 pub fn released(annotations: &BTreeMap<String, String>) -> Option<(Timestamp, Option<&str>)> {
     let at = annotations.get(RELEASED_AT)?.parse::<Timestamp>().ok()?;
     Some((at, annotations.get(RELEASED_BY).map(String::as_str)))
+}
+
+/// When the binding was last claimed by the operator (`CLAIMED_AT`); `None` when not recorded or
+/// unreadable.
+pub fn claimed(annotations: &BTreeMap<String, String>) -> Option<Timestamp> {
+    annotations.get(CLAIMED_AT)?.parse::<Timestamp>().ok()
+}
+
+/// Since when a dirty binding with these annotations is dirty: the release recorded on it. A
+/// record older than the binding's last claim belongs to an earlier tenancy (the binding was
+/// marked dirty again without a release by the operator), so it dates nothing: `None`.
+pub fn dirty_since(annotations: &BTreeMap<String, String>) -> Option<Timestamp> {
+    let (at, _) = released(annotations)?;
+    claimed(annotations).is_none_or(|c| c <= at).then_some(at)
 }
 
 /// The release cooldown in force (`spec.release.cooldown`) and the wall-clock time to judge it.
@@ -473,42 +491,6 @@ impl Inventory {
             cordoned,
             cleanup_failed,
             ..Default::default()
-        })
-    }
-}
-
-/// The claims of each pool seen by this process, by time: the claim rate and the forecast.
-#[derive(Clone, Debug, Default)]
-pub struct ClaimLog {
-    at: HashMap<PoolKey, std::collections::VecDeque<Timestamp>>,
-}
-
-impl ClaimLog {
-    /// Records one claim in `pool` at `now`, forgetting what is older than `keep`.
-    pub fn record(&mut self, pool: &PoolKey, now: Timestamp, keep: std::time::Duration) {
-        let q = self.at.entry(pool.clone()).or_default();
-        q.push_back(now);
-        Self::trim(q, now, keep);
-    }
-
-    fn trim(
-        q: &mut std::collections::VecDeque<Timestamp>,
-        now: Timestamp,
-        keep: std::time::Duration,
-    ) {
-        let keep = jiff::SignedDuration::try_from(keep).unwrap_or(jiff::SignedDuration::MAX);
-        while q.front().is_some_and(|t| now.duration_since(*t) > keep) {
-            q.pop_front();
-        }
-    }
-
-    /// Claims of `pool` within `window` before `now`.
-    pub fn count(&self, pool: &PoolKey, now: Timestamp, window: std::time::Duration) -> usize {
-        let window = jiff::SignedDuration::try_from(window).unwrap_or(jiff::SignedDuration::MAX);
-        self.at.get(pool).map_or(0, |q| {
-            q.iter()
-                .filter(|t| now.duration_since(**t) < window)
-                .count()
         })
     }
 }

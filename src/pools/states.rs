@@ -1,10 +1,11 @@
 //! The lifecycle state of every dedicated binding, the per-pool state counts, the cordoned and
-//! suspect bindings and the first-seen-dirty clock, kept one watch event at a time, so that the
-//! HapConfig status and the metrics read them in O(pools), not O(bindings + Shoots) a second.
+//! suspect bindings, the dirty clock and the claims per pool by their recorded time, kept one watch
+//! event at a time, so that the HapConfig status and the metrics read them in O(pools), not
+//! O(bindings + Shoots) a second.
 //!
-//! Each binding adds its part (pool, `lifecycle::state_of`, cordoned, suspect, release end) when
-//! it is indexed or a fact of it moves, and takes it back before it changes: the same shape as
-//! `tallies.rs`. The cooldown is the one fact that moves with time: released bindings are kept
+//! Each binding adds its part (pool, `lifecycle::state_of`, cordoned, suspect, release end, claim
+//! time) when it is indexed or a fact of it moves, and takes it back before it changes: the same
+//! shape as `tallies.rs`. The cooldown is the one fact that moves with time: released bindings are kept
 //! by the end of their cooldown, and `tick` moves only those whose end it passes (either way,
 //! should the wall clock step back). What still walks every binding or Shoot runs only when the
 //! rules change (the config's suspect codes, threshold or cooldown), the label keys change or
@@ -18,8 +19,8 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::lifecycle::{
-    BindingState, CLEANUP_FAILED_REASON, CORDON_REASON, CORDONED_NAMED, Facts, is_cleanup_failed,
-    is_cordoned, released, state_of,
+    BindingState, CLEANUP_FAILED_REASON, CORDON_REASON, CORDONED_NAMED, Facts, claimed,
+    dirty_since, is_cleanup_failed, is_cordoned, released, state_of,
 };
 use super::{BindingClass, BindingEntry, Inventory, ShootView};
 use crate::api::{CleanupFailedBinding, CordonedBinding, PoolLifecycle, SuspectBinding};
@@ -60,6 +61,8 @@ pub(super) struct Part {
     suspect: bool,
     /// When its cooldown ends (an unclaimed binding with a recorded release, a cooldown set).
     release_end: Option<Timestamp>,
+    /// When the operator last claimed it (`CLAIMED_AT`): the claim rate counts it.
+    claimed_at: Option<Timestamp>,
 }
 
 /// The index's lifecycle book (see the module text).
@@ -73,9 +76,12 @@ pub(super) struct Tracker {
     cleanup_failed: BTreeMap<PoolKey, BTreeSet<String>>,
     suspect: BTreeMap<PoolKey, BTreeSet<String>>,
     releases: BTreeMap<Timestamp, BTreeSet<String>>,
+    /// Per pool, its bindings by the time the operator last claimed them.
+    claims: BTreeMap<PoolKey, BTreeSet<(Timestamp, String)>>,
     /// Per binding, of its Shoots with a configured code: Shoots per code, and Shoots.
     codes_on: HashMap<String, (BTreeMap<String, usize>, usize)>,
-    /// Dirty bindings: their pool and when a tick first saw them dirty (`None` until one does).
+    /// Dirty bindings: their pool and since when they are dirty (the release recorded on them,
+    /// else when a tick first saw them dirty; `None` until one does).
     clock: HashMap<String, (PoolKey, Option<Timestamp>)>,
     oldest: BTreeMap<PoolKey, BTreeSet<(Timestamp, String)>>,
     pending: BTreeSet<String>,
@@ -91,6 +97,7 @@ impl Default for Tracker {
             cleanup_failed: BTreeMap::new(),
             suspect: BTreeMap::new(),
             releases: BTreeMap::new(),
+            claims: BTreeMap::new(),
             codes_on: HashMap::new(),
             clock: HashMap::new(),
             oldest: BTreeMap::new(),
@@ -126,6 +133,7 @@ impl Tracker {
         self.cleanup_failed.clear();
         self.suspect.clear();
         self.releases.clear();
+        self.claims.clear();
     }
 
     /// Forgets every binding, with the dirty clock (the binding watch moved).
@@ -154,6 +162,17 @@ impl Tracker {
         }
         if let Some(end) = p.release_end {
             mark(&mut self.releases, &end, name, add);
+        }
+        if let Some(at) = p.claimed_at {
+            let entry = (at, name.to_string());
+            if add {
+                self.claims.entry(p.key.clone()).or_default().insert(entry);
+            } else if let Some(set) = self.claims.get_mut(&p.key) {
+                set.remove(&entry);
+                if set.is_empty() {
+                    self.claims.remove(&p.key);
+                }
+            }
         }
     }
 
@@ -186,33 +205,40 @@ impl Tracker {
         }
     }
 
-    /// The binding is dirty in pool `key` (`None`: not dirty, or gone).
-    fn clock_to(&mut self, name: &str, key: Option<PoolKey>) {
+    /// The binding is dirty in pool `key` since `recorded`, the release recorded on it (`None`:
+    /// not dirty, or gone). Without a record it keeps the time it has, or waits for a tick.
+    fn clock_to(&mut self, name: &str, dirty: Option<(PoolKey, Option<Timestamp>)>) {
         let held = self.clock.get(name).cloned();
-        match (held, key) {
-            (Some((old, at)), None) => {
+        let Some((key, recorded)) = dirty else {
+            if let Some((old, at)) = held {
                 self.clock.remove(name);
                 self.pending.remove(name);
                 if let Some(t) = at {
                     self.unclock(&old, t, name);
                 }
             }
-            (None, Some(key)) => {
-                self.clock.insert(name.to_string(), (key, None));
+            return;
+        };
+        let at = recorded.or_else(|| held.as_ref().and_then(|(_, at)| *at));
+        if held.as_ref() == Some(&(key.clone(), at)) {
+            return;
+        }
+        if let Some((old, Some(t))) = &held {
+            self.unclock(old, *t, name);
+        }
+        match at {
+            Some(t) => {
+                self.pending.remove(name);
+                self.oldest
+                    .entry(key.clone())
+                    .or_default()
+                    .insert((t, name.to_string()));
+            }
+            None => {
                 self.pending.insert(name.to_string());
             }
-            (Some((old, at)), Some(key)) if old != key => {
-                if let Some(t) = at {
-                    self.unclock(&old, t, name);
-                    self.oldest
-                        .entry(key.clone())
-                        .or_default()
-                        .insert((t, name.to_string()));
-                }
-                self.clock.insert(name.to_string(), (key, at));
-            }
-            _ => {}
         }
+        self.clock.insert(name.to_string(), (key, at));
     }
 
     fn unclock(&mut self, key: &PoolKey, t: Timestamp, name: &str) {
@@ -265,6 +291,7 @@ impl Inventory {
             cleanup_failed: facts.cleanup_failed,
             suspect: facts.suspect,
             release_end,
+            claimed_at: claimed(&e.view.annotations),
         })
     }
 
@@ -297,7 +324,9 @@ impl Inventory {
     /// Follows the dirty clock after `name` was indexed, changed or removed.
     pub(super) fn life_clock(&mut self, name: &str) {
         let dirty_in = self.bindings.get(name).and_then(|e| match &e.pool {
-            Some((key, BindingClass::Dirty { .. })) => Some(key.clone()),
+            Some((key, BindingClass::Dirty { .. })) => {
+                Some((key.clone(), dirty_since(&e.view.annotations)))
+            }
             _ => None,
         });
         self.life.clock_to(name, dirty_in);
@@ -386,6 +415,40 @@ impl Inventory {
             }
         }
         self.life.stamp(now);
+    }
+
+    /// Whether every dirty binding of pool `key` carries a release record that dates it (a
+    /// single list, as the CLI reads, has no other time to show). O(dirty bindings of the pool).
+    pub fn dirty_all_dated(&self, key: &PoolKey) -> bool {
+        self.pool(key).is_none_or(|m| {
+            m.dirty.iter().all(|b| {
+                self.bindings
+                    .get(b)
+                    .is_some_and(|e| dirty_since(&e.view.annotations).is_some())
+            })
+        })
+    }
+
+    /// Bindings of dedicated pool `key` the operator claimed less than `window` before `now`
+    /// (a claim recorded after `now`, by a replica whose clock runs ahead, counts too).
+    /// O(log bindings + claims in the window).
+    pub fn claims_in_window(
+        &self,
+        key: &PoolKey,
+        now: Timestamp,
+        window: std::time::Duration,
+    ) -> usize {
+        let window = jiff::SignedDuration::try_from(window).unwrap_or(jiff::SignedDuration::MAX);
+        let Some(set) = self.life.claims.get(key) else {
+            return 0;
+        };
+        match now.checked_sub(window) {
+            Ok(from) => set
+                .range((Bound::Excluded((from, String::new())), Bound::Unbounded))
+                .filter(|(t, _)| *t > from)
+                .count(),
+            Err(_) => set.len(),
+        }
     }
 
     /// The lifecycle status of every dedicated pool that has a binding, ordered by pool key:

@@ -1,5 +1,5 @@
 //! Tests of binding states: the precedence table, counts that agree with the pool figures, and
-//! the first-seen-dirty clock.
+//! the dirty clock and claim rate taken from the records on the bindings.
 
 use std::collections::BTreeSet;
 
@@ -7,6 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 use proptest::prelude::*;
 
 use super::*;
+use crate::pools::BindingView;
 use crate::pools::tests::{binding, claim, inventory, pool, shoot};
 
 fn facts(clusters: usize, cordoned: bool, suspect: bool, cooling_down: bool) -> Facts {
@@ -314,20 +315,118 @@ fn suspects_need_a_configured_code_on_enough_shoots() {
     assert_eq!(inv.state("a", marks), Some(BindingState::Suspect));
 }
 
+/// A binding with the operator's records, dedicated to aws.
+fn recorded(name: &str, labels: &[(&str, &str)], records: &[(&str, Timestamp)]) -> BindingView {
+    let mut all = vec![("hyperscalerType", "aws")];
+    all.extend_from_slice(labels);
+    let mut b = binding(name, &all);
+    for (k, at) in records {
+        b.annotations.insert((*k).into(), release_time(*at));
+    }
+    b
+}
+
 #[test]
-fn the_claim_rate_counts_the_window_and_the_forecast_divides_free_by_it() {
+fn the_claim_rate_counts_the_claims_recorded_in_the_window_and_the_forecast_divides_free_by_it() {
     let t0: Timestamp = "2026-11-26T00:00:00Z".parse().expect("time");
     let day = std::time::Duration::from_secs(86_400);
-    let p = pool("aws", false, false);
-    let mut log = ClaimLog::default();
-    for h in [0, 6, 12, 30] {
-        log.record(&p, t0 + SignedDuration::from_hours(h), 2 * day);
-    }
-    let now = t0 + SignedDuration::from_hours(30);
-    // Within the last 24 h: the claims at 12 h and 30 h.
-    assert_eq!(log.count(&p, now, day), 2);
-    assert_eq!(log.count(&pool("gcp", false, false), now, day), 0);
+    let at = |h: i64| t0 + SignedDuration::from_hours(h);
+    let aws = pool("aws", false, false);
+    // Claimed at 0 h, 6 h, 12 h and 30 h; the one at 6 h released since, the one at 12 h is
+    // free again: a claim counts whatever became of the binding.
+    let inv = inventory(
+        vec![
+            recorded("a", &[("tenantName", "t1")], &[(CLAIMED_AT, at(0))]),
+            recorded("b", &[("dirty", "true")], &[(CLAIMED_AT, at(6))]),
+            recorded("c", &[], &[(CLAIMED_AT, at(12))]),
+            recorded("d", &[("tenantName", "t4")], &[(CLAIMED_AT, at(30))]),
+            recorded("e", &[], &[]),
+        ],
+        vec![],
+        vec![],
+    );
+    // Within the last 24 h before 30 h: the claims at 12 h and 30 h (6 h is exactly 24 h ago).
+    assert_eq!(inv.claims_in_window(&aws, at(30), day), 2);
+    assert_eq!(inv.claims_in_window(&aws, at(30), 2 * day), 4);
+    assert_eq!(
+        inv.claims_in_window(&pool("gcp", false, false), at(30), day),
+        0
+    );
     let (rate, days) = forecast(2, day, 5);
     assert_eq!((rate, days), (2.0, Some(2.5)));
     assert_eq!(forecast(0, day, 5), (0.0, None));
+}
+
+#[test]
+fn a_dirty_binding_is_dirty_since_its_release_record_unless_a_later_claim_outdates_it() {
+    let t0: Timestamp = "2026-11-26T10:00:00Z".parse().expect("time");
+    let later = t0 + SignedDuration::from_hours(2);
+    let with = |pairs: &[(&str, Timestamp)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, t)| ((*k).to_string(), release_time(*t)))
+            .collect()
+    };
+    assert_eq!(dirty_since(&with(&[(RELEASED_AT, t0)])), Some(t0));
+    assert_eq!(
+        dirty_since(&with(&[(CLAIMED_AT, t0), (RELEASED_AT, later)])),
+        Some(later)
+    );
+    // Claimed and released within one second: the records are equal, the release counts.
+    assert_eq!(
+        dirty_since(&with(&[(CLAIMED_AT, t0), (RELEASED_AT, t0)])),
+        Some(t0)
+    );
+    // Claimed again after that release, then dirty without a release by the operator.
+    assert_eq!(
+        dirty_since(&with(&[(RELEASED_AT, t0), (CLAIMED_AT, later)])),
+        None
+    );
+    assert_eq!(dirty_since(&with(&[])), None);
+    let mut bad = with(&[]);
+    bad.insert(RELEASED_AT.into(), "yesterday".into());
+    assert_eq!(dirty_since(&bad), None);
+}
+
+/// Two processes that list the same objects at different times (a restart, a new leader) show
+/// the same dirty-since and claims in the window; only a binding without a release record is
+/// dated by the first pass that saw it dirty.
+#[test]
+fn two_processes_listing_the_same_objects_later_show_the_same_figures() {
+    let t0: Timestamp = "2026-11-26T10:00:00Z".parse().expect("time");
+    let at = |m: i64| t0 + SignedDuration::from_mins(m);
+    let day = std::time::Duration::from_secs(86_400);
+    let aws = pool("aws", false, false);
+    let objects = || {
+        vec![
+            recorded(
+                "a",
+                &[("dirty", "true")],
+                &[(CLAIMED_AT, at(0)), (RELEASED_AT, at(5))],
+            ),
+            recorded(
+                "b",
+                &[("dirty", "true")],
+                &[(CLAIMED_AT, at(1)), (RELEASED_AT, at(20))],
+            ),
+            recorded("c", &[("tenantName", "t")], &[(CLAIMED_AT, at(2))]),
+        ]
+    };
+    let seen = |now: Timestamp, bindings: Vec<BindingView>| {
+        let mut inv = inventory(bindings, vec![], vec![]);
+        inv.lifecycle_tick(now);
+        let p = inv.lifecycles().remove(0);
+        (
+            p.oldest_dirty_since.map(|t| t.0),
+            inv.claims_in_window(&aws, at(30), day),
+        )
+    };
+    let first = seen(at(6), objects());
+    assert_eq!(first, (Some(at(5)), 3));
+    assert_eq!(seen(at(90), objects()), first);
+    // Marked dirty by hand, without a release record: dated by the first pass that saw it.
+    let mut by_hand = objects();
+    by_hand.push(recorded("d", &[("dirty", "true")], &[]));
+    assert_eq!(seen(at(3), by_hand.clone()).0, Some(at(3)));
+    assert_eq!(seen(at(90), by_hand).0, Some(at(5)));
 }

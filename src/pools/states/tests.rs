@@ -69,8 +69,9 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// The test's world besides the index: the rules and time handed to it, and the dirty clock as
-/// the status defines it (a binding is dirty since the first tick that found it dirty, counted
-/// from when it last became dirty).
+/// the status defines it (a binding is dirty since the release recorded on it; without one, since
+/// the time it had, or the first tick that found it dirty, counted from when it last became
+/// dirty).
 struct World {
     alt: bool,
     rules: LifecycleRules,
@@ -89,13 +90,20 @@ impl World {
         c
     }
 
-    /// After every event: forget cleaned bindings, note newly dirty ones (no time yet).
+    /// After every event: forget cleaned bindings, date dirty ones by their release record, note
+    /// newly dirty ones without one (no time yet).
     fn follow(&mut self, inv: &Inventory) {
         let dirty: std::collections::BTreeSet<&str> =
             inv.dirty_bindings().map(|(_, b)| b).collect();
         self.since.retain(|b, _| dirty.contains(b.as_str()));
         for b in dirty {
-            self.since.entry(b.to_string()).or_insert(None);
+            let recorded = inv
+                .binding(b)
+                .and_then(|e| crate::pools::lifecycle::dirty_since(&e.view.annotations));
+            let t = self.since.entry(b.to_string()).or_insert(None);
+            if recorded.is_some() {
+                *t = recorded;
+            }
         }
     }
 }

@@ -383,11 +383,11 @@ type HapConfigStatusPin struct {
 type HapConfigStatusPool struct {
 	// Claims per day over the window, two decimals.
 	ClaimRatePerDay *string `json:"claimRatePerDay,omitempty"`
-	// Bindings claimed in the pool during the claim-rate window (seen by this process).
+	// Bindings the operator claimed in the pool during the claim-rate window, counted from the claim recorded on each binding (`accountpool.io/claimed-at`; a binding claimed twice in the window counts once).
 	ClaimsInWindow *int64 `json:"claimsInWindow,omitempty"`
-	// Bindings the cleanup job marked `accountpool.io/cleanup-failed=true`, the first ones by name (at most 10), with the job's reason.
+	// Bindings the cleanup job marked `accountpool.io/cleanup-failed=true`, with the job's reason: at most 10, the first by name (`states` counts them all; `kubectl hap bindings --state CleanupFailed` lists every one).
 	CleanupFailed []HapConfigStatusPoolCleanupFailedItem `json:"cleanupFailed,omitempty"`
-	// Cordoned bindings, the first ones by name (at most 10), with the reason given.
+	// Cordoned bindings with the reason given: at most 10, the first by name (`states` counts them all; `kubectl hap bindings --state Cordoned` lists every one).
 	Cordoned []HapConfigStatusPoolCordonedItem `json:"cordoned,omitempty"`
 	// Days until no binding is free at that rate, one decimal; absent while nothing is claimed.
 	DaysUntilEmpty  *string `json:"daysUntilEmpty,omitempty"`
@@ -395,11 +395,11 @@ type HapConfigStatusPool struct {
 	HyperscalerType string  `json:"hyperscalerType"`
 	// The pool's minimum of free bindings (`spec.poolLow`); absent when 0.
 	MinFree *int64 `json:"minFree,omitempty"`
-	// When the longest-waiting dirty binding was first seen dirty by this operator process (a restart starts the clock again).
+	// Since when the longest-waiting dirty binding is dirty: the release the operator recorded on it (`accountpool.io/released-at`), the same on every replica and after a restart; a binding marked dirty without that record counts from when the operator first saw it dirty.
 	OldestDirtySince *metav1.Time `json:"oldestDirtySince,omitempty"`
 	// Bindings per state: Free, Claimed, Dirty, CoolingDown, Cordoned, CleanupFailed, Suspect, InUseWithoutTenant, Internal, Quarantined (every state listed, zero included).
 	States map[string]int64 `json:"states"`
-	// Suspect bindings, the first ones by name (at most 10), with the codes seen.
+	// Suspect bindings with the codes seen: at most 10, the first by name (`states` counts them all; `kubectl hap bindings --state Suspect` lists every one).
 	Suspect []HapConfigStatusPoolSuspectItem `json:"suspect,omitempty"`
 }
 
