@@ -233,3 +233,67 @@ async fn a_tenants_claim_goes_while_its_other_cluster_runs_on_the_other_binding(
     assert_eq!(labels.get("tenantName").map(String::as_str), Some("ga-1"));
     assert!(!labels.contains_key("dirty"), "{labels:?}");
 }
+
+/// A previous leader's claim write that lands late: it labels the other binding of an account
+/// one tenant holds for a second tenant's pending claim (tenant and claimed-by in one write, as
+/// the operator writes them). The operator, deciding that claim, reads the account's other
+/// binding from the API server before recording it, finds the first tenant there, and gives the
+/// late write back instead of binding: the account never serves the two tenants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_claim_write_on_the_other_binding_of_a_held_account_is_given_back() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    let pool = [("hyperscalerType", "aws")];
+    create_secret_binding(&hap.garden, &hap.bindings_ns, "acct-1", "aws", &pool).await;
+    binding_on(&hap, "aws-1a", "acct-1", &pool).await;
+    binding_on(&hap, "aws-1b", "acct-1", &pool).await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    let held = hap.bound("c1").await;
+    let other = if held == "aws-1a" { "aws-1b" } else { "aws-1a" };
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    hap.ready_reason("c2", "PoolExhausted").await;
+    let uid = hap
+        .claims()
+        .get("c2")
+        .await
+        .expect("c2")
+        .metadata
+        .uid
+        .expect("uid");
+    let late =
+        json!({"metadata": {"labels": {"tenantName": "ga-2", "accountpool.io/claimed-by": uid}}});
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .patch(other, &PatchParams::default(), &Patch::Merge(&late))
+        .await
+        .expect("the late claim write lands");
+    eventually(
+        Duration::from_secs(60),
+        "the late claim write given back",
+        || async {
+            let labels = hap.labels(other).await;
+            let c2 = hap.claims().get("c2").await.ok()?;
+            let phase = c2.status.and_then(|s| s.phase);
+            assert_ne!(
+                phase,
+                Some(hap_operator::api::ClaimPhase::Bound),
+                "{other} bound to ga-2 while {held} is ga-1's: {labels:?}"
+            );
+            (!labels.contains_key("tenantName")
+                && !labels.contains_key("accountpool.io/claimed-by"))
+            .then_some(())
+        },
+    )
+    .await;
+    let message = hap.ready_reason("c2", "PoolExhausted").await;
+    assert!(
+        message.contains("referencing the same credential")
+            || message.contains("used by a cluster"),
+        "{message}"
+    );
+    assert_eq!(
+        hap.labels(&held)
+            .await
+            .get("tenantName")
+            .map(String::as_str),
+        Some("ga-1")
+    );
+}

@@ -32,6 +32,7 @@ use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
 use crate::pools::{ClaimView, claim_view};
+use crate::selection::AfterClaim;
 use crate::status::{BoundTo, ClaimOutcome, PendingReason};
 
 pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
@@ -163,7 +164,7 @@ async fn carry_out(
         }
         ClaimDecision::Use { config, to, before } => {
             record_use(claim, ctx, &config, view, &before).await?;
-            bind(claim, ctx, view, to).await
+            checked_bind(claim, ctx, &config, view, to, false).await
         }
         ClaimDecision::Claim {
             config,
@@ -224,7 +225,7 @@ async fn claim_free(
     }
     claimed?;
     super::lifecycle::record_claim(ctx, &active.spec, &to.pool);
-    let bound = bind(claim, ctx, view, to).await;
+    let bound = checked_bind(claim, ctx, active, view, to, true).await;
     // Told after the status write, whatever its outcome: the binding is claimed either way, and
     // an event awaited between the two writes widened every race window.
     let note = format!(
@@ -281,6 +282,31 @@ async fn claim_binding(
             Ok(())
         }
         Err(e) => Err(k8s(&key, "claiming a binding")(e)),
+    }
+}
+
+/// Records the binding in the claim's status once the other bindings of its account, read
+/// fresh, leave it to the claim's tenant (`selection::account_check`); gives the binding back
+/// instead when one of them keeps the account. `claimed_now`: this visit's own claim write.
+async fn checked_bind(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+    to: BoundTo,
+    claimed_now: bool,
+) -> Result<Action, ClaimError> {
+    let binding = to.binding.clone();
+    let verdict = super::account_check::verdict(ctx, active, view, &binding, claimed_now).await;
+    match verdict.map_err(k8s(
+        &claim_key(claim),
+        "reading the account's other bindings",
+    ))? {
+        AfterClaim::Bind => bind(claim, ctx, view, to).await,
+        AfterClaim::GiveBack { sibling, label } => {
+            let contest = (sibling, label);
+            super::account_check::give_back(claim, ctx, active, view, &binding, contest).await
+        }
     }
 }
 
