@@ -35,7 +35,15 @@ pub(super) async fn verdict(
 ) -> Result<AfterClaim, K8sError> {
     let (siblings, keys) = {
         let l = ctx.ledger();
-        let siblings = siblings_to_check(&l.inventory, binding, &view.uid, claimed_now);
+        let now = std::time::Instant::now();
+        let siblings = siblings_to_check(
+            &l.inventory,
+            &l.inflight,
+            binding,
+            &view.uid,
+            claimed_now,
+            now,
+        );
         (siblings, l.inventory.keys().clone())
     };
     if siblings.is_empty() {

@@ -16,6 +16,9 @@
 //! both sides to see the same facts, which a late write does not give.
 
 use crate::labels::{LabelLookup, ResolvedLabelKeys};
+use std::time::Instant;
+
+use super::InFlight;
 use crate::pools::{Inventory, holding_label};
 
 /// What a claim's fresh read of the other bindings of its account says.
@@ -54,26 +57,32 @@ pub fn after_claim<'a, L: LabelLookup + 'a>(
 }
 
 /// The other bindings of `binding`'s account to read fresh before claim `claim_uid` is recorded
-/// Bound onto it: none unless the binding's claim write is this claim's (a `Claim` choice, or a
-/// `Use` of a binding whose claimed-by names the claim: a late claim write, perhaps a previous
-/// leader's, that no check may have followed). Uses of a binding another claim's write made
-/// need none: its tenant was checked when that claim was bound. The siblings are the index's:
-/// which bindings reference a credential changes with a binding's spec, not with a claim.
+/// Bound onto it: none unless the binding's claim write is this claim's — made in this visit
+/// (`claimed_now`), recorded in flight, or shown by the index's claimed-by (a late claim write,
+/// perhaps a previous leader's, that no check may have followed). Uses of a binding another
+/// claim's write made need none: that claim was checked when it was bound, and the tenant is
+/// the same. The siblings are the index's: which bindings reference a credential changes with
+/// a binding's spec, not with a claim.
 pub fn siblings_to_check(
     inv: &Inventory,
+    inflight: &InFlight,
     binding: &str,
     claim_uid: &str,
     claimed_now: bool,
+    now: Instant,
 ) -> Vec<String> {
-    let own = claimed_now
-        || inv.binding(binding).is_some_and(|e| {
-            e.view
-                .labels
-                .get(crate::labels::CLAIMED_BY)
-                .map(String::as_str)
-                == Some(claim_uid)
-        });
-    if !own {
+    let labelled = inv.binding(binding).is_some_and(|e| {
+        e.view
+            .labels
+            .get(crate::labels::CLAIMED_BY)
+            .map(String::as_str)
+            == Some(claim_uid)
+    });
+    let in_flight = inflight.won_by(claim_uid, now) == Some(binding)
+        || inflight
+            .claim_of(binding, now)
+            .is_some_and(|p| p.claim_uid == claim_uid);
+    if !(claimed_now || labelled || in_flight) {
         return Vec::new();
     }
     inv.siblings(binding).map(str::to_string).collect()

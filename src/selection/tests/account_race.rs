@@ -210,3 +210,52 @@ fn a_writer_alone_binds_and_a_sibling_of_the_same_tenant_does_not_hold_it_back()
         AfterClaim::GiveBack { .. }
     ));
 }
+
+#[test]
+fn only_a_claims_own_claim_write_is_checked_against_the_other_bindings_of_its_account() {
+    use std::time::Instant;
+
+    use crate::pools::tests::{binding, claim, inventory, on_secret, pool};
+    use crate::selection::{Choice, InFlight, siblings_to_check};
+    let labelled = [
+        ("hyperscalerType", "aws"),
+        ("tenantName", "ga"),
+        (CLAIMED_BY, "uid-c"),
+    ];
+    let inv = inventory(
+        vec![
+            on_secret(binding("x", &labelled), "s"),
+            on_secret(binding("y", &[("hyperscalerType", "aws")]), "s"),
+            on_secret(binding("z", &[("hyperscalerType", "aws")]), "s"),
+            binding("alone", &[("hyperscalerType", "aws")]),
+        ],
+        vec![],
+        vec![],
+    );
+    let (fl, now) = (InFlight::default(), Instant::now());
+    // The index shows the claim's own write on x: check y and z.
+    assert_eq!(
+        siblings_to_check(&inv, &fl, "x", "uid-c", false, now),
+        ["y", "z"]
+    );
+    // Another claim's use of x: its tenant was checked when x was first bound.
+    assert!(siblings_to_check(&inv, &fl, "x", "uid-other", false, now).is_empty());
+    // A write of this visit, or one in flight the index does not show yet.
+    assert_eq!(
+        siblings_to_check(&inv, &fl, "y", "uid-c", true, now),
+        ["x", "z"]
+    );
+    let mut fl = InFlight::default();
+    let c = claim("c", "ga", None, None);
+    let write = Choice::Claim {
+        binding: "z".into(),
+        expected_resource_version: Some("rv-z".into()),
+    };
+    fl.record(&c, &pool("aws", false, false), &write, now);
+    assert_eq!(
+        siblings_to_check(&inv, &fl, "z", "uid-c", false, now),
+        ["x", "y"]
+    );
+    // A binding alone on its credential needs no read.
+    assert!(siblings_to_check(&inv, &fl, "alone", "uid-c", true, now).is_empty());
+}
