@@ -283,11 +283,30 @@ async fn a_late_claim_write_on_the_other_binding_of_a_held_account_is_given_back
         },
     )
     .await;
-    let message = hap.ready_reason("c2", "PoolExhausted").await;
-    assert!(
-        message.contains("referencing the same credential")
-            || message.contains("used by a cluster"),
-        "{message}"
+    // Said on the claim: an event naming both bindings.
+    let events = eventually(
+        Duration::from_secs(30),
+        "an AccountContested event",
+        || async {
+            let (ok, out, _) = kubectl(&[
+                "get",
+                "events",
+                "-n",
+                &hap.claims_ns,
+                "--field-selector",
+                "reason=AccountContested",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ]);
+            (ok && out.contains(other) && out.contains(&held)).then_some(out)
+        },
+    )
+    .await;
+    assert!(events.contains("tenantName=ga-1"), "{events}");
+    let c2 = hap.claims().get("c2").await.expect("c2");
+    assert_ne!(
+        c2.status.and_then(|s| s.phase),
+        Some(hap_operator::api::ClaimPhase::Bound)
     );
     assert_eq!(
         hap.labels(&held)
@@ -296,4 +315,54 @@ async fn a_late_claim_write_on_the_other_binding_of_a_held_account_is_given_back
             .map(String::as_str),
         Some("ga-1")
     );
+}
+
+/// The release cooldown is the account's: while one binding of the Secret cools down, its other
+/// binding, free by its own labels and annotations, goes to no other tenant; the tenant that
+/// released it may have the account back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cooling_down_binding_keeps_the_other_binding_of_its_account_from_other_tenants() {
+    let hap = Hap::new(&["aws"], json!({"release": {"cooldown": "1h"}})).await;
+    let pool = [("hyperscalerType", "aws")];
+    create_secret_binding(&hap.garden, &hap.bindings_ns, "acct-1", "aws", &pool).await;
+    binding_on(&hap, "aws-1a", "acct-1", &pool).await;
+    binding_on(&hap, "aws-1b", "acct-1", &pool).await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    let held = hap.bound("c1").await;
+    let other = if held == "aws-1a" { "aws-1b" } else { "aws-1a" };
+    hap.claims()
+        .delete("c1", &Default::default())
+        .await
+        .expect("delete c1");
+    eventually(Duration::from_secs(60), "the binding released", || async {
+        (hap.labels(&held).await.get("dirty").map(String::as_str) == Some("true")).then_some(())
+    })
+    .await;
+    // The cleanup job wipes the account and clears both labels: it cools down for an hour.
+    hap.label(&held, "dirty", None).await;
+    hap.label(&held, "tenantName", None).await;
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    // Both bindings counted as cooling down once the operator sees the job's writes.
+    eventually(
+        Duration::from_secs(60),
+        "c2 waits for the account's cooldown",
+        || async {
+            let c2 = hap.claims().get("c2").await.ok()?;
+            let s = c2.status?;
+            assert_ne!(
+                s.phase,
+                Some(hap_operator::api::ClaimPhase::Bound),
+                "{other} went to ga-2 while the account cools down"
+            );
+            let ready = condition(&s.conditions, "Ready")?;
+            ready
+                .message
+                .contains("2 free but released by another tenant")
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(!hap.labels(other).await.contains_key("tenantName"));
+    hap.claim("c3", aws("ga-1", "s3")).await;
+    hap.bound("c3").await;
 }
