@@ -164,7 +164,7 @@ async fn carry_out(
         }
         ClaimDecision::Use { config, to, before } => {
             record_use(claim, ctx, &config, view, &before).await?;
-            checked_bind(claim, ctx, &config, view, to, false).await
+            checked_bind(claim, ctx, &config, view, to).await
         }
         ClaimDecision::Claim {
             config,
@@ -225,7 +225,16 @@ async fn claim_free(
     }
     claimed?;
     super::lifecycle::record_claim(ctx, &active.spec, &to.pool);
-    let bound = checked_bind(claim, ctx, active, view, to, true).await;
+    let verdict = super::account_check::verdict(ctx, active, view, &binding, true).await;
+    let verdict = verdict.map_err(k8s(
+        &claim_key(claim),
+        "reading the account's other bindings",
+    ))?;
+    if let AfterClaim::GiveBack { sibling, label } = verdict {
+        let contest = (sibling, label);
+        return super::account_check::give_back(claim, ctx, active, view, &binding, contest).await;
+    }
+    let bound = bind(claim, ctx, view, to).await;
     // Told after the status write, whatever its outcome: the binding is claimed either way, and
     // an event awaited between the two writes widened every race window.
     let note = format!(
@@ -285,19 +294,19 @@ async fn claim_binding(
     }
 }
 
-/// Records the binding in the claim's status once the other bindings of its account, read
-/// fresh, leave it to the claim's tenant (`selection::account_check`); gives the binding back
-/// instead when one of them keeps the account. `claimed_now`: this visit's own claim write.
+/// Records a use of a binding in the claim's status once the other bindings of its account, read
+/// fresh, leave it to the claim's tenant (`selection::account_check`; only when the binding's
+/// claim write is the claim's own, perhaps a previous leader's late one); gives the binding
+/// back instead when one of them keeps the account.
 async fn checked_bind(
     claim: &AccountClaim,
     ctx: &Context,
     active: &ActiveConfig,
     view: &ClaimView,
     to: BoundTo,
-    claimed_now: bool,
 ) -> Result<Action, ClaimError> {
     let binding = to.binding.clone();
-    let verdict = super::account_check::verdict(ctx, active, view, &binding, claimed_now).await;
+    let verdict = super::account_check::verdict(ctx, active, view, &binding, false).await;
     match verdict.map_err(k8s(
         &claim_key(claim),
         "reading the account's other bindings",
