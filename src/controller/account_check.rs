@@ -12,17 +12,21 @@ use kube::runtime::controller::Action;
 use super::Context;
 use super::active::ActiveConfig;
 use super::claim_key;
-use super::outcome::{ClaimError, pending};
+use super::outcome::{ClaimError, k8s, pending};
 use crate::api::AccountClaim;
 use crate::k8s::K8sError;
 use crate::labels::CLAIMED_BY;
 use crate::pools::ClaimView;
-use crate::selection::{AfterClaim, after_claim, siblings_to_check};
+use crate::selection::{AfterClaim, after_claim, own_write, siblings_to_check};
 use crate::status::PendingReason;
 
 /// How soon a claim whose write was given back decides again: its caches may need a moment to
 /// show the other binding's tenant, which selection then keeps it from.
 const DECIDE_AGAIN: Duration = Duration::from_secs(2);
+
+/// How soon a claim that waits for another claim to give back its contested claim write looks
+/// again (that claim's own decision gives it back; the sweep brings it back at the latest).
+const WAIT_FOR_CLAIMANT: Duration = Duration::from_secs(10);
 
 /// The verdict on `binding` for `view`'s claim: `Bind` at once when no sibling needs a read
 /// (`selection::siblings_to_check`), else from the siblings' labels as the API server has them.
@@ -118,4 +122,49 @@ pub(super) async fn give_back(
         ctx.caches.feed.bump();
     }
     Ok(Action::requeue(DECIDE_AGAIN))
+}
+
+/// Before a use of `binding` (reuse, fill) is recorded: `None` when no other binding of the
+/// account contests it. Otherwise the claim's own unchecked claim write goes back
+/// (`give_back`); a claim write another claim made, not used since, is that claim's to give
+/// back (its status write fences a late Bound status of it), so this claim waits, saying why.
+pub(super) async fn contested_use(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    view: &ClaimView,
+    binding: &str,
+) -> Result<Option<Action>, ClaimError> {
+    let read = verdict(ctx, active, view, binding, false).await;
+    let read = read.map_err(k8s(
+        &claim_key(claim),
+        "reading the account's other bindings",
+    ))?;
+    let AfterClaim::GiveBack { sibling, label } = read else {
+        return Ok(None);
+    };
+    let own = {
+        let l = ctx.ledger();
+        own_write(
+            &l.inventory,
+            &l.inflight,
+            binding,
+            &view.uid,
+            std::time::Instant::now(),
+        )
+    };
+    if own {
+        let contest = (sibling, label);
+        return give_back(claim, ctx, active, view, binding, contest)
+            .await
+            .map(Some);
+    }
+    let cause = format!(
+        "binding {binding} was claimed by another claim of {} and not used since, while \
+         {sibling}, another binding of the same credential, carries {label}: the claim waits \
+         until that claim gives it back",
+        view.global_account
+    );
+    pending(claim, ctx, PendingReason::Progressing, cause, None).await?;
+    Ok(Some(Action::requeue(WAIT_FOR_CLAIMANT)))
 }

@@ -163,8 +163,14 @@ async fn carry_out(
             super::sources_adopt::record(claim, ctx, &config, view, to, &before).await
         }
         ClaimDecision::Use { config, to, before } => {
+            // Read before the use's record removes the claimed-by that says a check is due.
+            let contested =
+                super::account_check::contested_use(claim, ctx, &config, view, &to.binding);
+            if let Some(action) = contested.await? {
+                return Ok(action);
+            }
             record_use(claim, ctx, &config, view, &before).await?;
-            checked_bind(claim, ctx, &config, view, to).await
+            bind(claim, ctx, view, to).await
         }
         ClaimDecision::Claim {
             config,
@@ -291,31 +297,6 @@ async fn claim_binding(
             Ok(())
         }
         Err(e) => Err(k8s(&key, "claiming a binding")(e)),
-    }
-}
-
-/// Records a use of a binding in the claim's status once the other bindings of its account, read
-/// fresh, leave it to the claim's tenant (`selection::account_check`; only when the binding's
-/// claim write is the claim's own, perhaps a previous leader's late one); gives the binding
-/// back instead when one of them keeps the account.
-async fn checked_bind(
-    claim: &AccountClaim,
-    ctx: &Context,
-    active: &ActiveConfig,
-    view: &ClaimView,
-    to: BoundTo,
-) -> Result<Action, ClaimError> {
-    let binding = to.binding.clone();
-    let verdict = super::account_check::verdict(ctx, active, view, &binding, false).await;
-    match verdict.map_err(k8s(
-        &claim_key(claim),
-        "reading the account's other bindings",
-    ))? {
-        AfterClaim::Bind => bind(claim, ctx, view, to).await,
-        AfterClaim::GiveBack { sibling, label } => {
-            let contest = (sibling, label);
-            super::account_check::give_back(claim, ctx, active, view, &binding, contest).await
-        }
     }
 }
 

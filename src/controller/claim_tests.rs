@@ -87,6 +87,35 @@ async fn a_claim_write_whose_other_binding_of_the_account_another_tenant_holds_g
     );
 }
 
+/// The tenant's binding carries another claim's claim write, not used since (a previous
+/// leader's late write, perhaps), and the other binding of its credential is another tenant's:
+/// a use by this claim would bind it unread. The claim reads the other binding, writes nothing
+/// on either binding, and waits for the claim that wrote it to give it back.
+#[tokio::test]
+async fn a_use_of_another_claims_unchecked_claim_write_on_a_contested_account_waits() {
+    let c = finalized(claim("c2"));
+    let account = crate::pools::Account::of_secret(Some(GARDEN), None, "acct-1");
+    let mut late = claimed_binding("b1", "5", "c1");
+    late.account = account;
+    let mut migrated = binding("force-migrated-b1", "7", &[]);
+    migrated.labels = Default::default();
+    migrated.account = account;
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[late, migrated]);
+    let theirs = json!({"tenantName": "ga-other", CLAIMED_BY: "uid-x"});
+    h.api.expect([
+        Call::get(&binding_path("force-migrated-b1"))
+            .answer(200, binding_now("force-migrated-b1", "9", theirs)),
+        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("12"),
+    ]);
+    let action = h.reconcile(&c).await.expect("waits");
+    assert_eq!(action, Action::requeue(Duration::from_secs(10)));
+    let message = written_ready_message(&h);
+    assert!(
+        message.contains("until that claim gives it back") && message.contains("ga-other"),
+        "{message}"
+    );
+}
+
 /// The message of the Ready condition of the last status written.
 fn written_ready_message_any(h: &Harness) -> String {
     let status = last_status(h).expect("a status write");

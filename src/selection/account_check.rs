@@ -15,10 +15,10 @@
 //! never an account. A rule that picked a winner (the earliest, the lowest name) would need
 //! both sides to see the same facts, which a late write does not give.
 
-use crate::labels::{LabelLookup, ResolvedLabelKeys};
 use std::time::Instant;
 
 use super::InFlight;
+use crate::labels::{LabelLookup, ResolvedLabelKeys};
 use crate::pools::{Inventory, holding_label};
 
 /// What a claim's fresh read of the other bindings of its account says.
@@ -57,12 +57,13 @@ pub fn after_claim<'a, L: LabelLookup + 'a>(
 }
 
 /// The other bindings of `binding`'s account to read fresh before claim `claim_uid` is recorded
-/// Bound onto it: none unless the binding's claim write is this claim's — made in this visit
-/// (`claimed_now`), recorded in flight, or shown by the index's claimed-by (a late claim write,
-/// perhaps a previous leader's, that no check may have followed). Uses of a binding another
-/// claim's write made need none: that claim was checked when it was bound, and the tenant is
-/// the same. The siblings are the index's: which bindings reference a credential changes with
-/// a binding's spec, not with a claim.
+/// Bound onto it: none unless a claim write on the binding may not have been checked yet — this
+/// claim's own (made in this visit, `claimed_now`, or in flight), or any claim's whose
+/// claimed-by is still on the binding (nothing used the binding since its claim write: a late
+/// write, perhaps a previous leader's, may never have been checked, and a use by another claim
+/// of the same tenant would have bound it unread). A binding used since (its claimed-by
+/// removed) was checked when it was first bound. The siblings are the index's: which bindings
+/// reference a credential changes with a binding's spec, not with a claim.
 pub fn siblings_to_check(
     inv: &Inventory,
     inflight: &InFlight,
@@ -71,6 +72,26 @@ pub fn siblings_to_check(
     claimed_now: bool,
     now: Instant,
 ) -> Vec<String> {
+    let labelled = inv
+        .binding(binding)
+        .is_some_and(|e| e.view.labels.get(crate::labels::CLAIMED_BY).is_some());
+    if !(claimed_now || labelled || own_write(inv, inflight, binding, claim_uid, now)) {
+        return Vec::new();
+    }
+    inv.siblings(binding).map(str::to_string).collect()
+}
+
+/// Whether the claim write on `binding` is claim `claim_uid`'s own: in flight, or named by the
+/// binding's claimed-by in the index. Only its own
+/// is given back by the claim (its status write first fences a late Bound status of it); a
+/// write of another claim is that claim's to give back, and this claim waits.
+pub fn own_write(
+    inv: &Inventory,
+    inflight: &InFlight,
+    binding: &str,
+    claim_uid: &str,
+    now: Instant,
+) -> bool {
     let labelled = inv.binding(binding).is_some_and(|e| {
         e.view
             .labels
@@ -78,12 +99,9 @@ pub fn siblings_to_check(
             .map(String::as_str)
             == Some(claim_uid)
     });
-    let in_flight = inflight.won_by(claim_uid, now) == Some(binding)
+    labelled
+        || inflight.won_by(claim_uid, now) == Some(binding)
         || inflight
             .claim_of(binding, now)
-            .is_some_and(|p| p.claim_uid == claim_uid);
-    if !(claimed_now || labelled || in_flight) {
-        return Vec::new();
-    }
-    inv.siblings(binding).map(str::to_string).collect()
+            .is_some_and(|p| p.claim_uid == claim_uid)
 }

@@ -238,8 +238,13 @@ fn only_a_claims_own_claim_write_is_checked_against_the_other_bindings_of_its_ac
         siblings_to_check(&inv, &fl, "x", "uid-c", false, now),
         ["y", "z"]
     );
-    // Another claim's use of x: its tenant was checked when x was first bound.
-    assert!(siblings_to_check(&inv, &fl, "x", "uid-other", false, now).is_empty());
+    // Another claim's use of x while x's claim write was not used since: checked too.
+    assert_eq!(
+        siblings_to_check(&inv, &fl, "x", "uid-other", false, now),
+        ["y", "z"]
+    );
+    // A use of a binding used since (no claimed-by): its tenant was checked when first bound.
+    assert!(siblings_to_check(&inv, &fl, "y", "uid-other", false, now).is_empty());
     // A write of this visit, or one in flight the index does not show yet.
     assert_eq!(
         siblings_to_check(&inv, &fl, "y", "uid-c", true, now),
