@@ -241,7 +241,17 @@ async fn a_tenants_claim_goes_while_its_other_cluster_runs_on_the_other_binding(
 /// late write back instead of binding: the account never serves the two tenants.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_claim_write_on_the_other_binding_of_a_held_account_is_given_back() {
-    let hap = Hap::new(&["aws"], json!({})).await;
+    late_claim_write_given_back(Hap::new(&["aws"], json!({})).await).await;
+}
+
+/// The same with the bindings in a separate garden: the other binding is read there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_claim_write_on_the_other_binding_of_a_held_account_is_given_back_with_a_separate_garden()
+ {
+    late_claim_write_given_back(Hap::with_separate_garden(&["aws"], json!({})).await).await;
+}
+
+async fn late_claim_write_given_back(hap: Hap) {
     let pool = [("hyperscalerType", "aws")];
     create_secret_binding(&hap.garden, &hap.bindings_ns, "acct-1", "aws", &pool).await;
     binding_on(&hap, "aws-1a", "acct-1", &pool).await;
