@@ -233,3 +233,146 @@ async fn a_tenants_claim_goes_while_its_other_cluster_runs_on_the_other_binding(
     assert_eq!(labels.get("tenantName").map(String::as_str), Some("ga-1"));
     assert!(!labels.contains_key("dirty"), "{labels:?}");
 }
+
+/// A previous leader's claim write that lands late: it labels the other binding of an account
+/// one tenant holds for a second tenant's pending claim (tenant and claimed-by in one write, as
+/// the operator writes them). The operator, deciding that claim, reads the account's other
+/// binding from the API server before recording it, finds the first tenant there, and gives the
+/// late write back instead of binding: the account never serves the two tenants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_claim_write_on_the_other_binding_of_a_held_account_is_given_back() {
+    late_claim_write_given_back(Hap::new(&["aws"], json!({})).await).await;
+}
+
+/// The same with the bindings in a separate garden: the other binding is read there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_claim_write_on_the_other_binding_of_a_held_account_is_given_back_with_a_separate_garden()
+ {
+    late_claim_write_given_back(Hap::with_separate_garden(&["aws"], json!({})).await).await;
+}
+
+async fn late_claim_write_given_back(hap: Hap) {
+    let pool = [("hyperscalerType", "aws")];
+    create_secret_binding(&hap.garden, &hap.bindings_ns, "acct-1", "aws", &pool).await;
+    binding_on(&hap, "aws-1a", "acct-1", &pool).await;
+    binding_on(&hap, "aws-1b", "acct-1", &pool).await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    let held = hap.bound("c1").await;
+    let other = if held == "aws-1a" { "aws-1b" } else { "aws-1a" };
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    hap.ready_reason("c2", "PoolExhausted").await;
+    let uid = hap
+        .claims()
+        .get("c2")
+        .await
+        .expect("c2")
+        .metadata
+        .uid
+        .expect("uid");
+    let late =
+        json!({"metadata": {"labels": {"tenantName": "ga-2", "accountpool.io/claimed-by": uid}}});
+    bindings_api(&hap.garden, &hap.bindings_ns)
+        .patch(other, &PatchParams::default(), &Patch::Merge(&late))
+        .await
+        .expect("the late claim write lands");
+    eventually(
+        Duration::from_secs(60),
+        "the late claim write given back",
+        || async {
+            let labels = hap.labels(other).await;
+            let c2 = hap.claims().get("c2").await.ok()?;
+            let phase = c2.status.and_then(|s| s.phase);
+            assert_ne!(
+                phase,
+                Some(hap_operator::api::ClaimPhase::Bound),
+                "{other} bound to ga-2 while {held} is ga-1's: {labels:?}"
+            );
+            (!labels.contains_key("tenantName")
+                && !labels.contains_key("accountpool.io/claimed-by"))
+            .then_some(())
+        },
+    )
+    .await;
+    // Said on the claim: an event naming both bindings.
+    let events = eventually(
+        Duration::from_secs(30),
+        "an AccountContested event",
+        || async {
+            let (ok, out, _) = kubectl(&[
+                "get",
+                "events",
+                "-n",
+                &hap.claims_ns,
+                "--field-selector",
+                "reason=AccountContested",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ]);
+            (ok && out.contains(other) && out.contains(&held)).then_some(out)
+        },
+    )
+    .await;
+    assert!(events.contains("tenantName=ga-1"), "{events}");
+    let c2 = hap.claims().get("c2").await.expect("c2");
+    assert_ne!(
+        c2.status.and_then(|s| s.phase),
+        Some(hap_operator::api::ClaimPhase::Bound)
+    );
+    assert_eq!(
+        hap.labels(&held)
+            .await
+            .get("tenantName")
+            .map(String::as_str),
+        Some("ga-1")
+    );
+}
+
+/// The release cooldown is the account's: while one binding of the Secret cools down, its other
+/// binding, free by its own labels and annotations, goes to no other tenant; the tenant that
+/// released it may have the account back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cooling_down_binding_keeps_the_other_binding_of_its_account_from_other_tenants() {
+    let hap = Hap::new(&["aws"], json!({"release": {"cooldown": "1h"}})).await;
+    let pool = [("hyperscalerType", "aws")];
+    create_secret_binding(&hap.garden, &hap.bindings_ns, "acct-1", "aws", &pool).await;
+    binding_on(&hap, "aws-1a", "acct-1", &pool).await;
+    binding_on(&hap, "aws-1b", "acct-1", &pool).await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    let held = hap.bound("c1").await;
+    let other = if held == "aws-1a" { "aws-1b" } else { "aws-1a" };
+    hap.claims()
+        .delete("c1", &Default::default())
+        .await
+        .expect("delete c1");
+    eventually(Duration::from_secs(60), "the binding released", || async {
+        (hap.labels(&held).await.get("dirty").map(String::as_str) == Some("true")).then_some(())
+    })
+    .await;
+    // The cleanup job wipes the account and clears both labels: it cools down for an hour.
+    hap.label(&held, "dirty", None).await;
+    hap.label(&held, "tenantName", None).await;
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    // Both bindings counted as cooling down once the operator sees the job's writes.
+    eventually(
+        Duration::from_secs(60),
+        "c2 waits for the account's cooldown",
+        || async {
+            let c2 = hap.claims().get("c2").await.ok()?;
+            let s = c2.status?;
+            assert_ne!(
+                s.phase,
+                Some(hap_operator::api::ClaimPhase::Bound),
+                "{other} went to ga-2 while the account cools down"
+            );
+            let ready = condition(&s.conditions, "Ready")?;
+            ready
+                .message
+                .contains("2 free but released by another tenant")
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(!hap.labels(other).await.contains_key("tenantName"));
+    hap.claim("c3", aws("ga-1", "s3")).await;
+    hap.bound("c3").await;
+}

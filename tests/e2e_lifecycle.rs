@@ -979,3 +979,54 @@ async fn while_observing_the_webhook_admits_source_objects_untouched_and_creates
         "observe mode wrote the binding"
     );
 }
+
+/// A request that names a binding the cleanup job marked failed (adoption): the cluster that
+/// already runs on it is adopted and counted, and the binding stays `CleanupFailed`; a request
+/// for a new cluster there waits, naming the mark, and nothing is written on the binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adoption_onto_a_binding_marked_cleanup_failed_counts_what_runs_and_starts_nothing_new()
+{
+    const MARK: &str = "accountpool.io/cleanup-failed";
+    let hap = Hap::new(&["aws"], json!({})).await;
+    let labels = [
+        ("hyperscalerType", "aws"),
+        ("tenantName", "ga-1"),
+        (MARK, "true"),
+    ];
+    hap.binding("aws-1", "aws", &labels).await;
+    hap.shoot("running", "aws-1").await;
+    eventually(Duration::from_secs(60), "aws-1 CleanupFailed", || async {
+        (states(&hap).await?.get("CleanupFailed") == Some(&1)).then_some(())
+    })
+    .await;
+    let before = hap.labels("aws-1").await;
+    let adopt = |shoot: &str| json!({"globalAccount": "ga-1", "plan": "aws", "shootName": shoot, "adoptBinding": "aws-1"});
+    hap.claim("new", adopt("new")).await;
+    let message = hap.ready_reason("new", "BindingNotTenant").await;
+    assert!(message.contains(MARK), "{message}");
+    hap.claim("run", adopt("running")).await;
+    assert_eq!(hap.bound("run").await, "aws-1");
+    let st = hap
+        .claims()
+        .get("run")
+        .await
+        .expect("run")
+        .status
+        .expect("status");
+    assert_eq!(st.decision, Some(hap_operator::api::Decision::Adopted));
+    // Still CleanupFailed, and the waiting request still waits.
+    assert_eq!(
+        states(&hap)
+            .await
+            .and_then(|s| s.get("CleanupFailed").copied()),
+        Some(1)
+    );
+    let c = hap.claims().get("new").await.expect("new");
+    assert_ne!(
+        c.status.and_then(|s| s.phase),
+        Some(hap_operator::api::ClaimPhase::Bound)
+    );
+    let after = hap.labels("aws-1").await;
+    assert_eq!(before.get("tenantName"), after.get("tenantName"));
+    assert_eq!(after.get(MARK).map(String::as_str), Some("true"));
+}

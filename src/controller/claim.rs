@@ -33,6 +33,7 @@ use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
 use crate::pools::quarantine::{PROBATION, QUARANTINE};
 use crate::pools::{ClaimView, claim_view};
+use crate::selection::AfterClaim;
 use crate::status::{BoundTo, ClaimOutcome, PendingReason};
 
 pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
@@ -166,6 +167,12 @@ async fn carry_out(
             super::sources_adopt::record(claim, ctx, &config, view, to, &before).await
         }
         ClaimDecision::Use { config, to, before } => {
+            // Read before the use's record removes the claimed-by that says a check is due.
+            let contested =
+                super::account_check::contested_use(claim, ctx, &config, view, &to.binding);
+            if let Some(action) = contested.await? {
+                return Ok(action);
+            }
             record_use(claim, ctx, &config, view, &before).await?;
             bind(claim, ctx, view, to).await
         }
@@ -227,6 +234,15 @@ async fn claim_free(
         return forbidden(claim, ctx, cause, waits_in, retry_at).await;
     }
     claimed?;
+    let verdict = super::account_check::verdict(ctx, active, view, &binding, true).await;
+    let verdict = verdict.map_err(k8s(
+        &claim_key(claim),
+        "reading the account's other bindings",
+    ))?;
+    if let AfterClaim::GiveBack { sibling, label } = verdict {
+        let contest = (sibling, label);
+        return super::account_check::give_back(claim, ctx, active, view, &binding, contest).await;
+    }
     let bound = bind(claim, ctx, view, to).await;
     // Told after the status write, whatever its outcome: the binding is claimed either way, and
     // an event awaited between the two writes widened every race window.

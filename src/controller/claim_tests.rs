@@ -1,6 +1,7 @@
 //! The exact API calls of claim reconciles, against a scripted API server (`k8s::mock`): a new
 //! claim bound, a lost compare-and-swap, a reuse of a binding another claim claimed, a
-//! multi-account fill, a stray binding given back, an adoption and its refusals, and a claim
+//! multi-account fill, a stray binding given back, a claim write given back because another
+//! binding of its credential is another tenant's, an adoption and its refusals, and a claim
 //! whose inventory cannot be read.
 
 use std::time::Duration;
@@ -11,6 +12,7 @@ use serde_json::json;
 use super::fixtures::*;
 use crate::api::conditions::{reasons, types};
 use crate::api::{TenantPolicy, TenantRule};
+use crate::k8s::mock::Call;
 use crate::labels::CLAIMED_BY;
 
 /// What the status of a claim Bound to `binding` says, in the fields a reader relies on.
@@ -54,6 +56,83 @@ async fn a_new_claim_gets_its_finalizer_then_the_claim_cas_its_status_and_an_eve
         })
         .find_map(|v| v.as_str()?.parse::<jiff::Timestamp>().ok());
     assert!(at.is_some(), "the claim record in {sent:?}");
+}
+
+/// A binding's metadata as a GET answers it: `rv` and `labels`.
+fn binding_now(name: &str, rv: &str, labels: serde_json::Value) -> serde_json::Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+        "metadata": {"name": name, "namespace": GARDEN, "resourceVersion": rv, "labels": labels}})
+}
+
+/// Another replica claimed the other binding of the credential for another tenant, and this
+/// replica's cache has not seen it: after its own claim write the claim reads the other binding
+/// from the API server, says why in its status, gives its binding back with a compare-and-swap
+/// on the version it reads, tells, and decides again. No Bound status, no `Claimed` event.
+#[tokio::test]
+async fn a_claim_write_whose_other_binding_of_the_account_another_tenant_holds_goes_back() {
+    let c = finalized(claim("c1"));
+    let account = crate::pools::Account::of_secret(Some(GARDEN), None, "acct-1");
+    let mut pooled = binding("b1", "5", &[]);
+    pooled.account = account;
+    // Gardener's unlabelled force-migrated binding on the same Secret: in no pool.
+    let mut migrated = binding("force-migrated-b1", "7", &[]);
+    migrated.labels = Default::default();
+    migrated.account = account;
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[pooled, migrated]);
+    let theirs = json!({"tenantName": "ga-other", CLAIMED_BY: "uid-x"});
+    let mine = json!({"hyperscalerType": "aws", "tenantName": GA, CLAIMED_BY: "uid-c1"});
+    h.api.expect([
+        claim_cas("b1", "5", &c).answer_rv("6"),
+        Call::get(&binding_path("force-migrated-b1"))
+            .answer(200, binding_now("force-migrated-b1", "9", theirs)),
+        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("12"),
+        Call::get(&binding_path("b1")).answer(200, binding_now("b1", "6", mine)),
+        binding_cas("b1", "6", json!({"tenantName": null, CLAIMED_BY: null})).answer_rv("7"),
+        event(TENANTS, "c1", "Warning", "AccountContested"),
+    ]);
+    let action = h.reconcile(&c).await.expect("given back");
+    assert_eq!(action, Action::requeue(Duration::from_secs(2)));
+    let message = written_ready_message_any(&h);
+    assert!(
+        message.contains("force-migrated-b1") && message.contains("tenantName=ga-other"),
+        "{message}"
+    );
+}
+
+/// The tenant's binding carries another claim's claim write, not used since (a previous
+/// leader's late write, perhaps), and the other binding of its credential is another tenant's:
+/// a use by this claim would bind it unread. The claim reads the other binding, writes nothing
+/// on either binding, and waits for the claim that wrote it to give it back.
+#[tokio::test]
+async fn a_use_of_another_claims_unchecked_claim_write_on_a_contested_account_waits() {
+    let c = finalized(claim("c2"));
+    let account = crate::pools::Account::of_secret(Some(GARDEN), None, "acct-1");
+    let mut late = claimed_binding("b1", "5", "c1");
+    late.account = account;
+    let mut migrated = binding("force-migrated-b1", "7", &[]);
+    migrated.labels = Default::default();
+    migrated.account = account;
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[late, migrated]);
+    let theirs = json!({"tenantName": "ga-other", CLAIMED_BY: "uid-x"});
+    h.api.expect([
+        Call::get(&binding_path("force-migrated-b1"))
+            .answer(200, binding_now("force-migrated-b1", "9", theirs)),
+        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("12"),
+    ]);
+    let action = h.reconcile(&c).await.expect("waits");
+    assert_eq!(action, Action::requeue(Duration::from_secs(10)));
+    let message = written_ready_message(&h);
+    assert!(
+        message.contains("until that claim gives it back") && message.contains("ga-other"),
+        "{message}"
+    );
+}
+
+/// The message of the Ready condition of the last status written.
+fn written_ready_message_any(h: &Harness) -> String {
+    let status = last_status(h).expect("a status write");
+    let message = &status["status"]["conditions"][0]["message"];
+    message.as_str().unwrap_or_default().to_string()
 }
 
 #[tokio::test]

@@ -338,7 +338,7 @@ fn claim_path(c: &AccountClaim) -> String {
     )
 }
 
-fn binding_path(name: &str) -> String {
+pub fn binding_path(name: &str) -> String {
     format!("/apis/security.gardener.cloud/v1alpha1/namespaces/{GARDEN}/credentialsbindings/{name}")
 }
 

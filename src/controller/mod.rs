@@ -11,6 +11,7 @@
 //! then starts at once with a warm index.
 
 pub use crate::k8s::active;
+mod account_check;
 pub mod args;
 pub mod backoff;
 mod claim;

@@ -29,7 +29,12 @@ pub(super) fn adoption(
 ) -> Adopted {
     let mut guard = ctx.ledger();
     let l = &mut *guard;
-    let adoption = adopt(&l.inventory, binding, global_account);
+    let adoption = adopt(
+        &l.inventory,
+        binding,
+        global_account,
+        Some(&view.cluster_name()),
+    );
     let now = Instant::now();
     let reuse = Choice::Use {
         binding: binding.to_string(),

@@ -292,6 +292,29 @@ impl Writer {
         Ok(meta.and_then(|m| m.metadata.annotations?.remove(key)))
     }
 
+    /// A binding's resourceVersion and labels as the API server has them now (a GET, never a
+    /// cache; `None` when it is gone): the check after a claim write reads the other bindings of
+    /// the account this way, because a cache may not have seen a concurrent claim of one. A
+    /// read, never fenced.
+    pub async fn binding_labels_now(
+        &self,
+        kind: BindingKind,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<(String, std::collections::BTreeMap<String, String>)>, K8sError> {
+        let api: kube::Api<DynamicObject> =
+            kube::Api::namespaced_with(self.garden.kube().clone(), ns, &binding_resource(kind));
+        let what = || format!("{} {ns}/{name}", kind.gvk().2);
+        let meta = api
+            .get_metadata_opt(name)
+            .await
+            .map_err(|e| K8sError::classify("read", what(), e))?;
+        Ok(meta.map(|m| {
+            let rv = m.metadata.resource_version.unwrap_or_default();
+            (rv, m.metadata.labels.unwrap_or_default())
+        }))
+    }
+
     /// Adds the release finalizer to a claim. The `test` makes a concurrent change of the
     /// finalizer list fail instead of being overwritten.
     pub async fn add_claim_finalizer(&self, claim: &AccountClaim) -> Result<(), K8sError> {

@@ -404,29 +404,12 @@ impl Inventory {
     /// Read from the labels, not the pool class, so a sibling in no pool counts too. The account
     /// is one: `binding` is claimable only while every sibling is itself free. The first by name.
     pub fn account_held_by_sibling<'a>(&'a self, binding: &'a str) -> Option<(&'a str, String)> {
-        self.siblings(binding)
-            .find_map(|s| Some((s, self.holding_label(&self.bindings.get(s)?.view.labels)?)))
-    }
-
-    /// The label by which a binding keeps its account from a new tenant, as `key=value`.
-    fn holding_label(&self, labels: &SmallMap<String>) -> Option<String> {
-        let k = &self.keys;
-        let shown = |key: &str| labels.label(key).map(|v| format!("{key}={v}"));
-        let is_true = |key: &str| labels.label(key).map(String::as_str) == Some("true");
-        shown(&k.tenant_name)
-            .or_else(|| shown(&k.dirty))
-            .or_else(|| {
-                [&k.shared, &k.internal]
-                    .into_iter()
-                    .find(|key| is_true(key))
-                    .map(|key| format!("{key}=true"))
-            })
-            .or_else(|| {
-                [lifecycle::CORDONED, lifecycle::CLEANUP_FAILED]
-                    .into_iter()
-                    .find(|key| is_true(key))
-                    .map(|key| format!("{key}=true"))
-            })
+        self.siblings(binding).find_map(|s| {
+            Some((
+                s,
+                holding_label(&self.keys, &self.bindings.get(s)?.view.labels)?,
+            ))
+        })
     }
 
     /// The bindings a cluster is counted on (normally one).
@@ -505,3 +488,25 @@ impl Inventory {
 mod random_events;
 #[cfg(test)]
 pub(crate) mod tests;
+
+/// The label by which a binding keeps its account from a new tenant, as `key=value`: a tenant,
+/// dirty, shared, internal, cordoned or marked cleanup-failed. Labels as the index or a fresh
+/// read has them.
+pub fn holding_label(k: &ResolvedLabelKeys, labels: &impl LabelLookup) -> Option<String> {
+    let shown = |key: &str| labels.label(key).map(|v| format!("{key}={v}"));
+    let is_true = |key: &str| labels.label(key).map(String::as_str) == Some("true");
+    shown(&k.tenant_name)
+        .or_else(|| shown(&k.dirty))
+        .or_else(|| {
+            [&k.shared, &k.internal]
+                .into_iter()
+                .find(|key| is_true(key))
+                .map(|key| format!("{key}=true"))
+        })
+        .or_else(|| {
+            [lifecycle::CORDONED, lifecycle::CLEANUP_FAILED]
+                .into_iter()
+                .find(|key| is_true(key))
+                .map(|key| format!("{key}=true"))
+        })
+}

@@ -289,6 +289,32 @@ impl InFlight {
             .map(|(b, _)| b.as_str())
     }
 
+    /// The claim's own claim write of `binding` was given back (another binding of the account
+    /// was found held): the binding is no longer the claim's, neither to release nor to use.
+    /// The give-back is recorded as a written release, so that nothing takes the binding until
+    /// the index shows it without the tenant.
+    pub fn gave_back(&mut self, claim_uid: &str, binding: &str, base: String, now: Instant) {
+        if self.won.get(claim_uid).is_some_and(|(b, _)| b == binding) {
+            self.won.remove(claim_uid);
+        }
+        if self
+            .claims
+            .get(binding)
+            .is_some_and(|p| p.claim_uid == claim_uid)
+        {
+            self.claims.remove(binding);
+        }
+        if self
+            .assignments
+            .get(claim_uid)
+            .is_some_and(|a| a.binding == binding)
+        {
+            self.assignments.remove(claim_uid);
+        }
+        self.release_started(binding, Some(base), now);
+        self.release_written(binding, now);
+    }
+
     /// A release write of `binding`, conditioned on `base_resource_version`, is about to be sent.
     pub fn release_started(
         &mut self,

@@ -22,8 +22,8 @@
 //! - While a claim write for the tenant in the pool is in progress or its outcome is unknown, the
 //!   tenant's other claims get `Wait` rather than a second binding (§5.2) or a binding whose
 //!   claim may still fail; the claim that made the write retries it.
-//! - A binding released by another tenant less than `spec.release.cooldown` ago is not claimed
-//!   (the tenant that released it may have it back); among the candidates the never-used ones
+//! - A binding released by another tenant less than `spec.release.cooldown` ago is not claimed,
+//!   nor is any other binding of its credential (the tenant that released it may have it back); among the candidates the never-used ones
 //!   come first, then the one released longest ago (issue 22). Pins ignore the cooldown: a pin
 //!   is a person's explicit choice.
 //! - In a pool `spec.quarantine` names, a binding on trial (crate::pools::quarantine: new, or
@@ -39,6 +39,7 @@
 //!   it does not see yet, so a status write of a previous leader still in flight can neither put
 //!   the binding over its limit nor land on a binding released under it.
 
+pub mod account_check;
 pub mod claimant;
 mod hash;
 mod inflight;
@@ -48,6 +49,7 @@ pub mod pinned;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
+pub use account_check::{AfterClaim, after_claim, own_write, siblings_to_check};
 pub use claimant::{BeforeUse, before_use, has_strays, stray_claimant, strays_of};
 pub use hash::weight;
 pub use inflight::{
@@ -597,8 +599,8 @@ fn free_candidates<'a>(
             s.cordoned += 1;
         } else if entry.is_some_and(|e| policy.quarantine.keeps(req.pool, &e.view)) {
             s.quarantined += 1;
-        } else if let (Some(c), Some(e)) = (&policy.cooldown, entry)
-            && c.keeps(&e.view.annotations, Some(ga))
+        } else if let Some(c) = &policy.cooldown
+            && account_cooling(inv, c, b, ga)
         {
             s.cooling += 1;
         } else if limits
@@ -620,6 +622,21 @@ fn free_candidates<'a>(
         }
     }
     (candidates, s)
+}
+
+/// Whether `b` or another binding of its credential was released by another tenant than `ga`
+/// less than the cooldown ago: the cooldown is the account's, so a binding Gardener's migration
+/// left beside the released one does not hand the account to a new tenant early.
+fn account_cooling(
+    inv: &Inventory,
+    c: &crate::pools::lifecycle::Cooldown,
+    b: &str,
+    ga: &str,
+) -> bool {
+    std::iter::once(b)
+        .chain(inv.siblings(b))
+        .filter_map(|n| inv.binding(n))
+        .any(|e| c.keeps(&e.view.annotations, Some(ga)))
 }
 
 /// Whether another binding of `b`'s credential is held by a tenant, dirty, or being claimed or

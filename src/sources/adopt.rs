@@ -17,7 +17,12 @@ pub enum Adoption {
 }
 
 /// Decides an adoption from the inventory.
-pub fn adopt(inv: &Inventory, binding: &str, global_account: &str) -> Adoption {
+pub fn adopt(
+    inv: &Inventory,
+    binding: &str,
+    global_account: &str,
+    cluster: Option<&str>,
+) -> Adoption {
     let keys = inv.keys();
     let Some(entry) = inv.binding(binding) else {
         return Adoption::NotTenant {
@@ -44,7 +49,10 @@ pub fn adopt(inv: &Inventory, binding: &str, global_account: &str) -> Adoption {
             "the request names binding {binding}, which carries {}={t} but is marked {} for cleanup",
             keys.tenant_name, keys.dirty
         ),
-        Some(t) if t == global_account => return Adoption::Bound { pool },
+        Some(t) if t == global_account => match refused_on_account(inv, binding, t, cluster) {
+            Some(message) => message,
+            None => return Adoption::Bound { pool },
+        },
         Some(t) => format!(
             "the request names binding {binding}, which carries {}={t}, not {global_account}: two tenants would share one account",
             keys.tenant_name
@@ -55,6 +63,40 @@ pub fn adopt(inv: &Inventory, binding: &str, global_account: &str) -> Adoption {
         ),
     };
     Adoption::NotTenant { message }
+}
+
+/// Why the tenant's own binding is not recorded for `cluster` (`None`: the cluster is not
+/// known, as in the observe report, which reads what runs): the cleanup job marked it failed
+/// and the cluster is not on the account yet, so a new cluster would go into an account whose
+/// wipe failed (a cluster already running there is recorded and counted; the binding stays
+/// `CleanupFailed`); or another binding of its credential carries another tenant, so recording
+/// it would have one account serve two tenants.
+fn refused_on_account(
+    inv: &Inventory,
+    binding: &str,
+    tenant: &str,
+    cluster: Option<&str>,
+) -> Option<String> {
+    let keys = inv.keys();
+    if let Some(cluster) = cluster
+        && crate::pools::lifecycle::closed_to(inv, binding, cluster)
+    {
+        return Some(format!(
+            "the request names binding {binding}, which carries {}=true: its last cleanup \
+             failed and the account may hold a previous tenant's resources, so no new cluster \
+             goes into it until the cleanup job clears the mark",
+            crate::pools::lifecycle::CLEANUP_FAILED
+        ));
+    }
+    let rival = inv.siblings(binding).find_map(|s| {
+        let other = inv.binding(s)?.view.labels.get(&keys.tenant_name)?;
+        (other != tenant).then(|| (s, format!("{}={other}", keys.tenant_name)))
+    })?;
+    Some(format!(
+        "the request names binding {binding}, but {} carries {}: it references the same \
+         credential, and one account never serves two tenants",
+        rival.0, rival.1
+    ))
 }
 
 #[cfg(test)]
@@ -94,11 +136,11 @@ mod tests {
             shared,
         };
         assert_eq!(
-            adopt(&inv, "mine", "ga"),
+            adopt(&inv, "mine", "ga", None),
             Adoption::Bound { pool: pool(false) }
         );
         assert_eq!(
-            adopt(&inv, "sh", "ga"),
+            adopt(&inv, "sh", "ga", None),
             Adoption::Bound { pool: pool(true) }
         );
         for (b, says) in [
@@ -107,10 +149,63 @@ mod tests {
             ("dirty", "marked dirty"),
             ("gone", "does not exist"),
         ] {
-            match adopt(&inv, b, "ga") {
+            match adopt(&inv, b, "ga", None) {
                 Adoption::NotTenant { message } => assert!(message.contains(says), "{message}"),
                 other => panic!("{b}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_binding_marked_cleanup_failed_is_adopted_only_for_a_cluster_already_on_it() {
+        use crate::pools::lifecycle::CLEANUP_FAILED;
+        use crate::pools::tests::shoot;
+        let marked = binding(
+            "marked",
+            &[
+                ("hyperscalerType", "azure"),
+                ("tenantName", "ga"),
+                (CLEANUP_FAILED, "true"),
+            ],
+        );
+        let inv = inventory(vec![marked], vec![], vec![shoot("running", Some("marked"))]);
+        // The Shoot already runs in the account: recording it is counting what is there.
+        assert!(matches!(
+            adopt(&inv, "marked", "ga", Some("running")),
+            Adoption::Bound { .. }
+        ));
+        // A new cluster would go into an account whose wipe failed.
+        match adopt(&inv, "marked", "ga", Some("new")) {
+            Adoption::NotTenant { message } => assert!(
+                message.contains("accountpool.io/cleanup-failed=true"),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_binding_whose_credential_another_tenant_holds_is_not_adopted() {
+        use crate::pools::tests::on_secret;
+        let inv = inventory(
+            vec![
+                on_secret(
+                    binding("x", &[("hyperscalerType", "azure"), ("tenantName", "ga")]),
+                    "s",
+                ),
+                on_secret(
+                    binding("y", &[("hyperscalerType", "azure"), ("tenantName", "gb")]),
+                    "s",
+                ),
+            ],
+            vec![],
+            vec![],
+        );
+        match adopt(&inv, "x", "ga", Some("c")) {
+            Adoption::NotTenant { message } => {
+                assert!(message.contains("y carries tenantName=gb"), "{message}")
+            }
+            other => panic!("{other:?}"),
         }
     }
 }

@@ -245,7 +245,7 @@ fn row(rules: &CompiledRules, inv: &Inventory, r: &Observed) -> Row {
             ..row
         };
     };
-    match adopt(inv, binding, &tenant) {
+    match adopt(inv, binding, &tenant, None) {
         Adoption::NotTenant { message } => Row {
             verdict: Verdict::NotAdoptable,
             message,

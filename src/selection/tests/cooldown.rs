@@ -79,3 +79,38 @@ fn never_used_bindings_go_first_then_the_one_released_longest_ago() {
         bindings.retain(|b| b.name != *want);
     }
 }
+
+#[test]
+fn a_released_binding_keeps_every_other_binding_of_its_credential_cooling_down() {
+    use crate::pools::tests::on_secret;
+    let p = pool("aws", false, false);
+    // ga-1 released `aws-01` two hours ago; `aws-01-cb` references the same Secret and was
+    // never released itself: the account is still cooling down, whichever binding is asked.
+    let inv = inventory(
+        vec![
+            on_secret(released("aws-01", "ga-1", now() - hours(2)), "aws-01"),
+            on_secret(binding("aws-01-cb", AWS), "aws-01"),
+        ],
+        vec![],
+        vec![],
+    );
+    let other = claim("c", "ga-2", Some("s"), None);
+    match pick(&inv, &InFlight::default(), &other, &p, &cooling(24)) {
+        Choice::Exhausted { message, .. } => assert!(
+            message.contains("2 free but released by another tenant"),
+            "{message}"
+        ),
+        got => panic!("expected Exhausted, got {got:?}"),
+    }
+    // Its last tenant may have the account back, through either binding.
+    let same = claim("c", "ga-1", Some("s"), None);
+    assert!(matches!(
+        pick(&inv, &InFlight::default(), &same, &p, &cooling(24)),
+        Choice::Claim { .. }
+    ));
+    // Past the cooldown, anyone.
+    assert!(matches!(
+        pick(&inv, &InFlight::default(), &other, &p, &cooling(1)),
+        Choice::Claim { .. }
+    ));
+}

@@ -259,3 +259,25 @@ fn a_deleted_claim_takes_its_cluster_off_the_binding() {
     fl.forget_claim("uid-c", now);
     assert!(fl.assigned(now).is_empty() && fl.is_empty());
 }
+
+#[test]
+fn a_claim_write_given_back_is_neither_the_claims_nor_free_until_the_index_shows_it() {
+    let p = pool("aws", false, false);
+    let c = claim("c", "ga", None, None);
+    let mut fl = InFlight::default();
+    let now = Instant::now();
+    fl.record(&c, &p, &claim_choice("x", "5"), now);
+    fl.claim_written("x", now);
+    assert_eq!(fl.won_by(&c.uid, now), Some("x"));
+    // Given back at version 6 (the claim write's): not the claim's, not anyone's yet.
+    fl.gave_back(&c.uid, "x", "6".into(), now);
+    assert_eq!(fl.won_by(&c.uid, now), None);
+    assert!(fl.claim_of("x", now).is_none());
+    assert!(fl.is_releasing("x", now));
+    // The index still at the claim write: it stays held back.
+    fl.observe_binding("x", Some(&entry(at(owned("x", "ga"), "6"))));
+    assert!(fl.is_releasing("x", now));
+    // The index shows the give-back.
+    fl.observe_binding("x", Some(&entry(at(binding("x", AWS), "7"))));
+    assert!(!fl.is_releasing("x", now));
+}

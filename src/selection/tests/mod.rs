@@ -371,6 +371,7 @@ fn a_conflict_moves_the_tenant_to_its_next_candidate() {
     assert!(matches!(again, Choice::Claim { binding, .. } if binding == order[0]));
 }
 
+mod account_race;
 mod cooldown;
 mod cordon;
 mod inflight;
