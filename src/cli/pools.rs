@@ -257,6 +257,7 @@ pub(crate) mod tests {
                 binding("aws-used", &[aws]),
                 binding("aws-int", &[aws, ("internal", "true")]),
             ],
+            others: Vec::new(),
             claims: vec![claim("c1", "ga-1", Some("s1"), Some("aws-claimed"))],
             shoots: vec![failing, shoot("foreign", Some("aws-used"))],
             spec,

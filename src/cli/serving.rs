@@ -154,6 +154,7 @@ mod tests {
                 labels: [("hyperscalerType".into(), "aws".into())].into(),
                 ..Default::default()
             }],
+            others: Vec::new(),
             claims: vec![there],
             shoots: Vec::new(),
             spec,
