@@ -616,17 +616,16 @@ pub(crate) fn point_caches(ctx: &Context) {
         return;
     };
     let keys = active.rules.label_keys().clone();
+    ctx.ledger()
+        .set_target(keys, Some(active.spec.binding_namespace.clone()));
     let target = active.binding_target();
-    {
-        let mut ledger = ctx.ledger();
-        ledger.set_target(keys, Some(active.spec.binding_namespace.clone()));
-        ledger.inventory.set_binding_kind(target.kind);
-    }
-    // A new watch starts from an empty set of bindings (another namespace, or another kind).
-    let moved = ctx
-        .caches
-        .bindings
-        .retarget(&target, |l| l.inventory.clear_bindings());
+    // A new watch starts from an empty set of bindings (another namespace, or another kind). The
+    // Shoots are keyed by the new kind in the same step, which also marks the bindings unlisted:
+    // no decision sees Shoots keyed for one kind beside bindings of the other.
+    let moved = ctx.caches.bindings.retarget(&target, |l| {
+        l.inventory.set_binding_kind(target.kind);
+        l.inventory.clear_bindings();
+    });
     if moved {
         // Refusals were about bindings of the old namespace or kind.
         ctx.denials.clear();
