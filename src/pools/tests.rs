@@ -675,3 +675,31 @@ fn a_relist_of_the_other_kind_drops_what_it_did_not_name() {
     assert_eq!(inv.other_bindings().count(), 0);
     assert!(inv.clusters_on("aws-1a").is_empty());
 }
+
+#[test]
+fn on_secret_bindings_shoots_failing_on_a_credentials_binding_make_the_account_suspect() {
+    let aws = ("hyperscalerType", "aws");
+    let mut inv = Inventory::new(Default::default());
+    inv.set_binding_kind(BindingKind::SecretBinding);
+    inv.set_lifecycle_rules(LifecycleRules {
+        codes: vec!["ERR_INFRA_UNAUTHORIZED".into()],
+        threshold: 1,
+        cooldown: None,
+    });
+    let held = [aws, ("tenantName", "ga")];
+    inv.apply_binding(on_secret(binding("aws-01", &held), "aws-01"));
+    inv.apply_other_binding("force-migrated-aws-01", other_on("aws-01", "3"));
+    inv.apply_shoot(ShootView {
+        error_codes: vec!["ERR_INFRA_UNAUTHORIZED".into()],
+        ..shoot("s1", Some("force-migrated-aws-01"))
+    });
+    assert_eq!(
+        inv.binding_state("aws-01").map(|(_, s)| s),
+        Some(lifecycle::BindingState::Suspect)
+    );
+    inv.delete_other_binding("force-migrated-aws-01", Some("4"));
+    assert_eq!(
+        inv.binding_state("aws-01").map(|(_, s)| s),
+        Some(lifecycle::BindingState::Claimed)
+    );
+}
