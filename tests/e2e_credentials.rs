@@ -366,3 +366,33 @@ async fn on_credentials_bindings_a_shoot_still_on_a_secret_binding_holds_the_acc
     );
     assert!(!hap.labels("aws-1a").await.contains_key("tenantName"));
 }
+
+/// `bindingKind` changes while the operator runs: the pools are now the other kind's bindings,
+/// and every Shoot counts again on its account under the new kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_of_binding_kind_counts_every_shoot_again() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    let pool = [("hyperscalerType", "aws")];
+    create_secret_binding(&hap.garden, &hap.bindings_ns, "acct-1", "aws", &pool).await;
+    hap.shoot("s1", "acct-1").await;
+    binding_on(&hap, "aws-1a", "acct-1", &pool).await;
+    eventually(
+        Duration::from_secs(60),
+        "the Shoot on the SecretBinding counted on the CredentialsBinding",
+        || async { metric_clusters(&hap, "aws-1a", 1).then_some(()) },
+    )
+    .await;
+    hap.apply_config(&["aws"], json!({"bindingKind": "SecretBinding"}))
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "the Shoot counted on the SecretBinding, the CredentialsBinding reported",
+        || async {
+            let shared = shared_account(&hap).await?;
+            let reported = shared.bindings == ["CredentialsBinding/aws-1a"];
+            let gone = !metric_clusters(&hap, "aws-1a", 1);
+            (reported && gone && metric_clusters(&hap, "acct-1", 1)).then_some(())
+        },
+    )
+    .await;
+}
