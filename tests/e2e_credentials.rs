@@ -4,6 +4,8 @@
 //! onto a new unlabelled `force-migrated-<name>` one. Both shapes, built on the real API: the
 //! Shoot counts on the pool binding's account, the account never serves a second tenant, and it
 //! is not released while the Shoot runs on the other binding.
+//! Both binding kinds count: with `bindingKind: SecretBinding` a Shoot moved onto a CredentialsBinding
+//! (and with `CredentialsBinding` a Shoot still on a SecretBinding) counts with its account.
 
 mod support;
 
