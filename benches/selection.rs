@@ -327,7 +327,7 @@ fn events(w: &World, inv: &Inventory, bench: bool) {
         binding: Some(format!("aws-{:05}", i % 4_000)),
         resource_version: Some((1_000_000 + i).to_string()),
         error_codes: Vec::new(),
-        created: false,
+        ..Default::default()
     };
     let mut n = 0u64;
     let mut time = |what: &str, apply: &mut dyn FnMut(u64)| {

@@ -115,6 +115,17 @@ impl Ledger {
         self.settle();
     }
 
+    /// A binding of the kind the pools are not made of (`Inventory::apply_other_binding`).
+    pub fn apply_other_binding(&mut self, name: &str, other: crate::pools::OtherBinding) {
+        self.inventory.apply_other_binding(name, other);
+        self.settle();
+    }
+
+    pub fn delete_other_binding(&mut self, name: &str, rv: Option<&str>) {
+        self.inventory.delete_other_binding(name, rv);
+        self.settle();
+    }
+
     pub fn begin_relist(&mut self, kind: Kind) -> Relist {
         self.inventory.begin_relist(kind)
     }
@@ -174,7 +185,7 @@ impl Ledger {
             match kind {
                 Kind::Binding => self.inflight.observe_binding(&key, None),
                 Kind::Claim => self.inflight.observe_claim(&key, None),
-                Kind::Shoot => {}
+                Kind::Shoot | Kind::Other => {}
             }
         }
     }

@@ -474,6 +474,41 @@ mod tests {
     }
 
     #[test]
+    fn on_secret_bindings_a_release_waits_for_its_shoot_on_a_credentials_binding_of_the_secret() {
+        use crate::api::BindingKind;
+        use crate::pools::tests::on_secret;
+        use crate::pools::{Account, OtherBinding};
+        let c = deleting("c", "ga", Some("s"), "aws-01");
+        let build = |other_secret: &str| {
+            let mut inv = Inventory::new(Default::default());
+            inv.set_binding_kind(BindingKind::SecretBinding);
+            inv.apply_binding(on_secret(owned("aws-01", "ga", &[]), "aws-01"));
+            inv.apply_claim(c.clone());
+            // A CredentialsBinding (of the pool binding's own name: the kinds never meet).
+            let other = OtherBinding {
+                resource_version: Some("1".into()),
+                account: Account::of_secret(Some("garden"), None, other_secret),
+            };
+            inv.apply_other_binding("aws-01", other);
+            inv.apply_shoot(shoot("s", Some("aws-01")));
+            inv
+        };
+        assert_eq!(
+            decide(&c, &build("aws-01"), ReleaseMode::MarkDirty),
+            Release::WaitForSibling {
+                binding: "aws-01".into(),
+                sibling: "CredentialsBinding/aws-01".into(),
+                clusters: vec!["s".into()],
+            }
+        );
+        // On another Secret it is another account: the Shoot is not on this one.
+        assert_eq!(
+            decide(&c, &build("other"), ReleaseMode::MarkDirty),
+            dirty("aws-01")
+        );
+    }
+
+    #[test]
     fn the_last_cluster_leaving_marks_the_binding_dirty() {
         let c = deleting("c", "ga", Some("s"), "b");
         let inv = inventory(vec![owned("b", "ga", &[])], vec![c.clone()], vec![]);

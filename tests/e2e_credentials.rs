@@ -4,6 +4,8 @@
 //! onto a new unlabelled `force-migrated-<name>` one. Both shapes, built on the real API: the
 //! Shoot counts on the pool binding's account, the account never serves a second tenant, and it
 //! is not released while the Shoot runs on the other binding.
+//! Both binding kinds count: with `bindingKind: SecretBinding` a Shoot moved onto a CredentialsBinding
+//! (and with `CredentialsBinding` a Shoot still on a SecretBinding) counts with its account.
 
 mod support;
 
@@ -14,7 +16,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 use support::garden::{
     binding_object, create_dynamic, create_secret_binding, credentials_binding_resource,
-    shoot_resource,
+    secret_binding_resource, shoot_resource,
 };
 use support::*;
 
@@ -183,7 +185,8 @@ async fn two_bindings_on_one_secret_never_serve_two_tenants() {
         "the Shoot counted on the account",
         || async {
             let shared = shared_account(&hap).await?;
-            let both = shared.bindings == ["aws-1a", "aws-1b"];
+            // The SecretBinding of the Secret (the other kind) is one of the account's too.
+            let both = shared.bindings == ["SecretBinding/acct-1", "aws-1a", "aws-1b"];
             (both && metric_clusters(&hap, &held, 1)).then_some(())
         },
     )
@@ -375,4 +378,164 @@ async fn a_cooling_down_binding_keeps_the_other_binding_of_its_account_from_othe
     assert!(!hap.labels(other).await.contains_key("tenantName"));
     hap.claim("c3", aws("ga-1", "s3")).await;
     hap.bound("c3").await;
+/// Labels of SecretBinding `name` in the binding namespace.
+async fn secret_binding_labels(
+    hap: &Hap,
+    name: &str,
+) -> std::collections::BTreeMap<String, String> {
+    Api::<DynamicObject>::namespaced_with(
+        hap.garden.clone(),
+        &hap.bindings_ns,
+        &secret_binding_resource(),
+    )
+    .get(name)
+    .await
+    .expect("get SecretBinding")
+    .metadata
+    .labels
+    .unwrap_or_default()
+}
+
+/// Moves Shoot `shoot` off its SecretBinding onto CredentialsBinding `to`, as Gardener's
+/// maintenance does.
+async fn force_migrate(hap: &Hap, shoot: &str, to: &str) {
+    let moved = json!({"spec": {"secretBindingName": null, "credentialsBindingName": to}});
+    Api::<DynamicObject>::namespaced_with(hap.garden.clone(), &hap.bindings_ns, &shoot_resource())
+        .patch(shoot, &PatchParams::default(), &Patch::Merge(&moved))
+        .await
+        .expect("the Shoot moves to a CredentialsBinding of the same Secret");
+}
+
+/// Shape (b) where the pool is made of SecretBindings (`bindingKind: SecretBinding`): the Shoot
+/// Gardener moved onto a `force-migrated-<name>` CredentialsBinding, a kind the pool does not
+/// hold, still counts on its account. A free-looking SecretBinding whose Secret runs such a
+/// Shoot is never handed out, and a tenant's release waits for its Shoot there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_secret_bindings_a_shoot_on_a_force_migrated_credentials_binding_holds_the_account() {
+    let hap = Hap::new(&["aws"], json!({"bindingKind": "SecretBinding"})).await;
+    let pool = [("hyperscalerType", "aws")];
+    create_secret_binding(&hap.garden, &hap.bindings_ns, "aws-01", "aws", &pool).await;
+    hap.claim("c1", aws("ga-1", "s1")).await;
+    assert_eq!(hap.bound("c1").await, "aws-01");
+    hap.shoot("s1", "aws-01").await;
+    binding_on(&hap, "force-migrated-aws-01", "aws-01", &[]).await;
+    force_migrate(&hap, "s1", "force-migrated-aws-01").await;
+    // A second account, free by its labels, whose cluster Gardener moved the same way.
+    create_secret_binding(&hap.garden, &hap.bindings_ns, "aws-02", "aws", &pool).await;
+    hap.shoot("s9", "aws-02").await;
+    binding_on(&hap, "force-migrated-aws-02", "aws-02", &[]).await;
+    force_migrate(&hap, "s9", "force-migrated-aws-02").await;
+    eventually(
+        Duration::from_secs(60),
+        "both Shoots counted on their accounts, the other-kind bindings reported",
+        || async {
+            let shared = shared_account(&hap).await?;
+            let counted = pool_clusters(&hap).await? == 2 && metric_clusters(&hap, "aws-02", 1);
+            let reported = shared
+                .bindings
+                .iter()
+                .any(|b| b.contains("force-migrated-aws-02"));
+            (reported && counted).then_some(())
+        },
+    )
+    .await;
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    let message = hap.ready_reason("c2", "PoolExhausted").await;
+    assert!(
+        !secret_binding_labels(&hap, "aws-02")
+            .await
+            .contains_key("tenantName"),
+        "{message}"
+    );
+    // The tenant's release waits for its Shoot on the force-migrated binding.
+    hap.claims()
+        .delete("c1", &Default::default())
+        .await
+        .expect("delete claim");
+    let (reason, message) = release_blocked(&hap, "c1").await;
+    assert_eq!(reason, "AccountInUseByBinding", "{message}");
+    assert!(
+        message.contains("force-migrated-aws-01") && message.contains("s1"),
+        "{message}"
+    );
+    let labels = secret_binding_labels(&hap, "aws-01").await;
+    assert!(
+        !labels.contains_key("dirty"),
+        "released while s1 runs: {labels:?}"
+    );
+    assert_eq!(labels.get("tenantName").map(String::as_str), Some("ga-1"));
+    hap.delete_shoot("s1").await;
+    eventually(Duration::from_secs(90), "aws-01 marked dirty", || async {
+        let labels = secret_binding_labels(&hap, "aws-01").await;
+        (labels.get("dirty").map(String::as_str) == Some("true")).then_some(())
+    })
+    .await;
+    let message = hap.ready_reason("c2", "PoolExhausted").await;
+    assert!(
+        !secret_binding_labels(&hap, "aws-02")
+            .await
+            .contains_key("tenantName"),
+        "{message}"
+    );
+}
+
+/// The reverse: the pool is made of CredentialsBindings and a Shoot still runs on the
+/// SecretBinding of the same Secret (not migrated yet). The pool binding is in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_credentials_bindings_a_shoot_still_on_a_secret_binding_holds_the_account() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    let pool = [("hyperscalerType", "aws")];
+    // KEB's SecretBinding (unlabelled now) and its Shoot; the pool's CredentialsBinding on the
+    // same Secret.
+    create_secret_binding(&hap.garden, &hap.bindings_ns, "acct-1", "aws", &[]).await;
+    hap.shoot("s1", "acct-1").await;
+    binding_on(&hap, "aws-1a", "acct-1", &pool).await;
+    eventually(
+        Duration::from_secs(60),
+        "the Shoot on the SecretBinding counted on the pool binding",
+        || async {
+            let shared = shared_account(&hap).await?;
+            let counted = metric_clusters(&hap, "aws-1a", 1);
+            let reported = shared.bindings.iter().any(|b| b.contains("acct-1"));
+            (reported && counted).then_some(())
+        },
+    )
+    .await;
+    hap.claim("c2", aws("ga-2", "s2")).await;
+    let message = hap.ready_reason("c2", "PoolExhausted").await;
+    assert!(
+        message.contains("1 without a tenant but used by a cluster"),
+        "{message}"
+    );
+    assert!(!hap.labels("aws-1a").await.contains_key("tenantName"));
+}
+
+/// `bindingKind` changes while the operator runs: the pools are now the other kind's bindings,
+/// and every Shoot counts again on its account under the new kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_of_binding_kind_counts_every_shoot_again() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    let pool = [("hyperscalerType", "aws")];
+    create_secret_binding(&hap.garden, &hap.bindings_ns, "acct-1", "aws", &pool).await;
+    hap.shoot("s1", "acct-1").await;
+    binding_on(&hap, "aws-1a", "acct-1", &pool).await;
+    eventually(
+        Duration::from_secs(60),
+        "the Shoot on the SecretBinding counted on the CredentialsBinding",
+        || async { metric_clusters(&hap, "aws-1a", 1).then_some(()) },
+    )
+    .await;
+    hap.apply_config(&["aws"], json!({"bindingKind": "SecretBinding"}))
+        .await;
+    eventually(
+        Duration::from_secs(60),
+        "the Shoot counted on the SecretBinding, the CredentialsBinding reported",
+        || async {
+            let shared = shared_account(&hap).await?;
+            let reported = shared.bindings == ["CredentialsBinding/aws-1a"];
+            let gone = !metric_clusters(&hap, "aws-1a", 1);
+            (reported && gone && metric_clusters(&hap, "acct-1", 1)).then_some(())
+        },
+    )
+    .await;
 }

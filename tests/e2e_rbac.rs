@@ -169,7 +169,8 @@ const RULES: [&str; 4] = ["aws", "azure", "gcp", "alicloud"];
 
 /// kube-apiserver's audit log of each cluster: the operator's identities made requests (the
 /// garden one: label patches of every binding, which went through the aggregator to
-/// gardener-apiserver and were admitted), none of them touched Secrets, WorkloadIdentities,
+/// gardener-apiserver and were admitted; SecretBindings, the other kind, only listed and
+/// watched), none of them touched Secrets, WorkloadIdentities,
 /// InternalSecrets or Quotas, and with a separate garden the operator's cluster saw no binding
 /// request and the garden no claim request.
 fn audit_proves_no_credentials_were_requested(r: &Run<'_>, garden_user: &str) {
@@ -192,6 +193,22 @@ fn audit_proves_no_credentials_were_requested(r: &Run<'_>, garden_user: &str) {
             .collect();
         assert!(read.is_empty(), "{who} requested credentials: {read:#?}");
     }
+    // The kind the pools are not made of is listed and watched (a Shoot on one counts with its
+    // account), never written.
+    let other: Vec<&Value> = garden
+        .iter()
+        .filter(|e| resource(e) == "secretbindings")
+        .collect();
+    let read_only = |e: &&Value| e["verb"] == "list" || e["verb"] == "watch";
+    assert!(
+        other.iter().any(read_only),
+        "{garden_user} lists and watches SecretBindings"
+    );
+    let written: Vec<&&Value> = other.iter().filter(|e| !read_only(e)).collect();
+    assert!(
+        written.is_empty(),
+        "{garden_user} wrote SecretBindings: {written:#?}"
+    );
     for (binding, ..) in BINDINGS {
         let patches = garden
             .iter()

@@ -507,6 +507,42 @@ mod tests {
     }
 
     #[test]
+    fn on_secret_bindings_a_credentials_binding_of_the_secret_is_named_and_its_shoot_counted() {
+        use crate::api::BindingKind;
+        use crate::pools::tests::{on_secret, shoot};
+        use crate::pools::{Account, OtherBinding};
+        let now = Timestamp::now();
+        let mut input = input(now);
+        input.pools.binding_kind = BindingKind::SecretBinding;
+        for b in &mut input.pools.bindings {
+            if b.name == "aws-free" {
+                *b = on_secret(b.clone(), "s");
+            }
+        }
+        let migrated = OtherBinding {
+            resource_version: Some("1".into()),
+            account: Account::of_secret(Some("garden"), None, "s"),
+        };
+        input
+            .pools
+            .others
+            .push(("force-migrated-aws-free".into(), migrated));
+        // Gardener's maintenance set `spec.credentialsBindingName` (the default kind of a view).
+        input
+            .pools
+            .shoots
+            .push(shoot("moved", Some("force-migrated-aws-free")));
+        let rows = rows(&input, now);
+        let r = by_name(&rows);
+        assert_eq!(
+            r["aws-free"].account_shared_with,
+            ["CredentialsBinding/force-migrated-aws-free"]
+        );
+        assert_eq!(r["aws-free"].cluster_names, ["moved"]);
+        assert_eq!(r["aws-free"].state, Some(BindingState::InUseWithoutTenant));
+    }
+
+    #[test]
     fn since_and_reason_come_from_the_objects() {
         // Whole seconds, as the records on the objects are written: a record of `now - 20 min`
         // then reads back as exactly that.

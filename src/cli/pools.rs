@@ -274,6 +274,7 @@ pub(crate) mod tests {
                 binding("aws-int", &[aws, ("internal", "true")]),
                 binding("aws-new", &[aws]),
             ],
+            others: Vec::new(),
             claims: vec![claim("c1", "ga-1", Some("s1"), Some("aws-claimed"))],
             shoots: vec![failing, shoot("foreign", Some("aws-used"))],
             spec,

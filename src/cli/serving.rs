@@ -168,6 +168,7 @@ mod tests {
                 labels: [("hyperscalerType".into(), "aws".into())].into(),
                 ..Default::default()
             }],
+            others: Vec::new(),
             claims: vec![there],
             shoots: Vec::new(),
             spec,

@@ -133,6 +133,15 @@ fn inventory(ctx: &Context, active: &ActiveConfig) -> Inventory {
             format!("{} in namespace {}", target.kind.gvk().3, target.namespace),
         ),
         (
+            &ctx.caches.others.is_ready(),
+            ctx.caches.others.error(),
+            ctx.caches.others.started(),
+            {
+                let other = active.other_binding_target();
+                format!("{} in namespace {}", other.kind.gvk().3, other.namespace)
+            },
+        ),
+        (
             &ctx.caches.shoots.is_ready(),
             ctx.caches.shoots.error(),
             ctx.caches.shoots.started(),

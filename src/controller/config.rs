@@ -351,10 +351,14 @@ fn was_valid_before(cfg: &HapConfig) -> bool {
 
 /// What `Reconciling` says while the binding and Shoot caches have not listed.
 fn progress_message(ctx: &Context) -> String {
-    let errors: Vec<String> = [ctx.caches.bindings.error(), ctx.caches.shoots.error()]
-        .into_iter()
-        .flatten()
-        .collect();
+    let errors: Vec<String> = [
+        ctx.caches.bindings.error(),
+        ctx.caches.others.error(),
+        ctx.caches.shoots.error(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if errors.is_empty() {
         "listing bindings and Shoots".into()
     } else {
@@ -602,7 +606,8 @@ async fn refresh_if_due(cfg: &HapConfig, active: &ActiveConfig, ctx: &Context) -
 /// left to finish, and the current watch keeps the index current meanwhile.
 async fn refresh(cfg: &HapConfig, ctx: &Context) {
     tracing::info!(config = %cfg.name_any(), "refreshing internal state from the cluster");
-    let bindings = ctx.caches.bindings.restart();
+    // The other kind's list is left to its refresh too; whether it ran adds nothing to the log.
+    let bindings = ctx.caches.bindings.restart() & ctx.caches.others.restart();
     let shoots = ctx.caches.shoots.restart();
     if !bindings || !shoots {
         tracing::info!(

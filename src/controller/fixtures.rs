@@ -237,6 +237,12 @@ impl Harness {
                     feed.clone(),
                     bindings,
                 ),
+                others: Retargetable::new(
+                    cluster.clone(),
+                    ledger.clone(),
+                    feed.clone(),
+                    listed_without_watch,
+                ),
                 shoots: Retargetable::new(
                     cluster.clone(),
                     ledger.clone(),

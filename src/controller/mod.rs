@@ -57,7 +57,8 @@ pub use args::{LogFormat, RunArgs};
 use crate::api::HapConfig;
 use crate::http::Health;
 use crate::k8s::caches::{
-    SharedLedger, lock, relist_pages, store_ready, watch_bindings, watch_shoots,
+    SharedLedger, lock, relist_pages, store_ready, watch_bindings, watch_other_bindings,
+    watch_shoots,
 };
 use crate::k8s::last_good::{LastGood, LastGoodApi};
 use crate::k8s::lean::StoredClaim;
@@ -523,6 +524,12 @@ fn start_caches(
                 feed.clone(),
                 watch_bindings,
             ),
+            others: Retargetable::new(
+                garden.clone(),
+                ledger.clone(),
+                feed.clone(),
+                watch_other_bindings,
+            ),
             shoots: Retargetable::new(garden.clone(), ledger.clone(), feed.clone(), watch_shoots),
         },
         resolver: ConfigResolver::new(args.config_name.clone(), config_store)
@@ -610,15 +617,23 @@ pub(crate) fn point_caches(ctx: &Context) {
     let keys = active.rules.label_keys().clone();
     ctx.ledger()
         .set_target(keys, Some(active.spec.binding_namespace.clone()));
-    // A new watch starts from an empty set of bindings (another namespace, or another kind).
-    let moved = ctx
-        .caches
-        .bindings
-        .retarget(&active.binding_target(), |l| l.inventory.clear_bindings());
+    let target = active.binding_target();
+    // A new watch starts from an empty set of bindings (another namespace, or another kind). The
+    // Shoots are keyed by the new kind in the same step, which also marks the bindings unlisted:
+    // no decision sees Shoots keyed for one kind beside bindings of the other.
+    let moved = ctx.caches.bindings.retarget(&target, |l| {
+        l.inventory.set_binding_kind(target.kind);
+        l.inventory.clear_bindings();
+    });
     if moved {
         // Refusals were about bindings of the old namespace or kind.
         ctx.denials.clear();
     }
+    ctx.caches
+        .others
+        .retarget(&active.other_binding_target(), |l| {
+            l.inventory.clear_other_bindings()
+        });
     ctx.caches
         .shoots
         .retarget(&active.shoot_namespace(), |l| l.inventory.clear_shoots());
@@ -629,7 +644,9 @@ pub(crate) fn caches_ready(ctx: &Context) -> bool {
     let base = store_ready(&ctx.caches.configs) && ctx.claims_synced.load(Ordering::SeqCst);
     match ctx.resolver.resolve() {
         ConfigState::Active { .. } => {
-            base && ctx.caches.bindings.is_ready() && ctx.caches.shoots.is_ready()
+            base && ctx.caches.bindings.is_ready()
+                && ctx.caches.others.is_ready()
+                && ctx.caches.shoots.is_ready()
         }
         _ => base,
     }
@@ -656,6 +673,7 @@ pub(crate) fn can_judge(ctx: &Context) -> bool {
         && ctx.claims_synced.load(Ordering::SeqCst)
         && ctx.took_over.load(Ordering::SeqCst)
         && ctx.caches.bindings.listed(&active.binding_target())
+        && ctx.caches.others.listed(&active.other_binding_target())
         && ctx.caches.shoots.listed(&active.shoot_namespace())
 }
 

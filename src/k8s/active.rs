@@ -36,6 +36,18 @@ impl ActiveConfig {
                 .unwrap_or(BindingKind::CredentialsBinding),
         }
     }
+    /// Where the bindings of the other kind are read from (only their accounts: a Shoot Gardener
+    /// moved onto one counts with its account).
+    pub fn other_binding_target(&self) -> BindingTarget {
+        let target = self.binding_target();
+        BindingTarget {
+            kind: match target.kind {
+                BindingKind::CredentialsBinding => BindingKind::SecretBinding,
+                BindingKind::SecretBinding => BindingKind::CredentialsBinding,
+            },
+            ..target
+        }
+    }
     pub fn shoot_namespace(&self) -> String {
         self.spec
             .shoot_namespace

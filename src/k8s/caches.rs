@@ -31,7 +31,7 @@ use super::lean::{LeanClaim, LeanObject, LeanShoot, StoredClaim, widen};
 use super::writes::binding_resource;
 use crate::api::{BindingKind, HapConfig, Shoot};
 use crate::ledger::Ledger;
-use crate::pools::{Kind, Relist, binding_view, shoot_view};
+use crate::pools::{Kind, OtherBinding, Relist, binding_view, shoot_view};
 
 /// A counter bumped on every watch event of bindings, Shoots, claims and configs. Consumers
 /// read it to coalesce bursts of events into one re-evaluation.
@@ -539,6 +539,31 @@ pub fn watch_bindings(
     ))
 }
 
+/// The watch of the bindings of the other kind (`BindingTarget` names it): only the name and
+/// the account each references reach the index. The operator never writes them.
+pub fn watch_other_bindings(
+    garden: &Cluster,
+    target: &BindingTarget,
+    feed: Feed,
+) -> futures::future::BoxFuture<'static, ()> {
+    let ar = binding_resource(target.kind);
+    let api: Api<LeanObject> = Api::namespaced_with(garden.kube().clone(), &target.namespace, &ar);
+    let stream = watcher(api, watch_config()).default_backoff();
+    Box::pin(drive(
+        stream,
+        feed,
+        Kind::Other,
+        |l, b| {
+            let other = OtherBinding {
+                resource_version: b.resource_version(),
+                account: b.account(),
+            };
+            l.apply_other_binding(&b.name_any(), other);
+        },
+        |l, b| l.delete_other_binding(&b.name_any(), b.resource_version().as_deref()),
+    ))
+}
+
 /// The Shoot watch of a namespace.
 pub fn watch_shoots(
     garden: &Cluster,
@@ -738,6 +763,8 @@ pub struct Caches {
     /// The claim store's writer, for the fetch of a settled claim a visit needs.
     pub claim_writer: ClaimWriter,
     pub bindings: BindingCache,
+    /// The bindings of the kind the pools are not made of (`watch_other_bindings`).
+    pub others: BindingCache,
     pub shoots: ShootCache,
 }
 

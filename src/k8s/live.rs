@@ -23,7 +23,8 @@ use crate::api::{
 };
 use crate::labels::ResolvedLabelKeys;
 use crate::pools::{
-    BindingView, ClaimView, Inventory, ShootView, binding_view, claim_view, shoot_view,
+    BindingView, ClaimView, Inventory, OtherBinding, ShootView, binding_view, claim_view,
+    shoot_view,
 };
 use crate::rules::CompiledRules;
 use crate::status::observe::{Observed, from_claim, from_object};
@@ -279,6 +280,35 @@ async fn binding_objects(
         .items)
 }
 
+/// The bindings of the kind the pools are not made of, as the operator's second binding watch
+/// keeps them: the name and the account each references.
+async fn other_bindings(
+    client: &Client,
+    spec: &HapConfigSpec,
+) -> Result<Vec<(String, OtherBinding)>, LiveError> {
+    let kind = match spec.binding_kind.unwrap_or_default() {
+        BindingKind::CredentialsBinding => BindingKind::SecretBinding,
+        BindingKind::SecretBinding => BindingKind::CredentialsBinding,
+    };
+    let ns = &spec.binding_namespace;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &binding_resource(kind));
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error(format!("list {}s in {ns}", kind.gvk().2)))?;
+    Ok(list
+        .items
+        .iter()
+        .map(|b| {
+            let other = OtherBinding {
+                resource_version: b.resource_version(),
+                account: view_of(b).account,
+            };
+            (b.name_any(), other)
+        })
+        .collect())
+}
+
 /// `hap validate --live`: the current generation's spec (what was applied, valid or not) and the
 /// labels of the bindings its rules need pools in.
 pub fn validate_input(
@@ -314,6 +344,8 @@ pub struct PoolsInput {
     pub shoot_namespace: String,
     pub keys: ResolvedLabelKeys,
     pub bindings: Vec<BindingView>,
+    /// The bindings of the other kind (`Inventory::apply_other_binding`).
+    pub others: Vec<(String, OtherBinding)>,
     pub claims: Vec<ClaimView>,
     pub shoots: Vec<ShootView>,
 }
@@ -325,8 +357,12 @@ impl PoolsInput {
     pub fn inventory(&self) -> Inventory {
         let mut inv = Inventory::new(self.keys.clone());
         inv.set_namespace(Some(self.binding_namespace.clone()));
+        inv.set_binding_kind(self.binding_kind);
         for b in &self.bindings {
             inv.apply_binding(b.clone());
+        }
+        for (name, o) in &self.others {
+            inv.apply_other_binding(name, o.clone());
         }
         for c in &self.claims {
             inv.apply_claim(c.clone());
@@ -438,6 +474,7 @@ async fn read_pools(
     let cfg = get_config(&client, config).await?;
     let InForce { spec, note } = in_force(&cfg);
     let objects = binding_objects(&garden, &spec, selector).await?;
+    let others = other_bindings(&garden, &spec).await?;
     let shoot_namespace = spec
         .shoot_namespace
         .clone()
@@ -474,6 +511,7 @@ async fn read_pools(
         binding_kind: spec.binding_kind.unwrap_or_default(),
         keys: ResolvedLabelKeys::from_spec(spec.label_keys.as_ref()),
         bindings: objects.iter().map(view_of).collect(),
+        others,
         claims: claims.into_iter().map(|(v, _)| v).collect(),
         shoots: shoots.items.iter().map(shoot_view).collect(),
         binding_namespace: ns,

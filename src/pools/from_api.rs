@@ -71,6 +71,11 @@ pub fn shoot_view(s: &Shoot) -> ShootView {
         name: s.name_any(),
         resource_version: s.resource_version(),
         binding: s.spec.binding_name().map(str::to_string),
+        binding_kind: if s.spec.credentials_binding_name.is_some() {
+            crate::api::BindingKind::CredentialsBinding
+        } else {
+            crate::api::BindingKind::SecretBinding
+        },
         error_codes: s
             .status
             .iter()

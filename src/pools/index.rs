@@ -20,12 +20,14 @@ use super::{
 };
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 
-/// The three kinds the index follows.
+/// The kinds the index follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Binding = 0,
     Claim = 1,
     Shoot = 2,
+    /// Bindings of the kind the pools are not made of (`Inventory::others`).
+    Other = 3,
 }
 
 /// A resourceVersion as a number, when it is one (kube-apiserver and gardener-apiserver hand out
@@ -85,7 +87,7 @@ struct Book {
 const MAX_TOMBSTONES: usize = 20_000;
 
 #[derive(Clone, Debug, Default)]
-pub(super) struct Books([Book; 3]);
+pub(super) struct Books([Book; 4]);
 
 impl Book {
     fn tombstoned(&self, key: &str, rv: Option<u64>) -> bool {
@@ -143,6 +145,7 @@ impl Inventory {
         for view in all {
             self.insert_binding(view);
         }
+        self.rejoin_others();
         self.changes.all = true;
     }
 
@@ -188,6 +191,7 @@ impl Inventory {
         self.tallies.reset();
         self.life.clear_bindings();
         self.book(Kind::Binding).reset();
+        self.rejoin_others();
         self.changes.all = true;
     }
 
@@ -241,6 +245,7 @@ impl Inventory {
             Kind::Binding => self.bindings.keys().cloned().collect(),
             Kind::Claim => self.claims.keys().cloned().collect(),
             Kind::Shoot => self.shoots.keys().cloned().collect(),
+            Kind::Other => self.others.keys().cloned().collect(),
         };
         let book = self.book(kind);
         book.next_relist += 1;
@@ -294,6 +299,7 @@ impl Inventory {
                 .map(|e| e.view.resource_version.as_deref()),
             Kind::Claim => self.claims.get(key).map(|c| c.resource_version.as_deref()),
             Kind::Shoot => self.shoots.get(key).map(|s| s.resource_version.as_deref()),
+            Kind::Other => self.others.get(key).map(|o| o.resource_version.as_deref()),
         };
         if let Some(held) = held {
             return held.is_some() && is_newer(held, rv);
@@ -313,6 +319,7 @@ impl Inventory {
             Kind::Binding => self.bindings.get(key)?.view.resource_version.as_deref(),
             Kind::Claim => self.claims.get(key)?.resource_version.as_deref(),
             Kind::Shoot => self.shoots.get(key)?.resource_version.as_deref(),
+            Kind::Other => self.others.get(key)?.resource_version.as_deref(),
         };
         number(rv)
     }
@@ -326,6 +333,7 @@ impl Inventory {
                 .map(|e| e.view.resource_version.clone()),
             Kind::Claim => self.claims.get(key).map(|c| c.resource_version.clone()),
             Kind::Shoot => self.shoots.get(key).map(|s| s.resource_version.clone()),
+            Kind::Other => self.others.get(key).map(|o| o.resource_version.clone()),
         };
         let n = number(rv);
         let book = self.book(kind);
@@ -368,6 +376,10 @@ impl Inventory {
                 .shoots
                 .remove(key)
                 .map(|old| self.count_shoot(&old, false)),
+            Kind::Other => self
+                .others
+                .remove(key)
+                .map(|old| self.unjoin_other(key, old.account)),
         };
         if held.is_some() {
             self.gone.push((kind, key.to_string()));
@@ -424,6 +436,7 @@ impl Inventory {
             Kind::Binding => self.bindings.contains_key(key),
             Kind::Claim => self.claims.contains_key(key),
             Kind::Shoot => self.shoots.contains_key(key),
+            Kind::Other => self.others.contains_key(key),
         };
         if let Some(h) = held {
             self.book(kind).unconfirmed.remove(&(h, key.to_string()));
@@ -486,6 +499,93 @@ impl Inventory {
         }
     }
 
+    /// A binding of the other kind was added or changed (`Kind::Other`). Returns whether the
+    /// index took it.
+    pub fn apply_other_binding(&mut self, name: &str, other: super::OtherBinding) -> bool {
+        let rv = other.resource_version.clone();
+        if !self.admit(Kind::Other, name, rv.as_deref()) {
+            return false;
+        }
+        let account = other.account;
+        let old = self
+            .others
+            .insert(name.to_string(), other)
+            .and_then(|o| o.account);
+        if old != account {
+            self.unjoin_other(name, old);
+            self.join_other(name, account);
+        }
+        self.advance(Kind::Other, rv.as_deref());
+        true
+    }
+
+    /// A binding of the other kind was deleted at `rv`. Returns whether the index held it.
+    pub fn delete_other_binding(&mut self, name: &str, rv: Option<&str>) -> bool {
+        self.delete(Kind::Other, name, rv)
+    }
+
+    /// Drops every binding of the other kind: its watch moves to another namespace or kind.
+    pub fn clear_other_bindings(&mut self) {
+        let others: Vec<(String, super::OtherBinding)> = self.others.drain().collect();
+        for (name, o) in others {
+            // `others` no longer holds it: the key is built by name alone.
+            let key = self.binding_key(self.other_kind(), &name);
+            if let Some(a) = o.account {
+                self.join_account(a, &key, false);
+            }
+        }
+        self.book(Kind::Other).reset();
+    }
+
+    /// The pools are made of bindings of `kind` from now on: the other kind's bindings go (their
+    /// watch lists the new other kind), and every Shoot is counted again under its new key.
+    pub fn set_binding_kind(&mut self, kind: super::BindingKind) {
+        if kind == self.binding_kind {
+            return;
+        }
+        self.clear_other_bindings();
+        let shoots: Vec<ShootView> = self.shoots.values().cloned().collect();
+        for s in &shoots {
+            self.count_shoot(s, false);
+        }
+        self.binding_kind = kind;
+        for mut s in shoots {
+            // The key holds the name after the last `/` (a name has none).
+            let name = s.binding.as_deref().and_then(|k| k.rsplit('/').next());
+            s.binding = name.map(|n| self.binding_key(s.binding_kind, n));
+            self.count_shoot(&s, true);
+            self.shoots.insert(s.name.clone(), s);
+        }
+        self.changes.all = true;
+    }
+
+    fn join_other(&mut self, name: &str, account: Option<super::Account>) {
+        if let Some(a) = account {
+            let key = self.binding_key(self.other_kind(), name);
+            self.join_account(a, &key, true);
+        }
+    }
+
+    fn unjoin_other(&mut self, name: &str, account: Option<super::Account>) {
+        if let Some(a) = account {
+            let key = self.binding_key(self.other_kind(), name);
+            self.join_account(a, &key, false);
+        }
+    }
+
+    /// Makes every binding of the other kind a member of its account again (after `accounts`
+    /// was cleared with the pools' bindings).
+    fn rejoin_others(&mut self) {
+        let others: Vec<(String, Option<super::Account>)> = self
+            .others
+            .iter()
+            .map(|(n, o)| (n.clone(), o.account))
+            .collect();
+        for (name, account) in others {
+            self.join_other(&name, account);
+        }
+    }
+
     /// A claim was added or changed. Returns whether the index took it.
     pub fn apply_claim(&mut self, view: ClaimView) -> bool {
         let rv = view.resource_version.clone();
@@ -507,7 +607,10 @@ impl Inventory {
     }
 
     /// A Shoot was added or changed. Returns whether the index took it.
-    pub fn apply_shoot(&mut self, view: ShootView) -> bool {
+    pub fn apply_shoot(&mut self, mut view: ShootView) -> bool {
+        view.binding = view
+            .binding
+            .map(|name| self.binding_key(view.binding_kind, &name));
         let rv = view.resource_version.clone();
         if !self.admit(Kind::Shoot, &view.name, rv.as_deref()) {
             return false;
@@ -606,7 +709,7 @@ impl Inventory {
     }
 
     fn count_cluster(&mut self, binding: &str, cluster: &str, add: bool) {
-        let account = self.bindings.get(binding).and_then(|e| e.view.account);
+        let account = self.account_of(binding);
         let names = self.account_members(binding);
         self.recounted(names, |inv| {
             tally(&mut inv.clusters, binding, cluster, add);
@@ -620,11 +723,7 @@ impl Inventory {
     /// The indexed bindings of `binding`'s account, itself included; just `binding` when it has
     /// no account or is not indexed.
     pub(super) fn account_members(&self, binding: &str) -> Vec<String> {
-        let members = self
-            .bindings
-            .get(binding)
-            .and_then(|e| e.view.account)
-            .and_then(|a| self.accounts.get(&a));
+        let members = self.account_of(binding).and_then(|a| self.accounts.get(&a));
         match members {
             Some(m) => m.iter().cloned().collect(),
             None => vec![binding.to_string()],

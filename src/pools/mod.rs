@@ -32,7 +32,7 @@ pub use account::Account;
 pub use from_api::{binding_view, claim_view, claim_view_of, shoot_view};
 pub use index::{Changes, Kind, Relist, is_newer};
 
-use crate::api::CredentialsKind;
+use crate::api::{BindingKind, CredentialsKind};
 use crate::labels::{LabelLookup, PoolKey, ResolvedLabelKeys};
 pub use crate::small_map::{SmallMap, SmallSet};
 pub use states::Rules as LifecycleRules;
@@ -100,12 +100,22 @@ impl ClaimView {
 pub struct ShootView {
     pub name: String,
     pub resource_version: Option<String>,
-    /// `spec.credentialsBindingName`, else `spec.secretBindingName`.
+    /// `spec.credentialsBindingName`, else `spec.secretBindingName`. In the index: the key the
+    /// Shoot is counted under (`Inventory::binding_key`), which tells the two kinds apart.
     pub binding: Option<String>,
+    /// Which of the two fields names the binding.
+    pub binding_kind: BindingKind,
     /// The codes of `status.lastErrors`, sorted, each once (usually none).
     pub error_codes: Vec<String>,
     /// `status.lastOperation` is Create Succeeded (`quarantine::create_succeeded`).
     pub created: bool,
+}
+
+/// A binding of the kind the pools are not made of: what counting its Shoots needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OtherBinding {
+    pub resource_version: Option<String>,
+    pub account: Option<Account>,
 }
 
 /// The role a binding plays in its pool.
@@ -203,6 +213,13 @@ pub struct Inventory {
     shared: HashMap<Account, SmallMap<u32>>,
     /// The credentials two or more indexed bindings reference (reported, `bindings_in_use`).
     multi: BTreeSet<Account>,
+    /// The kind of the bindings in `bindings` (the pools); Shoots on a binding of the other kind
+    /// are counted under that binding's `Kind/name` key (`binding_key`).
+    binding_kind: BindingKind,
+    /// The bindings of the other kind, by name: only the account each references. Never pooled,
+    /// never written; they make a Shoot Gardener moved onto one count with its account, and are
+    /// members of `accounts` under their `Kind/name` key.
+    others: HashMap<String, OtherBinding>,
     pools: BTreeMap<PoolKey, PoolMembers>,
     clusters: HashMap<String, SmallMap<u32>>,
     cluster_bindings: HashMap<String, SmallMap<u32>>,
@@ -366,12 +383,49 @@ impl Inventory {
 
     /// The clusters on a binding's account, by name: those on every binding that references the
     /// same credential (`Account`), so a Shoot Gardener moved to another binding of the account
-    /// still counts here.
+    /// (of either kind) still counts here.
     pub fn clusters_on(&self, binding: &str) -> Clusters<'_> {
-        self.clusters_of(
-            binding,
-            self.bindings.get(binding).and_then(|e| e.view.account),
-        )
+        self.clusters_of(binding, self.account_of(binding))
+    }
+
+    /// The kind of the bindings the pools are made of.
+    pub fn binding_kind(&self) -> BindingKind {
+        self.binding_kind
+    }
+
+    /// The key a binding of `kind` named `name` is indexed and counted under: its name when it
+    /// is of the pools' kind, else `Kind/name` (no object name holds a `/`, so a SecretBinding
+    /// and a CredentialsBinding of one name never meet).
+    pub fn binding_key(&self, kind: BindingKind, name: &str) -> String {
+        if kind == self.binding_kind {
+            name.to_string()
+        } else {
+            format!("{}/{name}", kind.gvk().2)
+        }
+    }
+
+    /// The account of an indexed binding, or of a binding of the other kind by its key.
+    fn account_of(&self, key: &str) -> Option<Account> {
+        if let Some(e) = self.bindings.get(key) {
+            return e.view.account;
+        }
+        let name = key
+            .strip_prefix(self.other_kind().gvk().2)?
+            .strip_prefix('/')?;
+        self.others.get(name)?.account
+    }
+
+    /// The kind the pools are not made of.
+    pub fn other_kind(&self) -> BindingKind {
+        match self.binding_kind {
+            BindingKind::CredentialsBinding => BindingKind::SecretBinding,
+            BindingKind::SecretBinding => BindingKind::CredentialsBinding,
+        }
+    }
+
+    /// The bindings of the other kind, by name, with the account each references.
+    pub fn other_bindings(&self) -> impl Iterator<Item = (&str, Option<Account>)> {
+        self.others.iter().map(|(n, o)| (n.as_str(), o.account))
     }
 
     /// The clusters of binding `name` whose reference is `account` (it may not be indexed yet).
@@ -387,7 +441,8 @@ impl Inventory {
         Clusters(self.clusters.get(binding))
     }
 
-    /// The other indexed bindings that reference the same credential as `binding`, by name.
+    /// The other indexed bindings that reference the same credential as `binding`, by name; a
+    /// binding of the other kind by its `Kind/name` key (`binding_key`).
     pub fn siblings<'a>(&'a self, binding: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.bindings
             .get(binding)
@@ -478,7 +533,7 @@ impl Inventory {
         self.source_epoch
     }
 
-    /// Number of bindings, claims and Shoots indexed.
+    /// Number of bindings, claims and Shoots indexed (bindings of the other kind not counted).
     pub fn len(&self) -> (usize, usize, usize) {
         (self.bindings.len(), self.claims.len(), self.shoots.len())
     }

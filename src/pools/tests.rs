@@ -555,3 +555,152 @@ fn a_binding_view_keeps_its_account_in_eight_bytes() {
         std::mem::size_of::<BindingView>()
     );
 }
+
+/// A Shoot naming a SecretBinding (`spec.secretBindingName`).
+fn shoot_on_sb(name: &str, binding: &str) -> ShootView {
+    ShootView {
+        binding_kind: BindingKind::SecretBinding,
+        ..shoot(name, Some(binding))
+    }
+}
+
+/// A binding of the other kind on the Secret `secret` of the garden namespace.
+fn other_on(secret: &str, rv: &str) -> OtherBinding {
+    OtherBinding {
+        resource_version: Some(rv.into()),
+        account: Account::of_secret(Some("garden"), None, secret),
+    }
+}
+
+#[test]
+fn on_secret_bindings_a_shoot_on_a_credentials_binding_counts_with_its_account() {
+    let aws = ("hyperscalerType", "aws");
+    let mut inv = Inventory::new(Default::default());
+    inv.set_binding_kind(BindingKind::SecretBinding);
+    inv.apply_binding(on_secret(binding("aws-01", &[aws]), "aws-01"));
+    // A SecretBinding and a CredentialsBinding of one name, on different Secrets.
+    inv.apply_binding(on_secret(binding("aws-02", &[aws]), "aws-02"));
+    // The Shoot first: Gardener moved it before the binding was listed.
+    inv.apply_shoot(shoot("s1", Some("force-migrated-aws-01")));
+    assert!(inv.clusters_on("aws-01").is_empty());
+    assert!(inv.apply_other_binding("force-migrated-aws-01", other_on("aws-01", "5")));
+    inv.apply_other_binding("aws-02", other_on("elsewhere", "6"));
+    inv.apply_shoot(shoot("s2", Some("aws-02")));
+    assert_eq!(inv.clusters_on("aws-01").iter().collect::<Vec<_>>(), ["s1"]);
+    assert!(inv.clusters_on("aws-02").is_empty(), "another Secret");
+    assert_eq!(
+        inv.siblings("aws-01").collect::<Vec<_>>(),
+        ["CredentialsBinding/force-migrated-aws-01"]
+    );
+    assert_eq!(inv.figures(&pool("aws", false, false)).clusters, 1);
+    let shared: Vec<_> = inv
+        .bindings_in_use()
+        .into_iter()
+        .filter(|u| u.reason == crate::pools::figures::SHARED_ACCOUNT)
+        .collect();
+    assert_eq!(
+        shared[0].bindings,
+        ["CredentialsBinding/force-migrated-aws-01"]
+    );
+    // An older event of the other binding changes nothing; its deletion ends the count.
+    assert!(!inv.apply_other_binding("force-migrated-aws-01", other_on("aws-02", "4")));
+    assert!(inv.delete_other_binding("force-migrated-aws-01", Some("7")));
+    assert!(inv.clusters_on("aws-01").is_empty());
+    assert_eq!(inv.siblings("aws-01").count(), 0);
+}
+
+#[test]
+fn on_credentials_bindings_a_shoot_still_on_a_secret_binding_counts_with_its_account() {
+    let aws = ("hyperscalerType", "aws");
+    let mut inv = Inventory::new(Default::default());
+    inv.apply_binding(on_secret(binding("aws-1a", &[aws]), "acct-1"));
+    inv.apply_binding(on_secret(binding("acct-1", &[aws]), "acct-9"));
+    inv.apply_other_binding("acct-1", other_on("acct-1", "3"));
+    inv.apply_shoot(shoot_on_sb("s1", "acct-1"));
+    assert_eq!(inv.clusters_on("aws-1a").iter().collect::<Vec<_>>(), ["s1"]);
+    // Not the CredentialsBinding of the same name: it references another Secret.
+    assert!(inv.clusters_on("acct-1").is_empty());
+    assert_eq!(
+        inv.shoot("s1").and_then(|s| s.binding.as_deref()),
+        Some("SecretBinding/acct-1")
+    );
+    // Label keys change: every binding is classified again, the other kind stays counted.
+    let keys = crate::labels::ResolvedLabelKeys::from_spec(Some(&crate::api::LabelKeys {
+        tenant_name: Some("tenant".into()),
+        ..Default::default()
+    }));
+    inv.set_keys(keys);
+    assert_eq!(inv.clusters_on("aws-1a").iter().collect::<Vec<_>>(), ["s1"]);
+    inv.clear_bindings();
+    inv.apply_binding(on_secret(binding("aws-1a", &[aws]), "acct-1"));
+    assert_eq!(inv.clusters_on("aws-1a").iter().collect::<Vec<_>>(), ["s1"]);
+}
+
+#[test]
+fn a_change_of_binding_kind_counts_every_shoot_again_under_its_new_key() {
+    let aws = ("hyperscalerType", "aws");
+    let mut inv = Inventory::new(Default::default());
+    inv.apply_other_binding("acct-1", other_on("acct-1", "3"));
+    inv.apply_shoot(shoot_on_sb("s1", "acct-1"));
+    inv.apply_shoot(shoot("s2", Some("cb-1")));
+    inv.set_binding_kind(BindingKind::SecretBinding);
+    // The other kind's bindings went with the switch; its watch lists them again.
+    assert_eq!(inv.other_bindings().count(), 0);
+    assert_eq!(
+        inv.shoot("s1").and_then(|s| s.binding.as_deref()),
+        Some("acct-1")
+    );
+    assert_eq!(
+        inv.shoot("s2").and_then(|s| s.binding.as_deref()),
+        Some("CredentialsBinding/cb-1")
+    );
+    inv.apply_binding(on_secret(binding("acct-1", &[aws]), "acct-1"));
+    assert_eq!(inv.clusters_on("acct-1").iter().collect::<Vec<_>>(), ["s1"]);
+    inv.apply_other_binding("cb-1", other_on("acct-1", "4"));
+    assert_eq!(inv.clusters_on("acct-1").len(), 2);
+}
+
+#[test]
+fn a_relist_of_the_other_kind_drops_what_it_did_not_name() {
+    let mut inv = Inventory::new(Default::default());
+    inv.apply_binding(on_secret(
+        binding("aws-1a", &[("hyperscalerType", "aws")]),
+        "acct-1",
+    ));
+    inv.apply_other_binding("acct-1", other_on("acct-1", "3"));
+    inv.apply_shoot(shoot_on_sb("s1", "acct-1"));
+    assert_eq!(inv.clusters_on("aws-1a").len(), 1);
+    let r = inv.begin_relist(Kind::Other);
+    inv.end_relist(Kind::Other, r, Some("10"));
+    assert_eq!(inv.other_bindings().count(), 0);
+    assert!(inv.clusters_on("aws-1a").is_empty());
+}
+
+#[test]
+fn on_secret_bindings_shoots_failing_on_a_credentials_binding_make_the_account_suspect() {
+    let aws = ("hyperscalerType", "aws");
+    let mut inv = Inventory::new(Default::default());
+    inv.set_binding_kind(BindingKind::SecretBinding);
+    inv.set_lifecycle_rules(LifecycleRules {
+        codes: vec!["ERR_INFRA_UNAUTHORIZED".into()],
+        threshold: 1,
+        cooldown: None,
+        ..Default::default()
+    });
+    let held = [aws, ("tenantName", "ga")];
+    inv.apply_binding(on_secret(binding("aws-01", &held), "aws-01"));
+    inv.apply_other_binding("force-migrated-aws-01", other_on("aws-01", "3"));
+    inv.apply_shoot(ShootView {
+        error_codes: vec!["ERR_INFRA_UNAUTHORIZED".into()],
+        ..shoot("s1", Some("force-migrated-aws-01"))
+    });
+    assert_eq!(
+        inv.binding_state("aws-01").map(|(_, s)| s),
+        Some(lifecycle::BindingState::Suspect)
+    );
+    inv.delete_other_binding("force-migrated-aws-01", Some("4"));
+    assert_eq!(
+        inv.binding_state("aws-01").map(|(_, s)| s),
+        Some(lifecycle::BindingState::Claimed)
+    );
+}

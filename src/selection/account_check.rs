@@ -78,7 +78,12 @@ pub fn siblings_to_check(
     if !(claimed_now || labelled || own_write(inv, inflight, binding, claim_uid, now)) {
         return Vec::new();
     }
-    inv.siblings(binding).map(str::to_string).collect()
+    // A binding of the other kind is known by its account alone, keyed `Kind/name`: it is no
+    // binding of the watched kind to read. Its Shoots count with the account where clusters do.
+    inv.siblings(binding)
+        .filter(|s| inv.binding(s).is_some())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Whether the claim write on `binding` is claim `claim_uid`'s own: in flight, or named by the

@@ -721,7 +721,7 @@ pub fn apply(ledger: &mut Ledger, obj: &Obj) {
             name: s.name.clone(),
             resource_version: Some(s.rv.to_string()),
             binding: s.binding.clone(),
-            created: false,
+            ..Default::default()
         }),
     }
 }

@@ -263,4 +263,16 @@ fn only_a_claims_own_claim_write_is_checked_against_the_other_bindings_of_its_ac
     );
     // A binding alone on its credential needs no read.
     assert!(siblings_to_check(&inv, &fl, "alone", "uid-c", true, now).is_empty());
+    // A binding of the other kind on the credential is known by its key alone: it cannot be
+    // read as a binding of the watched kind (that read would be of a name that does not exist).
+    let mut inv = inv;
+    let other = crate::pools::OtherBinding {
+        resource_version: Some("7".into()),
+        account: crate::pools::Account::of_secret(Some("garden"), None, "s"),
+    };
+    assert!(inv.apply_other_binding("x", other));
+    assert_eq!(
+        siblings_to_check(&inv, &fl, "y", "uid-c", true, now),
+        ["x", "z"]
+    );
 }

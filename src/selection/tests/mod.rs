@@ -521,3 +521,39 @@ fn a_tenants_binding_whose_credential_is_being_wiped_is_not_used_the_claim_waits
         }
     );
 }
+
+#[test]
+fn on_secret_bindings_a_free_binding_whose_account_runs_a_shoot_on_a_credentials_binding_is_not_claimed()
+ {
+    use crate::api::BindingKind;
+    use crate::pools::tests::on_secret;
+    use crate::pools::{Account, OtherBinding};
+    let p = pool("aws", false, false);
+    let mut inv = Inventory::new(Default::default());
+    inv.set_binding_kind(BindingKind::SecretBinding);
+    inv.apply_binding(on_secret(binding("aws-01", AWS), "aws-01"));
+    // Gardener moved the Shoot onto a new CredentialsBinding of the same Secret.
+    let migrated = OtherBinding {
+        resource_version: Some("1".into()),
+        account: Account::of_secret(Some("garden"), None, "aws-01"),
+    };
+    inv.apply_other_binding("force-migrated-aws-01", migrated);
+    inv.apply_shoot(ShootView {
+        name: "s9".into(),
+        binding: Some("force-migrated-aws-01".into()),
+        ..Default::default()
+    });
+    let c = claim("c", "gb", None, None);
+    match pick(
+        &inv,
+        &InFlight::default(),
+        &c,
+        &p,
+        &MultiAccountPolicy::default(),
+    ) {
+        Choice::Exhausted { message, .. } => {
+            assert!(message.contains("used by a cluster"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
