@@ -8,7 +8,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use super::Context;
-use super::active::ActiveConfig;
 use crate::api::{HapConfig, HapConfigSpec, HapConfigStatus, PoolLifecycle, PoolLowSpec};
 use crate::labels::PoolKey;
 use crate::metrics::{ConfigLabels, PoolLabels, PoolStateLabels};
@@ -36,13 +35,13 @@ pub(super) fn pools(
 pub(super) fn pause(
     ctx: &Context,
     cfg: &HapConfig,
-    active: Option<&ActiveConfig>,
+    paused: Option<bool>,
     desired: &mut HapConfigStatus,
     now: &Time,
 ) {
     let (alert_after, note) = crate::status::paused_alert_after(&cfg.metadata);
-    let pause = active.map(|a| Pause {
-        paused: a.spec.is_paused(),
+    let pause = paused.map(|paused| Pause {
+        paused,
         by: crate::status::paused_by(&cfg.metadata),
         note,
     });

@@ -48,8 +48,8 @@ pub(super) async fn release(
     if !claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER) {
         return Ok(Action::await_change());
     }
-    let active = match ctx.resolver.resolve() {
-        ConfigState::Active { active, .. } => active,
+    let (active, hold) = match ctx.resolver.resolve() {
+        ConfigState::Active { active, hold, .. } => (active, hold),
         ConfigState::Missing => return config_wait(claim, ctx, key, reasons::CONFIG_MISSING).await,
         ConfigState::Invalid { .. } => {
             return config_wait(claim, ctx, key, reasons::CONFIG_INVALID).await;
@@ -61,15 +61,13 @@ pub(super) async fn release(
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let view = claim_view(claim);
-    if active.spec.holds_binding_writes() && holds_binding(ctx, &view) {
-        return paused(claim, ctx, key, active.spec.is_observing()).await;
+    if hold.writes() && holds_binding(ctx, &view) {
+        return paused(claim, ctx, key, hold.observing).await;
     }
     // Before the claim goes, or a stray of it would be an ordinary binding of the tenant: the
     // release waits until every stray went back. Nothing is written on bindings while paused
     // or observing.
-    if !active.spec.holds_binding_writes()
-        && !super::strays::give_back(claim, ctx, &active, &view).await
-    {
+    if !hold.writes() && !super::strays::give_back(claim, ctx, &active, &view).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let mode = active
