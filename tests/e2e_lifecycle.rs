@@ -858,7 +858,7 @@ async fn a_binding_the_cleanup_job_marks_failed_is_never_claimed_until_the_job_c
 /// names the binding another pool chose is admitted untouched — no claim, no adoption, no binding
 /// write — even though the source selects it, so that pool's path never depends on the operator.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn while_observing_the_webhook_admits_source_objects_untouched_and_creates_nothing() {
+async fn while_observing_the_webhook_refuses_requests_naming_no_binding_and_creates_nothing() {
     use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
     use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, kubectl_at};
     const REQUEST: &str = "accountpool.io/request";
@@ -936,8 +936,8 @@ async fn while_observing_the_webhook_admits_source_objects_untouched_and_creates
             .all(|k| !k.starts_with("accountpool.io/")),
         "{annotations:?}"
     );
-    // A request that names no binding is not served either: the webhook neither claims nor
-    // refuses it (whatever Gardener's own validation then says of a Shoot without a binding).
+    // A request that names no binding is refused `Observing`: nothing would give it one now,
+    // and after the cutover it would not be served either (the webhook serves on create).
     let mut bare = serde_json::to_value(&obj).expect("shoot");
     bare["metadata"]["name"] = json!("s2");
     bare["spec"]
@@ -945,11 +945,19 @@ async fn while_observing_the_webhook_admits_source_objects_untouched_and_creates
         .expect("spec")
         .remove("credentialsBindingName");
     let bare: kube::api::DynamicObject = serde_json::from_value(bare).expect("shoot");
-    if let Err(e) = shoots
+    match shoots
         .create(&kube::api::PostParams::default(), &bare)
         .await
     {
-        assert!(!e.to_string().contains("denied the request"), "{e}");
+        Err(kube::Error::Api(s)) => {
+            assert!(
+                s.message.contains("Observing") && s.message.contains("names no binding"),
+                "{}",
+                s.message
+            );
+            assert_eq!((s.code, s.reason.as_str()), (403, "Observing"), "{s:?}");
+        }
+        other => panic!("expected a refusal `Observing`, got {other:?}"),
     }
     // The source pass has seen the Shoot (it matches the source), and no claim exists.
     hap.config_condition("Observing", "True").await;
