@@ -275,6 +275,8 @@ async fn gather(
         }
         input.observation = observe(cfg, ctx, active, hold.observing).await;
         let mut ledger = ctx.ledger();
+        let releasing = ledger.inventory.releasing();
+        super::lifecycle::releases_held(ctx, &cfg.name_any(), hold, releasing);
         fill_pools(input, active, &ledger.inventory, &ledger.inflight);
         input.refused_writes = ctx.denials.refusals();
         export_metrics(ctx, &mut ledger.inventory, &input.orphans);

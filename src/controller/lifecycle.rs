@@ -8,9 +8,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use super::Context;
+use super::active::Hold;
+use crate::api::conditions::reasons;
 use crate::api::{HapConfig, HapConfigSpec, HapConfigStatus, PoolLifecycle, PoolLowSpec};
 use crate::labels::PoolKey;
-use crate::metrics::{ConfigLabels, PoolLabels, PoolStateLabels};
+use crate::metrics::{ConfigLabels, HeldLabels, PoolLabels, PoolStateLabels};
 use crate::pools::Inventory;
 use crate::pools::lifecycle::forecast;
 use crate::status::Pause;
@@ -57,6 +59,12 @@ pub(super) fn pause(
     let Some(pause) = pause else {
         m.paused.remove(&labels);
         m.paused_alert_after_seconds.remove(&labels);
+        for reason in [reasons::OBSERVING, reasons::PAUSED] {
+            m.releases_held.remove(&HeldLabels {
+                config: labels.config.clone(),
+                reason: reason.into(),
+            });
+        }
         return;
     };
     m.paused.get_or_create(&labels).set(i64::from(pause.paused));
@@ -66,6 +74,29 @@ pub(super) fn pause(
     m.paused_alert_after_seconds
         .get_or_create(&labels)
         .set(i64::try_from(alert_after.as_secs()).unwrap_or(i64::MAX));
+}
+
+/// `hap_releases_held`: the releases under way, all waiting while writes are held, under the
+/// reason the release reports (`Observing` before `Paused`, as `release::paused` says); the
+/// other reason, and both while nothing is held, read 0, so an alert's `for:` ends at once.
+pub(super) fn releases_held(ctx: &Context, config: &str, hold: Hold, releasing: usize) {
+    let held = if hold.observing {
+        Some(reasons::OBSERVING)
+    } else if hold.paused {
+        Some(reasons::PAUSED)
+    } else {
+        None
+    };
+    for reason in [reasons::OBSERVING, reasons::PAUSED] {
+        let n = if held == Some(reason) { releasing } else { 0 };
+        ctx.metrics
+            .releases_held
+            .get_or_create(&HeldLabels {
+                config: config.to_string(),
+                reason: reason.into(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
 }
 
 /// Records a claim for the claim rate of `pool`.
