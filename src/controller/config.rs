@@ -320,10 +320,8 @@ async fn observe(
         binding_namespace: &active.spec.binding_namespace,
     };
     let read = crate::k8s::observe::observed_requests(&ctx.writer, &at).await;
-    let report = {
-        let ledger = ctx.ledger();
-        crate::status::observe::report(&active.rules, &ledger.inventory, &read.requests)
-    };
+    let snapshot = crate::status::observe::BindingSnapshot::of(&ctx.ledger().inventory);
+    let report = snapshot.report(&active.rules, &read.requests);
     let o = crate::status::observation(&report, &read.notes, generation, &now);
     tracing::info!(config = %cfg.name_any(), requests = o.requests, verdicts = ?o.verdicts, "observed the landscape (spec.mode: Observe)");
     Some(o)

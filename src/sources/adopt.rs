@@ -4,8 +4,8 @@
 //! exists and carries the global account or is shared, and otherwise reports why, without
 //! writing anything: the operator claims only bindings it chose itself.
 
-use crate::labels::PoolKey;
-use crate::pools::Inventory;
+use crate::labels::{PoolKey, ResolvedLabelKeys};
+use crate::pools::{Inventory, SmallMap};
 
 /// What an adopted binding means for its claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,15 +18,24 @@ pub enum Adoption {
 
 /// Decides an adoption from the inventory.
 pub fn adopt(inv: &Inventory, binding: &str, global_account: &str) -> Adoption {
-    let keys = inv.keys();
-    let Some(entry) = inv.binding(binding) else {
+    let labels = inv.binding(binding).map(|e| &e.view.labels);
+    adopt_labels(inv.keys(), labels, binding, global_account)
+}
+
+/// Decides an adoption from the binding's labels (`None`: no such binding).
+pub fn adopt_labels(
+    keys: &ResolvedLabelKeys,
+    labels: Option<&SmallMap<String>>,
+    binding: &str,
+    global_account: &str,
+) -> Adoption {
+    let Some(labels) = labels else {
         return Adoption::NotTenant {
             message: format!(
                 "the request names binding {binding}, which does not exist in the binding namespace"
             ),
         };
     };
-    let labels = &entry.view.labels;
     let is = |k: &str| labels.get(k).map(String::as_str) == Some("true");
     let pool = PoolKey {
         hyperscaler_type: labels
