@@ -318,6 +318,7 @@ async fn observe(
             .as_deref()
             .unwrap_or(DEFAULT_RUNTIME_NAMESPACE),
         binding_namespace: &active.spec.binding_namespace,
+        claim_namespace: ctx.args.claim_namespace.as_deref(),
     };
     let read = crate::k8s::observe::observed_requests(&ctx.writer, &at).await;
     let snapshot = crate::status::observe::BindingSnapshot::of(&ctx.ledger().inventory);
