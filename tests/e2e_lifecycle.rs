@@ -530,70 +530,26 @@ async fn a_pool_below_its_min_free_is_reported_pool_low_with_its_claim_rate_and_
 /// request gets its binding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_paused_the_webhook_refuses_new_shoot_requests_with_paused_and_creates_nothing() {
-    use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
-    use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, kubectl_at};
-    const REQUEST: &str = "accountpool.io/request";
+    use support::garden::shoot_resource;
+    use support::platform::api;
+    use support::shoot_hook::{refused, request_labels, request_shoot, serve_shoots, shoot_source};
     let scope = unique("paused");
-    let source = json!([{"id": "shoots", "kind": "Shoot", "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}]);
+    let source = shoot_source(&scope);
     let mut hap =
         Hap::without_operator(&["aws"], json!({"requestSources": source, "paused": true})).await;
     hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
         .await;
-    let (ok, _, err) = kubectl_at(
-        &support::kubeconfig(),
-        &[
-            "label",
-            "namespace",
-            &hap.bindings_ns,
-            &format!("{SCOPE_LABEL}={scope}"),
-        ],
-        None,
-    );
-    assert!(ok, "{err}");
-    let certs = Certs::new();
-    let op = Operator::start_with(&hap.client, certs.args(hap.run_args())).await;
-    let url = format!(
-        "https://{}/mutate/shoots",
-        op.handle.webhook.get().expect("webhook")
-    );
-    let _hook = WebhookRegistration::register(
-        "Shoot",
-        &url,
-        &certs.ca_bundle(),
-        &scope,
-        json!({"matchLabels": {REQUEST: "true"}}),
-    );
-    hap.operator = Some(op);
-    let p = profile(&hap.garden, "aws").await;
-    let mut obj = shoot_object(
-        &hap.bindings_ns,
-        "s1",
-        "",
-        BindingRef::CredentialsBinding,
-        &p,
-    );
-    obj["spec"]
-        .as_object_mut()
-        .expect("spec")
-        .remove("credentialsBindingName");
-    obj["metadata"]["labels"] = json!({REQUEST: "true", SCOPE_LABEL: scope,
-        "accountpool.io/plan": "aws", "accountpool.io/platform-region": "cf-us10",
-        "accountpool.io/global-account": "ga-1"});
-    let obj: kube::api::DynamicObject = serde_json::from_value(obj).expect("shoot");
+    let _hook = serve_shoots(&mut hap, &scope).await;
+    let obj = request_shoot(&hap, "s1", None, request_labels(&scope, "ga-1")).await;
     let shoots = api(&hap.garden, &hap.bindings_ns, &shoot_resource());
-    let refused = shoots.create(&kube::api::PostParams::default(), &obj).await;
-    match refused {
-        Err(kube::Error::Api(s)) => {
-            assert!(
-                s.message.contains("Paused") && s.message.contains("Retry"),
-                "{}",
-                s.message
-            );
-            // 403, not 503: client libraries retry a 503 by themselves for minutes.
-            assert_eq!((s.code, s.reason.as_str()), (403, "Paused"), "{s:?}");
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    let message = refused(
+        shoots.create(&kube::api::PostParams::default(), &obj).await,
+        "Paused",
+    );
+    assert!(
+        message.contains("Paused") && message.contains("Retry"),
+        "{message}"
+    );
     assert!(
         hap.claims()
             .list(&Default::default())
@@ -859,11 +815,11 @@ async fn a_binding_the_cleanup_job_marks_failed_is_never_claimed_until_the_job_c
 /// write — even though the source selects it, so that pool's path never depends on the operator.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_observing_the_webhook_refuses_requests_naming_no_binding_and_creates_nothing() {
-    use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
-    use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, kubectl_at};
-    const REQUEST: &str = "accountpool.io/request";
+    use support::garden::shoot_resource;
+    use support::platform::api;
+    use support::shoot_hook::{refused, request_labels, request_shoot, serve_shoots, shoot_source};
     let scope = unique("observe");
-    let source = json!([{"id": "shoots", "kind": "Shoot", "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}]);
+    let source = shoot_source(&scope);
     let mut hap = Hap::without_operator(
         &["aws"],
         json!({"requestSources": source, "mode": "Observe"}),
@@ -875,48 +831,14 @@ async fn while_observing_the_webhook_refuses_requests_naming_no_binding_and_crea
         &[("hyperscalerType", "aws"), ("tenantName", "ga-1")],
     )
     .await;
-    let (ok, _, err) = kubectl_at(
-        &support::kubeconfig(),
-        &[
-            "label",
-            "namespace",
-            &hap.bindings_ns,
-            &format!("{SCOPE_LABEL}={scope}"),
-        ],
-        None,
-    );
-    assert!(ok, "{err}");
-    let certs = Certs::new();
-    let op = Operator::start_with(&hap.client, certs.args(hap.run_args())).await;
-    let url = format!(
-        "https://{}/mutate/shoots",
-        op.handle.webhook.get().expect("webhook")
-    );
-    let _hook = WebhookRegistration::register(
-        "Shoot",
-        &url,
-        &certs.ca_bundle(),
-        &scope,
-        json!({"matchLabels": {REQUEST: "true"}}),
-    );
-    hap.operator = Some(op);
+    let _hook = serve_shoots(&mut hap, &scope).await;
     hap.config_condition("Ready", "True").await;
     let before = bindings_api(&hap.garden, &hap.bindings_ns)
         .get("aws-1")
         .await
         .expect("aws-1");
-    let p = profile(&hap.garden, "aws").await;
-    let mut obj = shoot_object(
-        &hap.bindings_ns,
-        "s1",
-        "aws-1",
-        BindingRef::CredentialsBinding,
-        &p,
-    );
-    obj["metadata"]["labels"] = json!({REQUEST: "true", SCOPE_LABEL: scope,
-        "accountpool.io/plan": "aws", "accountpool.io/platform-region": "cf-us10",
-        "accountpool.io/global-account": "ga-1"});
-    let obj: kube::api::DynamicObject = serde_json::from_value(obj).expect("shoot");
+    // KEB's request names its binding: admitted untouched.
+    let obj = request_shoot(&hap, "s1", Some("aws-1"), request_labels(&scope, "ga-1")).await;
     let shoots = api(&hap.garden, &hap.bindings_ns, &shoot_resource());
     let admitted = shoots
         .create(&kube::api::PostParams::default(), &obj)
@@ -938,27 +860,17 @@ async fn while_observing_the_webhook_refuses_requests_naming_no_binding_and_crea
     );
     // A request that names no binding is refused `Observing`: nothing would give it one now,
     // and after the cutover it would not be served either (the webhook serves on create).
-    let mut bare = serde_json::to_value(&obj).expect("shoot");
-    bare["metadata"]["name"] = json!("s2");
-    bare["spec"]
-        .as_object_mut()
-        .expect("spec")
-        .remove("credentialsBindingName");
-    let bare: kube::api::DynamicObject = serde_json::from_value(bare).expect("shoot");
-    match shoots
-        .create(&kube::api::PostParams::default(), &bare)
-        .await
-    {
-        Err(kube::Error::Api(s)) => {
-            assert!(
-                s.message.contains("Observing") && s.message.contains("names no binding"),
-                "{}",
-                s.message
-            );
-            assert_eq!((s.code, s.reason.as_str()), (403, "Observing"), "{s:?}");
-        }
-        other => panic!("expected a refusal `Observing`, got {other:?}"),
-    }
+    let bare = request_shoot(&hap, "s2", None, request_labels(&scope, "ga-1")).await;
+    let message = refused(
+        shoots
+            .create(&kube::api::PostParams::default(), &bare)
+            .await,
+        "Observing",
+    );
+    assert!(
+        message.contains("Observing") && message.contains("names no binding"),
+        "{message}"
+    );
     // The source pass has seen the Shoot (it matches the source), and no claim exists.
     hap.config_condition("Observing", "True").await;
     eventually(
