@@ -898,3 +898,23 @@ async fn while_observing_the_webhook_refuses_requests_naming_no_binding_and_crea
         "observe mode wrote the binding"
     );
 }
+
+/// An edit that switches to Observe but is invalid otherwise holds binding writes at once: the
+/// last valid rules stay in force, and a new claim waits `Observing` instead of being bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_edit_that_switches_to_observe_holds_binding_writes_at_once() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.config_condition("Ready", "True").await;
+    // Two entries for the same plan: invalid.
+    hap.apply_config(&["aws", "aws"], json!({"mode": "Observe"}))
+        .await;
+    hap.config_condition("RulesValid", "False").await;
+    hap.claim("c1", json!({"globalAccount": "ga-1", "plan": "aws"}))
+        .await;
+    let why = hap.ready_reason("c1", "Observing").await;
+    assert!(why.contains("observes"), "{why}");
+    hap.config_condition("Observing", "True").await;
+    assert!(!hap.labels("aws-1").await.contains_key("tenantName"));
+}
