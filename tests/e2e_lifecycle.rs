@@ -918,3 +918,73 @@ async fn an_invalid_edit_that_switches_to_observe_holds_binding_writes_at_once()
     hap.config_condition("Observing", "True").await;
     assert!(!hap.labels("aws-1").await.contains_key("tenantName"));
 }
+
+/// KEB names the binding of its Runtime itself: while observing such a Runtime is admitted
+/// untouched, and one that names none (nothing would serve it, now or after the cutover) is
+/// refused `Observing`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_observing_a_runtime_naming_its_binding_is_admitted_and_one_naming_none_refused() {
+    use support::platform::{
+        RuntimeSpec, SCOPE_LABEL, api, install_platform_crds, runtime, runtime_resource,
+        scoped_namespace,
+    };
+    use support::shoot_hook::{refused, serve_shoots};
+    install_platform_crds().await;
+    let scope = unique("observe-rt");
+    let source = json!([{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}}]);
+    let mut hap = Hap::without_operator(
+        &["aws"],
+        json!({"requestSources": source, "mode": "Observe"}),
+    )
+    .await;
+    hap.binding(
+        "aws-1",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-1")],
+    )
+    .await;
+    let served = serve_shoots(&mut hap, &scope).await;
+    let _runtimes = served.register("Runtime", "/mutate/runtimes", &scope, json!({}));
+    hap.config_condition("Ready", "True").await;
+    let ns = scoped_namespace(&hap.client, "kcp", &scope).await;
+    let runtimes = api(&hap.client, &ns, &runtime_resource());
+    let rt = |name, binding| RuntimeSpec {
+        name,
+        global_account: Some("ga-1"),
+        plan: "aws",
+        platform_region: "cf-us10",
+        region: "us-east-1",
+        provider: "aws",
+        binding,
+        extra_labels: &[],
+    };
+    let pp = kube::api::PostParams::default();
+    let keb = runtimes
+        .create(&pp, &runtime(&ns, &scope, &rt("rt-keb", "aws-1")))
+        .await
+        .expect("KEB's Runtime is admitted while observing");
+    assert_eq!(
+        keb.data
+            .pointer("/spec/shoot/secretBindingName")
+            .and_then(|v| v.as_str()),
+        Some("aws-1")
+    );
+    let message = refused(
+        runtimes
+            .create(&pp, &runtime(&ns, &scope, &rt("rt-bare", "")))
+            .await,
+        "Observing",
+    );
+    assert!(
+        message.contains("this Runtime names no binding"),
+        "{message}"
+    );
+    assert!(
+        hap.claims()
+            .list(&Default::default())
+            .await
+            .expect("claims")
+            .items
+            .is_empty()
+    );
+}
