@@ -11,6 +11,9 @@
 #
 # Every timestamp is SOURCE_DATE_EPOCH (default: the last commit's time), archives are sorted,
 # owned by 0:0 and gzip'ed without a name or time: the same commit gives byte-identical files.
+# The chart, the kustomize tree, the CRDs and LICENSE come from HEAD (`git archive`), and a work
+# tree with uncommitted or untracked changes is refused before anything is built: a release is
+# a commit, not whatever files lie in deploy/.
 #
 #   scripts/release.sh [--out DIR] [--image-archive FILE]
 #
@@ -29,6 +32,18 @@ while [ $# -gt 0 ]; do
     *) echo "release: unknown argument $1 (usage: scripts/release.sh [--out DIR] [--image-archive FILE])" >&2; exit 2 ;;
   esac
 done
+if ! dirty=$(git status --porcelain 2>&1); then
+  echo "release: $root is not a git work tree ($dirty); a release is built from a commit" >&2
+  exit 1
+fi
+if [ -n "$dirty" ]; then
+  {
+    echo "release: refusing to release from a work tree with changes not in HEAD (git status --porcelain):"
+    echo "$dirty" | head -20 | sed 's/^/  /'
+    echo "A release is built from HEAD: commit or remove these changes, or release from a clean checkout."
+  } >&2
+  exit 1
+fi
 start=$(date +%s)
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
@@ -54,6 +69,11 @@ trap 'rm -rf "$stage"' EXIT
 files="$stage/files"
 mkdir -p "$files"
 
+# What the release ships of the tree, exactly as committed.
+src="$stage/src"
+mkdir -p "$src"
+git archive --format=tar HEAD deploy crds LICENSE | tar -x -C "$src"
+
 # deterministic_tgz DIR NAME OUT: DIR/NAME as a reproducible .tar.gz.
 deterministic_tgz() {
   tar -C "$1" --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
@@ -65,14 +85,14 @@ cp "$archive" "$files/hap-operator-$version.oci.tar"
 echo "$digest" >"$files/image.digest"
 
 # --- CRDs --------------------------------------------------------------------------------------
-cp crds/accountpool.io.yaml "$files/hap-operator-$version-crds.yaml"
+cp "$src/crds/accountpool.io.yaml" "$files/hap-operator-$version-crds.yaml"
 
 # --- Helm chart: the default values pin the image built with it --------------------------------
-cp -r deploy/helm/hap-operator "$stage/chart"
-cp LICENSE "$stage/chart/LICENSE"
+mv "$src/deploy/helm/hap-operator" "$stage/chart"
+cp "$src/LICENSE" "$stage/chart/LICENSE"
 values="$stage/chart/values.yaml"
 if [ "$(grep -c '^  digest: ""$' "$values")" != 1 ]; then
-  echo "release: deploy/helm/hap-operator/values.yaml: expected exactly one line '  digest: \"\"' (image.digest)" >&2
+  echo "release: deploy/helm/hap-operator/values.yaml (HEAD): expected exactly one line '  digest: \"\"' (image.digest)" >&2
   exit 1
 fi
 sed -i "s|^  digest: \"\"$|  digest: \"$digest\"|" "$values"
@@ -82,8 +102,8 @@ mv "$stage/package/hap-operator-$version.tgz" "$files/hap-operator-$version.tgz"
 
 # --- kustomize: the tree plus an overlay that pins the image by digest --------------------------
 kdir="$stage/hap-operator-kustomize-$version"
-cp -r deploy/kustomize "$kdir"
-cp LICENSE "$kdir/LICENSE"
+mv "$src/deploy/kustomize" "$kdir"
+cp "$src/LICENSE" "$kdir/LICENSE"
 mkdir -p "$kdir/overlays/release"
 cat >"$kdir/overlays/release/kustomization.yaml" <<EOF
 # hap-operator $version as released: the base, the image by its digest.

@@ -67,6 +67,14 @@ pub struct ConfigLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HeldLabels {
+    /// The HapConfig in force (`--config-name`).
+    pub config: String,
+    /// `Observing` or `Paused`: what holds the releases.
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LaneLabels {
     /// `source` (request-source claims) or `claims` (all others).
     pub lane: String,
@@ -114,6 +122,9 @@ pub struct Metrics {
     /// How long a pause may last before `HapPausedTooLong` (annotation
     /// `accountpool.io/paused-alert-after`, 4h by default).
     pub paused_alert_after_seconds: Family<ConfigLabels, Gauge>,
+    /// Releases under way that wait because the config in force holds binding writes, by what
+    /// holds them; 0 for both reasons while nothing is held.
+    pub releases_held: Family<HeldLabels, Gauge>,
     /// KEB's names of the pool gauges (`hap run --keb-metrics`), encoded after the `hap_*` ones.
     pub keb: Option<crate::metrics_keb::KebMetrics>,
 }
@@ -168,6 +179,7 @@ impl Metrics {
             paused: Family::default(),
             paused_since: Family::default(),
             paused_alert_after_seconds: Family::default(),
+            releases_held: Family::default(),
             keb: None,
             registry: Registry::default(),
         };
@@ -303,6 +315,11 @@ impl Metrics {
             "paused_alert_after_seconds",
             "How long a pause may last before HapPausedTooLong fires (annotation accountpool.io/paused-alert-after, default 4h)",
             self.paused_alert_after_seconds.clone(),
+        );
+        registry.register(
+            "releases_held",
+            "Releases under way (deleting AccountClaims that still record a binding) that wait because the HapConfig in force holds binding writes, by reason (Observing: spec.mode Observe; Paused: spec.paused); 0 while nothing is held",
+            self.releases_held.clone(),
         );
     }
 

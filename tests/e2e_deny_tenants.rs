@@ -8,34 +8,14 @@
 mod support;
 
 use hap_operator::api::ClaimPhase;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::PostParams;
 use serde_json::{Value, json};
-use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
-use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, kubectl_at};
-use support::{Hap, Operator, unique};
+use support::garden::shoot_resource;
+use support::platform::api;
+use support::shoot_hook::{refused, request_labels, request_shoot, serve_shoots, shoot_source};
+use support::{Hap, unique};
 
-const REQUEST: &str = "accountpool.io/request";
 const DENY: &str = r#"aws(GA!=GA-Open) deny "plan {plan} is closed for {globalAccount}""#;
-
-/// A valid Shoot of tenant `ga` that asks for its binding.
-async fn shoot(hap: &Hap, scope: &str, name: &str, ga: &str) -> DynamicObject {
-    let p = profile(&hap.garden, "aws").await;
-    let mut obj = shoot_object(
-        &hap.bindings_ns,
-        name,
-        "",
-        BindingRef::CredentialsBinding,
-        &p,
-    );
-    obj["spec"]
-        .as_object_mut()
-        .expect("spec")
-        .remove("credentialsBindingName");
-    obj["metadata"]["labels"] = json!({REQUEST: "true", SCOPE_LABEL: scope,
-        "accountpool.io/plan": "aws", "accountpool.io/platform-region": "cf-us10",
-        "accountpool.io/global-account": ga});
-    serde_json::from_value(obj).expect("shoot")
-}
 
 /// `hap explain --live` of this HapConfig for a tenant, as JSON.
 fn explain(hap: &Hap, ga: &str) -> Value {
@@ -62,57 +42,23 @@ fn explain(hap: &Hap, ga: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deny_entry_for_global_accounts_refuses_shoots_and_claims_of_those_tenants() {
     let scope = unique("deny-ga");
-    let source = json!([{"id": "shoots", "kind": "Shoot",
-        "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}]);
+    let source = shoot_source(&scope);
     // Shoots live in the separate garden (the test environment's gardener-apiserver runs there).
-    let hap = Hap::without_operator_with_separate_garden(
+    let mut hap = Hap::without_operator_with_separate_garden(
         &["aws", DENY],
         json!({"requestSources": source}),
     )
     .await;
-    let garden_kubeconfig = hap
-        .garden_kubeconfig
-        .clone()
-        .unwrap_or_else(support::kubeconfig);
     for b in ["aws-1", "aws-2"] {
         hap.binding(b, "aws", &[("hyperscalerType", "aws")]).await;
     }
-    let (ok, _, err) = kubectl_at(
-        &garden_kubeconfig,
-        &[
-            "label",
-            "namespace",
-            &hap.bindings_ns,
-            &format!("{SCOPE_LABEL}={scope}"),
-        ],
-        None,
-    );
-    assert!(ok, "{err}");
-    let certs = Certs::new();
-    let op = Operator::start_with(&hap.client, certs.args(hap.run_args())).await;
-    let url = format!(
-        "https://{}/mutate/shoots",
-        op.handle.webhook.get().expect("webhook")
-    );
-    let _registered = WebhookRegistration::register_in(
-        &garden_kubeconfig,
-        "Shoot",
-        &url,
-        &certs.ca_bundle(),
-        &scope,
-        json!({"matchLabels": {REQUEST: "true"}}),
-    );
+    let _hook = serve_shoots(&mut hap, &scope).await;
     let shoots = api(&hap.garden, &hap.bindings_ns, &shoot_resource());
     let pp = PostParams::default();
 
     // Admission: the tenant the entry does not exempt is refused with the message filled in.
-    let refused = shoots
-        .create(&pp, &shoot(&hap, &scope, "s-closed", "ga-closed").await)
-        .await;
-    let message = match refused {
-        Err(kube::Error::Api(s)) => s.message,
-        other => panic!("expected a denial, got {other:?}"),
-    };
+    let closed = request_shoot(&hap, "s-closed", None, request_labels(&scope, "ga-closed")).await;
+    let message = refused(shoots.create(&pp, &closed).await, "Forbidden");
     assert!(
         message.contains("Denied")
             && message.contains("for global account `ga-closed`: plan aws is closed for ga-closed"),
@@ -120,7 +66,10 @@ async fn a_deny_entry_for_global_accounts_refuses_shoots_and_claims_of_those_ten
     );
     // The exempt tenant, written in another case than the entry, gets its binding.
     let open = shoots
-        .create(&pp, &shoot(&hap, &scope, "s-open", "ga-open").await)
+        .create(
+            &pp,
+            &request_shoot(&hap, "s-open", None, request_labels(&scope, "ga-open")).await,
+        )
         .await
         .expect("the exempt tenant's Shoot is admitted");
     let binding = open
@@ -182,7 +131,7 @@ async fn a_deny_entry_for_global_accounts_refuses_shoots_and_claims_of_those_ten
     );
     let open = explain(&hap, "Ga-Open");
     assert_eq!(open["hyperscalerType"], json!("aws"), "{open}");
-    op.stop().await;
+    hap.stop_operator().await;
 }
 
 /// The CRD rejects what it can see of a structured entry's global-account condition, naming the

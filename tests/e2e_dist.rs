@@ -359,3 +359,49 @@ async fn the_kustomize_bundle_and_the_crd_bundle_install_with_kubectl() {
         format!("ghcr.io/hap-operator/hap-operator@{}", digest())
     );
 }
+
+/// A release is HEAD: a work tree with a change not committed (or a file not tracked) is refused
+/// at once, naming the files, before any image, chart or bundle is built.
+#[test]
+fn a_dirty_work_tree_is_refused_before_anything_is_built() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let root = repo.path();
+    std::fs::create_dir_all(root.join("scripts")).unwrap();
+    std::fs::copy(
+        repo_root().join("scripts/release.sh"),
+        root.join("scripts/release.sh"),
+    )
+    .unwrap();
+    std::fs::write(root.join("Cargo.toml"), "version = \"9.9.9\"\n").unwrap();
+    let git = |args: &[&str]| {
+        let (ok, _, err) = run(Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(root));
+        assert!(ok, "git {args:?}: {err}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "release"]);
+    std::fs::write(root.join("Cargo.toml"), "version = \"9.9.10\"\n").unwrap();
+    std::fs::write(root.join("stray.yaml"), "kind: Stray\n").unwrap();
+    let out = root.join("dist");
+    let (ok, stdout, err) = run(Command::new(root.join("scripts/release.sh"))
+        .args([
+            "--out",
+            out.to_str().unwrap(),
+            "--image-archive",
+            "/nonexistent.oci.tar",
+        ])
+        .env("HAP_HELM", "/nonexistent-helm")
+        .env("KUBECTL", "/nonexistent-kubectl"));
+    assert!(!ok, "a dirty tree was released: {stdout}\n{err}");
+    assert!(
+        err.contains("refusing to release from a work tree with changes not in HEAD")
+            && err.contains("M Cargo.toml")
+            && err.contains("?? stray.yaml")
+            && err.contains("commit or remove these changes"),
+        "{err}"
+    );
+    assert!(!out.exists(), "something was written to {}", out.display());
+}

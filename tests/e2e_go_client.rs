@@ -48,8 +48,9 @@ fn go_client_dir() -> &'static Path {
 const DENY: &str = r#"aws(GA=ga-denied) deny "plan {plan} is closed for {globalAccount}""#;
 
 /// Every tenant the Go tests and the example use; ga-stranger is left out on purpose.
-const TENANTS: [&str; 12] = [
+const TENANTS: [&str; 13] = [
     "ga-bound",
+    "ga-twice",
     "ga-retry",
     "ga-lost",
     "ga-denied",
@@ -117,6 +118,7 @@ async fn the_go_client_claims_waits_and_releases_on_the_real_api() {
     for t in [
         "TestClaimAndWaitReturnsTheBinding",
         "TestClaimAndWaitIsIdempotentOnTheName",
+        "TestAClaimOfAnotherCallerIsNotAdopted",
         "TestADeniedClaimIsATypedError",
         "TestATenantThePolicyDoesNotAllowIsATypedError",
         "TestAnExhaustedPoolIsATypedErrorWithTheOperatorsMessage",
@@ -128,6 +130,7 @@ async fn the_go_client_claims_waits_and_releases_on_the_real_api() {
         "TestAClaimDeletedWhileWaitingEndsTheWait",
         "TestTheServersObjectsDecodeIntoTheTypesWithNothingLeftOver",
         "TestDecideReadsTheOperatorsStatus",
+        "TestOnlyTheSameRequestsClaimIsAdopted",
         "TestAWaitErrorIsBothTheContextErrorAndTheLastReason",
     ] {
         assert!(

@@ -529,6 +529,20 @@ async fn the_operator_observes_a_keb_landscape_for_weeks_then_cuts_over_and_roll
         .expect("delete new-4");
     let (reason, message) = released_reason(&hap, "new-4").await;
     assert_eq!(reason, "Observing", "{message}");
+    // The waiting release is counted for HapReleasesWaitingObserving.
+    let series = format!(
+        "hap_releases_held{{config=\"{}\",reason=\"Observing\"}} 1",
+        hap.config
+    );
+    eventually(
+        std::time::Duration::from_secs(60),
+        "hap_releases_held 1 for Observing",
+        || async {
+            let m = hap.operator.as_ref()?.handle.metrics.encode();
+            m.lines().any(|l| l == series).then_some(())
+        },
+    )
+    .await;
     assert_eq!(
         bindings(&hap.garden, &hap.bindings_ns).await,
         rolled_back,

@@ -531,70 +531,26 @@ async fn a_pool_below_its_min_free_is_reported_pool_low_with_its_claim_rate_and_
 /// request gets its binding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_paused_the_webhook_refuses_new_shoot_requests_with_paused_and_creates_nothing() {
-    use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
-    use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, kubectl_at};
-    const REQUEST: &str = "accountpool.io/request";
+    use support::garden::shoot_resource;
+    use support::platform::api;
+    use support::shoot_hook::{refused, request_labels, request_shoot, serve_shoots, shoot_source};
     let scope = unique("paused");
-    let source = json!([{"id": "shoots", "kind": "Shoot", "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}]);
+    let source = shoot_source(&scope);
     let mut hap =
         Hap::without_operator(&["aws"], json!({"requestSources": source, "paused": true})).await;
     hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
         .await;
-    let (ok, _, err) = kubectl_at(
-        &support::kubeconfig(),
-        &[
-            "label",
-            "namespace",
-            &hap.bindings_ns,
-            &format!("{SCOPE_LABEL}={scope}"),
-        ],
-        None,
-    );
-    assert!(ok, "{err}");
-    let certs = Certs::new();
-    let op = Operator::start_with(&hap.client, certs.args(hap.run_args())).await;
-    let url = format!(
-        "https://{}/mutate/shoots",
-        op.handle.webhook.get().expect("webhook")
-    );
-    let _hook = WebhookRegistration::register(
-        "Shoot",
-        &url,
-        &certs.ca_bundle(),
-        &scope,
-        json!({"matchLabels": {REQUEST: "true"}}),
-    );
-    hap.operator = Some(op);
-    let p = profile(&hap.garden, "aws").await;
-    let mut obj = shoot_object(
-        &hap.bindings_ns,
-        "s1",
-        "",
-        BindingRef::CredentialsBinding,
-        &p,
-    );
-    obj["spec"]
-        .as_object_mut()
-        .expect("spec")
-        .remove("credentialsBindingName");
-    obj["metadata"]["labels"] = json!({REQUEST: "true", SCOPE_LABEL: scope,
-        "accountpool.io/plan": "aws", "accountpool.io/platform-region": "cf-us10",
-        "accountpool.io/global-account": "ga-1"});
-    let obj: kube::api::DynamicObject = serde_json::from_value(obj).expect("shoot");
+    let _hook = serve_shoots(&mut hap, &scope).await;
+    let obj = request_shoot(&hap, "s1", None, request_labels(&scope, "ga-1")).await;
     let shoots = api(&hap.garden, &hap.bindings_ns, &shoot_resource());
-    let refused = shoots.create(&kube::api::PostParams::default(), &obj).await;
-    match refused {
-        Err(kube::Error::Api(s)) => {
-            assert!(
-                s.message.contains("Paused") && s.message.contains("Retry"),
-                "{}",
-                s.message
-            );
-            // 403, not 503: client libraries retry a 503 by themselves for minutes.
-            assert_eq!((s.code, s.reason.as_str()), (403, "Paused"), "{s:?}");
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
+    let message = refused(
+        shoots.create(&kube::api::PostParams::default(), &obj).await,
+        "Paused",
+    );
+    assert!(
+        message.contains("Paused") && message.contains("Retry"),
+        "{message}"
+    );
     assert!(
         hap.claims()
             .list(&Default::default())
@@ -859,12 +815,12 @@ async fn a_binding_the_cleanup_job_marks_failed_is_never_claimed_until_the_job_c
 /// names the binding another pool chose is admitted untouched — no claim, no adoption, no binding
 /// write — even though the source selects it, so that pool's path never depends on the operator.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn while_observing_the_webhook_admits_source_objects_untouched_and_creates_nothing() {
-    use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
-    use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, kubectl_at};
-    const REQUEST: &str = "accountpool.io/request";
+async fn while_observing_the_webhook_refuses_requests_naming_no_binding_and_creates_nothing() {
+    use support::garden::shoot_resource;
+    use support::platform::api;
+    use support::shoot_hook::{refused, request_labels, request_shoot, serve_shoots, shoot_source};
     let scope = unique("observe");
-    let source = json!([{"id": "shoots", "kind": "Shoot", "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}]);
+    let source = shoot_source(&scope);
     let mut hap = Hap::without_operator(
         &["aws"],
         json!({"requestSources": source, "mode": "Observe"}),
@@ -876,48 +832,14 @@ async fn while_observing_the_webhook_admits_source_objects_untouched_and_creates
         &[("hyperscalerType", "aws"), ("tenantName", "ga-1")],
     )
     .await;
-    let (ok, _, err) = kubectl_at(
-        &support::kubeconfig(),
-        &[
-            "label",
-            "namespace",
-            &hap.bindings_ns,
-            &format!("{SCOPE_LABEL}={scope}"),
-        ],
-        None,
-    );
-    assert!(ok, "{err}");
-    let certs = Certs::new();
-    let op = Operator::start_with(&hap.client, certs.args(hap.run_args())).await;
-    let url = format!(
-        "https://{}/mutate/shoots",
-        op.handle.webhook.get().expect("webhook")
-    );
-    let _hook = WebhookRegistration::register(
-        "Shoot",
-        &url,
-        &certs.ca_bundle(),
-        &scope,
-        json!({"matchLabels": {REQUEST: "true"}}),
-    );
-    hap.operator = Some(op);
+    let _hook = serve_shoots(&mut hap, &scope).await;
     hap.config_condition("Ready", "True").await;
     let before = bindings_api(&hap.garden, &hap.bindings_ns)
         .get("aws-1")
         .await
         .expect("aws-1");
-    let p = profile(&hap.garden, "aws").await;
-    let mut obj = shoot_object(
-        &hap.bindings_ns,
-        "s1",
-        "aws-1",
-        BindingRef::CredentialsBinding,
-        &p,
-    );
-    obj["metadata"]["labels"] = json!({REQUEST: "true", SCOPE_LABEL: scope,
-        "accountpool.io/plan": "aws", "accountpool.io/platform-region": "cf-us10",
-        "accountpool.io/global-account": "ga-1"});
-    let obj: kube::api::DynamicObject = serde_json::from_value(obj).expect("shoot");
+    // KEB's request names its binding: admitted untouched.
+    let obj = request_shoot(&hap, "s1", Some("aws-1"), request_labels(&scope, "ga-1")).await;
     let shoots = api(&hap.garden, &hap.bindings_ns, &shoot_resource());
     let admitted = shoots
         .create(&kube::api::PostParams::default(), &obj)
@@ -937,21 +859,19 @@ async fn while_observing_the_webhook_admits_source_objects_untouched_and_creates
             .all(|k| !k.starts_with("accountpool.io/")),
         "{annotations:?}"
     );
-    // A request that names no binding is not served either: the webhook neither claims nor
-    // refuses it (whatever Gardener's own validation then says of a Shoot without a binding).
-    let mut bare = serde_json::to_value(&obj).expect("shoot");
-    bare["metadata"]["name"] = json!("s2");
-    bare["spec"]
-        .as_object_mut()
-        .expect("spec")
-        .remove("credentialsBindingName");
-    let bare: kube::api::DynamicObject = serde_json::from_value(bare).expect("shoot");
-    if let Err(e) = shoots
-        .create(&kube::api::PostParams::default(), &bare)
-        .await
-    {
-        assert!(!e.to_string().contains("denied the request"), "{e}");
-    }
+    // A request that names no binding is refused `Observing`: nothing would give it one now,
+    // and after the cutover it would not be served either (the webhook serves on create).
+    let bare = request_shoot(&hap, "s2", None, request_labels(&scope, "ga-1")).await;
+    let message = refused(
+        shoots
+            .create(&kube::api::PostParams::default(), &bare)
+            .await,
+        "Observing",
+    );
+    assert!(
+        message.contains("Observing") && message.contains("names no binding"),
+        "{message}"
+    );
     // The source pass has seen the Shoot (it matches the source), and no claim exists.
     hap.config_condition("Observing", "True").await;
     eventually(
@@ -1029,4 +949,94 @@ async fn an_adoption_onto_a_binding_marked_cleanup_failed_counts_what_runs_and_s
     let after = hap.labels("aws-1").await;
     assert_eq!(before.get("tenantName"), after.get("tenantName"));
     assert_eq!(after.get(MARK).map(String::as_str), Some("true"));
+}
+
+/// An edit that switches to Observe but is invalid otherwise holds binding writes at once: the
+/// last valid rules stay in force, and a new claim waits `Observing` instead of being bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_edit_that_switches_to_observe_holds_binding_writes_at_once() {
+    let hap = Hap::new(&["aws"], json!({})).await;
+    hap.binding("aws-1", "aws", &[("hyperscalerType", "aws")])
+        .await;
+    hap.config_condition("Ready", "True").await;
+    // Two entries for the same plan: invalid.
+    hap.apply_config(&["aws", "aws"], json!({"mode": "Observe"}))
+        .await;
+    hap.config_condition("RulesValid", "False").await;
+    hap.claim("c1", json!({"globalAccount": "ga-1", "plan": "aws"}))
+        .await;
+    let why = hap.ready_reason("c1", "Observing").await;
+    assert!(why.contains("observes"), "{why}");
+    hap.config_condition("Observing", "True").await;
+    assert!(!hap.labels("aws-1").await.contains_key("tenantName"));
+}
+
+/// KEB names the binding of its Runtime itself: while observing such a Runtime is admitted
+/// untouched, and one that names none (nothing would serve it, now or after the cutover) is
+/// refused `Observing`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_observing_a_runtime_naming_its_binding_is_admitted_and_one_naming_none_refused() {
+    use support::platform::{
+        RuntimeSpec, SCOPE_LABEL, api, install_platform_crds, runtime, runtime_resource,
+        scoped_namespace,
+    };
+    use support::shoot_hook::{refused, serve_shoots};
+    install_platform_crds().await;
+    let scope = unique("observe-rt");
+    let source = json!([{"id": "kyma", "kind": "Runtime", "matchLabels": {SCOPE_LABEL: scope}}]);
+    let mut hap = Hap::without_operator(
+        &["aws"],
+        json!({"requestSources": source, "mode": "Observe"}),
+    )
+    .await;
+    hap.binding(
+        "aws-1",
+        "aws",
+        &[("hyperscalerType", "aws"), ("tenantName", "ga-1")],
+    )
+    .await;
+    let served = serve_shoots(&mut hap, &scope).await;
+    let _runtimes = served.register("Runtime", "/mutate/runtimes", &scope, json!({}));
+    hap.config_condition("Ready", "True").await;
+    let ns = scoped_namespace(&hap.client, "kcp", &scope).await;
+    let runtimes = api(&hap.client, &ns, &runtime_resource());
+    let rt = |name, binding| RuntimeSpec {
+        name,
+        global_account: Some("ga-1"),
+        plan: "aws",
+        platform_region: "cf-us10",
+        region: "us-east-1",
+        provider: "aws",
+        binding,
+        extra_labels: &[],
+    };
+    let pp = kube::api::PostParams::default();
+    let keb = runtimes
+        .create(&pp, &runtime(&ns, &scope, &rt("rt-keb", "aws-1")))
+        .await
+        .expect("KEB's Runtime is admitted while observing");
+    assert_eq!(
+        keb.data
+            .pointer("/spec/shoot/secretBindingName")
+            .and_then(|v| v.as_str()),
+        Some("aws-1")
+    );
+    let message = refused(
+        runtimes
+            .create(&pp, &runtime(&ns, &scope, &rt("rt-bare", "")))
+            .await,
+        "Observing",
+    );
+    assert!(
+        message.contains("this Runtime names no binding"),
+        "{message}"
+    );
+    assert!(
+        hap.claims()
+            .list(&Default::default())
+            .await
+            .expect("claims")
+            .items
+            .is_empty()
+    );
 }

@@ -483,6 +483,22 @@ async fn claim_flow_under_shipped_rbac(r: Run<'_>) {
         );
     }
 
+    // Observe mode reads the landscape under the same rules: the claims where the operator
+    // watches them (its claim namespace), the Shoots through the bindings Role.
+    hap.apply_config(&RULES, json!({"mode": "Observe"})).await;
+    hap.config_condition("Observing", "True").await;
+    let observed = eventually(Duration::from_secs(60), "status.observation", || async {
+        hap.config_status().await.observation
+    })
+    .await;
+    let note = observed.note.unwrap_or_default();
+    assert!(
+        !note.contains("AccountClaims could not") && !note.contains("Shoots in"),
+        "observe reads refused under the shipped rules: {note}"
+    );
+    hap.apply_config(&RULES, json!({})).await;
+    hap.config_condition("Ready", "True").await;
+
     // A clean stop. Whether the Lease is handed back before exit is not asserted: leader.rs
     // releases it in a task that `controller::run` does not await, so the process may exit first.
     let status = op.terminate();

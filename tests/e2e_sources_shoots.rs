@@ -15,27 +15,13 @@ use hap_operator::api::ClaimPhase;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
-use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, kubectl_at, until};
+use support::platform::{Certs, SCOPE_LABEL, WebhookRegistration, api, until};
+use support::shoot_hook::{REQUEST, request_shoot, scope_bindings_namespace};
 use support::{Hap, Operator, eventually, unique};
-
-const REQUEST: &str = "accountpool.io/request";
 
 /// A valid Shoot that asks for its binding: opted in, tenant and plan labels, no binding name.
 async fn request(hap: &Hap, name: &str, labels: Value) -> DynamicObject {
-    let p = profile(&hap.garden, "aws").await;
-    let mut obj = shoot_object(
-        &hap.bindings_ns,
-        name,
-        "",
-        BindingRef::CredentialsBinding,
-        &p,
-    );
-    obj["spec"]
-        .as_object_mut()
-        .expect("spec")
-        .remove("credentialsBindingName");
-    obj["metadata"]["labels"] = labels;
-    serde_json::from_value(obj).expect("shoot")
+    request_shoot(hap, name, None, labels).await
 }
 
 fn labels(scope: &str, ga: Option<&str>, plan: &str, pr: &str, replica: &str) -> Value {
@@ -106,17 +92,7 @@ async fn shoots_flow(separate_garden: bool) {
         &[("hyperscalerType", "aws"), ("shared", "true")],
     )
     .await;
-    let (ok, _, err) = kubectl_at(
-        &garden_kubeconfig,
-        &[
-            "label",
-            "namespace",
-            &hap.bindings_ns,
-            &format!("{SCOPE_LABEL}={scope}"),
-        ],
-        None,
-    );
-    assert!(ok, "{err}");
+    scope_bindings_namespace(&hap, &scope);
 
     // Two replicas; each replica's webhook is called for half of the Shoots.
     let certs = Certs::new();

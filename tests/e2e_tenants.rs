@@ -10,15 +10,14 @@ use std::collections::BTreeMap;
 
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::garden::{BindingRef, profile, shoot_object, shoot_resource};
+use support::garden::shoot_resource;
 use support::platform::{
     Certs, RuntimeSpec, SCOPE_LABEL, WebhookRegistration, api, cluster_resource,
     install_platform_crds, kubectl_at, runtime, runtime_binding, runtime_resource,
     scoped_namespace, scoped_namespace_named,
 };
+use support::shoot_hook::{REQUEST, request_labels, request_shoot, serve_shoots, shoot_source};
 use support::{Hap, Operator, unique};
-
-const REQUEST: &str = "accountpool.io/request";
 
 fn denial(result: Result<DynamicObject, kube::Error>) -> String {
     match result {
@@ -140,21 +139,7 @@ async fn a_runtime_from_a_foreign_namespace_cannot_take_another_tenants_binding(
 
 /// A Shoot that asks for its binding: opted in, tenant and plan labels, no binding name.
 async fn shoot_request(hap: &Hap, name: &str, scope: &str, ga: &str) -> DynamicObject {
-    let p = profile(&hap.garden, "aws").await;
-    let mut obj = shoot_object(
-        &hap.bindings_ns,
-        name,
-        "",
-        BindingRef::CredentialsBinding,
-        &p,
-    );
-    if let Some(spec) = obj["spec"].as_object_mut() {
-        spec.remove("credentialsBindingName");
-    }
-    obj["metadata"]["labels"] = json!({REQUEST: "true", SCOPE_LABEL: scope,
-        "accountpool.io/plan": "aws", "accountpool.io/platform-region": "cf-us10",
-        "accountpool.io/global-account": ga});
-    serde_json::from_value(obj).expect("shoot")
+    request_shoot(hap, name, None, request_labels(scope, ga)).await
 }
 
 /// (b) Twenty Shoots with fabricated global accounts each took (and later burnt) a binding.
@@ -164,7 +149,7 @@ async fn fabricated_global_accounts_on_shoots_touch_no_binding() {
     let mut hap = Hap::without_operator(
         &["aws"],
         json!({
-            "requestSources": [{"id": "shoots", "kind": "Shoot", "matchLabels": {REQUEST: "true", SCOPE_LABEL: scope}}],
+            "requestSources": shoot_source(&scope),
             "tenants": {"rules": [
                 {"name": "known-tenants", "kinds": ["Shoot"], "globalAccounts": ["ga-real"]},
             ]},
@@ -175,31 +160,7 @@ async fn fabricated_global_accounts_on_shoots_touch_no_binding() {
         hap.binding(&format!("aws-{i:02}"), "aws", &[("hyperscalerType", "aws")])
             .await;
     }
-    let (ok, _, err) = kubectl_at(
-        &support::kubeconfig(),
-        &[
-            "label",
-            "namespace",
-            &hap.bindings_ns,
-            &format!("{SCOPE_LABEL}={scope}"),
-        ],
-        None,
-    );
-    assert!(ok, "{err}");
-    let certs = Certs::new();
-    hap.operator = Some(Operator::start_with(&hap.client, certs.args(hap.run_args())).await);
-    let addr = hap
-        .operator
-        .as_ref()
-        .and_then(|o| o.handle.webhook.get())
-        .expect("webhook address");
-    let _hook = WebhookRegistration::register(
-        "Shoot",
-        &format!("https://{addr}/mutate/shoots"),
-        &certs.ca_bundle(),
-        &scope,
-        json!({"matchLabels": {REQUEST: "true"}}),
-    );
+    let _hook = serve_shoots(&mut hap, &scope).await;
     let shoots = api(&hap.garden, &hap.bindings_ns, &shoot_resource());
     let before = touched(&hap).await;
     let mut refused = 0;
@@ -530,43 +491,9 @@ async fn runtimes_and_shoots_are_served_only_for_the_users_the_policy_names() {
         hap.binding(&format!("aws-{i}"), "aws", &[("hyperscalerType", "aws")])
             .await;
     }
-    let garden_kubeconfig = hap
-        .garden_kubeconfig
-        .clone()
-        .unwrap_or_else(support::kubeconfig);
-    let (ok, _, err) = kubectl_at(
-        &garden_kubeconfig,
-        &[
-            "label",
-            "namespace",
-            &hap.bindings_ns,
-            &format!("{SCOPE_LABEL}={scope}"),
-        ],
-        None,
-    );
-    assert!(ok, "{err}");
-    let certs = Certs::new();
-    hap.operator = Some(Operator::start_with(&hap.client, certs.args(hap.run_args())).await);
-    let addr = hap
-        .operator
-        .as_ref()
-        .and_then(|o| o.handle.webhook.get())
-        .expect("webhook address");
-    let _runtimes = WebhookRegistration::register(
-        "Runtime",
-        &format!("https://{addr}/mutate/runtimes"),
-        &certs.ca_bundle(),
-        &scope,
-        json!({}),
-    );
-    let _shoots = WebhookRegistration::register_in(
-        &garden_kubeconfig,
-        "Shoot",
-        &format!("https://{addr}/mutate/shoots"),
-        &certs.ca_bundle(),
-        &scope,
-        json!({"matchLabels": {REQUEST: "true"}}),
-    );
+    let served = serve_shoots(&mut hap, &scope).await;
+    let garden_kubeconfig = support::shoot_hook::garden_kubeconfig(&hap);
+    let _runtimes = served.register("Runtime", "/mutate/runtimes", &scope, json!({}));
     let kubeconfig = support::kubeconfig();
     let spec = |name| RuntimeSpec {
         name,

@@ -136,14 +136,19 @@ pub struct HapConfigSpec {
     /// Hold (as during a migration): while `true` nothing is written on bindings; new claims
     /// wait with reason `Paused`, releases wait, and the admission webhook refuses new requests
     /// of request sources with reason `Paused`. Setting it back to `false` resumes everything.
+    /// A pause holds at once even in an edit that is otherwise invalid; lifting it takes a valid
+    /// edit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<bool>,
 
     /// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`:
     /// it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait
-    /// with reason `Observing`, releases wait, the admission webhook admits request sources
-    /// untouched, and `status.observation` reports what it would have chosen against what is in
-    /// use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field.
+    /// with reason `Observing`, releases wait, the admission webhook admits request objects that
+    /// name their binding (as KEB's do) untouched and refuses new ones it would serve with reason
+    /// `Observing`, and `status.observation` reports what it would have chosen against what is in
+    /// use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field. A switch
+    /// to `Observe` holds at once even in an edit that is otherwise invalid; leaving it takes a
+    /// valid edit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<OperatingMode>,
 
@@ -527,21 +532,33 @@ impl HapConfigSpec {
     pub fn holds_binding_writes(&self) -> bool {
         self.is_paused() || self.is_observing()
     }
+}
 
-    /// Why a new request of a request source is refused while paused, or `None` when the config
-    /// is not paused. Every kind is refused rather than admitted untouched: a Shoot without a
-    /// binding is refused by Gardener anyway, and a Cluster or Runtime admitted without one would
-    /// never get one (the webhook serves an object only when it is created).
-    pub fn paused_denial(&self, config: &str, kind: &str) -> Option<String> {
-        self.is_paused().then(|| {
-            format!(
-                "Paused: HapConfig `{config}` is paused (spec.paused: true, e.g. during a migration), \
-                 so no new {kind} gets a hyperscaler account now; nothing was created. Retry the \
-                 request once the platform team unpauses it (`kubectl get hapconfig {config}` shows \
-                 spec.paused)"
-            )
-        })
-    }
+/// Why a new request of a request source is refused while paused. Every kind is refused rather
+/// than admitted untouched: a Shoot without a binding is refused by Gardener anyway, and a
+/// Cluster or Runtime admitted without one would never get one (the webhook serves an object
+/// only when it is created).
+pub fn paused_denial(config: &str, kind: &str) -> String {
+    format!(
+        "Paused: HapConfig `{config}` is paused (spec.paused: true, e.g. during a migration), \
+         so no new {kind} gets a hyperscaler account now; nothing was created. Retry the \
+         request once the platform team unpauses it (`kubectl get hapconfig {config}` shows \
+         spec.paused)"
+    )
+}
+
+/// Why a new request that names no binding is refused while observing: the operator assigns
+/// none then, and one admitted without would not be served after the cutover either (the
+/// webhook serves an object only when it is created). A request that names its binding, as
+/// KEB's do, is admitted untouched.
+pub fn observing_denial(config: &str, kind: &str) -> String {
+    format!(
+        "Observing: HapConfig `{config}` only observes (spec.mode: Observe), so hap-operator \
+         assigns no hyperscaler account, and this {kind} names no binding; nothing was created. \
+         Name the binding in the request (as KEB does while it still assigns accounts), or \
+         retry once the platform team sets spec.mode: Enforce (`kubectl get hapconfig {config}` \
+         shows spec.mode)"
+    )
 }
 
 #[cfg(test)]

@@ -166,22 +166,40 @@ pub struct CleanupFailedBinding {
 
 #[cfg(test)]
 mod tests {
-    use crate::api::HapConfigSpec;
+    use crate::api::{HapConfigSpec, OperatingMode, observing_denial, paused_denial};
 
     #[test]
     fn only_paused_true_pauses_and_the_denial_names_the_config_and_how_to_retry() {
         let mut spec = HapConfigSpec::default();
-        assert_eq!(spec.paused_denial("default", "Shoot"), None);
+        assert!(!spec.is_paused());
         spec.paused = Some(false);
         assert!(!spec.is_paused());
         spec.paused = Some(true);
-        let m = spec.paused_denial("default", "Runtime").expect("paused");
+        assert!(spec.is_paused());
+        let m = paused_denial("default", "Runtime");
         assert!(
             m.starts_with("Paused: HapConfig `default` is paused"),
             "{m}"
         );
         assert!(
             m.contains("no new Runtime") && m.contains("Retry the request once"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn the_observing_denial_names_the_config_the_kind_and_both_ways_out() {
+        let spec = HapConfigSpec {
+            mode: Some(OperatingMode::Observe),
+            ..Default::default()
+        };
+        assert!(spec.is_observing() && spec.holds_binding_writes());
+        let m = observing_denial("default", "Cluster");
+        assert!(m.starts_with("Observing: HapConfig `default`"), "{m}");
+        assert!(
+            m.contains("this Cluster names no binding")
+                && m.contains("Name the binding")
+                && m.contains("spec.mode: Enforce"),
             "{m}"
         );
     }

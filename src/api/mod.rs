@@ -20,6 +20,7 @@ pub use hapconfig::{
     BindingsInUse, Disagreement, HapConfig, HapConfigSpec, HapConfigStatus, LabelKeys, LegacyRules,
     MultiHyperscalerAccount, ObservationStatus, OperatingMode, OrphanStatus, PinStatus, PlanSpec,
     PoolFigures, PreferenceStatus, ReleaseMode, ReleaseSpec, RuleStatus, RuleSyntax,
+    observing_denial, paused_denial,
 };
 pub use lifecycle::{
     CleanupFailedBinding, CordonedBinding, PoolLifecycle, PoolLowSpec, SuspectBinding, SuspectSpec,

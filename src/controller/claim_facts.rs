@@ -98,10 +98,10 @@ fn stale_copy(claim: &AccountClaim, ctx: &Context, key: &str) -> Option<Stale> {
 fn in_force(ctx: &Context) -> InForce<Arc<ActiveConfig>> {
     let name = ctx.resolver.name().to_string();
     match ctx.resolver.resolve() {
-        ConfigState::Active { active, .. } => InForce::Active {
+        ConfigState::Active { active, hold, .. } => InForce::Active {
             name,
-            paused: active.spec.is_paused(),
-            observing: active.spec.is_observing(),
+            paused: hold.paused,
+            observing: hold.observing,
             binding_namespace: active.spec.binding_namespace.clone(),
             config: active,
         },

@@ -12,7 +12,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::Context;
-use super::active::{ActiveConfig, ConfigState, LastGood};
+use super::active::{ActiveConfig, ConfigState, Hold, LastGood};
 use crate::api::{HapConfig, PoolFigures, PreferenceStatus, RuleStatus};
 use crate::diag::Diagnostic;
 use crate::k8s::K8sError;
@@ -131,6 +131,7 @@ async fn reconcile_in_force(
 ) -> Result<Action, ConfigError> {
     let generation = cfg.metadata.generation;
     let state = ctx.resolver.resolve_object(cfg);
+    let hold = state.hold();
     let mut input = ConfigInputs {
         generation,
         ..Default::default()
@@ -163,11 +164,12 @@ async fn reconcile_in_force(
     }
     let mut requeue = ctx.args.resync;
     if let Some(active) = &active {
-        requeue = gather(cfg, ctx, active, &mut input).await;
+        requeue = gather(cfg, ctx, (active, hold), &mut input).await;
     }
     let settled = active.is_some() && input.progressing.is_none();
     let mut desired = desired_config_status(cfg.status.as_ref(), &input, now);
-    super::lifecycle::pause(ctx, cfg, active.as_deref(), &mut desired, now);
+    let paused = active.as_ref().map(|_| hold.paused);
+    super::lifecycle::pause(ctx, cfg, paused, &mut desired, now);
     if settled {
         set_accounts_condition(&mut desired, generation, now);
         set_pool_low_condition(&mut desired, generation, now);
@@ -221,6 +223,7 @@ fn validity<'a>(state: &'a ConfigState, input: &mut ConfigInputs) -> Validity<'a
         ConfigState::Active {
             active,
             current_invalid,
+            ..
         } => {
             match current_invalid {
                 Some(v) => {
@@ -245,7 +248,7 @@ fn validity<'a>(state: &'a ConfigState, input: &mut ConfigInputs) -> Validity<'a
 async fn gather(
     cfg: &HapConfig,
     ctx: &Context,
-    active: &Arc<ActiveConfig>,
+    (active, hold): (&Arc<ActiveConfig>, Hold),
     input: &mut ConfigInputs,
 ) -> Duration {
     let mut requeue = ctx.args.resync;
@@ -264,14 +267,16 @@ async fn gather(
             .unwrap_or_default();
         input.observation = reported
             .and_then(|s| s.observation.clone())
-            .filter(|_| active.spec.is_observing());
+            .filter(|_| hold.observing);
         requeue = Duration::from_millis(500);
     } else {
         if let Some(next) = refresh_if_due(cfg, active, ctx).await {
             requeue = requeue.min(next);
         }
-        input.observation = observe(cfg, ctx, active).await;
+        input.observation = observe(cfg, ctx, active, hold.observing).await;
         let mut ledger = ctx.ledger();
+        let releasing = ledger.inventory.releasing();
+        super::lifecycle::releases_held(ctx, &cfg.name_any(), hold, releasing);
         fill_pools(input, active, &ledger.inventory, &ledger.inflight);
         input.refused_writes = ctx.denials.refusals();
         export_metrics(ctx, &mut ledger.inventory, &input.orphans);
@@ -293,8 +298,9 @@ async fn observe(
     cfg: &HapConfig,
     ctx: &Context,
     active: &ActiveConfig,
+    observing: bool,
 ) -> Option<crate::api::ObservationStatus> {
-    if !active.spec.is_observing() {
+    if !observing {
         return None;
     }
     let last = cfg.status.as_ref().and_then(|s| s.observation.as_ref());
@@ -312,12 +318,11 @@ async fn observe(
             .as_deref()
             .unwrap_or(DEFAULT_RUNTIME_NAMESPACE),
         binding_namespace: &active.spec.binding_namespace,
+        claim_namespace: ctx.args.claim_namespace.as_deref(),
     };
     let read = crate::k8s::observe::observed_requests(&ctx.writer, &at).await;
-    let report = {
-        let ledger = ctx.ledger();
-        crate::status::observe::report(&active.rules, &ledger.inventory, &read.requests)
-    };
+    let snapshot = crate::status::observe::BindingSnapshot::of(&ctx.ledger().inventory);
+    let report = snapshot.report(&active.rules, &read.requests);
     let o = crate::status::observation(&report, &read.notes, generation, &now);
     tracing::info!(config = %cfg.name_any(), requests = o.requests, verdicts = ?o.verdicts, "observed the landscape (spec.mode: Observe)");
     Some(o)

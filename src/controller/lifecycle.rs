@@ -8,9 +8,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use super::Context;
-use super::active::ActiveConfig;
+use super::active::Hold;
+use crate::api::conditions::reasons;
 use crate::api::{HapConfig, HapConfigSpec, HapConfigStatus, PoolLifecycle};
-use crate::metrics::{ConfigLabels, PoolLabels, PoolStateLabels};
+use crate::metrics::{ConfigLabels, HeldLabels, PoolLabels, PoolStateLabels};
 use crate::pools::Inventory;
 use crate::status::Pause;
 
@@ -33,13 +34,13 @@ pub(super) fn pools(
 pub(super) fn pause(
     ctx: &Context,
     cfg: &HapConfig,
-    active: Option<&ActiveConfig>,
+    paused: Option<bool>,
     desired: &mut HapConfigStatus,
     now: &Time,
 ) {
     let (alert_after, note) = crate::status::paused_alert_after(&cfg.metadata);
-    let pause = active.map(|a| Pause {
-        paused: a.spec.is_paused(),
+    let pause = paused.map(|paused| Pause {
+        paused,
         by: crate::status::paused_by(&cfg.metadata),
         note,
     });
@@ -55,6 +56,12 @@ pub(super) fn pause(
     let Some(pause) = pause else {
         m.paused.remove(&labels);
         m.paused_alert_after_seconds.remove(&labels);
+        for reason in [reasons::OBSERVING, reasons::PAUSED] {
+            m.releases_held.remove(&HeldLabels {
+                config: labels.config.clone(),
+                reason: reason.into(),
+            });
+        }
         return;
     };
     m.paused.get_or_create(&labels).set(i64::from(pause.paused));
@@ -64,6 +71,29 @@ pub(super) fn pause(
     m.paused_alert_after_seconds
         .get_or_create(&labels)
         .set(i64::try_from(alert_after.as_secs()).unwrap_or(i64::MAX));
+}
+
+/// `hap_releases_held`: the releases under way, all waiting while writes are held, under the
+/// reason the release reports (`Observing` before `Paused`, as `release::paused` says); the
+/// other reason, and both while nothing is held, read 0, so an alert's `for:` ends at once.
+pub(super) fn releases_held(ctx: &Context, config: &str, hold: Hold, releasing: usize) {
+    let held = if hold.observing {
+        Some(reasons::OBSERVING)
+    } else if hold.paused {
+        Some(reasons::PAUSED)
+    } else {
+        None
+    };
+    for reason in [reasons::OBSERVING, reasons::PAUSED] {
+        let n = if held == Some(reason) { releasing } else { 0 };
+        ctx.metrics
+            .releases_held
+            .get_or_create(&HeldLabels {
+                config: config.to_string(),
+                reason: reason.into(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
 }
 
 fn export(ctx: &Context, pools: &[PoolLifecycle], now: Timestamp) {

@@ -48,8 +48,8 @@ pub(super) async fn release(
     if !claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER) {
         return Ok(Action::await_change());
     }
-    let active = match ctx.resolver.resolve() {
-        ConfigState::Active { active, .. } => active,
+    let (active, hold) = match ctx.resolver.resolve() {
+        ConfigState::Active { active, hold, .. } => (active, hold),
         ConfigState::Missing => return config_wait(claim, ctx, key, reasons::CONFIG_MISSING).await,
         ConfigState::Invalid { .. } => {
             return config_wait(claim, ctx, key, reasons::CONFIG_INVALID).await;
@@ -61,15 +61,13 @@ pub(super) async fn release(
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let view = claim_view(claim);
-    if active.spec.holds_binding_writes() && holds_binding(ctx, &view) {
-        return paused(claim, ctx, key, active.spec.is_observing()).await;
+    if hold.writes() && holds_binding(ctx, &view) {
+        return paused(claim, ctx, key, hold.observing).await;
     }
     // Before the claim goes, or a stray of it would be an ordinary binding of the tenant: the
     // release waits until every stray went back. Nothing is written on bindings while paused
     // or observing.
-    if !active.spec.holds_binding_writes()
-        && !super::strays::give_back(claim, ctx, &active, &view).await
-    {
+    if !hold.writes() && !super::strays::give_back(claim, ctx, &active, &view).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let mode = active
@@ -302,32 +300,13 @@ async fn recorded_use_waiting(
     binding: &str,
     claims: &[String],
 ) -> Result<Option<Action>, ClaimError> {
-    let reason = RECORDED_USE_WAITING;
     let cause = format!(
         "binding {binding} is not released while claims recorded on it or being bound to it \
          have no status yet ({}): their status may still land Bound there; the release goes on \
          once each is bound, deleted or denied",
         claims.join(", ")
     );
-    if !release_blocked_for(claim.status.as_ref(), reason) {
-        ctx.writer
-            .event(
-                &claim.object_ref(&()),
-                false,
-                "ReleaseWaiting",
-                "Release",
-                cause.clone(),
-            )
-            .await;
-    }
-    tracing::debug!(
-        claim = key,
-        binding,
-        ?claims,
-        "release waits for recorded uses"
-    );
-    write_outcome(claim, ctx, &ClaimOutcome::ReleaseBlocked { reason, cause }).await?;
-    Ok(Some(Action::requeue(ctx.backoff.next(key))))
+    blocked(claim, ctx, key, RECORDED_USE_WAITING, cause).await
 }
 
 /// A release waiting while another binding of the same credential has clusters
@@ -364,20 +343,34 @@ async fn blocked(
     reason: &'static str,
     cause: String,
 ) -> Result<Option<Action>, ClaimError> {
+    tracing::debug!(claim = key, reason, "release waits: {cause}");
+    announce_wait(claim, ctx, reason, cause, false).await?;
+    Ok(Some(Action::requeue(ctx.backoff.next(key))))
+}
+
+/// Every release wait says so the same way: `Released=False` with `reason` and `cause`, and a
+/// `ReleaseWaiting` event (a Warning when `warning`) only when the claim does not show that
+/// reason yet, so that a wait that lasts sends one event, not one per retry.
+async fn announce_wait(
+    claim: &AccountClaim,
+    ctx: &Context,
+    reason: &'static str,
+    cause: String,
+    warning: bool,
+) -> Result<(), ClaimError> {
     if !release_blocked_for(claim.status.as_ref(), reason) {
         ctx.writer
             .event(
                 &claim.object_ref(&()),
-                false,
+                warning,
                 "ReleaseWaiting",
                 "Release",
                 cause.clone(),
             )
             .await;
     }
-    tracing::debug!(claim = key, reason, "release waits: {cause}");
     write_outcome(claim, ctx, &ClaimOutcome::ReleaseBlocked { reason, cause }).await?;
-    Ok(Some(Action::requeue(ctx.backoff.next(key))))
+    Ok(())
 }
 
 /// Which release write.
@@ -594,19 +587,8 @@ async fn paused(
             ),
         )
     };
-    if !release_blocked_for(claim.status.as_ref(), reason) {
-        ctx.writer
-            .event(
-                &claim.object_ref(&()),
-                false,
-                "ReleaseWaiting",
-                "Release",
-                cause.clone(),
-            )
-            .await;
-    }
     tracing::debug!(claim = key, "release waits: paused");
-    write_outcome(claim, ctx, &ClaimOutcome::ReleaseBlocked { reason, cause }).await?;
+    announce_wait(claim, ctx, reason, cause, false).await?;
     Ok(Action::requeue(ctx.args.pending_retry))
 }
 
@@ -623,18 +605,7 @@ async fn config_wait(
          unknown and it cannot be marked dirty for the cleanup job",
         ctx.resolver.name()
     );
-    if !release_blocked_for(claim.status.as_ref(), reason) {
-        ctx.writer
-            .event(
-                &claim.object_ref(&()),
-                true,
-                "ReleaseWaiting",
-                "Release",
-                cause.clone(),
-            )
-            .await;
-    }
-    write_outcome(claim, ctx, &ClaimOutcome::ReleaseBlocked { reason, cause }).await?;
+    announce_wait(claim, ctx, reason, cause, true).await?;
     Ok(Action::requeue(ctx.backoff.next(key)))
 }
 

@@ -14,14 +14,15 @@ use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 use tokio_util::sync::CancellationToken;
 
-use super::active::ConfigState;
+use super::active::{ConfigState, Hold};
 use super::{ClaimRef, Context, coalesced_ticks};
 use crate::ledger::Ledger;
 use crate::pools::ClaimView;
 use crate::selection::{needs_visit, stray_claimant};
 
-/// Which config generation the last pass saw.
-type Seen = Option<(String, i64)>;
+/// Which config generation the last pass saw, and its hold of binding writes (which an invalid
+/// newer generation can set without changing the generation in force).
+type Seen = Option<(String, i64, Hold)>;
 
 pub(super) fn claims_to_revisit(
     ctx: Arc<Context>,
@@ -30,8 +31,12 @@ pub(super) fn claims_to_revisit(
     let (mut seen, mut was_judging): (Seen, bool) = (None, false);
     coalesced_ticks(ctx.caches.feed.clone(), Duration::from_millis(250), stop).flat_map(move |()| {
         let config = match ctx.resolver.resolve() {
-            ConfigState::Active { active, .. } => Some((active.uid.clone(), active.generation)),
-            ConfigState::Invalid { generation, .. } => Some((String::new(), generation)),
+            ConfigState::Active { active, hold, .. } => {
+                Some((active.uid.clone(), active.generation, hold))
+            }
+            ConfigState::Invalid { generation, .. } => {
+                Some((String::new(), generation, Hold::default()))
+            }
             ConfigState::Missing => None,
         };
         // Once the index can judge, every claim is looked at as after a config change: the

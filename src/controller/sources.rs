@@ -246,7 +246,7 @@ fn source_records(views: &[Arc<ClaimView>], now: jiff::Timestamp) -> Vec<ClaimRe
 
 /// One pass: the plan over what the caches show, carried out (`pub(super)` for its tests).
 pub(super) async fn pass(ctx: &Context, resynced: bool) {
-    let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
+    let ConfigState::Active { active, hold, .. } = ctx.resolver.resolve() else {
         return;
     };
     let claim_ns = ctx.args.source_claim_namespace();
@@ -299,7 +299,7 @@ pub(super) async fn pass(ctx: &Context, resynced: bool) {
     if let Ok(mut d) = ctx.sources.done.lock() {
         *d = plan.actions.is_empty().then_some(now);
     }
-    let observing = active.spec.is_observing();
+    let observing = hold.observing;
     let writes = SourceWrites::new(ctx.writer.clone());
     for action in plan.actions {
         if observing && !carried_out_while_observing(&action) {

@@ -56,6 +56,29 @@ impl ActiveConfig {
     }
 }
 
+/// Whether binding writes are held, and why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hold {
+    /// `spec.paused: true`.
+    pub paused: bool,
+    /// `spec.mode: Observe`.
+    pub observing: bool,
+}
+
+impl Hold {
+    pub fn of(spec: &HapConfigSpec) -> Self {
+        Self {
+            paused: spec.is_paused(),
+            observing: spec.is_observing(),
+        }
+    }
+
+    /// Whether any binding write is held.
+    pub fn writes(self) -> bool {
+        self.paused || self.observing
+    }
+}
+
 /// What the claim controller can act on.
 #[derive(Clone, Debug)]
 pub enum ConfigState {
@@ -67,9 +90,13 @@ pub enum ConfigState {
         validation: Arc<Validation>,
     },
     /// Rules in force; `current_invalid` carries the errors of a newer, invalid generation.
+    /// `hold` is held when the rules in force or the newest generation, valid or not, hold
+    /// writes: a switch to Observe or a pause inside an otherwise invalid edit holds at once,
+    /// while lifting a hold takes a valid generation.
     Active {
         active: Arc<ActiveConfig>,
         current_invalid: Option<Arc<Validation>>,
+        hold: Hold,
     },
 }
 
@@ -141,15 +168,17 @@ impl ConfigResolver {
             && v.generation == generation
         {
             return ConfigState::Active {
+                hold: Hold::of(&v.spec),
                 active: v.clone(),
                 current_invalid: None,
             };
         }
+        let newest = Hold::of(&cfg.spec);
         if let Some((iuid, igen, validation)) = &memo.invalid
             && *iuid == uid
             && *igen == generation
         {
-            return invalid_state(&memo, generation, validation.clone());
+            return invalid_state(&memo, generation, validation.clone(), newest);
         }
         match CompiledRules::from_spec(&cfg.spec) {
             Ok((rules, warnings)) => {
@@ -166,6 +195,7 @@ impl ConfigResolver {
                 ConfigState::Active {
                     active,
                     current_invalid: None,
+                    hold: newest,
                 }
             }
             Err(validation) => {
@@ -174,7 +204,7 @@ impl ConfigResolver {
                 }
                 let validation = Arc::new(validation);
                 memo.invalid = Some((uid, generation, validation.clone()));
-                invalid_state(&memo, generation, validation)
+                invalid_state(&memo, generation, validation, newest)
             }
         }
     }
@@ -202,12 +232,36 @@ fn compile_sources(spec: &HapConfigSpec) -> crate::sources::CompiledSources {
     crate::sources::CompiledSources::from_spec(spec).unwrap_or_default()
 }
 
-fn invalid_state(memo: &Memo, generation: i64, validation: Arc<Validation>) -> ConfigState {
+impl ConfigState {
+    /// Whether binding writes are held; nothing is held without rules in force (nothing is
+    /// written then either).
+    pub fn hold(&self) -> Hold {
+        match self {
+            ConfigState::Active { hold, .. } => *hold,
+            _ => Hold::default(),
+        }
+    }
+}
+
+/// An invalid newest generation: the last valid one serves, held if either holds.
+fn invalid_state(
+    memo: &Memo,
+    generation: i64,
+    validation: Arc<Validation>,
+    newest: Hold,
+) -> ConfigState {
     match &memo.valid {
-        Some(active) => ConfigState::Active {
-            active: active.clone(),
-            current_invalid: Some(validation),
-        },
+        Some(active) => {
+            let valid = Hold::of(&active.spec);
+            ConfigState::Active {
+                active: active.clone(),
+                current_invalid: Some(validation),
+                hold: Hold {
+                    paused: valid.paused || newest.paused,
+                    observing: valid.observing || newest.observing,
+                },
+            }
+        }
         None => ConfigState::Invalid {
             generation,
             validation,
@@ -229,6 +283,69 @@ mod tests {
                 ..Default::default()
             },
         }
+    }
+
+    fn config(generation: i64, spec: HapConfigSpec) -> HapConfig {
+        let mut cfg = HapConfig::new("hap", spec);
+        cfg.metadata.uid = Some("u1".into());
+        cfg.metadata.generation = Some(generation);
+        cfg
+    }
+
+    /// An edit that switches to Observe (or pauses) holds binding writes even when the same
+    /// edit is invalid otherwise: the last valid rules stay in force, the hold comes at once.
+    #[test]
+    fn a_hold_in_an_invalid_edit_holds_at_once_and_only_a_valid_edit_lifts_it() {
+        let resolver = ConfigResolver::new(
+            "hap".into(),
+            kube::runtime::reflector::store::Writer::default().as_reader(),
+        );
+        let valid = good("u1", 1, &["aws"]).spec;
+        let invalid = |f: &dyn Fn(&mut HapConfigSpec)| {
+            let mut spec = good("u1", 1, &["azurre"]).spec;
+            f(&mut spec);
+            spec
+        };
+        assert_eq!(
+            resolver.resolve_object(&config(1, valid.clone())).hold(),
+            Hold::default()
+        );
+        let observe = invalid(&|s| s.mode = Some(crate::api::OperatingMode::Observe));
+        let state = resolver.resolve_object(&config(2, observe));
+        assert!(
+            matches!(&state, ConfigState::Active { active, current_invalid: Some(_), .. } if active.generation == 1),
+            "{state:?}"
+        );
+        assert_eq!(
+            state.hold(),
+            Hold {
+                paused: false,
+                observing: true
+            }
+        );
+        let pause = invalid(&|s| s.paused = Some(true));
+        let state = resolver.resolve_object(&config(3, pause));
+        assert_eq!(
+            state.hold(),
+            Hold {
+                paused: true,
+                observing: false
+            }
+        );
+        // The newest spec drops the hold but is invalid: the last valid spec decides (no hold).
+        let state = resolver.resolve_object(&config(4, invalid(&|_| {})));
+        assert_eq!(state.hold(), Hold::default());
+        // A valid spec that observes, then an invalid edit that drops Observe: still held.
+        let mut observing = valid;
+        observing.mode = Some(crate::api::OperatingMode::Observe);
+        assert!(
+            resolver
+                .resolve_object(&config(5, observing))
+                .hold()
+                .observing
+        );
+        let state = resolver.resolve_object(&config(6, invalid(&|_| {})));
+        assert!(state.hold().observing, "{:?}", state.hold());
     }
 
     #[test]

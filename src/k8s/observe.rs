@@ -19,14 +19,17 @@ pub struct ObservedRequests {
 }
 
 /// Where the requests are: the garden's shoot namespace, the Runtimes' namespace in the
-/// operator's cluster, and the binding namespace a recorded claim must name to count here.
+/// operator's cluster, the binding namespace a recorded claim must name to count here, and the
+/// namespace the operator watches claims in (`--claim-namespace`; `None`: every namespace).
 pub struct Where<'a> {
     pub shoot_namespace: &'a str,
     pub runtime_namespace: &'a str,
     pub binding_namespace: &'a str,
+    pub claim_namespace: Option<&'a str>,
 }
 
-/// Lists the requests (Shoots, Runtimes, AccountClaims in every namespace).
+/// Lists the requests (Shoots, Runtimes, AccountClaims where the operator watches them: a
+/// narrow install may list claims in its claim namespace only, and serves no other).
 pub async fn observed_requests(writer: &Writer, at: &Where<'_>) -> ObservedRequests {
     let mut out = ObservedRequests::default();
     let shoots = list(
@@ -50,7 +53,7 @@ pub async fn observed_requests(writer: &Writer, at: &Where<'_>) -> ObservedReque
             .and_then(|s| s.binding_namespace.as_deref())
             .is_none_or(|ns| ns == at.binding_namespace)
     };
-    let claims = Api::<AccountClaim>::all(writer.own().kube().clone());
+    let claims = claims_api(writer.own().kube(), at.claim_namespace);
     match paged(&claims, |c| here(c).then(|| from_claim(c))).await {
         Ok(read) => out.requests.extend(read),
         Err(e) => out
@@ -58,6 +61,14 @@ pub async fn observed_requests(writer: &Writer, at: &Where<'_>) -> ObservedReque
             .push(format!("AccountClaims could not be listed: {e}")),
     }
     out
+}
+
+/// The claims the operator serves: in its claim namespace when it has one, else everywhere.
+fn claims_api(client: &kube::Client, namespace: Option<&str>) -> Api<AccountClaim> {
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
 }
 
 /// Objects per page of a list: a landscape's 100k Shoots or claims, listed whole at once, would

@@ -647,6 +647,13 @@ impl Inventory {
             }
         }
         let here = self.holds_namespace(c.binding_namespace.as_deref());
+        if c.deleting && !c.lost && here && c.bound_binding.is_some() {
+            if add {
+                self.releasing.insert(c.uid.clone());
+            } else {
+                self.releasing.remove(&c.uid);
+            }
+        }
         if let Some(binding) = c.bound_binding.as_ref().filter(|_| here) {
             let set = self.recorded.entry(binding.clone()).or_default();
             if add {

@@ -229,6 +229,9 @@ pub struct Inventory {
     /// by reference count alone, and reads them after the lock is gone.
     claims: HashMap<String, Arc<ClaimView>>,
     recorded: HashMap<String, SmallSet>,
+    /// The uids of the deleting claims whose status records a binding here (not lost): the
+    /// releases under way, which a hold of binding writes keeps waiting.
+    releasing: BTreeSet<String>,
     waiting: HashMap<PoolKey, BTreeSet<String>>,
     shoots: HashMap<String, ShootView>,
     books: index::Books,
@@ -503,6 +506,11 @@ impl Inventory {
     /// The pending claims whose status says they wait for `pool`, by uid.
     pub fn waiting_in(&self, pool: &PoolKey) -> &BTreeSet<String> {
         self.waiting.get(pool).unwrap_or(&EMPTY)
+    }
+
+    /// How many deleting claims still record a binding here (releases under way), kept per event.
+    pub fn releasing(&self) -> usize {
+        self.releasing.len()
     }
 
     /// Every pool some pending claim waits for, with the number of such claims.

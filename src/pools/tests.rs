@@ -704,3 +704,47 @@ fn on_secret_bindings_shoots_failing_on_a_credentials_binding_make_the_account_s
         Some(lifecycle::BindingState::Claimed)
     );
 }
+
+#[test]
+fn releases_under_way_are_the_deleting_claims_that_still_record_a_binding() {
+    let bound = |name: &str, deleting: bool, lost: bool| ClaimView {
+        deleting,
+        lost,
+        resource_version: Some("1".into()),
+        ..claim(name, "ga", None, Some("b"))
+    };
+    let newer = |c: ClaimView| ClaimView {
+        resource_version: Some("2".into()),
+        ..c
+    };
+    let mut inv = inventory(
+        vec![binding(
+            "b",
+            &[("hyperscalerType", "aws"), ("tenantName", "ga")],
+        )],
+        vec![
+            bound("c1", true, false),
+            bound("c2", false, false),
+            bound("c3", true, true),
+            ClaimView {
+                deleting: true,
+                ..claim("c4", "ga", None, None)
+            },
+        ],
+        vec![],
+    );
+    assert_eq!(inv.releasing(), 1, "only c1");
+    assert!(inv.apply_claim(newer(bound("c2", true, false))));
+    assert_eq!(inv.releasing(), 2);
+    assert!(inv.apply_claim(newer(ClaimView {
+        deleting: true,
+        ..claim("c1", "ga", None, None)
+    })));
+    assert_eq!(
+        inv.releasing(),
+        1,
+        "c1's status no longer records the binding"
+    );
+    inv.delete_claim("uid-c2", Some("3"));
+    assert_eq!(inv.releasing(), 0);
+}

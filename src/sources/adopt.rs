@@ -4,8 +4,8 @@
 //! exists and carries the global account or is shared, and otherwise reports why, without
 //! writing anything: the operator claims only bindings it chose itself.
 
-use crate::labels::PoolKey;
-use crate::pools::Inventory;
+use crate::labels::{PoolKey, ResolvedLabelKeys};
+use crate::pools::{Inventory, SmallMap};
 
 /// What an adopted binding means for its claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,15 +23,34 @@ pub fn adopt(
     global_account: &str,
     cluster: Option<&str>,
 ) -> Adoption {
-    let keys = inv.keys();
-    let Some(entry) = inv.binding(binding) else {
+    let labels = inv.binding(binding).map(|e| &e.view.labels);
+    match adopt_labels(inv.keys(), labels, binding, global_account) {
+        Adoption::Bound { pool } if !pool.shared => {
+            match refused_on_account(inv, binding, global_account, cluster) {
+                Some(message) => Adoption::NotTenant { message },
+                None => Adoption::Bound { pool },
+            }
+        }
+        other => other,
+    }
+}
+
+/// Decides an adoption from the binding's own labels (`None`: no such binding): what the
+/// binding says, before the account's other bindings and the cleanup mark are asked
+/// (`refused_on_account`). The observe report reads this from its snapshot.
+pub fn adopt_labels(
+    keys: &ResolvedLabelKeys,
+    labels: Option<&SmallMap<String>>,
+    binding: &str,
+    global_account: &str,
+) -> Adoption {
+    let Some(labels) = labels else {
         return Adoption::NotTenant {
             message: format!(
                 "the request names binding {binding}, which does not exist in the binding namespace"
             ),
         };
     };
-    let labels = &entry.view.labels;
     let is = |k: &str| labels.get(k).map(String::as_str) == Some("true");
     let pool = PoolKey {
         hyperscaler_type: labels
@@ -49,10 +68,7 @@ pub fn adopt(
             "the request names binding {binding}, which carries {}={t} but is marked {} for cleanup",
             keys.tenant_name, keys.dirty
         ),
-        Some(t) if t == global_account => match refused_on_account(inv, binding, t, cluster) {
-            Some(message) => message,
-            None => return Adoption::Bound { pool },
-        },
+        Some(t) if t == global_account => return Adoption::Bound { pool },
         Some(t) => format!(
             "the request names binding {binding}, which carries {}={t}, not {global_account}: two tenants would share one account",
             keys.tenant_name

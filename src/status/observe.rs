@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::labels::PoolKey;
-use crate::pools::Inventory;
+use crate::labels::{PoolKey, ResolvedLabelKeys};
+use crate::pools::{Inventory, SmallMap};
 use crate::rules::{CompiledRules, EvalError, Request};
 use crate::selection::describe_pool;
-use crate::sources::adopt::{Adoption, adopt};
+use crate::sources::adopt::{Adoption, adopt_labels};
 
 /// One request as the landscape holds it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -132,83 +132,113 @@ fn disagrees(v: Verdict) -> bool {
     )
 }
 
-/// The report over an inventory (bindings, with the label keys of the config) and requests.
-pub fn report(rules: &CompiledRules, inv: &Inventory, requests: &[Observed]) -> Report {
-    let mut out = Report {
-        bindings: counts(inv),
-        ..Default::default()
-    };
-    let mut tenants: BTreeMap<String, TenantRow> = BTreeMap::new();
-    let keys = inv.keys();
-    for b in inv.bindings() {
-        let labels = &b.view.labels;
-        if let Some(t) = labels.get(&keys.tenant_name) {
-            let row = tenants.entry(t.clone()).or_default();
-            if labels.contains_key(&keys.dirty) {
-                row.dirty.push(b.view.name.clone());
-            } else {
-                row.bindings.push(b.view.name.clone());
+/// What the report reads of the binding index: the label keys and every binding's labels. The
+/// operator copies it under the ledger's lock and builds the report (a rule evaluation per
+/// request, thousands on a landscape) after the lock is gone, so that claims are not held up.
+pub struct BindingSnapshot {
+    keys: ResolvedLabelKeys,
+    bindings: BTreeMap<String, SmallMap<String>>,
+}
+
+impl BindingSnapshot {
+    /// A copy of the bindings' labels in `inv`: the only work done under the lock.
+    pub fn of(inv: &Inventory) -> Self {
+        Self {
+            keys: inv.keys().clone(),
+            bindings: inv
+                .bindings()
+                .map(|b| (b.view.name.clone(), b.view.labels.clone()))
+                .collect(),
+        }
+    }
+
+    /// The report over the copy and `requests`.
+    pub fn report(&self, rules: &CompiledRules, requests: &[Observed]) -> Report {
+        let mut out = Report {
+            bindings: self.counts(),
+            ..Default::default()
+        };
+        let mut tenants: BTreeMap<String, TenantRow> = BTreeMap::new();
+        let keys = &self.keys;
+        for (name, labels) in &self.bindings {
+            if let Some(t) = labels.get(&keys.tenant_name) {
+                let row = tenants.entry(t.clone()).or_default();
+                if labels.contains_key(&keys.dirty) {
+                    row.dirty.push(name.clone());
+                } else {
+                    row.bindings.push(name.clone());
+                }
             }
         }
-    }
-    for r in requests {
-        let row = row(rules, inv, r);
-        *out.verdicts
-            .entry(format!("{:?}", row.verdict))
-            .or_default() += 1;
-        if !row.tenant.is_empty() {
-            let t = tenants.entry(row.tenant.clone()).or_default();
-            t.requests += 1;
-            t.disagreements += usize::from(disagrees(row.verdict));
+        for r in requests {
+            let row = row(rules, self, r);
+            *out.verdicts
+                .entry(format!("{:?}", row.verdict))
+                .or_default() += 1;
+            if !row.tenant.is_empty() {
+                let t = tenants.entry(row.tenant.clone()).or_default();
+                t.requests += 1;
+                t.disagreements += usize::from(disagrees(row.verdict));
+            }
+            out.requests.push(row);
         }
-        out.requests.push(row);
+        out.tenants = tenants
+            .into_iter()
+            .map(|(tenant, mut t)| {
+                t.tenant = tenant;
+                t.bindings.sort();
+                t.dirty.sort();
+                t
+            })
+            .collect();
+        out.requests
+            .sort_by(|a, b| (&a.tenant, &a.kind, &a.object).cmp(&(&b.tenant, &b.kind, &b.object)));
+        out
     }
-    out.tenants = tenants
-        .into_iter()
-        .map(|(tenant, mut t)| {
-            t.tenant = tenant;
-            t.bindings.sort();
-            t.dirty.sort();
-            t
+
+    fn counts(&self) -> BindingCounts {
+        let keys = &self.keys;
+        let mut c = BindingCounts::default();
+        for labels in self.bindings.values() {
+            c.total += 1;
+            if labels.get(&keys.shared).map(String::as_str) == Some("true") {
+                c.shared += 1;
+            } else if labels.contains_key(&keys.dirty) {
+                c.dirty += 1;
+            } else if labels.contains_key(&keys.tenant_name) {
+                c.claimed += 1;
+            } else {
+                c.free += 1;
+            }
+        }
+        c
+    }
+
+    /// The tenant a row belongs to: the request's global account, else the in-use binding's
+    /// label.
+    fn tenant_of(&self, r: &Observed) -> String {
+        r.global_account.clone().unwrap_or_else(|| {
+            r.binding
+                .as_deref()
+                .and_then(|b| self.bindings.get(b))
+                .and_then(|l| l.get(&self.keys.tenant_name).cloned())
+                .unwrap_or_default()
         })
-        .collect();
-    out.requests
-        .sort_by(|a, b| (&a.tenant, &a.kind, &a.object).cmp(&(&b.tenant, &b.kind, &b.object)));
-    out
-}
-
-fn counts(inv: &Inventory) -> BindingCounts {
-    let keys = inv.keys();
-    let mut c = BindingCounts::default();
-    for b in inv.bindings() {
-        let labels = &b.view.labels;
-        c.total += 1;
-        if labels.get(&keys.shared).map(String::as_str) == Some("true") {
-            c.shared += 1;
-        } else if labels.contains_key(&keys.dirty) {
-            c.dirty += 1;
-        } else if labels.contains_key(&keys.tenant_name) {
-            c.claimed += 1;
-        } else {
-            c.free += 1;
-        }
     }
-    c
+
+    fn adopt(&self, binding: &str, tenant: &str) -> Adoption {
+        adopt_labels(&self.keys, self.bindings.get(binding), binding, tenant)
+    }
 }
 
-/// The tenant a row belongs to: the request's global account, else the in-use binding's label.
-fn tenant_of(inv: &Inventory, r: &Observed) -> String {
-    r.global_account.clone().unwrap_or_else(|| {
-        r.binding
-            .as_deref()
-            .and_then(|b| inv.binding(b))
-            .and_then(|b| b.view.labels.get(&inv.keys().tenant_name).cloned())
-            .unwrap_or_default()
-    })
+/// The report over an inventory (bindings, with the label keys of the config) and requests.
+pub fn report(rules: &CompiledRules, inv: &Inventory, requests: &[Observed]) -> Report {
+    BindingSnapshot::of(inv).report(rules, requests)
 }
 
-fn row(rules: &CompiledRules, inv: &Inventory, r: &Observed) -> Row {
-    let tenant = tenant_of(inv, r);
+/// One request against the binding in use.
+fn row(rules: &CompiledRules, snap: &BindingSnapshot, r: &Observed) -> Row {
+    let tenant = snap.tenant_of(r);
     let mut row = Row {
         kind: r.kind.clone(),
         object: r.object.clone(),
@@ -245,7 +275,7 @@ fn row(rules: &CompiledRules, inv: &Inventory, r: &Observed) -> Row {
             ..row
         };
     };
-    match adopt(inv, binding, &tenant, None) {
+    match snap.adopt(binding, &tenant) {
         Adoption::NotTenant { message } => Row {
             verdict: Verdict::NotAdoptable,
             message,

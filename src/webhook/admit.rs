@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::Webhook;
 use crate::api::conditions::reasons;
 use crate::api::{BindingKind, HapConfigSpec, SourceKind};
-use crate::k8s::active::ConfigState;
+use crate::k8s::active::{ActiveConfig, ConfigState};
 use crate::metrics::AdmissionLabels;
 use crate::sources::admission::{
     Operation, Plan, Request, Serving, TenantAsk, Verdict, finish, plan, record_ops, tenant_ask,
@@ -70,14 +70,18 @@ fn deny(resp: AdmissionResponse, message: String) -> (AdmissionResponse, &'stati
     (resp, "denied")
 }
 
-/// A refusal while the config is paused: 403 as every denial, with reason `Paused` and a message
-/// saying to retry once unpaused. Not 503: client libraries retry a 503 on their own at once
-/// (kube-rs kept one create retrying for minutes in e2e_lifecycle), hammering the webhook for a
-/// hold that lasts as long as a migration.
-fn paused(resp: AdmissionResponse, message: String) -> (AdmissionResponse, &'static str) {
+/// A refusal while the config holds binding writes: 403 as every denial, with reason `Paused`
+/// or `Observing` and a message saying what to do. Not 503: client libraries retry a 503 on
+/// their own at once (kube-rs kept one create retrying for minutes in e2e_lifecycle), hammering
+/// the webhook for a hold that lasts as long as a migration.
+fn held(
+    resp: AdmissionResponse,
+    reason: &str,
+    message: String,
+) -> (AdmissionResponse, &'static str) {
     let mut resp = resp.deny(message);
     resp.result.code = 403;
-    resp.result.reason = crate::api::conditions::reasons::PAUSED.into();
+    resp.result.reason = reason.into();
     (resp, "denied")
 }
 
@@ -135,8 +139,9 @@ async fn decide(
         old_object: old.as_ref(),
     };
     let state = hook.resolver.resolve();
-    if observing(&state) {
-        return allow(resp, record_ops(&request, &[], None), Vec::new());
+    let hold = state.hold();
+    if hold.observing {
+        return observing(hook, resp, &request, &state);
     }
     if !hook.is_ready() {
         return deny(
@@ -150,23 +155,15 @@ async fn decide(
         _ => return allow(resp, record_ops(&request, &[], None), Vec::new()),
     };
     let random = crate::sources::naming::random_suffix();
-    let serving = Serving {
-        sources: &active.sources,
-        binding_kind: active
-            .spec
-            .binding_kind
-            .unwrap_or(BindingKind::CredentialsBinding),
-        binding_namespace: &active.spec.binding_namespace,
-        claim_namespace: hook.claims.namespace(),
-        random: &random,
-    };
+    let serving = serving(hook, &active, &random);
     let planned = plan(&request, &serving);
     tracing::debug!(kind = kind.as_str(), namespace = request.namespace, name = %req.name, plan = ?planned, "admission");
     let (ops, warnings) = match planned {
         Plan::Deny(m) => return deny(resp, m),
         Plan::Claim(p) => {
             let call = (kind, req, &request);
-            return claim_and_wait(hook, resp, &active.spec, call, &p, started).await;
+            let spec = (&active.spec, hold.paused);
+            return claim_and_wait(hook, resp, spec, call, &p, started).await;
         }
         Plan::DenyIfServed { claim, message } => match served(hook, &claim).await {
             Ok(false) => (Vec::new(), Vec::new()),
@@ -188,11 +185,45 @@ async fn decide(
     }
 }
 
-/// Whether the config in force observes (`spec.mode: Observe`) beside another account pool:
-/// that pool's requests must not depend on this operator, so they pass untouched (no claim, no
-/// adoption), whatever the caches.
-fn observing(state: &ConfigState) -> bool {
-    matches!(state, ConfigState::Active { active, .. } if active.spec.is_observing())
+/// What the config in force serves, for `plan`.
+fn serving<'a>(hook: &'a Webhook, active: &'a ActiveConfig, random: &'a str) -> Serving<'a> {
+    Serving {
+        sources: &active.sources,
+        binding_kind: active
+            .spec
+            .binding_kind
+            .unwrap_or(BindingKind::CredentialsBinding),
+        binding_namespace: &active.spec.binding_namespace,
+        claim_namespace: hook.claims.namespace(),
+        random,
+    }
+}
+
+/// While the config observes (`spec.mode: Observe`) beside another account pool: that pool's
+/// requests must not depend on this operator, so whatever the caches, an object that names its
+/// binding (as KEB's do), an update and an object no source serves pass untouched (no claim,
+/// no adoption). A new object the operator would serve is refused `Observing`: nothing gives it
+/// a binding now, and after the cutover it would not be served either.
+fn observing(
+    hook: &Webhook,
+    resp: AdmissionResponse,
+    request: &Request<'_>,
+    state: &ConfigState,
+) -> (AdmissionResponse, &'static str) {
+    let untouched = |resp| allow(resp, record_ops(request, &[], None), Vec::new());
+    let ConfigState::Active { active, .. } = state else {
+        return untouched(resp);
+    };
+    if request.operation != Operation::Create {
+        return untouched(resp);
+    }
+    match plan(request, &serving(hook, active, "")) {
+        Plan::Untouched => untouched(resp),
+        _ => {
+            let message = crate::api::observing_denial(hook.resolver.name(), request.kind.as_str());
+            held(resp, reasons::OBSERVING, message)
+        }
+    }
 }
 
 /// The source pass will claim for this object once it is stored: the policy is decided now,
@@ -229,7 +260,7 @@ async fn served(hook: &Webhook, claim: &str) -> Result<bool, String> {
 async fn claim_and_wait(
     hook: &Webhook,
     resp: AdmissionResponse,
-    spec: &HapConfigSpec,
+    (spec, paused): (&HapConfigSpec, bool),
     (kind, req, request): (SourceKind, &AdmissionRequest<DynamicObject>, &Request<'_>),
     p: &crate::sources::admission::ClaimPlan,
     started: Instant,
@@ -250,8 +281,9 @@ async fn claim_and_wait(
             return deny(resp, format!("{}: {message}", reasons::TENANT_NOT_ALLOWED));
         }
     }
-    if let Some(message) = spec.paused_denial(hook.resolver.name(), kind.as_str()) {
-        return paused(resp, message);
+    if paused {
+        let message = crate::api::paused_denial(hook.resolver.name(), kind.as_str());
+        return held(resp, reasons::PAUSED, message);
     }
     let state = super::serve::serve(
         &hook.claims,

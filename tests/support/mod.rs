@@ -23,6 +23,7 @@ use tokio::sync::OnceCell;
 
 pub mod platform;
 pub mod scrape;
+pub mod shoot_hook;
 pub mod slow_proxy;
 
 static CRDS: OnceCell<()> = OnceCell::const_new();

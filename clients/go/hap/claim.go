@@ -2,6 +2,8 @@ package hap
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"reflect"
 	"time"
@@ -27,8 +29,19 @@ type Binding struct {
 	Claim *v1alpha1.AccountClaim
 }
 
+// AnnotationRequestID names the request that made a claim. ClaimAndWait sets it on the claim it
+// creates and adopts an existing claim of the name only when it carries the caller's request id:
+// a same-name claim with the same spec made by another caller is not the caller's.
+const AnnotationRequestID = "accountpool.io/request-id"
+
 // Options tune ClaimAndWait.
 type Options struct {
+	// RequestID identifies the caller's request across its attempts (KEB: the provisioning
+	// operation's ID). A claim of the name is adopted only when its AnnotationRequestID is this
+	// id; a retry of a create whose answer was lost finds its own claim so. Empty: a new random
+	// id for this call, so that only the same call's retries adopt; a caller that retries in a
+	// later call (a restarted step) must pass a stable id.
+	RequestID string
 	// Labels and Annotations are set on a claim ClaimAndWait creates (an existing claim keeps
 	// its own).
 	Labels, Annotations map[string]string
@@ -53,9 +66,17 @@ type Options struct {
 //     final and stalled reasons, and for reasons in opts.StopOn;
 //   - ctx ends first: a *WaitError wrapping ctx.Err() and the last reason seen.
 //
-// A claim of that name with another spec is ErrSpecMismatch; one being deleted (a release of an
-// earlier request) is waited out and then created anew.
+// A claim of that name with another spec is ErrSpecMismatch, one with the same spec made by
+// another request (another opts.RequestID) is ErrClaimedByAnother; one being deleted (a release
+// of an earlier request) is waited out and then created anew.
 func (c *Client) ClaimAndWait(ctx context.Context, name string, spec v1alpha1.AccountClaimSpec, opts Options) (*Binding, error) {
+	if opts.RequestID == "" {
+		id, err := newRequestID()
+		if err != nil {
+			return nil, fmt.Errorf("hap: a request id for AccountClaim %s/%s: %w", c.namespace, name, err)
+		}
+		opts.RequestID = id
+	}
 	claim, err := c.ensure(ctx, name, spec, opts)
 	if err != nil {
 		return nil, err
@@ -66,10 +87,48 @@ func (c *Client) ClaimAndWait(ctx context.Context, name string, spec v1alpha1.Ac
 	return c.waitDecision(ctx, claim, opts)
 }
 
-// ensure creates the claim or adopts the one of that name with the same spec.
+// newRequestID is 128 random bits, hex.
+func newRequestID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// withRequestID is a copy of the caller's annotations with the request id (the caller's map is
+// not changed).
+func withRequestID(annotations map[string]string, id string) map[string]string {
+	out := make(map[string]string, len(annotations)+1)
+	for k, v := range annotations {
+		out[k] = v
+	}
+	out[AnnotationRequestID] = id
+	return out
+}
+
+// adoptable says whether a claim found under the name is the caller's: the same spec, made by
+// the same request.
+func adoptable(found *v1alpha1.AccountClaim, spec v1alpha1.AccountClaimSpec, requestID string) error {
+	if !reflect.DeepEqual(found.Spec, spec) {
+		return fmt.Errorf("hap: AccountClaim %s/%s (uid %s) asks for %s, not %s: %w",
+			found.Namespace, found.Name, found.UID, describe(found.Spec), describe(spec), ErrSpecMismatch)
+	}
+	if got := found.Annotations[AnnotationRequestID]; got != requestID {
+		made := "a caller without a request id"
+		if got != "" {
+			made = fmt.Sprintf("request %q", got)
+		}
+		return fmt.Errorf("hap: AccountClaim %s/%s (uid %s) asks for the same but was made by %s, not request %q: %w",
+			found.Namespace, found.Name, found.UID, made, requestID, ErrClaimedByAnother)
+	}
+	return nil
+}
+
+// ensure creates the claim or adopts the one of that name the same request made.
 func (c *Client) ensure(ctx context.Context, name string, spec v1alpha1.AccountClaimSpec, opts Options) (*v1alpha1.AccountClaim, error) {
 	want := v1alpha1.NewAccountClaim(c.namespace, name, spec)
-	want.Labels, want.Annotations = opts.Labels, opts.Annotations
+	want.Labels, want.Annotations = opts.Labels, withRequestID(opts.Annotations, opts.RequestID)
 	for {
 		created, err := c.Create(ctx, want)
 		if err == nil {
@@ -98,9 +157,9 @@ func (c *Client) ensure(ctx context.Context, name string, spec v1alpha1.AccountC
 				return nil, err
 			}
 			continue
-		case !reflect.DeepEqual(found.Spec, spec):
-			return nil, fmt.Errorf("hap: AccountClaim %s/%s (uid %s) asks for %s, not %s: %w",
-				c.namespace, name, found.UID, describe(found.Spec), describe(spec), ErrSpecMismatch)
+		}
+		if err := adoptable(found, spec, opts.RequestID); err != nil {
+			return nil, err
 		}
 		return found, nil
 	}

@@ -61,3 +61,27 @@ func TestAWaitErrorIsBothTheContextErrorAndTheLastReason(t *testing.T) {
 		t.Fatal("an unknown reason matched a sentinel")
 	}
 }
+
+func TestOnlyTheSameRequestsClaimIsAdopted(t *testing.T) {
+	spec := v1alpha1.AccountClaimSpec{GlobalAccount: "ga", Plan: "aws"}
+	found := v1alpha1.NewAccountClaim("ns", "c", spec)
+	found.Annotations = map[string]string{AnnotationRequestID: "op-1"}
+	if err := adoptable(found, spec, "op-1"); err != nil {
+		t.Fatalf("the same request: %v", err)
+	}
+	if err := adoptable(found, spec, "op-2"); !errors.Is(err, ErrClaimedByAnother) {
+		t.Fatalf("another request: %v", err)
+	}
+	other := v1alpha1.AccountClaimSpec{GlobalAccount: "ga-2", Plan: "aws"}
+	if err := adoptable(found, other, "op-1"); !errors.Is(err, ErrSpecMismatch) {
+		t.Fatalf("another spec: %v", err)
+	}
+	found.Annotations = nil
+	if err := adoptable(found, spec, "op-1"); !errors.Is(err, ErrClaimedByAnother) {
+		t.Fatalf("a claim without a request id: %v", err)
+	}
+	mine := withRequestID(map[string]string{"team": "a"}, "op-1")
+	if mine["team"] != "a" || mine[AnnotationRequestID] != "op-1" {
+		t.Fatalf("annotations: %v", mine)
+	}
+}

@@ -102,11 +102,15 @@ func TestClaimAndWaitReturnsTheBinding(t *testing.T) {
 func TestClaimAndWaitIsIdempotentOnTheName(t *testing.T) {
 	e := setup(t)
 	ctx := within(t, 2*time.Minute)
-	first, err := e.claims.ClaimAndWait(ctx, "go-retry", spec("ga-retry", "aws"), hap.Options{})
+	retry := hap.Options{RequestID: "op-retry"}
+	first, err := e.claims.ClaimAndWait(ctx, "go-retry", spec("ga-retry", "aws"), retry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := e.claims.ClaimAndWait(ctx, "go-retry", spec("ga-retry", "aws"), hap.Options{})
+	if got := first.Claim.Annotations[hap.AnnotationRequestID]; got != "op-retry" {
+		t.Fatalf("the claim carries request id %q", got)
+	}
+	again, err := e.claims.ClaimAndWait(ctx, "go-retry", spec("ga-retry", "aws"), retry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +118,13 @@ func TestClaimAndWaitIsIdempotentOnTheName(t *testing.T) {
 		t.Fatalf("a retry made another claim or binding: %s %s, then %s %s", first.Claim.UID, first.Name, again.Claim.UID, again.Name)
 	}
 	// A create whose answer was lost: the claim exists, the caller does not know it.
-	lost, err := e.claims.Create(ctx, v1alpha1.NewAccountClaim("", "go-lost", spec("ga-lost", "aws")))
+	made := v1alpha1.NewAccountClaim("", "go-lost", spec("ga-lost", "aws"))
+	made.Annotations = map[string]string{hap.AnnotationRequestID: "op-lost"}
+	lost, err := e.claims.Create(ctx, made)
 	if err != nil {
 		t.Fatal(err)
 	}
-	found, err := e.claims.ClaimAndWait(ctx, "go-lost", spec("ga-lost", "aws"), hap.Options{})
+	found, err := e.claims.ClaimAndWait(ctx, "go-lost", spec("ga-lost", "aws"), hap.Options{RequestID: "op-lost"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,12 +140,39 @@ func TestClaimAndWaitIsIdempotentOnTheName(t *testing.T) {
 	if err := e.claims.Release(ctx, "go-retry", hap.ReleaseOptions{UID: first.Claim.UID, Wait: true}); err != nil {
 		t.Fatal(err)
 	}
-	renewed, err := e.claims.ClaimAndWait(ctx, "go-retry", spec("ga-retry", "aws"), hap.Options{})
+	renewed, err := e.claims.ClaimAndWait(ctx, "go-retry", spec("ga-retry", "aws"), retry)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if renewed.Claim.UID == first.Claim.UID || renewed.Name == first.Name {
 		t.Fatalf("the re-created claim: uid %s binding %s (first: %s %s, which is dirty now)", renewed.Claim.UID, renewed.Name, first.Claim.UID, first.Name)
+	}
+}
+
+func TestAClaimOfAnotherCallerIsNotAdopted(t *testing.T) {
+	e := setup(t)
+	ctx := within(t, 2*time.Minute)
+	mine, err := e.claims.ClaimAndWait(ctx, "go-twice", spec("ga-twice", "aws"), hap.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another caller asks for the same name with the same spec: not its claim, whether it names
+	// a request id of its own or none (a new random one).
+	for _, opts := range []hap.Options{{}, {RequestID: "op-other"}} {
+		other, err := e.claims.ClaimAndWait(ctx, "go-twice", spec("ga-twice", "aws"), opts)
+		if err == nil {
+			t.Fatalf("another caller adopted claim %s (binding %s) made by the first", other.Claim.UID, mine.Name)
+		}
+		if !errors.Is(err, hap.ErrClaimedByAnother) || !strings.Contains(err.Error(), mine.Claim.Annotations[hap.AnnotationRequestID]) {
+			t.Fatalf("another caller's claim: %v", err)
+		}
+	}
+	// The first caller, with its own id (what its Claimed callback or the claim records), still
+	// finds it.
+	again, err := e.claims.ClaimAndWait(ctx, "go-twice", spec("ga-twice", "aws"),
+		hap.Options{RequestID: mine.Claim.Annotations[hap.AnnotationRequestID]})
+	if err != nil || again.Claim.UID != mine.Claim.UID {
+		t.Fatalf("the first caller again: %v", err)
 	}
 }
 
@@ -177,12 +210,12 @@ func TestTheContextDeadlineEndsTheWaitWithTheLastReason(t *testing.T) {
 	// First until the operator has written its reason (however loaded the machine is), so that
 	// the deadline below meets a recorded reason rather than racing the operator's first pass.
 	_, err := e.claims.ClaimAndWait(within(t, time.Minute), "go-deadline", spec("ga-deadline", "gcp"),
-		hap.Options{StopOn: []string{hap.ReasonPoolExhausted}})
+		hap.Options{RequestID: "op-deadline", StopOn: []string{hap.ReasonPoolExhausted}})
 	if !errors.Is(err, hap.ErrPoolExhausted) {
 		t.Fatalf("before the deadline: %v", err)
 	}
 	start := time.Now()
-	_, err = e.claims.ClaimAndWait(within(t, 3*time.Second), "go-deadline", spec("ga-deadline", "gcp"), hap.Options{})
+	_, err = e.claims.ClaimAndWait(within(t, 3*time.Second), "go-deadline", spec("ga-deadline", "gcp"), hap.Options{RequestID: "op-deadline"})
 	var we *hap.WaitError
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, hap.ErrPoolExhausted) || !errors.As(err, &we) ||
 		!strings.Contains(err.Error(), "hyperscalerType=gcp") {
@@ -198,12 +231,12 @@ func TestAPausedConfigIsATypedErrorThenTheClaimBinds(t *testing.T) {
 	ctx := within(t, 2*time.Minute)
 	e.setPaused(t, ctx, true)
 	t.Cleanup(func() { e.setPaused(t, context.Background(), false) })
-	_, err := e.claims.ClaimAndWait(ctx, "go-paused", spec("ga-paused", "aws"), hap.Options{StopOn: []string{hap.ReasonPaused}})
+	_, err := e.claims.ClaimAndWait(ctx, "go-paused", spec("ga-paused", "aws"), hap.Options{RequestID: "op-paused", StopOn: []string{hap.ReasonPaused}})
 	if !errors.Is(err, hap.ErrPaused) {
 		t.Fatalf("paused: %v", err)
 	}
 	e.setPaused(t, ctx, false)
-	b, err := e.claims.ClaimAndWait(ctx, "go-paused", spec("ga-paused", "aws"), hap.Options{})
+	b, err := e.claims.ClaimAndWait(ctx, "go-paused", spec("ga-paused", "aws"), hap.Options{RequestID: "op-paused"})
 	if err != nil || !strings.HasPrefix(b.Name, "aws-") {
 		t.Fatalf("after the pause: %+v %v", b, err)
 	}
@@ -366,7 +399,7 @@ func TestTheServersObjectsDecodeIntoTheTypesWithNothingLeftOver(t *testing.T) {
 func TestAClaimDeletedWhileWaitingEndsTheWait(t *testing.T) {
 	e := setup(t)
 	ctx := within(t, time.Minute)
-	_, err := e.claims.ClaimAndWait(ctx, "go-gone", spec("ga-gone", "gcp"), hap.Options{StopOn: []string{hap.ReasonPoolExhausted}})
+	_, err := e.claims.ClaimAndWait(ctx, "go-gone", spec("ga-gone", "gcp"), hap.Options{RequestID: "op-gone", StopOn: []string{hap.ReasonPoolExhausted}})
 	if !errors.Is(err, hap.ErrPoolExhausted) {
 		t.Fatal(err)
 	}
@@ -383,7 +416,7 @@ func TestAClaimDeletedWhileWaitingEndsTheWait(t *testing.T) {
 	waiting := make(chan struct{})
 	go func() {
 		_, err := e.claims.ClaimAndWait(ctx, "go-gone", spec("ga-gone", "gcp"),
-			hap.Options{Claimed: func(*v1alpha1.AccountClaim) { close(waiting) }})
+			hap.Options{RequestID: "op-gone", Claimed: func(*v1alpha1.AccountClaim) { close(waiting) }})
 		done <- err
 	}()
 	// Deleted only once the waiter holds the claim (a deletion that came first would be waited

@@ -53,6 +53,9 @@ var (
 	// ErrSpecMismatch: a claim of that name exists with another spec (claims are immutable:
 	// another request must use another name, or release the old claim first).
 	ErrSpecMismatch = errors.New("a claim of that name exists with another spec")
+	// ErrClaimedByAnother: a claim of that name with the same spec exists, made by another
+	// request (its accountpool.io/request-id is not Options.RequestID): it is not the caller's.
+	ErrClaimedByAnother = errors.New("a claim of that name was made by another request")
 	// ErrClaimDeleted: the claim was deleted while ClaimAndWait waited on it.
 	ErrClaimDeleted = errors.New("the claim was deleted while waiting")
 	// ErrClaimReplaced: the claim was deleted and another one created under its name while

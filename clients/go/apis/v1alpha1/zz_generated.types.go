@@ -46,13 +46,13 @@ type HapConfigSpec struct {
 	LabelKeys *HapConfigSpecLabelKeys `json:"labelKeys,omitempty"`
 	// The older four-property rule format (`plan[:region];...` per property). Exclusive with `rules`.
 	LegacyRules *HapConfigSpecLegacyRules `json:"legacyRules,omitempty"`
-	// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request sources untouched, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field.
+	// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request objects that name their binding (as KEB's do) untouched and refuses new ones it would serve with reason `Observing`, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field. A switch to `Observe` holds at once even in an edit that is otherwise invalid; leaving it takes a valid edit.
 	Mode *HapConfigSpecMode `json:"mode,omitempty"`
 	// Several accounts per global account, filled most-populated-first under per-provider limits.
 	MultiHyperscalerAccount *HapConfigSpecMultiHyperscalerAccount `json:"multiHyperscalerAccount,omitempty"`
 	// In `Observe` mode: the namespace of KEB's Runtimes (in the operator's cluster) that the observation reads besides Shoots and AccountClaims. Default `kcp-system`.
 	ObserveRuntimeNamespace *string `json:"observeRuntimeNamespace,omitempty"`
-	// Hold (as during a migration): while `true` nothing is written on bindings; new claims wait with reason `Paused`, releases wait, and the admission webhook refuses new requests of request sources with reason `Paused`. Setting it back to `false` resumes everything.
+	// Hold (as during a migration): while `true` nothing is written on bindings; new claims wait with reason `Paused`, releases wait, and the admission webhook refuses new requests of request sources with reason `Paused`. Setting it back to `false` resumes everything. A pause holds at once even in an edit that is otherwise invalid; lifting it takes a valid edit.
 	Paused *bool `json:"paused,omitempty"`
 	// Global accounts pinned to named bindings (optionally per pool): the binding is used or claimed for that tenant only, and reported when it is missing or held by another tenant.
 	Pins []HapConfigSpecPin `json:"pins,omitempty"`
@@ -146,7 +146,7 @@ type HapConfigSpecLegacyRules struct {
 	SharedRule *string `json:"sharedRule,omitempty"`
 }
 
-// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request sources untouched, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field.
+// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request objects that name their binding (as KEB's do) untouched and refuses new ones it would serve with reason `Observing`, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field. A switch to `Observe` holds at once even in an edit that is otherwise invalid; leaving it takes a valid edit.
 type HapConfigSpecMode string
 
 const (
@@ -282,13 +282,13 @@ type HapConfigStatusActiveSpec struct {
 	LabelKeys *HapConfigStatusActiveSpecLabelKeys `json:"labelKeys,omitempty"`
 	// The older four-property rule format (`plan[:region];...` per property). Exclusive with `rules`.
 	LegacyRules *HapConfigStatusActiveSpecLegacyRules `json:"legacyRules,omitempty"`
-	// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request sources untouched, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field.
+	// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request objects that name their binding (as KEB's do) untouched and refuses new ones it would serve with reason `Observing`, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field. A switch to `Observe` holds at once even in an edit that is otherwise invalid; leaving it takes a valid edit.
 	Mode *HapConfigStatusActiveSpecMode `json:"mode,omitempty"`
 	// Several accounts per global account, filled most-populated-first under per-provider limits.
 	MultiHyperscalerAccount *HapConfigStatusActiveSpecMultiHyperscalerAccount `json:"multiHyperscalerAccount,omitempty"`
 	// In `Observe` mode: the namespace of KEB's Runtimes (in the operator's cluster) that the observation reads besides Shoots and AccountClaims. Default `kcp-system`.
 	ObserveRuntimeNamespace *string `json:"observeRuntimeNamespace,omitempty"`
-	// Hold (as during a migration): while `true` nothing is written on bindings; new claims wait with reason `Paused`, releases wait, and the admission webhook refuses new requests of request sources with reason `Paused`. Setting it back to `false` resumes everything.
+	// Hold (as during a migration): while `true` nothing is written on bindings; new claims wait with reason `Paused`, releases wait, and the admission webhook refuses new requests of request sources with reason `Paused`. Setting it back to `false` resumes everything. A pause holds at once even in an edit that is otherwise invalid; lifting it takes a valid edit.
 	Paused *bool `json:"paused,omitempty"`
 	// Global accounts pinned to named bindings (optionally per pool): the binding is used or claimed for that tenant only, and reported when it is missing or held by another tenant.
 	Pins []HapConfigStatusActiveSpecPin `json:"pins,omitempty"`
@@ -583,7 +583,7 @@ type HapConfigStatusActiveSpecLegacyRules struct {
 	SharedRule *string `json:"sharedRule,omitempty"`
 }
 
-// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request sources untouched, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field.
+// `Enforce` (the default): the operator claims, records and releases bindings. `Observe`: it runs beside another account pool (KEB's HAP) and writes nothing to bindings: claims wait with reason `Observing`, releases wait, the admission webhook admits request objects that name their binding (as KEB's do) untouched and refuses new ones it would serve with reason `Observing`, and `status.observation` reports what it would have chosen against what is in use (docs/migrating-from-keb.md). Cutover and rollback are an edit of this field. A switch to `Observe` holds at once even in an edit that is otherwise invalid; leaving it takes a valid edit.
 type HapConfigStatusActiveSpecMode string
 
 const (

@@ -58,6 +58,7 @@ func main() {
 	garden := fs.String("garden-kubeconfig", "", "kubeconfig of the garden with the bindings (default: -kubeconfig)")
 	ns := fs.String("claim-namespace", "", "namespace of the AccountClaims (the operator's --claim-namespace)")
 	instance := fs.String("instance", "", "the service instance ID: the claim's name, so that a retried step finds its claim")
+	operation := fs.String("operation", "", "the provisioning operation ID: the claim's request id, so that only this operation's retries adopt the claim (default: -instance)")
 	ga := fs.String("global-account", "", "the tenant (BTP global account)")
 	sub := fs.String("subaccount", "", "the BTP subaccount, for the record")
 	plan := fs.String("plan", "", "the service plan (aws, azure, gcp, trial, ...)")
@@ -83,7 +84,11 @@ func main() {
 			gardenCfg, err = clientcmd.BuildConfigFromFlags("", *garden)
 			exitOn(Result{Claim: *instance}, err)
 		}
-		res, err := provision(ctx, claims, gardenCfg, *instance, spec, *failFast)
+		requestID := *operation
+		if requestID == "" {
+			requestID = *instance
+		}
+		res, err := provision(ctx, claims, gardenCfg, *instance, requestID, spec, *failFast)
 		exitOn(res, err)
 		emit(res, 0)
 	case "deprovision":
@@ -97,10 +102,10 @@ func main() {
 }
 
 // provision claims, waits, and reads the binding the claim names.
-func provision(ctx context.Context, claims *hap.Client, garden *rest.Config, instance string,
+func provision(ctx context.Context, claims *hap.Client, garden *rest.Config, instance, requestID string,
 	spec v1alpha1.AccountClaimSpec, failFast bool) (Result, error) {
 	res := Result{Claim: instance}
-	opts := hap.Options{}
+	opts := hap.Options{RequestID: requestID}
 	if failFast {
 		opts.StopOn = []string{hap.ReasonPoolExhausted}
 	}
