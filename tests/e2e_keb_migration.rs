@@ -424,6 +424,8 @@ async fn the_operator_observes_a_keb_landscape_for_weeks_then_cuts_over_and_roll
     config_from_keb_values(&hap, observe.clone()).await;
     landscape(&hap, &rt_ns).await;
     let config = hap.config.clone();
+    // The operator reads claims in its claim namespace; the report reads the same (claims of
+    // other tests live in other namespaces of this cluster).
     let args = [
         "migrate",
         "--report",
@@ -431,6 +433,8 @@ async fn the_operator_observes_a_keb_landscape_for_weeks_then_cuts_over_and_roll
         &config,
         "--runtime-namespace",
         &rt_ns,
+        "--claim-namespace",
+        &hap.claims_ns,
         "-o",
         "json",
     ];

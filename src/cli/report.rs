@@ -26,6 +26,10 @@ pub struct ReportArgs {
     /// With --report: the namespace of KEB's Runtimes.
     #[arg(long, default_value = "kcp-system", requires = "report")]
     pub runtime_namespace: String,
+    /// With --report: read AccountClaims in this namespace only, as an operator run with
+    /// `--claim-namespace` does [default: every namespace].
+    #[arg(long, value_name = "NAMESPACE", requires = "report")]
+    pub claim_namespace: Option<String>,
     /// With --report: text table or the JSON report.
     #[arg(
         short = 'o',
@@ -43,7 +47,12 @@ pub fn run(args: &ReportArgs) -> ExitCode {
         .as_deref()
         .unwrap_or(crate::k8s::live::DEFAULT_CONFIG);
     let target = args.kube.target(args.garden_kubeconfig.as_deref());
-    let read = crate::k8s::live::report_input(config, &target, &args.runtime_namespace);
+    let read = crate::k8s::live::report_input(
+        config,
+        &target,
+        &args.runtime_namespace,
+        args.claim_namespace.as_deref(),
+    );
     let (input, requests, note) = match read {
         Ok(r) => r,
         Err(e) => return usage(&e.report()),

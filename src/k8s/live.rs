@@ -383,16 +383,18 @@ pub fn pools_input(config: &str, target: &Target) -> Result<PoolsInput, LiveErro
 
 /// `hap migrate --report`: what `hap pools` reads, and every request of the landscape: the
 /// Runtimes in `runtime_namespace` (none when the Runtime CRD is not installed), the Shoots of
-/// the config's Shoot namespace and every AccountClaim. Reads only.
+/// the config's Shoot namespace and the AccountClaims in `claim_namespace` (every namespace when
+/// `None`), as the operator reads them with its `--claim-namespace`. Reads only.
 pub fn report_input(
     config: &str,
     target: &Target,
     runtime_namespace: &str,
+    claim_namespace: Option<&str>,
 ) -> Result<(PoolsInput, Vec<Observed>, Option<String>), LiveError> {
     let input = pools_input(config, target)?;
     let (shoot_ns, rt_ns) = (input.shoot_namespace.clone(), runtime_namespace.to_string());
     let mut all_claims = Vec::new();
-    claims(None, target, None, |l| {
+    claims(claim_namespace, target, None, |l| {
         all_claims = l;
         false
     })?;
