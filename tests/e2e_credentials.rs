@@ -378,6 +378,8 @@ async fn a_cooling_down_binding_keeps_the_other_binding_of_its_account_from_othe
     assert!(!hap.labels(other).await.contains_key("tenantName"));
     hap.claim("c3", aws("ga-1", "s3")).await;
     hap.bound("c3").await;
+}
+
 /// Labels of SecretBinding `name` in the binding namespace.
 async fn secret_binding_labels(
     hap: &Hap,
