@@ -102,6 +102,18 @@ pub(super) async fn unread(
          decides again once the read succeeds",
         failed.sibling, failed.source
     );
+    // No Bound status goes out on this visit: a release meanwhile knows no status named the
+    // binding (`release::decide_release`).
+    if let Some(uid) = &claim.metadata.uid {
+        let mut l = ctx.ledger();
+        let now = Instant::now();
+        if l.inflight
+            .assignment_of(uid, now)
+            .is_some_and(|a| a.binding == binding)
+        {
+            l.inflight.drop_assignment(uid);
+        }
+    }
     if let Err(e) = pending(claim, ctx, PendingReason::Progressing, cause, None).await {
         return e;
     }
