@@ -170,10 +170,12 @@ pub fn decide_release(
     now: Instant,
 ) -> Release {
     let keep = Release::Keep;
-    let name = match claim.bound_binding.as_deref() {
-        Some(name) => name,
+    // `unseen`: the binding is the claim's only through its own claim write, and no status of
+    // the claim ever named it.
+    let (name, unseen) = match claim.bound_binding.as_deref() {
+        Some(name) => (name, false),
         None => match written_for(claim, inflight, now) {
-            Ok(Some(name)) => name,
+            Ok(Some(written)) => written,
             Ok(None) => return keep(KeepReason::NotBound),
             Err(wait) => return wait,
         },
@@ -188,6 +190,9 @@ pub fn decide_release(
     let keys = inv.keys();
     let labels = &entry.view.labels;
     let alone = labels.get(CLAIMED_BY) == Some(&claim.uid);
+    // Unseen and alone: no cluster of the claim can have been told the binding, and no other
+    // claim used it since its claim write, so the account holds nothing of the tenant.
+    let unused = unseen && alone;
     if let Some(reason) = kept_by_kind(entry, keys, mode) {
         return keep(reason);
     }
@@ -200,7 +205,10 @@ pub fn decide_release(
             };
         }
         // An earlier release with no known outcome: the same compare-and-swap again settles it.
-        Some(p) => return release(name, inv, origin, alone, p.base_resource_version.clone()),
+        Some(p) => {
+            let base = p.base_resource_version.clone();
+            return release(name, inv, origin, (alone, unused), base);
+        }
         None => {}
     }
     let ga = &claim.global_account;
@@ -250,13 +258,8 @@ pub fn decide_release(
             claims: waiting.into_iter().map(named).collect(),
         };
     }
-    release(
-        name,
-        inv,
-        origin,
-        alone,
-        entry.view.resource_version.clone(),
-    )
+    let base = entry.view.resource_version.clone();
+    release(name, inv, origin, (alone, unused), base)
 }
 
 /// What keeps a binding whatever its users: shared, internal, `Retain`, or already dirty.
@@ -325,7 +328,7 @@ fn release(
     binding: &str,
     inv: &Inventory,
     origin: Origin,
-    alone: bool,
+    (alone, unused): (bool, bool),
     base: Option<String>,
 ) -> Release {
     let binding = binding.to_string();
@@ -333,6 +336,15 @@ fn release(
         binding,
         expected_resource_version: base.clone(),
     };
+    // A claim write no status ever named and nothing used: marking it dirty would have the
+    // cleanup job wipe an account no cluster of the tenant ran in, perhaps the one a claim of
+    // another tenant on another binding of it is about to run on.
+    if unused && !shoot_on(inv, &binding) {
+        return Release::ReleaseClean {
+            binding,
+            expected_resource_version: base.clone(),
+        };
+    }
     let Origin::Source { existed, now } = origin else {
         return dirty(binding);
     };
@@ -357,14 +369,15 @@ fn shoot_on(inv: &Inventory, binding: &str) -> bool {
         .any(|c| inv.shoot(c).is_some_and(|s| names(s.binding.as_deref())))
 }
 
-/// For a claim without a recorded binding: the binding its own claim write won (`Ok(Some)`),
-/// none (`Ok(None)`), or what to do while a write of it has no outcome the index shows yet —
-/// the index's view of that binding predates the write, so no release can be based on it.
+/// For a claim without a recorded binding: the binding its own claim write won (`Ok(Some)`,
+/// with `true` while no status write of the claim named it), none (`Ok(None)`), or what to do
+/// while a write of it has no outcome the index shows yet — the index's view of that binding
+/// predates the write, so no release can be based on it.
 fn written_for<'a>(
     claim: &ClaimView,
     inflight: &'a InFlight,
     now: Instant,
-) -> Result<Option<&'a str>, Release> {
+) -> Result<Option<(&'a str, bool)>, Release> {
     if let Some((binding, p)) = inflight.claim_made_by(&claim.uid, now) {
         return Err(match p.state {
             WriteState::Written => Release::WaitForWrite {
@@ -377,11 +390,14 @@ fn written_for<'a>(
             },
         });
     }
+    let assignment = inflight.assignment_of(&claim.uid, now);
     if let Some(binding) = inflight.won_by(&claim.uid, now) {
-        return Ok(Some(binding));
+        // A status write naming it, in whatever state, may have landed and been read.
+        let named = assignment.is_some_and(|a| a.binding == binding);
+        return Ok(Some((binding, !named)));
     }
-    match inflight.assignment_of(&claim.uid, now) {
-        Some(a) if a.state == WriteState::Written => Ok(Some(a.binding.as_str())),
+    match assignment {
+        Some(a) if a.state == WriteState::Written => Ok(Some((a.binding.as_str(), false))),
         Some(a) if a.state == WriteState::Unknown => Err(Release::WaitForWrite {
             binding: a.binding.clone(),
         }),
@@ -869,6 +885,72 @@ mod tests {
                 now
             ),
             dirty("f")
+        );
+    }
+
+    #[test]
+    fn a_claim_write_no_status_named_and_nothing_used_goes_back_clean() {
+        // The claim write on x committed, the fresh read of x's sibling never answered, and the
+        // claim was deleted. Another tenant's claim on the sibling y is bound there, but its
+        // status is not in the index yet, so nothing counts on the account: marking x dirty
+        // would have the cleanup job wipe the account that tenant is about to run on, for a
+        // claim write no cluster ever used.
+        let now = Instant::now();
+        let p = pool("aws", false, false);
+        let gone = ClaimView {
+            deleting: true,
+            ..claim("c", "ga", None, None)
+        };
+        let mut fl = InFlight::default();
+        let claim_x = Choice::Claim {
+            binding: "x".into(),
+            expected_resource_version: Some("rv-1".into()),
+        };
+        fl.record(&gone, &p, &claim_x, now);
+        fl.claim_written("x", now);
+        // The read failed: no Bound status is sent in that visit.
+        fl.drop_assignment("uid-c");
+        let written = [
+            ("hyperscalerType", "aws"),
+            ("tenantName", "ga"),
+            (CLAIMED_BY, "uid-c"),
+        ];
+        let theirs = [
+            ("hyperscalerType", "aws"),
+            ("tenantName", "gb"),
+            (CLAIMED_BY, "uid-d"),
+        ];
+        let secret = |b| crate::pools::tests::on_secret(b, "s");
+        let inv = inventory(
+            vec![
+                secret(binding("x", &written)),
+                secret(binding("y", &theirs)),
+            ],
+            vec![],
+            vec![],
+        );
+        fl.observe_binding("x", inv.binding("x"));
+        assert_eq!(fl.won_by("uid-c", now), Some("x"));
+        let decide = |fl: &InFlight| {
+            decide_release(&gone, &inv, fl, ReleaseMode::MarkDirty, Origin::User, now)
+        };
+        assert_eq!(
+            decide(&fl),
+            Release::ReleaseClean {
+                binding: "x".into(),
+                expected_resource_version: Some("rv-x".into())
+            }
+        );
+        // A Bound status of it was sent: it may have been read, so the account is wiped.
+        let use_x = Choice::Use {
+            binding: "x".into(),
+            decision: crate::selection::UseReason::Reused,
+        };
+        fl.record(&gone, &p, &use_x, now);
+        assert!(
+            matches!(decide(&fl), Release::MarkDirty { .. }),
+            "{:?}",
+            decide(&fl)
         );
     }
 

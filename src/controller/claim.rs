@@ -17,6 +17,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
+use super::account_check;
 use super::active::ActiveConfig;
 use super::lanes::{Entry, LaneFacts, lane_of};
 use super::outcome::{
@@ -33,7 +34,7 @@ use crate::ledger::Outcome;
 use crate::metrics::{ControllerLabels, OutcomeLabels};
 use crate::pools::quarantine::{PROBATION, QUARANTINE};
 use crate::pools::{ClaimView, claim_view};
-use crate::selection::AfterClaim;
+use crate::selection::{AfterClaim, Check};
 use crate::status::{BoundTo, ClaimOutcome, PendingReason};
 
 pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
@@ -234,14 +235,19 @@ async fn claim_free(
         return forbidden(claim, ctx, cause, waits_in, retry_at).await;
     }
     claimed?;
-    let verdict = super::account_check::verdict(ctx, active, view, &binding, true).await;
-    let verdict = verdict.map_err(k8s(
-        &claim_key(claim),
-        "reading the account's other bindings",
-    ))?;
+    let check = Check::ClaimWrite;
+    let verdict = match account_check::verdict(ctx, active, view, (&binding, true), check).await {
+        Ok(verdict) => verdict,
+        Err(failed) => return Err(account_check::unread(claim, ctx, &binding, failed).await),
+    };
     if let AfterClaim::GiveBack { sibling, label } = verdict {
-        let contest = (sibling, label);
-        return super::account_check::give_back(claim, ctx, active, view, &binding, contest).await;
+        let claimant = view.uid.clone();
+        let contest = account_check::Contest {
+            sibling,
+            label,
+            claimant,
+        };
+        return account_check::give_back(claim, ctx, active, view, &binding, contest).await;
     }
     let bound = bind(claim, ctx, view, to).await;
     // Told after the status write, whatever its outcome: the binding is claimed either way, and

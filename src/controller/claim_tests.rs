@@ -99,20 +99,35 @@ async fn a_claim_write_whose_other_binding_of_the_account_another_tenant_holds_g
     );
 }
 
-/// The tenant's binding carries another claim's claim write, not used since (a previous
-/// leader's late write, perhaps), and the other binding of its credential is another tenant's:
-/// a use by this claim would bind it unread. The claim reads the other binding, writes nothing
-/// on either binding, and waits for the claim that wrote it to give it back.
-#[tokio::test]
-async fn a_use_of_another_claims_unchecked_claim_write_on_a_contested_account_waits() {
-    let c = finalized(claim("c2"));
+/// A binding of the aws pool on credential `acct-1`, and Gardener's unlabelled force-migrated
+/// binding on the same Secret (in no pool) with `sibling_labels`.
+fn on_one_account(
+    mut pooled: crate::pools::BindingView,
+    sibling_labels: &[(&str, &str)],
+) -> [crate::pools::BindingView; 2] {
     let account = crate::pools::Account::of_secret(Some(GARDEN), None, "acct-1");
-    let mut late = claimed_binding("b1", "5", "c1");
-    late.account = account;
+    pooled.account = account;
     let mut migrated = binding("force-migrated-b1", "7", &[]);
-    migrated.labels = Default::default();
+    migrated.labels = sibling_labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect::<std::collections::BTreeMap<_, _>>()
+        .into();
     migrated.account = account;
-    let h = Harness::new(hap_config(aws_spec()), &[&c], &[late, migrated]);
+    [pooled, migrated]
+}
+
+/// The tenant's binding carries another claim's claim write, not used since (a previous
+/// leader's late write, perhaps), whose claim still decides, and the other binding of its
+/// credential is another tenant's: a use by this claim would bind it unread. The claim reads
+/// the other binding, writes nothing on either binding, and waits for the claim that wrote it
+/// to give it back.
+#[tokio::test]
+async fn a_use_of_a_live_claims_unchecked_claim_write_on_a_contested_account_waits() {
+    let c1 = finalized(claim("c1"));
+    let c = finalized(claim("c2"));
+    let bindings = on_one_account(claimed_binding("b1", "5", "c1"), &[]);
+    let h = Harness::new(hap_config(aws_spec()), &[&c1, &c], &bindings);
     let theirs = json!({"tenantName": "ga-other", CLAIMED_BY: "uid-x"});
     h.api.expect([
         Call::get(&binding_path("force-migrated-b1"))
@@ -124,6 +139,155 @@ async fn a_use_of_another_claims_unchecked_claim_write_on_a_contested_account_wa
     let message = written_ready_message(&h);
     assert!(
         message.contains("until that claim gives it back") && message.contains("ga-other"),
+        "{message}"
+    );
+}
+
+/// The claim that made the claim write is gone (deleted after its write committed, its fresh
+/// read never answered): nobody else would ever give the write back, and no status of it can
+/// land any more. The claim that would use the binding gives it back itself, with a
+/// compare-and-swap that holds only while claimed-by still names the gone claim, and decides
+/// again: it never waits for a claim that does not exist.
+#[tokio::test]
+async fn a_claim_write_of_a_gone_claim_on_a_contested_account_is_given_back_by_the_next_claim() {
+    let c = finalized(claim("c2"));
+    let bindings = on_one_account(claimed_binding("b1", "5", "c1"), &[]);
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &bindings);
+    let theirs = json!({"tenantName": "ga-other", CLAIMED_BY: "uid-x"});
+    let late = json!({"hyperscalerType": "aws", "tenantName": GA, CLAIMED_BY: "uid-c1"});
+    h.api.expect([
+        Call::get(&binding_path("force-migrated-b1"))
+            .answer(200, binding_now("force-migrated-b1", "9", theirs)),
+        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("12"),
+        Call::get(&binding_path("b1")).answer(200, binding_now("b1", "5", late)),
+        binding_cas("b1", "5", json!({"tenantName": null, CLAIMED_BY: null})).answer_rv("6"),
+        event(TENANTS, "c2", "Warning", "AccountContested"),
+    ]);
+    let action = h.reconcile(&c).await.expect("given back");
+    assert_eq!(action, Action::requeue(Duration::from_secs(2)));
+    let message = written_ready_message_any(&h);
+    assert!(message.contains("uid-c1"), "{message}");
+}
+
+/// The claim write's claim is recorded Bound to the binding: it was checked before that status
+/// was written. A cordoned tenantless sibling (an admin's, after the bind) keeps new tenants
+/// off the account, not the tenant already in it: the next claim of the tenant reuses the
+/// binding with no read of the sibling and no wait.
+#[tokio::test]
+async fn a_reuse_of_a_checked_claim_write_beside_a_cordoned_sibling_binds_without_a_read() {
+    let first = bound(finalized(claim("c1")), "b1");
+    let c = finalized(claim("c2"));
+    let cordoned = [(crate::pools::lifecycle::CORDONED, "true")];
+    let bindings = on_one_account(claimed_binding("b1", "5", "c1"), &cordoned);
+    let h = Harness::new(hap_config(aws_spec()), &[&first, &c], &bindings);
+    h.api.expect([
+        record_cas("b1", "5", "uid-c2").answer_rv("6"),
+        claim_status(&c, bound_status("b1", "Reused")).answer_rv("12"),
+        event(TENANTS, "c2", "Normal", "Reused"),
+    ]);
+    let action = h.reconcile(&c).await.expect("bound by reuse");
+    assert_eq!(action, Action::await_change());
+}
+
+/// A live claim's unchecked claim write, beside a sibling that is only cordoned (no tenant, not
+/// dirty): the tenant is in the account already, so the use reads the sibling and goes ahead.
+#[tokio::test]
+async fn a_use_beside_a_tenantless_cordoned_sibling_is_not_contested() {
+    let c1 = finalized(claim("c1"));
+    let c = finalized(claim("c2"));
+    let cordoned = [(crate::pools::lifecycle::CORDONED, "true")];
+    let bindings = on_one_account(claimed_binding("b1", "5", "c1"), &cordoned);
+    let h = Harness::new(hap_config(aws_spec()), &[&c1, &c], &bindings);
+    let now = json!({crate::pools::lifecycle::CORDONED: "true"});
+    h.api.expect([
+        Call::get(&binding_path("force-migrated-b1"))
+            .answer(200, binding_now("force-migrated-b1", "9", now)),
+        record_cas("b1", "5", "uid-c1,uid-c2").answer_rv("6"),
+        claim_status(&c, bound_status("b1", "Reused")).answer_rv("12"),
+        event(TENANTS, "c2", "Normal", "Reused"),
+    ]);
+    let action = h.reconcile(&c).await.expect("bound by reuse");
+    assert_eq!(action, Action::await_change());
+}
+
+/// A claim given back twice for the same reason: the second give-back's status write would
+/// carry the very status the claim has, and a server-side apply that changes nothing does not
+/// move the claim's version. It must move it (the message says it again), or a Bound status a
+/// previous leader decided on that version could land after the binding went back. That late
+/// apply, on the version before the give-back, then meets a Conflict.
+#[tokio::test]
+async fn a_repeated_give_back_still_moves_the_claims_version() {
+    let c = finalized(claim("c1"));
+    let bindings = on_one_account(binding("b1", "5", &[]), &[]);
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &bindings);
+    let theirs = json!({"tenantName": "ga-other", CLAIMED_BY: "uid-x"});
+    let mine = |rv| {
+        let labels = json!({"hyperscalerType": "aws", "tenantName": GA, CLAIMED_BY: "uid-c1"});
+        binding_now("b1", rv, labels)
+    };
+    h.api.expect([
+        claim_cas("b1", "5", &c).answer_rv("6"),
+        Call::get(&binding_path("force-migrated-b1"))
+            .answer(200, binding_now("force-migrated-b1", "9", theirs.clone())),
+        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("12"),
+        Call::get(&binding_path("b1")).answer(200, mine("6")),
+        binding_cas("b1", "6", json!({"tenantName": null, CLAIMED_BY: null})).answer_rv("7"),
+        event(TENANTS, "c1", "Warning", "AccountContested"),
+    ]);
+    h.reconcile(&c).await.expect("given back");
+    let first = written_ready_message_any(&h);
+    // The claim as the give-back left it; the binding free again at 7.
+    let mut c = c;
+    let written = last_status(&h).expect("the give-back's status");
+    c.status = Some(serde_json::from_value(written["status"].clone()).expect("a claim status"));
+    c.metadata.resource_version = Some("12".into());
+    h.observe(&c);
+    let [b1, _] = on_one_account(binding("b1", "7", &[]), &[]);
+    h.observe_binding(b1);
+    h.api.expect([
+        claim_cas("b1", "7", &c).answer_rv("8"),
+        Call::get(&binding_path("force-migrated-b1"))
+            .answer(200, binding_now("force-migrated-b1", "9", theirs)),
+        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("13"),
+        Call::get(&binding_path("b1")).answer(200, mine("8")),
+        binding_cas("b1", "8", json!({"tenantName": null, CLAIMED_BY: null})).answer_rv("9"),
+        event(TENANTS, "c1", "Warning", "AccountContested"),
+    ]);
+    h.reconcile(&c).await.expect("given back again");
+    assert_ne!(written_ready_message_any(&h), first, "the status moved");
+    // A previous leader's Bound status decided on version 12, landing now.
+    let late = bound(c.clone(), "b1").status.expect("a Bound status");
+    h.api
+        .expect([claim_status(&c, bound_status("b1", "Claimed")).fail(409, "Conflict")]);
+    let landed = h
+        .ctx
+        .writer
+        .apply_claim_status(TENANTS, "c1", Some("12"), &late)
+        .await;
+    assert!(
+        matches!(landed, Err(crate::k8s::K8sError::Conflict { .. })),
+        "{landed:?}"
+    );
+}
+
+/// The fresh read after a claim write fails (refused, or no answer): the write stands
+/// unchecked and the claim is not recorded Bound. Its status says why it waits, naming the
+/// read, so that a read that keeps failing leaves a reason, not silence.
+#[tokio::test]
+async fn a_failed_read_after_a_claim_write_says_so_in_the_claims_status() {
+    let c = finalized(claim("c1"));
+    let bindings = on_one_account(binding("b1", "5", &[]), &[]);
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &bindings);
+    h.api.expect([
+        claim_cas("b1", "5", &c).answer_rv("6"),
+        Call::get(&binding_path("force-migrated-b1")).fail(403, "Forbidden"),
+        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("12"),
+    ]);
+    let err = h.reconcile(&c).await.expect_err("the read failed");
+    assert!(!err.is_conflict(), "{err:?}");
+    let message = written_ready_message_any(&h);
+    assert!(
+        message.contains("force-migrated-b1") && message.contains("read"),
         "{message}"
     );
 }

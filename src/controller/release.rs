@@ -483,9 +483,10 @@ fn released_note(
             "ReleasedClean",
             format!(
                 "released binding {ns}/{binding} clean: never used by a cluster (the \
-                 object the claim was made for never existed, and no other claim was \
-                 bound to it), so {} and {CLAIMED_BY} were removed and it went back to \
-                 the pool without the cleanup job",
+                 object the claim was made for never existed, or the claim went before any \
+                 status of it named the binding; no other claim was bound to it), so {} and \
+                 {CLAIMED_BY} were removed and it went back to the pool without the cleanup \
+                 job",
                 keys.tenant_name
             ),
         ),

@@ -78,3 +78,35 @@ fn a_claim_missing_from_the_index_holds_its_binding_from_a_deleting_sibling() {
         }
     );
 }
+
+#[test]
+fn a_give_back_the_watch_shows_before_its_answer_holds_nothing_back() {
+    // The watch may bring the given-back version before the compare-and-swap answers: the
+    // record of the give-back must not then outlive it (it kept every binding of the account
+    // out of selection for the record's whole lifetime).
+    let mut l = Ledger::default();
+    let now = Instant::now();
+    let aws_labels = [("hyperscalerType", "aws")];
+    l.apply_binding(versioned(binding("x", &aws_labels), "5"));
+    let c = claim("c", "ga", None, None);
+    let choice = Choice::Claim {
+        binding: "x".into(),
+        expected_resource_version: Some("5".into()),
+    };
+    l.inflight.record(&c, &aws(), &choice, now);
+    l.inflight.claim_written("x", now);
+    // The claim write landed at 6; the give-back is sent on 6 and lands at 7, which the watch
+    // delivers before the answer.
+    l.inflight.release_started("x", Some("6".into()), now);
+    l.apply_binding(versioned(binding("x", &aws_labels), "7"));
+    assert!(
+        l.inflight.is_releasing("x", now),
+        "held back while the write is out"
+    );
+    l.inflight.gave_back(&c.uid, "x");
+    l.release_outcome("x", Outcome::Written, now);
+    assert!(
+        !l.inflight.is_releasing("x", now),
+        "held back after the index showed it"
+    );
+}

@@ -224,11 +224,15 @@ pub fn is_cleanup_failed(labels: &impl crate::labels::LabelLookup) -> bool {
 
 /// Whether the cleanup job's mark keeps `cluster` off `binding`: a binding whose cleanup failed
 /// may still hold the last tenant's resources, and the job clears `dirty` and the tenant before
-/// its mark, so a tenant that still shows on a marked binding gets no new cluster there either. A
-/// cluster already counted there stays.
+/// its mark, so a tenant that still shows on a marked binding gets no new cluster there either.
+/// The mark is the account's: on another binding of the same credential it closes this one too.
+/// A cluster already counted on the account stays.
 pub fn closed_to(inv: &super::Inventory, binding: &str, cluster: &str) -> bool {
-    inv.binding(binding)
-        .is_some_and(|e| is_cleanup_failed(&e.view.labels))
+    let marked = |b: &str| {
+        inv.binding(b)
+            .is_some_and(|e| is_cleanup_failed(&e.view.labels))
+    };
+    (marked(binding) || inv.siblings(binding).any(marked))
         && !inv.clusters_on(binding).contains(cluster)
 }
 

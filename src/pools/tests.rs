@@ -748,3 +748,27 @@ fn releases_under_way_are_the_deleting_claims_that_still_record_a_binding() {
     inv.delete_claim("uid-c2", Some("3"));
     assert_eq!(inv.releasing(), 0);
 }
+
+#[test]
+fn a_cleanup_failed_sibling_closes_the_account_to_new_clusters() {
+    // The cleanup job's mark is the account's: the account may still hold what the job could
+    // not remove, whichever binding of it carries the mark. No new cluster goes in through the
+    // other binding either (a reuse, an adoption); one counted on the account already stays.
+    use crate::pools::lifecycle::{CLEANUP_FAILED, closed_to};
+    let held = [("hyperscalerType", "aws"), ("tenantName", "ga")];
+    let inv = inventory(
+        vec![
+            on_secret(binding("x", &held), "s"),
+            on_secret(binding("y", &[(CLEANUP_FAILED, "true")]), "s"),
+            binding("alone", &held),
+        ],
+        vec![],
+        vec![shoot("s1", Some("x"))],
+    );
+    assert!(closed_to(&inv, "x", "s2"), "a new cluster through x");
+    assert!(
+        !closed_to(&inv, "x", "s1"),
+        "a cluster on the account stays"
+    );
+    assert!(!closed_to(&inv, "alone", "s2"));
+}

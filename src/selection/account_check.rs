@@ -31,22 +31,42 @@ pub enum AfterClaim {
     GiveBack { sibling: String, label: String },
 }
 
+/// Which labels on another binding of the account keep it from the claim's tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// After a claim write this claim made: every label that keeps a new tenant off the account
+    /// (`holding_label`), as selection reads it.
+    ClaimWrite,
+    /// Before a use of a binding whose claim write is not this claim's: the tenant is in the
+    /// account already, so only another tenant or a dirty sibling contests it. A cordon, the
+    /// cleanup job's mark, shared or internal on a tenantless sibling keep new tenants off; they
+    /// do not make the tenant already there give back, nor wait.
+    Use,
+}
+
 /// Decides from the fresh labels of the other bindings of the account (`None`: the binding is
 /// gone) whether `tenant`'s claim write may stand. A sibling the same tenant holds keeps the
 /// account for it, not from it. Pure.
 pub fn after_claim<'a, L: LabelLookup + 'a>(
     keys: &ResolvedLabelKeys,
     tenant: &str,
+    check: Check,
     siblings: impl IntoIterator<Item = (&'a str, Option<&'a L>)>,
 ) -> AfterClaim {
     for (name, labels) in siblings {
         let Some(labels) = labels else { continue };
-        if labels.label(&keys.tenant_name).map(String::as_str) == Some(tenant)
-            && labels.label(&keys.dirty).is_none()
-        {
+        let theirs = labels.label(&keys.tenant_name).map(String::as_str);
+        let dirty = labels.label(&keys.dirty);
+        if theirs == Some(tenant) && dirty.is_none() {
             continue;
         }
-        if let Some(label) = holding_label(keys, labels) {
+        let label = match check {
+            Check::ClaimWrite => holding_label(keys, labels),
+            Check::Use => theirs
+                .map(|t| format!("{}={t}", keys.tenant_name))
+                .or_else(|| dirty.map(|d| format!("{}={d}", keys.dirty))),
+        };
+        if let Some(label) = label {
             return AfterClaim::GiveBack {
                 sibling: name.to_string(),
                 label,
@@ -54,6 +74,57 @@ pub fn after_claim<'a, L: LabelLookup + 'a>(
         }
     }
     AfterClaim::Bind
+}
+
+/// Whose claim write a binding carries (its claimed-by), as a claim about to use it sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimWrite {
+    /// None, or one checked already: its claimant is recorded Bound to this binding, which it
+    /// is only after its own fresh read of the other bindings. Nothing to read.
+    Checked,
+    /// This claim's own (`own_write`): the claim gives it back if contested.
+    Own,
+    /// A live claim's (`uid`) still deciding (pending, not deleting, not denied, or written by
+    /// this replica right now): that claim gives it back if contested, so this claim waits.
+    Claimant(String),
+    /// The claim `uid` named is gone, deleting, denied, or recorded on another binding: it will
+    /// never give the write back, and no Bound status of it can land here any more (its
+    /// deletion, denial or other status moved its resourceVersion, on which a status write of it
+    /// is conditioned; the index knows every claim a record names unless it is gone, see
+    /// `claimant::recorded_claims`). If contested, this claim gives it back itself.
+    Orphaned(String),
+}
+
+/// Whose claim write `binding` carries, for claim `claim_uid` about to use it. Pure.
+pub fn claim_write_on(
+    inv: &Inventory,
+    inflight: &InFlight,
+    binding: &str,
+    claim_uid: &str,
+    now: Instant,
+) -> ClaimWrite {
+    if own_write(inv, inflight, binding, claim_uid, now) {
+        return ClaimWrite::Own;
+    }
+    if let Some(p) = inflight.claim_of(binding, now) {
+        return ClaimWrite::Claimant(p.claim_uid.clone());
+    }
+    let by = inv
+        .binding(binding)
+        .and_then(|e| e.view.labels.get(crate::labels::CLAIMED_BY));
+    let Some(uid) = by else {
+        return ClaimWrite::Checked;
+    };
+    let writing = inflight
+        .assignment_of(uid, now)
+        .is_some_and(|a| a.binding == binding);
+    match inv.claim(uid) {
+        Some(c) if c.bound_binding.as_deref() == Some(binding) && !c.lost => ClaimWrite::Checked,
+        Some(c) if writing || (c.bound_binding.is_none() && !c.deleting && !c.denied) => {
+            ClaimWrite::Claimant(uid.clone())
+        }
+        _ => ClaimWrite::Orphaned(uid.clone()),
+    }
 }
 
 /// The other bindings of `binding`'s account to read fresh before claim `claim_uid` is recorded

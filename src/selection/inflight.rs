@@ -289,11 +289,12 @@ impl InFlight {
             .map(|(b, _)| b.as_str())
     }
 
-    /// The claim's own claim write of `binding` was given back (another binding of the account
-    /// was found held): the binding is no longer the claim's, neither to release nor to use.
-    /// The give-back is recorded as a written release, so that nothing takes the binding until
-    /// the index shows it without the tenant.
-    pub fn gave_back(&mut self, claim_uid: &str, binding: &str, base: String, now: Instant) {
+    /// The claim write of `binding` that claim `claim_uid` made was given back (another binding
+    /// of the account was found held): the binding is no longer the claim's, neither to release
+    /// nor to use. The give-back itself is a release write (`release_started` before it is sent,
+    /// its outcome after), so that nothing takes the binding until the index shows it without
+    /// the tenant, and a version the watch brought before the answer ends it.
+    pub fn gave_back(&mut self, claim_uid: &str, binding: &str) {
         if self.won.get(claim_uid).is_some_and(|(b, _)| b == binding) {
             self.won.remove(claim_uid);
         }
@@ -311,8 +312,6 @@ impl InFlight {
         {
             self.assignments.remove(claim_uid);
         }
-        self.release_started(binding, Some(base), now);
-        self.release_written(binding, now);
     }
 
     /// A release write of `binding`, conditioned on `base_resource_version`, is about to be sent.

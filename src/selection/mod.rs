@@ -49,7 +49,9 @@ pub mod pinned;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-pub use account_check::{AfterClaim, after_claim, own_write, siblings_to_check};
+pub use account_check::{
+    AfterClaim, Check, ClaimWrite, after_claim, claim_write_on, own_write, siblings_to_check,
+};
 pub use claimant::{BeforeUse, before_use, has_strays, stray_claimant, strays_of};
 pub use hash::weight;
 pub use inflight::{

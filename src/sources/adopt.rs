@@ -97,10 +97,22 @@ fn refused_on_account(
     if let Some(cluster) = cluster
         && crate::pools::lifecycle::closed_to(inv, binding, cluster)
     {
+        let marked = std::iter::once(binding)
+            .chain(inv.siblings(binding))
+            .find(|b| {
+                inv.binding(b)
+                    .is_some_and(|e| crate::pools::lifecycle::is_cleanup_failed(&e.view.labels))
+            })
+            .unwrap_or(binding);
+        let which = if marked == binding {
+            format!("binding {binding}, which carries")
+        } else {
+            format!("binding {binding}, whose credential's other binding {marked} carries")
+        };
         return Some(format!(
-            "the request names binding {binding}, which carries {}=true: its last cleanup \
-             failed and the account may hold a previous tenant's resources, so no new cluster \
-             goes into it until the cleanup job clears the mark",
+            "the request names {which} {}=true: its last cleanup failed and the account may \
+             hold a previous tenant's resources, so no new cluster goes into it until the \
+             cleanup job clears the mark",
             crate::pools::lifecycle::CLEANUP_FAILED
         ));
     }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::labels::{CLAIMED_BY, ResolvedLabelKeys};
-use crate::selection::{AfterClaim, after_claim};
+use crate::selection::{AfterClaim, Check, after_claim};
 
 type Labels = BTreeMap<String, String>;
 
@@ -64,7 +64,12 @@ fn step(w: &mut Writer, server: &mut Server, keys: &ResolvedLabelKeys) {
         }
         (Some(_), None) => {
             let fresh = server.objects.get(w.sibling).map(|(_, l)| l);
-            w.verdict = Some(after_claim(keys, w.tenant, [(w.sibling, fresh)]));
+            w.verdict = Some(after_claim(
+                keys,
+                w.tenant,
+                Check::ClaimWrite,
+                [(w.sibling, fresh)],
+            ));
         }
         (Some(_), Some(AfterClaim::Bind)) => w.bound = true,
         (Some(rv), Some(AfterClaim::GiveBack { .. })) => {
@@ -189,15 +194,15 @@ fn a_writer_alone_binds_and_a_sibling_of_the_same_tenant_does_not_hold_it_back()
     let mut mine = Labels::new();
     mine.insert(keys.tenant_name.clone(), "ga".into());
     assert_eq!(
-        after_claim(&keys, "ga", [("y", Some(&mine))]),
+        after_claim(&keys, "ga", Check::ClaimWrite, [("y", Some(&mine))]),
         AfterClaim::Bind
     );
     assert_eq!(
-        after_claim::<Labels>(&keys, "ga", [("y", None)]),
+        after_claim::<Labels>(&keys, "ga", Check::ClaimWrite, [("y", None)]),
         AfterClaim::Bind
     );
     assert_eq!(
-        after_claim(&keys, "gb", [("y", Some(&mine))]),
+        after_claim(&keys, "gb", Check::ClaimWrite, [("y", Some(&mine))]),
         AfterClaim::GiveBack {
             sibling: "y".into(),
             label: "tenantName=ga".into()
@@ -206,7 +211,7 @@ fn a_writer_alone_binds_and_a_sibling_of_the_same_tenant_does_not_hold_it_back()
     let mut dirty = mine.clone();
     dirty.insert(keys.dirty.clone(), "true".into());
     assert!(matches!(
-        after_claim(&keys, "ga", [("y", Some(&dirty))]),
+        after_claim(&keys, "ga", Check::ClaimWrite, [("y", Some(&dirty))]),
         AfterClaim::GiveBack { .. }
     ));
 }
@@ -275,4 +280,161 @@ fn only_a_claims_own_claim_write_is_checked_against_the_other_bindings_of_its_ac
         siblings_to_check(&inv, &fl, "y", "uid-c", true, now),
         ["x", "z"]
     );
+}
+
+/// Liveness, where both writers live: a claim that gives back decides again, so a round in
+/// which nobody binds costs a retry. Nobody binds only when both fresh reads come after both
+/// claim writes (each sees the other's tenant). Two writers at once means two leaders (a
+/// hand-over, or a paused leader's write landing late); once the hand-over is over, one leader
+/// decides both claims, one after the other through its own caches and writes in flight: that
+/// retry round, in either order, binds the first claim. What the model cannot show is a
+/// scheduler that keeps two live leaders in lockstep for ever; the lease rules that out.
+#[test]
+fn where_both_writers_live_some_claim_binds_once_one_leader_decides_both() {
+    let keys = ResolvedLabelKeys::default();
+    let writer = |claim, tenant, binding, sibling, seen| Writer {
+        claim,
+        tenant,
+        binding,
+        sibling,
+        seen,
+        dies: false,
+        written: None,
+        verdict: None,
+        bound: false,
+    };
+    let fresh = || Server {
+        rev: 1,
+        objects: [("x", (1, Labels::new())), ("y", (1, Labels::new()))].into(),
+    };
+    let mut both_gave_back = 0;
+    for order in interleavings(3) {
+        let mut server = fresh();
+        let mut ws = [
+            writer("c-a", "ga", "x", "y", 1),
+            writer("c-b", "gb", "y", "x", 1),
+        ];
+        play(&order, &mut ws, &mut server, &keys);
+        if ws.iter().any(|w| w.bound) {
+            continue;
+        }
+        // Nobody bound: both gave back, and each read came after both writes (turns 0 and 1 of
+        // each writer are its write and its read).
+        let turn = |who: usize, nth: usize| {
+            order
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| **w == who)
+                .nth(nth)
+                .map(|(i, _)| i)
+        };
+        let (wa, ra, wb, rb) = (turn(0, 0), turn(0, 1), turn(1, 0), turn(1, 1));
+        assert!(
+            ra > wb && rb > wa,
+            "both gave back though one read came before the other's write (turns {order:?})"
+        );
+        both_gave_back += 1;
+        // The retry: one leader decides both, one after the other, on the server as it is.
+        for first in [0, 1] {
+            let mut retry = server.clone();
+            let at = |b: &str| retry.objects[b].0;
+            let mut again = [
+                writer("c-a", "ga", "x", "y", at("x")),
+                writer("c-b", "gb", "y", "x", at("y")),
+            ];
+            let sequential = [first; 3]
+                .into_iter()
+                .chain([1 - first; 3])
+                .collect::<Vec<_>>();
+            play(&sequential, &mut again, &mut retry, &keys);
+            let bound: Vec<_> = again.iter().filter(|w| w.bound).map(|w| w.claim).collect();
+            assert_eq!(
+                bound,
+                [again[first].claim],
+                "the retry after turns {order:?}, {first} first"
+            );
+        }
+    }
+    // Some interleavings do make both give back: the retry is not dead code.
+    assert!(both_gave_back > 0);
+}
+
+/// A claim write whose claimant no longer decides is given back by the claim that would use it;
+/// one whose claimant still decides is waited for; one whose claimant is recorded Bound there
+/// was checked. A claim never waits for a claim that cannot act.
+#[test]
+fn a_claim_waits_only_for_a_claimant_that_still_decides() {
+    use std::time::Instant;
+
+    use crate::pools::tests::{binding, claim, inventory, on_secret};
+    use crate::selection::{ClaimWrite, InFlight, claim_write_on};
+    let x = |by: &str| {
+        let labels = [
+            ("hyperscalerType", "aws"),
+            ("tenantName", "ga"),
+            (CLAIMED_BY, by),
+        ];
+        on_secret(binding("x", &labels), "s")
+    };
+    let (fl, now) = (InFlight::default(), Instant::now());
+    let on = |c: Option<crate::pools::ClaimView>| {
+        let inv = inventory(vec![x("uid-c1")], c.into_iter().collect(), vec![]);
+        claim_write_on(&inv, &fl, "x", "uid-c2", now)
+    };
+    let orphaned = ClaimWrite::Orphaned("uid-c1".into());
+    assert_eq!(on(None), orphaned, "gone");
+    let mut deleting = claim("c1", "ga", None, None);
+    deleting.deleting = true;
+    assert_eq!(on(Some(deleting)), orphaned, "deleting");
+    let mut denied = claim("c1", "ga", None, None);
+    denied.denied = true;
+    assert_eq!(on(Some(denied)), orphaned, "denied");
+    assert_eq!(on(Some(claim("c1", "ga", None, Some("z")))), orphaned);
+    assert_eq!(
+        on(Some(claim("c1", "ga", None, None))),
+        ClaimWrite::Claimant("uid-c1".into())
+    );
+    assert_eq!(
+        on(Some(claim("c1", "ga", None, Some("x")))),
+        ClaimWrite::Checked
+    );
+    let inv = inventory(vec![x("uid-c2")], vec![], vec![]);
+    assert_eq!(
+        claim_write_on(&inv, &fl, "x", "uid-c2", now),
+        ClaimWrite::Own
+    );
+}
+
+#[test]
+fn a_use_is_contested_only_by_another_tenant_or_a_dirty_sibling() {
+    use crate::selection::Check;
+    let keys = ResolvedLabelKeys::default();
+    for label in [
+        crate::pools::lifecycle::CORDONED,
+        crate::pools::lifecycle::CLEANUP_FAILED,
+        keys.shared.as_str(),
+        keys.internal.as_str(),
+    ] {
+        let mut held = Labels::new();
+        held.insert(label.into(), "true".into());
+        assert_eq!(
+            after_claim(&keys, "ga", Check::Use, [("y", Some(&held))]),
+            AfterClaim::Bind,
+            "{label}"
+        );
+        assert!(matches!(
+            after_claim(&keys, "ga", Check::ClaimWrite, [("y", Some(&held))]),
+            AfterClaim::GiveBack { .. }
+        ));
+    }
+    let mut theirs = Labels::new();
+    theirs.insert(keys.tenant_name.clone(), "gb".into());
+    let mut dirty = Labels::new();
+    dirty.insert(keys.dirty.clone(), "true".into());
+    for held in [theirs, dirty] {
+        assert!(matches!(
+            after_claim(&keys, "ga", Check::Use, [("y", Some(&held))]),
+            AfterClaim::GiveBack { .. }
+        ));
+    }
 }

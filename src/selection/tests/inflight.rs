@@ -270,7 +270,9 @@ fn a_claim_write_given_back_is_neither_the_claims_nor_free_until_the_index_shows
     fl.claim_written("x", now);
     assert_eq!(fl.won_by(&c.uid, now), Some("x"));
     // Given back at version 6 (the claim write's): not the claim's, not anyone's yet.
-    fl.gave_back(&c.uid, "x", "6".into(), now);
+    fl.release_started("x", Some("6".into()), now);
+    fl.gave_back(&c.uid, "x");
+    fl.release_written("x", now);
     assert_eq!(fl.won_by(&c.uid, now), None);
     assert!(fl.claim_of("x", now).is_none());
     assert!(fl.is_releasing("x", now));
