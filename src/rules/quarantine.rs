@@ -77,6 +77,9 @@ mod tests {
                 hyperscaler_type: t.into(),
                 eu_access: None,
             },
+            since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::UNIX_EPOCH,
+            ),
             plans: list(plans),
             global_accounts: list(gas),
         }
