@@ -411,11 +411,12 @@ async fn reads_the_live_cluster(hap: Hap) {
         "{err}"
     );
 }
-/// The config of the every-state landscape: a cooldown, and a quarantine of the aws pool whose
-/// `since` lies before any binding the test creates.
+
+/// The config of the every-state landscape: a cooldown, and a quarantine of the aws pool for a
+/// canary tenant, whose `since` lies before any binding the test creates.
 fn every_state_config() -> Value {
     json!({"release": {"cooldown": "1h"},
-        "quarantine": [{"pool": {"hyperscalerType": "aws"}, "since": "2020-01-01T00:00:00Z", "plans": ["trial"]}]})
+        "quarantine": [{"pool": {"hyperscalerType": "aws"}, "since": "2020-01-01T00:00:00Z", "globalAccounts": ["canary"]}]})
 }
 
 /// One aws binding in every lifecycle state (the config sets a one-hour cooldown); returns the

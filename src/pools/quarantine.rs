@@ -24,7 +24,7 @@ use crate::labels::{CLAIMED_BY, FILLING, LabelLookup, PoolKey};
 pub const QUARANTINE: &str = "accountpool.io/quarantine";
 /// On trial: handed to a named request, no Shoot on it has succeeded yet.
 pub const PROBATION: &str = "Probation";
-/// A Shoot on it reported `lastOperation` Create Succeeded (the operator writes it).
+/// A Shoot on its account was created (`shoot_created`; the operator writes it).
 pub const PASSED: &str = "Passed";
 /// A person ended the trial.
 pub const RELEASED: &str = "Released";
