@@ -411,17 +411,16 @@ async fn reads_the_live_cluster(hap: Hap) {
         "{err}"
     );
 }
-/// A landscape with a binding in every state, under a config with a cooldown and the default
-/// suspect codes: `kubectl hap pools` (JSON and table), `status.pools[].states` and
-/// `hap_pool_bindings` give the same counts.
-/// One aws binding in every lifecycle state (the config sets a one-hour cooldown); returns the
-/// release time recorded on the cooling-down one.
-/// The config of the every-state landscape: a cooldown, and a quarantine of the aws pool.
+
+/// The config of the every-state landscape: a cooldown, and a quarantine of the aws pool for a
+/// canary tenant, whose `since` lies before any binding the test creates.
 fn every_state_config() -> Value {
     json!({"release": {"cooldown": "1h"},
-        "quarantine": [{"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]}]})
+        "quarantine": [{"pool": {"hyperscalerType": "aws"}, "since": "2020-01-01T00:00:00Z", "globalAccounts": ["canary"]}]})
 }
 
+/// One aws binding in every lifecycle state (the config sets a one-hour cooldown); returns the
+/// release time recorded on the cooling-down one.
 async fn every_state_landscape(hap: &Hap) -> String {
     let aws = |extra: &[(&'static str, &'static str)]| {
         let mut l = vec![("hyperscalerType", "aws")];
@@ -490,6 +489,9 @@ async fn every_state_landscape(hap: &Hap) -> String {
     released
 }
 
+/// A landscape with a binding in every state, under a config with a cooldown and the default
+/// suspect codes: `kubectl hap pools` (JSON and table), `status.pools[].states` and
+/// `hap_pool_bindings` give the same counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_hap_pools_counts_every_state_as_the_status_and_the_metrics() {
     let hap = Hap::new(&["aws"], every_state_config()).await;

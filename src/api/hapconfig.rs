@@ -168,9 +168,10 @@ pub struct HapConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_low: Option<super::lifecycle::PoolLowSpec>,
 
-    /// Pools whose new bindings are `Quarantined`: offered only to the requests each entry
-    /// names (plans, global accounts) until a Shoot on the binding has succeeded once
-    /// (`lastOperation` Create Succeeded) or a person releases it (docs/operating.md).
+    /// Pools whose new bindings (created at or after the entry's `since`) are `Quarantined`:
+    /// offered only to the requests each entry names (plans, global accounts) until a Shoot on
+    /// the binding's account has been created (`lastOperation` Create Succeeded, or a later
+    /// Reconcile, Restore or Migrate) or a person releases it (docs/operating.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 50))]
     #[x_kube(validation = Rule::new(super::quarantine::QUARANTINE_UNIQUE_RULE).message(super::quarantine::QUARANTINE_UNIQUE_MESSAGE))]

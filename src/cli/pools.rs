@@ -217,7 +217,7 @@ pub(crate) mod tests {
     pub(crate) fn landscape(now: jiff::Timestamp) -> live::PoolsInput {
         let spec: HapConfigSpec = serde_json::from_value(serde_json::json!({
             "bindingNamespace": "garden", "rules": ["aws"], "release": {"cooldown": "1h"},
-            "quarantine": [{"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]}]
+            "quarantine": [{"pool": {"hyperscalerType": "aws"}, "since": "2026-01-01T00:00:00Z", "plans": ["trial"]}]
         }))
         .expect("spec");
         let aws = ("hyperscalerType", "aws");
@@ -272,7 +272,10 @@ pub(crate) mod tests {
                 ),
                 binding("aws-used", &[aws]),
                 binding("aws-int", &[aws, ("internal", "true")]),
-                binding("aws-new", &[aws]),
+                crate::pools::BindingView {
+                    created: crate::pools::quarantine::creation_second(1_767_225_660),
+                    ..binding("aws-new", &[aws])
+                },
             ],
             others: Vec::new(),
             claims: vec![claim("c1", "ga-1", Some("s1"), Some("aws-claimed"))],

@@ -166,6 +166,7 @@ mod tests {
                 name: "aws-1".into(),
                 resource_version: Some("1".into()),
                 labels: [("hyperscalerType".into(), "aws".into())].into(),
+                created: crate::pools::quarantine::creation_second(1_767_225_600),
                 ..Default::default()
             }],
             others: Vec::new(),
@@ -201,7 +202,7 @@ mod tests {
         input.claims.clear();
         input.spec.rules = Some(vec!["aws".into(), "trial".into()]);
         input.spec.quarantine = serde_json::from_value(serde_json::json!(
-            [{"pool": {"hyperscalerType": "aws"}, "plans": ["trial"]}]
+            [{"pool": {"hyperscalerType": "aws"}, "since": "2026-01-01T00:00:00Z", "plans": ["trial"]}]
         ))
         .expect("quarantine");
         let (rules, _) = CompiledRules::from_spec(&input.spec).expect("rules");

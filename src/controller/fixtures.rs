@@ -128,6 +128,7 @@ pub fn binding(name: &str, rv: &str, labels: &[(&str, &str)]) -> BindingView {
         credentials: crate::api::CredentialsKind::Secret,
         account: None,
         annotations: BTreeMap::new(),
+        created: None,
     }
 }
 

@@ -1,8 +1,11 @@
-//! Ends the trial of a binding on probation (crate::pools::quarantine) once a Shoot on it
-//! reports `lastOperation` Create Succeeded: `accountpool.io/quarantine=Passed`, one
+//! Ends the trial of a binding on probation (crate::pools::quarantine) once a Shoot on its
+//! account was created (`quarantine::shoot_created`): `accountpool.io/quarantine=Passed`, one
 //! compare-and-swap on the version the index holds, written by the reconcile of the claim bound
-//! to it (`selection::needs_visit` brings that claim back when the Shoot's status moves). The
-//! record is on the binding, so every later leader reads the verdict from the object.
+//! to it (`selection::needs_visit` brings that claim back when the Shoot's status moves) and by
+//! its release, before the binding goes back to the pool. The record is on the binding, so every
+//! later leader reads the verdict from the object.
+
+use std::time::Instant;
 
 use kube::Resource;
 
@@ -14,17 +17,22 @@ use crate::k8s::K8sError;
 use crate::pools::ClaimView;
 use crate::pools::quarantine::{PASSED, QUARANTINE, proven_by};
 
-/// Records `Passed` on the claim's binding when a Shoot on it proved it; best effort: a failed
-/// write is tried again the next time the claim comes back.
+/// Records `Passed` on the claim's binding when a Shoot proved it; best effort: a failed write
+/// is tried again the next time the claim comes back. Whether it wrote: the index then holds an
+/// older version of the binding until the watch brings the new one.
 pub(super) async fn graduate(
     claim: &AccountClaim,
     ctx: &Context,
     active: &ActiveConfig,
     view: &ClaimView,
-) {
+) -> bool {
     let Some(binding) = view.bound_binding.as_deref() else {
-        return;
+        return false;
     };
+    // After a refusal the garden is not asked again until the pause ends.
+    if ctx.denials.paused(binding, Instant::now()).is_some() {
+        return false;
+    }
     let proof = {
         let l = ctx.ledger();
         proven_by(&l.inventory, binding).map(|shoot| {
@@ -36,7 +44,7 @@ pub(super) async fn graduate(
         })
     };
     let Some((shoot, Some(rv))) = proof else {
-        return;
+        return false;
     };
     let target = active.binding_target();
     let (kind, ns) = (target.kind, target.namespace.as_str());
@@ -47,9 +55,9 @@ pub(super) async fn graduate(
     match written {
         Ok(_) => {
             let note = format!(
-                "binding {ns}/{binding} passed its quarantine: Shoot {shoot} reports lastOperation \
-                 Create Succeeded, so {QUARANTINE}={PASSED} was recorded and any request may get \
-                 it from now on"
+                "binding {ns}/{binding} passed its quarantine: Shoot {shoot} on its account was \
+                 created, so {QUARANTINE}={PASSED} was recorded and any request may get it from \
+                 now on"
             );
             tracing::info!(claim = claim_key(claim), binding, "{note}");
             ctx.writer
@@ -61,7 +69,12 @@ pub(super) async fn graduate(
                     note,
                 )
                 .await;
-            ctx.caches.feed.bump();
+            // The watch brings the new version; a wake-up is only owed to claims a refusal of
+            // this binding held back.
+            if ctx.denials.allowed(binding) {
+                ctx.caches.feed.bump();
+            }
+            true
         }
         Err(K8sError::Forbidden { message, .. }) => {
             refused(
@@ -73,9 +86,16 @@ pub(super) async fn graduate(
                 &message,
             )
             .await;
+            false
+        }
+        // Another claim's visit of the same binding wrote first, or the binding moved on.
+        Err(error @ K8sError::Conflict { .. }) => {
+            tracing::debug!(claim = claim_key(claim), binding, %error, "the quarantine verdict was not recorded: the binding changed; retried when the claim comes back");
+            false
         }
         Err(error) => {
             tracing::warn!(claim = claim_key(claim), binding, %error, "cannot record that the binding passed its quarantine; retried when the claim comes back");
+            false
         }
     }
 }

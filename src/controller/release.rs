@@ -70,6 +70,13 @@ pub(super) async fn release(
     if !hold.writes() && !super::strays::give_back(claim, ctx, &active, &view).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    // A trial the tenant's Shoot proved ends before the binding goes back: else it would come
+    // back on trial. The release then waits for the index to hold the new version.
+    if !active.spec.holds_binding_writes()
+        && super::quarantine::graduate(claim, ctx, &active, &view).await
+    {
+        return Ok(Action::requeue(Duration::from_millis(300)));
+    }
     let mode = active
         .spec
         .release

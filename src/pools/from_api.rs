@@ -54,6 +54,11 @@ pub fn binding_view(b: &impl Resource, credentials: CredentialsKind) -> BindingV
             .filter(|(k, _)| k.starts_with(crate::labels::OWN_PREFIX))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
+        created: b
+            .meta()
+            .creation_timestamp
+            .as_ref()
+            .and_then(|t| super::quarantine::creation_second(t.0.as_second())),
     }
 }
 
@@ -84,6 +89,6 @@ pub fn shoot_view(s: &Shoot) -> ShootView {
             .collect::<std::collections::BTreeSet<String>>()
             .into_iter()
             .collect(),
-        created: super::quarantine::create_succeeded(s),
+        created: super::quarantine::shoot_created(s),
     }
 }

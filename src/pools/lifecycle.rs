@@ -370,10 +370,13 @@ impl Inventory {
         let suspect: BTreeSet<String> = suspects.keys().cloned().collect();
         let quarantined: BTreeSet<String> = self
             .bindings()
-            .filter(|e| {
-                matches!(&e.pool, Some((k, BindingClass::Claimable)) if rules.quarantined.contains(k))
+            .filter(|e| match &e.pool {
+                Some((k, BindingClass::Claimable)) => rules
+                    .quarantined
+                    .get(k)
+                    .is_some_and(|since| super::quarantine::on_trial(&e.view, *since)),
+                _ => false,
             })
-            .filter(|e| super::quarantine::on_trial(&e.view))
             .map(|e| e.view.name.clone())
             .collect();
         let marks = Marks {

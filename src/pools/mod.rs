@@ -54,6 +54,10 @@ pub struct BindingView {
     /// The binding's `accountpool.io/` annotations only (the cordon reason); the rest is
     /// skipped while decoding (crate::k8s::lean).
     pub annotations: BTreeMap<String, String>,
+    /// `metadata.creationTimestamp` in seconds since the epoch (`quarantine::creation_second`;
+    /// four bytes, held in what was padding): whether the binding can be new to a quarantine
+    /// (`quarantine::on_trial`).
+    pub created: Option<std::num::NonZeroU32>,
 }
 
 /// What selection and release need to know about one AccountClaim.
@@ -107,7 +111,7 @@ pub struct ShootView {
     pub binding_kind: BindingKind,
     /// The codes of `status.lastErrors`, sorted, each once (usually none).
     pub error_codes: Vec<String>,
-    /// `status.lastOperation` is Create Succeeded (`quarantine::create_succeeded`).
+    /// `status.lastOperation` says the Shoot was created (`quarantine::shoot_created`).
     pub created: bool,
 }
 

@@ -5,11 +5,14 @@
 //! A binding is on trial when it carries `accountpool.io/quarantine=Probation` (the operator's
 //! claim write puts it there when it hands a quarantined binding to a named request, so that
 //! the binding stays on trial after that tenant releases it, should no Shoot have proven it), or
-//! when it carries no quarantine record at all and nothing shows it ever served anyone: no
-//! claimed-by label, no use record (`FILLING`), no recorded release. A tenant or dirty label
-//! keeps a binding out of the unclaimed ones anyway. `Passed` (written by the operator when a
-//! Shoot on the binding reported `lastOperation` Create Succeeded) and `Released` (written by a
-//! person) end the trial; any other value reads as no record.
+//! when it carries no quarantine record at all, was created at or after the entry's `since`, and
+//! nothing shows it served anyone since: no claimed-by label, no use record (`FILLING`), no
+//! recorded release. Older bindings are never new: a binding taken over from KEB, or released by
+//! an operator that kept no records, loses every trace of its tenants to the cleanup, and only
+//! its age tells it from a new account. A tenant or dirty label keeps a binding out of the
+//! unclaimed ones anyway. `Passed` (written by the operator once a Shoot on the binding's account
+//! was created, `shoot_created`) and `Released` (written by a person) end the trial; any other
+//! value reads as no record.
 
 use std::collections::BTreeMap;
 
@@ -21,22 +24,33 @@ use crate::labels::{CLAIMED_BY, FILLING, LabelLookup, PoolKey};
 pub const QUARANTINE: &str = "accountpool.io/quarantine";
 /// On trial: handed to a named request, no Shoot on it has succeeded yet.
 pub const PROBATION: &str = "Probation";
-/// A Shoot on it reported `lastOperation` Create Succeeded (the operator writes it).
+/// A Shoot on its account was created (`shoot_created`; the operator writes it).
 pub const PASSED: &str = "Passed";
 /// A person ended the trial.
 pub const RELEASED: &str = "Released";
 
-/// Whether a binding is on trial by its own records (see the module text).
-pub fn on_trial(view: &BindingView) -> bool {
+/// Whether a binding is on trial by its own records and its creation time, in a pool whose
+/// entry's `since` is `since` seconds (see the module text). A binding without a creation time
+/// (the API server always sets one) is not new.
+pub fn on_trial(view: &BindingView, since: i64) -> bool {
     match view.annotations.get(QUARANTINE).map(String::as_str) {
         Some(PROBATION) => true,
         Some(PASSED | RELEASED) => false,
         _ => {
-            view.labels.label(CLAIMED_BY).is_none()
+            view.created.is_some_and(|c| i64::from(c.get()) >= since)
+                && view.labels.label(CLAIMED_BY).is_none()
                 && !view.annotations.contains_key(FILLING)
                 && !view.annotations.contains_key(super::lifecycle::RELEASED_AT)
         }
     }
+}
+
+/// A creation time as `BindingView::created` keeps it: seconds since the epoch, `None` outside
+/// 1970-01-01T00:00:01Z..2106 (no binding is created there).
+pub fn creation_second(second: i64) -> Option<std::num::NonZeroU32> {
+    u32::try_from(second)
+        .ok()
+        .and_then(std::num::NonZeroU32::new)
 }
 
 /// Whether a binding carries the operator's probation record.
@@ -53,10 +67,11 @@ pub fn pool_of(q: &QuarantineSpec) -> PoolKey {
     }
 }
 
-/// Per quarantined pool, whether one request may take its bindings on trial.
+/// Per quarantined pool, whether one request may take its bindings on trial, and the entry's
+/// `since` in seconds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Gate {
-    pools: BTreeMap<PoolKey, bool>,
+    pools: BTreeMap<PoolKey, (bool, i64)>,
 }
 
 impl Gate {
@@ -65,7 +80,12 @@ impl Gate {
         let pools = spec
             .unwrap_or_default()
             .iter()
-            .map(|q| (pool_of(q), q.admits(plan, global_account)))
+            .map(|q| {
+                (
+                    pool_of(q),
+                    (q.admits(plan, global_account), q.since_second()),
+                )
+            })
             .collect();
         Gate { pools }
     }
@@ -77,14 +97,18 @@ impl Gate {
 
     /// Whether the unclaimed binding `view` of `pool` is quarantined and kept from this request.
     pub fn keeps(&self, pool: &PoolKey, view: &BindingView) -> bool {
-        self.pools.get(pool) == Some(&false) && on_trial(view)
+        self.pools
+            .get(pool)
+            .is_some_and(|&(admitted, since)| !admitted && on_trial(view, since))
     }
 
     /// Whether the unclaimed binding `view` of `pool` is quarantined and this request is one
     /// the entry names: such requests take quarantined bindings first, so that new accounts are
     /// proven by the traffic meant for it and proven ones stay for everyone else.
     pub fn prefers(&self, pool: &PoolKey, view: &BindingView) -> bool {
-        self.pools.get(pool) == Some(&true) && on_trial(view)
+        self.pools
+            .get(pool)
+            .is_some_and(|&(admitted, since)| admitted && on_trial(view, since))
     }
 }
 
@@ -94,31 +118,46 @@ pub fn needs_probation(spec: Option<&[QuarantineSpec]>, entry: &super::BindingEn
     let Some((key, super::BindingClass::Claimable)) = &entry.pool else {
         return false;
     };
-    spec.unwrap_or_default().iter().any(|q| pool_of(q) == *key) && on_trial(&entry.view)
+    spec.unwrap_or_default()
+        .iter()
+        .any(|q| pool_of(q) == *key && on_trial(&entry.view, q.since_second()))
 }
 
-/// The Shoot that proved `binding`, when the binding is on probation and a Shoot on it reports
-/// Create Succeeded: the operator then records `Passed` on the binding.
+/// The Shoot that proved `binding`, when the binding is on probation and a Shoot counted on its
+/// account (on it, or on another binding of the same credential, as after Gardener's forced
+/// migration) was created: the operator then records `Passed` on the binding.
 pub fn proven_by<'a>(inv: &'a super::Inventory, binding: &str) -> Option<&'a str> {
     let entry = inv.binding(binding)?;
     if !on_probation(&entry.view) {
         return None;
     }
+    // In the index a Shoot's binding is the key it is counted under (`binding_key`).
+    let on_account = |s: &super::ShootView| {
+        s.binding
+            .as_deref()
+            .is_some_and(|key| key == binding || inv.siblings(binding).any(|k| k == key))
+    };
     inv.clusters_on(binding)
         .iter()
         .filter_map(|c| inv.shoot(c))
-        .find(|s| s.created && s.binding.as_deref() == Some(binding))
+        .find(|s| s.created && on_account(s))
         .map(|s| s.name.as_str())
 }
 
-/// Whether a Shoot's status says its creation succeeded (`lastOperation` type `Create`, state
-/// `Succeeded`): the proof a new account works.
-pub fn create_succeeded(shoot: &Shoot) -> bool {
+/// Whether a Shoot's status says it was created, the proof a new account works: `lastOperation`
+/// Create Succeeded, or any later operation type (Reconcile, Restore, Migrate), which Gardener
+/// only runs once a create succeeded and which replaces the Create record at the next
+/// reconcile. A Delete proves nothing: it also follows a create that failed.
+pub fn shoot_created(shoot: &Shoot) -> bool {
     shoot
         .status
         .as_ref()
         .and_then(|s| s.last_operation.as_ref())
-        .is_some_and(|o| o.type_ == "Create" && o.state == "Succeeded")
+        .is_some_and(|o| match o.type_.as_str() {
+            "Create" => o.state == "Succeeded",
+            "Reconcile" | "Restore" | "Migrate" => true,
+            _ => false,
+        })
 }
 
 #[cfg(test)]
@@ -138,9 +177,14 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            created: creation_second(NEW),
             ..BindingView::default()
         }
     }
+
+    /// The entry's `since` in the tests, and a creation time after it.
+    const SINCE: i64 = 1_767_225_600;
+    const NEW: i64 = SINCE + 60;
 
     fn aws(plans: &[&str], gas: &[&str]) -> QuarantineSpec {
         let list = |l: &[&str]| (!l.is_empty()).then(|| l.iter().map(|s| s.to_string()).collect());
@@ -149,6 +193,9 @@ mod tests {
                 hyperscaler_type: "aws".into(),
                 eu_access: None,
             },
+            since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::from_second(SINCE).unwrap(),
+            ),
             plans: list(plans),
             global_accounts: list(gas),
         }
@@ -156,24 +203,85 @@ mod tests {
 
     #[test]
     fn a_binding_is_on_trial_until_its_records_show_it_served_or_passed() {
-        assert!(on_trial(&view(&[], &[])));
-        assert!(on_trial(&view(&[], &[(QUARANTINE, PROBATION)])));
-        assert!(on_trial(&view(
-            &[(CLAIMED_BY, "u")],
-            &[(QUARANTINE, PROBATION)]
-        )));
-        assert!(!on_trial(&view(&[(CLAIMED_BY, "u")], &[])));
-        assert!(!on_trial(&view(&[], &[(FILLING, "u")])));
-        assert!(!on_trial(&view(
-            &[],
-            &[(super::super::lifecycle::RELEASED_AT, "2026-01-01T00:00:00Z")]
-        )));
-        assert!(!on_trial(&view(&[], &[(QUARANTINE, PASSED)])));
-        assert!(!on_trial(&view(&[], &[(QUARANTINE, RELEASED)])));
+        assert!(on_trial(&view(&[], &[]), SINCE));
+        assert!(on_trial(&view(&[], &[(QUARANTINE, PROBATION)]), SINCE));
+        assert!(on_trial(
+            &view(&[(CLAIMED_BY, "u")], &[(QUARANTINE, PROBATION)]),
+            SINCE
+        ));
+        assert!(!on_trial(&view(&[(CLAIMED_BY, "u")], &[]), SINCE));
+        assert!(!on_trial(&view(&[], &[(FILLING, "u")]), SINCE));
+        assert!(!on_trial(
+            &view(
+                &[],
+                &[(super::super::lifecycle::RELEASED_AT, "2026-01-01T00:00:00Z")]
+            ),
+            SINCE
+        ));
+        assert!(!on_trial(&view(&[], &[(QUARANTINE, PASSED)]), SINCE));
+        assert!(!on_trial(&view(&[], &[(QUARANTINE, RELEASED)]), SINCE));
         assert!(
-            on_trial(&view(&[], &[(QUARANTINE, "passed")])),
+            on_trial(&view(&[], &[(QUARANTINE, "passed")]), SINCE),
             "only the exact words end it"
         );
+    }
+
+    #[test]
+    fn a_keb_era_binding_without_records_is_no_new_account() {
+        // Taken over from KEB: the cleanup job removed tenantName and dirty, so no record of
+        // the operator's shows that it served.
+        let keb = BindingView {
+            created: creation_second(SINCE - 1),
+            ..view(&[], &[])
+        };
+        assert!(!on_trial(&keb, SINCE), "a recycled binding read as new");
+        assert!(
+            on_trial(&view(&[], &[]), SINCE),
+            "created at or after since"
+        );
+        let unknown = BindingView {
+            created: None,
+            ..view(&[], &[])
+        };
+        assert!(!on_trial(&unknown, SINCE));
+        // A probation record outlasts the age: it was written when the binding was new.
+        let probation = BindingView {
+            created: creation_second(SINCE - 1),
+            ..view(&[], &[(QUARANTINE, PROBATION)])
+        };
+        assert!(on_trial(&probation, SINCE));
+    }
+
+    #[test]
+    fn a_later_operation_type_proves_the_create() {
+        let shoot = |t: &str, st: &str| Shoot {
+            metadata: Default::default(),
+            spec: Default::default(),
+            status: Some(crate::api::ShootStatus {
+                last_operation: Some(crate::api::gardener::ShootOperation {
+                    type_: t.into(),
+                    state: st.into(),
+                }),
+                ..Default::default()
+            }),
+        };
+        for (t, st) in [
+            ("Create", "Succeeded"),
+            ("Reconcile", "Processing"),
+            ("Reconcile", "Error"),
+            ("Restore", "Error"),
+            ("Migrate", "Succeeded"),
+        ] {
+            assert!(shoot_created(&shoot(t, st)), "{t} {st}");
+        }
+        for (t, st) in [
+            ("Create", "Processing"),
+            ("Create", "Error"),
+            ("Delete", "Succeeded"),
+            ("Delete", "Processing"),
+        ] {
+            assert!(!shoot_created(&shoot(t, st)), "{t} {st}");
+        }
     }
 
     #[test]

@@ -35,8 +35,9 @@ pub struct Rules {
     pub threshold: usize,
     /// `None`: no cooldown.
     pub cooldown: Option<std::time::Duration>,
-    /// The pools whose new bindings are quarantined (`spec.quarantine`).
-    pub quarantined: BTreeSet<PoolKey>,
+    /// The pools whose new bindings are quarantined (`spec.quarantine`), each with the time
+    /// (seconds) from which a binding created can be new.
+    pub quarantined: BTreeMap<PoolKey, i64>,
 }
 
 impl Default for Rules {
@@ -46,7 +47,7 @@ impl Default for Rules {
             codes: Vec::new(),
             threshold: 1,
             cooldown: None,
-            quarantined: BTreeSet::new(),
+            quarantined: BTreeMap::new(),
         }
     }
 }
@@ -281,8 +282,12 @@ impl Inventory {
             suspect: self.account_suspect(name, e.view.account),
             cooling_down: release_end.is_some_and(|end| self.life.now < end),
             quarantined: matches!(class, BindingClass::Claimable)
-                && self.life.rules.quarantined.contains(key)
-                && super::quarantine::on_trial(&e.view),
+                && self
+                    .life
+                    .rules
+                    .quarantined
+                    .get(key)
+                    .is_some_and(|since| super::quarantine::on_trial(&e.view, *since)),
         };
         Some(Part {
             key: key.clone(),

@@ -106,6 +106,7 @@ impl CompiledRules {
         let pins = pins::compile(spec.pins.as_deref().unwrap_or_default(), &mut v);
         quarantine::check(
             spec.quarantine.as_deref().unwrap_or_default(),
+            &entries,
             &plans,
             &mut v,
         );

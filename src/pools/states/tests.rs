@@ -136,7 +136,7 @@ fn apply(inv: &mut Inventory, op: &Op, rv: u64, w: &mut World) {
                 quarantined: [(1, "aws"), (2, "gcp")]
                     .into_iter()
                     .filter(|(bit, _)| quarantined & bit != 0)
-                    .map(|(_, t)| pool(t))
+                    .map(|(_, t)| (pool(t), 0))
                     .collect(),
             };
             inv.set_lifecycle_rules(w.rules.clone());

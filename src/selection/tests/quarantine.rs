@@ -10,12 +10,18 @@ use crate::api::{PinPool, QuarantineSpec};
 use crate::labels::CLAIMED_BY;
 use crate::pools::quarantine::{Gate, PASSED, PROBATION, QUARANTINE, RELEASED};
 
+/// The entry's `since`.
+const SINCE: i64 = 1_767_225_600;
+
 fn spec() -> Vec<QuarantineSpec> {
     vec![QuarantineSpec {
         pool: PinPool {
             hyperscaler_type: "aws".into(),
             eu_access: None,
         },
+        since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::from_second(SINCE).unwrap(),
+        ),
         plans: Some(vec!["trial".into()]),
         global_accounts: Some(vec!["canary".into()]),
     }]
@@ -25,8 +31,25 @@ fn gated(plan: &str, ga: &str) -> MultiAccountPolicy {
     policy(&[], &[]).with_quarantine(Gate::for_request(Some(&spec()), plan, ga))
 }
 
+/// A binding created after the entry's `since`, without records: new.
+fn fresh(name: &str) -> BindingView {
+    BindingView {
+        created: crate::pools::quarantine::creation_second(SINCE + 60),
+        ..binding(name, AWS)
+    }
+}
+
+/// A binding created before the entry's `since`, without records: a KEB-era account whose
+/// cleanup removed its tenant's labels.
+fn recycled(name: &str) -> BindingView {
+    BindingView {
+        created: crate::pools::quarantine::creation_second(SINCE - 86_400),
+        ..binding(name, AWS)
+    }
+}
+
 fn marked(name: &str, value: &str) -> BindingView {
-    let mut b = binding(name, AWS);
+    let mut b = fresh(name);
     b.annotations.insert(QUARANTINE.into(), value.into());
     b
 }
@@ -41,7 +64,7 @@ fn claimed_of(choice: &Choice) -> Option<&str> {
 #[test]
 fn a_new_binding_is_refused_to_an_unnamed_request_and_given_to_a_named_one() {
     let p = pool("aws", false, false);
-    let inv = inventory(vec![binding("new", AWS)], vec![], vec![]);
+    let inv = inventory(vec![fresh("new")], vec![], vec![]);
     let fl = InFlight::default();
     let paying = claim("c", "ga-1", Some("s"), None);
     match pick(&inv, &fl, &paying, &p, &gated("aws", "ga-1")) {
@@ -89,7 +112,7 @@ fn passed_or_released_bindings_serve_anyone_and_probation_keeps_a_binding_on_tri
         Choice::Exhausted { .. }
     ));
     // A binding that served before the quarantine existed is no new account.
-    let mut served = binding("b", AWS);
+    let mut served = fresh("b");
     served.labels.insert(CLAIMED_BY.into(), "uid-old".into());
     let inv = inventory(vec![served], vec![], vec![]);
     assert_eq!(
@@ -99,13 +122,59 @@ fn passed_or_released_bindings_serve_anyone_and_probation_keeps_a_binding_on_tri
 }
 
 #[test]
+fn a_binding_created_before_the_quarantine_serves_anyone_without_records() {
+    let p = pool("aws", false, false);
+    let fl = InFlight::default();
+    let inv = inventory(vec![recycled("keb")], vec![], vec![]);
+    let paying = claim("c", "ga-1", Some("s"), None);
+    assert_eq!(
+        claimed_of(&pick(&inv, &fl, &paying, &p, &gated("aws", "ga-1"))),
+        Some("keb")
+    );
+    let mut inv = inv;
+    inv.set_lifecycle_rules(crate::pools::LifecycleRules {
+        quarantined: [(pool("aws", false, false), SINCE)].into(),
+        ..Default::default()
+    });
+    inv.lifecycle_tick(jiff::Timestamp::now());
+    assert_eq!(inv.lifecycles()[0].states["Quarantined"], 0);
+}
+
+#[test]
+fn a_shoot_on_a_sibling_or_past_its_create_proves_the_binding() {
+    let now = Instant::now();
+    let fl = InFlight::default();
+    let c = claim("t", "ga-t", Some("s"), Some("b"));
+    let mut b = marked("b", PROBATION);
+    b.labels.insert("tenantName".into(), "ga-t".into());
+    // Gardener moved the Shoot to another binding of the same credential.
+    let account = crate::pools::Account::of_secret(Some("garden"), None, "one-secret");
+    let b = b.with_account(account);
+    let sibling = binding("b2", AWS).with_account(account);
+    let moved = ShootView {
+        created: true,
+        ..shoot("s", Some("b2"))
+    };
+    let inv = inventory(vec![b.clone(), sibling], vec![c.clone()], vec![moved]);
+    assert_eq!(crate::pools::quarantine::proven_by(&inv, "b"), Some("s"));
+    assert!(needs_visit(&c, &inv, &fl, now));
+    // A Shoot on a binding of another account proves nothing.
+    let other = ShootView {
+        created: true,
+        ..shoot("s", Some("b3"))
+    };
+    let inv = inventory(vec![b, binding("b3", AWS)], vec![c], vec![other]);
+    assert_eq!(crate::pools::quarantine::proven_by(&inv, "b"), None);
+}
+
+#[test]
 fn named_requests_take_bindings_on_trial_first_and_others_the_proven_ones() {
     let p = pool("aws", false, false);
     let fl = InFlight::default();
     let inv = inventory(
         vec![
             marked("proven-a", PASSED),
-            binding("new", AWS),
+            fresh("new"),
             marked("proven-b", PASSED),
         ],
         vec![],
@@ -154,7 +223,8 @@ fn a_bound_claim_needs_a_visit_once_a_shoot_on_its_probation_binding_succeeded()
 fn the_lifecycle_counts_new_bindings_of_a_quarantined_pool_as_quarantined() {
     let mut inv = inventory(
         vec![
-            binding("new", AWS),
+            fresh("new"),
+            recycled("keb"),
             marked("proven", PASSED),
             marked("back", PROBATION),
         ],
@@ -163,18 +233,18 @@ fn the_lifecycle_counts_new_bindings_of_a_quarantined_pool_as_quarantined() {
     );
     let state = |inv: &Inventory, s: &str| inv.lifecycles()[0].states[s];
     inv.lifecycle_tick(jiff::Timestamp::now());
-    assert_eq!((state(&inv, "Free"), state(&inv, "Quarantined")), (3, 0));
+    assert_eq!((state(&inv, "Free"), state(&inv, "Quarantined")), (4, 0));
     inv.set_lifecycle_rules(crate::pools::LifecycleRules {
-        quarantined: [pool("aws", false, false)].into(),
+        quarantined: [(pool("aws", false, false), SINCE)].into(),
         ..Default::default()
     });
-    assert_eq!((state(&inv, "Free"), state(&inv, "Quarantined")), (1, 2));
+    assert_eq!((state(&inv, "Free"), state(&inv, "Quarantined")), (2, 2));
     // The verdict is read from the binding: a new copy with Passed moves it.
     inv.apply_binding(BindingView {
         resource_version: Some("rv-new-2".into()),
         ..marked("new", PASSED)
     });
-    assert_eq!((state(&inv, "Free"), state(&inv, "Quarantined")), (2, 1));
+    assert_eq!((state(&inv, "Free"), state(&inv, "Quarantined")), (3, 1));
 }
 
 proptest! {
@@ -182,25 +252,27 @@ proptest! {
     /// trial, and a named one gets one whenever the pool has one that is otherwise free.
     #[test]
     fn unnamed_requests_never_get_a_binding_on_trial(
-        marks in proptest::collection::vec(0u8..4, 1..8),
+        marks in proptest::collection::vec(0u8..5, 1..8),
         named in any::<bool>(),
     ) {
         let views: Vec<BindingView> = marks.iter().enumerate().map(|(i, m)| {
             let name = format!("b{i}");
             match m {
-                0 => binding(&name, AWS),
+                0 => fresh(&name),
                 1 => marked(&name, PROBATION),
                 2 => marked(&name, PASSED),
+                3 => recycled(&name),
                 _ => {
-                    let mut b = binding(&name, AWS);
+                    let mut b = fresh(&name);
                     b.labels.insert(CLAIMED_BY.into(), "uid-old".into());
                     b
                 }
             }
         }).collect();
-        let trial: BTreeSet<String> = views.iter()
-            .filter(|v| crate::pools::quarantine::on_trial(v))
-            .map(|v| v.name.clone())
+        // On trial by construction: new, or back from a trial tenant (not by `on_trial`).
+        let trial: BTreeSet<String> = marks.iter().enumerate()
+            .filter(|(_, m)| **m <= 1)
+            .map(|(i, _)| format!("b{i}"))
             .collect();
         let inv = inventory(views, vec![], vec![]);
         let p = pool("aws", false, false);

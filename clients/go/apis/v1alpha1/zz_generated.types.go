@@ -60,7 +60,7 @@ type HapConfigSpec struct {
 	Plans map[string]HapConfigSpecPlansValue `json:"plans,omitempty"`
 	// When a pool counts as low: fewer `Free` bindings than `minFree` makes `PoolsAvailable` False with reason `PoolLow`; and the window the claim rate is measured over.
 	PoolLow *HapConfigSpecPoolLow `json:"poolLow,omitempty"`
-	// Pools whose new bindings are `Quarantined`: offered only to the requests each entry names (plans, global accounts) until a Shoot on the binding has succeeded once (`lastOperation` Create Succeeded) or a person releases it (docs/operating.md).
+	// Pools whose new bindings (created at or after the entry's `since`) are `Quarantined`: offered only to the requests each entry names (plans, global accounts) until a Shoot on the binding's account has been created (`lastOperation` Create Succeeded, or a later Reconcile, Restore or Migrate) or a person releases it (docs/operating.md).
 	Quarantine []HapConfigSpecQuarantineItem `json:"quarantine,omitempty"`
 	// What happens to a dedicated binding when its tenant's last cluster leaves it.
 	Release *HapConfigSpecRelease `json:"release,omitempty"`
@@ -190,7 +190,7 @@ type HapConfigSpecPoolLow struct {
 	Pools map[string]int32 `json:"pools,omitempty"`
 }
 
-// One quarantined pool. Its new bindings (never claimed, used, released or dirty) are `Quarantined`: only requests of `plans` or of `globalAccounts` get them, until a Shoot on the binding reports `lastOperation` Create Succeeded or a person releases it (`accountpool.io/quarantine=Released`). The plans and global accounts are matched as rule entries match plans and pins match global accounts: exactly.
+// One quarantined pool. Its new bindings (created at or after `since` and never claimed, used, released or dirty since) are `Quarantined`: only requests of `plans` or of `globalAccounts` get them, until a Shoot on the binding has been created (`lastOperation` Create Succeeded, or any later Reconcile, Restore or Migrate) or a person releases it (`accountpool.io/quarantine=Released`). The plans and global accounts are matched as rule entries match plans and pins match global accounts: exactly.
 type HapConfigSpecQuarantineItem struct {
 	// Requests of these global accounts may take quarantined bindings (e.g. a canary tenant).
 	GlobalAccounts []string `json:"globalAccounts,omitempty"`
@@ -198,6 +198,8 @@ type HapConfigSpecQuarantineItem struct {
 	Plans []string `json:"plans,omitempty"`
 	// The dedicated pool, by its labels (as a pin names it).
 	Pool HapConfigSpecQuarantineItemPool `json:"pool"`
+	// Only bindings created at or after this time (RFC 3339, e.g. the time the entry is added) can be new: older ones, such as accounts taken over from KEB whose cleanup removed every trace of their tenants, served before and are never withheld.
+	Since metav1.Time `json:"since"`
 }
 
 // What happens to a dedicated binding when its tenant's last cluster leaves it.
@@ -296,7 +298,7 @@ type HapConfigStatusActiveSpec struct {
 	Plans map[string]HapConfigStatusActiveSpecPlansValue `json:"plans,omitempty"`
 	// When a pool counts as low: fewer `Free` bindings than `minFree` makes `PoolsAvailable` False with reason `PoolLow`; and the window the claim rate is measured over.
 	PoolLow *HapConfigStatusActiveSpecPoolLow `json:"poolLow,omitempty"`
-	// Pools whose new bindings are `Quarantined`: offered only to the requests each entry names (plans, global accounts) until a Shoot on the binding has succeeded once (`lastOperation` Create Succeeded) or a person releases it (docs/operating.md).
+	// Pools whose new bindings (created at or after the entry's `since`) are `Quarantined`: offered only to the requests each entry names (plans, global accounts) until a Shoot on the binding's account has been created (`lastOperation` Create Succeeded, or a later Reconcile, Restore or Migrate) or a person releases it (docs/operating.md).
 	Quarantine []HapConfigStatusActiveSpecQuarantineItem `json:"quarantine,omitempty"`
 	// What happens to a dedicated binding when its tenant's last cluster leaves it.
 	Release *HapConfigStatusActiveSpecRelease `json:"release,omitempty"`
@@ -627,7 +629,7 @@ type HapConfigStatusActiveSpecPoolLow struct {
 	Pools map[string]int32 `json:"pools,omitempty"`
 }
 
-// One quarantined pool. Its new bindings (never claimed, used, released or dirty) are `Quarantined`: only requests of `plans` or of `globalAccounts` get them, until a Shoot on the binding reports `lastOperation` Create Succeeded or a person releases it (`accountpool.io/quarantine=Released`). The plans and global accounts are matched as rule entries match plans and pins match global accounts: exactly.
+// One quarantined pool. Its new bindings (created at or after `since` and never claimed, used, released or dirty since) are `Quarantined`: only requests of `plans` or of `globalAccounts` get them, until a Shoot on the binding has been created (`lastOperation` Create Succeeded, or any later Reconcile, Restore or Migrate) or a person releases it (`accountpool.io/quarantine=Released`). The plans and global accounts are matched as rule entries match plans and pins match global accounts: exactly.
 type HapConfigStatusActiveSpecQuarantineItem struct {
 	// Requests of these global accounts may take quarantined bindings (e.g. a canary tenant).
 	GlobalAccounts []string `json:"globalAccounts,omitempty"`
@@ -635,6 +637,8 @@ type HapConfigStatusActiveSpecQuarantineItem struct {
 	Plans []string `json:"plans,omitempty"`
 	// The dedicated pool, by its labels (as a pin names it).
 	Pool HapConfigStatusActiveSpecQuarantineItemPool `json:"pool"`
+	// Only bindings created at or after this time (RFC 3339, e.g. the time the entry is added) can be new: older ones, such as accounts taken over from KEB whose cleanup removed every trace of their tenants, served before and are never withheld.
+	Since metav1.Time `json:"since"`
 }
 
 // What happens to a dedicated binding when its tenant's last cluster leaves it.
