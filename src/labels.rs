@@ -51,6 +51,14 @@ pub const CLAIMED_BY: &str = "accountpool.io/claimed-by";
 /// for nothing and is dropped by the next use.
 pub const FILLING: &str = "accountpool.io/filling";
 
+/// Annotation on a binding: the uid of the claim whose earlier claim write of the binding the
+/// operator fenced. A claim's status records each claim write before it is sent
+/// (`status.claimWrite`); before the claim goes, a write that has not landed and could still
+/// (the binding has its base version: a leader paused with it in flight) is made impossible by
+/// a compare-and-swap of this annotation, which moves the version the write is conditioned on.
+/// Informational afterwards: nothing reads it.
+pub const CLAIM_WRITE_FENCED: &str = "accountpool.io/claim-write-fenced";
+
 /// The prefix of every label and annotation key the operator itself defines.
 pub const OWN_PREFIX: &str = "accountpool.io/";
 

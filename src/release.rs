@@ -174,7 +174,7 @@ pub fn decide_release(
     // the claim ever named it.
     let (name, unseen) = match claim.bound_binding.as_deref() {
         Some(name) => (name, false),
-        None => match written_for(claim, inflight, now) {
+        None => match written_for(claim, inv, inflight, now) {
             Ok(Some(written)) => written,
             Ok(None) => return keep(KeepReason::NotBound),
             Err(wait) => return wait,
@@ -374,7 +374,8 @@ fn shoot_on(inv: &Inventory, binding: &str) -> bool {
 /// while a write of it has no outcome the index shows yet — the index's view of that binding
 /// predates the write, so no release can be based on it.
 fn written_for<'a>(
-    claim: &ClaimView,
+    claim: &'a ClaimView,
+    inv: &Inventory,
     inflight: &'a InFlight,
     now: Instant,
 ) -> Result<Option<(&'a str, bool)>, Release> {
@@ -401,7 +402,47 @@ fn written_for<'a>(
         Some(a) if a.state == WriteState::Unknown => Err(Release::WaitForWrite {
             binding: a.binding.clone(),
         }),
-        _ => Ok(None),
+        // A claim write its status records (perhaps a previous leader's) that the index shows
+        // landed: no status named its binding, or the claim would be recorded there.
+        _ => Ok(claim
+            .claim_write
+            .as_deref()
+            .filter(|w| claimed_by(inv, &w.binding) == Some(claim.uid.as_str()))
+            .map(|w| (w.binding.as_str(), true))),
+    }
+}
+
+/// The claim the binding's claimed-by record names, as the index has it.
+fn claimed_by<'a>(inv: &'a Inventory, binding: &str) -> Option<&'a str> {
+    let entry = inv.binding(binding)?;
+    entry.view.labels.get(CLAIMED_BY).map(String::as_str)
+}
+
+/// What a claim write recorded in a claim's status (`status.claimWrite`) can still do, judged
+/// on the binding as the API server has it now (`live`: its resourceVersion and claimed-by
+/// label, `None` when it is gone). A read, not the index: a paused leader's write may land at
+/// any time, and the index may predate the write's base.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimWriteNow {
+    /// It landed: the binding is claimed for this claim.
+    Landed,
+    /// The binding still has the version the write was conditioned on, so it may land yet:
+    /// moving that version first (the fence) makes the API server refuse it whenever it comes.
+    MayLand,
+    /// The binding moved on, or is gone: the compare-and-swap can never succeed.
+    Void,
+}
+
+/// Judges `write` of claim `uid` on the binding's state now. Pure.
+pub fn claim_write_now(
+    write: &crate::api::PendingClaimWrite,
+    uid: &str,
+    live: Option<(&str, Option<&str>)>,
+) -> ClaimWriteNow {
+    match live {
+        Some((_, Some(by))) if by == uid => ClaimWriteNow::Landed,
+        Some((rv, _)) if rv == write.resource_version => ClaimWriteNow::MayLand,
+        _ => ClaimWriteNow::Void,
     }
 }
 
@@ -1231,5 +1272,60 @@ mod tests {
                 binding: "b".into()
             }
         );
+    }
+
+    /// A claim write its status records (perhaps a previous leader's): released as the claim's
+    /// own once the index shows it landed (clean: no status named it, nothing used it); before
+    /// that, and for a write the index shows no trace of, nothing to release.
+    #[test]
+    fn a_recorded_claim_write_the_index_shows_landed_is_the_claims_to_release() {
+        let recorded = |c: ClaimView| ClaimView {
+            claim_write: Some(Box::new(crate::api::PendingClaimWrite {
+                binding: "x".into(),
+                resource_version: "rv-0".into(),
+            })),
+            ..c
+        };
+        let gone = recorded(ClaimView {
+            deleting: true,
+            ..claim("c", "ga", None, None)
+        });
+        let free = inventory(
+            vec![binding("x", &[("hyperscalerType", "aws")])],
+            vec![],
+            vec![],
+        );
+        assert_eq!(
+            decide(&gone, &free, ReleaseMode::MarkDirty),
+            Release::Keep(KeepReason::NotBound)
+        );
+        let landed = [
+            ("hyperscalerType", "aws"),
+            ("tenantName", "ga"),
+            (CLAIMED_BY, "uid-c"),
+        ];
+        let inv = inventory(vec![binding("x", &landed)], vec![], vec![]);
+        assert_eq!(
+            decide(&gone, &inv, ReleaseMode::MarkDirty),
+            Release::ReleaseClean {
+                binding: "x".into(),
+                expected_resource_version: Some("rv-x".into())
+            }
+        );
+    }
+
+    #[test]
+    fn a_recorded_claim_write_is_judged_on_the_binding_as_it_is_now() {
+        let w = crate::api::PendingClaimWrite {
+            binding: "x".into(),
+            resource_version: "5".into(),
+        };
+        let now = |live| claim_write_now(&w, "uid-c", live);
+        assert_eq!(now(Some(("6", Some("uid-c")))), ClaimWriteNow::Landed);
+        assert_eq!(now(Some(("5", None))), ClaimWriteNow::MayLand);
+        assert_eq!(now(Some(("5", Some("uid-d")))), ClaimWriteNow::MayLand);
+        assert_eq!(now(Some(("6", Some("uid-d")))), ClaimWriteNow::Void);
+        assert_eq!(now(Some(("6", None))), ClaimWriteNow::Void);
+        assert_eq!(now(None), ClaimWriteNow::Void);
     }
 }

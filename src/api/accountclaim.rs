@@ -135,8 +135,25 @@ pub struct AccountClaimStatus {
     /// fallback).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preference: Option<i64>,
+    /// The claim write the operator sent for this claim and has not seen settled: the binding
+    /// and the resourceVersion it was conditioned on. Written before the binding is; the claim
+    /// is let go only once that write has landed or provably never can (a leader that paused
+    /// with it in flight may see it land late).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_write: Option<PendingClaimWrite>,
     /// Ready and Bound.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
+}
+
+/// A claim write of a binding: a compare-and-swap on `resourceVersion` that labels it for the
+/// claim's tenant.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingClaimWrite {
+    /// The binding written.
+    pub binding: String,
+    /// The binding's resourceVersion the write was conditioned on.
+    pub resource_version: String,
 }

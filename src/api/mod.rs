@@ -14,6 +14,7 @@ pub mod tenants;
 
 pub use accountclaim::{
     AccountClaim, AccountClaimSpec, AccountClaimStatus, ClaimPhase, Decision, MatchedRule,
+    PendingClaimWrite,
 };
 pub use gardener::{BindingKind, CredentialsKind, Shoot, ShootError, ShootSpec, ShootStatus};
 pub use hapconfig::{

@@ -17,14 +17,19 @@ use super::policy::PinPool;
 /// entries match plans and pins match global accounts: exactly.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.since)").message("quarantine: since is required: the time from which new bindings are quarantined (RFC 3339, e.g. when the entry is added)"))]
 #[x_kube(validation = Rule::new("has(self.plans) || has(self.globalAccounts)").message("quarantine: name the requests that may take quarantined bindings (plans, globalAccounts, or both); with neither, no request could prove a new account"))]
 pub struct QuarantineSpec {
     /// The dedicated pool, by its labels (as a pin names it).
     pub pool: PinPool,
     /// Only bindings created at or after this time (RFC 3339, e.g. the time the entry is added)
     /// can be new: older ones, such as accounts taken over from KEB whose cleanup removed every
-    /// trace of their tenants, served before and are never withheld.
-    pub since: Time,
+    /// trace of their tenants, served before and are never withheld. Required.
+    // Optional in Rust only: an entry stored under an older schema must not make the whole
+    // HapConfig undecodable (its watch would stop); validation names it (`rules::quarantine`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Time")]
+    pub since: Option<Time>,
     /// Requests of these plans may take quarantined bindings (e.g. `trial`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 50), inner(length(max = 63), regex(pattern = PLAN_PATTERN)))]
@@ -41,9 +46,10 @@ pub(crate) const QUARANTINE_UNIQUE_MESSAGE: &str =
     "quarantine: a pool (hyperscalerType and euAccess) is listed twice: list every pool once";
 
 impl QuarantineSpec {
-    /// `since` in seconds since the epoch (a binding's creation time has that resolution).
-    pub fn since_second(&self) -> i64 {
-        self.since.0.as_second()
+    /// `since` in seconds since the epoch (a binding's creation time has that resolution);
+    /// `None` for an entry without it, which validation refuses and nothing applies.
+    pub fn since_second(&self) -> Option<i64> {
+        self.since.as_ref().map(|t| t.0.as_second())
     }
 
     /// Whether a request of `plan` and `global_account` may take this pool's quarantined

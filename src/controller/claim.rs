@@ -220,6 +220,14 @@ async fn claim_free(
             .claim_outcome(&binding, Outcome::Refused, Instant::now());
         return forbidden(claim, ctx, paused.message, waits_in, paused.retry_at).await;
     }
+    // Recorded first: whoever leads when the claim goes must know this write may still land.
+    let claim = &match expected_rv {
+        Some(rv) => match super::claim_write::record(claim, ctx, active, &binding, rv).await? {
+            Ok(recorded) => recorded,
+            Err(wait) => return Ok(wait),
+        },
+        None => claim.clone(),
+    };
     let claimed = claim_binding(claim, ctx, active, view, &binding, expected_rv).await;
     if let Err(ClaimError::K8s {
         source: K8sError::Forbidden { message, .. },

@@ -38,8 +38,13 @@ async fn a_new_claim_gets_its_finalizer_then_the_claim_cas_its_status_and_an_eve
     let c = finalized(c);
     h.observe(&c);
     h.api.expect([
+        record_claim_write(&c, "b1", "5").answer_rv("90"),
         claim_cas("b1", "5", &c).answer_rv("6"),
-        claim_status(&c, bound_status("b1", "Claimed")).answer_rv("12"),
+        claim_status(
+            &recorded(&c, "b1", "5", "90"),
+            bound_status("b1", "Claimed"),
+        )
+        .answer_rv("12"),
         event(TENANTS, "c1", "Normal", "Claimed"),
     ]);
     let action = h.reconcile(&c).await.expect("bound");
@@ -56,12 +61,6 @@ async fn a_new_claim_gets_its_finalizer_then_the_claim_cas_its_status_and_an_eve
         })
         .find_map(|v| v.as_str()?.parse::<jiff::Timestamp>().ok());
     assert!(at.is_some(), "the claim record in {sent:?}");
-}
-
-/// A binding's metadata as a GET answers it: `rv` and `labels`.
-fn binding_now(name: &str, rv: &str, labels: serde_json::Value) -> serde_json::Value {
-    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
-        "metadata": {"name": name, "namespace": GARDEN, "resourceVersion": rv, "labels": labels}})
 }
 
 /// Another replica claimed the other binding of the credential for another tenant, and this
@@ -82,10 +81,15 @@ async fn a_claim_write_whose_other_binding_of_the_account_another_tenant_holds_g
     let theirs = json!({"tenantName": "ga-other", CLAIMED_BY: "uid-x"});
     let mine = json!({"hyperscalerType": "aws", "tenantName": GA, CLAIMED_BY: "uid-c1"});
     h.api.expect([
+        record_claim_write(&c, "b1", "5").answer_rv("91"),
         claim_cas("b1", "5", &c).answer_rv("6"),
         Call::get(&binding_path("force-migrated-b1"))
             .answer(200, binding_now("force-migrated-b1", "9", theirs)),
-        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("12"),
+        claim_status(
+            &recorded(&c, "b1", "5", "91"),
+            unbound_status("Pending", reasons::PROGRESSING, true),
+        )
+        .answer_rv("12"),
         Call::get(&binding_path("b1")).answer(200, binding_now("b1", "6", mine)),
         binding_cas("b1", "6", json!({"tenantName": null, CLAIMED_BY: null})).answer_rv("7"),
         event(TENANTS, "c1", "Warning", "AccountContested"),
@@ -226,10 +230,15 @@ async fn a_repeated_give_back_still_moves_the_claims_version() {
         binding_now("b1", rv, labels)
     };
     h.api.expect([
+        record_claim_write(&c, "b1", "5").answer_rv("92"),
         claim_cas("b1", "5", &c).answer_rv("6"),
         Call::get(&binding_path("force-migrated-b1"))
             .answer(200, binding_now("force-migrated-b1", "9", theirs.clone())),
-        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("12"),
+        claim_status(
+            &recorded(&c, "b1", "5", "92"),
+            unbound_status("Pending", reasons::PROGRESSING, true),
+        )
+        .answer_rv("12"),
         Call::get(&binding_path("b1")).answer(200, mine("6")),
         binding_cas("b1", "6", json!({"tenantName": null, CLAIMED_BY: null})).answer_rv("7"),
         event(TENANTS, "c1", "Warning", "AccountContested"),
@@ -245,10 +254,15 @@ async fn a_repeated_give_back_still_moves_the_claims_version() {
     let [b1, _] = on_one_account(binding("b1", "7", &[]), &[]);
     h.observe_binding(b1);
     h.api.expect([
+        record_claim_write(&c, "b1", "7").answer_rv("93"),
         claim_cas("b1", "7", &c).answer_rv("8"),
         Call::get(&binding_path("force-migrated-b1"))
             .answer(200, binding_now("force-migrated-b1", "9", theirs)),
-        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("13"),
+        claim_status(
+            &recorded(&c, "b1", "7", "93"),
+            unbound_status("Pending", reasons::PROGRESSING, true),
+        )
+        .answer_rv("13"),
         Call::get(&binding_path("b1")).answer(200, mine("8")),
         binding_cas("b1", "8", json!({"tenantName": null, CLAIMED_BY: null})).answer_rv("9"),
         event(TENANTS, "c1", "Warning", "AccountContested"),
@@ -279,9 +293,14 @@ async fn a_failed_read_after_a_claim_write_says_so_in_the_claims_status() {
     let bindings = on_one_account(binding("b1", "5", &[]), &[]);
     let h = Harness::new(hap_config(aws_spec()), &[&c], &bindings);
     h.api.expect([
+        record_claim_write(&c, "b1", "5").answer_rv("94"),
         claim_cas("b1", "5", &c).answer_rv("6"),
         Call::get(&binding_path("force-migrated-b1")).fail(403, "Forbidden"),
-        claim_status(&c, unbound_status("Pending", reasons::PROGRESSING, true)).answer_rv("12"),
+        claim_status(
+            &recorded(&c, "b1", "5", "94"),
+            unbound_status("Pending", reasons::PROGRESSING, true),
+        )
+        .answer_rv("12"),
     ]);
     let err = h.reconcile(&c).await.expect_err("the read failed");
     assert!(!err.is_conflict(), "{err:?}");
@@ -303,8 +322,10 @@ fn written_ready_message_any(h: &Harness) -> String {
 async fn a_lost_claim_cas_writes_no_status_and_decides_again() {
     let c = finalized(claim("c1"));
     let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
-    h.api
-        .expect([claim_cas("b1", "5", &c).fail(409, "Conflict")]);
+    h.api.expect([
+        record_claim_write(&c, "b1", "5").answer_rv("95"),
+        claim_cas("b1", "5", &c).fail(409, "Conflict"),
+    ]);
     let err = h.reconcile(&c).await.expect_err("the binding moved");
     assert!(err.is_conflict(), "{err:?}");
     // The controller's error policy requeues a conflict at once, without growing backoff.
@@ -413,15 +434,20 @@ async fn a_bound_claim_gives_back_a_stray_binding_clean() {
 async fn a_status_write_that_meets_only_a_stamp_is_written_again_on_the_new_version() {
     let c = finalized(claim("c1"));
     let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
-    let mut stamped = serde_json::to_value(&c).unwrap();
+    let mut stamped = serde_json::to_value(recorded(&c, "b1", "5", "96")).unwrap();
     stamped["metadata"]["resourceVersion"] = json!("13");
     stamped["metadata"]["annotations"] =
         json!({"accountpool.io/admitted-at": "2026-11-27T01:00:00Z"});
-    let mut again = c.clone();
+    let mut again = recorded(&c, "b1", "5", "96");
     again.metadata.resource_version = Some("13".into());
     h.api.expect([
+        record_claim_write(&c, "b1", "5").answer_rv("96"),
         claim_cas("b1", "5", &c).answer_rv("6"),
-        claim_status(&c, bound_status("b1", "Claimed")).fail(409, "Conflict"),
+        claim_status(
+            &recorded(&c, "b1", "5", "96"),
+            bound_status("b1", "Claimed"),
+        )
+        .fail(409, "Conflict"),
         get_claim(&c).answer(200, stamped),
         claim_status(&again, bound_status("b1", "Claimed")).answer_rv("14"),
         event(TENANTS, "c1", "Normal", "Claimed"),
@@ -439,8 +465,13 @@ async fn a_status_write_that_meets_another_change_is_decided_again() {
     changed["metadata"]["resourceVersion"] = json!("13");
     changed["metadata"]["generation"] = json!(2);
     h.api.expect([
+        record_claim_write(&c, "b1", "5").answer_rv("97"),
         claim_cas("b1", "5", &c).answer_rv("6"),
-        claim_status(&c, bound_status("b1", "Claimed")).fail(409, "Conflict"),
+        claim_status(
+            &recorded(&c, "b1", "5", "97"),
+            bound_status("b1", "Claimed"),
+        )
+        .fail(409, "Conflict"),
         get_claim(&c).answer(200, changed),
         // The binding is claimed either way, and said so.
         event(TENANTS, "c1", "Normal", "Claimed"),
@@ -817,8 +848,13 @@ async fn a_pass_created_claim_is_checked_and_only_the_recorded_rule_stands_for_i
     let c = cluster_claim(Some("openmcp"));
     let h = Harness::new(hap_config(spec), &[&c], &[binding("b1", "5", &[])]);
     h.api.expect([
+        record_claim_write(&c, "b1", "5").answer_rv("98"),
         claim_cas("b1", "5", &c).answer_rv("6"),
-        claim_status(&c, bound_status("b1", "Claimed")).answer_rv("12"),
+        claim_status(
+            &recorded(&c, "b1", "5", "98"),
+            bound_status("b1", "Claimed"),
+        )
+        .answer_rv("12"),
         event("default", "c1", "Normal", "Claimed"),
     ]);
     h.reconcile(&c).await.expect("bound");

@@ -349,6 +349,12 @@ pub fn binding_path(name: &str) -> String {
     format!("/apis/security.gardener.cloud/v1alpha1/namespaces/{GARDEN}/credentialsbindings/{name}")
 }
 
+/// A binding's metadata as a GET answers it: `rv` and `labels`.
+pub fn binding_now(name: &str, rv: &str, labels: Value) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+        "metadata": {"name": name, "namespace": GARDEN, "resourceVersion": rv, "labels": labels}})
+}
+
 const MANAGER: (&str, &str) = ("fieldManager", crate::api::FIELD_MANAGER);
 
 /// The JSON patch that adds the release finalizer to a claim without finalizers: `test` the
@@ -374,6 +380,19 @@ pub fn binding_cas(name: &str, rv: &str, labels: Value) -> Call {
     Call::patch(&binding_path(name))
         .query(&[MANAGER])
         .body(json!({"metadata": {"resourceVersion": rv, "labels": labels}}))
+}
+
+/// The fence of claim `claimant`'s earlier claim write of `name` at `rv`: one annotation,
+/// conditioned on that version, which it moves.
+pub fn fence_cas(name: &str, rv: &str, claimant: &str) -> Call {
+    let uid = format!("uid-{claimant}");
+    Call::patch(&binding_path(name))
+        .query(&[MANAGER])
+        .body(json!({"metadata": {
+            "resourceVersion": rv,
+            "labels": {},
+            "annotations": {crate::labels::CLAIM_WRITE_FENCED: uid},
+        }}))
 }
 
 /// The write before a claim is recorded Bound to a binding it did not claim: claimed-by removed
@@ -411,6 +430,26 @@ pub fn claim_status(c: &AccountClaim, status: Value) -> Call {
             "metadata": {"resourceVersion": c.resource_version()},
             "status": status,
         }))
+}
+
+/// The record of a claim write of `binding` at `rv` in the claim's status (`status.claimWrite`),
+/// written before the binding's compare-and-swap.
+pub fn record_claim_write(c: &AccountClaim, binding: &str, rv: &str) -> Call {
+    let record = json!({"claimWrite": {"binding": binding, "resourceVersion": rv}});
+    claim_status(c, record)
+}
+
+/// The claim as the record of its claim write of `binding` at `binding_rv` left it, at `rv`.
+pub fn recorded(c: &AccountClaim, binding: &str, binding_rv: &str, rv: &str) -> AccountClaim {
+    let mut c = c.clone();
+    let mut status = c.status.clone().unwrap_or_default();
+    status.claim_write = Some(crate::api::PendingClaimWrite {
+        binding: binding.into(),
+        resource_version: binding_rv.into(),
+    });
+    c.status = Some(status);
+    c.metadata.resource_version = Some(rv.into());
+    c
 }
 
 /// The first list of the binding watch (`k8s::caches::watch_bindings`), one page.

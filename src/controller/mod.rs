@@ -18,6 +18,9 @@ mod claim;
 mod claim_facts;
 #[cfg(test)]
 mod claim_tests;
+mod claim_write;
+#[cfg(test)]
+mod claim_write_tests;
 mod config;
 #[cfg(test)]
 mod config_tests;

@@ -70,6 +70,12 @@ pub(super) async fn release(
     if !hold.writes() && !super::strays::give_back(claim, ctx, &active, &view).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
+    // A claim write recorded in the status and perhaps still in flight (a previous leader's)
+    // must have landed or be unable to before the claim goes: else it could label the account
+    // for a claim that no longer exists.
+    if let Some(action) = super::claim_write::settle(claim, ctx, &active, !hold.writes()).await? {
+        return Ok(action);
+    }
     // A trial the tenant's Shoot proved ends before the binding goes back: else it would come
     // back on trial. The release then waits for the index to hold the new version.
     if !active.spec.holds_binding_writes()

@@ -37,6 +37,7 @@ pub fn claim_view_of(
         denied: status.is_some_and(is_denied),
         source: SourceFacts::of(meta, status)
             .map(|f| Box::new(f.adopting(spec.adopt_binding.clone()))),
+        claim_write: status.and_then(|s| s.claim_write.clone()).map(Box::new),
     }
 }
 

@@ -87,6 +87,9 @@ pub struct ClaimView {
     /// What the request-source pass reads of a claim a source created (its kind, object, phase,
     /// binding, creation); `None`, one pointer, for every other claim.
     pub source: Option<Box<crate::claim_state::SourceFacts>>,
+    /// The claim write its status records as sent and not seen settled (`status.claimWrite`);
+    /// boxed: one pointer for the many claims without one.
+    pub claim_write: Option<Box<crate::api::PendingClaimWrite>>,
 }
 
 impl ClaimView {

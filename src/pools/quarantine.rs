@@ -80,11 +80,9 @@ impl Gate {
         let pools = spec
             .unwrap_or_default()
             .iter()
-            .map(|q| {
-                (
-                    pool_of(q),
-                    (q.admits(plan, global_account), q.since_second()),
-                )
+            .filter_map(|q| {
+                let since = q.since_second()?;
+                Some((pool_of(q), (q.admits(plan, global_account), since)))
             })
             .collect();
         Gate { pools }
@@ -118,9 +116,10 @@ pub fn needs_probation(spec: Option<&[QuarantineSpec]>, entry: &super::BindingEn
     let Some((key, super::BindingClass::Claimable)) = &entry.pool else {
         return false;
     };
-    spec.unwrap_or_default()
-        .iter()
-        .any(|q| pool_of(q) == *key && on_trial(&entry.view, q.since_second()))
+    spec.unwrap_or_default().iter().any(|q| {
+        q.since_second()
+            .is_some_and(|since| pool_of(q) == *key && on_trial(&entry.view, since))
+    })
 }
 
 /// The Shoot that proved `binding`, when the binding is on probation and a Shoot counted on its
@@ -193,9 +192,9 @@ mod tests {
                 hyperscaler_type: "aws".into(),
                 eu_access: None,
             },
-            since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            since: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 jiff::Timestamp::from_second(SINCE).unwrap(),
-            ),
+            )),
             plans: list(plans),
             global_accounts: list(gas),
         }

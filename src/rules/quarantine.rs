@@ -31,6 +31,14 @@ pub(crate) fn check(
                 ));
             }
         }
+        if q.since.is_none() {
+            v.errors.push(Diagnostic::field(
+                at("since"),
+                Reason::InvalidConfig,
+                "required: the time from which new bindings are quarantined (RFC 3339, e.g. \
+                 when the entry is added); without it the entry applies to nothing",
+            ));
+        }
         unreachable_plans(i, q, rules, plans, v);
         if q.plans.is_none() && q.global_accounts.is_none() {
             v.errors.push(Diagnostic::field(
@@ -136,9 +144,9 @@ mod tests {
                 hyperscaler_type: t.into(),
                 eu_access: None,
             },
-            since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            since: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 jiff::Timestamp::UNIX_EPOCH,
-            ),
+            )),
             plans: list(plans),
             global_accounts: list(gas),
         }
@@ -209,6 +217,22 @@ mod reach_tests {
                 .map(|d| (d.field.clone().unwrap_or_default(), d.message.clone()))
                 .collect(),
         }
+    }
+
+    /// An entry stored under an older schema, before `since` was required, must not make the
+    /// whole HapConfig unreadable (its watch would stop, and with it the operator): it decodes,
+    /// and validation names the missing field.
+    #[test]
+    fn an_entry_stored_without_since_decodes_and_is_refused_by_name() {
+        let got = errors(
+            &["aws"],
+            serde_json::json!([{"pool": {"hyperscalerType": "aws"}, "plans": ["aws"]}]),
+        );
+        assert!(
+            got.iter()
+                .any(|(f, m)| f == "quarantine[0].since" && m.starts_with("required")),
+            "{got:?}"
+        );
     }
 
     #[test]

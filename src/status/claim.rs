@@ -262,8 +262,20 @@ pub fn desired_claim_status(
     AccountClaimStatus {
         observed_generation: generation,
         conditions: conds,
+        claim_write: unsettled_claim_write(current, &status),
         ..status
     }
+}
+
+/// The claim write `current` records, until a status records its binding: then it has landed
+/// (a claim is recorded on a binding its own write claimed only after that write succeeded).
+/// Every other status keeps it, whatever it says: the release settles it before the claim goes.
+fn unsettled_claim_write(
+    current: Option<&AccountClaimStatus>,
+    next: &AccountClaimStatus,
+) -> Option<crate::api::PendingClaimWrite> {
+    let w = current?.claim_write.clone()?;
+    (next.credentials_binding_name.as_deref() != Some(w.binding.as_str())).then_some(w)
 }
 
 /// Bound in this pass: every field of the binding recorded, the conditions' message built

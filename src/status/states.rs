@@ -25,7 +25,7 @@ pub fn lifecycle_rules(spec: &HapConfigSpec, now: Timestamp) -> LifecycleRules {
             .quarantine
             .iter()
             .flatten()
-            .map(|q| (crate::pools::quarantine::pool_of(q), q.since_second()))
+            .filter_map(|q| Some((crate::pools::quarantine::pool_of(q), q.since_second()?)))
             .collect(),
     }
 }

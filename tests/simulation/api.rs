@@ -96,6 +96,8 @@ pub struct Claim {
     pub phase: Phase,
     pub deleting: bool,
     pub rv: u64,
+    /// The claim write its status records as sent (`status.claimWrite`): binding and base.
+    pub intent: Option<(String, u64)>,
 }
 
 impl Claim {
@@ -292,6 +294,7 @@ impl Api {
             phase: Phase::New,
             deleting: false,
             rv: 0,
+            intent: None,
         };
         let uid = c.uid.clone();
         self.put_claim(c);
@@ -474,7 +477,45 @@ impl Api {
         if let (Phase::Bound(b), false) = (&phase, c.bound().is_some()) {
             self.check_new_cluster(&c, b, by);
         }
-        self.put_claim(Claim { phase, ..c });
+        // As `status::desired_claim_status`: the record goes once a status records its binding.
+        let intent = c
+            .intent
+            .clone()
+            .filter(|(b, _)| !matches!(&phase, Phase::Bound(p) | Phase::Failed(p) if p == b));
+        self.put_claim(Claim { phase, intent, ..c });
+        Ok(self.rv)
+    }
+
+    /// The record of a claim write in the claim's status, before the write; conditioned on the
+    /// claim's resourceVersion (a status write).
+    pub fn record_claim_write(
+        &mut self,
+        uid: &str,
+        base: u64,
+        binding: &str,
+        binding_base: u64,
+    ) -> Result<u64, Refused> {
+        let c = self.claims.get(uid).cloned().ok_or(Refused::NotFound)?;
+        if c.rv != base {
+            return Err(Refused::Conflict);
+        }
+        let intent = Some((binding.to_string(), binding_base));
+        self.put_claim(Claim { intent, ..c });
+        Ok(self.rv)
+    }
+
+    /// The fence of an earlier claim write: one annotation of the binding, conditioned on the
+    /// write's base version, which it moves.
+    pub fn fence(&mut self, name: &str, base: u64, by: &Writer) -> Result<u64, Refused> {
+        let mut b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
+        if b.rv != base {
+            return Err(Refused::Conflict);
+        }
+        b.annotations.insert(
+            hap_operator::labels::CLAIM_WRITE_FENCED.into(),
+            by.claim.clone(),
+        );
+        self.put_binding(b);
         Ok(self.rv)
     }
 
@@ -581,6 +622,7 @@ impl Api {
             phase: Phase::New,
             deleting: false,
             rv: 0,
+            intent: None,
         });
         Ok(self.rv)
     }
@@ -701,6 +743,12 @@ pub fn claim_view(c: &Claim) -> ClaimView {
         bound_binding: c.recorded().map(str::to_string),
         lost: matches!(c.phase, Phase::Failed(_)),
         deleting: c.deleting,
+        claim_write: c.intent.as_ref().map(|(b, rv)| {
+            Box::new(hap_operator::api::PendingClaimWrite {
+                binding: b.clone(),
+                resource_version: rv.to_string(),
+            })
+        }),
         ..Default::default()
     }
 }

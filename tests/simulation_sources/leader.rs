@@ -10,10 +10,13 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
+use hap_operator::api::PendingClaimWrite;
 use hap_operator::api::ReleaseMode;
 use hap_operator::ledger::{Ledger, Outcome};
 use hap_operator::pools::{ClaimView, Inventory, Kind};
-use hap_operator::release::{Origin, Presence, Release, decide_release};
+use hap_operator::release::{
+    ClaimWriteNow, Origin, Presence, Release, claim_write_now, decide_release,
+};
 use hap_operator::selection::{
     BeforeUse, Choice, MultiAccountPolicy, Request, WriteState, before_use, select, strays_of,
 };
@@ -82,6 +85,18 @@ pub enum Write {
         clean: bool,
     },
     Finalizer,
+    /// The record of a claim write in the claim's status (`status.claimWrite`), before it.
+    Intent {
+        base: u64,
+        binding: String,
+        binding_base: u64,
+    },
+    /// The fence of an earlier recorded claim write that could still land
+    /// (`controller::claim_write`).
+    Fence {
+        binding: String,
+        base: u64,
+    },
 }
 
 /// What the release of a source claim reads beyond the index: the API server and the record of
@@ -91,6 +106,8 @@ pub trait Sources {
     fn exists(&self, claim: &Claim) -> bool;
     /// The claim carries its object's UID: the source pass saw the object stored.
     fn existed(&self, claim: &Claim) -> bool;
+    /// A live read of a binding: its resourceVersion and claimed-by record.
+    fn binding_now(&self, name: &str) -> Option<(u64, Option<String>)>;
 }
 
 /// The source clean-up of one claim in progress: read the claim, check its object, delete.
@@ -282,7 +299,7 @@ impl Replica {
             }
             plan
         } else {
-            self.select(&c, p, policy, now)
+            self.select(&c, p, policy, sources, now)
         };
         if !plan.is_empty() {
             self.plans.insert(uid.to_string(), plan);
@@ -296,6 +313,9 @@ impl Replica {
         sources: &dyn Sources,
         now: Instant,
     ) -> VecDeque<Write> {
+        if let Some(first) = self.settle(c, sources, now) {
+            return first;
+        }
         let view = claim_view(c);
         let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
         let (exists, existed) = (sources.exists(c), sources.existed(c));
@@ -374,8 +394,10 @@ impl Replica {
         c: &Claim,
         p: Protocol,
         policy: &MultiAccountPolicy,
+        sources: &dyn Sources,
         now: Instant,
     ) -> VecDeque<Write> {
+        let unsettled = self.settle(c, sources, now);
         let view = claim_view(c);
         let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
         if inflight
@@ -424,6 +446,12 @@ impl Replica {
             }
             BeforeUse::Bind => {}
         }
+        if let (Choice::Claim { binding, .. }, Some(first)) = (&choice, unsettled)
+            && c.intent.as_ref().is_none_or(|(b, _)| b != binding)
+        {
+            // As `controller::claim_write::record`: the earlier write settles first.
+            return first;
+        }
         inflight.record(&view, pool, &choice, now);
         let phase = match choice {
             Choice::Use { binding, .. } | Choice::Bound { binding } => Phase::Bound(binding),
@@ -434,6 +462,11 @@ impl Replica {
                 let base = expected_resource_version
                     .and_then(|v| v.parse().ok())
                     .unwrap_or(0);
+                plan.push_back(Write::Intent {
+                    base: c.rv,
+                    binding: binding.clone(),
+                    binding_base: base,
+                });
                 plan.push_back(Write::Claim {
                     binding: binding.clone(),
                     base,
@@ -449,6 +482,37 @@ impl Replica {
             plan.push_back(Write::Status { base: c.rv, phase });
         }
         plan
+    }
+
+    /// The claim write `c`'s status records, settled as `controller::claim_write::settle` does:
+    /// `None` to go on, or the plan that comes first (the fence of a write that could still
+    /// land; nothing while one that landed is still to reach the index).
+    fn settle(&self, c: &Claim, sources: &dyn Sources, now: Instant) -> Option<VecDeque<Write>> {
+        let (b, base) = c.intent.clone()?;
+        let own = self
+            .ledger
+            .inflight
+            .claim_made_by(&c.uid, now)
+            .is_some_and(|(x, _)| x == b);
+        let indexed =
+            self.ledger.inventory.binding(&b).is_some_and(|e| {
+                e.view.labels.get(hap_operator::labels::CLAIMED_BY) == Some(&c.uid)
+            });
+        if c.recorded() == Some(b.as_str()) || own || indexed {
+            return None;
+        }
+        let write = PendingClaimWrite {
+            binding: b.clone(),
+            resource_version: base.to_string(),
+        };
+        let live = sources.binding_now(&b);
+        let live = live.as_ref().map(|(rv, by)| (rv.to_string(), by.clone()));
+        let live = live.as_ref().map(|(rv, by)| (rv.as_str(), by.as_deref()));
+        match claim_write_now(&write, &c.uid, live) {
+            ClaimWriteNow::Void => None,
+            ClaimWriteNow::Landed => Some(VecDeque::new()),
+            ClaimWriteNow::MayLand => Some(VecDeque::from([Write::Fence { binding: b, base }])),
+        }
     }
 
     /// Bindings the HapConfig status reports as orphans (a tenant, no cluster), as this replica
@@ -470,14 +534,31 @@ impl Replica {
         write
     }
 
-    /// Sends the next write of the reconcile of `uid`; a refusal ends the reconcile.
+    /// Sends the next write of the reconcile of `uid`; a refusal ends the reconcile. The record
+    /// of a claim write and the claim write go in one step (`next_unit`).
     pub fn execute(&mut self, uid: &str, api: &mut Api, now: Instant) {
-        let Some(write) = self.take(uid) else {
+        let Some(write) = self.next_unit(uid, api, now) else {
+            self.plans.remove(uid);
             return;
         };
         if !self.send(uid, &write, api, now) {
             self.plans.remove(uid);
         }
+    }
+
+    /// The next write of `uid`'s plan to send; a record of a claim write ahead of it is sent
+    /// first (`None` when it is refused: the claim write is never sent). One step, so that the
+    /// scenarios count a claim write as one; the interleaving that matters, the record landed
+    /// and the claim write held in flight, is what a failover holds (`World::failover`).
+    pub fn next_unit(&mut self, uid: &str, api: &mut Api, now: Instant) -> Option<Write> {
+        let write = self.take(uid)?;
+        if !matches!(write, Write::Intent { .. }) {
+            return Some(write);
+        }
+        if !self.send(uid, &write, api, now) {
+            return None;
+        }
+        self.take(uid)
     }
 
     /// Sends one write and records its outcome; whether the server took it.
@@ -514,6 +595,14 @@ impl Replica {
             } => api.release_clean(binding, *base, &by).map(drop),
             Write::GiveBack { binding, base } => api.release_clean(binding, *base, &by).map(drop),
             Write::Finalizer => api.remove_finalizer(uid),
+            Write::Intent {
+                base,
+                binding,
+                binding_base,
+            } => api
+                .record_claim_write(uid, *base, binding, *binding_base)
+                .map(|rv| self.rebase(uid, *base, rv)),
+            Write::Fence { binding, base } => api.fence(binding, *base, &by).map(drop),
         };
         let outcome = if sent.is_ok() {
             Outcome::Written
@@ -533,9 +622,27 @@ impl Replica {
             }
             Write::Release { binding, .. } => l.release_outcome(binding, outcome, now),
             Write::Finalizer if outcome == Outcome::Written => l.inflight.forget_claim(uid, now),
+            // The claim write is never sent.
+            Write::Intent { binding, .. } if outcome == Outcome::Refused => {
+                l.claim_outcome(binding, outcome, now)
+            }
             _ => {}
         }
         sent.is_ok()
+    }
+}
+
+impl Replica {
+    /// The status writes planned on the claim's version `from` are made on `to`, the version the
+    /// record of its claim write left (as the product carries the claim it wrote on).
+    fn rebase(&mut self, uid: &str, from: u64, to: u64) {
+        for w in self.plans.get_mut(uid).into_iter().flatten() {
+            if let Write::Status { base, .. } = w
+                && *base == from
+            {
+                *base = to;
+            }
+        }
     }
 }
 

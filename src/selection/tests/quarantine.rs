@@ -19,9 +19,9 @@ fn spec() -> Vec<QuarantineSpec> {
             hyperscaler_type: "aws".into(),
             eu_access: None,
         },
-        since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        since: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             jiff::Timestamp::from_second(SINCE).unwrap(),
-        ),
+        )),
         plans: Some(vec!["trial".into()]),
         global_accounts: Some(vec!["canary".into()]),
     }]

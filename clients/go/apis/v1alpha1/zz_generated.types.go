@@ -198,8 +198,8 @@ type HapConfigSpecQuarantineItem struct {
 	Plans []string `json:"plans,omitempty"`
 	// The dedicated pool, by its labels (as a pin names it).
 	Pool HapConfigSpecQuarantineItemPool `json:"pool"`
-	// Only bindings created at or after this time (RFC 3339, e.g. the time the entry is added) can be new: older ones, such as accounts taken over from KEB whose cleanup removed every trace of their tenants, served before and are never withheld.
-	Since metav1.Time `json:"since"`
+	// Only bindings created at or after this time (RFC 3339, e.g. the time the entry is added) can be new: older ones, such as accounts taken over from KEB whose cleanup removed every trace of their tenants, served before and are never withheld. Required.
+	Since *metav1.Time `json:"since,omitempty"`
 }
 
 // What happens to a dedicated binding when its tenant's last cluster leaves it.
@@ -637,8 +637,8 @@ type HapConfigStatusActiveSpecQuarantineItem struct {
 	Plans []string `json:"plans,omitempty"`
 	// The dedicated pool, by its labels (as a pin names it).
 	Pool HapConfigStatusActiveSpecQuarantineItemPool `json:"pool"`
-	// Only bindings created at or after this time (RFC 3339, e.g. the time the entry is added) can be new: older ones, such as accounts taken over from KEB whose cleanup removed every trace of their tenants, served before and are never withheld.
-	Since metav1.Time `json:"since"`
+	// Only bindings created at or after this time (RFC 3339, e.g. the time the entry is added) can be new: older ones, such as accounts taken over from KEB whose cleanup removed every trace of their tenants, served before and are never withheld. Required.
+	Since *metav1.Time `json:"since,omitempty"`
 }
 
 // What happens to a dedicated binding when its tenant's last cluster leaves it.
@@ -1193,6 +1193,8 @@ type AccountClaimSpec struct {
 // Observed state of an AccountClaim.
 type AccountClaimStatus struct {
 	BindingNamespace *string `json:"bindingNamespace,omitempty"`
+	// The claim write the operator sent for this claim and has not seen settled: the binding and the resourceVersion it was conditioned on. Written before the binding is; the claim is let go only once that write has landed or provably never can (a leader that paused with it in flight may see it land late).
+	ClaimWrite *AccountClaimStatusClaimWrite `json:"claimWrite,omitempty"`
 	// Ready and Bound.
 	Conditions []AccountClaimStatusCondition `json:"conditions,omitempty"`
 	// The binding the cluster must use (`spec.credentialsBindingName` of its Shoot).
@@ -1209,6 +1211,14 @@ type AccountClaimStatus struct {
 	// Which of the matched entry's ordered pools served the claim (1-based; above 1 is a fallback).
 	Preference *int64 `json:"preference,omitempty"`
 	Shared     *bool  `json:"shared,omitempty"`
+}
+
+// The claim write the operator sent for this claim and has not seen settled: the binding and the resourceVersion it was conditioned on. Written before the binding is; the claim is let go only once that write has landed or provably never can (a leader that paused with it in flight may see it land late).
+type AccountClaimStatusClaimWrite struct {
+	// The binding written.
+	Binding string `json:"binding"`
+	// The binding's resourceVersion the write was conditioned on.
+	ResourceVersion string `json:"resourceVersion"`
 }
 
 // Condition contains details for one aspect of the current state of this API Resource.
