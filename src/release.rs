@@ -407,6 +407,7 @@ fn written_for<'a>(
         _ => Ok(claim
             .claim_write
             .as_deref()
+            .filter(|w| inv.holds_write(w))
             .filter(|w| claimed_by(inv, &w.binding) == Some(claim.uid.as_str()))
             .map(|w| (w.binding.as_str(), true))),
     }
@@ -1283,6 +1284,7 @@ mod tests {
             claim_write: Some(Box::new(crate::api::PendingClaimWrite {
                 binding: "x".into(),
                 resource_version: "rv-0".into(),
+                ..Default::default()
             })),
             ..c
         };
@@ -1319,6 +1321,7 @@ mod tests {
         let w = crate::api::PendingClaimWrite {
             binding: "x".into(),
             resource_version: "5".into(),
+            ..Default::default()
         };
         let now = |live| claim_write_now(&w, "uid-c", live);
         assert_eq!(now(Some(("6", Some("uid-c")))), ClaimWriteNow::Landed);

@@ -1721,3 +1721,49 @@ fn a_paused_claim_write_landing_after_its_claim_went_is_given_back() {
     let report = run(Protocol::New, &setup, &steps);
     assert!(report.violations.is_empty(), "{}", report.show());
 }
+
+/// Found by the property test (40 000 cases) once claim writes were recorded: w4 (tenant t0)
+/// is decided onto cb-2 and its leader pauses with the claim write in flight (its record
+/// landed); the next leader, whose list lacks the write, decides w7 of the same single-account
+/// tenant onto cb-0; the late write lands and w4 uses cb-2: t0 runs clusters in two accounts of
+/// one pool (§5.2). Now a claim of the tenant waits while another claim of it records a write
+/// that may still land on a free binding of the pool (`selection::claimant::recorded_write_in`),
+/// and settles it (`controller::claim_write::settle_for`).
+#[test]
+fn a_tenants_claim_waits_for_another_claims_recorded_write_that_may_still_land() {
+    use Step::*;
+    let steps = [
+        Create { obj: 1, tenant: 1 },
+        Tick,
+        Call(0),
+        Create { obj: 3, tenant: 0 },
+        Call(1),
+        Create { obj: 0, tenant: 0 },
+        Call(2),
+        Call(7),
+        Call(3),
+        Tick,
+        Tick,
+        Create { obj: 0, tenant: 0 },
+        Create { obj: 0, tenant: 0 },
+        Call(4),
+        Zombie,
+        Call(2),
+        Create { obj: 0, tenant: 0 },
+        Deliver { kind: 1, n: 3 },
+        Create { obj: 0, tenant: 0 },
+        Reconcile(3), // w4: claim cb-2
+        Failover,     // its record lands; the claim write is held in flight
+        Reconcile(1),
+        Create { obj: 0, tenant: 0 },
+        Create { obj: 0, tenant: 0 },
+        Reconcile(2), // w7, same tenant: waits for w4's recorded write (was: claim cb-0)
+    ];
+    let setup = Setup {
+        bindings: 3,
+        direct: None,
+        multi: false,
+    };
+    let report = run(Protocol::New, &setup, &steps);
+    assert!(report.violations.is_empty(), "{}", report.show());
+}

@@ -156,4 +156,10 @@ pub struct PendingClaimWrite {
     pub binding: String,
     /// The binding's resourceVersion the write was conditioned on.
     pub resource_version: String,
+    /// The binding's namespace (the config's `bindingNamespace` when it was written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The binding's kind (the config's `bindingKind` when it was written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<super::BindingKind>,
 }

@@ -17,7 +17,7 @@ use super::policy::PinPool;
 /// entries match plans and pins match global accounts: exactly.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.since)").message("quarantine: since is required: the time from which new bindings are quarantined (RFC 3339, e.g. when the entry is added)"))]
+#[x_kube(validation = Rule::new("has(self.since)").field_path(".since").reason(Reason::FieldValueRequired).message("the time from which new bindings are quarantined (RFC 3339, e.g. when the entry is added)"))]
 #[x_kube(validation = Rule::new("has(self.plans) || has(self.globalAccounts)").message("quarantine: name the requests that may take quarantined bindings (plans, globalAccounts, or both); with neither, no request could prove a new account"))]
 pub struct QuarantineSpec {
     /// The dedicated pool, by its labels (as a pin names it).

@@ -19,6 +19,7 @@ use kube::{Resource, ResourceExt};
 
 use super::account_check;
 use super::active::ActiveConfig;
+use super::claim_write::Settled;
 use super::lanes::{Entry, LaneFacts, lane_of};
 use super::outcome::{
     ClaimError, RECONCILE_TIMEOUT, count, k8s, outcome, pending, pending_reason, record_use,
@@ -159,6 +160,11 @@ async fn carry_out(
             matched,
             retry,
         } => {
+            if reason == PendingReason::Progressing
+                && let Settled::Wait(action) = super::claim_write::settle_for(claim, ctx).await?
+            {
+                return Ok(action);
+            }
             let settled = pending(claim, ctx, reason, cause, matched).await?;
             Ok(pending_visit(retry, settled, || ctx.backoff.next(key)))
         }
@@ -224,7 +230,11 @@ async fn claim_free(
     let claim = &match expected_rv {
         Some(rv) => match super::claim_write::record(claim, ctx, active, &binding, rv).await? {
             Ok(recorded) => recorded,
-            Err(wait) => return Ok(wait),
+            Err(Settled::Refused { cause, retry_at }) => {
+                return forbidden(claim, ctx, cause, waits_in, retry_at).await;
+            }
+            Err(Settled::Wait(action)) => return Ok(action),
+            Err(Settled::Go) => claim.clone(),
         },
         None => claim.clone(),
     };
@@ -234,6 +244,8 @@ async fn claim_free(
         ..
     }) = &claimed
     {
+        // Refused outright: it never landed and never can, so its record goes with the status.
+        let claim = &super::claim_write::without_record(claim);
         let retry_at = refused(claim, ctx, active, &binding, "claim", message).await;
         let cause = ctx
             .denials

@@ -3,9 +3,10 @@
 //! flight may see it land after the next leader let the claim go, on a binding whose version
 //! nothing moved: the account would be the tenant's for a claim that no longer exists. With the
 //! record, the next leader knows which write may still come, and before a claim goes (or sends
-//! a claim write of another binding) it makes sure that write landed or never can: a read of the
-//! binding, and while it still has the write's base version, a compare-and-swap of one
-//! annotation that moves it (the fence), so the API server refuses the late write.
+//! a claim write of another binding, or another claim of the tenant takes a binding instead) it
+//! makes sure that write landed or never can: a read of the binding, and while it still has the
+//! write's base version, a compare-and-swap of one annotation that moves it (the fence), so the
+//! API server refuses the late write.
 
 use std::time::{Duration, Instant};
 
@@ -13,20 +14,31 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::Context;
-use super::active::ActiveConfig;
+use super::active::{ActiveConfig, ConfigState};
 use super::claim_key;
-use super::outcome::{ClaimError, k8s};
-use crate::api::{AccountClaim, PendingClaimWrite};
+use super::outcome::{ClaimError, k8s, write_on_stamped};
+use crate::api::{AccountClaim, BindingKind, PendingClaimWrite};
+use crate::k8s::K8sError;
 use crate::labels::{CLAIM_WRITE_FENCED, CLAIMED_BY};
 use crate::ledger::Outcome;
+use crate::pools::claim_view;
 use crate::release::{ClaimWriteNow, claim_write_now};
+use crate::selection::claimant::recorded_writes;
 
 /// How soon a claim looks again after a fence, or once a landed write is still to reach the
 /// index.
 const LOOK_AGAIN: Duration = Duration::from_millis(300);
 
-/// Whether the claim may go on (`None`), or what to do first.
-pub(super) type Settled = Option<Action>;
+/// Whether a recorded claim write is settled.
+pub(super) enum Settled {
+    /// It landed and the index shows it, or it never can: go on.
+    Go,
+    /// Look again then (a fence was sent, the index is to show a landed write, or writes are
+    /// held while it could still land).
+    Wait(Action),
+    /// The garden refuses the fence: the claim waits and says why.
+    Refused { cause: String, retry_at: Instant },
+}
 
 /// The recorded claim write of `claim` that is neither its recorded binding nor this replica's
 /// own write in flight (the ledger settles that one, `release::Release::Resolve`).
@@ -37,17 +49,22 @@ fn unsettled<'a>(claim: &'a AccountClaim, ctx: &Context) -> Option<&'a PendingCl
         return None;
     }
     let uid = claim.metadata.uid.as_deref().unwrap_or_default();
-    let own = ctx
-        .ledger()
-        .inflight
-        .claim_made_by(uid, Instant::now())
-        .is_some_and(|(b, _)| b == w.binding);
-    (!own).then_some(w)
+    (!own(ctx, uid, w)).then_some(w)
 }
 
-/// Makes sure the claim write `claim`'s status records can no longer land unseen: `None` once
-/// it landed (and the index shows it) or never can. `may_write`: the fence may be written (not
-/// while the config is paused or observing: then the claim waits).
+/// Whether this replica has claim `uid`'s write `w` (same binding, same base) in flight.
+fn own(ctx: &Context, uid: &str, w: &PendingClaimWrite) -> bool {
+    let l = ctx.ledger();
+    l.inflight
+        .claim_of(&w.binding, Instant::now())
+        .is_some_and(|p| {
+            p.claim_uid == uid && p.base_resource_version.as_deref() == Some(&w.resource_version)
+        })
+}
+
+/// Makes sure the claim write `claim`'s status records can no longer land unseen. `may_write`:
+/// the fence may be written (not while the config is paused or observing: then the claim
+/// waits).
 pub(super) async fn settle(
     claim: &AccountClaim,
     ctx: &Context,
@@ -55,103 +72,191 @@ pub(super) async fn settle(
     may_write: bool,
 ) -> Result<Settled, ClaimError> {
     let Some(w) = unsettled(claim, ctx) else {
-        return Ok(None);
+        return Ok(Settled::Go);
     };
     let uid = claim.metadata.uid.clone().unwrap_or_default();
-    let indexed = ctx
-        .ledger()
-        .inventory
-        .binding(&w.binding)
-        .is_some_and(|e| e.view.labels.get(CLAIMED_BY) == Some(&uid));
+    settle_write(claim, ctx, active, (&uid, w), may_write).await
+}
+
+/// A claim that waits for another claim of its tenant's recorded claim write
+/// (`selection::claimant::recorded_writes`) settles the first such write itself: that claim's
+/// leader may be gone, and a write never sent would hold the tenant's claims for good.
+pub(super) async fn settle_for(claim: &AccountClaim, ctx: &Context) -> Result<Settled, ClaimError> {
+    let ConfigState::Active { active, hold, .. } = ctx.resolver.resolve() else {
+        return Ok(Settled::Go);
+    };
+    let view = claim_view(claim);
+    let first = {
+        let l = ctx.ledger();
+        recorded_writes(&l.inventory, &view)
+            .map(|(c, w, _)| (c.uid.clone(), w.clone()))
+            .next()
+    };
+    match first {
+        Some((uid, w)) if !own(ctx, &uid, &w) => {
+            settle_write(claim, ctx, &active, (&uid, &w), !hold.writes()).await
+        }
+        _ => Ok(Settled::Go),
+    }
+}
+
+/// Settles claim `uid`'s recorded write `w` on a GET of its binding (`release::claim_write_now`);
+/// `claim` is the claim whose reconcile does it.
+async fn settle_write(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    (uid, w): (&str, &PendingClaimWrite),
+    may_write: bool,
+) -> Result<Settled, ClaimError> {
+    let indexed = {
+        let l = ctx.ledger();
+        let inv = &l.inventory;
+        inv.holds_write(w)
+            && inv
+                .binding(&w.binding)
+                .is_some_and(|e| e.view.labels.get(CLAIMED_BY).map(String::as_str) == Some(uid))
+    };
     if indexed {
         // The release (`release::written_for`) or the stray give-back takes it from here.
-        return Ok(None);
+        return Ok(Settled::Go);
     }
+    if let Some(paused) = ctx.denials.paused(&w.binding, Instant::now()) {
+        // The garden refused the last write of it: not asked again before its time.
+        let (cause, retry_at) = (paused.message, paused.retry_at);
+        return Ok(Settled::Refused { cause, retry_at });
+    }
+    let (kind, ns) = target_of(active, w);
     let key = claim_key(claim);
-    let target = active.binding_target();
     let live = ctx
         .writer
-        .binding_labels_now(target.kind, &target.namespace, &w.binding)
+        .binding_labels_now(kind, &ns, &w.binding)
         .await
         .map_err(k8s(&key, "reading the binding of an earlier claim write"))?;
     let now = live
         .as_ref()
         .map(|(rv, labels)| (rv.as_str(), labels.get(CLAIMED_BY).map(String::as_str)));
-    match claim_write_now(w, &uid, now) {
-        ClaimWriteNow::Void => Ok(None),
-        ClaimWriteNow::Landed => Ok(Some(Action::requeue(LOOK_AGAIN))),
-        ClaimWriteNow::MayLand if !may_write => Ok(Some(Action::requeue(ctx.args.pending_retry))),
-        ClaimWriteNow::MayLand => {
-            let fenced = ctx
-                .writer
-                .set_binding_annotation_cas(
-                    target.kind,
-                    &target.namespace,
-                    &w.binding,
-                    &w.resource_version,
-                    CLAIM_WRITE_FENCED,
-                    &uid,
-                )
-                .await;
-            tracing::info!(
-                claim = key,
-                binding = w.binding,
-                ok = fenced.is_ok(),
-                "fenced an earlier claim write that could still land"
-            );
-            match fenced {
-                // A conflict: the binding moved meanwhile; the next look judges it again.
-                Ok(_) | Err(crate::k8s::K8sError::Conflict { .. }) => {
-                    Ok(Some(Action::requeue(LOOK_AGAIN)))
-                }
-                Err(e) => Err(k8s(&key, "fencing an earlier claim write")(e)),
-            }
+    let wait = |d| Settled::Wait(Action::requeue(d));
+    match claim_write_now(w, uid, now) {
+        ClaimWriteNow::Void => Ok(Settled::Go),
+        ClaimWriteNow::Landed => Ok(wait(LOOK_AGAIN)),
+        ClaimWriteNow::MayLand if !may_write => Ok(wait(ctx.args.pending_retry)),
+        ClaimWriteNow::MayLand => fence(claim, ctx, active, (uid, w)).await,
+    }
+}
+
+/// Where the recorded write went: its own namespace and kind, else the target in force.
+fn target_of(active: &ActiveConfig, w: &PendingClaimWrite) -> (BindingKind, String) {
+    let target = active.binding_target();
+    let ns = w.namespace.clone().unwrap_or(target.namespace);
+    (w.kind.unwrap_or(target.kind), ns)
+}
+
+/// Moves the binding off the write's base version with a compare-and-swap of one annotation.
+/// Its value names the base too, so that it always changes the binding: an apply that changes
+/// nothing would leave the version where the write can still land.
+async fn fence(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    (uid, w): (&str, &PendingClaimWrite),
+) -> Result<Settled, ClaimError> {
+    let (kind, ns) = target_of(active, w);
+    let value = format!("{uid}@{}", w.resource_version);
+    let fenced = ctx
+        .writer
+        .set_binding_annotation_cas(
+            kind,
+            &ns,
+            &w.binding,
+            &w.resource_version,
+            CLAIM_WRITE_FENCED,
+            &value,
+        )
+        .await;
+    let key = claim_key(claim);
+    tracing::info!(
+        claim = key,
+        writer = uid,
+        binding = w.binding,
+        ok = fenced.is_ok(),
+        "fenced an earlier claim write that could still land"
+    );
+    match fenced {
+        // A conflict: the binding moved meanwhile; the next look judges it again.
+        Ok(_) | Err(K8sError::Conflict { .. }) => Ok(Settled::Wait(Action::requeue(LOOK_AGAIN))),
+        Err(K8sError::Forbidden { message, .. }) => {
+            let what = "fence a claim write on";
+            let retry_at =
+                super::outcome::refused(claim, ctx, active, &w.binding, what, &message).await;
+            let cause = ctx
+                .denials
+                .paused(&w.binding, Instant::now())
+                .map_or(message, |p| p.message);
+            Ok(Settled::Refused { cause, retry_at })
         }
+        Err(e) => Err(k8s(&key, "fencing an earlier claim write")(e)),
     }
 }
 
 /// Records the claim write of `binding` at `rv` in the claim's status before it is sent, and
 /// returns the claim as written (its new resourceVersion, on which the Bound status is then
-/// conditioned). A claim write recorded earlier is settled first.
+/// conditioned); `Err` when an earlier recorded write must settle first. Whatever keeps the
+/// write from being sent ends its slot in the ledger.
 pub(super) async fn record(
     claim: &AccountClaim,
     ctx: &Context,
     active: &ActiveConfig,
     binding: &str,
     rv: &str,
-) -> Result<Result<AccountClaim, Action>, ClaimError> {
+) -> Result<Result<AccountClaim, Settled>, ClaimError> {
+    let recorded = try_record(claim, ctx, active, binding, rv).await;
+    if !matches!(recorded, Ok(Ok(_))) {
+        ctx.ledger()
+            .claim_outcome(binding, Outcome::Refused, Instant::now());
+    }
+    recorded
+}
+
+async fn try_record(
+    claim: &AccountClaim,
+    ctx: &Context,
+    active: &ActiveConfig,
+    binding: &str,
+    rv: &str,
+) -> Result<Result<AccountClaim, Settled>, ClaimError> {
+    let target = active.binding_target();
     let next = PendingClaimWrite {
         binding: binding.to_string(),
         resource_version: rv.to_string(),
+        namespace: Some(target.namespace),
+        kind: Some(target.kind),
     };
     let current = claim.status.clone().unwrap_or_default();
-    if current.claim_write.as_ref() != Some(&next)
-        && let Some(wait) = settle(claim, ctx, active, true).await?
-    {
-        refused(ctx, binding);
-        return Ok(Err(wait));
+    if current.claim_write.as_ref() != Some(&next) {
+        match settle(claim, ctx, active, true).await? {
+            Settled::Go => {}
+            other => return Ok(Err(other)),
+        }
     }
     let status = crate::api::AccountClaimStatus {
         claim_write: Some(next),
         ..current
     };
     let (ns, name) = (claim.namespace().unwrap_or_default(), claim.name_any());
-    let written = ctx
+    let rv_now = claim.metadata.resource_version.as_deref();
+    let written = match ctx
         .writer
-        .apply_claim_status(
-            &ns,
-            &name,
-            claim.metadata.resource_version.as_deref(),
-            &status,
-        )
-        .await;
-    let written = match written {
-        Ok(rv) => rv,
-        Err(e) => {
-            refused(ctx, binding);
-            return Err(k8s(&claim_key(claim), "recording the claim write")(e));
+        .apply_claim_status(&ns, &name, rv_now, &status)
+        .await
+    {
+        // The webhook's stamp alone: written again on the new version (as a status write is).
+        Err(conflict @ K8sError::Conflict { .. }) => {
+            write_on_stamped(claim, ctx, &status, conflict).await
         }
-    };
+        other => other,
+    }
+    .map_err(k8s(&claim_key(claim), "recording the claim write"))?;
     let mut claim = claim.clone();
     if let (Some(rv), Some(uid)) = (&written, claim.metadata.uid.as_deref()) {
         ctx.ledger()
@@ -163,8 +268,12 @@ pub(super) async fn record(
     Ok(Ok(claim))
 }
 
-/// The claim write was never sent: its slot in the ledger ends.
-fn refused(ctx: &Context, binding: &str) {
-    ctx.ledger()
-        .claim_outcome(binding, Outcome::Refused, Instant::now());
+/// The claim with no record of a claim write, for the status written after this replica's own
+/// write of it was refused outright (a 403): it never landed and never can.
+pub(super) fn without_record(claim: &AccountClaim) -> AccountClaim {
+    let mut claim = claim.clone();
+    if let Some(s) = claim.status.as_mut() {
+        s.claim_write = None;
+    }
+    claim
 }

@@ -83,3 +83,133 @@ async fn a_new_claim_write_fences_an_earlier_one_that_could_still_land() {
     let action = h.reconcile(&c).await.expect("fenced");
     assert_eq!(action, Action::requeue(Duration::from_millis(300)));
 }
+
+/// The claim's status write, whatever it says (its body includes an empty status).
+fn any_status(c: &crate::api::AccountClaim) -> Call {
+    claim_status(c, json!({}))
+}
+
+/// The last status body written, if any.
+fn last_status(h: &Harness) -> Option<serde_json::Value> {
+    let received = h.api.received();
+    let write = received.iter().rev().find(|r| r.path.ends_with("/status"));
+    write.and_then(|r| r.body.clone())
+}
+
+/// A claim write the garden refuses outright (403) never landed and never can: the status
+/// written next carries no record of it, so no later settle reads or fences that binding (the
+/// fence would be refused too, and the claim could never go).
+#[tokio::test]
+async fn a_claim_write_the_garden_refuses_leaves_no_record_behind() {
+    let c = finalized(claim("c1"));
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    let r = recorded(&c, "b1", "5", "90");
+    h.api.expect([
+        record_claim_write(&c, "b1", "5").answer_rv("90"),
+        claim_cas("b1", "5", &c).fail(403, "Forbidden"),
+        event(TENANTS, "c1", "Warning", "Forbidden"),
+        any_status(&r).answer_rv("91"),
+    ]);
+    h.reconcile(&c).await.expect("pending, forbidden");
+    let status = last_status(&h).expect("a status");
+    assert_eq!(status["status"]["phase"], "Pending", "{status}");
+    assert!(status["status"].get("claimWrite").is_none(), "{status}");
+}
+
+/// The fence itself refused (403): the claim keeps its finalizer and says why, and the binding
+/// is paused like any refused write (no fence again before its time).
+#[tokio::test]
+async fn a_refused_fence_keeps_the_claim_and_says_why() {
+    let c = going();
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    h.api.expect([
+        Call::get(&binding_path("b1")).answer(200, binding_now("b1", "5", json!({}))),
+        fence_cas("b1", "5", "c1").fail(403, "Forbidden"),
+        event(TENANTS, "c1", "Warning", "Forbidden"),
+        any_status(&c).answer_rv("12"),
+    ]);
+    let action = h.reconcile(&c).await.expect("blocked");
+    assert_ne!(action, Action::await_change());
+    let status = last_status(&h).expect("a status");
+    let message = status["status"]["conditions"].to_string();
+    assert!(message.contains("fence a claim write on"), "{message}");
+    h.api.done();
+    // Paused: the next look neither reads nor writes b1 (and the status says it already).
+    let mut c = c;
+    c.status = Some(serde_json::from_value(status["status"].clone()).expect("a claim status"));
+    c.metadata.resource_version = Some("12".into());
+    h.observe(&c);
+    h.api.expect([]);
+    h.reconcile(&c).await.expect("still blocked");
+    h.api.done();
+}
+
+/// While the config is paused a claim whose status records a claim write is not let go, and
+/// nothing is read or written on the binding: the write may have landed (its release would
+/// write the binding) or may still land (only a fence, a write, settles it).
+#[tokio::test]
+async fn a_claim_going_with_a_recorded_claim_write_waits_while_paused() {
+    let c = going();
+    let spec = crate::api::HapConfigSpec {
+        paused: Some(true),
+        ..aws_spec()
+    };
+    let h = Harness::new(hap_config(spec), &[&c], &[claimed_binding("b1", "6", "c1")]);
+    h.api.expect([
+        event(TENANTS, "c1", "Normal", "ReleaseWaiting"),
+        any_status(&c).answer_rv("12"),
+    ]);
+    let action = h.reconcile(&c).await.expect("waits");
+    assert_ne!(action, Action::await_change());
+    let status = last_status(&h).expect("a status");
+    assert!(status.to_string().contains("paused"), "{status}");
+}
+
+/// A record the webhook's `admitted-at` stamp raced is written again on the stamped version,
+/// once, as a status write is (a conflict would otherwise send the claim back to decide).
+#[tokio::test]
+async fn a_record_that_meets_only_a_stamp_is_written_again_on_the_new_version() {
+    let c = finalized(claim("c1"));
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    let mut stamped = serde_json::to_value(&c).unwrap();
+    stamped["metadata"]["resourceVersion"] = json!("13");
+    stamped["metadata"]["annotations"] =
+        json!({"accountpool.io/admitted-at": "2026-11-27T01:00:00Z"});
+    let mut again = c.clone();
+    again.metadata.resource_version = Some("13".into());
+    h.api.expect([
+        record_claim_write(&c, "b1", "5").fail(409, "Conflict"),
+        get_claim(&c).answer(200, stamped),
+        record_claim_write(&again, "b1", "5").answer_rv("14"),
+        claim_cas("b1", "5", &c).answer_rv("6"),
+        claim_status(&recorded(&c, "b1", "5", "14"), json!({"phase": "Bound"})).answer_rv("15"),
+        event(TENANTS, "c1", "Normal", "Claimed"),
+    ]);
+    let action = h.reconcile(&c).await.expect("bound");
+    assert_eq!(action, Action::await_change());
+}
+
+/// Settling an earlier record fails (the read gets no answer): the new claim write is never
+/// sent, so it ends in the ledger; the claim, deleted then, sends nothing for it (it had no
+/// record) and goes once the earlier write proves void.
+#[tokio::test]
+async fn a_claim_write_never_sent_is_never_sent_by_the_release() {
+    let c = recorded(&finalized(claim("c1")), "b2", "3", "11");
+    let bindings = [
+        binding("b1", "5", &[]),
+        binding("b2", "4", &[("dirty", "true")]),
+    ];
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &bindings);
+    h.api
+        .expect([Call::get(&binding_path("b2")).fail(500, "InternalError")]);
+    h.reconcile(&c).await.expect_err("the read failed");
+    h.api.done();
+    let c = deleting(c);
+    h.observe(&c);
+    h.api.expect([
+        Call::get(&binding_path("b2")).answer(200, binding_now("b2", "4", json!({}))),
+        remove_finalizer(&c, 0),
+    ]);
+    let action = h.reconcile(&c).await.expect("let go");
+    assert_eq!(action, Action::await_change());
+}

@@ -391,7 +391,7 @@ pub fn fence_cas(name: &str, rv: &str, claimant: &str) -> Call {
         .body(json!({"metadata": {
             "resourceVersion": rv,
             "labels": {},
-            "annotations": {crate::labels::CLAIM_WRITE_FENCED: uid},
+            "annotations": {crate::labels::CLAIM_WRITE_FENCED: format!("{uid}@{rv}")},
         }}))
 }
 
@@ -435,7 +435,8 @@ pub fn claim_status(c: &AccountClaim, status: Value) -> Call {
 /// The record of a claim write of `binding` at `rv` in the claim's status (`status.claimWrite`),
 /// written before the binding's compare-and-swap.
 pub fn record_claim_write(c: &AccountClaim, binding: &str, rv: &str) -> Call {
-    let record = json!({"claimWrite": {"binding": binding, "resourceVersion": rv}});
+    let record = json!({"claimWrite": {"binding": binding, "resourceVersion": rv,
+        "namespace": GARDEN, "kind": "CredentialsBinding"}});
     claim_status(c, record)
 }
 
@@ -446,6 +447,8 @@ pub fn recorded(c: &AccountClaim, binding: &str, binding_rv: &str, rv: &str) -> 
     status.claim_write = Some(crate::api::PendingClaimWrite {
         binding: binding.into(),
         resource_version: binding_rv.into(),
+        namespace: Some(GARDEN.into()),
+        kind: Some(crate::api::BindingKind::CredentialsBinding),
     });
     c.status = Some(status);
     c.metadata.resource_version = Some(rv.into());

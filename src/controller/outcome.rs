@@ -227,7 +227,7 @@ pub(super) async fn write_outcome(
 /// the claim changed only in what the decision does not read (`only_restamped`: the webhook's
 /// `admitted-at` stamp after each call it could not answer). Otherwise the Conflict stands and
 /// the claim is decided again.
-async fn write_on_stamped(
+pub(super) async fn write_on_stamped(
     claim: &AccountClaim,
     ctx: &Context,
     desired: &AccountClaimStatus,

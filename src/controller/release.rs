@@ -16,6 +16,7 @@ use kube::{Resource, ResourceExt};
 
 use super::active::ActiveConfig;
 use super::active::ConfigState;
+use super::claim_write::Settled;
 use super::outcome::{ClaimError, count, k8s, outcome, refused, write_outcome};
 use super::{Context, decidable, point_caches};
 use crate::api::conditions::reasons;
@@ -73,8 +74,12 @@ pub(super) async fn release(
     // A claim write recorded in the status and perhaps still in flight (a previous leader's)
     // must have landed or be unable to before the claim goes: else it could label the account
     // for a claim that no longer exists.
-    if let Some(action) = super::claim_write::settle(claim, ctx, &active, !hold.writes()).await? {
-        return Ok(action);
+    match super::claim_write::settle(claim, ctx, &active, !hold.writes()).await? {
+        Settled::Go => {}
+        Settled::Wait(action) => return Ok(action),
+        Settled::Refused { cause, retry_at } => {
+            return release_blocked(claim, ctx, cause, retry_at).await;
+        }
     }
     // A trial the tenant's Shoot proved ends before the binding goes back: else it would come
     // back on trial. The release then waits for the index to hold the new version.
@@ -559,7 +564,8 @@ fn object_name(annotation: &str) -> Option<String> {
 
 /// Whether releasing the claim may write a binding: it records one, a claim write of it is
 /// still in flight, its claim write won a binding its status does not show (a status write that
-/// failed), or an assignment of it was written. Every binding `release::written_for` can hand the
+/// failed), an assignment of it was written, or its status records a claim write
+/// (`status.claimWrite`: landed, or settled only by a fence). Every binding `release::written_for` can hand the
 /// release counts: a claim that got one just before a pause or a switch to Observe and was
 /// deleting then would otherwise be released onto that binding while nothing may be written. A
 /// claim that never got a binding is let go even while paused.
@@ -569,6 +575,7 @@ fn holds_binding(ctx: &Context, view: &ClaimView) -> bool {
 
 fn holds_binding_in(view: &ClaimView, inflight: &InFlight, now: Instant) -> bool {
     view.bound_binding.is_some()
+        || view.claim_write.is_some()
         || inflight.claim_made_by(&view.uid, now).is_some()
         || inflight.won_by(&view.uid, now).is_some()
         || inflight.assignment_of(&view.uid, now).is_some()
@@ -638,7 +645,14 @@ async fn resolve(
         .inflight
         .claim_of(binding, Instant::now())
         .map(|p| p.pool.clone());
-    let (Some(rv), Some(pool)) = (expected.clone(), pool) else {
+    let recorded = claim.status.as_ref().and_then(|s| s.claim_write.as_ref());
+    let sent_as_recorded = recorded
+        .is_some_and(|w| w.binding == binding && Some(&w.resource_version) == expected.as_ref());
+    let (Some(rv), Some(pool), true) = (expected.clone(), pool, sent_as_recorded) else {
+        // Never sent as recorded (its record failed): nothing can land, and nothing is sent
+        // now that no status records.
+        ctx.ledger()
+            .claim_outcome(binding, crate::ledger::Outcome::Refused, Instant::now());
         return;
     };
     let retry = Choice::Claim {

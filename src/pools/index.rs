@@ -635,6 +635,7 @@ impl Inventory {
         if let Some(facts) = &c.source {
             self.count_source_claim(c, facts.source.kind, add);
         }
+        self.count_claim_write(c, add);
         if let Some(pool) = &c.waiting_in {
             let set = self.waiting.entry(pool.clone()).or_default();
             if add {
@@ -689,6 +690,27 @@ impl Inventory {
             }
         }
         self.count_cluster(binding, &cluster, add);
+    }
+
+    /// The claim among its tenant's `claim_writes` while its status records a claim write of a
+    /// binding it does not record as its own.
+    fn count_claim_write(&mut self, c: &ClaimView, add: bool) {
+        let Some(w) = &c.claim_write else { return };
+        if c.bound_binding.as_deref() == Some(w.binding.as_str()) {
+            return;
+        }
+        let set = self
+            .claim_writes
+            .entry(c.global_account.clone())
+            .or_default();
+        if add {
+            set.insert(c.uid.clone());
+        } else {
+            set.remove(&c.uid);
+            if set.is_empty() {
+                self.claim_writes.remove(&c.global_account);
+            }
+        }
     }
 
     fn count_source_claim(&mut self, c: &ClaimView, kind: crate::api::SourceKind, add: bool) {

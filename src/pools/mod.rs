@@ -236,6 +236,10 @@ pub struct Inventory {
     /// by reference count alone, and reads them after the lock is gone.
     claims: HashMap<String, Arc<ClaimView>>,
     recorded: HashMap<String, SmallSet>,
+    /// Per global account, the claims whose status records a claim write of a binding it does
+    /// not record as its own (`status.claimWrite`): a write perhaps still in flight, maybe a
+    /// previous leader's. Few: the record goes once a status records its binding.
+    claim_writes: HashMap<String, SmallSet>,
     /// The uids of the deleting claims whose status records a binding here (not lost): the
     /// releases under way, which a hold of binding writes keeps waiting.
     releasing: BTreeSet<String>,
@@ -343,6 +347,13 @@ impl Inventory {
     /// The binding namespace claims are counted for, when one is set.
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
+    }
+
+    /// Whether the binding a recorded claim write names is one of this index's bindings (its
+    /// namespace and kind those in force; a record without them is taken as written here).
+    pub fn holds_write(&self, w: &crate::api::PendingClaimWrite) -> bool {
+        self.holds_namespace(w.namespace.as_deref())
+            && w.kind.is_none_or(|k| k == self.binding_kind)
     }
 
     /// Whether a claim's binding, recorded in `namespace`, is one of this index's bindings.
@@ -508,6 +519,12 @@ impl Inventory {
     /// The claims whose status records `binding` (Bound or lost, deleting or not), by uid.
     pub fn recorded_on(&self, binding: &str) -> &SmallSet {
         self.recorded.get(binding).unwrap_or(&EMPTY_SET)
+    }
+
+    /// The claims of `global_account` whose status records a claim write it does not record as
+    /// its binding (`ClaimView::claim_write`), by uid.
+    pub fn claim_writes_of(&self, global_account: &str) -> &SmallSet {
+        self.claim_writes.get(global_account).unwrap_or(&EMPTY_SET)
     }
 
     /// The pending claims whose status says they wait for `pool`, by uid.

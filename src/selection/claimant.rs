@@ -33,8 +33,10 @@
 
 use std::time::{Duration, Instant};
 
+use crate::api::PendingClaimWrite;
+use crate::labels::PoolKey;
 use crate::labels::{CLAIMED_BY, FILLING};
-use crate::pools::{ClaimView, Inventory};
+use crate::pools::{BindingClass, ClaimView, Inventory};
 
 use super::{Choice, InFlight};
 
@@ -185,6 +187,43 @@ fn assigned_elsewhere(inflight: &InFlight, claim: &ClaimView, binding: &str, now
         || inflight
             .won_by(&claim.uid, now)
             .is_some_and(|b| b != binding)
+}
+
+/// A claim write another claim of `claim`'s tenant recorded in its status (`status.claimWrite`)
+/// that may still land on a claimable binding of `pool`: the index shows the binding claimable
+/// at the write's base version, and that claim still decides (not deleting, denied or recorded
+/// on a binding). Perhaps a previous leader's write in flight: were it to land after this claim
+/// got another binding, a single-account tenant would hold two of the pool (§5.2). The tenant's
+/// claims wait for it, and the waiting claim settles it (`controller::claim_write::settle_for`):
+/// its own claim's leader may be gone. This replica's own writes are the ledger's
+/// (`InFlight::claims_for`). A view older than the write's base is not caught here.
+pub fn recorded_write_in<'a>(
+    inv: &'a Inventory,
+    claim: &'a ClaimView,
+    pool: &PoolKey,
+) -> Option<(&'a ClaimView, &'a PendingClaimWrite)> {
+    recorded_writes(inv, claim).find_map(|(c, w, p)| (p == pool).then_some((c, w)))
+}
+
+/// Every such write (`recorded_write_in`), in any pool, with the binding's pool.
+pub fn recorded_writes<'a>(
+    inv: &'a Inventory,
+    claim: &'a ClaimView,
+) -> impl Iterator<Item = (&'a ClaimView, &'a PendingClaimWrite, &'a PoolKey)> + 'a {
+    inv.claim_writes_of(&claim.global_account)
+        .iter()
+        .filter(move |uid| **uid != claim.uid)
+        .filter_map(|uid| inv.claim(uid))
+        .filter(|c| !c.deleting && !c.denied && c.bound_binding.is_none())
+        .filter_map(|c| {
+            let w = c.claim_write.as_deref().filter(|w| inv.holds_write(w))?;
+            let e = inv.binding(&w.binding)?;
+            let Some((pool, BindingClass::Claimable)) = &e.pool else {
+                return None;
+            };
+            let at_base = e.view.resource_version.as_deref() == Some(w.resource_version.as_str());
+            at_base.then_some((c, w, pool))
+        })
 }
 
 /// The claim a stray binding was claimed for, if `binding` is one: its claimed-by record names
@@ -607,6 +646,52 @@ mod tests {
                 expected_resource_version: Some("rv-b".into()),
                 claims: "uid-first,uid-second".into(),
             }
+        );
+    }
+
+    /// Another claim of the tenant recorded a claim write of a free binding of the pool at the
+    /// version the index shows: it may still land, so it counts (a claim of the tenant waits);
+    /// once the binding moved, or for a deleting claim, or the claim's own record, it does not.
+    #[test]
+    fn another_claims_recorded_write_counts_while_the_binding_is_at_its_base() {
+        let record = |rv: &str| {
+            Some(Box::new(crate::api::PendingClaimWrite {
+                binding: "f".into(),
+                resource_version: rv.into(),
+                ..Default::default()
+            }))
+        };
+        let other = ClaimView {
+            claim_write: record("rv-f"),
+            ..claim("d", "ga", None, None)
+        };
+        let me = claim("c", "ga", None, None);
+        let free = binding("f", &[("hyperscalerType", "aws")]);
+        let inv = inventory(vec![free.clone()], vec![other.clone()], vec![]);
+        let found = recorded_write_in(&inv, &me, &pool("aws", false, false))
+            .map(|(c, w)| (c.uid.clone(), w.binding.clone()));
+        assert_eq!(found, Some(("uid-d".into(), "f".into())));
+        assert!(
+            recorded_write_in(&inv, &other, &pool("aws", false, false)).is_none(),
+            "its own record"
+        );
+        let moved = ClaimView {
+            claim_write: record("rv-0"),
+            ..other.clone()
+        };
+        let inv = inventory(vec![free.clone()], vec![moved], vec![]);
+        assert!(
+            recorded_write_in(&inv, &me, &pool("aws", false, false)).is_none(),
+            "the binding moved on"
+        );
+        let going = ClaimView {
+            deleting: true,
+            ..other
+        };
+        let inv = inventory(vec![free], vec![going], vec![]);
+        assert!(
+            recorded_write_in(&inv, &me, &pool("aws", false, false)).is_none(),
+            "its release settles it"
         );
     }
 }

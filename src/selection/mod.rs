@@ -505,6 +505,10 @@ fn own_bindings<'a>(
             writing = Some(b);
         }
     }
+    if writing.is_none() {
+        writing =
+            claimant::recorded_write_in(inv, req.claim, pool).map(|(_, w)| w.binding.as_str());
+    }
     Ok(Own { mine, writing })
 }
 

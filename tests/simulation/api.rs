@@ -506,14 +506,14 @@ impl Api {
 
     /// The fence of an earlier claim write: one annotation of the binding, conditioned on the
     /// write's base version, which it moves.
-    pub fn fence(&mut self, name: &str, base: u64, by: &Writer) -> Result<u64, Refused> {
+    pub fn fence(&mut self, name: &str, base: u64, writer: &str) -> Result<u64, Refused> {
         let mut b = self.bindings.get(name).cloned().ok_or(Refused::NotFound)?;
         if b.rv != base {
             return Err(Refused::Conflict);
         }
         b.annotations.insert(
             hap_operator::labels::CLAIM_WRITE_FENCED.into(),
-            by.claim.clone(),
+            writer.to_string(),
         );
         self.put_binding(b);
         Ok(self.rv)
@@ -747,6 +747,7 @@ pub fn claim_view(c: &Claim) -> ClaimView {
             Box::new(hap_operator::api::PendingClaimWrite {
                 binding: b.clone(),
                 resource_version: rv.to_string(),
+                ..Default::default()
             })
         }),
         ..Default::default()

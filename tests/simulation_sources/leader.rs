@@ -17,6 +17,7 @@ use hap_operator::pools::{ClaimView, Inventory, Kind};
 use hap_operator::release::{
     ClaimWriteNow, Origin, Presence, Release, claim_write_now, decide_release,
 };
+use hap_operator::selection::claimant::recorded_writes;
 use hap_operator::selection::{
     BeforeUse, Choice, MultiAccountPolicy, Request, WriteState, before_use, select, strays_of,
 };
@@ -96,6 +97,7 @@ pub enum Write {
     Fence {
         binding: String,
         base: u64,
+        writer: String,
     },
 }
 
@@ -398,6 +400,7 @@ impl Replica {
         now: Instant,
     ) -> VecDeque<Write> {
         let unsettled = self.settle(c, sources, now);
+        let others = self.settle_for(c, sources, now);
         let view = claim_view(c);
         let (inv, inflight) = (&self.ledger.inventory, &mut self.ledger.inflight);
         if inflight
@@ -446,6 +449,10 @@ impl Replica {
             }
             BeforeUse::Bind => {}
         }
+        if let (Choice::Wait { .. }, Some(first)) = (&choice, others) {
+            // As `controller::claim`: a claim waiting for another's recorded write settles it.
+            return first;
+        }
         if let (Choice::Claim { binding, .. }, Some(first)) = (&choice, unsettled)
             && c.intent.as_ref().is_none_or(|(b, _)| b != binding)
         {
@@ -489,29 +496,67 @@ impl Replica {
     /// land; nothing while one that landed is still to reach the index).
     fn settle(&self, c: &Claim, sources: &dyn Sources, now: Instant) -> Option<VecDeque<Write>> {
         let (b, base) = c.intent.clone()?;
-        let own = self
-            .ledger
-            .inflight
-            .claim_made_by(&c.uid, now)
-            .is_some_and(|(x, _)| x == b);
-        let indexed =
-            self.ledger.inventory.binding(&b).is_some_and(|e| {
-                e.view.labels.get(hap_operator::labels::CLAIMED_BY) == Some(&c.uid)
-            });
-        if c.recorded() == Some(b.as_str()) || own || indexed {
+        let base = base.to_string();
+        if c.recorded() == Some(b.as_str()) || self.own(&c.uid, (&b, &base), now) {
             return None;
         }
         let write = PendingClaimWrite {
-            binding: b.clone(),
-            resource_version: base.to_string(),
+            binding: b,
+            resource_version: base,
+            ..Default::default()
         };
-        let live = sources.binding_now(&b);
+        self.judge(&c.uid, &write, sources)
+    }
+
+    /// Another claim of `c`'s tenant's recorded write, settled by `c` as
+    /// `controller::claim_write::settle_for` does.
+    fn settle_for(
+        &self,
+        c: &Claim,
+        sources: &dyn Sources,
+        now: Instant,
+    ) -> Option<VecDeque<Write>> {
+        let view = claim_view(c);
+        let (uid, w) = recorded_writes(&self.ledger.inventory, &view)
+            .find(|(o, w, _)| !self.own(&o.uid, (&w.binding, &w.resource_version), now))
+            .map(|(o, w, _)| (o.uid.clone(), w.clone()))?;
+        self.judge(&uid, &w, sources)
+    }
+
+    /// Whether this replica has `uid`'s claim write of `binding` at `base` in flight.
+    fn own(&self, uid: &str, (binding, base): (&str, &str), now: Instant) -> bool {
+        let made = self.ledger.inflight.claim_of(binding, now);
+        made.is_some_and(|p| p.claim_uid == uid && p.base_resource_version.as_deref() == Some(base))
+    }
+
+    /// Claim `uid`'s recorded write `w` judged on a live read of its binding.
+    fn judge(
+        &self,
+        uid: &str,
+        w: &PendingClaimWrite,
+        sources: &dyn Sources,
+    ) -> Option<VecDeque<Write>> {
+        let indexed = self.ledger.inventory.binding(&w.binding).is_some_and(|e| {
+            e.view
+                .labels
+                .get(hap_operator::labels::CLAIMED_BY)
+                .map(String::as_str)
+                == Some(uid)
+        });
+        if indexed {
+            return None;
+        }
+        let live = sources.binding_now(&w.binding);
         let live = live.as_ref().map(|(rv, by)| (rv.to_string(), by.clone()));
         let live = live.as_ref().map(|(rv, by)| (rv.as_str(), by.as_deref()));
-        match claim_write_now(&write, &c.uid, live) {
+        match claim_write_now(w, uid, live) {
             ClaimWriteNow::Void => None,
             ClaimWriteNow::Landed => Some(VecDeque::new()),
-            ClaimWriteNow::MayLand => Some(VecDeque::from([Write::Fence { binding: b, base }])),
+            ClaimWriteNow::MayLand => Some(VecDeque::from([Write::Fence {
+                binding: w.binding.clone(),
+                base: w.resource_version.parse().unwrap_or(0),
+                writer: uid.to_string(),
+            }])),
         }
     }
 
@@ -602,7 +647,11 @@ impl Replica {
             } => api
                 .record_claim_write(uid, *base, binding, *binding_base)
                 .map(|rv| self.rebase(uid, *base, rv)),
-            Write::Fence { binding, base } => api.fence(binding, *base, &by).map(drop),
+            Write::Fence {
+                binding,
+                base,
+                writer,
+            } => api.fence(binding, *base, writer).map(drop),
         };
         let outcome = if sent.is_ok() {
             Outcome::Written

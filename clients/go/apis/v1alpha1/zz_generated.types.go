@@ -1217,6 +1217,10 @@ type AccountClaimStatus struct {
 type AccountClaimStatusClaimWrite struct {
 	// The binding written.
 	Binding string `json:"binding"`
+	// Which Gardener resource holds the pool's credentials.
+	Kind *AccountClaimStatusClaimWriteKind `json:"kind,omitempty"`
+	// The binding's namespace (the config's `bindingNamespace` when it was written).
+	Namespace *string `json:"namespace,omitempty"`
 	// The binding's resourceVersion the write was conditioned on.
 	ResourceVersion string `json:"resourceVersion"`
 }
@@ -1264,4 +1268,12 @@ const (
 	AccountClaimStatusPhasePending AccountClaimStatusPhase = "Pending"
 	AccountClaimStatusPhaseBound   AccountClaimStatusPhase = "Bound"
 	AccountClaimStatusPhaseFailed  AccountClaimStatusPhase = "Failed"
+)
+
+// Which Gardener resource holds the pool's credentials.
+type AccountClaimStatusClaimWriteKind string
+
+const (
+	AccountClaimStatusClaimWriteKindCredentialsBinding AccountClaimStatusClaimWriteKind = "CredentialsBinding"
+	AccountClaimStatusClaimWriteKindSecretBinding      AccountClaimStatusClaimWriteKind = "SecretBinding"
 )
