@@ -434,6 +434,27 @@ pub enum ClaimWriteNow {
     Void,
 }
 
+/// Judges `write` of claim `uid` on the index alone, where it can: `Landed` when the index
+/// shows the binding claimed for the claim, `Void` when the index saw a version later than the
+/// write's base (a compare-and-swap lands only at its base); `None` when only a read can tell
+/// (and for a write to a binding the index does not hold: another namespace or kind).
+pub fn claim_write_indexed(
+    inv: &Inventory,
+    write: &crate::api::PendingClaimWrite,
+    uid: &str,
+) -> Option<ClaimWriteNow> {
+    if !inv.holds_write(write) {
+        return None;
+    }
+    let entry = inv.binding(&write.binding)?;
+    if entry.view.labels.get(CLAIMED_BY).map(String::as_str) == Some(uid) {
+        return Some(ClaimWriteNow::Landed);
+    }
+    let seen = entry.view.resource_version.as_deref();
+    let moved = crate::pools::is_newer(seen, Some(&write.resource_version));
+    moved.then_some(ClaimWriteNow::Void)
+}
+
 /// Judges `write` of claim `uid` on the binding's state now. Pure.
 pub fn claim_write_now(
     write: &crate::api::PendingClaimWrite,

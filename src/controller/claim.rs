@@ -23,7 +23,7 @@ use super::claim_write::Settled;
 use super::lanes::{Entry, LaneFacts, lane_of};
 use super::outcome::{
     ClaimError, RECONCILE_TIMEOUT, count, k8s, outcome, pending, pending_reason, record_use,
-    refused, status_outcome, write_outcome,
+    refused, status_outcome, write_outcome, write_outcome_dropping_record,
 };
 use super::{Context, claim_key, resync};
 use crate::api::{AccountClaim, MatchedRule};
@@ -161,9 +161,15 @@ async fn carry_out(
             retry,
         } => {
             if reason == PendingReason::Progressing
-                && let Settled::Wait(action) = super::claim_write::settle_for(claim, ctx).await?
+                && let Some((_, pool)) = &matched
             {
-                return Ok(action);
+                match super::claim_write::settle_for(claim, ctx, pool).await? {
+                    Settled::Go => {}
+                    Settled::Wait(action) => return Ok(action),
+                    Settled::Refused { cause, retry_at } => {
+                        return forbidden(claim, ctx, cause, matched, retry_at).await;
+                    }
+                }
             }
             let settled = pending(claim, ctx, reason, cause, matched).await?;
             Ok(pending_visit(retry, settled, || ctx.backoff.next(key)))
@@ -234,7 +240,8 @@ async fn claim_free(
                 return forbidden(claim, ctx, cause, waits_in, retry_at).await;
             }
             Err(Settled::Wait(action)) => return Ok(action),
-            Err(Settled::Go) => claim.clone(),
+            // Not handed back by `record`; were it, nothing is sent unrecorded.
+            Err(Settled::Go) => return Ok(Action::requeue(Duration::from_millis(300))),
         },
         None => claim.clone(),
     };
@@ -244,15 +251,20 @@ async fn claim_free(
         ..
     }) = &claimed
     {
-        // Refused outright: it never landed and never can, so its record goes with the status.
-        let claim = &super::claim_write::without_record(claim);
         let retry_at = refused(claim, ctx, active, &binding, "claim", message).await;
         let cause = ctx
             .denials
             .paused(&binding, Instant::now())
             .map(|p| p.message);
         let cause = cause.unwrap_or_else(|| message.clone());
-        return forbidden(claim, ctx, cause, waits_in, retry_at).await;
+        let outcome = ClaimOutcome::Pending {
+            reason: PendingReason::Forbidden,
+            cause,
+            matched: waits_in,
+        };
+        // Refused outright: it never landed and never can, so its record goes with the status.
+        write_outcome_dropping_record(claim, ctx, &outcome).await?;
+        return Ok(forbidden_retry(retry_at));
     }
     claimed?;
     let check = Check::ClaimWrite;
@@ -405,18 +417,19 @@ async fn forbidden(
     matched: Option<(MatchedRule, crate::labels::PoolKey)>,
     retry_at: Instant,
 ) -> Result<Action, ClaimError> {
-    write_outcome(
-        claim,
-        ctx,
-        &ClaimOutcome::Pending {
-            reason: PendingReason::Forbidden,
-            cause,
-            matched,
-        },
-    )
-    .await?;
+    let outcome = ClaimOutcome::Pending {
+        reason: PendingReason::Forbidden,
+        cause,
+        matched,
+    };
+    write_outcome(claim, ctx, &outcome).await?;
+    Ok(forbidden_retry(retry_at))
+}
+
+/// When a claim refused by the garden looks again: when the binding's pause ends.
+fn forbidden_retry(retry_at: Instant) -> Action {
     let wait = retry_at.saturating_duration_since(Instant::now());
-    Ok(Action::requeue(wait.max(Duration::from_millis(100))))
+    Action::requeue(wait.max(Duration::from_millis(100)))
 }
 
 /// `spec.tenants` refuses the claim: Failed with reason TenantNotAllowed (final), and an event.

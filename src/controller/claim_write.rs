@@ -19,10 +19,12 @@ use super::claim_key;
 use super::outcome::{ClaimError, k8s, write_on_stamped};
 use crate::api::{AccountClaim, BindingKind, PendingClaimWrite};
 use crate::k8s::K8sError;
+use crate::labels::PoolKey;
 use crate::labels::{CLAIM_WRITE_FENCED, CLAIMED_BY};
+use crate::ledger::Ledger;
 use crate::ledger::Outcome;
 use crate::pools::claim_view;
-use crate::release::{ClaimWriteNow, claim_write_now};
+use crate::release::{ClaimWriteNow, claim_write_indexed, claim_write_now};
 use crate::selection::claimant::recorded_writes;
 
 /// How soon a claim looks again after a fence, or once a landed write is still to reach the
@@ -54,12 +56,14 @@ fn unsettled<'a>(claim: &'a AccountClaim, ctx: &Context) -> Option<&'a PendingCl
 
 /// Whether this replica has claim `uid`'s write `w` (same binding, same base) in flight.
 fn own(ctx: &Context, uid: &str, w: &PendingClaimWrite) -> bool {
-    let l = ctx.ledger();
-    l.inflight
-        .claim_of(&w.binding, Instant::now())
-        .is_some_and(|p| {
-            p.claim_uid == uid && p.base_resource_version.as_deref() == Some(&w.resource_version)
-        })
+    own_in(&ctx.ledger(), uid, w)
+}
+
+fn own_in(l: &Ledger, uid: &str, w: &PendingClaimWrite) -> bool {
+    let made = l.inflight.claim_of(&w.binding, Instant::now());
+    made.is_some_and(|p| {
+        p.claim_uid == uid && p.base_resource_version.as_deref() == Some(&w.resource_version)
+    })
 }
 
 /// Makes sure the claim write `claim`'s status records can no longer land unseen. `may_write`:
@@ -78,10 +82,14 @@ pub(super) async fn settle(
     settle_write(claim, ctx, active, (&uid, w), may_write).await
 }
 
-/// A claim that waits for another claim of its tenant's recorded claim write
-/// (`selection::claimant::recorded_writes`) settles the first such write itself: that claim's
-/// leader may be gone, and a write never sent would hold the tenant's claims for good.
-pub(super) async fn settle_for(claim: &AccountClaim, ctx: &Context) -> Result<Settled, ClaimError> {
+/// A claim that waits for another claim of its tenant's recorded claim write in `pool`
+/// (`selection::claimant::recorded_write_in`) settles that write itself: that claim's leader may
+/// be gone, and a write never sent would hold the tenant's claims for good.
+pub(super) async fn settle_for(
+    claim: &AccountClaim,
+    ctx: &Context,
+    pool: &PoolKey,
+) -> Result<Settled, ClaimError> {
     let ConfigState::Active { active, hold, .. } = ctx.resolver.resolve() else {
         return Ok(Settled::Go);
     };
@@ -89,15 +97,14 @@ pub(super) async fn settle_for(claim: &AccountClaim, ctx: &Context) -> Result<Se
     let first = {
         let l = ctx.ledger();
         recorded_writes(&l.inventory, &view)
+            .filter(|(_, _, p)| *p == pool)
             .map(|(c, w, _)| (c.uid.clone(), w.clone()))
-            .next()
+            .find(|(uid, w)| !own_in(&l, uid, w))
     };
-    match first {
-        Some((uid, w)) if !own(ctx, &uid, &w) => {
-            settle_write(claim, ctx, &active, (&uid, &w), !hold.writes()).await
-        }
-        _ => Ok(Settled::Go),
-    }
+    let Some((uid, w)) = first else {
+        return Ok(Settled::Go);
+    };
+    settle_write(claim, ctx, &active, (&uid, &w), !hold.writes()).await
 }
 
 /// Settles claim `uid`'s recorded write `w` on a GET of its binding (`release::claim_write_now`);
@@ -109,17 +116,15 @@ async fn settle_write(
     (uid, w): (&str, &PendingClaimWrite),
     may_write: bool,
 ) -> Result<Settled, ClaimError> {
-    let indexed = {
+    let judged = {
         let l = ctx.ledger();
-        let inv = &l.inventory;
-        inv.holds_write(w)
-            && inv
-                .binding(&w.binding)
-                .is_some_and(|e| e.view.labels.get(CLAIMED_BY).map(String::as_str) == Some(uid))
+        claim_write_indexed(&l.inventory, w, uid)
     };
-    if indexed {
-        // The release (`release::written_for`) or the stray give-back takes it from here.
-        return Ok(Settled::Go);
+    match judged {
+        // Landed: the release (`release::written_for`) or the stray give-back takes it from
+        // here. Moved past its base: it can never land (the index saw a later version).
+        Some(ClaimWriteNow::Landed | ClaimWriteNow::Void) => return Ok(Settled::Go),
+        Some(ClaimWriteNow::MayLand) | None => {}
     }
     if let Some(paused) = ctx.denials.paused(&w.binding, Instant::now()) {
         // The garden refused the last write of it: not asked again before its time.
@@ -128,11 +133,23 @@ async fn settle_write(
     }
     let (kind, ns) = target_of(active, w);
     let key = claim_key(claim);
-    let live = ctx
-        .writer
-        .binding_labels_now(kind, &ns, &w.binding)
-        .await
-        .map_err(k8s(&key, "reading the binding of an earlier claim write"))?;
+    let live = match ctx.writer.binding_labels_now(kind, &ns, &w.binding).await {
+        Ok(live) => live,
+        Err(K8sError::Forbidden { message, .. }) => {
+            // Not a write: no pause of the binding, a look again after the usual retry.
+            let cause = format!(
+                "cannot read binding {ns}/{} to settle an earlier claim write: {message}",
+                w.binding
+            );
+            let retry_at = Instant::now() + ctx.args.pending_retry;
+            return Ok(Settled::Refused { cause, retry_at });
+        }
+        Err(e) => {
+            return Err(k8s(&key, "reading the binding of an earlier claim write")(
+                e,
+            ));
+        }
+    };
     let now = live
         .as_ref()
         .map(|(rv, labels)| (rv.as_str(), labels.get(CLAIMED_BY).map(String::as_str)));
@@ -266,14 +283,4 @@ async fn try_record(
     claim.metadata.resource_version = written.or(claim.metadata.resource_version);
     claim.status = Some(status);
     Ok(Ok(claim))
-}
-
-/// The claim with no record of a claim write, for the status written after this replica's own
-/// write of it was refused outright (a 403): it never landed and never can.
-pub(super) fn without_record(claim: &AccountClaim) -> AccountClaim {
-    let mut claim = claim.clone();
-    if let Some(s) = claim.status.as_mut() {
-        s.claim_write = None;
-    }
-    claim
 }

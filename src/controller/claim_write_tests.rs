@@ -33,13 +33,12 @@ async fn a_claim_write_that_could_still_land_is_fenced_before_the_claim_goes() {
     let action = h.reconcile(&c).await.expect("fenced");
     assert_eq!(action, Action::requeue(Duration::from_millis(300)));
     h.api.done();
+    // The index saw the fence's version: the write can never land, and nothing is read again.
     h.observe_binding(binding("b1", "6", &[]));
-    h.api.expect([
-        Call::get(&binding_path("b1")).answer(200, binding_now("b1", "6", free)),
-        remove_finalizer(&c, 0),
-    ]);
+    h.api.expect([remove_finalizer(&c, 0)]);
     let action = h.reconcile(&c).await.expect("let go");
     assert_eq!(action, Action::await_change());
+    let _ = free;
 }
 
 /// The write landed, and the index has not shown it yet: the claim waits for it (letting the
@@ -73,7 +72,7 @@ async fn a_new_claim_write_fences_an_earlier_one_that_could_still_land() {
     let c = recorded(&finalized(claim("c1")), "b2", "3", "11");
     let bindings = [
         binding("b1", "5", &[]),
-        binding("b2", "4", &[("dirty", "true")]),
+        binding("b2", "3", &[("dirty", "true")]),
     ];
     let h = Harness::new(hap_config(aws_spec()), &[&c], &bindings);
     h.api.expect([
@@ -197,7 +196,7 @@ async fn a_claim_write_never_sent_is_never_sent_by_the_release() {
     let c = recorded(&finalized(claim("c1")), "b2", "3", "11");
     let bindings = [
         binding("b1", "5", &[]),
-        binding("b2", "4", &[("dirty", "true")]),
+        binding("b2", "3", &[("dirty", "true")]),
     ];
     let h = Harness::new(hap_config(aws_spec()), &[&c], &bindings);
     h.api
@@ -210,6 +209,73 @@ async fn a_claim_write_never_sent_is_never_sent_by_the_release() {
         Call::get(&binding_path("b2")).answer(200, binding_now("b2", "4", json!({}))),
         remove_finalizer(&c, 0),
     ]);
+    let action = h.reconcile(&c).await.expect("let go");
+    assert_eq!(action, Action::await_change());
+}
+
+/// A refused claim write drops the record even when the status says the same otherwise (a
+/// second 403 after the pause, the same cause): compared with the status that holds the record,
+/// the write is made. The ordinary status write would be skipped as unchanged.
+#[tokio::test]
+async fn a_repeated_refusal_still_drops_the_record() {
+    use crate::status::{ClaimOutcome, PendingReason, desired_claim_status};
+    let c = finalized(claim("c1"));
+    let outcome = ClaimOutcome::Pending {
+        reason: PendingReason::Forbidden,
+        cause: "cannot claim binding garden/b1: forbidden".into(),
+        matched: None,
+    };
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now());
+    let mut c = c;
+    c.status = Some(desired_claim_status(
+        None,
+        &c.spec,
+        c.metadata.generation,
+        &outcome,
+        &now,
+    ));
+    let c = recorded(&c, "b1", "5", "20");
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    h.api.expect([]);
+    super::outcome::write_outcome(&c, &h.ctx, &outcome)
+        .await
+        .expect("nothing to write");
+    h.api.done();
+    h.api.expect([any_status(&c).answer_rv("21")]);
+    super::outcome::write_outcome_dropping_record(&c, &h.ctx, &outcome)
+        .await
+        .expect("written");
+    let status = last_status(&h).expect("a status");
+    assert!(status["status"].get("claimWrite").is_none(), "{status}");
+}
+
+/// The recorded binding cannot be read (403): the claim says so and looks again later; it is
+/// not let go, and nothing is written on the binding.
+#[tokio::test]
+async fn a_record_whose_binding_cannot_be_read_keeps_the_claim_and_says_why() {
+    let c = going();
+    let h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    h.api.expect([
+        Call::get(&binding_path("b1")).fail(403, "Forbidden"),
+        any_status(&c).answer_rv("12"),
+    ]);
+    let action = h.reconcile(&c).await.expect("blocked");
+    assert_ne!(action, Action::await_change());
+    let status = last_status(&h).expect("a status").to_string();
+    assert!(status.contains("cannot read binding garden/b1"), "{status}");
+}
+
+/// While paused, a claim whose recorded write can no longer land (the index saw a later version
+/// of the binding) is let go as any claim that never got a binding: nothing is read or written.
+#[tokio::test]
+async fn a_claim_with_a_void_record_goes_even_while_paused() {
+    let c = going();
+    let spec = crate::api::HapConfigSpec {
+        paused: Some(true),
+        ..aws_spec()
+    };
+    let h = Harness::new(hap_config(spec), &[&c], &[binding("b1", "6", &[])]);
+    h.api.expect([remove_finalizer(&c, 0)]);
     let action = h.reconcile(&c).await.expect("let go");
     assert_eq!(action, Action::await_change());
 }

@@ -188,14 +188,37 @@ pub(super) async fn write_outcome(
     ctx: &Context,
     outcome: &ClaimOutcome,
 ) -> Result<(), ClaimError> {
+    write_status(claim, ctx, outcome, false).await
+}
+
+/// `write_outcome`, and the record of the claim's claim write (`status.claimWrite`) goes: this
+/// replica's write of it was refused outright, so it never landed and never can. Compared with
+/// the status that holds the record, so it is written even when nothing else changed.
+pub(super) async fn write_outcome_dropping_record(
+    claim: &AccountClaim,
+    ctx: &Context,
+    outcome: &ClaimOutcome,
+) -> Result<(), ClaimError> {
+    write_status(claim, ctx, outcome, true).await
+}
+
+async fn write_status(
+    claim: &AccountClaim,
+    ctx: &Context,
+    outcome: &ClaimOutcome,
+    drop_record: bool,
+) -> Result<(), ClaimError> {
     let now = Time(Timestamp::now());
-    let desired = desired_claim_status(
+    let mut desired = desired_claim_status(
         claim.status.as_ref(),
         &claim.spec,
         claim.metadata.generation,
         outcome,
         &now,
     );
+    if drop_record {
+        desired.claim_write = None;
+    }
     if !claim_status_changed(claim.status.as_ref(), &desired) {
         return Ok(());
     }

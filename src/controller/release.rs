@@ -27,7 +27,9 @@ use crate::k8s::sources::SourceWrites;
 use crate::labels::CLAIMED_BY;
 use crate::labels::ResolvedLabelKeys;
 use crate::pools::{ClaimView, claim_view};
-use crate::release::{KeepReason, Origin, Presence, Release, decide_release};
+use crate::release::{
+    ClaimWriteNow, KeepReason, Origin, Presence, Release, claim_write_indexed, decide_release,
+};
 use crate::selection::{Choice, InFlight};
 use crate::sources::naming::{ANNOTATION_SOURCE, SourceRef};
 use crate::status::{ClaimOutcome, release_blocked_for};
@@ -76,6 +78,10 @@ pub(super) async fn release(
     // for a claim that no longer exists.
     match super::claim_write::settle(claim, ctx, &active, !hold.writes()).await? {
         Settled::Go => {}
+        // Landed, or may land and only a fence (a write) settles it: the release waits, saying so.
+        Settled::Wait(_) if hold.writes() => {
+            return paused(claim, ctx, key, hold.observing).await;
+        }
         Settled::Wait(action) => return Ok(action),
         Settled::Refused { cause, retry_at } => {
             return release_blocked(claim, ctx, cause, retry_at).await;
@@ -564,18 +570,22 @@ fn object_name(annotation: &str) -> Option<String> {
 
 /// Whether releasing the claim may write a binding: it records one, a claim write of it is
 /// still in flight, its claim write won a binding its status does not show (a status write that
-/// failed), an assignment of it was written, or its status records a claim write
-/// (`status.claimWrite`: landed, or settled only by a fence). Every binding `release::written_for` can hand the
+/// failed), an assignment of it was written, or the claim write its status records
+/// (`status.claimWrite`) landed as the index shows (one that may still land keeps it too, through
+/// `claim_write::settle`). Every binding `release::written_for` can hand the
 /// release counts: a claim that got one just before a pause or a switch to Observe and was
 /// deleting then would otherwise be released onto that binding while nothing may be written. A
 /// claim that never got a binding is let go even while paused.
 fn holds_binding(ctx: &Context, view: &ClaimView) -> bool {
-    holds_binding_in(view, &ctx.ledger().inflight, Instant::now())
+    let l = ctx.ledger();
+    let landed = view.claim_write.as_deref().is_some_and(|w| {
+        claim_write_indexed(&l.inventory, w, &view.uid) == Some(ClaimWriteNow::Landed)
+    });
+    landed || holds_binding_in(view, &l.inflight, Instant::now())
 }
 
 fn holds_binding_in(view: &ClaimView, inflight: &InFlight, now: Instant) -> bool {
     view.bound_binding.is_some()
-        || view.claim_write.is_some()
         || inflight.claim_made_by(&view.uid, now).is_some()
         || inflight.won_by(&view.uid, now).is_some()
         || inflight.assignment_of(&view.uid, now).is_some()

@@ -191,12 +191,12 @@ fn assigned_elsewhere(inflight: &InFlight, claim: &ClaimView, binding: &str, now
 
 /// A claim write another claim of `claim`'s tenant recorded in its status (`status.claimWrite`)
 /// that may still land on a claimable binding of `pool`: the index shows the binding claimable
-/// at the write's base version, and that claim still decides (not deleting, denied or recorded
-/// on a binding). Perhaps a previous leader's write in flight: were it to land after this claim
-/// got another binding, a single-account tenant would hold two of the pool (§5.2). The tenant's
-/// claims wait for it, and the waiting claim settles it (`controller::claim_write::settle_for`):
-/// its own claim's leader may be gone. This replica's own writes are the ledger's
-/// (`InFlight::claims_for`). A view older than the write's base is not caught here.
+/// at the write's base version (or an older one), and that claim records no binding (a deleting
+/// or denied claim's write may land as well). Perhaps a previous leader's write in flight: were
+/// it to land after this claim got another binding, a single-account tenant would hold two of
+/// the pool (§5.2). The tenant's claims wait for it, and the waiting claim settles it
+/// (`controller::claim_write::settle_for`): its own claim's leader may be gone. This replica's
+/// own writes are the ledger's (`InFlight::claims_for`).
 pub fn recorded_write_in<'a>(
     inv: &'a Inventory,
     claim: &'a ClaimView,
@@ -214,15 +214,17 @@ pub fn recorded_writes<'a>(
         .iter()
         .filter(move |uid| **uid != claim.uid)
         .filter_map(|uid| inv.claim(uid))
-        .filter(|c| !c.deleting && !c.denied && c.bound_binding.is_none())
+        .filter(|c| c.bound_binding.is_none())
         .filter_map(|c| {
             let w = c.claim_write.as_deref().filter(|w| inv.holds_write(w))?;
             let e = inv.binding(&w.binding)?;
             let Some((pool, BindingClass::Claimable)) = &e.pool else {
                 return None;
             };
-            let at_base = e.view.resource_version.as_deref() == Some(w.resource_version.as_str());
-            at_base.then_some((c, w, pool))
+            // At its base, or an index older than it (a re-list from a lagging watch cache).
+            let seen = e.view.resource_version.as_deref();
+            let moved = crate::pools::is_newer(seen, Some(&w.resource_version));
+            (!moved).then_some((c, w, pool))
         })
 }
 
@@ -684,14 +686,32 @@ mod tests {
             recorded_write_in(&inv, &me, &pool("aws", false, false)).is_none(),
             "the binding moved on"
         );
-        let going = ClaimView {
-            deleting: true,
+        // A deleting or denied claim's write may land as well.
+        for going in [
+            ClaimView {
+                deleting: true,
+                ..other.clone()
+            },
+            ClaimView {
+                denied: true,
+                ..other.clone()
+            },
+        ] {
+            let inv = inventory(vec![free.clone()], vec![going], vec![]);
+            assert!(recorded_write_in(&inv, &me, &pool("aws", false, false)).is_some());
+        }
+        // An index older than the write's base counts too (numbers: etcd revisions).
+        let at = |rv: &str| crate::pools::BindingView {
+            resource_version: Some(rv.into()),
+            ..free.clone()
+        };
+        let seven = ClaimView {
+            claim_write: record("7"),
             ..other
         };
-        let inv = inventory(vec![free], vec![going], vec![]);
-        assert!(
-            recorded_write_in(&inv, &me, &pool("aws", false, false)).is_none(),
-            "its release settles it"
-        );
+        let inv = inventory(vec![at("6")], vec![seven.clone()], vec![]);
+        assert!(recorded_write_in(&inv, &me, &pool("aws", false, false)).is_some());
+        let inv = inventory(vec![at("8")], vec![seven], vec![]);
+        assert!(recorded_write_in(&inv, &me, &pool("aws", false, false)).is_none());
     }
 }

@@ -15,7 +15,7 @@ use hap_operator::api::ReleaseMode;
 use hap_operator::ledger::{Ledger, Outcome};
 use hap_operator::pools::{ClaimView, Inventory, Kind};
 use hap_operator::release::{
-    ClaimWriteNow, Origin, Presence, Release, claim_write_now, decide_release,
+    ClaimWriteNow, Origin, Presence, Release, claim_write_indexed, claim_write_now, decide_release,
 };
 use hap_operator::selection::claimant::recorded_writes;
 use hap_operator::selection::{
@@ -517,7 +517,9 @@ impl Replica {
         now: Instant,
     ) -> Option<VecDeque<Write>> {
         let view = claim_view(c);
+        let pool = &pools()[c.pool];
         let (uid, w) = recorded_writes(&self.ledger.inventory, &view)
+            .filter(|(_, _, p)| *p == pool)
             .find(|(o, w, _)| !self.own(&o.uid, (&w.binding, &w.resource_version), now))
             .map(|(o, w, _)| (o.uid.clone(), w.clone()))?;
         self.judge(&uid, &w, sources)
@@ -536,14 +538,8 @@ impl Replica {
         w: &PendingClaimWrite,
         sources: &dyn Sources,
     ) -> Option<VecDeque<Write>> {
-        let indexed = self.ledger.inventory.binding(&w.binding).is_some_and(|e| {
-            e.view
-                .labels
-                .get(hap_operator::labels::CLAIMED_BY)
-                .map(String::as_str)
-                == Some(uid)
-        });
-        if indexed {
+        let indexed = claim_write_indexed(&self.ledger.inventory, w, uid);
+        if matches!(indexed, Some(ClaimWriteNow::Landed | ClaimWriteNow::Void)) {
             return None;
         }
         let live = sources.binding_now(&w.binding);
