@@ -161,15 +161,9 @@ async fn carry_out(
             retry,
         } => {
             if reason == PendingReason::Progressing
-                && let Some((_, pool)) = &matched
+                && let Some(action) = settle_waited_for(claim, ctx, &matched).await?
             {
-                match super::claim_write::settle_for(claim, ctx, pool).await? {
-                    Settled::Go => {}
-                    Settled::Wait(action) => return Ok(action),
-                    Settled::Refused { cause, retry_at } => {
-                        return forbidden(claim, ctx, cause, matched, retry_at).await;
-                    }
-                }
+                return Ok(action);
             }
             let settled = pending(claim, ctx, reason, cause, matched).await?;
             Ok(pending_visit(retry, settled, || ctx.backoff.next(key)))
@@ -196,6 +190,28 @@ async fn carry_out(
         } => {
             let rv = expected_resource_version.as_deref();
             claim_free(claim, ctx, &config, view, to, rv).await
+        }
+    }
+}
+
+/// A claim waiting in its pool settles another claim's recorded write there first
+/// (`claim_write::settle_for`); `None` to say why it waits as decided.
+async fn settle_waited_for(
+    claim: &AccountClaim,
+    ctx: &Context,
+    matched: &Option<(MatchedRule, crate::labels::PoolKey)>,
+) -> Result<Option<Action>, ClaimError> {
+    let Some((_, pool)) = matched else {
+        return Ok(None);
+    };
+    match super::claim_write::settle_for(claim, ctx, pool).await? {
+        Settled::Go => Ok(None),
+        Settled::Wait(action) => Ok(Some(action)),
+        Settled::Refused { cause, retry_at } => {
+            let matched = matched.clone();
+            forbidden(claim, ctx, cause, matched, retry_at)
+                .await
+                .map(Some)
         }
     }
 }

@@ -10,13 +10,12 @@
 
 use std::time::{Duration, Instant};
 
-use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use super::Context;
 use super::active::{ActiveConfig, ConfigState};
 use super::claim_key;
-use super::outcome::{ClaimError, k8s, write_on_stamped};
+use super::outcome::{ClaimError, apply_status, k8s};
 use crate::api::{AccountClaim, BindingKind, PendingClaimWrite};
 use crate::k8s::K8sError;
 use crate::labels::PoolKey;
@@ -260,26 +259,8 @@ async fn try_record(
         claim_write: Some(next),
         ..current
     };
-    let (ns, name) = (claim.namespace().unwrap_or_default(), claim.name_any());
-    let rv_now = claim.metadata.resource_version.as_deref();
-    let written = match ctx
-        .writer
-        .apply_claim_status(&ns, &name, rv_now, &status)
-        .await
-    {
-        // The webhook's stamp alone: written again on the new version (as a status write is).
-        Err(conflict @ K8sError::Conflict { .. }) => {
-            write_on_stamped(claim, ctx, &status, conflict).await
-        }
-        other => other,
-    }
-    .map_err(k8s(&claim_key(claim), "recording the claim write"))?;
+    let written = apply_status(claim, ctx, &status, "recording the claim write").await?;
     let mut claim = claim.clone();
-    if let (Some(rv), Some(uid)) = (&written, claim.metadata.uid.as_deref()) {
-        ctx.ledger()
-            .inflight
-            .status_written(uid, rv.clone(), Instant::now());
-    }
     claim.metadata.resource_version = written.or(claim.metadata.resource_version);
     claim.status = Some(status);
     Ok(Ok(claim))

@@ -222,35 +222,42 @@ async fn write_status(
     if !claim_status_changed(claim.status.as_ref(), &desired) {
         return Ok(());
     }
-    let key = claim_key(claim);
+    apply_status(claim, ctx, &desired, "writing status").await?;
+    Ok(())
+}
+
+/// Applies `status` on the claim's version (again on the version the webhook's stamp left, as
+/// `write_on_stamped` allows) and returns the new version; until the watch brings it, a
+/// reconcile handed the older copy waits for it (it would decide, count and tell people all
+/// over again). `step` names the write in an error.
+pub(super) async fn apply_status(
+    claim: &AccountClaim,
+    ctx: &Context,
+    status: &AccountClaimStatus,
+    step: &'static str,
+) -> Result<Option<String>, ClaimError> {
     let (ns, name) = (claim.namespace().unwrap_or_default(), claim.name_any());
     let rv = claim.metadata.resource_version.as_deref();
-    let written = match ctx
-        .writer
-        .apply_claim_status(&ns, &name, rv, &desired)
-        .await
-    {
+    let written = match ctx.writer.apply_claim_status(&ns, &name, rv, status).await {
         Err(conflict @ K8sError::Conflict { .. }) => {
-            write_on_stamped(claim, ctx, &desired, conflict).await
+            write_on_stamped(claim, ctx, status, conflict).await
         }
         other => other,
     }
-    .map_err(k8s(&key, "writing status"))?;
-    if let (Some(rv), Some(uid)) = (written, claim.uid()) {
-        // Until the watch brings this version, a reconcile handed the older copy waits for it
-        // (it would decide, count and tell people all over again).
+    .map_err(k8s(&claim_key(claim), step))?;
+    if let (Some(rv), Some(uid)) = (&written, claim.uid()) {
         ctx.ledger()
             .inflight
-            .status_written(&uid, rv, Instant::now());
+            .status_written(&uid, rv.clone(), Instant::now());
     }
-    Ok(())
+    Ok(written)
 }
 
 /// After a status write met a Conflict: writes it again, once, on the claim's new version when
 /// the claim changed only in what the decision does not read (`only_restamped`: the webhook's
 /// `admitted-at` stamp after each call it could not answer). Otherwise the Conflict stands and
 /// the claim is decided again.
-pub(super) async fn write_on_stamped(
+async fn write_on_stamped(
     claim: &AccountClaim,
     ctx: &Context,
     desired: &AccountClaimStatus,

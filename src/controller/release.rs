@@ -22,6 +22,7 @@ use super::{Context, decidable, point_caches};
 use crate::api::conditions::reasons;
 use crate::api::{AccountClaim, CLAIM_FINALIZER, ReleaseMode, SourceKind};
 use crate::k8s::K8sError;
+use crate::k8s::active::Hold;
 use crate::k8s::caches::BindingTarget;
 use crate::k8s::sources::SourceWrites;
 use crate::labels::CLAIMED_BY;
@@ -73,19 +74,8 @@ pub(super) async fn release(
     if !hold.writes() && !super::strays::give_back(claim, ctx, &active, &view).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    // A claim write recorded in the status and perhaps still in flight (a previous leader's)
-    // must have landed or be unable to before the claim goes: else it could label the account
-    // for a claim that no longer exists.
-    match super::claim_write::settle(claim, ctx, &active, !hold.writes()).await? {
-        Settled::Go => {}
-        // Landed, or may land and only a fence (a write) settles it: the release waits, saying so.
-        Settled::Wait(_) if hold.writes() => {
-            return paused(claim, ctx, key, hold.observing).await;
-        }
-        Settled::Wait(action) => return Ok(action),
-        Settled::Refused { cause, retry_at } => {
-            return release_blocked(claim, ctx, cause, retry_at).await;
-        }
+    if let Some(action) = settle_record(claim, ctx, key, (&active, hold)).await? {
+        return Ok(action);
     }
     // A trial the tenant's Shoot proved ends before the binding goes back: else it would come
     // back on trial. The release then waits for the index to hold the new version.
@@ -125,6 +115,28 @@ pub(super) async fn release(
         .inflight
         .forget_claim(&view.uid, Instant::now());
     Ok(Action::await_change())
+}
+
+/// A claim write recorded in the status and perhaps still in flight (a previous leader's) must
+/// have landed or be unable to before the claim goes: else it could label the account for a
+/// claim that no longer exists. `None` to go on.
+async fn settle_record(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    (active, hold): (&ActiveConfig, Hold),
+) -> Result<Option<Action>, ClaimError> {
+    match super::claim_write::settle(claim, ctx, active, !hold.writes()).await? {
+        Settled::Go => Ok(None),
+        // Landed, or may land and only a fence (a write) settles it: the release waits, saying so.
+        Settled::Wait(_) if hold.writes() => {
+            paused(claim, ctx, key, hold.observing).await.map(Some)
+        }
+        Settled::Wait(action) => Ok(Some(action)),
+        Settled::Refused { cause, retry_at } => {
+            release_blocked(claim, ctx, cause, retry_at).await.map(Some)
+        }
+    }
 }
 
 /// Decides; for a source claim whose release is due, reads its object live and decides again
