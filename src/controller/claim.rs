@@ -159,15 +159,7 @@ async fn carry_out(
             cause,
             matched,
             retry,
-        } => {
-            if reason == PendingReason::Progressing
-                && let Some(action) = settle_waited_for(claim, ctx, &matched).await?
-            {
-                return Ok(action);
-            }
-            let settled = pending(claim, ctx, reason, cause, matched).await?;
-            Ok(pending_visit(retry, settled, || ctx.backoff.next(key)))
-        }
+        } => waiting(claim, ctx, key, (reason, cause, matched), retry).await,
         ClaimDecision::TenantNotAllowed { cause } => tenant_not_allowed(claim, ctx, cause).await,
         ClaimDecision::Deny { cause, matched } => denied(claim, ctx, cause, matched).await,
         ClaimDecision::Adopt { config, to, before } => {
@@ -192,6 +184,28 @@ async fn carry_out(
             claim_free(claim, ctx, &config, view, to, rv).await
         }
     }
+}
+
+/// A pending claim: a claim that waits in its pool for another claim's recorded write settles
+/// it first (`settle_waited_for`); then the status says why it waits, and it looks again.
+async fn waiting(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    (reason, cause, matched): (
+        PendingReason,
+        String,
+        Option<(MatchedRule, crate::labels::PoolKey)>,
+    ),
+    retry: Retry,
+) -> Result<Action, ClaimError> {
+    if reason == PendingReason::Progressing
+        && let Some(action) = settle_waited_for(claim, ctx, &matched).await?
+    {
+        return Ok(action);
+    }
+    let settled = pending(claim, ctx, reason, cause, matched).await?;
+    Ok(pending_visit(retry, settled, || ctx.backoff.next(key)))
 }
 
 /// A claim waiting in its pool settles another claim's recorded write there first

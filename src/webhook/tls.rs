@@ -54,12 +54,16 @@ pub enum TlsError {
     },
 }
 
-/// The stamp of a file: modification time and length.
-type Stamp = Option<(SystemTime, u64)>;
+/// The stamp of a file: modification time, length and inode. The inode too: a file replaced
+/// by a rename (as kubelet and cert-manager swap mounted Secrets) within one tick of the
+/// kernel's coarse clock, with a same-size PEM, has the same time and length, and the rotation
+/// went unseen for good (the rotation test failed about one run in three).
+type Stamp = Option<(SystemTime, u64, u64)>;
 
 fn stamp(p: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(p).ok()?;
-    Some((m.modified().ok()?, m.len()))
+    Some((m.modified().ok()?, m.len(), m.ino()))
 }
 
 fn read(p: &Path) -> Result<Vec<u8>, TlsError> {
