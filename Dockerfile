@@ -26,9 +26,11 @@ ENV CARGO_TERM_COLOR=never \
     CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="--remap-path-prefix=/src=. --remap-path-prefix=/usr/local/cargo/registry/src=registry -C target-feature=+crt-static"
 # Dependencies first, so that a source change does not refetch them.
 COPY Cargo.toml Cargo.lock ./
+COPY crates/hap-core/Cargo.toml crates/hap-core/Cargo.toml
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo fetch --locked
 COPY benches ./benches
+COPY crates ./crates
 COPY src ./src
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \

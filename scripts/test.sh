@@ -91,7 +91,9 @@ ${MAKE:-make} --no-print-directory lint
 image_start=$(date +%s)
 archive=$(scripts/image.sh)
 image_s=$(( $(date +%s) - image_start ))
-cargo test --locked --all-targets --no-run
+cargo test --locked --workspace --all-targets --no-run
+# The core crate alone (its own features only), as its unit tests run below.
+cargo test --locked -p hap-core --lib --no-run
 rust_s=$(( $(date +%s) - rust_start ))
 finish go-tools "$go_pid"
 go_s=$(cat "$work/go_s")
@@ -136,6 +138,7 @@ suite_start=$(date +%s)
 background "$own_planes" cargo test --locked --no-fail-fast --test "$own_planes"
 chaos_pid=$job
 rc=0
+cargo test --locked --no-fail-fast -p hap-core --lib || rc=$?
 cargo test --locked --no-fail-fast "${shared[@]}" || rc=$?
 finish "$own_planes" "$chaos_pid" || rc=$?
 suite_s=$(( $(date +%s) - suite_start ))

@@ -10,14 +10,14 @@ use libfuzzer_sys::fuzz_target;
 
 // The parsers check a global account's label syntax; that leaf comes along, nothing else of `diag`.
 #[allow(dead_code)]
-#[path = "../../src/diag"]
+#[path = "../../crates/hap-core/src/diag"]
 mod diag {
     pub mod labelsyntax;
     pub use labelsyntax::label_value_problem;
 }
 
 #[allow(dead_code)]
-#[path = "../../src/rules"]
+#[path = "../../crates/hap-core/src/rules"]
 mod rules {
     pub mod keb;
     pub mod lexer;

@@ -118,12 +118,6 @@ pub struct Row {
     pub reason: Option<String>,
 }
 
-impl Serialize for BindingState {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
 /// The filters of the command line; empty ones pass every row.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
@@ -411,7 +405,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::pools::tests::binding;
+    use crate::pools::fixtures::binding;
 
     /// The every-state landscape of `hap pools`' tests, with a cordon reason, a shared and a
     /// poolless binding, and the times only `hap bindings` reads.
@@ -482,7 +476,7 @@ mod tests {
 
     #[test]
     fn bindings_of_one_credential_name_each_other_and_count_the_accounts_clusters() {
-        use crate::pools::tests::{binding, on_secret};
+        use crate::pools::fixtures::{binding, on_secret};
         let now = Timestamp::now();
         let mut input = input(now);
         for b in &mut input.pools.bindings {
@@ -509,7 +503,7 @@ mod tests {
     #[test]
     fn on_secret_bindings_a_credentials_binding_of_the_secret_is_named_and_its_shoot_counted() {
         use crate::api::BindingKind;
-        use crate::pools::tests::{on_secret, shoot};
+        use crate::pools::fixtures::{on_secret, shoot};
         use crate::pools::{Account, OtherBinding};
         let now = Timestamp::now();
         let mut input = input(now);

@@ -210,7 +210,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::api::HapConfigSpec;
     use crate::labels::ResolvedLabelKeys;
-    use crate::pools::tests::{binding, claim, shoot};
+    use crate::pools::fixtures::{binding, claim, shoot};
 
     /// One aws pool with a binding in every state, as read by one list; the spec sets a cooldown
     /// and a quarantine, and the default suspect codes apply.

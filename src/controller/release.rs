@@ -741,7 +741,7 @@ mod tests {
     /// write in flight).
     #[test]
     fn a_claim_whose_won_write_its_status_does_not_show_holds_its_binding() {
-        use crate::pools::tests::claim;
+        use crate::pools::fixtures::claim;
         let now = Instant::now();
         let mut fl = InFlight::default();
         let c = claim("c1", "ga", None, None);

@@ -582,7 +582,7 @@ mod tests {
             .filter(|c| c.meta().namespace.as_deref() == Some("kcp"))
             .filter_map(|c| ClaimRecord::from_claim(c.meta(), c.status_fields(), now))
             .collect();
-        let inv = crate::pools::tests::inventory(
+        let inv = crate::pools::fixtures::inventory(
             vec![],
             claims.iter().map(|c| c.view()).collect(),
             vec![],
@@ -660,7 +660,7 @@ mod tests {
         let now: jiff::Timestamp = "2026-11-27T04:00:00Z".parse().unwrap();
         for (old_uid, new_uid) in [("a-old", "b-new"), ("b-old", "a-new")] {
             let claims = [bound("b1", old_uid, "5"), bound("b2", new_uid, "9")];
-            let inv = crate::pools::tests::inventory(
+            let inv = crate::pools::fixtures::inventory(
                 vec![],
                 claims.iter().map(|c| c.view()).collect(),
                 vec![],

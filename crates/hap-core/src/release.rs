@@ -474,7 +474,7 @@ mod tests {
 
     use super::*;
     use crate::labels::CLAIMED_BY;
-    use crate::pools::tests::{binding, claim, inventory, pool, shoot};
+    use crate::pools::fixtures::{binding, claim, inventory, pool, shoot};
     use crate::selection::Choice;
 
     fn deleting(name: &str, ga: &str, shoot: Option<&str>, bound: &str) -> ClaimView {
@@ -510,7 +510,7 @@ mod tests {
 
     #[test]
     fn a_release_waits_for_its_own_shoot_on_another_binding_of_the_credential_only() {
-        use crate::pools::tests::on_secret;
+        use crate::pools::fixtures::on_secret;
         let c = deleting("c", "ga", Some("s"), "aws-01");
         let pool_binding = on_secret(owned("aws-01", "ga", &[]), "aws-01");
         let migrated = on_secret(binding("force-migrated-aws-01", &[]), "aws-01");
@@ -555,7 +555,7 @@ mod tests {
     #[test]
     fn on_secret_bindings_a_release_waits_for_its_shoot_on_a_credentials_binding_of_the_secret() {
         use crate::api::BindingKind;
-        use crate::pools::tests::on_secret;
+        use crate::pools::fixtures::on_secret;
         use crate::pools::{Account, OtherBinding};
         let c = deleting("c", "ga", Some("s"), "aws-01");
         let build = |other_secret: &str| {
@@ -983,7 +983,7 @@ mod tests {
             ("tenantName", "gb"),
             (CLAIMED_BY, "uid-d"),
         ];
-        let secret = |b| crate::pools::tests::on_secret(b, "s");
+        let secret = |b| crate::pools::fixtures::on_secret(b, "s");
         let inv = inventory(
             vec![
                 secret(binding("x", &written)),

@@ -571,10 +571,12 @@ impl Inventory {
     }
 }
 
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 #[cfg(test)]
 mod random_events;
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;
 
 /// The label by which a binding keeps its account from a new tenant, as `key=value`: a tenant,
 /// dirty, shared, internal, cordoned or marked cleanup-failed. Labels as the index or a fresh

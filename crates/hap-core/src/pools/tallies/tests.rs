@@ -120,7 +120,7 @@ proptest! {
             prop_assert_eq!(&shown, &series(&inv), "after {:?}", op);
         }
         // A pool whose last binding went reads all zero, as before.
-        for k in [crate::pools::tests::pool("aws", false, false), crate::pools::tests::pool("gcp", true, true)] {
+        for k in [crate::pools::fixtures::pool("aws", false, false), crate::pools::fixtures::pool("gcp", true, true)] {
             prop_assert_eq!(inv.figures(&k), scan::figures(&inv, &k));
         }
     }

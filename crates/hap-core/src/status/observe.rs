@@ -392,7 +392,7 @@ pub fn from_claim(c: &crate::api::AccountClaim) -> Observed {
 mod tests {
     use super::*;
     use crate::api::HapConfigSpec;
-    use crate::pools::tests::{binding, inventory};
+    use crate::pools::fixtures::{binding, inventory};
 
     fn rules(entries: &[&str]) -> CompiledRules {
         let spec = HapConfigSpec {

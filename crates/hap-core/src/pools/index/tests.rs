@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
-use super::super::tests::{binding, claim, shoot};
+use super::super::fixtures::{binding, claim, shoot};
 use super::*;
 use crate::pools::Inventory;
 
@@ -31,7 +31,7 @@ fn an_older_version_never_replaces_a_newer_one() {
         !inv.apply_binding(b("x", 5, None)),
         "the same version again"
     );
-    let p = crate::pools::tests::pool("aws", false, false);
+    let p = crate::pools::fixtures::pool("aws", false, false);
     assert_eq!(inv.owned_by(&p, "ga").len(), 1);
     assert!(inv.apply_binding(b("x", 6, None)));
     assert!(inv.owned_by(&p, "ga").is_empty());
@@ -126,7 +126,7 @@ fn changes_name_the_bindings_and_pools_that_moved() {
     inv.apply_binding(b("x", 1, None));
     inv.take_changes();
     let mut waiting = claim("w", "ga", None, None);
-    let p = crate::pools::tests::pool("aws", false, false);
+    let p = crate::pools::fixtures::pool("aws", false, false);
     waiting.waiting_in = Some(p.clone());
     inv.apply_claim(waiting);
     assert_eq!(inv.waiting_in(&p).iter().collect::<Vec<_>>(), ["uid-w"]);
@@ -497,7 +497,7 @@ fn a_binding_a_source_object_names_is_in_use_whatever_its_adoption_says() {
     let mut inv = Inventory::default();
     inv.set_source_claim_namespace(Some("kcp".into()));
     inv.apply_binding(b("free", 1, None));
-    let p = crate::pools::tests::pool("aws", false, false);
+    let p = crate::pools::fixtures::pool("aws", false, false);
     assert_eq!(names(&inv.pool(&p).expect("pool").claimable), ["free"]);
     let adopting = |rv, deleting: bool| {
         source_claim("rt", "kcp", rv, true, |c| {
@@ -558,7 +558,7 @@ fn a_named_binding_counts_only_for_claims_in_the_source_claim_namespace() {
         inv.clusters_on("victim").is_empty(),
         "a claim outside the source claim namespace holds a binding it names"
     );
-    let p = crate::pools::tests::pool("aws", false, false);
+    let p = crate::pools::fixtures::pool("aws", false, false);
     assert_eq!(names(&inv.pool(&p).expect("pool").claimable), ["victim"]);
     // The same claim where the operator keeps source claims does hold it.
     inv.apply_claim(source_claim("real", "kcp", 3, true, |c| {

@@ -299,7 +299,7 @@ fn strays<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pools::tests::{binding, claim, inventory, pool};
+    use crate::pools::fixtures::{binding, claim, inventory, pool};
     use crate::selection::UseReason;
 
     fn reuse(b: &str) -> Choice {
@@ -572,7 +572,7 @@ mod tests {
                 None
             );
         }
-        let shoot = crate::pools::tests::shoot("s", Some("b"));
+        let shoot = crate::pools::fixtures::shoot("s", Some("b"));
         let used = inventory(vec![stray], vec![x], vec![shoot]);
         assert_eq!(
             stray_claimant(&used, &InFlight::default(), "b", Instant::now()),

@@ -1,52 +1,9 @@
-//! Fixtures shared by the core's unit tests, and the tests of `pools`.
+//! The tests of `pools`.
 
 use std::collections::BTreeSet;
 
+use super::fixtures::*;
 use super::*;
-
-pub(crate) fn binding(name: &str, labels: &[(&str, &str)]) -> BindingView {
-    BindingView {
-        name: name.into(),
-        resource_version: Some(format!("rv-{name}")),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        ..Default::default()
-    }
-}
-
-pub(crate) fn claim(name: &str, ga: &str, shoot: Option<&str>, bound: Option<&str>) -> ClaimView {
-    ClaimView {
-        namespace: "kcp".into(),
-        name: name.into(),
-        uid: format!("uid-{name}"),
-        global_account: ga.into(),
-        shoot_name: shoot.map(Into::into),
-        bound_binding: bound.map(Into::into),
-        ..Default::default()
-    }
-}
-
-pub(crate) fn shoot(name: &str, binding: Option<&str>) -> ShootView {
-    ShootView {
-        name: name.into(),
-        binding: binding.map(Into::into),
-        ..Default::default()
-    }
-}
-
-pub(crate) fn pool(t: &str, eu: bool, shared: bool) -> PoolKey {
-    PoolKey {
-        hyperscaler_type: t.into(),
-        eu_access: eu,
-        shared,
-    }
-}
-
-pub(crate) fn inventory(b: Vec<BindingView>, c: Vec<ClaimView>, s: Vec<ShootView>) -> Inventory {
-    Inventory::build(ResolvedLabelKeys::default(), b, c, s)
-}
 
 fn names<'a>(set: impl IntoIterator<Item = &'a String>) -> Vec<&'a str> {
     set.into_iter().map(String::as_str).collect()
@@ -394,12 +351,6 @@ fn bindings_clusters_use_without_a_tenant_or_while_dirty_are_reported_and_not_fr
     );
     let f = inv.figures(&pool("aws", false, false));
     assert_eq!((f.total, f.free, f.dirty), (15, 1, 2));
-}
-
-/// `view` referencing the Secret `secret` of the garden namespace.
-pub(crate) fn on_secret(mut view: BindingView, secret: &str) -> BindingView {
-    view.account = crate::pools::Account::of_secret(Some("garden"), None, secret);
-    view
 }
 
 #[test]

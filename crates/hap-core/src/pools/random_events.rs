@@ -6,10 +6,10 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::api::CredentialsKind;
 use crate::labels::ResolvedLabelKeys;
+use crate::pools::fixtures::{binding, claim, shoot};
 use crate::pools::lifecycle::{
     CLEANUP_FAILED, CLEANUP_FAILED_REASON, CORDON_REASON, CORDONED, RELEASED_AT, RELEASED_BY,
 };
-use crate::pools::tests::{binding, claim, shoot};
 use crate::pools::{BindingView, Inventory};
 
 /// The Shoot error codes a mask picks from.

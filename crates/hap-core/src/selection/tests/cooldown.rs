@@ -82,7 +82,7 @@ fn never_used_bindings_go_first_then_the_one_released_longest_ago() {
 
 #[test]
 fn a_released_binding_keeps_every_other_binding_of_its_credential_cooling_down() {
-    use crate::pools::tests::on_secret;
+    use crate::pools::fixtures::on_secret;
     let p = pool("aws", false, false);
     // ga-1 released `aws-01` two hours ago; `aws-01-cb` references the same Secret and was
     // never released itself: the account is still cooling down, whichever binding is asked.

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::pools::BindingView;
-use crate::pools::tests::{binding, claim, inventory, pool, shoot};
+use crate::pools::fixtures::{binding, claim, inventory, pool, shoot};
 
 fn facts(clusters: usize, cordoned: bool, suspect: bool, cooling_down: bool) -> Facts {
     Facts {

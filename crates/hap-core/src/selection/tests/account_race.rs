@@ -220,7 +220,7 @@ fn a_writer_alone_binds_and_a_sibling_of_the_same_tenant_does_not_hold_it_back()
 fn only_a_claims_own_claim_write_is_checked_against_the_other_bindings_of_its_account() {
     use std::time::Instant;
 
-    use crate::pools::tests::{binding, claim, inventory, on_secret, pool};
+    use crate::pools::fixtures::{binding, claim, inventory, on_secret, pool};
     use crate::selection::{Choice, InFlight, siblings_to_check};
     let labelled = [
         ("hyperscalerType", "aws"),
@@ -366,7 +366,7 @@ fn where_both_writers_live_some_claim_binds_once_one_leader_decides_both() {
 fn a_claim_waits_only_for_a_claimant_that_still_decides() {
     use std::time::Instant;
 
-    use crate::pools::tests::{binding, claim, inventory, on_secret};
+    use crate::pools::fixtures::{binding, claim, inventory, on_secret};
     use crate::selection::{ClaimWrite, InFlight, claim_write_on};
     let x = |by: &str| {
         let labels = [

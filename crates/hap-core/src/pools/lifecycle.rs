@@ -145,6 +145,13 @@ pub enum BindingState {
     Quarantined,
 }
 
+/// As its name in status, metrics and `hap bindings -o json`.
+impl serde::Serialize for BindingState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 impl BindingState {
     /// Every state, in the order status and metrics list them.
     pub const ALL: [BindingState; 10] = [

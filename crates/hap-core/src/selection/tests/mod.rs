@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::pools::tests::{binding, claim, inventory, pool, shoot};
+use crate::pools::fixtures::{binding, claim, inventory, pool, shoot};
 use crate::pools::{BindingView, ShootView};
 
 const AWS: &[(&str, &str)] = &[("hyperscalerType", "aws")];
@@ -425,7 +425,7 @@ fn a_binding_another_claim_is_being_assigned_to_is_never_claimed() {
 
 #[test]
 fn a_binding_whose_credential_another_tenant_holds_is_never_claimed() {
-    use crate::pools::tests::on_secret;
+    use crate::pools::fixtures::on_secret;
     let p = pool("aws", false, false);
     // Two pool bindings on one Secret (a SecretBinding and the CredentialsBinding Gardener
     // migrated to, both labelled): the account is ga's.
@@ -492,7 +492,7 @@ fn a_binding_whose_credential_another_tenant_holds_is_never_claimed() {
 
 #[test]
 fn a_tenants_binding_whose_credential_is_being_wiped_is_not_used_the_claim_waits() {
-    use crate::pools::tests::on_secret;
+    use crate::pools::fixtures::on_secret;
     let p = pool("aws", false, false);
     let c = claim("c", "ga", None, None);
     let fl = InFlight::default();
@@ -526,7 +526,7 @@ fn a_tenants_binding_whose_credential_is_being_wiped_is_not_used_the_claim_waits
 fn on_secret_bindings_a_free_binding_whose_account_runs_a_shoot_on_a_credentials_binding_is_not_claimed()
  {
     use crate::api::BindingKind;
-    use crate::pools::tests::on_secret;
+    use crate::pools::fixtures::on_secret;
     use crate::pools::{Account, OtherBinding};
     let p = pool("aws", false, false);
     let mut inv = Inventory::new(Default::default());

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use super::*;
-use crate::pools::tests::{binding, claim, inventory, pool};
+use crate::pools::fixtures::{binding, claim, inventory, pool};
 use crate::pools::{BindingView, ClaimView};
 use crate::rules::Pins;
 use crate::selection::{InFlight, MultiAccountPolicy, OrderedRequest, Placement, select_ordered};
@@ -266,7 +266,7 @@ fn an_unavailable_pinned_binding_is_reported_not_replaced() {
         );
     }
     // Untenanted, but a Shoot uses it (issue 19, defect 3): never claimed while so.
-    let shoot = crate::pools::tests::shoot("foreign", Some("p"));
+    let shoot = crate::pools::fixtures::shoot("foreign", Some("p"));
     let inv = inventory(vec![free(), t("p", "gcp")], vec![], vec![shoot]);
     let m = reason(&inv, &[pin("bank", "p", Some(gcp.clone()))]);
     assert!(m.contains("a cluster uses it (foreign)"), "{m}");
@@ -360,7 +360,7 @@ fn pin_states_for_the_status() {
 
 #[test]
 fn a_pinned_binding_is_not_claimed_while_another_binding_of_its_credential_is_being_claimed() {
-    use crate::pools::tests::on_secret;
+    use crate::pools::fixtures::on_secret;
     let gcp = pool("gcp", false, false);
     let pins = [pin("bank", "g2", None)];
     // g1 and g2 reference one Secret: one account. Another tenant's claim of g1 is in flight.

@@ -4,12 +4,12 @@ use std::time::Instant;
 
 use super::*;
 use crate::labels::PoolKey;
-use crate::pools::tests::{binding, claim};
+use crate::pools::fixtures::{binding, claim};
 use crate::release::{Release, decide_release};
 use crate::selection::{Choice, UseReason};
 
 fn aws() -> PoolKey {
-    crate::pools::tests::pool("aws", false, false)
+    crate::pools::fixtures::pool("aws", false, false)
 }
 
 fn versioned(mut b: BindingView, rv: &str) -> BindingView {

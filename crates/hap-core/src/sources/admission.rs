@@ -96,8 +96,10 @@ pub struct ClaimPlan {
     pub binding_path: Option<&'static str>,
     /// The ClusterConfig to reference (Clusters only).
     pub cluster_config: Option<String>,
-    pub(crate) has_annotations: bool,
-    pub(crate) has_cluster_configs: bool,
+    /// Whether the object has these maps: a JSON patch adds to a map that exists and creates
+    /// one that does not.
+    pub has_annotations: bool,
+    pub has_cluster_configs: bool,
     /// The `spec.tenants` rule the webhook allowed the user under (set by the webhook, which
     /// knows the user); recorded on the claim for the operator's own check.
     pub tenant_rule: Option<String>,

@@ -130,7 +130,7 @@ fn refused_on_account(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pools::tests::{binding, inventory};
+    use crate::pools::fixtures::{binding, inventory};
 
     #[test]
     fn only_the_tenants_or_a_shared_binding_is_recorded() {
@@ -186,8 +186,8 @@ mod tests {
 
     #[test]
     fn a_binding_marked_cleanup_failed_is_adopted_only_for_a_cluster_already_on_it() {
+        use crate::pools::fixtures::shoot;
         use crate::pools::lifecycle::CLEANUP_FAILED;
-        use crate::pools::tests::shoot;
         let marked = binding(
             "marked",
             &[
@@ -214,7 +214,7 @@ mod tests {
 
     #[test]
     fn a_binding_whose_credential_another_tenant_holds_is_not_adopted() {
-        use crate::pools::tests::on_secret;
+        use crate::pools::fixtures::on_secret;
         let inv = inventory(
             vec![
                 on_secret(
