@@ -38,7 +38,7 @@ const MAX_CACHED: usize = 1024;
 /// Connections open at once; a scraper keeps one.
 const MAX_CONNECTIONS: usize = 32;
 
-pub use crate::k8s::access::{Reviewer, api_reviewer};
+use crate::k8s::access::Reviewer;
 
 /// The token of an `Authorization: Bearer …` header, if it carries one.
 pub fn bearer(value: Option<&str>) -> Option<&str> {

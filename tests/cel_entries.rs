@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 
 use hap_operator::api::policy::{EntryCheck, entry_checks};
 use hap_operator::api::{HapConfigSpec, RuleSyntax};
-use hap_operator::rules::{CompiledRules, Cond, EuAccess, PoolResult, Reason, Rule, TenantCond};
+use hap_operator::diag::Reason;
+use hap_operator::rules::{CompiledRules, Cond, EuAccess, PoolResult, Rule, TenantCond};
 use proptest::prelude::*;
 
 /// What a check found: the kind (EU or shared) and the column.

@@ -2,7 +2,8 @@
 //! uniqueness, ambiguity, plans, matching priority, selectors, and the shipped rule sets.
 
 use hap_operator::api::{HapConfigSpec, RuleSyntax};
-use hap_operator::rules::{CompiledRules, Diagnostic, Reason, Request, Validation};
+use hap_operator::diag::{Diagnostic, Reason, Validation};
+use hap_operator::rules::{CompiledRules, Request};
 
 fn spec(rules: &[&str]) -> HapConfigSpec {
     HapConfigSpec {

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use hap_operator::api::{HapConfigSpec, LegacyRules, RuleSyntax};
-use hap_operator::rules::{CompiledRules, Reason, Request};
+use hap_operator::diag::Reason;
+use hap_operator::rules::{CompiledRules, Request};
 
 fn seed(rules: &[&str]) -> HapConfigSpec {
     HapConfigSpec {

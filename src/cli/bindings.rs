@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::live::{self, BindingsInput, DEFAULT_CONFIG};
 use super::validate::{Format, usage};
+use crate::k8s::live::{self, BindingsInput, DEFAULT_CONFIG};
 use crate::labels::PoolKey;
 use crate::pools::lifecycle::{
     BindingState, CLEANUP_FAILED_REASON, CORDON_REASON, dirty_since, released,

@@ -5,11 +5,13 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::live;
 use super::validate::{Format, usage};
 use crate::api::AccountClaim;
 use crate::api::conditions::types;
-use crate::sources::naming::{ANNOTATION_SOURCE, LABEL_SOURCE_ID, SourceRef};
+use crate::claim_state::SourceRef;
+use crate::k8s::live;
+use crate::labels;
+use crate::sources::naming::ANNOTATION_SOURCE;
 
 /// List AccountClaims: phase, tenant, binding, why not bound, and the request source behind
 /// each claim the operator created.
@@ -81,7 +83,7 @@ pub fn row(c: &AccountClaim) -> Row {
                 .find(|c| c.type_ == types::READY)
                 .map(|c| c.reason.clone())
         }),
-        source: labels.get(LABEL_SOURCE_ID).cloned(),
+        source: labels.get(labels::SOURCE_ID).cloned(),
         source_object,
     }
 }

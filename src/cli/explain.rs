@@ -188,7 +188,7 @@ pub fn run(args: Args) -> ExitCode {
     // says which pool and binding would serve given the cluster's inventory.
     let mut live = None;
     let loaded = if args.source.live {
-        super::live::pools_input(args.source.config_name(), &args.source.target())
+        crate::k8s::live::pools_input(args.source.config_name(), &args.source.target())
             .map(|input| {
                 if let Some(note) = &input.note {
                     eprintln!("hap: {note}");

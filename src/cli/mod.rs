@@ -7,7 +7,6 @@ use clap::{Parser, Subcommand};
 pub mod bindings;
 pub mod claims;
 pub mod explain;
-pub use crate::k8s::live;
 pub mod migrate;
 pub mod pools;
 pub mod report;
@@ -57,8 +56,8 @@ pub struct KubeFlags {
 
 impl KubeFlags {
     /// The clusters to read: these flags', with the garden's kubeconfig when it is another.
-    pub fn target(&self, garden: Option<&std::path::Path>) -> live::Target {
-        live::Target {
+    pub fn target(&self, garden: Option<&std::path::Path>) -> crate::k8s::live::Target {
+        crate::k8s::live::Target {
             kubeconfig: self.kubeconfig.clone(),
             context: self.context.clone(),
             garden: garden.map(std::path::Path::to_path_buf),

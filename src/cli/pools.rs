@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::live::{self, DEFAULT_CONFIG};
 use super::validate::{Format, usage};
 use crate::api::{BindingKind, CredentialsKind, PoolFigures, PoolLifecycle};
+use crate::k8s::live::{self, DEFAULT_CONFIG};
 
 /// Show every pool of the live cluster: bindings by hyperscaler type, EU access and sharing.
 #[derive(clap::Args, Debug)]

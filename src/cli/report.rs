@@ -82,7 +82,7 @@ pub fn run(args: &ReportArgs) -> ExitCode {
 
 /// Names the binding the operator would take now for requests not served yet (a dry run of
 /// its own selection; nothing is claimed).
-fn serve_waiting(rules: &CompiledRules, input: &super::live::PoolsInput, rep: &mut Report) {
+fn serve_waiting(rules: &CompiledRules, input: &crate::k8s::live::PoolsInput, rep: &mut Report) {
     for row in rep
         .requests
         .iter_mut()

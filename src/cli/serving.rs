@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::live::PoolsInput;
+use crate::k8s::live::PoolsInput;
 use crate::pools::ClaimView;
 use crate::rules::{CompiledRules, Outcome};
 use crate::selection::{

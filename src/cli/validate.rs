@@ -9,7 +9,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::{HapConfigSpec, RuleSyntax};
-use crate::rules::{CompiledRules, Diagnostic, Validation};
+use crate::diag::{Diagnostic, Validation};
+use crate::rules::CompiledRules;
 
 /// Exit codes of `validate` and `explain` (DESIGN §6).
 pub(crate) const USAGE: u8 = 2;
@@ -78,7 +79,7 @@ pub struct Source {
 
 impl Source {
     /// The clusters `--live` reads.
-    pub fn target(&self) -> super::live::Target {
+    pub fn target(&self) -> crate::k8s::live::Target {
         self.kube.target(self.garden_kubeconfig.as_deref())
     }
 
@@ -86,7 +87,7 @@ impl Source {
     pub fn config_name(&self) -> &str {
         self.config
             .as_deref()
-            .unwrap_or(super::live::DEFAULT_CONFIG)
+            .unwrap_or(crate::k8s::live::DEFAULT_CONFIG)
     }
 }
 
@@ -130,7 +131,7 @@ struct Report<'a> {
 pub fn run(args: Args) -> ExitCode {
     // --live: the applied spec and the cluster's bindings, so missing pools are checked too.
     let loaded = if args.source.live {
-        super::live::validate_input(args.source.config_name(), &args.source.target())
+        crate::k8s::live::validate_input(args.source.config_name(), &args.source.target())
             .map(|(spec, bindings)| (spec, Some(bindings)))
             .map_err(|e| e.report())
     } else {
@@ -195,7 +196,7 @@ fn unauthenticated_callers(spec: &HapConfigSpec) -> Vec<Diagnostic> {
         .map(|(i, r)| {
             Diagnostic::field(
                 format!("tenants.rules[{i}]"),
-                crate::rules::Reason::UnauthenticatedCallers,
+                crate::diag::Reason::UnauthenticatedCallers,
                 format!(
                     "rule `{}` names users or groups, which hold only if the webhook serves \
                      authenticated callers: run it with --webhook-client-ca (and pass the same \

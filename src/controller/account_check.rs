@@ -10,11 +10,11 @@ use kube::Resource;
 use kube::runtime::controller::Action;
 
 use super::Context;
-use super::active::ActiveConfig;
 use super::claim_key;
 use super::outcome::{ClaimError, k8s, outcome, pending};
 use crate::api::AccountClaim;
 use crate::k8s::K8sError;
+use crate::k8s::active::ActiveConfig;
 use crate::labels::CLAIMED_BY;
 use crate::pools::ClaimView;
 use crate::selection::{

@@ -18,7 +18,6 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::account_check;
-use super::active::ActiveConfig;
 use super::claim_write::Settled;
 use super::lanes::{Entry, LaneFacts, lane_of};
 use super::outcome::{
@@ -29,6 +28,7 @@ use super::{Context, claim_key, resync};
 use crate::api::{AccountClaim, MatchedRule};
 use crate::decision::{ClaimDecision, Retry};
 use crate::k8s::K8sError;
+use crate::k8s::active::ActiveConfig;
 use crate::k8s::lean::StoredClaim;
 use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;

@@ -9,20 +9,20 @@ use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 
-use super::active::{ActiveConfig, ConfigState};
 use super::{Context, decidable, point_caches};
 use crate::api::{AccountClaim, CLAIM_FINALIZER};
+use crate::claim_state::{is_denied, recorded_binding};
 use crate::decision::{
     ClaimDecision, ClaimFields, Facts, InForce, Inventory, Next, Read, RecordedBinding, Selection,
     Stale, Tenant, next,
 };
+use crate::k8s::active::{ActiveConfig, ConfigState};
 use crate::pools::{ClaimView, Kind};
 use crate::rules::{Outcome, Request as RuleRequest};
 use crate::selection::{
     BeforeUse, MultiAccountPolicy, OrderedRequest, WriteState, before_use, check_bound,
     select_ordered,
 };
-use crate::status::{is_denied, recorded_binding};
 
 /// How long the binding and Shoot caches may take to list before claims say so.
 const SYNC_GRACE: Duration = Duration::from_secs(10);
@@ -202,7 +202,7 @@ async fn tenant(claim: &AccountClaim, ctx: &Context, active: &ActiveConfig) -> T
         return Tenant::Allowed;
     };
     let own_ns = claim.namespace().unwrap_or_default();
-    let source = crate::sources::naming::SourceRef::from_labels(claim.labels())
+    let source = crate::claim_state::SourceRef::from_labels(claim.labels())
         .filter(|_| own_ns == ctx.args.source_claim_namespace());
     let (kind, namespace, admitted_rule) = match &source {
         Some(s) => {

@@ -801,7 +801,7 @@ fn cluster_claim(rule: Option<&str>) -> crate::api::AccountClaim {
         (crate::labels::SOURCE_ID, "mcp"),
         (crate::labels::SOURCE_KIND, "Cluster"),
         (crate::labels::SOURCE_NAMESPACE, "platform"),
-        (crate::sources::naming::LABEL_SOURCE_NAME, "workload-x1"),
+        (crate::labels::SOURCE_NAME, "workload-x1"),
     ] {
         labels.insert(k.into(), v.into());
     }

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 use kube::runtime::controller::Action;
 
 use super::Context;
-use super::active::{ActiveConfig, ConfigState};
 use super::claim_key;
 use super::outcome::{ClaimError, apply_status, k8s};
 use crate::api::{AccountClaim, BindingKind, PendingClaimWrite};
 use crate::k8s::K8sError;
+use crate::k8s::active::{ActiveConfig, ConfigState};
 use crate::labels::PoolKey;
 use crate::labels::{CLAIM_WRITE_FENCED, CLAIMED_BY};
 use crate::ledger::Ledger;

@@ -12,10 +12,10 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::Context;
-use super::active::{ActiveConfig, ConfigState, Hold, LastGood};
 use crate::api::{HapConfig, PoolFigures, PreferenceStatus, RuleStatus};
 use crate::diag::Diagnostic;
 use crate::k8s::K8sError;
+use crate::k8s::active::{ActiveConfig, ConfigState, Hold, LastGood};
 use crate::k8s::last_good::LastGoodApi;
 use crate::pools::Inventory;
 use crate::selection::InFlight;

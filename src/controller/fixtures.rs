@@ -12,11 +12,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use super::active::ConfigResolver;
 use super::backoff::Backoff;
 use super::{ClaimRef, Context, RunArgs, config, denials, sources};
 use crate::api::{AccountClaim, AccountClaimSpec, CLAIM_FINALIZER, HapConfig, HapConfigSpec};
 use crate::http::Health;
+use crate::k8s::active::ConfigResolver;
 use crate::k8s::caches::{Feed, listed_without_watch};
 use crate::k8s::claim_store::ClaimWriter;
 use crate::k8s::last_good::LastGoodApi;
@@ -110,7 +110,7 @@ pub fn from_source(mut c: AccountClaim, runtime: &str) -> AccountClaim {
         (crate::labels::SOURCE_ID, "kyma"),
         (crate::labels::SOURCE_KIND, "Runtime"),
         (crate::labels::SOURCE_NAMESPACE, "kcp-system"),
-        (crate::sources::naming::LABEL_SOURCE_NAME, runtime),
+        (crate::labels::SOURCE_NAME, runtime),
     ] {
         labels.insert(k.into(), v.into());
     }

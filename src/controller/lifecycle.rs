@@ -8,9 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
 use super::Context;
-use super::active::Hold;
 use crate::api::conditions::reasons;
 use crate::api::{HapConfig, HapConfigSpec, HapConfigStatus, PoolLifecycle};
+use crate::k8s::active::Hold;
 use crate::metrics::{ConfigLabels, HeldLabels, PoolLabels, PoolStateLabels};
 use crate::pools::Inventory;
 use crate::status::Pause;

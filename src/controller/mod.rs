@@ -10,7 +10,6 @@
 //! consistent list each (the writes of the old leader may not have reached its watches yet),
 //! then starts at once with a warm index.
 
-pub use crate::k8s::active;
 mod account_check;
 pub mod args;
 pub mod backoff;
@@ -59,6 +58,7 @@ pub use args::{LogFormat, RunArgs};
 
 use crate::api::HapConfig;
 use crate::http::Health;
+use crate::k8s::active::{ConfigResolver, ConfigState};
 use crate::k8s::caches::{
     SharedLedger, lock, relist_pages, store_ready, watch_bindings, watch_other_bindings,
     watch_shoots,
@@ -71,7 +71,6 @@ use crate::leadership::Fence;
 use crate::ledger::Ledger;
 use crate::metrics::{Metrics, SharedMetrics};
 use crate::pools::{Kind, binding_view, claim_view};
-use active::{ConfigResolver, ConfigState};
 use backoff::Backoff;
 
 /// Why the operator stopped with an error.
@@ -449,7 +448,7 @@ async fn serve_secure_metrics(
         .zip(args.metrics_key_file.clone());
     let tls = crate::secure_metrics::tls_config(files)?;
     // Served by a standby too: its reviews (creates) are not fenced, nor queued behind writes.
-    let reviewer = crate::secure_metrics::api_reviewer(&own.priority());
+    let reviewer = crate::k8s::access::api_reviewer(&own.priority());
     let addr = crate::secure_metrics::start(
         args.metrics_addr,
         tls,

@@ -9,10 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use super::active::ActiveConfig;
 use super::{Context, claim_key};
 use crate::api::{AccountClaim, AccountClaimStatus, MatchedRule};
 use crate::k8s::K8sError;
+use crate::k8s::active::ActiveConfig;
 use crate::ledger::Outcome;
 use crate::metrics::OutcomeLabels;
 use crate::pools::ClaimView;

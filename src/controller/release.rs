@@ -14,14 +14,15 @@ use std::time::{Duration, Instant};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use super::active::ActiveConfig;
-use super::active::ConfigState;
 use super::claim_write::Settled;
 use super::outcome::{ClaimError, count, k8s, outcome, refused, write_outcome};
 use super::{Context, decidable, point_caches};
 use crate::api::conditions::reasons;
 use crate::api::{AccountClaim, CLAIM_FINALIZER, ReleaseMode, SourceKind};
+use crate::claim_state::SourceRef;
 use crate::k8s::K8sError;
+use crate::k8s::active::ActiveConfig;
+use crate::k8s::active::ConfigState;
 use crate::k8s::active::Hold;
 use crate::k8s::caches::BindingTarget;
 use crate::k8s::sources::SourceWrites;
@@ -32,7 +33,7 @@ use crate::release::{
     ClaimWriteNow, KeepReason, Origin, Presence, Release, claim_write_indexed, decide_release,
 };
 use crate::selection::{Choice, InFlight};
-use crate::sources::naming::{ANNOTATION_SOURCE, SourceRef};
+use crate::sources::naming::ANNOTATION_SOURCE;
 use crate::status::{ClaimOutcome, release_blocked_for};
 
 /// `Released=False` reason of a source claim whose object exists (again).

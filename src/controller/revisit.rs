@@ -14,8 +14,8 @@ use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 use tokio_util::sync::CancellationToken;
 
-use super::active::{ConfigState, Hold};
 use super::{ClaimRef, Context, coalesced_ticks};
+use crate::k8s::active::{ConfigState, Hold};
 use crate::ledger::Ledger;
 use crate::pools::ClaimView;
 use crate::selection::{needs_visit, stray_claimant};

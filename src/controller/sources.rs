@@ -15,13 +15,14 @@ use kube::core::ApiResource;
 use tokio_util::sync::CancellationToken;
 
 use super::Context;
-use super::active::ConfigState;
 use crate::api::{AccountClaim, BindingKind, SourceKind, SourceStatus};
+use crate::claim_state::SourceRef;
 use crate::k8s::Cluster;
+use crate::k8s::active::ConfigState;
 use crate::k8s::sources::{ForeignCache, SourceWrites};
 use crate::pools::{ClaimView, Inventory};
 use crate::sources::kinds::cluster_config_resource;
-use crate::sources::naming::{ANNOTATION_SOURCE, SourceRef};
+use crate::sources::naming::ANNOTATION_SOURCE;
 use crate::sources::sync::{
     Action, ClaimRecord, CleanUp, ConfigRef, KindView, LiveClaim, PassInput,
     clean_up as clean_up_step, plan_pass,
@@ -142,7 +143,7 @@ fn kind_view(cache: &ForeignCache) -> KindView {
 }
 
 /// The stamp of what a pass would read now (`Stamp`).
-fn stamp(ctx: &Context, active: &super::active::ActiveConfig, claims: u64) -> Stamp {
+fn stamp(ctx: &Context, active: &crate::k8s::active::ActiveConfig, claims: u64) -> Stamp {
     let mut foreign = Vec::new();
     if let Ok(shoots) = ctx.sources.shoots.lock()
         && let Some((_, cache)) = shoots.as_ref()
@@ -505,7 +506,7 @@ mod tests {
         kind: Option<&str>,
         edit: impl FnOnce(&mut AccountClaim),
     ) -> crate::k8s::lean::StoredClaim {
-        use crate::sources::naming::{LABEL_SOURCE_NAME, LABEL_SOURCE_UID};
+        use crate::labels;
         let mut c = AccountClaim::new(name, Default::default());
         c.metadata.namespace = Some(ns.into());
         c.metadata.uid = Some(format!("uid-{name}"));
@@ -518,8 +519,8 @@ mod tests {
                 (crate::labels::SOURCE_ID.into(), format!("{kind}-source")),
                 (crate::labels::SOURCE_KIND.into(), kind.into()),
                 (crate::labels::SOURCE_NAMESPACE.into(), "objects".into()),
-                (LABEL_SOURCE_NAME.into(), format!("object-{name}")),
-                (LABEL_SOURCE_UID.into(), format!("object-uid-{name}")),
+                (labels::SOURCE_NAME.into(), format!("object-{name}")),
+                (labels::SOURCE_UID.into(), format!("object-uid-{name}")),
                 ("team".into(), "x".into()),
             ]));
         }
@@ -532,7 +533,7 @@ mod tests {
     /// there and a source claim elsewhere.
     fn claims_of_every_shape() -> [crate::k8s::lean::StoredClaim; 9] {
         use crate::api::{AccountClaimStatus, ClaimPhase};
-        use crate::sources::naming::{LABEL_SOURCE_NAME, LABEL_SOURCE_UID};
+        use crate::labels;
         let status = |phase, binding: Option<&str>| {
             Some(AccountClaimStatus {
                 observed_generation: Some(1),
@@ -560,8 +561,8 @@ mod tests {
             // An openmcp Cluster named by the API server: no name label, no uid label yet.
             stored("unnamed", "kcp", Some("Cluster"), |c| {
                 let l = c.metadata.labels.as_mut().expect("labels");
-                l.remove(LABEL_SOURCE_NAME);
-                l.remove(LABEL_SOURCE_UID);
+                l.remove(labels::SOURCE_NAME);
+                l.remove(labels::SOURCE_UID);
             }),
             stored("undated", "kcp", Some("Shoot"), |c| {
                 c.metadata.creation_timestamp = None;

@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use kube::runtime::controller::Action;
 
-use super::active::ActiveConfig;
 use super::outcome::{ClaimError, count, record_use, status_outcome, write_outcome};
 use super::{Context, resync};
 use crate::api::{AccountClaim, Decision};
 use crate::decision::Adopted;
+use crate::k8s::active::ActiveConfig;
 use crate::pools::ClaimView;
 use crate::selection::{BeforeUse, Choice, UseReason, before_use};
 use crate::sources::adopt::{Adoption, adopt};

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::fixtures::*;
 use crate::api::{HapConfigSpec, RequestSource};
 use crate::k8s::mock::Call;
-use crate::sources::naming::{LABEL_SOURCE_NAME, LABEL_SOURCE_UID};
+use crate::labels;
 
 const RUNTIMES: &str = "/apis/infrastructuremanager.kyma-project.io/v1/runtimes";
 
@@ -89,8 +89,8 @@ async fn a_runtime_created_with_a_binding_gets_its_claim_with_the_source_labels(
                 crate::labels::SOURCE_ID: "kyma",
                 crate::labels::SOURCE_KIND: "Runtime",
                 crate::labels::SOURCE_NAMESPACE: "kcp-system",
-                LABEL_SOURCE_NAME: "rt-1",
-                LABEL_SOURCE_UID: "uid-rt-1",
+                labels::SOURCE_NAME: "rt-1",
+                labels::SOURCE_UID: "uid-rt-1",
             },
         },
         "spec": {"globalAccount": GA, "plan": "aws", "adoptBinding": "b1"},

@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use kube::Resource;
 
-use super::active::ActiveConfig;
 use super::outcome::refused;
 use super::{Context, claim_key};
 use crate::api::AccountClaim;
 use crate::k8s::K8sError;
+use crate::k8s::active::ActiveConfig;
 use crate::labels::CLAIMED_BY;
 use crate::pools::ClaimView;
 use crate::selection::strays_of;

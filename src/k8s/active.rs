@@ -12,7 +12,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use super::BindingTarget;
 pub use super::last_good::LastGood;
 use crate::api::{BindingKind, HapConfig, HapConfigSpec};
-use crate::rules::{CompiledRules, Diagnostic, Validation};
+use crate::diag::{Diagnostic, Validation};
+use crate::rules::CompiledRules;
 
 /// A compiled, valid generation of the config in force.
 #[derive(Debug)]

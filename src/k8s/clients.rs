@@ -264,13 +264,13 @@ mod tests {
         let writer = super::super::Writer::new(cluster.clone(), cluster, None, fence);
         let names: Vec<String> = (0..5).map(|i| format!("b{i}")).collect();
         let writes = names.iter().map(|name| {
-            writer.set_binding_label_cas(
+            writer.set_binding_labels_cas(
                 crate::api::BindingKind::CredentialsBinding,
                 "garden-p",
                 name,
                 "1",
-                "accountpool.io/dirty",
-                "true",
+                &[("accountpool.io/dirty", "true")],
+                &[],
             )
         });
         let results = futures::future::join_all(writes).await;

@@ -20,8 +20,9 @@ use crate::api::{
     AccountClaim, AccountClaimSpec, AccountClaimStatus, CredentialsKind, Shoot, ShootSpec,
     ShootStatus,
 };
+use crate::claim_state::settled;
 use crate::pools::{Account, ClaimView, claim_view_of};
-use crate::status::{CompactStatus, settled};
+use crate::status::CompactStatus;
 
 /// The metadata fields anything downstream reads; the rest is skipped without being built.
 #[derive(Deserialize)]

@@ -14,7 +14,8 @@ use tokio::sync::watch;
 
 use super::{Cluster, K8sError};
 use crate::api::{AccountClaim, SOURCE_FIELD_MANAGER};
-use crate::sources::naming::{ANNOTATION_ADMITTED_AT, LABEL_SOURCE_ID};
+use crate::labels;
+use crate::sources::naming::ANNOTATION_ADMITTED_AT;
 
 /// A cached view of source-created claims and the calls on them.
 #[derive(Clone)]
@@ -40,7 +41,7 @@ impl SourceClaims {
         let (store, writer) = reflector::store();
         let (tx, rx) = watch::channel(0u64);
         let cfg = watcher::Config::default()
-            .labels(LABEL_SOURCE_ID)
+            .labels(labels::SOURCE_ID)
             .any_semantic();
         let stream = reflector::reflector(writer, watcher(api.clone(), cfg).default_backoff());
         let task = tokio::spawn(async move {

@@ -104,26 +104,10 @@ impl Writer {
         apply_status(self.own.kube(), &request, name, body, what).await
     }
 
-    /// Sets one label on a binding only if the binding still has `resource_version`: the
-    /// compare-and-swap that makes claiming and releasing safe across replicas. Returns the new
-    /// resourceVersion.
-    pub async fn set_binding_label_cas(
-        &self,
-        kind: BindingKind,
-        ns: &str,
-        name: &str,
-        resource_version: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<Option<String>, K8sError> {
-        let labels = [(key, Some(value))];
-        self.patch_binding_cas(kind, ns, name, resource_version, &labels, &[], "label")
-            .await
-    }
-
-    /// Sets several labels (and annotations) on a binding in one compare-and-swap: a claim write
-    /// sets the tenant and claimed-by labels and the claim record together, so that no reader
-    /// ever sees one without the others.
+    /// Sets labels (and annotations) on a binding in one compare-and-swap, only if the binding
+    /// still has `resource_version`: what makes claiming and releasing safe across replicas. A
+    /// claim write sets the tenant and claimed-by labels and the claim record together, so that
+    /// no reader ever sees one without the others. Returns the new resourceVersion.
     pub async fn set_binding_labels_cas(
         &self,
         kind: BindingKind,

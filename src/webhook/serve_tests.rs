@@ -177,7 +177,7 @@ fn spec(ga: &str) -> AccountClaimSpec {
 
 fn plan() -> ClaimPlan {
     use crate::api::SourceKind;
-    use crate::sources::naming::SourceRef;
+    use crate::claim_state::SourceRef;
     ClaimPlan {
         source: SourceRef {
             source_id: "kyma".into(),

@@ -36,7 +36,6 @@ pub mod reasons {
     pub const PINNED_BINDING_UNAVAILABLE: &str = "PinnedBindingUnavailable";
     pub const INVENTORY_UNAVAILABLE: &str = "InventoryUnavailable";
     pub const BOUND: &str = "Bound";
-    pub const PENDING: &str = "Pending";
     /// The garden refused a binding write (RBAC, or admission: the referenced Secret).
     pub const FORBIDDEN: &str = "Forbidden";
     pub const SOURCES_WATCHED: &str = "SourcesWatched";

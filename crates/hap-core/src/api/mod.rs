@@ -34,10 +34,6 @@ pub use sources::{
 };
 pub use tenants::{RequesterKind, TenantPolicy, TenantRule};
 
-/// API group of every resource hap-operator owns.
-pub const GROUP: &str = "accountpool.io";
-/// API version of every resource hap-operator owns.
-pub const VERSION: &str = "v1alpha1";
 /// Field manager for every write the operator makes; one fixed name for all replicas so that
 /// server-side apply never sees two owners of the same status.
 pub const FIELD_MANAGER: &str = "hap-operator";

@@ -34,7 +34,7 @@ pub use index::{Changes, Kind, Relist, is_newer};
 
 use crate::api::{BindingKind, CredentialsKind};
 use crate::labels::{LabelLookup, PoolKey, ResolvedLabelKeys};
-pub use crate::small_map::{SmallMap, SmallSet};
+use crate::small_map::{SmallMap, SmallSet};
 pub use states::Rules as LifecycleRules;
 pub use tallies::Touched;
 
@@ -489,7 +489,8 @@ impl Inventory {
     }
 
     /// The bindings a cluster is counted on (normally one).
-    pub fn bindings_of_cluster(&self, cluster: &str) -> Vec<&str> {
+    #[cfg(test)]
+    pub(crate) fn bindings_of_cluster(&self, cluster: &str) -> Vec<&str> {
         self.cluster_bindings
             .get(cluster)
             .map(|m| m.keys().map(String::as_str).collect())

@@ -26,8 +26,8 @@ use std::collections::{BTreeSet, HashMap};
 use crate::api::{HapConfigSpec, RuleSyntax};
 use crate::labels::{PoolKey, ResolvedLabelKeys};
 
-pub use crate::diag::{Diagnostic, Reason, Validation};
-pub use crate::diag::{label_key_problem, label_value_problem};
+use crate::diag::label_value_problem;
+use crate::diag::{Diagnostic, Reason, Validation};
 pub(crate) use entries::Entry;
 pub use entries::to_structured;
 pub use eval::{EvalError, Outcome, Preference, Request};

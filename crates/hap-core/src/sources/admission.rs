@@ -27,12 +27,13 @@
 use serde_json::{Value, json};
 
 use super::naming::{
-    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_CLUSTER_CONFIG, ANNOTATION_TENANT_RULE, SourceRef,
-    claim_name, cluster_config_name, generated_cluster_config_name,
+    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_CLUSTER_CONFIG, ANNOTATION_TENANT_RULE, claim_name,
+    cluster_config_name, generated_cluster_config_name,
 };
 use super::{CompiledSource, CompiledSources};
 use crate::api::conditions::{reasons, types};
 use crate::api::{AccountClaim, AccountClaimSpec, BindingKind, ClaimPhase, SourceKind};
+use crate::claim_state::SourceRef;
 
 /// The admission operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,8 @@
 //! writing anything: the operator claims only bindings it chose itself.
 
 use crate::labels::{PoolKey, ResolvedLabelKeys};
-use crate::pools::{Inventory, SmallMap};
+use crate::pools::Inventory;
+use crate::small_map::SmallMap;
 
 /// What an adopted binding means for its claim.
 #[derive(Clone, Debug, PartialEq, Eq)]

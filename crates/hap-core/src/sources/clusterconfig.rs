@@ -6,10 +6,10 @@
 use serde_json::{Value, json};
 
 use super::naming::{
-    ANNOTATION_ACCOUNT_CLAIM, LABEL_MANAGED_BY, LABEL_MANAGED_PURPOSE, LABEL_SOURCE_ID, MANAGED_BY,
-    MANAGED_PURPOSE,
+    ANNOTATION_ACCOUNT_CLAIM, LABEL_MANAGED_BY, LABEL_MANAGED_PURPOSE, MANAGED_BY, MANAGED_PURPOSE,
 };
 use crate::api::BindingKind;
+use crate::labels;
 
 /// The `spec.patches` that set the binding of the Shoot.
 pub fn binding_patches(binding: &str, kind: BindingKind) -> Value {
@@ -46,7 +46,7 @@ pub fn cluster_config(c: &ClusterConfigFor<'_>) -> Value {
             "labels": {
                 LABEL_MANAGED_BY: MANAGED_BY,
                 LABEL_MANAGED_PURPOSE: MANAGED_PURPOSE,
-                LABEL_SOURCE_ID: c.source_id,
+                labels::SOURCE_ID: c.source_id,
             },
             "annotations": {ANNOTATION_ACCOUNT_CLAIM: c.claim},
         },

@@ -101,17 +101,6 @@ impl FieldPath {
             Step::Index(i) => v.get(*i),
         })
     }
-
-    /// The path as an RFC 6901 JSON pointer, for patches.
-    pub fn json_pointer(&self) -> String {
-        self.0
-            .iter()
-            .map(|s| match s {
-                Step::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
-                Step::Index(i) => format!("/{i}"),
-            })
-            .collect()
-    }
 }
 
 impl fmt::Display for FieldPath {
@@ -143,7 +132,6 @@ mod tests {
         assert_eq!(p.to_string(), "spec.workers[1]['a.b/c'].name");
         let obj = json!({"spec": {"workers": [{}, {"a.b/c": {"name": "w"}}]}});
         assert_eq!(p.lookup(&obj), Some(&json!("w")));
-        assert_eq!(p.json_pointer(), "/spec/workers/1/a.b~1c/name");
         let p = FieldPath::parse("spec.shoot.region").expect("parses");
         assert_eq!(p.lookup(&json!({"spec": {"shoot": {}}})), None);
     }

@@ -116,20 +116,10 @@ impl CompiledSources {
         self.0.is_empty()
     }
 
-    /// Whether any source serves this kind.
-    pub fn has_kind(&self, kind: SourceKind) -> bool {
-        self.0.iter().any(|s| s.kind == kind)
-    }
-
     /// The source that serves an object: the first of its kind whose selectors match.
     pub fn serving(&self, kind: SourceKind, facts: &ObjectFacts) -> Option<&CompiledSource> {
         self.0
             .iter()
             .find(|s| s.kind == kind && s.selector.matches(facts))
-    }
-
-    /// The source with this id.
-    pub fn by_id(&self, id: &str) -> Option<&CompiledSource> {
-        self.0.iter().find(|s| s.id == id)
     }
 }

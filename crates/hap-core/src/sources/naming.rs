@@ -12,14 +12,8 @@ use sha3::Shake128;
 use sha3::digest::{ExtendableOutput, Update, XofReader};
 
 use crate::api::SourceKind;
-pub use crate::claim_state::SourceRef;
+use crate::claim_state::SourceRef;
 
-/// Labels on the AccountClaims a source creates.
-pub const LABEL_SOURCE_ID: &str = crate::labels::SOURCE_ID;
-pub const LABEL_SOURCE_KIND: &str = crate::labels::SOURCE_KIND;
-pub const LABEL_SOURCE_NAMESPACE: &str = crate::labels::SOURCE_NAMESPACE;
-pub const LABEL_SOURCE_NAME: &str = crate::labels::SOURCE_NAME;
-pub const LABEL_SOURCE_UID: &str = crate::labels::SOURCE_UID;
 /// The whole identity of the object (`Runtime kcp-system/name`), whatever its length.
 pub const ANNOTATION_SOURCE: &str = "accountpool.io/source";
 /// On a source claim: when the webhook last created or handed it back for an admission (RFC 3339,

@@ -21,10 +21,11 @@ use serde_json::Value;
 use super::clusterconfig::{ClusterConfigFor, cluster_config, sets_binding};
 use super::naming::{
     ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_ADMITTED_AT, ANNOTATION_CLUSTER_CONFIG,
-    ANNOTATION_TENANT_RULE, LABEL_MANAGED_BY, MANAGED_BY, SourceRef, claim_name, claim_object,
+    ANNOTATION_TENANT_RULE, LABEL_MANAGED_BY, MANAGED_BY, claim_name, claim_object,
     cluster_config_name,
 };
 use super::{CompiledSource, CompiledSources};
+use crate::claim_state::SourceRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::{AccountClaimStatus, BindingKind, ClaimPhase, SourceKind, SourceStatus};

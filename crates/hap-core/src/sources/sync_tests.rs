@@ -6,9 +6,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::CompiledSources;
-use super::naming::SourceRef;
 use super::sync::*;
 use crate::api::{AccountClaim, BindingKind, ClaimPhase, HapConfigSpec, RequestSource, SourceKind};
+use crate::claim_state::SourceRef;
 
 fn sources() -> CompiledSources {
     let list: Vec<RequestSource> = serde_saphyr::from_str(

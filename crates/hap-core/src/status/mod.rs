@@ -18,9 +18,6 @@ mod states;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-pub use crate::claim_state::{
-    Recorded, is_denied, is_settled, recorded_binding, settled, waiting_in,
-};
 pub use claim::{
     BoundTo, ClaimOutcome, PendingReason, bound_message, desired_claim_status, release_blocked_for,
 };

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::labels::{PoolKey, ResolvedLabelKeys};
-use crate::pools::{Inventory, SmallMap};
+use crate::pools::Inventory;
 use crate::rules::{CompiledRules, EvalError, Request};
 use crate::selection::describe_pool;
+use crate::small_map::SmallMap;
 use crate::sources::adopt::{Adoption, adopt_labels};
 
 /// One request as the landscape holds it.

@@ -1,6 +1,7 @@
 //! AccountClaim status transitions.
 
 use super::*;
+use crate::claim_state::{is_denied, is_settled, recorded_binding};
 
 fn spec() -> AccountClaimSpec {
     AccountClaimSpec {
