@@ -122,7 +122,7 @@ fn check_tenants(args: &Args, spec: &crate::api::HapConfigSpec) -> Result<(), Ex
     }
 }
 
-/// The JSON contract of `hap explain -o json` (DESIGN §6), in its documented key order; the
+/// The JSON contract of `hap explain -o json` (docs/design.md §6), in its documented key order; the
 /// top-level pool fields are the first preference's, `preferences` lists every one in order.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

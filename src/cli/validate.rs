@@ -12,7 +12,7 @@ use crate::api::{HapConfigSpec, RuleSyntax};
 use crate::diag::{Diagnostic, Validation};
 use crate::rules::CompiledRules;
 
-/// Exit codes of `validate` and `explain` (DESIGN §6).
+/// Exit codes of `validate` and `explain` (docs/design.md §6).
 pub(crate) const USAGE: u8 = 2;
 
 /// Output format.

@@ -367,7 +367,7 @@ mod source_grace_tests {
 
     #[test]
     fn the_decision_timeout_leaves_room_below_the_webhook_timeout() {
-        // Issue 19, defect 2: nothing checked the decision timeout against timeoutSeconds, and
+        // Nothing checked the decision timeout against timeoutSeconds, and
         // a call kube-apiserver gave up on left its claim behind.
         let mut args = RunArgs::for_config("x");
         args.webhook_decision_timeout = Duration::from_secs(8);

@@ -553,7 +553,7 @@ mod tests {
 
     #[test]
     fn backoff_retries_grow_until_the_claim_settles() {
-        // Issue 19, defect 9: the backoff was reset after every `Ok`, so a pass returning
+        // The backoff was reset after every `Ok`, so a pass returning
         // `requeue(backoff.next())` was retried at 200-300 ms forever.
         let (backoff, pending_retry) = (Backoff::default(), Duration::from_secs(30));
         let mut delays = Vec::new();
@@ -578,7 +578,7 @@ mod tests {
     #[test]
     fn a_pending_claim_comes_back_as_its_retry_says() {
         // The decision's `Retry` is carried out here only: a swap of two arms passed every
-        // other unit test (found by review).
+        // other unit test.
         let settled = Action::requeue(Duration::from_secs(30));
         let backoff = Backoff::default();
         let visit = |retry| pending_visit(retry, settled.clone(), || backoff.next("c"));

@@ -574,7 +574,7 @@ fn set_tenant_series(m: &crate::metrics::Metrics, inv: &Inventory, tenant: &str)
     };
 }
 
-/// Runs the internal-state refresh when its cycle has elapsed (seed 003): list bindings and
+/// Runs the internal-state refresh when its cycle has elapsed (docs/design.md §1, `internalStateRefreshCycleDuration`): list bindings and
 /// Shoots again and reconcile every claim. Returns the time until the next refresh.
 async fn refresh_if_due(cfg: &HapConfig, active: &ActiveConfig, ctx: &Context) -> Option<Duration> {
     let cycle = active

@@ -1,4 +1,4 @@
-//! The binding lifecycle in the HapConfig reconcile (issue 22): hands the index the config's
+//! The binding lifecycle in the HapConfig reconcile: hands the index the config's
 //! rules and the time, reads every dedicated pool's states it keeps per event, and exports them
 //! as metrics, one series per pool and state.
 

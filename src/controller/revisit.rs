@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn a_change_of_one_pool_brings_back_only_the_claims_waiting_for_it() {
-        // Issue 11, defect 10: every cache change re-enqueued every claim that was not Bound.
+        // Every cache change re-enqueued every claim that was not Bound.
         let mut l = Ledger::default();
         let now = Instant::now();
         l.apply_claim(waiting("a", "aws"));

@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn a_422_that_merely_mentions_test_is_no_conflict() {
-        // Issue 11, defect 7: any 422 whose message contained "test" was taken for a lost
+        // Any 422 whose message contained "test" was taken for a lost
         // compare-and-swap and retried at once, forever, without backoff.
         for message in [
             r#"AccountClaim.accountpool.io "test" is invalid: spec.plan: Invalid value"#,

@@ -1,6 +1,6 @@
 //! The claim protocol of one admission call against a scripted API server: the retries,
 //! preconditions and deadlines that make a refused, cancelled or re-created request leave
-//! nothing behind (issue 19).
+//! nothing behind.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -435,7 +435,7 @@ async fn the_decision_deadline_counts_from_the_top_of_the_call() {
     );
 }
 
-/// Issue 19, defect 9: an UPDATE that would move a served object's binding is refused when its
+/// An UPDATE that would move a served object's binding is refused when its
 /// claim exists; the webhook's cache may not show a claim created a moment ago (another replica
 /// created it), so the check reads the API server before it lets the UPDATE through.
 #[tokio::test]

@@ -14,7 +14,7 @@ use crate::labels::{self, PoolKey};
 
 /// The binding a claim's status records: written once with `phase: Bound` and kept when the
 /// binding is lost (`phase: Failed`). The one definition of "bound" in the operator: a claim
-/// with a record never gets another binding (DESIGN §4.1), whatever else its status lacks.
+/// with a record never gets another binding (docs/design.md §4.1), whatever else its status lacks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recorded {
     pub binding: String,

@@ -302,7 +302,7 @@ pub enum Retry {
 }
 
 /// The next step of one reconcile: a fact to read, or the decision. The guards in the order of
-/// the claim protocol (DESIGN §4): a stale copy, a deletion, the finalizer, a final denial, the
+/// the claim protocol (docs/design.md §4): a stale copy, a deletion, the finalizer, a final denial, the
 /// config in force, the inventory, a recorded binding (kept, never replaced), the tenant policy,
 /// a pause, an adoption, the rules, and the selection.
 pub fn next<C: Clone>(f: &Facts<C>) -> Next<'_, C> {
@@ -463,7 +463,7 @@ fn inventory<'a, C>(f: &'a Facts<C>, active: &Active<'a, C>) -> Step<'a, (), C> 
     Err(stop(pending(reason, cause, None, Retry::Backoff)))
 }
 
-/// Step 1 of DESIGN §4: a claim that ever recorded a binding stays on it. A vanished or
+/// Step 1 of docs/design.md §4: a claim that ever recorded a binding stays on it. A vanished or
 /// relabelled binding is reported, never replaced; strays claimed for it go back
 /// (`controller::strays`) unless the config is paused or the binding could not be checked.
 fn recorded<'a, C: Clone>(

@@ -1,4 +1,4 @@
-//! Binding labels: the configured label keys and the three pool selectors of DESIGN §4 (tenant,
+//! Binding labels: the configured label keys and the three pool selectors of docs/design.md §4 (tenant,
 //! claim, any). One definition serves both the selector text users read and the in-memory match.
 //! `CLAIMED_BY` is the one fixed key: the operator's record of which claim claimed a binding;
 //! `FILLING` its record of the claims being bound to a binding whose status may not show yet.
@@ -46,7 +46,7 @@ pub const CLAIMED_BY: &str = "accountpool.io/claimed-by";
 /// multi-account fills used first, kept so that replicas of both versions read each other's. Written in the same compare-and-swap that
 /// precedes the status write of every use (crate::selection::claimant), so that a leader that
 /// takes over while the previous leader's status write is still in flight counts those clusters
-/// against the limit (DESIGN §5.3), binds those claims there, and does not release the binding
+/// against the limit (docs/design.md §5.3), binds those claims there, and does not release the binding
 /// under them. An entry whose claim is gone, bound, deleting, denied or of another tenant counts
 /// for nothing and is dropped by the next use.
 pub const FILLING: &str = "accountpool.io/filling";
@@ -217,7 +217,7 @@ impl PoolKey {
         PoolKey::of(keys, labels).filter(|k| k.base(keys).matches(labels))
     }
 
-    /// The selectors of this pool for one tenant (DESIGN §4).
+    /// The selectors of this pool for one tenant (docs/design.md §4).
     pub fn selectors(&self, keys: &ResolvedLabelKeys, global_account: &str) -> PoolSelectors {
         let any = self.base(keys);
         if self.shared {

@@ -1,4 +1,4 @@
-//! What to do with a claim's binding when the AccountClaim is deleted (DESIGN §4, release).
+//! What to do with a claim's binding when the AccountClaim is deleted (docs/design.md §4, release).
 //!
 //! Order of the checks, and why:
 //! 1. Which binding: the one the claim's status records; for a claim deleted before its status
@@ -1081,7 +1081,7 @@ mod tests {
 
     #[test]
     fn the_claims_own_shoot_holds_the_release_only_while_it_uses_the_binding() {
-        // Issue 11, defect 9: any Shoot of the claim's shootName held the release, whichever
+        // Any Shoot of the claim's shootName held the release, whichever
         // binding it used.
         let c = deleting("c", "ga", Some("s"), "b");
         let elsewhere = inventory(
@@ -1094,7 +1094,7 @@ mod tests {
 
     #[test]
     fn a_binding_in_another_namespace_is_never_released_here() {
-        // Issue 11, defect 8: after a bindingNamespace change, a same-named binding in the new
+        // After a bindingNamespace change, a same-named binding in the new
         // namespace was marked dirty for a claim that never used it.
         let mut inv = inventory(vec![], vec![], vec![]);
         inv.set_namespace(Some("garden-new".into()));
@@ -1129,7 +1129,7 @@ mod tests {
 
     #[test]
     fn a_source_claim_whose_object_never_existed_is_released_clean() {
-        // Issue 19, defect 2: a Runtime refused after the webhook served it left its binding
+        // A Runtime refused after the webhook served it left its binding
         // dirty for a tenant that never had a cluster.
         let c = deleting("c", "ga", Some("s"), "b");
         let inv = inventory(
@@ -1152,7 +1152,7 @@ mod tests {
 
     #[test]
     fn only_the_claim_that_claimed_the_binding_alone_releases_it_clean() {
-        // Issue 19: r0 Claimed b and ran; r1 of the same tenant Reused b and was refused. r0
+        // R0 Claimed b and ran; r1 of the same tenant Reused b and was refused. r0
         // went first (kept for r1), r1 goes last: clean would hand the next tenant an account r0
         // ran in. A Reuse removes claimed-by (selection::claimant), so r1 never finds its own.
         let c = deleting("c", "ga", Some("s"), "b");
@@ -1193,7 +1193,7 @@ mod tests {
 
     #[test]
     fn a_source_claim_is_never_released_while_its_object_exists() {
-        // Issue 19, defect 1: the object re-created under the same name may run on this binding,
+        // The object re-created under the same name may run on this binding,
         // and for a Runtime or Cluster its Shoot is not in the index yet.
         let c = deleting("c", "ga", Some("s"), "b");
         let inv = inventory(vec![owned("b", "ga", &[])], vec![c.clone()], vec![]);

@@ -30,7 +30,7 @@ fn delete(l: &mut Ledger, b: &BindingView) {
 #[test]
 fn a_list_the_watcher_starts_again_leaves_no_relist_open() {
     // kube's watcher emits `Init` again when a list fails mid-pagination, with no `InitDone`
-    // for the first one (issue 19, defect 6).
+    // for the first one.
     let mut l = Ledger::default();
     l.apply_binding(bv("a", 10));
     // Newer than anything the list will name: a list without it leaves it unconfirmed.
@@ -66,7 +66,7 @@ fn a_list_the_watcher_starts_again_leaves_no_relist_open() {
 
 #[tokio::test]
 async fn a_reader_that_fails_mid_list_leaves_no_relist_open() {
-    // The take-over re-read: a page fails after the first one (issue 19, defect 6).
+    // The take-over re-read: a page fails after the first one.
     let ledger: SharedLedger = Arc::default();
     lock(&ledger).apply_binding(bv("a", 10));
     lock(&ledger).apply_binding(bv("x", 100));
@@ -205,7 +205,7 @@ fn holds(ledger: &SharedLedger, name: &str) -> bool {
 
 #[tokio::test]
 async fn a_refresh_cycle_shorter_than_one_list_never_freezes_the_index() {
-    // Issue 19, defect 5: every refresh aborted the list it had started, while the cache still
+    // Every refresh aborted the list it had started, while the cache still
     // said it was synced; new and deleted objects were never seen again.
     let server = Arc::new(Server::default());
     *server.objects.lock().unwrap() = vec![bv("f1", 1), bv("f2", 1), bv("f3", 1), bv("a", 2)];
@@ -296,7 +296,7 @@ fn in_store(
 
 #[tokio::test]
 async fn a_listed_object_is_handed_on_only_once_the_store_holds_it() {
-    // Issue 19, the stall of the full chaos run: after an API server restart the claim watch
+    // The stall of the full chaos run: after an API server restart the claim watch
     // lists again, and its objects reached the controller while the store still held the old
     // list: a claim created and deleted while the watch was away was "not found" (dropped), one
     // deleted meanwhile was read as still Bound; nothing brought either back before the sweep.

@@ -1,4 +1,4 @@
-//! The AccountClaim resource: one cluster's request for hyperscaler credentials (DESIGN §1).
+//! The AccountClaim resource: one cluster's request for hyperscaler credentials (docs/design.md §1).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};

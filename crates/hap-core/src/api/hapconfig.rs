@@ -1,4 +1,4 @@
-//! The HapConfig resource: the cluster-scoped rule set and pool settings in force (DESIGN §1).
+//! The HapConfig resource: the cluster-scoped rule set and pool settings in force (docs/design.md §1).
 
 use std::collections::BTreeMap;
 
@@ -132,7 +132,7 @@ pub struct HapConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenants: Option<super::tenants::TenantPolicy>,
 
-    // Account lifecycle (issue 22): one block, kept together.
+    // Account lifecycle: one block, kept together.
     /// Hold (as during a migration): while `true` nothing is written on bindings; new claims
     /// wait with reason `Paused`, releases wait, and the admission webhook refuses new requests
     /// of request sources with reason `Paused`. Setting it back to `false` resumes everything.
@@ -252,7 +252,7 @@ pub struct LabelKeys {
     pub internal: Option<String>,
 }
 
-/// Several hyperscaler accounts per global account (seed 004).
+/// Several hyperscaler accounts per global account (docs/design.md §1, `multiHyperscalerAccount`).
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct MultiHyperscalerAccount {
@@ -289,7 +289,7 @@ pub struct ReleaseSpec {
     /// `Retain`: leave the binding with its tenant.
     #[serde(default)]
     pub mode: ReleaseMode,
-    /// Account lifecycle (issue 22): how long a binding released by one tenant is kept from
+    /// Account lifecycle: how long a binding released by one tenant is kept from
     /// other tenants (`24h`, `90m`), counted from the release the operator recorded on it
     /// (`accountpool.io/released-at`). Unset or `0s`: no cooldown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -360,7 +360,7 @@ pub struct HapConfigStatus {
     /// Per request source: whether it is watched and what it serves.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub request_sources: Vec<SourceStatus>,
-    // Account lifecycle (issue 22): one block, kept together.
+    // Account lifecycle: one block, kept together.
     /// Per dedicated pool: bindings per lifecycle state, the oldest dirty one, cordoned ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pools: Vec<super::lifecycle::PoolLifecycle>,
@@ -517,7 +517,7 @@ pub struct BindingsInUse {
     pub bindings: Vec<String>,
 }
 
-/// The pause switch (issue 22): here, with the type, so that `lifecycle` need not name it.
+/// The pause switch: here, with the type, so that `lifecycle` need not name it.
 impl HapConfigSpec {
     /// Whether the config holds every binding write (`spec.paused: true`).
     pub fn is_paused(&self) -> bool {

@@ -1,4 +1,4 @@
-//! Types of the binding lifecycle (issue 22): the suspect and pool-low settings, and per dedicated
+//! Types of the binding lifecycle: the suspect and pool-low settings, and per dedicated
 //! pool in the status how many bindings are in each state, since when the oldest dirty one
 //! waits, and which ones are cordoned and why.
 

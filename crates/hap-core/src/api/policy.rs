@@ -1,5 +1,5 @@
-//! The policy parts of the HapConfig spec (issue 13): rule entries in structured form (ordered
-//! pools and deny, seed 002's `oneOf`), pins of global accounts to named bindings, and the CEL
+//! The policy parts of the HapConfig spec: rule entries in structured form (ordered
+//! pools and deny, `oneOf`), pins of global accounts to named bindings, and the CEL
 //! rules that reject the EU-access and shared-fallback mistakes at apply time.
 //!
 //! The CEL rules check what a regular expression can see; the operator's validation

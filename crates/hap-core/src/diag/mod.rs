@@ -12,7 +12,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// Why a rule set (or one of its entries) is rejected or flagged. Serialised as the variant
-/// name because it is part of the CLI's JSON contract (DESIGN §6).
+/// name because it is part of the CLI's JSON contract (docs/design.md §6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Reason {
     ParseError,

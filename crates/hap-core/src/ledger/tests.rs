@@ -42,7 +42,7 @@ fn the_event_that_shows_a_claim_write_ends_its_record() {
 
 #[test]
 fn a_claim_missing_from_the_index_holds_its_binding_from_a_deleting_sibling() {
-    // Issue 11, defect 1: the sibling's release used to mark the binding dirty while the new
+    // The sibling's release used to mark the binding dirty while the new
     // claim (not yet in the rebuilt snapshot) was binding to it.
     let mut l = Ledger::default();
     let now = Instant::now();

@@ -1,4 +1,4 @@
-//! The lifecycle state of every dedicated binding (issue 22): one pure function over its pool
+//! The lifecycle state of every dedicated binding: one pure function over its pool
 //! role, the clusters on it and what keeps new tenants off it, the per-pool counts that the
 //! HapConfig status, `hap pools` and the metrics show, and the clock of when each binding was
 //! first seen dirty.

@@ -1,5 +1,5 @@
 //! Plain views of bindings, AccountClaims and Shoots, and the `Inventory` index over them: pool
-//! membership, clusters per binding (DESIGN §4), shoot presence. The index is kept current one
+//! membership, clusters per binding (docs/design.md §4), shoot presence. The index is kept current one
 //! watch event at a time (`index.rs`); this file holds the views and what decisions read.
 //!
 //! Pool membership is decided only by `PoolKey::selectors` (crate::labels); this module derives a
@@ -70,7 +70,7 @@ pub struct ClaimView {
     pub global_account: String,
     pub shoot_name: Option<String>,
     /// The binding the claim's status records (`Bound`, or `Failed` when `lost`): once recorded,
-    /// the claim never moves (DESIGN §4.1).
+    /// the claim never moves (docs/design.md §4.1).
     pub bound_binding: Option<String>,
     /// Where the recorded binding lives (`status.bindingNamespace`); `None` reads as the
     /// binding namespace in force.

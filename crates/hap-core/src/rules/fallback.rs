@@ -1,4 +1,4 @@
-//! Constraints on an entry's ordered pools (issue 13): an EU-access preference never falls back
+//! Constraints on an entry's ordered pools: an EU-access preference never falls back
 //! to a pool without EU access, a dedicated one never to a shared pool unless the entry says so
 //! (`shared=fallback`, KEB `SF`, `sharedFallback: true`), no pool twice, at most
 //! `MAX_PREFERENCES`; and the warning when a fallback takes from another entry's first pool.

@@ -1,4 +1,4 @@
-//! Parser of the KEB syntax (DESIGN §2.2): `PLAN[(PR=v[,HR=v])] [-> OUT[,OUT...]]`, matching
+//! Parser of the KEB syntax (docs/design.md §2.2): `PLAN[(PR=v[,HR=v])] [-> OUT[,OUT...]]`, matching
 //! upstream's grammar and error cases except `*` (any value here) and text after `)` (an error).
 //! Extended (docs/rules.md §2.4) by ordered fallbacks, `-> OUTS | OUTS | -` (`-`: no outputs,
 //! `SF`: a shared pool accepted as the fallback of a dedicated one), and by

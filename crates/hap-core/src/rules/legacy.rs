@@ -1,4 +1,4 @@
-//! The legacy four-property syntax (DESIGN §2.3): parsing each `plan[:region];...` property and
+//! The legacy four-property syntax (docs/design.md §2.3): parsing each `plan[:region];...` property and
 //! expanding the four independent properties into ordinary rules, one per plan and region.
 
 use std::collections::BTreeSet;

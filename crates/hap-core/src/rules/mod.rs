@@ -1,5 +1,5 @@
-//! The rules engine (DESIGN §2–§3): Seed, KEB, structured and legacy entries parsed into one
-//! model, validated all at once (with the fallback constraints and pins of issue 13), indexed by
+//! The rules engine (docs/design.md §2–§3): Seed, KEB, structured and legacy entries parsed into one
+//! model, validated all at once (with the fallback constraints and pins), indexed by
 //! plan, and evaluated without Kubernetes I/O.
 
 pub mod convert;

@@ -3,7 +3,7 @@
 //! re-parses to the same model).
 //!
 //! An entry matches requests by plan and region conditions and then either names an ordered list
-//! of pool results (`oneOf` of seed 002: the first preference with a usable binding serves) or,
+//! of pool results (`oneOf`: the first preference with a usable binding serves) or,
 //! with an empty list, denies what it matches.
 
 use std::fmt::Write as _;
@@ -167,7 +167,7 @@ pub struct Rule {
 }
 
 /// Specificity: the global-account condition first (`GA=` before `GA!=` before none), then
-/// exact region conditions, then wildcards (DESIGN §2.4, docs/rules.md §3); derived ordering
+/// exact region conditions, then wildcards (docs/design.md §2.4, docs/rules.md §3); derived ordering
 /// compares the fields in that order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Specificity {

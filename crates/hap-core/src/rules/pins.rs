@@ -1,4 +1,4 @@
-//! Pins (issue 13): a global account pinned to one named binding, for one pool or for the pool
+//! Pins: a global account pinned to one named binding, for one pool or for the pool
 //! the binding's labels put it in. Validation here; what a pin does to a claim is
 //! `selection::pinned`.
 

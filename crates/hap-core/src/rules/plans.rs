@@ -1,4 +1,4 @@
-//! The plan table (DESIGN §3): built-in plans and their provider types, extended or overridden
+//! The plan table (docs/design.md §3): built-in plans and their provider types, extended or overridden
 //! by `spec.plans`, plus the hints for heads that name a provider type or a misspelt plan.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 //! What each entry produces as data (EntryInfo: per preference a hyperscalerType or a pattern such
-//! as `openstack_<clusterRegion>`) and the pool-existence check of seed 000 (MissingPool).
+//! as `openstack_<clusterRegion>`) and the pool-existence check of docs/design.md §2.4 (MissingPool).
 
 use serde::Serialize;
 

@@ -1,4 +1,4 @@
-//! Parser of the Seed syntax (DESIGN §2.1): `PLAN` or `PLAN(PR=v|*, CR=v|*, shared, euAccess[=*])`,
+//! Parser of the Seed syntax (docs/design.md §2.1): `PLAN` or `PLAN(PR=v|*, CR=v|*, shared, euAccess[=*])`,
 //! extended by ordered fallback pools (`PLAN(...) | (OUTPUTS) | (OUTPUTS)`) and by deny
 //! (`PLAN(CONDITIONS) deny ["message"]`), see docs/rules.md §2.4.
 

@@ -1,4 +1,4 @@
-//! Rule-set validation (DESIGN §2.4) after parsing: duplicates, ambiguous PR-only/CR-only
+//! Rule-set validation (docs/design.md §2.4) after parsing: duplicates, ambiguous PR-only/CR-only
 //! pairs, unknown and uncovered plans, fixed hyperscalerTypes that are no valid label value.
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -11,7 +11,7 @@
 //! land after the next leader's use of the binding, nor a use after the next leader's release.
 //! The status write of a use comes after its record, and while that status does not show, every
 //! leader counts the recorded claim: as a user when it releases (`recorded_claims`), as one of
-//! the binding's clusters when it fills (`pending_claims`, DESIGN §5.3). A late status write of a claim whose
+//! the binding's clusters when it fills (`pending_claims`, docs/design.md §5.3). A late status write of a claim whose
 //! record a release could not count (the claim was deleted or denied since) conflicts on the
 //! claim's own version. Shared and internal bindings are never written and never released, so a
 //! use of one records nothing.
@@ -232,7 +232,7 @@ pub fn recorded_writes<'a>(
 /// a claim of its tenant that is recorded Bound to another binding (or that this replica is
 /// writing onto another one), and nothing uses it (no cluster, no claim bound, no fill pending).
 /// Only a paused leader's claim write that landed after the next leader had decided the claim
-/// elsewhere leaves one (a claim never moves, DESIGN §4.1, and any other claim's use would have
+/// elsewhere leaves one (a claim never moves, docs/design.md §4.1, and any other claim's use would have
 /// removed the record): the tenant holds a second binding no cluster ever used, which selection
 /// keeps its claims off (a single-account tenant would otherwise run clusters in two accounts
 /// of one pool, §5.2) and the claimant's reconcile or release gives back clean.

@@ -1,6 +1,6 @@
-//! Choosing a binding for one AccountClaim, in the order of DESIGN §4, over an `Inventory` seen
+//! Choosing a binding for one AccountClaim, in the order of docs/design.md §4, over an `Inventory` seen
 //! through the in-flight writes (`InFlight`): `select` for one pool, `select_ordered` over an
-//! entry's ordered pools with pins (issue 13, see `ordered` and `pinned`).
+//! entry's ordered pools with pins (see `ordered` and `pinned`).
 //!
 //! Decisions where the design is silent:
 //! - `internal=true` bindings are never claimed (upstream ignores the label when selecting; we
@@ -24,7 +24,7 @@
 //!   claim may still fail; the claim that made the write retries it.
 //! - A binding released by another tenant less than `spec.release.cooldown` ago is not claimed,
 //!   nor is any other binding of its credential (the tenant that released it may have it back); among the candidates the never-used ones
-//!   come first, then the one released longest ago (issue 22). Pins ignore the cooldown: a pin
+//!   come first, then the one released longest ago. Pins ignore the cooldown: a pin
 //!   is a person's explicit choice.
 //! - In a pool `spec.quarantine` names, a binding on trial (crate::pools::quarantine: new, or
 //!   on probation) goes only to requests of the plans or global accounts the entry names, and
@@ -92,7 +92,7 @@ impl From<UseReason> for Decision {
 pub enum Choice {
     /// Already bound and the binding is intact: nothing to do (apply-once).
     Bound { binding: String },
-    /// Bound, but the binding is gone or no longer the tenant's: never rebind (DESIGN §4.1).
+    /// Bound, but the binding is gone or no longer the tenant's: never rebind (docs/design.md §4.1).
     Lost { binding: String, message: String },
     /// Bind to this existing binding; nothing is written on the binding.
     Use {
@@ -121,14 +121,14 @@ impl Choice {
     }
 }
 
-/// Multi-account settings with their defaults applied (seed 004).
+/// Multi-account settings with their defaults applied (docs/design.md §1, `multiHyperscalerAccount`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MultiAccountPolicy {
     all: bool,
     allowed: BTreeSet<String>,
     default_limit: Option<u32>,
     limits: BTreeMap<String, u32>,
-    /// The release cooldown (issue 22). Carried here, with the other per-config settings every
+    /// The release cooldown. Carried here, with the other per-config settings every
     /// selection takes, so that no caller signature changes for it.
     cooldown: Option<crate::pools::lifecycle::Cooldown>,
     /// The quarantine of new accounts as it applies to this request (`spec.quarantine`).
@@ -263,7 +263,7 @@ pub fn describe_pool(pool: &PoolKey) -> String {
     format!("hyperscalerType={}, {eu}, {kind}", pool.hyperscaler_type)
 }
 
-/// Whether a bound claim's binding is intact, as step 1 of DESIGN §4 requires.
+/// Whether a bound claim's binding is intact, as step 1 of docs/design.md §4 requires.
 pub fn check_bound(
     inv: &Inventory,
     inflight: &InFlight,
@@ -329,7 +329,7 @@ pub fn needs_visit(claim: &ClaimView, inv: &Inventory, inflight: &InFlight, now:
     disagrees || has_strays(inv, inflight, claim, now) || proven
 }
 
-/// Chooses a binding for `req.claim` (DESIGN §4). Pure: reads the inventory and the in-flight
+/// Chooses a binding for `req.claim` (docs/design.md §4). Pure: reads the inventory and the in-flight
 /// writes; the caller records the result with `InFlight::record` before writing anything.
 pub fn select(
     inv: &Inventory,

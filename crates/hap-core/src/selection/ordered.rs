@@ -1,4 +1,4 @@
-//! Choosing a binding over an entry's ordered pools (issue 13, docs/rules.md §2.4): a pin that
+//! Choosing a binding over an entry's ordered pools (docs/rules.md §2.4): a pin that
 //! applies decides alone; otherwise the binding the tenant already holds (or is claiming) in any
 //! of the pools is reused first — apply-once, never a second account because a fallback exists —
 //! and only then the first pool, in order, that can give a new one serves.

@@ -1,4 +1,4 @@
-//! Pins (issue 13, docs/rules.md §10): which pin applies to a claim, what the pinned binding
+//! Pins (docs/rules.md §10): which pin applies to a claim, what the pinned binding
 //! allows (reuse, claim, wait, or unavailable with the reason), and the state of every pin for
 //! the HapConfig status.
 //!

@@ -514,7 +514,7 @@ fn shoot_plan(s: &CompiledSources) -> ClaimPlan {
 
 #[test]
 fn a_deleting_claim_is_never_answered_bound() {
-    // Issue 19, defect 1: the clean-up may delete a claim the moment the same request comes
+    // The clean-up may delete a claim the moment the same request comes
     // again; a claim already being deleted must not hand its binding to the new object.
     let s = sources(SOURCES);
     let p = shoot_plan(&s);
@@ -532,7 +532,7 @@ fn a_deleting_claim_is_never_answered_bound() {
 
 #[test]
 fn a_claim_read_again_counts_only_if_it_is_the_same_claim_for_the_same_request() {
-    // Issue 19, defect 8: after a failed delete the call read the claim of that name again and
+    // After a failed delete the call read the claim of that name again and
     // answered with whatever binding it held, another request's included.
     let s = sources(SOURCES);
     let p = shoot_plan(&s);
@@ -566,7 +566,7 @@ fn a_claim_read_again_counts_only_if_it_is_the_same_claim_for_the_same_request()
 
 #[test]
 fn a_cluster_update_cannot_move_or_drop_its_cluster_config_annotation() {
-    // Issue 19, defect 7: the annotation names the ClusterConfig the operator writes; pointing
+    // The annotation names the ClusterConfig the operator writes; pointing
     // it at another ClusterConfig made the operator rewrite one it does not own.
     let s = sources(SOURCES);
     let mut old = cluster(

@@ -1,4 +1,4 @@
-//! Request sources (issue 10): foreign requests — Gardener Shoots, openmcp Clusters, Kyma
+//! Request sources: foreign requests — Gardener Shoots, openmcp Clusters, Kyma
 //! Runtimes — served through the same core as AccountClaims. Each served object becomes an
 //! AccountClaim the operator creates, so apply-once, counting, limits, BindingLost and release
 //! apply unchanged; this module only decides which objects are served, what they request, what

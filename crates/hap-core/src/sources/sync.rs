@@ -477,7 +477,7 @@ impl<'i, 'a> Planner<'i, 'a> {
                 version: None,
             }),
             // The annotation is the Cluster's to set: it may name a config of
-            // someone else's, which is never written (DESIGN §5, invariant 6).
+            // someone else's, which is never written (docs/design.md §5, invariant 6).
             Some(have) if !owned_by(have, &claim_ref) => self
                 .counts
                 .entry(c.source.source_id.as_str())

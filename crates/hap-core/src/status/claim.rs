@@ -13,7 +13,7 @@
 //! immutable, so a new HapConfig (a rule, a plan, a valid generation) or a new claim. Terminal
 //! pending claims are still re-evaluated whenever the HapConfig changes, and leave `Stalled` when
 //! they bind; they stay `Pending` rather than `Failed` for that reason. A lost binding is
-//! `Failed`: the operator never rebinds (DESIGN §4.1), so the record of the binding stays. A
+//! `Failed`: the operator never rebinds (docs/design.md §4.1), so the record of the binding stays. A
 //! denied claim is `Failed` too: the denial is a decision, recorded once, and a later change of
 //! the rules does not revisit it (as a bound claim never moves); a new claim is decided anew.
 

@@ -59,7 +59,7 @@ pub struct ConfigInputs {
     pub refused_writes: BTreeMap<String, String>,
     /// Per request source of the rules in force.
     pub sources: Vec<crate::api::SourceStatus>,
-    /// Per dedicated pool: bindings per lifecycle state (issue 22).
+    /// Per dedicated pool: bindings per lifecycle state.
     pub pools: Vec<crate::api::PoolLifecycle>,
     /// In `spec.mode: Observe`: the last observation (`None` when not observing).
     pub observation: Option<crate::api::ObservationStatus>,

@@ -1,4 +1,4 @@
-//! Events about the binding lifecycle (issue 22), computed from the status before and after a
+//! Events about the binding lifecycle, computed from the status before and after a
 //! write, so that an Event goes out once per change and never on a rewrite of the same status.
 
 use std::collections::BTreeSet;

@@ -1,5 +1,5 @@
 //! Status of HapConfig and AccountClaim, computed from plain inputs: conditions per kstatus and
-//! Flux conventions (../shared/reference/real-control-plane.md §12–§14), and the test that tells
+//! Flux conventions (`Ready`, `Reconciling`, `Stalled`, with `observedGeneration`), and the test that tells
 //! the controller whether a newly computed status is worth a write.
 //!
 //! Condition rules for both kinds: `Ready` is always present; `Reconciling` and `Stalled` are

@@ -265,7 +265,7 @@ fn an_unavailable_pinned_binding_is_reported_not_replaced() {
             "{m}"
         );
     }
-    // Untenanted, but a Shoot uses it (issue 19, defect 3): never claimed while so.
+    // Untenanted, but a Shoot uses it: never claimed while so.
     let shoot = crate::pools::fixtures::shoot("foreign", Some("p"));
     let inv = inventory(vec![free(), t("p", "gcp")], vec![], vec![shoot]);
     let m = reason(&inv, &[pin("bank", "p", Some(gcp.clone()))]);

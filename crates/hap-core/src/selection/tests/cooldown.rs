@@ -1,4 +1,4 @@
-//! Cooldown and spread (issue 22): a binding released by one tenant is kept from the others for
+//! Cooldown and spread: a binding released by one tenant is kept from the others for
 //! the cooldown; the never-used and then the longest-released free binding is taken first.
 
 use jiff::{SignedDuration, Timestamp};

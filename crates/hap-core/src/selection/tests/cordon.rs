@@ -1,4 +1,4 @@
-//! Cordoned bindings (issue 22): never claimed for a new tenant, kept by the tenant that holds
+//! Cordoned bindings: never claimed for a new tenant, kept by the tenant that holds
 //! them; a property over random pools and a pin to a cordoned binding.
 
 use proptest::prelude::*;

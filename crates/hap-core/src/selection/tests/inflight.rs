@@ -130,7 +130,7 @@ fn a_claim_record_ends_only_when_the_index_shows_a_later_version() {
 
 #[test]
 fn an_unknown_claim_write_is_kept_retried_and_ended_by_the_index() {
-    // Issue 11, defect 2: a write that timed out used to be erased although it may have
+    // A write that timed out used to be erased although it may have
     // committed, so a sibling of the same tenant claimed a second binding.
     let p = pool("aws", false, false);
     let now = Instant::now();

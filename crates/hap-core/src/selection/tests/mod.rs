@@ -327,7 +327,7 @@ fn a_binding_claimed_in_flight_for_one_tenant_is_never_offered_to_another() {
     fl.record(&c1, &p, &first, now);
     fl.claim_written("only", now);
     // The message is part of the claim's status: it carries no figure that moves with the
-    // writes in flight (issue 11, defect 10), so waiting claims are not rewritten on each one.
+    // writes in flight, so waiting claims are not rewritten on each one.
     let written = pick(&inv, &fl, &c2, &p, &MultiAccountPolicy::default());
     assert_eq!(written, writing);
     // A refusal that comes after the write succeeded (another attempt's) changes nothing.
@@ -380,7 +380,7 @@ mod quarantine;
 
 #[test]
 fn a_binding_a_shoot_uses_is_never_claimed_though_it_has_no_tenant() {
-    // Issue 19, defect 3: Shoot `s` names the free binding `f` (created so, or adopted across a
+    // Shoot `s` names the free binding `f` (created so, or adopted across a
     // label-key change); a new tenant's claim must not land there.
     let p = pool("aws", false, false);
     let inv = inventory(vec![binding("f", AWS)], vec![], vec![shoot("s", Some("f"))]);

@@ -1,4 +1,4 @@
-//! Candidate spreading and multi-account (seed 004).
+//! Candidate spreading and multi-account (docs/design.md §1, `multiHyperscalerAccount`).
 
 use super::*;
 

@@ -248,7 +248,7 @@ fn a_lost_binding_fails_the_claim_and_keeps_the_record() {
 
 #[test]
 fn one_definition_of_bound_whatever_else_the_status_lacks() {
-    // Issue 11, defect 6: a Bound status missing one field counted as bound in the index but not
+    // A Bound status missing one field counted as bound in the index but not
     // in the reconcile (which requeued it every 200 ms forever), and a Failed one missing them
     // was rebound. Name and phase make the record; nothing else is required.
     let sparse = |phase| AccountClaimStatus {
@@ -509,7 +509,7 @@ fn only_a_recorded_binding_or_a_denial_that_answers_the_generation_is_settled() 
 
 #[test]
 fn a_release_waiting_for_the_same_cause_is_announced_once() {
-    // Issue 19, defect 9: every retry of a release waiting for a valid HapConfig wrote an Event.
+    // Every retry of a release waiting for a valid HapConfig wrote an Event.
     let b = desired_claim_status(None, &spec(), Some(1), &bound(), &at(1));
     assert!(!release_blocked_for(Some(&b), reasons::CONFIG_MISSING));
     assert!(!release_blocked_for(None, reasons::CONFIG_MISSING));
