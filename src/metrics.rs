@@ -105,6 +105,9 @@ pub struct Metrics {
     /// Claims in line for a reconcile slot, per lane (`controller::lanes`).
     pub claim_reconciles_queued: Family<LaneLabels, Gauge>,
     pub leader: Gauge,
+    /// Compiles of the HapConfig in force: one per generation the replica sees (the webhook and
+    /// the controllers share one compiled config).
+    pub config_compiles: Counter,
     pub admission_seconds: Family<AdmissionLabels, Histogram>,
     pub pool_bindings: Family<PoolStateLabels, Gauge>,
     pub pool_oldest_dirty_seconds: Family<PoolLabels, Gauge>,
@@ -162,6 +165,7 @@ impl Metrics {
             reconcile_errors: Family::default(),
             claim_reconciles_queued: Family::default(),
             leader: Gauge::default(),
+            config_compiles: Counter::default(),
             admission_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
@@ -255,6 +259,11 @@ impl Metrics {
             "claim_reconciles_queued",
             "Claims in line for a reconcile slot, per lane (source: request-source claims; claims: all others)",
             self.claim_reconciles_queued.clone(),
+        );
+        registry.register(
+            "config_compiles",
+            "Compiles of the HapConfig in force, one per generation this replica sees",
+            self.config_compiles.clone(),
         );
         registry.register(
             "leader",

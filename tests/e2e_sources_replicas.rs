@@ -186,6 +186,18 @@ async fn two_replicas_serve_the_webhook_while_one_decides() {
         0,
         "the standby never decided"
     );
+    // One config in force per replica: the leader's webhook and controllers resolved the one
+    // generation many times, and it was compiled once; so was the standby's.
+    let compiles = |op: &Operator| {
+        op.handle
+            .metrics
+            .encode()
+            .lines()
+            .find_map(|l| l.strip_prefix("hap_config_compiles_total "))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    assert_eq!(compiles(&a), Some(1), "the leader compiled the config once");
+    assert_eq!(compiles(&b), Some(1), "the standby compiled the config once");
     b.stop().await;
     a.stop().await;
 }

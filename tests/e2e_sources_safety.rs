@@ -45,27 +45,27 @@ impl Bench {
         )
         .await;
         let certs = Certs::new();
+        let cluster: hap_operator::k8s::Cluster = hap.client.clone().into();
+        let feed = hap_operator::k8s::ChangeFeed::default();
+        let (resolver, events) =
+            hap_operator::k8s::active::watch(&cluster, hap.config.clone(), feed);
+        tokio::spawn(futures::StreamExt::for_each(events, |_| {
+            std::future::ready(())
+        }));
         let settings = Settings {
             addr: "127.0.0.1:0".parse().expect("addr"),
             cert_file: certs.cert_file(),
             key_file: certs.key_file(),
             client_ca_file: None,
-            config_name: hap.config.clone(),
+            resolver: Arc::new(resolver),
             claim_namespace: hap.claims_ns.clone(),
             decision_timeout: Duration::from_secs(6),
-            last_good: None,
         };
         let (out, stop) = (WebhookAddr::default(), CancellationToken::new());
         let metrics = Arc::new(hap_operator::metrics::Metrics::new());
-        let hook = hap_operator::webhook::start(
-            &hap.client.clone().into(),
-            settings,
-            metrics,
-            &out,
-            stop.clone(),
-        )
-        .await
-        .expect("webhook starts");
+        let hook = hap_operator::webhook::start(&cluster, settings, metrics, &out, stop.clone())
+            .await
+            .expect("webhook starts");
         hook.wait_ready().await;
         let addr = out.get().expect("listening");
         Self {

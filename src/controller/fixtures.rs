@@ -251,7 +251,7 @@ impl Harness {
                     listed_without_watch,
                 ),
             },
-            resolver: ConfigResolver::new(CONFIG.into(), configs.store()),
+            resolver: Arc::new(ConfigResolver::new(CONFIG.into(), configs.store())),
             last_good: config::LastGoodWriter::new(
                 LastGoodApi::new(&cluster, &args.lease_namespace, CONFIG),
                 None,

@@ -140,7 +140,7 @@ pub struct Context {
     pub args: RunArgs,
     pub writer: Writer,
     pub caches: Caches,
-    pub resolver: ConfigResolver,
+    pub resolver: Arc<ConfigResolver>,
     /// Where the last valid generation is recorded for a restart (not `status.activeSpec`).
     pub last_good: config::LastGoodWriter,
     /// Namespace labels for `spec.tenants`, read only when a rule needs them.
@@ -248,18 +248,12 @@ pub async fn run_with(
         crate::k8s::clients::garden(&own, args.garden_kubeconfig.as_deref(), args.api_limits())
             .await
             .map_err(RunError::Garden)?;
+    let config = ConfigInForce::start(&own, &args, &handle, recorded.clone());
     // Every replica serves the webhooks, the standby too: it creates claims and waits for the
     // leader's decision.
     if let Some(addr) = args.webhook_addr {
-        serve_webhook(
-            &own.priority(),
-            &args,
-            &handle,
-            addr,
-            recorded.clone(),
-            &stop,
-        )
-        .await?;
+        let resolver = config.resolver.clone();
+        serve_webhook(&own.priority(), &args, &handle, addr, resolver, &stop).await?;
     }
     let fence = if args.leader_elect {
         Fence::closed()
@@ -273,6 +267,7 @@ pub async fn run_with(
         &handle,
         fence.clone(),
         (last_good, recorded),
+        config,
     );
     let background = tokio::spawn(background(ctx.clone(), stop.clone()));
     let lease = Lease {
@@ -324,7 +319,7 @@ async fn serve_webhook(
     args: &RunArgs,
     handle: &Handle,
     addr: std::net::SocketAddr,
-    recorded: Option<LastGood>,
+    resolver: Arc<ConfigResolver>,
     stop: &CancellationToken,
 ) -> Result<(), RunError> {
     let settings = crate::webhook::Settings {
@@ -332,10 +327,9 @@ async fn serve_webhook(
         cert_file: args.webhook_cert_file.clone(),
         key_file: args.webhook_key_file.clone(),
         client_ca_file: args.webhook_client_ca.clone(),
-        config_name: args.config_name.clone(),
+        resolver,
         claim_namespace: args.source_claim_namespace(),
         decision_timeout: args.effective_decision_timeout(),
-        last_good: recorded,
     };
     if settings.decision_timeout < args.webhook_decision_timeout {
         tracing::warn!(decision_timeout = ?settings.decision_timeout, "--webhook-decision-timeout is shortened to --webhook-timeout minus 2 s");
@@ -499,11 +493,15 @@ fn start_caches(
     handle: &Handle,
     fence: Fence,
     (last_good, recorded): (LastGoodApi, Option<LastGood>),
+    config: ConfigInForce,
 ) -> (Arc<Context>, Streams) {
-    let feed = ChangeFeed::default();
+    let ConfigInForce {
+        feed,
+        resolver,
+        events: config_rx,
+    } = config;
     let ledger = Ledger::for_source_claims_in(args.source_claim_namespace());
     let ledger: SharedLedger = Arc::new(Mutex::new(ledger));
-    let (config_store, config_stream) = startup::config_stream(own, feed.clone());
     let claims_synced = Arc::new(AtomicBool::new(false));
     let (claim_store, claim_writer, claims) = startup::claims_stream(
         own,
@@ -516,7 +514,7 @@ fn start_caches(
         writer: Writer::new(own.clone(), garden.clone(), Some(args.identity()), fence),
         caches: Caches {
             feed: feed.clone(),
-            configs: config_store.clone(),
+            configs: resolver.store().clone(),
             claims: claim_store,
             claim_writer,
             // Bindings and Shoots live in the garden, which may be another cluster.
@@ -534,8 +532,7 @@ fn start_caches(
             ),
             shoots: Retargetable::new(garden.clone(), ledger.clone(), feed.clone(), watch_shoots),
         },
-        resolver: ConfigResolver::new(args.config_name.clone(), config_store)
-            .with_last_good(recorded.clone()),
+        resolver,
         last_good: config::LastGoodWriter::new(last_good, recorded.as_ref()),
         namespaces: crate::k8s::namespaces::NamespaceReader::new(own),
         ledger,
@@ -563,9 +560,7 @@ fn start_caches(
     ctx.caches.claim_writer.judge_by(judge_of(&ctx));
     // The watch streams run from the start, leading or not; the controllers read them through
     // channels once leading, and until then what they yield is only kept in the stores.
-    let (configs, config_rx, _) = relay(config_stream);
     let (claims, claim_rx, claims_listening) = relay(claims);
-    tokio::spawn(configs);
     tokio::spawn(claims);
     let streams = Streams {
         configs: config_rx,
@@ -575,6 +570,38 @@ fn start_caches(
         turns: turn_rx,
     };
     (ctx, streams)
+}
+
+/// The replica's one config in force: one HapConfig watch, started before the webhook serves,
+/// and one resolver (compiled once per generation, last-known-good seeded from the record)
+/// that the webhook and the controllers share.
+struct ConfigInForce {
+    /// Bumped by every watch event, the config's included (the sweep's change count).
+    feed: ChangeFeed,
+    resolver: Arc<ConfigResolver>,
+    /// The watch's events for the config controller, kept once it listens (`relay`).
+    events: futures::stream::BoxStream<'static, Result<HapConfig, kube::runtime::watcher::Error>>,
+}
+
+impl ConfigInForce {
+    /// The watch runs on the unbudgeted handle: a take-over's queue of writes must not hold back
+    /// the config the webhook answers by.
+    fn start(own: &Cluster, args: &RunArgs, handle: &Handle, recorded: Option<LastGood>) -> Self {
+        let feed = ChangeFeed::default();
+        let (resolver, stream) =
+            crate::k8s::active::watch(&own.priority(), args.config_name.clone(), feed.clone());
+        let (task, events, _) = relay(stream);
+        tokio::spawn(task);
+        Self {
+            feed,
+            resolver: Arc::new(
+                resolver
+                    .with_last_good(recorded)
+                    .counting_compiles_in(handle.metrics.config_compiles.clone()),
+            ),
+            events,
+        }
+    }
 }
 
 /// Drives `stream` in a task of its own and hands its items to the returned receiver, dropping

@@ -259,7 +259,7 @@ pub(super) async fn pass(ctx: &Context, resynced: bool) {
             l.inventory.source_epoch(),
         )
     };
-    let mut kinds: BTreeSet<SourceKind> = active.sources.iter().map(|s| s.kind).collect();
+    let mut kinds: BTreeSet<SourceKind> = active.rules.sources().iter().map(|s| s.kind).collect();
     kinds.extend(claimed_kinds);
     ensure_caches(ctx, ctx.writer.own(), &kinds, &active.shoot_namespace());
     // Until the claim list has ended the index shows only some source claims: an object
@@ -284,7 +284,7 @@ pub(super) async fn pass(ctx: &Context, resynced: bool) {
         .binding_kind
         .unwrap_or(BindingKind::CredentialsBinding);
     let plan = plan_pass(&PassInput {
-        sources: &active.sources,
+        sources: active.rules.sources(),
         binding_kind,
         claim_namespace: &claim_ns,
         kinds: views,

@@ -23,8 +23,6 @@ pub struct ActiveConfig {
     pub spec: HapConfigSpec,
     pub rules: CompiledRules,
     pub warnings: Vec<Diagnostic>,
-    /// The request sources of this generation (validated with the rules).
-    pub sources: crate::sources::CompiledSources,
 }
 
 impl ActiveConfig {
@@ -124,6 +122,24 @@ pub struct ConfigResolver {
     name: String,
     store: Store<HapConfig>,
     memo: Mutex<Memo>,
+    /// Compiles made (`hap_config_compiles_total`): one per generation seen, for the whole
+    /// replica, since the webhook and the controllers share this resolver.
+    compiles: prometheus_client::metrics::counter::Counter,
+}
+
+/// The config in force of `name`, resolved from the one HapConfig watch of a replica: the
+/// resolver, and the watch's events, which fill its store as they are polled (the config
+/// controller's trigger; drive them in a task when nothing else reads them).
+pub fn watch(
+    cluster: &super::Cluster,
+    name: String,
+    feed: super::ChangeFeed,
+) -> (
+    ConfigResolver,
+    impl futures::Stream<Item = Result<HapConfig, kube::runtime::watcher::Error>> + Send + use<>,
+) {
+    let (store, events) = super::startup::config_watch(cluster, feed);
+    (ConfigResolver::new(name, store), events)
 }
 
 impl ConfigResolver {
@@ -132,7 +148,22 @@ impl ConfigResolver {
             name,
             store,
             memo: Mutex::new(Memo::default()),
+            compiles: Default::default(),
         }
+    }
+
+    /// Counts its compiles in `counter` (the replica's metric) instead of a counter of its own.
+    pub fn counting_compiles_in(
+        mut self,
+        counter: prometheus_client::metrics::counter::Counter,
+    ) -> Self {
+        self.compiles = counter;
+        self
+    }
+
+    /// Compiles made so far.
+    pub fn compiles(&self) -> u64 {
+        self.compiles.get()
     }
 
     /// Seeds the last-known-good from the operator's own record (read once at start).
@@ -145,6 +176,11 @@ impl ConfigResolver {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The HapConfig store it resolves from (the replica's one HapConfig watch).
+    pub fn store(&self) -> &Store<HapConfig> {
+        &self.store
     }
 
     /// The state for the config as the cache shows it now.
@@ -181,12 +217,12 @@ impl ConfigResolver {
         {
             return invalid_state(&memo, generation, validation.clone(), newest);
         }
+        self.compiles.inc();
         match CompiledRules::from_spec(&cfg.spec) {
             Ok((rules, warnings)) => {
                 let active = Arc::new(ActiveConfig {
                     uid,
                     generation,
-                    sources: compile_sources(&cfg.spec),
                     spec: cfg.spec.clone(),
                     rules,
                     warnings,
@@ -201,7 +237,7 @@ impl ConfigResolver {
             }
             Err(validation) => {
                 if memo.valid.is_none() {
-                    memo.valid = recover(memo.recorded.as_ref(), &uid, generation);
+                    memo.valid = recover(memo.recorded.as_ref(), &uid, generation, &self.compiles);
                 }
                 let validation = Arc::new(validation);
                 memo.invalid = Some((uid, generation, validation.clone()));
@@ -214,23 +250,22 @@ impl ConfigResolver {
 /// After a restart the memo is empty; the operator's record remembers which spec was last valid.
 /// It counts only for the same object (uid) and an older generation; `status.activeSpec` is not
 /// read at all.
-fn recover(recorded: Option<&LastGood>, uid: &str, generation: i64) -> Option<Arc<ActiveConfig>> {
+fn recover(
+    recorded: Option<&LastGood>,
+    uid: &str,
+    generation: i64,
+    compiles: &prometheus_client::metrics::counter::Counter,
+) -> Option<Arc<ActiveConfig>> {
     let good = recorded.filter(|g| g.uid == uid && g.generation < generation)?;
+    compiles.inc();
     let (rules, warnings) = CompiledRules::from_spec(&good.spec).ok()?;
     Some(Arc::new(ActiveConfig {
         uid: uid.to_string(),
         generation: good.generation,
-        sources: compile_sources(&good.spec),
         spec: good.spec.clone(),
         rules,
         warnings,
     }))
-}
-
-/// The sources of a spec that passed validation (which checks them), so this cannot fail; an
-/// empty set would only mean nothing is served.
-fn compile_sources(spec: &HapConfigSpec) -> crate::sources::CompiledSources {
-    crate::sources::CompiledSources::from_spec(spec).unwrap_or_default()
 }
 
 impl ConfigState {
@@ -272,7 +307,42 @@ fn invalid_state(
 
 #[cfg(test)]
 mod tests {
+    use prometheus_client::metrics::counter::Counter;
+
     use super::*;
+
+    /// The webhook and the controllers of a replica hold one `Arc<ConfigResolver>`: however
+    /// often either resolves, each generation is compiled once, an invalid one too, and the
+    /// replica's metric counts those compiles.
+    #[test]
+    fn a_shared_resolver_compiles_each_generation_once() {
+        let (store, _writer) = kube::runtime::reflector::store::<HapConfig>();
+        let metric = Counter::default();
+        let shared =
+            Arc::new(ConfigResolver::new("hap".into(), store).counting_compiles_in(metric.clone()));
+        let (webhook, controllers) = (shared.clone(), shared.clone());
+        let valid = good("u1", 1, &["aws"]).spec;
+        let invalid = good("u1", 1, &["azurre"]).spec;
+        for _ in 0..3 {
+            assert!(matches!(
+                webhook.resolve_object(&config(1, valid.clone())),
+                ConfigState::Active { .. }
+            ));
+            assert!(matches!(
+                controllers.resolve_object(&config(1, valid.clone())),
+                ConfigState::Active { .. }
+            ));
+        }
+        assert_eq!(metric.get(), 1, "generation 1 once");
+        for _ in 0..3 {
+            webhook.resolve_object(&config(2, invalid.clone()));
+            controllers.resolve_object(&config(2, invalid.clone()));
+        }
+        assert_eq!(shared.compiles(), 2, "the invalid generation 2 once");
+        controllers.resolve_object(&config(3, valid.clone()));
+        webhook.resolve_object(&config(3, valid));
+        assert_eq!(metric.get(), 3);
+    }
 
     fn good(uid: &str, generation: i64, rules: &[&str]) -> LastGood {
         LastGood {
@@ -352,13 +422,25 @@ mod tests {
     #[test]
     fn only_the_same_objects_older_record_is_recovered() {
         let rec = good("u1", 2, &["aws"]);
-        let got = recover(Some(&rec), "u1", 3).expect("recovered");
+        let got = recover(Some(&rec), "u1", 3, &Counter::default()).expect("recovered");
         assert_eq!((got.generation, &got.spec.rules), (2, &rec.spec.rules));
-        assert!(recover(Some(&rec), "u2", 3).is_none(), "a recreated object");
-        assert!(recover(Some(&rec), "u1", 2).is_none(), "not older");
-        assert!(recover(None, "u1", 3).is_none());
         assert!(
-            recover(Some(&good("u1", 1, &["azurre"])), "u1", 3).is_none(),
+            recover(Some(&rec), "u2", 3, &Counter::default()).is_none(),
+            "a recreated object"
+        );
+        assert!(
+            recover(Some(&rec), "u1", 2, &Counter::default()).is_none(),
+            "not older"
+        );
+        assert!(recover(None, "u1", 3, &Counter::default()).is_none());
+        assert!(
+            recover(
+                Some(&good("u1", 1, &["azurre"])),
+                "u1",
+                3,
+                &Counter::default()
+            )
+            .is_none(),
             "invalid record"
         );
     }

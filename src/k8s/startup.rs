@@ -3,14 +3,13 @@
 //! consistent re-list a new leader makes of bindings and claims. Here, so that no module above
 //! `k8s` builds an `Api`.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use kube::api::ListParams;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 
 use super::caches::{LIST_PAGE, Page, SharedLedger, claim_stream, controller_stream};
@@ -50,8 +49,9 @@ pub async fn crds_served(
         .map_err(|e| ("AccountClaim", e))
 }
 
-/// The HapConfig watch of the controllers: their store, and the stream that fills it.
-pub fn config_stream(
+/// The one HapConfig watch of a replica: its store, which the config resolver, the webhook and
+/// the controllers share, and the stream that fills it (the config controller's trigger).
+pub fn config_watch(
     cluster: &Cluster,
     feed: ChangeFeed,
 ) -> (
@@ -81,30 +81,6 @@ pub fn claims_stream(
     let api = claims_api(client, namespace);
     let stream = claim_stream(api, writer.clone(), ledger, feed, synced);
     (store, writer, stream)
-}
-
-/// The webhook's own HapConfig watch (it serves before the controllers' caches exist): its
-/// store, and the task that keeps it current and retries after errors.
-pub fn config_watch(
-    cluster: &Cluster,
-) -> (Store<HapConfig>, impl Future<Output = ()> + Send + use<>) {
-    let client = cluster.kube();
-    let (store, writer) = reflector::store();
-    let task = reflector::reflector(
-        writer,
-        watcher(
-            Api::<HapConfig>::all(client.clone()),
-            watcher::Config::default().any_semantic(),
-        )
-        .default_backoff(),
-    )
-    .for_each(|ev| {
-        if let Err(e) = ev {
-            tracing::warn!(error = %e, "webhook HapConfig watch error; retrying");
-        }
-        futures::future::ready(())
-    });
-    (store, task)
 }
 
 /// One page of a consistent list of the bindings of `target`, from `token` on.

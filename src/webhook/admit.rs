@@ -188,7 +188,7 @@ async fn decide(
 /// What the config in force serves, for `plan`.
 fn serving<'a>(hook: &'a Webhook, active: &'a ActiveConfig, random: &'a str) -> Serving<'a> {
     Serving {
-        sources: &active.sources,
+        sources: active.rules.sources(),
         binding_kind: active
             .spec
             .binding_kind

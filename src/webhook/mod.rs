@@ -24,12 +24,10 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use kube::runtime::reflector::Store;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::HapConfig;
 use crate::k8s::Cluster;
 use crate::k8s::active::ConfigResolver;
 use crate::k8s::caches::store_ready;
@@ -102,10 +100,10 @@ pub enum WebhookError {
 
 /// Shared state of the webhook of one replica.
 pub struct Webhook {
-    resolver: ConfigResolver,
+    /// The replica's one config in force, shared with the controllers.
+    resolver: Arc<ConfigResolver>,
     /// Namespace labels for `spec.tenants`, read only when a rule needs them.
     namespaces: crate::k8s::namespaces::NamespaceReader,
-    configs: Store<HapConfig>,
     claims: SourceClaims,
     decision_timeout: Duration,
     metrics: SharedMetrics,
@@ -117,19 +115,19 @@ pub struct Webhook {
 
 impl Webhook {
     fn is_ready(&self) -> bool {
-        store_ready(&self.configs) && self.claims.is_ready()
+        store_ready(self.resolver.store()) && self.claims.is_ready()
     }
 
     /// Waits until both caches have listed once.
     pub async fn wait_ready(&self) {
-        let _ = self.configs.wait_until_ready().await;
+        let _ = self.resolver.store().wait_until_ready().await;
         self.claims.wait_ready().await;
     }
 
     /// The caches that have not listed yet.
     pub fn unready(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
-        if !store_ready(&self.configs) {
+        if !store_ready(self.resolver.store()) {
             out.push("HapConfigs");
         }
         if !self.claims.is_ready() {
@@ -146,11 +144,10 @@ pub struct Settings {
     pub key_file: std::path::PathBuf,
     /// CA of the client certificates callers must present; unset: any caller is served.
     pub client_ca_file: Option<std::path::PathBuf>,
-    pub config_name: String,
+    /// The replica's config in force (its one HapConfig watch), shared with the controllers.
+    pub resolver: Arc<ConfigResolver>,
     pub claim_namespace: String,
     pub decision_timeout: Duration,
-    /// The operator's last-known-good record, read at start.
-    pub last_good: Option<crate::k8s::last_good::LastGood>,
 }
 
 /// Loads the certificate, binds, starts the watches and serves until `stop`. Returns once
@@ -167,7 +164,6 @@ pub async fn start(
         let _ = addr_out.addr.set(addr);
         tracing::info!(%addr, "serving the request-source admission webhooks (TLS)");
     }
-    let (configs, config_watch) = crate::k8s::startup::config_watch(own);
     let (claims, claims_task) = SourceClaims::start(own, &settings.claim_namespace);
     // Stopping: the operator's stop or `hap run`'s. The watches outlive it until the last call
     // is answered (`done`): a call in the drain still waits for the leader's decision.
@@ -184,10 +180,8 @@ pub async fn start(
         });
     }
     let hook = Arc::new(Webhook {
-        resolver: ConfigResolver::new(settings.config_name, configs.clone())
-            .with_last_good(settings.last_good),
+        resolver: settings.resolver,
         namespaces: crate::k8s::namespaces::NamespaceReader::new(own),
-        configs,
         claims,
         decision_timeout: settings.decision_timeout,
         metrics,
@@ -197,10 +191,7 @@ pub async fn start(
     {
         let done = done.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                _ = done.cancelled() => {},
-                _ = config_watch => {},
-            }
+            done.cancelled().await;
             claims_task.abort();
         });
     }

@@ -78,10 +78,13 @@ pub struct CompiledRules {
     keys: ResolvedLabelKeys,
     legacy: bool,
     pins: Pins,
+    /// The request sources, validated with the rules above and compiled once with them.
+    sources: crate::sources::CompiledSources,
 }
 
 impl CompiledRules {
-    /// Parse + validate + index. Err carries every error (and warnings).
+    /// Parse + validate + index the whole config, request sources included: the one compile of
+    /// a HapConfig. Err carries every error (and warnings).
     pub fn from_spec(spec: &HapConfigSpec) -> Result<(CompiledRules, Vec<Diagnostic>), Validation> {
         let mut v = Validation::default();
         let keys = ResolvedLabelKeys::from_spec(spec.label_keys.as_ref());
@@ -132,9 +135,15 @@ impl CompiledRules {
                 keys,
                 legacy,
                 pins,
+                sources: crate::sources::CompiledSources::of_valid(spec),
             },
             v.warnings,
         ))
+    }
+
+    /// The request sources of this config, in list order.
+    pub fn sources(&self) -> &crate::sources::CompiledSources {
+        &self.sources
     }
 
     pub fn evaluate(&self, req: &Request<'_>) -> Result<Outcome, EvalError> {

@@ -93,19 +93,25 @@ impl CompiledSource {
 pub struct CompiledSources(Vec<CompiledSource>);
 
 impl CompiledSources {
-    /// Compiles the sources of a spec; `Err` carries every problem.
+    /// Validates and compiles the sources of a spec alone; `Err` carries every problem. The
+    /// config in force compiles them once, with its rules (`CompiledRules::sources`).
     pub fn from_spec(spec: &HapConfigSpec) -> Result<Self, Vec<Diagnostic>> {
         let problems = validate(spec);
         if !problems.is_empty() {
             return Err(problems);
         }
-        Ok(Self(
+        Ok(Self::of_valid(spec))
+    }
+
+    /// The sources of a spec `validate` found no problem in.
+    pub(crate) fn of_valid(spec: &HapConfigSpec) -> Self {
+        Self(
             spec.request_sources
                 .iter()
                 .flatten()
                 .map(CompiledSource::compile)
                 .collect(),
-        ))
+        )
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &CompiledSource> {
