@@ -22,6 +22,7 @@ pub mod crd;
 pub mod http;
 pub mod k8s;
 pub mod leadership;
+pub mod logs;
 pub mod metrics;
 pub mod metrics_keb;
 pub mod secure_metrics;

@@ -34,12 +34,8 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
 fn logged_addr(log: &str, message: &str) -> Option<String> {
     log.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| {
-            v["fields"]["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with(message))
-        })
-        .and_then(|v| v["fields"]["addr"].as_str().map(str::to_string))
+        .find(|v| v["msg"].as_str().is_some_and(|m| m.starts_with(message)))
+        .and_then(|v| v["addr"].as_str().map(str::to_string))
 }
 
 struct Process(Child);

@@ -107,6 +107,16 @@ impl Replica {
     }
 }
 
+/// The JSON log lines a replica wrote so far (`--log-format json`).
+fn log_lines(lease: &str, identity: &str) -> Vec<serde_json::Value> {
+    let path = std::env::temp_dir().join(format!("{lease}-{identity}.log"));
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// A minimal HTTP/1.1 GET, enough for the operator's probe and metrics endpoints.
 fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
@@ -183,9 +193,41 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     // SIGTERM: the leader drains, releases the lease and exits 0; the standby takes over.
     let status = a.terminate();
     assert!(status.success(), "clean exit on SIGTERM, got {status:?}");
+    // The claim reconcile's span fields are on its lines, flat, under Gardener's keys.
+    let claimed = log_lines(&lease, "replica-a")
+        .into_iter()
+        .find(|l| l["msg"] == "Claimed a free binding for the tenant")
+        .expect("replica a logged the claim write");
+    let c1 = format!("{}/c1", hap.claims_ns);
+    assert_eq!(
+        (&claimed["claim"], &claimed["tenant"], &claimed["binding"]),
+        (&json!(c1), &json!("ga-1"), &json!(first)),
+        "{claimed}"
+    );
+    assert_eq!(
+        (&claimed["level"], &claimed["controller"]),
+        (&json!("info"), &json!("accountclaim"))
+    );
+    assert!(
+        claimed["ts"].is_string() && claimed["logger"].is_string(),
+        "{claimed}"
+    );
     eventually(Duration::from_secs(30), "replica b takes over", || async {
         b.is_leader().await.then_some(())
     })
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        "replica b logs its take-over",
+        || async {
+            log_lines(&lease, "replica-b")
+                .into_iter()
+                .find(|l| {
+                    l["msg"] == "took over with a current inventory" && l["phase"] == "takeOver"
+                })
+                .map(drop)
+        },
+    )
     .await;
     hap.claim("c2", json!({"globalAccount": "ga-1", "plan": "aws"}))
         .await;

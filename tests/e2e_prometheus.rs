@@ -59,12 +59,8 @@ fn encode(s: &str) -> String {
 fn logged_addr(log: &str, message: &str) -> Option<String> {
     log.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| {
-            v["fields"]["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with(message))
-        })
-        .and_then(|v| v["fields"]["addr"].as_str().map(str::to_string))
+        .find(|v| v["msg"].as_str().is_some_and(|m| m.starts_with(message)))
+        .and_then(|v| v["addr"].as_str().map(str::to_string))
 }
 
 /// A free loopback port (bound and released; Prometheus has no port 0 of its own to report).

@@ -197,7 +197,11 @@ async fn two_replicas_serve_the_webhook_while_one_decides() {
             .and_then(|v| v.parse::<u64>().ok())
     };
     assert_eq!(compiles(&a), Some(1), "the leader compiled the config once");
-    assert_eq!(compiles(&b), Some(1), "the standby compiled the config once");
+    assert_eq!(
+        compiles(&b),
+        Some(1),
+        "the standby compiled the config once"
+    );
     b.stop().await;
     a.stop().await;
 }

@@ -34,8 +34,9 @@ const LAYERS: &[&[&str]] = &[
     &["ledger"],
     &["status", "release"],
     &["decision"],
-    // The operator crate. Process-wide helpers that know no API server: the lease clock, metrics families.
-    &["leadership", "metrics", "metrics_keb"],
+    // The operator crate. Process-wide helpers that know no API server: the lease clock, the log
+    // format, metrics families.
+    &["leadership", "logs", "metrics", "metrics_keb"],
     // The only edge to API servers.
     &["k8s"],
     // HTTP servers and the reconcilers, which read through k8s and decide in the core.

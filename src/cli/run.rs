@@ -91,7 +91,10 @@ fn init_tracing(format: LogFormat) {
         .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hap_operator=info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     let _ = match format {
-        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Json => builder
+            .fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
+            .event_format(crate::logs::GardenerJson)
+            .try_init(),
         LogFormat::Text => builder.try_init(),
     };
 }

@@ -62,7 +62,22 @@ async fn reconcile_now(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
     let claim = claim.expand();
     let key = claim_key(&claim);
     let _running = ctx.health.running(format!("AccountClaim {key}"), started);
-    let result = tokio::time::timeout(RECONCILE_TIMEOUT, reconcile_inner(&claim, &ctx))
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = "accountclaim",
+        claim = %key,
+        tenant = %claim.spec.global_account,
+        binding = tracing::field::Empty,
+    );
+    let recorded = claim
+        .status
+        .as_ref()
+        .and_then(crate::claim_state::recorded_binding);
+    if let Some(r) = recorded {
+        span.record("binding", r.binding.as_str());
+    }
+    let inner = tracing::Instrument::instrument(reconcile_inner(&claim, &ctx), span);
+    let result = tokio::time::timeout(RECONCILE_TIMEOUT, inner)
         .await
         .unwrap_or(Err(ClaimError::Timeout { claim: key.clone() }));
     ctx.metrics
@@ -93,7 +108,7 @@ fn settles(action: &Action, pending_retry: Duration) -> bool {
 async fn reconcile_inner(claim: &AccountClaim, ctx: &Context) -> Result<Action, ClaimError> {
     let key = claim_key(claim);
     let view = claim_view(claim);
-    let decision = super::claim_facts::decide(claim, ctx, &key, &view).await;
+    let decision = super::claim_facts::decide(claim, ctx, &view).await;
     carry_out(claim, ctx, &key, &view, decision).await
 }
 
@@ -118,7 +133,7 @@ async fn carry_out(
 ) -> Result<Action, ClaimError> {
     match decision {
         ClaimDecision::Wait(why) => {
-            tracing::debug!(claim = key, ?why, "waits");
+            tracing::debug!(?why, "waits");
             Ok(why
                 .after()
                 .map_or_else(Action::await_change, Action::requeue))
@@ -297,6 +312,8 @@ async fn claim_free(
         return Ok(forbidden_retry(retry_at));
     }
     claimed?;
+    tracing::Span::current().record("binding", binding.as_str());
+    tracing::info!("Claimed a free binding for the tenant");
     let check = Check::ClaimWrite;
     let verdict = match account_check::verdict(ctx, active, view, (&binding, true), check).await {
         Ok(verdict) => verdict,
@@ -539,10 +556,10 @@ pub fn error_policy(claim: Arc<StoredClaim>, err: &ClaimError, ctx: Arc<Context>
         })
         .inc();
     if err.is_conflict() {
-        tracing::debug!(claim = key, error = %err, "lost a compare-and-swap; deciding again");
+        tracing::debug!(error = %err, "lost a compare-and-swap; deciding again");
         return Action::requeue(ctx.backoff.conflict());
     }
-    tracing::warn!(claim = key, error = %err, source = ?std::error::Error::source(err), "AccountClaim reconcile failed");
+    tracing::warn!(error = %err, source = ?std::error::Error::source(err), "AccountClaim reconcile failed");
     Action::requeue(ctx.backoff.next(&key))
 }
 

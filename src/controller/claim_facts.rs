@@ -31,10 +31,9 @@ const SYNC_GRACE: Duration = Duration::from_secs(10);
 pub(super) async fn decide(
     claim: &AccountClaim,
     ctx: &Context,
-    key: &str,
     view: &ClaimView,
 ) -> ClaimDecision<Arc<ActiveConfig>> {
-    let mut facts = Facts::new(own_fields(claim, ctx, key, view));
+    let mut facts = Facts::new(own_fields(claim, ctx, view));
     // Each pass reads one fact `next` has not seen, so this ends after at most seven reads.
     loop {
         let read = match next(&facts) {
@@ -59,9 +58,9 @@ pub(super) async fn decide(
     }
 }
 
-fn own_fields(claim: &AccountClaim, ctx: &Context, key: &str, view: &ClaimView) -> ClaimFields {
+fn own_fields(claim: &AccountClaim, ctx: &Context, view: &ClaimView) -> ClaimFields {
     ClaimFields {
-        stale: stale_copy(claim, ctx, key),
+        stale: stale_copy(claim, ctx),
         deleting: claim.metadata.deletion_timestamp.is_some(),
         finalized: claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER),
         denied: claim.status.as_ref().is_some_and(is_denied),
@@ -74,18 +73,17 @@ fn own_fields(claim: &AccountClaim, ctx: &Context, key: &str, view: &ClaimView) 
 /// `Some` when the store's copy must not be decided on: the claim is finished (its finalizer
 /// went), or the index knows a newer version (or the claim's deletion), or this replica wrote a
 /// newer one that is on its way to the store.
-fn stale_copy(claim: &AccountClaim, ctx: &Context, key: &str) -> Option<Stale> {
+fn stale_copy(claim: &AccountClaim, ctx: &Context) -> Option<Stale> {
     let uid = claim.uid().unwrap_or_default();
     let rv = claim.resource_version();
     let l = ctx.ledger();
     if l.inflight.is_finished(&uid, Instant::now()) {
-        tracing::debug!(claim = key, "finished; waits for its deletion");
+        tracing::debug!("finished; waits for its deletion");
         return Some(Stale::Finished);
     }
     let later = l.inventory.knows_later(Kind::Claim, &uid, rv.as_deref());
     if later || l.inflight.wrote_after(&uid, rv.as_deref(), Instant::now()) {
         tracing::debug!(
-            claim = key,
             ?rv,
             index_later = later,
             "the store's copy is older; waits for the newer one"
@@ -292,6 +290,6 @@ fn select(
             .record(view, &placement.pool, &placement.choice, now);
     }
     drop(guard);
-    tracing::debug!(claim = %super::claim_key(claim), rv = ?claim.resource_version(), choice = ?placement.choice, "decided");
+    tracing::debug!(rv = ?claim.resource_version(), choice = ?placement.choice, "decided");
     Selection::Placed { placement, before }
 }

@@ -80,6 +80,11 @@ pub enum ConfigError {
     },
 }
 
+#[tracing::instrument(name = "reconcile", skip_all, fields(
+    controller = "hapconfig",
+    config = %cfg.name_any(),
+    generation = cfg.metadata.generation,
+))]
 pub async fn reconcile(cfg: Arc<HapConfig>, ctx: Arc<Context>) -> Result<Action, ConfigError> {
     let started = Instant::now();
     let name = cfg.name_any();

@@ -740,6 +740,7 @@ async fn background(ctx: Arc<Context>, stop: CancellationToken) {
 /// A standby became the leader: the old leader's last writes may not have reached its watches,
 /// so bindings and claims are read again with one consistent list each and merged into the index
 /// (the index keeps whatever is newer), before any decision. Retried until it succeeds.
+#[tracing::instrument(name = "take_over", skip_all, fields(phase = "takeOver"))]
 async fn take_over(own: &Cluster, garden: &Cluster, ctx: &Context, stop: &CancellationToken) {
     let started = Instant::now();
     let mut delay = Duration::from_millis(200);

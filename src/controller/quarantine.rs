@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use kube::Resource;
 
+use super::Context;
 use super::outcome::refused;
-use super::{Context, claim_key};
 use crate::api::AccountClaim;
 use crate::k8s::K8sError;
 use crate::k8s::active::ActiveConfig;
@@ -59,7 +59,7 @@ pub(super) async fn graduate(
                  created, so {QUARANTINE}={PASSED} was recorded and any request may get it from \
                  now on"
             );
-            tracing::info!(claim = claim_key(claim), binding, "{note}");
+            tracing::info!(binding, "{note}");
             ctx.writer
                 .event(
                     &claim.object_ref(&()),
@@ -90,11 +90,11 @@ pub(super) async fn graduate(
         }
         // Another claim's visit of the same binding wrote first, or the binding moved on.
         Err(error @ K8sError::Conflict { .. }) => {
-            tracing::debug!(claim = claim_key(claim), binding, %error, "the quarantine verdict was not recorded: the binding changed; retried when the claim comes back");
+            tracing::debug!(binding, %error, "the quarantine verdict was not recorded: the binding changed; retried when the claim comes back");
             false
         }
         Err(error) => {
-            tracing::warn!(claim = claim_key(claim), binding, %error, "cannot record that the binding passed its quarantine; retried when the claim comes back");
+            tracing::warn!(binding, %error, "cannot record that the binding passed its quarantine; retried when the claim comes back");
             false
         }
     }

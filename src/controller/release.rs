@@ -62,12 +62,12 @@ pub(super) async fn release(
     };
     point_caches(ctx);
     if !decidable(ctx) {
-        tracing::debug!(claim = key, "release waits for a current inventory");
+        tracing::debug!("release waits for a current inventory");
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let view = claim_view(claim);
     if hold.writes() && holds_binding(ctx, &view) {
-        return paused(claim, ctx, key, hold.observing).await;
+        return paused(claim, ctx, hold.observing).await;
     }
     // Before the claim goes, or a stray of it would be an ordinary binding of the tenant: the
     // release waits until every stray went back. Nothing is written on bindings while paused
@@ -75,7 +75,7 @@ pub(super) async fn release(
     if !hold.writes() && !super::strays::give_back(claim, ctx, &active, &view).await {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    if let Some(action) = settle_record(claim, ctx, key, (&active, hold)).await? {
+    if let Some(action) = settle_record(claim, ctx, (&active, hold)).await? {
         return Ok(action);
     }
     // A trial the tenant's Shoot proved ends before the binding goes back: else it would come
@@ -96,10 +96,7 @@ pub(super) async fn release(
             return release_blocked(claim, ctx, paused.message, paused.retry_at).await;
         }
         Decided::NoVersion => {
-            tracing::debug!(
-                claim = key,
-                "release waits for the binding's version in the index"
-            );
+            tracing::debug!("release waits for the binding's version in the index");
             return Ok(Action::requeue(Duration::from_millis(300)));
         }
         Decided::Go(release) => {
@@ -124,15 +121,12 @@ pub(super) async fn release(
 async fn settle_record(
     claim: &AccountClaim,
     ctx: &Context,
-    key: &str,
     (active, hold): (&ActiveConfig, Hold),
 ) -> Result<Option<Action>, ClaimError> {
     match super::claim_write::settle(claim, ctx, active, !hold.writes()).await? {
         Settled::Go => Ok(None),
         // Landed, or may land and only a fence (a write) settles it: the release waits, saying so.
-        Settled::Wait(_) if hold.writes() => {
-            paused(claim, ctx, key, hold.observing).await.map(Some)
-        }
+        Settled::Wait(_) if hold.writes() => paused(claim, ctx, hold.observing).await.map(Some),
         Settled::Wait(action) => Ok(Some(action)),
         Settled::Refused { cause, retry_at } => {
             release_blocked(claim, ctx, cause, retry_at).await.map(Some)
@@ -219,7 +213,7 @@ async fn act(
     key: &str,
     decision: Release,
 ) -> Result<Option<Action>, ClaimError> {
-    tracing::debug!(claim = key, ?decision, "release decided");
+    tracing::debug!(?decision, "release decided");
     let wait = |d| Some(Action::requeue(d));
     match decision {
         Release::Keep(KeepReason::OtherNamespace { namespace }) => {
@@ -228,11 +222,7 @@ async fn act(
         }
         Release::Keep(_) => Ok(None),
         Release::WaitForShoot { shoot } => {
-            tracing::debug!(
-                claim = key,
-                shoot,
-                "release waits for the Shoot to be deleted"
-            );
+            tracing::debug!(shoot, "release waits for the Shoot to be deleted");
             Ok(wait(Duration::from_secs(5)))
         }
         w @ Release::WaitForSibling { .. } => sibling_waiting(claim, ctx, key, &w).await,
@@ -246,11 +236,7 @@ async fn act(
             recorded_use_waiting(claim, ctx, key, &binding, &claims).await
         }
         Release::WaitForWrite { binding } => {
-            tracing::debug!(
-                claim = key,
-                binding,
-                "release waits for the outcome of a write"
-            );
+            tracing::debug!(binding, "release waits for the outcome of a write");
             Ok(wait(Duration::from_secs(1)))
         }
         Release::Resolve {
@@ -380,7 +366,7 @@ async fn blocked(
     reason: &'static str,
     cause: String,
 ) -> Result<Option<Action>, ClaimError> {
-    tracing::debug!(claim = key, reason, "release waits: {cause}");
+    tracing::debug!(reason, "release waits: {cause}");
     announce_wait(claim, ctx, reason, cause, false).await?;
     Ok(Some(Action::requeue(ctx.backoff.next(key))))
 }
@@ -439,7 +425,7 @@ async fn write_release(
                 ctx.caches.feed.bump();
             }
             let (reason, note) = released_note(how, ns, binding, keys);
-            tracing::info!(claim = key, binding, "{note}");
+            tracing::info!(binding, "{note}");
             ctx.writer
                 .event(&claim.object_ref(&()), false, reason, "Release", note)
                 .await;
@@ -610,7 +596,6 @@ fn holds_binding_in(view: &ClaimView, inflight: &InFlight, now: Instant) -> bool
 async fn paused(
     claim: &AccountClaim,
     ctx: &Context,
-    key: &str,
     observing: bool,
 ) -> Result<Action, ClaimError> {
     let name = ctx.resolver.name();
@@ -631,7 +616,7 @@ async fn paused(
             ),
         )
     };
-    tracing::debug!(claim = key, "release waits: paused");
+    tracing::debug!("release waits: paused");
     announce_wait(claim, ctx, reason, cause, false).await?;
     Ok(Action::requeue(ctx.args.pending_retry))
 }
@@ -711,7 +696,7 @@ async fn resolve(
     ctx.ledger()
         .claim_outcome(binding, outcome(&result), Instant::now());
     if let Err(e) = result {
-        tracing::debug!(claim = %claim.name_any(), error = %e, "the repeated claim write was not accepted");
+        tracing::debug!(error = %e, "the repeated claim write was not accepted");
     }
 }
 

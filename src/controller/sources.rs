@@ -246,6 +246,7 @@ fn source_records(views: &[Arc<ClaimView>], now: jiff::Timestamp) -> Vec<ClaimRe
 }
 
 /// One pass: the plan over what the caches show, carried out (`pub(super)` for its tests).
+#[tracing::instrument(name = "reconcile", skip_all, fields(controller = "sources", resynced))]
 pub(super) async fn pass(ctx: &Context, resynced: bool) {
     let ConfigState::Active { active, hold, .. } = ctx.resolver.resolve() else {
         return;

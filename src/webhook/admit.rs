@@ -112,6 +112,13 @@ fn allow(
 /// decision timeout of `started` (when the review arrived). Every answer that admits the object
 /// also sets its record of the tenant decision (`record_ops`), so a record the requester wrote
 /// never reaches the source pass.
+#[tracing::instrument(name = "admission", skip_all, fields(
+    kind = kind.as_str(),
+    namespace = req.namespace.as_deref(),
+    object = %req.name,
+    operation = ?req.operation,
+    user = req.user_info.username.as_deref(),
+))]
 async fn decide(
     hook: &Webhook,
     kind: SourceKind,
