@@ -204,7 +204,7 @@ type HapConfigSpecQuarantineItem struct {
 
 // What happens to a dedicated binding when its tenant's last cluster leaves it.
 type HapConfigSpecRelease struct {
-	// Account lifecycle (issue 22): how long a binding released by one tenant is kept from other tenants (`24h`, `90m`), counted from the release the operator recorded on it (`accountpool.io/released-at`). Unset or `0s`: no cooldown.
+	// Account lifecycle: how long a binding released by one tenant is kept from other tenants (`24h`, `90m`), counted from the release the operator recorded on it (`accountpool.io/released-at`). Unset or `0s`: no cooldown.
 	Cooldown *string `json:"cooldown,omitempty"`
 	// `MarkDirty` (default): label the binding `dirty=true` for the cleanup job, keep `tenantName`. `Retain`: leave the binding with its tenant.
 	Mode *HapConfigSpecReleaseMode `json:"mode,omitempty"`
@@ -643,7 +643,7 @@ type HapConfigStatusActiveSpecQuarantineItem struct {
 
 // What happens to a dedicated binding when its tenant's last cluster leaves it.
 type HapConfigStatusActiveSpecRelease struct {
-	// Account lifecycle (issue 22): how long a binding released by one tenant is kept from other tenants (`24h`, `90m`), counted from the release the operator recorded on it (`accountpool.io/released-at`). Unset or `0s`: no cooldown.
+	// Account lifecycle: how long a binding released by one tenant is kept from other tenants (`24h`, `90m`), counted from the release the operator recorded on it (`accountpool.io/released-at`). Unset or `0s`: no cooldown.
 	Cooldown *string `json:"cooldown,omitempty"`
 	// `MarkDirty` (default): label the binding `dirty=true` for the cleanup job, keep `tenantName`. `Retain`: leave the binding with its tenant.
 	Mode *HapConfigStatusActiveSpecReleaseMode `json:"mode,omitempty"`
