@@ -3,7 +3,8 @@
 # client, runtime or HTTP crate may appear in its resolved dependency tree. Run by `make lint`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-forbidden='kube-client|kube-runtime|tokio|hyper|hyper-util|axum|tower|reqwest'
+# Whole families: tokio-util, hyper-rustls, tower-http, h2 (HTTP/2) count as well.
+forbidden='(kube-client|kube-runtime|tokio|hyper|axum|tower|reqwest|h2)(-[a-z0-9-]+)?'
 tree=$(cargo tree --locked -p hap-core -e normal,build --prefix none --format '{p}')
 bad=$(grep -E "^($forbidden) " <<<"$tree" | sort -u || true)
 if [ -n "$bad" ]; then

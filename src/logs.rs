@@ -7,7 +7,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber};
+use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_log::NormalizeEvent;
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
@@ -26,20 +27,23 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let meta = event.metadata();
+        // A record of the `log` crate (rustls) under its own target and level.
+        let normalized = event.normalized_metadata();
+        let meta: &Metadata<'_> = normalized.as_ref().unwrap_or_else(|| event.metadata());
         let mut line = Map::new();
-        line.insert("level".into(), level_name(meta.level()).into());
-        line.insert("ts".into(), timestamp().into());
-        line.insert("logger".into(), meta.target().into());
         // Outermost span first: an inner span's field, then the event's, wins a shared key.
         for span in ctx.event_scope().into_iter().flat_map(|s| s.from_root()) {
             let ext = span.extensions();
             let fields = ext.get::<FormattedFields<JsonFields>>();
             if let Some(Ok(Value::Object(m))) = fields.map(|f| serde_json::from_str(f)) {
-                line.extend(m);
+                line.extend(m.into_iter().map(|(k, v)| (renamed(&k).to_string(), v)));
             }
         }
         event.record(&mut Fields(&mut line));
+        // Last, so that no field can pass for the line's own keys.
+        line.insert("level".into(), level_name(meta.level()).into());
+        line.insert("ts".into(), timestamp().into());
+        line.insert("logger".into(), meta.target().into());
         writeln!(writer, "{}", Value::Object(line))
     }
 }
@@ -61,16 +65,24 @@ fn timestamp() -> String {
     format!("{:.3}", now)
 }
 
-/// An event's fields into the line; its message as `msg`.
+/// A field's key in the line: the message is `msg`; a field named like one of the line's own
+/// keys keeps its value under `field.<name>`.
+fn renamed(name: &str) -> std::borrow::Cow<'_, str> {
+    match name {
+        "message" => "msg".into(),
+        "level" | "ts" | "logger" => format!("field.{name}").into(),
+        name => name.into(),
+    }
+}
+
+/// An event's fields into the line; the `log` crate's own (`log.target`, …) are in the envelope.
 struct Fields<'a>(&'a mut Map<String, Value>);
 
 impl Fields<'_> {
     fn put(&mut self, field: &Field, value: Value) {
-        let key = match field.name() {
-            "message" => "msg",
-            name => name,
-        };
-        self.0.insert(key.to_string(), value);
+        if !field.name().starts_with("log.") {
+            self.0.insert(renamed(field.name()).into_owned(), value);
+        }
     }
 }
 
@@ -183,5 +195,54 @@ mod tests {
             lines[1]["error"],
             "an error occurred when formatting an argument"
         );
+    }
+
+    #[test]
+    fn a_field_cannot_pass_for_the_lines_own_keys() {
+        let lines = lines_of(|| {
+            let _s = tracing::info_span!("a", level = "span", message = "from a span").entered();
+            tracing::error!(ts = 1u64, logger = "forged", "real");
+        });
+        let line = &lines[0];
+        assert_eq!(
+            (&line["level"], &line["msg"]),
+            (&Value::from("error"), &Value::from("real"))
+        );
+        assert_eq!(line["logger"], module_path!());
+        assert!(line["ts"].is_string(), "{line}");
+        assert_eq!(line["field.level"], "span");
+        assert_eq!(
+            (&line["field.ts"], &line["field.logger"]),
+            (&Value::from(1), &Value::from("forged"))
+        );
+    }
+
+    /// rustls logs through the `log` crate: its records keep their own target and level, and the
+    /// bridge's `log.*` fields stay out of the line.
+    #[test]
+    fn a_record_of_the_log_crate_keeps_its_target() {
+        use tracing_log::log;
+        let lines = lines_of(|| {
+            let logger = tracing_log::LogTracer::new();
+            let record = log::Record::builder()
+                .level(log::Level::Warn)
+                .target("rustls::common_state")
+                .args(format_args!("Sending fatal alert BadCertificate"))
+                .build();
+            log::Log::log(&logger, &record);
+        });
+        let line = &lines[0];
+        assert_eq!(
+            (&line["logger"], &line["level"]),
+            (&Value::from("rustls::common_state"), &Value::from("warn"))
+        );
+        assert_eq!(line["msg"], "Sending fatal alert BadCertificate");
+        let log_keys: Vec<_> = line
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| k.starts_with("log."))
+            .collect();
+        assert!(log_keys.is_empty(), "{line}");
     }
 }

@@ -556,10 +556,11 @@ pub fn error_policy(claim: Arc<StoredClaim>, err: &ClaimError, ctx: Arc<Context>
         })
         .inc();
     if err.is_conflict() {
-        tracing::debug!(error = %err, "lost a compare-and-swap; deciding again");
+        // Outside the reconcile's span: the claim is named here.
+        tracing::debug!(claim = %key, error = %err, "lost a compare-and-swap; deciding again");
         return Action::requeue(ctx.backoff.conflict());
     }
-    tracing::warn!(error = %err, source = ?std::error::Error::source(err), "AccountClaim reconcile failed");
+    tracing::warn!(claim = %key, error = %err, source = ?std::error::Error::source(err), "AccountClaim reconcile failed");
     Action::requeue(ctx.backoff.next(&key))
 }
 

@@ -584,12 +584,12 @@ struct ConfigInForce {
 }
 
 impl ConfigInForce {
-    /// The watch runs on the unbudgeted handle: a take-over's queue of writes must not hold back
-    /// the config the webhook answers by.
+    /// The watch keeps to the replica's request budget (`--kube-api-qps`) like every other
+    /// watch: it starts before anything is written, and a re-watch waits its turn.
     fn start(own: &Cluster, args: &RunArgs, handle: &Handle, recorded: Option<LastGood>) -> Self {
         let feed = ChangeFeed::default();
         let (resolver, stream) =
-            crate::k8s::active::watch(&own.priority(), args.config_name.clone(), feed.clone());
+            crate::k8s::active::watch(own, args.config_name.clone(), feed.clone());
         let (task, events, _) = relay(stream);
         tokio::spawn(task);
         Self {
@@ -604,8 +604,9 @@ impl ConfigInForce {
     }
 }
 
-/// Drives `stream` in a task of its own and hands its items to the returned receiver, dropping
-/// them while nobody receives yet (a standby: what matters is in the stores and the ledger).
+/// Drives `stream` in a task of its own, for the life of the process, and hands its items to the
+/// returned receiver, dropping them while nobody receives (a standby, or a leader whose
+/// controllers stopped: what matters is in the stores and the ledger).
 /// Items are kept from the receiver's first poll, or earlier once the returned flag is set.
 fn relay<T: Send + 'static>(
     stream: impl futures::Stream<Item = T> + Send + 'static,
@@ -619,10 +620,13 @@ fn relay<T: Send + 'static>(
     let task = {
         let listening = listening.clone();
         async move {
+            // The stream keeps filling its store after the receiver is gone: the webhook answers
+            // from the config store until its last call, after the controllers stopped.
             let mut stream = std::pin::pin!(stream);
+            let mut open = true;
             while let Some(item) = stream.next().await {
-                if listening.load(Ordering::SeqCst) && tx.send(item).is_err() {
-                    break;
+                if open && listening.load(Ordering::SeqCst) {
+                    open = tx.send(item).is_ok();
                 }
             }
         }
@@ -989,7 +993,7 @@ pub(crate) fn claim_controller_config() -> kcontroller::Config {
 }
 
 /// The claim watch as far as it concerns a reconcile: every event except those of settled
-/// claims (`status::is_settled`), which are above all the Bound status a reconcile just wrote.
+/// claims (`claim_state::is_settled`), which are above all the Bound status a reconcile just wrote.
 /// Each of those started one more reconcile per claim that found nothing to do.
 fn unsettled(
     claims: futures::stream::BoxStream<'static, Result<StoredClaim, kube::runtime::watcher::Error>>,

@@ -112,7 +112,8 @@ impl LastGood {
 #[derive(Default)]
 struct Memo {
     valid: Option<Arc<ActiveConfig>>,
-    invalid: Option<(String, i64, Arc<Validation>)>,
+    /// The newest generation seen, if invalid: uid, generation, errors, and what it holds.
+    invalid: Option<(String, i64, Arc<Validation>, Hold)>,
     /// The operator's record read at start; used only while no generation was valid in memory.
     recorded: Option<LastGood>,
 }
@@ -139,6 +140,10 @@ pub fn watch(
     impl futures::Stream<Item = Result<HapConfig, kube::runtime::watcher::Error>> + Send + use<>,
 ) {
     let (store, events) = super::startup::config_watch(cluster, feed);
+    // Logged here, where every replica sees them: a standby drops the events themselves.
+    let events = futures::TryStreamExt::inspect_err(events, |e| {
+        tracing::warn!(error = %e, "HapConfig watch error; retrying");
+    });
     (ConfigResolver::new(name, store), events)
 }
 
@@ -201,22 +206,10 @@ impl ConfigResolver {
         if memo.valid.as_ref().is_some_and(|v| v.uid != uid) {
             memo.valid = None;
         }
-        if let Some(v) = &memo.valid
-            && v.generation == generation
-        {
-            return ConfigState::Active {
-                hold: Hold::of(&v.spec),
-                active: v.clone(),
-                current_invalid: None,
-            };
+        if let Some(state) = known(&memo, &uid, generation) {
+            return state;
         }
         let newest = Hold::of(&cfg.spec);
-        if let Some((iuid, igen, validation)) = &memo.invalid
-            && *iuid == uid
-            && *igen == generation
-        {
-            return invalid_state(&memo, generation, validation.clone(), newest);
-        }
         self.compiles.inc();
         match CompiledRules::from_spec(&cfg.spec) {
             Ok((rules, warnings)) => {
@@ -240,11 +233,39 @@ impl ConfigResolver {
                     memo.valid = recover(memo.recorded.as_ref(), &uid, generation, &self.compiles);
                 }
                 let validation = Arc::new(validation);
-                memo.invalid = Some((uid, generation, validation.clone()));
+                memo.invalid = Some((uid, generation, validation.clone(), newest));
                 invalid_state(&memo, generation, validation, newest)
             }
         }
     }
+}
+
+/// The state of a generation the memo has decided, or of the newest it has when `generation` is
+/// older: a reconcile of an object the store has since replaced must neither compile again nor
+/// put an older generation back as the last valid one (the webhook answers by it too).
+fn known(memo: &Memo, uid: &str, generation: i64) -> Option<ConfigState> {
+    let invalid = memo.invalid.as_ref().filter(|(iuid, ..)| iuid == uid);
+    let valid = memo.valid.as_ref();
+    let newest = invalid
+        .map(|(_, g, ..)| *g)
+        .max(valid.map(|v| v.generation))?;
+    if generation > newest {
+        return None;
+    }
+    match invalid {
+        Some((_, igen, validation, hold)) if *igen == newest && generation != valid_gen(valid) => {
+            Some(invalid_state(memo, *igen, validation.clone(), *hold))
+        }
+        _ => valid.map(|v| ConfigState::Active {
+            hold: Hold::of(&v.spec),
+            active: v.clone(),
+            current_invalid: None,
+        }),
+    }
+}
+
+fn valid_gen(valid: Option<&Arc<ActiveConfig>>) -> i64 {
+    valid.map_or(i64::MIN, |v| v.generation)
 }
 
 /// After a restart the memo is empty; the operator's record remembers which spec was last valid.
@@ -417,6 +438,36 @@ mod tests {
         );
         let state = resolver.resolve_object(&config(6, invalid(&|_| {})));
         assert!(state.hold().observing, "{:?}", state.hold());
+    }
+
+    /// A config reconcile may still hold an object the store has since replaced: resolving it
+    /// neither compiles that generation again nor makes it the last valid one, which an invalid
+    /// edit would then fall back to.
+    #[test]
+    fn an_older_generation_resolved_late_neither_compiles_nor_rolls_back() {
+        let (store, _writer) = kube::runtime::reflector::store::<HapConfig>();
+        let resolver = ConfigResolver::new("hap".into(), store);
+        let aws = good("u1", 1, &["aws"]).spec;
+        let azure = good("u1", 1, &["azure"]).spec;
+        resolver.resolve_object(&config(3, aws.clone()));
+        resolver.resolve_object(&config(4, azure));
+        let late = resolver.resolve_object(&config(3, aws));
+        assert!(
+            matches!(&late, ConfigState::Active { active, .. } if active.generation == 4),
+            "{late:?}"
+        );
+        let state = resolver.resolve_object(&config(5, good("u1", 1, &["azurre"]).spec));
+        assert!(
+            matches!(&state, ConfigState::Active { active, current_invalid: Some(_), .. } if active.generation == 4),
+            "{state:?}"
+        );
+        assert_eq!(resolver.compiles(), 3, "generations 3, 4 and 5, once each");
+        let older = resolver.resolve_object(&config(2, good("u1", 1, &["aws"]).spec));
+        assert!(
+            matches!(&older, ConfigState::Active { active, current_invalid: Some(_), .. } if active.generation == 4),
+            "the newest (invalid) generation decides for an older one: {older:?}"
+        );
+        assert_eq!(resolver.compiles(), 3);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The claim store: the whole claims a reconcile reads, kept by kube-runtime's reflector store.
 //! It holds a claim only while a reconcile may need it: every claim that is not settled
-//! (`status::settled`), and a settled one the index says needs a visit (`selection::needs_visit`,
+//! (`claim_state::settled`), and a settled one the index says needs a visit (`selection::needs_visit`,
 //! fetched with one GET when it is not here), the latter only while the index can judge (every
 //! cache a decision needs has listed). The index keeps every claim's view, and what the
 //! request-source pass reads of a source's claim; at 100k Bound claims the store's copies were

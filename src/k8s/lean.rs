@@ -196,7 +196,7 @@ impl StoredClaim {
         claim_view_of(&self.metadata, &self.spec, self.status_fields())
     }
 
-    /// Whether the claim needs no reconcile until something else moves (`status::is_settled`).
+    /// Whether the claim needs no reconcile until something else moves (`claim_state::is_settled`).
     pub fn is_settled(&self) -> bool {
         settled(&self.metadata, self.status_fields())
     }

@@ -1,5 +1,5 @@
 //! The reads of the operator's start and of a take-over: whether its CRDs are served, the watch
-//! streams of HapConfigs and claims, the HapConfig watch of the webhook, and the pages of the
+//! streams of HapConfigs (one per replica, shared by the webhook and the controllers) and claims, and the pages of the
 //! consistent re-list a new leader makes of bindings and claims. Here, so that no module above
 //! `k8s` builds an `Api`.
 

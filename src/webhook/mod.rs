@@ -150,8 +150,9 @@ pub struct Settings {
     pub decision_timeout: Duration,
 }
 
-/// Loads the certificate, binds, starts the watches and serves until `stop`. Returns once
-/// listening; the serving runs in the background.
+/// Loads the certificate, binds, starts the claim watch and serves until `stop` (the config it
+/// answers by is the replica's, `Settings::resolver`). Returns once listening; the serving runs
+/// in the background.
 pub async fn start(
     own: &Cluster,
     settings: Settings,
@@ -165,8 +166,9 @@ pub async fn start(
         tracing::info!(%addr, "serving the request-source admission webhooks (TLS)");
     }
     let (claims, claims_task) = SourceClaims::start(own, &settings.claim_namespace);
-    // Stopping: the operator's stop or `hap run`'s. The watches outlive it until the last call
-    // is answered (`done`): a call in the drain still waits for the leader's decision.
+    // Stopping: the operator's stop or `hap run`'s. The claim watch outlives it until the last
+    // call is answered (`done`), the config watch for the life of the process: a call in the
+    // drain still waits for the leader's decision.
     let stopping = CancellationToken::new();
     let done = CancellationToken::new();
     {

@@ -141,7 +141,7 @@ pub enum Release {
 pub enum Origin {
     /// An AccountClaim a user created: what the tenant did with the account is unknown.
     User,
-    /// The claim a request source made for an object (`sources::naming::SourceRef`).
+    /// The claim a request source made for an object (`claim_state::SourceRef`).
     Source {
         /// The claim carries the object's UID, so the object existed and a cluster may have
         /// used the account.
