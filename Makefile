@@ -29,7 +29,7 @@ help:
 
 .PHONY: monitoring
 # The Helm chart ships byte-identical copies of the PrometheusRule and the Grafana dashboard of the
-# kustomize components (tests/alerts.rs fails when they differ).
+# kustomize components (tests/it/alerts.rs fails when they differ).
 monitoring:
 	cp deploy/kustomize/components/prometheus-rules/prometheusrule.yaml deploy/helm/hap-operator/files/prometheusrule.yaml
 	cp deploy/kustomize/components/grafana-dashboard/hap-operator.json deploy/helm/hap-operator/files/hap-operator.json
@@ -43,7 +43,7 @@ image: tools
 	scripts/image.sh
 
 .PHONY: release
-# Reproducible: the same commit gives byte-identical files (tests/e2e_dist.rs checks it).
+# Reproducible: the same commit gives byte-identical files (tests/it/e2e_dist.rs checks it).
 release: tools
 	scripts/release.sh
 
@@ -59,7 +59,7 @@ crds: build
 
 .PHONY: go-types
 # The Go client's types follow crds/accountpool.io.yaml (after `make crds`); a Go test fails when
-# they drift (clients/go/apis/v1alpha1/drift_test.go, run by tests/e2e_go_client.rs).
+# they drift (clients/go/apis/v1alpha1/drift_test.go, run by tests/it/e2e_go_client.rs).
 go-types:
 	cd clients/go && GOTOOLCHAIN=local GOFLAGS="-mod=readonly -buildvcs=false" GOWORK=off \
 	  GOMODCACHE=$${GOMODCACHE:-$(HOME)/.cache/hap-operator/gomod} GOCACHE=$${GOCACHE:-$(HOME)/.cache/hap-operator/gobuild} \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds, for tests/e2e_go_client.rs, the Go client module's test binaries (clients/go/hap with
+# Builds, for tests/it/e2e_go_client.rs, the Go client module's test binaries (clients/go/hap with
 # the tag e2e: its unit and end-to-end tests; clients/go/apis/v1alpha1: the drift test of the
 # generated types, which reads the CRDs and the generated file at run time) and the example
 # provisioner (clients/go/examples/provisioner), after `go vet`, into a per-user cache keyed by

@@ -24,11 +24,11 @@
 //! (control-plane state), HAP_BIN (the operator binary; default: `hap` next to this example's
 //! directory), HAP_K8S_BIN, HAP_GARDENER_APISERVER.
 
-#[path = "../tests/support/garden.rs"]
+#[path = "../tests/it/support/garden.rs"]
 mod garden;
 #[path = "load/landscape.rs"]
 mod landscape;
-#[path = "../tests/support/private_env.rs"]
+#[path = "../tests/it/support/private_env.rs"]
 mod private_env;
 
 use std::path::{Path, PathBuf};

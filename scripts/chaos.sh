@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make chaos: the full chaos variant of tests/chaos.rs on a control plane of its own — 1000
+# make chaos: the full chaos variant of tests/it/chaos.rs on a control plane of its own — 1000
 # claims of 200 tenants, 8 leader SIGKILLs, 2 kube-apiserver restarts (~3 minutes on 2 cores).
 # `cargo test` runs the small variant (200 claims, 40 tenants, 3 kills, 1 restart). Override with
 # HAP_CHAOS_CLAIMS, HAP_CHAOS_TENANTS, HAP_CHAOS_KILLS, HAP_CHAOS_APISERVER_RESTARTS; the
@@ -23,4 +23,4 @@ export HAP_CHAOS_LATE_ROUNDS=${HAP_CHAOS_LATE_ROUNDS:-24}
 # One variant at a time: each starts two control planes and two replicas, and the two variants
 # side by side on 2 cores slowed every leader's takeover past the fault schedule (leaders killed
 # every ~15 s), which failed the run on liveness, not on an invariant.
-cargo test --locked --test chaos -- --nocapture --test-threads=1
+cargo test --locked --test it -- chaos:: --nocapture --test-threads=1

@@ -8,7 +8,7 @@
 # helm, the test helper, Prometheus) in the background, and the Rust ones (fmt, clippy, the
 # image, the test build) in the foreground. Alone, each chain leaves a core idle for long
 # stretches (module downloads, links, the last crate); together they keep both busy. The suite
-# then runs in two lanes: tests/chaos.rs starts control planes of its own, so it runs beside the
+# then runs in two lanes: tests/it/chaos.rs starts control planes of its own, so it runs beside the
 # tests that share the one started here instead of after them.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -61,22 +61,22 @@ go_tools() {
   e2e/build-control-plane.sh >"$out/k8s"
   # gardener-apiserver from Go modules (e2e/gardener), built once per version, cached.
   e2e/build-gardener.sh >"$out/gardener"
-  # cert-manager's controller and CA injector for tests/e2e_cert_manager.rs (e2e/cert-manager),
+  # cert-manager's controller and CA injector for tests/it/e2e_cert_manager.rs (e2e/cert-manager),
   # built once per version and source hash, cached; its CRDs lie next to the binary.
   e2e/build-cert-manager.sh >"$out/cert-manager"
-  # helm for tests/e2e_deploy.rs (renders deploy/helm); built from Go modules, cached.
+  # helm for tests/it/e2e_deploy.rs (renders deploy/helm); built from Go modules, cached.
   e2e/build-helm.sh >"$out/helm"
-  # Flux kstatus and Argo CD Lua health checks for tests/e2e_gitops.rs, and the binary of the
+  # Flux kstatus and Argo CD Lua health checks for tests/it/e2e_gitops.rs, and the binary of the
   # attacker image below; built once per source hash.
   e2e/build-testhelper.sh >"$out/testhelper"
   # Flux's source-controller and kustomize-controller, its CRDs and its test Git server for
-  # tests/e2e_flux.rs (e2e/flux), built once per version and source hash, cached.
+  # tests/it/e2e_flux.rs (e2e/flux), built once per version and source hash, cached.
   e2e/build-flux.sh >"$out/flux"
-  # The Go client module's tests and example provisioner for tests/e2e_go_client.rs; built once
+  # The Go client module's tests and example provisioner for tests/it/e2e_go_client.rs; built once
   # per source hash.
   e2e/build-goclient.sh >"$out/goclient"
   # promtool and the Prometheus server (Debian's package, unpacked, never installed as a
-  # service) for tests/alerts.rs and tests/e2e_prometheus.rs.
+  # service) for tests/it/alerts.rs and tests/it/e2e_prometheus.rs.
   e2e/build-prometheus.sh >"$out/prometheus"
 }
 export -f go_tools
@@ -87,7 +87,7 @@ go_pid=$job
 rust_start=$(date +%s)
 ${MAKE:-make} --no-print-directory lint
 # The image that ships (static musl binary, FROM scratch), built reproducibly with buildah; the
-# node environment runs it as pods (tests/e2e_pods.rs).
+# node environment runs it as pods (tests/it/e2e_pods.rs).
 image_start=$(date +%s)
 archive=$(scripts/image.sh)
 image_s=$(( $(date +%s) - image_start ))
@@ -106,10 +106,10 @@ HAP_GO_CLIENT_DIR=$(cat "$work/goclient")
 HAP_PROMETHEUS_DIR=$(cat "$work/prometheus")
 HAP_FLUX_DIR=$(cat "$work/flux")
 export HAP_K8S_BIN HAP_GARDENER_APISERVER HAP_CERT_MANAGER_BIN HAP_HELM HAP_TESTHELPER HAP_PROMETHEUS_DIR HAP_FLUX_DIR HAP_GO_CLIENT_DIR
-# tests/e2e_dist.rs packs this archive into a release (scripts/release.sh) instead of building it again.
+# tests/it/e2e_dist.rs packs this archive into a release (scripts/release.sh) instead of building it again.
 export HAP_IMAGE_ARCHIVE="$archive"
 # The test-only attacker image (e2e/testhelper FROM scratch, never shipped) that
-# tests/e2e_pods_callers.rs runs as a pod forging admission reviews; cached by source hash. After
+# tests/it/e2e_pods_callers.rs runs as a pod forging admission reviews; cached by source hash. After
 # the image above: both use buildah's storage.
 attacker=$(scripts/testhelper-image.sh)
 # The Containerfile and Dockerfile are linted (hadolint from PyPI).
@@ -126,20 +126,25 @@ node_start=$(date +%s)
 e2e/testenv up --node --garden --gardener --images "$archive,$attacker"
 node_s=$(( $(date +%s) - node_start ))
 export HAP_NODE_DIR="$root/.testenv-node"
-# Unit, property, CLI and e2e tests: every target, in two lanes. The tests that share the control
-# plane above isolate themselves by namespace, Gardener project and HapConfig name.
+# Unit, property, CLI and e2e tests, in two lanes. The integration tests are one binary
+# (tests/it), run one module at a time as when each was a binary of its own; the tests that
+# share the control plane above isolate themselves by namespace, Gardener project and HapConfig
+# name. The chaos module brings its own control planes and runs beside the rest.
 own_planes=chaos
-shared=(--lib --bins --examples --benches)
-while read -r t; do
-  [ "$t" = "$own_planes" ] || shared+=(--test "$t")
-done < <(cargo metadata --locked --no-deps --format-version 1 \
-  | python3 -c 'import json,sys; [print(t["name"]) for p in json.load(sys.stdin)["packages"] for t in p["targets"] if "test" in t["kind"]]')
+modules=()
+while read -r m; do
+  [ "$m" = "$own_planes" ] || modules+=("$m")
+done < <(sed -n 's/^mod \([a-z0-9_]*\);$/\1/p' tests/it/main.rs)
 suite_start=$(date +%s)
-background "$own_planes" cargo test --locked --no-fail-fast --test "$own_planes"
+background "$own_planes" cargo test --locked --test it -- "$own_planes::"
 chaos_pid=$job
 rc=0
 cargo test --locked --no-fail-fast -p hap-core --lib || rc=$?
-cargo test --locked --no-fail-fast "${shared[@]}" || rc=$?
+cargo test --locked --no-fail-fast --lib --bins --examples --benches || rc=$?
+for m in "${modules[@]}"; do
+  echo "tests/it: $m"
+  cargo test --locked --test it -- "$m::" || rc=$?
+done
 finish "$own_planes" "$chaos_pid" || rc=$?
 suite_s=$(( $(date +%s) - suite_start ))
 if [ "$rc" != 0 ]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test-only image of e2e/testhelper (FROM scratch, the static Go binary alone), for the pods
-# that tests/e2e_pods_callers.rs runs as an attacker on the node environment: the shipped image
+# that tests/it/e2e_pods_callers.rs runs as an attacker on the node environment: the shipped image
 # has no HTTP client, and a pod that forges admission reviews brings its own. Never shipped:
 # nothing in deploy/ names it.
 #

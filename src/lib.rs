@@ -4,7 +4,7 @@
 //! claim and release decisions, with no kube client, no kube runtime and no tokio in its
 //! dependencies. Here, `k8s` is the only module that talks to an API server; `webhook` and
 //! `controller` read through it, decide in the core and write through it. The layer order of
-//! this crate and what the compiler cannot say are checked by `tests/layering.rs`. Outside tests
+//! this crate and what the compiler cannot say are checked by `tests/it/layering.rs`. Outside tests
 //! nothing unwraps: input and API answers are handled or become typed errors
 //! (`clippy::unwrap_used` and `expect_used` deny it; clippy.toml lets tests unwrap).
 

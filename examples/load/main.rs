@@ -32,10 +32,10 @@
 //! operator binary; default: `hap` next to this example's directory), HAP_K8S_BIN.
 
 mod floor;
-#[path = "../../tests/support/garden.rs"]
+#[path = "../../tests/it/support/garden.rs"]
 mod garden;
 mod landscape;
-#[path = "../../tests/support/private_env.rs"]
+#[path = "../../tests/it/support/private_env.rs"]
 mod private_env;
 mod profile;
 mod scale;

@@ -1,7 +1,7 @@
 //go:build e2e
 
 // End-to-end tests of the client against a real API server with hap-operator running. The
-// test that starts them (tests/e2e_go_client.rs) prepares a HapConfig and its bindings and
+// test that starts them (tests/it/e2e_go_client.rs) prepares a HapConfig and its bindings and
 // names them in the environment:
 //
 //	KUBECONFIG, HAP_GO_CLAIM_NAMESPACE, HAP_GO_BINDING_NAMESPACE, HAP_GO_CONFIG
@@ -52,7 +52,7 @@ func setup(t *testing.T) env {
 	}
 	kc, ns, bns, cfgName := get("KUBECONFIG"), get("HAP_GO_CLAIM_NAMESPACE"), get("HAP_GO_BINDING_NAMESPACE"), get("HAP_GO_CONFIG")
 	if len(missing) > 0 {
-		t.Fatalf("run by tests/e2e_go_client.rs, which sets %v", missing)
+		t.Fatalf("run by tests/it/e2e_go_client.rs, which sets %v", missing)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {

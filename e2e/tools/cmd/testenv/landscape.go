@@ -5,7 +5,7 @@ package main
 // demo use, ControllerRegistrations for their extension types (the provider's ControlPlane,
 // Infrastructure and Worker, one Network and one OperatingSystemConfig type), and the demo's
 // project `kyma` with its namespace `garden-kyma`. Tests create projects of their own
-// (tests/support/garden.rs) and read these CloudProfiles to build valid Shoots.
+// (tests/it/support/garden.rs) and read these CloudProfiles to build valid Shoots.
 
 import "fmt"
 
