@@ -140,7 +140,7 @@ background "$own_planes" cargo test --locked --test it -- "$own_planes::"
 chaos_pid=$job
 rc=0
 cargo test --locked --no-fail-fast -p hap-core --lib || rc=$?
-cargo test --locked --no-fail-fast --lib --bins --examples --benches || rc=$?
+cargo test --locked --no-fail-fast --workspace --exclude hap-core --lib --bins --examples --benches || rc=$?
 for m in "${modules[@]}"; do
   echo "tests/it: $m"
   cargo test --locked --test it -- "$m::" || rc=$?

@@ -1,4 +1,4 @@
-//! The exact API calls of claim reconciles, against a scripted API server (`k8s::mock`): a new
+//! The exact API calls of claim reconciles, against a scripted API server (`hap_testkit`): a new
 //! claim bound, a lost compare-and-swap, a reuse of a binding another claim claimed, a
 //! multi-account fill, a stray binding given back, a claim write given back because another
 //! binding of its credential is another tenant's, an adoption and its refusals, and a claim
@@ -12,8 +12,8 @@ use serde_json::json;
 use super::fixtures::*;
 use crate::api::conditions::{reasons, types};
 use crate::api::{TenantPolicy, TenantRule};
-use crate::k8s::mock::Call;
 use crate::labels::CLAIMED_BY;
+use hap_testkit::Call;
 
 /// What the status of a claim Bound to `binding` says, in the fields a reader relies on.
 fn bound_status(binding: &str, decision: &str) -> serde_json::Value {

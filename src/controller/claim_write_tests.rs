@@ -1,5 +1,5 @@
 //! The exact API calls that settle a claim write recorded in a claim's status
-//! (`controller::claim_write`), against a scripted API server (`k8s::mock`): a write that could
+//! (`controller::claim_write`), against a scripted API server (`hap_testkit`): a write that could
 //! still land is fenced before the claim goes or writes another binding; one that landed is
 //! released as the claim's; one that can no longer land lets the claim go at once.
 
@@ -9,8 +9,8 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::fixtures::*;
-use crate::k8s::mock::Call;
 use crate::labels::CLAIMED_BY;
+use hap_testkit::Call;
 
 /// A claim being deleted whose status records a claim write of b1 at 5 that no status named:
 /// a leader decided it, recorded it, and paused with the write in flight.

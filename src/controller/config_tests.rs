@@ -1,4 +1,4 @@
-//! The exact API calls of the HapConfig reconcile, against a scripted API server (`k8s::mock`):
+//! The exact API calls of the HapConfig reconcile, against a scripted API server (`hap_testkit`):
 //! the first pass records the generation in force and applies the status once; a pass that
 //! finds nothing changed writes nothing.
 
@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::fixtures::*;
 use crate::api::HapConfigStatus;
-use crate::k8s::mock::Call;
+use hap_testkit::Call;
 
 /// The record of the generation in force, for a restart while a later one is invalid.
 const RECORD: &str = "/api/v1/namespaces/default/configmaps/hap-last-known-good.hap";

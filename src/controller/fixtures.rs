@@ -1,5 +1,5 @@
 //! Fixtures of the reconcile tests (tests only): claims, bindings and a HapConfig as builders, a
-//! `Context` over one scripted cluster (`k8s::mock`, the operator's cluster and the garden in
+//! `Context` over one scripted cluster (`hap_testkit`, the operator's cluster and the garden in
 //! one) whose index holds them, and the calls a reconcile makes, each as one scripted `Call`.
 
 use std::collections::BTreeMap;
@@ -21,7 +21,6 @@ use crate::k8s::caches::{Feed, listed_without_watch};
 use crate::k8s::claim_store::ClaimWriter;
 use crate::k8s::last_good::LastGoodApi;
 use crate::k8s::lean::StoredClaim;
-use crate::k8s::mock::{self, Call, Listed, Script};
 use crate::k8s::namespaces::NamespaceReader;
 use crate::k8s::{BindingTarget, Caches, ChangeFeed, Cluster, Retargetable, Writer};
 use crate::labels::{CLAIMED_BY, PoolKey};
@@ -30,6 +29,7 @@ use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::pools::{BindingView, claim_view};
 use crate::status::{BoundTo, ClaimOutcome, desired_claim_status};
+use hap_testkit::{Call, Listed, Script};
 
 pub const CONFIG: &str = "hap";
 pub const GARDEN: &str = "garden";
@@ -205,7 +205,7 @@ impl Harness {
 
     /// A leader's context whose caches are not pointed at the config yet.
     fn build(cfg: HapConfig, claims: &[&AccountClaim], bindings: BindingStart) -> Self {
-        let (cluster, api) = mock::cluster();
+        let (cluster, api) = crate::k8s::scripted();
         let args = RunArgs::for_config(CONFIG);
         let feed = ChangeFeed::default();
         let ledger = Arc::new(Mutex::new(Ledger::default()));

@@ -1,14 +1,14 @@
 //! The exact API calls of a deleting claim's release, against a scripted API server
-//! (`k8s::mock`): clean when the claim alone held the binding and no cluster used it, dirty
+//! (`hap_testkit`): clean when the claim alone held the binding and no cluster used it, dirty
 //! otherwise, and the finalizer removed last.
 
 use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::fixtures::*;
-use crate::k8s::mock::Call;
 use crate::labels::CLAIMED_BY;
 use crate::pools::lifecycle::{RELEASED_AT, RELEASED_BY};
+use hap_testkit::Call;
 
 /// The live read of Runtime `kcp-system/<name>`, answered "not found": it never existed.
 fn runtime_gone(name: &str) -> Call {

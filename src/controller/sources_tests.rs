@@ -1,4 +1,4 @@
-//! The exact API calls of a request-source pass, against a scripted API server (`k8s::mock`):
+//! The exact API calls of a request-source pass, against a scripted API server (`hap_testkit`):
 //! the watch of the source's objects (its list, then a watch that stays open), and the claim it
 //! creates for a Runtime created with a binding, with the source's labels — no webhook involved —
 //! once the claim list has ended.
@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::fixtures::*;
 use crate::api::{HapConfigSpec, RequestSource};
-use crate::k8s::mock::Call;
 use crate::labels;
+use hap_testkit::Call;
 
 const RUNTIMES: &str = "/apis/infrastructuremanager.kyma-project.io/v1/runtimes";
 

@@ -737,7 +737,7 @@ where
 }
 
 /// A watch start for the reconcile unit tests: the target counts as listed at once and nothing
-/// is requested; the test puts the inventory into the ledger itself (`k8s::mock` answers only
+/// is requested; the test puts the inventory into the ledger itself (`hap_testkit` answers only
 /// the reconcile's own calls).
 #[cfg(test)]
 pub fn listed_without_watch<T>(

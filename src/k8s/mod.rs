@@ -13,8 +13,6 @@ pub mod last_good;
 pub mod lean;
 pub mod lease;
 pub mod live;
-#[cfg(test)]
-pub mod mock;
 pub mod namespaces;
 pub mod observe;
 pub mod params;
@@ -201,6 +199,14 @@ fn unreadable_reference(message: &str) -> Option<String> {
         other => return Some(format!("the {other} it references")),
     };
     Some(resource.to_string())
+}
+
+/// A cluster whose every request is checked against a script (`hap_testkit`): the reconcile
+/// unit tests' API server.
+#[cfg(test)]
+pub fn scripted() -> (Cluster, hap_testkit::Script) {
+    let (client, script) = hap_testkit::client();
+    (Cluster::from(client), script)
 }
 
 #[cfg(test)]

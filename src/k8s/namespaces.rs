@@ -73,13 +73,13 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::k8s::mock::{self, Call};
+    use hap_testkit::Call;
 
     /// A Namespace read the API server never answers ends at the call's deadline, unreadable:
     /// the admission call's whole answer is bounded by the decision timeout.
     #[tokio::test(start_paused = true)]
     async fn a_namespace_read_ends_at_the_calls_deadline() {
-        let (cluster, script) = mock::cluster();
+        let (cluster, script) = crate::k8s::scripted();
         script.expect([Call::get("/api/v1/namespaces/kcp").hang()]);
         let reader = NamespaceReader::new(&cluster);
         let by = tokio::time::Instant::now() + Duration::from_secs(3);

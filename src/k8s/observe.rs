@@ -133,7 +133,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::k8s::mock::{self, Call};
+    use hap_testkit::Call;
 
     fn shoot(name: &str) -> serde_json::Value {
         json!({"apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
@@ -145,7 +145,7 @@ mod tests {
     /// is asked for (one unpaginated LIST before: every Shoot held whole at once).
     #[tokio::test]
     async fn requests_are_listed_in_pages() {
-        let (cluster, api) = mock::cluster();
+        let (cluster, api) = crate::k8s::scripted();
         let path = "/apis/core.gardener.cloud/v1beta1/namespaces/garden-p/shoots";
         let page = |items: Vec<serde_json::Value>, cont: &str| {
             json!({"apiVersion": "v1", "kind": "List", "items": items,

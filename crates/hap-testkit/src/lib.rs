@@ -1,4 +1,4 @@
-//! A scripted API server for the reconcile unit tests (tests only): a kube client whose service
+//! hap-testkit: a scripted API server for reconcile unit tests, a kube client whose service
 //! takes each request in turn from a script, checks its method, path, query and body against the
 //! next scripted call, and answers it. A request that matches no call, or one left unmade, fails
 //! the test in [`Script::done`]. One request sequence per test, as in kube-rs/controller-rs;
@@ -16,8 +16,6 @@ use kube::client::Body;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-
-use super::Cluster;
 
 /// What a scripted call checks in a request's body.
 #[derive(Clone)]
@@ -141,11 +139,11 @@ struct State {
 #[derive(Clone, Default)]
 pub struct Script(Arc<Mutex<State>>);
 
-/// A cluster whose every request is checked against `script`.
-pub fn cluster() -> (Cluster, Script) {
+/// A client whose every request is checked against `script`.
+pub fn client() -> (kube::Client, Script) {
     let script = Script::default();
     let client = kube::Client::new(Service(script.clone()), "default");
-    (Cluster::from(client), script)
+    (client, script)
 }
 
 impl Script {
@@ -429,12 +427,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_off_the_script_fails_the_test() {
-        let (cluster, script) = cluster();
+        let (client, script) = client();
         script.expect([Call::get("/api/v1/namespaces/x")]);
         let request = http::Request::get("/api/v1/namespaces/y")
             .body(Vec::new())
             .expect("request");
-        let _ = cluster.kube().request_text(request).await;
+        let _ = client.request_text(request).await;
         let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| script.done()));
         assert!(failed.is_err(), "a wrong path passed");
         // A scripted call never made fails too.
@@ -444,14 +442,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_standing_call_is_answered_every_time_outside_the_sequence() {
-        let (cluster, script) = cluster();
+        let (client, script) = client();
         script.always(Call::get("/api/v1/namespaces/w").fail(403, "Forbidden"));
         script.expect([Call::get("/api/v1/namespaces/x")]);
         let get = |ns: &str| {
             let request = http::Request::get(format!("/api/v1/namespaces/{ns}"))
                 .body(Vec::new())
                 .expect("request");
-            cluster.kube().request_text(request)
+            client.request_text(request)
         };
         assert!(get("w").await.is_err(), "the standing answer");
         assert!(get("x").await.is_ok(), "the sequence is untouched");
