@@ -423,6 +423,8 @@ impl Write<'_> {
         let (name, binding) = match self {
             Write::New((c, b, rv)) => {
                 let made = add_finalizer(claims, c).await;
+                // As the operator: the claim write is recorded in the claim's status first.
+                let made = apply_record(claims, &made, b, rv, garden).await;
                 let labels =
                     json!({"tenantName": made.spec.global_account, CLAIMED_BY: made.uid()});
                 let patch = cas(rv, labels, json!({}));
@@ -486,6 +488,31 @@ async fn remove_finalizer(claims: &Api<AccountClaim>, name: &str) {
         Err(kube::Error::Api(e)) if e.code == 404 => {}
         Err(e) => panic!("remove finalizer from {name}: {e}"),
     }
+}
+
+/// The record of a claim write (`status.claimWrite`), conditioned on the claim's version; the
+/// claim at the version it left.
+async fn apply_record(
+    claims: &Api<AccountClaim>,
+    claim: &AccountClaim,
+    binding: &str,
+    rv: &str,
+    garden: &str,
+) -> AccountClaim {
+    let record = json!({"binding": binding, "resourceVersion": rv, "namespace": garden,
+        "kind": "CredentialsBinding"});
+    claims
+        .patch_status(
+            &claim.name_any(),
+            &PatchParams::apply(hap_operator::api::FIELD_MANAGER).force(),
+            &Patch::Apply(
+                json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim",
+                "metadata": {"resourceVersion": claim.resource_version()},
+                "status": {"claimWrite": record}}),
+            ),
+        )
+        .await
+        .expect("record the claim write")
 }
 
 async fn apply_bound(
