@@ -240,6 +240,10 @@ fn operator_args(config: &str, claims_ns: &str) -> Vec<String> {
         config,
         "--claim-namespace",
         claims_ns,
+        // The last-known-good record goes there too: the default (hap-system) does not exist
+        // here, and each config reconcile then tried (and failed) to write it.
+        "--lease-namespace",
+        claims_ns,
         "--mark-ignored-configs=false",
         "--leader-elect=false",
         "--log-format",
