@@ -235,7 +235,7 @@ async fn settle_waited_for(
     };
     match super::claim_write::settle_for(claim, ctx, pool).await? {
         Settled::Go => Ok(None),
-        Settled::Wait(action) => Ok(Some(action)),
+        Settled::Wait(after) => Ok(Some(Action::requeue(after))),
         Settled::Refused { cause, retry_at } => {
             let matched = matched.clone();
             forbidden(claim, ctx, cause, matched, retry_at)
@@ -284,7 +284,7 @@ async fn claim_free(
             Err(Settled::Refused { cause, retry_at }) => {
                 return forbidden(claim, ctx, cause, waits_in, retry_at).await;
             }
-            Err(Settled::Wait(action)) => return Ok(action),
+            Err(Settled::Wait(after)) => return Ok(Action::requeue(after)),
             // Not handed back by `record`; were it, nothing is sent unrecorded.
             Err(Settled::Go) => return Ok(Action::requeue(Duration::from_millis(300))),
         },

@@ -2,14 +2,14 @@
 //! for, when it asks — the claim's own fields, the config resolver, the caches' state, the
 //! recorded binding, the namespace's labels (the tenant check), and the ledger (the adoption and
 //! the selection under its lock, where the choice is recorded for the siblings decided next).
-//! No API write.
+//! No API write, and no pointing of the caches: a read only reads.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
 
-use super::{Context, decidable, point_caches};
+use super::{Context, decidable};
 use crate::api::{AccountClaim, CLAIM_FINALIZER};
 use crate::claim_state::{is_denied, recorded_binding};
 use crate::decision::{
@@ -93,7 +93,7 @@ fn stale_copy(claim: &AccountClaim, ctx: &Context) -> Option<Stale> {
     None
 }
 
-fn in_force(ctx: &Context) -> InForce<Arc<ActiveConfig>> {
+pub(super) fn in_force(ctx: &Context) -> InForce<Arc<ActiveConfig>> {
     let name = ctx.resolver.name().to_string();
     match ctx.resolver.resolve() {
         ConfigState::Active { active, hold, .. } => InForce::Active {
@@ -115,32 +115,29 @@ fn in_force(ctx: &Context) -> InForce<Arc<ActiveConfig>> {
     }
 }
 
-/// Points the caches at the config in force, then whether they listed; if not, why (empty
-/// within the grace period, unless a watch reported an error).
+/// Whether the caches listed the config in force's targets; if not, why (empty within the grace
+/// period, unless a watch reported an error). Caches not yet pointed at a new config count as
+/// listing: the background task points them.
 fn inventory(ctx: &Context, active: &ActiveConfig) -> Inventory {
-    point_caches(ctx);
     if decidable(ctx) {
         return Inventory::Decidable;
     }
-    let target = active.binding_target();
+    let (target, other) = (active.binding_target(), active.other_binding_target());
     let caches = [
         (
-            &ctx.caches.bindings.is_ready(),
+            &ctx.caches.bindings.listed(&target),
             ctx.caches.bindings.error(),
             ctx.caches.bindings.started(),
             format!("{} in namespace {}", target.kind.gvk().3, target.namespace),
         ),
         (
-            &ctx.caches.others.is_ready(),
+            &ctx.caches.others.listed(&other),
             ctx.caches.others.error(),
             ctx.caches.others.started(),
-            {
-                let other = active.other_binding_target();
-                format!("{} in namespace {}", other.kind.gvk().3, other.namespace)
-            },
+            format!("{} in namespace {}", other.kind.gvk().3, other.namespace),
         ),
         (
-            &ctx.caches.shoots.is_ready(),
+            &ctx.caches.shoots.listed(&active.shoot_namespace()),
             ctx.caches.shoots.error(),
             ctx.caches.shoots.started(),
             format!("shoots in namespace {}", active.shoot_namespace()),

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::fixtures::*;
 use crate::api::conditions::{reasons, types};
-use crate::api::{TenantPolicy, TenantRule};
+use crate::api::{HapConfigSpec, TenantPolicy, TenantRule};
 use crate::labels::CLAIMED_BY;
 use hap_testkit::Call;
 
@@ -886,4 +886,49 @@ async fn a_sibling_reuse_right_after_a_record_decides_on_the_version_the_record_
         event(TENANTS, "third", "Normal", "Reused"),
     ]);
     h.reconcile(&third).await.expect("bound by reuse");
+}
+
+/// The config moved its bindings to another namespace, and the caches are not pointed at it yet
+/// (that happens where the configs move, in the background task and the config reconcile). A
+/// claim is not decided on the old namespace's bindings meanwhile, and its reads move no watch:
+/// it waits, writing nothing, for the caches to list the new target. A deleted claim's release
+/// waits the same way.
+#[tokio::test]
+async fn after_the_config_moved_a_claim_waits_for_the_caches_and_its_reads_move_no_watch() {
+    let c = finalized(claim("c1"));
+    let mut h = Harness::new(hap_config(aws_spec()), &[&c], &[binding("b1", "5", &[])]);
+    let before = h.ctx.caches.bindings.target();
+    let mut moved = hap_config(HapConfigSpec {
+        binding_namespace: "garden-elsewhere".into(),
+        ..aws_spec()
+    });
+    moved.metadata.generation = Some(2);
+    moved.metadata.resource_version = Some("101".into());
+    h.observe_config(moved);
+
+    let action = h.reconcile(&c).await.expect("waits");
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_millis(500)),
+        "it waits for the listing"
+    );
+    assert_eq!(
+        h.ctx.caches.bindings.target(),
+        before,
+        "a claim's reads moved no watch"
+    );
+
+    let gone = deleting(bound(c, "b1"));
+    h.observe(&gone);
+    let action = h.reconcile(&gone).await.expect("waits");
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(1)),
+        "the release waits too"
+    );
+    assert_eq!(
+        h.ctx.caches.bindings.target(),
+        before,
+        "a release's reads moved no watch"
+    );
 }

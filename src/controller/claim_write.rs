@@ -10,8 +10,6 @@
 
 use std::time::{Duration, Instant};
 
-use kube::runtime::controller::Action;
-
 use super::Context;
 use super::claim_key;
 use super::outcome::{ClaimError, apply_status, k8s};
@@ -36,7 +34,7 @@ pub(super) enum Settled {
     Go,
     /// Look again then (a fence was sent, the index is to show a landed write, or writes are
     /// held while it could still land).
-    Wait(Action),
+    Wait(Duration),
     /// The garden refuses the fence: the claim waits and says why.
     Refused { cause: String, retry_at: Instant },
 }
@@ -152,7 +150,7 @@ async fn settle_write(
     let now = live
         .as_ref()
         .map(|(rv, labels)| (rv.as_str(), labels.get(CLAIMED_BY).map(String::as_str)));
-    let wait = |d| Settled::Wait(Action::requeue(d));
+    let wait = Settled::Wait;
     match claim_write_now(w, uid, now) {
         ClaimWriteNow::Void => Ok(Settled::Go),
         ClaimWriteNow::Landed => Ok(wait(LOOK_AGAIN)),
@@ -200,7 +198,7 @@ async fn fence(
     );
     match fenced {
         // A conflict: the binding moved meanwhile; the next look judges it again.
-        Ok(_) | Err(K8sError::Conflict { .. }) => Ok(Settled::Wait(Action::requeue(LOOK_AGAIN))),
+        Ok(_) | Err(K8sError::Conflict { .. }) => Ok(Settled::Wait(LOOK_AGAIN)),
         Err(K8sError::Forbidden { message, .. }) => {
             let what = "fence a claim write on";
             let retry_at =

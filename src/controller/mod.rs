@@ -58,7 +58,7 @@ pub use args::{LogFormat, RunArgs};
 
 use crate::api::HapConfig;
 use crate::http::Health;
-use crate::k8s::active::{ConfigResolver, ConfigState};
+use crate::k8s::active::{ActiveConfig, ConfigResolver, ConfigState};
 use crate::k8s::caches::{
     SharedLedger, lock, relist_pages, store_ready, watch_bindings, watch_other_bindings,
     watch_shoots,
@@ -642,7 +642,8 @@ fn relay<T: Send + 'static>(
 }
 
 /// Points the binding and Shoot watches (and the index's keys and namespace) at the config in
-/// force. Called whenever the configs move, by every replica, and by the reconciles.
+/// force. Called where the configs move: by every replica's background task (on each change of
+/// the caches, and twice a second) and by the config reconcile; never by a claim's reads.
 pub(crate) fn point_caches(ctx: &Context) {
     let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
         return;
@@ -672,17 +673,32 @@ pub(crate) fn point_caches(ctx: &Context) {
         .retarget(&active.shoot_namespace(), |l| l.inventory.clear_shoots());
 }
 
-/// Whether every cache a decision needs has listed once.
+/// Whether every cache a decision needs has listed once: with a config in force, the targets
+/// it names, into an index keyed by its labels. Pointing them is not a reader's job
+/// (`point_caches`, where the configs move): until then, a decision waits.
 pub(crate) fn caches_ready(ctx: &Context) -> bool {
     let base = store_ready(&ctx.caches.configs) && ctx.claims_synced.load(Ordering::SeqCst);
     match ctx.resolver.resolve() {
-        ConfigState::Active { .. } => {
-            base && ctx.caches.bindings.is_ready()
-                && ctx.caches.others.is_ready()
-                && ctx.caches.shoots.is_ready()
-        }
+        ConfigState::Active { active, .. } => base && pointed_at(ctx, &active),
         _ => base,
     }
+}
+
+/// Whether the index is keyed and the caches listed for `active` (takes the ledger's lock).
+fn pointed_at(ctx: &Context, active: &ActiveConfig) -> bool {
+    let keyed = {
+        let l = ctx.ledger();
+        l.inventory.keys() == active.rules.label_keys()
+            && l.inventory.namespace() == Some(active.spec.binding_namespace.as_str())
+    };
+    keyed && listed_for(ctx, active)
+}
+
+/// Whether the binding and Shoot caches listed `active`'s targets (no ledger lock).
+fn listed_for(ctx: &Context, active: &ActiveConfig) -> bool {
+    ctx.caches.bindings.listed(&active.binding_target())
+        && ctx.caches.others.listed(&active.other_binding_target())
+        && ctx.caches.shoots.listed(&active.shoot_namespace())
 }
 
 /// Whether a decision may be taken now: every cache listed, and after a takeover the re-read of
@@ -705,9 +721,7 @@ pub(crate) fn can_judge(ctx: &Context) -> bool {
     store_ready(&ctx.caches.configs)
         && ctx.claims_synced.load(Ordering::SeqCst)
         && ctx.took_over.load(Ordering::SeqCst)
-        && ctx.caches.bindings.listed(&active.binding_target())
-        && ctx.caches.others.listed(&active.other_binding_target())
-        && ctx.caches.shoots.listed(&active.shoot_namespace())
+        && listed_for(ctx, &active)
 }
 
 /// The claim store's question whether the index can judge (`can_judge`), for `ctx`; a weak

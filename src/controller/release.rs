@@ -9,6 +9,7 @@
 //! account claimed but not dirty, and the tenant's next claim would reuse an account nobody
 //! cleaned.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::runtime::controller::Action;
@@ -16,14 +17,15 @@ use kube::{Resource, ResourceExt};
 
 use super::claim_write::Settled;
 use super::outcome::{ClaimError, count, k8s, outcome, refused, write_outcome};
-use super::{Context, decidable, point_caches};
+use super::{Context, decidable};
 use crate::api::conditions::reasons;
 use crate::api::{AccountClaim, CLAIM_FINALIZER, ReleaseMode, SourceKind};
 use crate::claim_state::SourceRef;
+use crate::decision::release::{
+    Before, Judged, Next, Read, Record, ReleaseDecision, ReleaseFacts, next,
+};
 use crate::k8s::K8sError;
 use crate::k8s::active::ActiveConfig;
-use crate::k8s::active::ConfigState;
-use crate::k8s::active::Hold;
 use crate::k8s::caches::BindingTarget;
 use crate::k8s::sources::SourceWrites;
 use crate::labels::CLAIMED_BY;
@@ -50,134 +52,152 @@ pub(super) async fn release(
     ctx: &Context,
     key: &str,
 ) -> Result<Action, ClaimError> {
-    if !claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER) {
-        return Ok(Action::await_change());
-    }
-    let (active, hold) = match ctx.resolver.resolve() {
-        ConfigState::Active { active, hold, .. } => (active, hold),
-        ConfigState::Missing => return config_wait(claim, ctx, key, reasons::CONFIG_MISSING).await,
-        ConfigState::Invalid { .. } => {
-            return config_wait(claim, ctx, key, reasons::CONFIG_INVALID).await;
-        }
-    };
-    point_caches(ctx);
-    if !decidable(ctx) {
-        tracing::debug!("release waits for a current inventory");
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    }
     let view = claim_view(claim);
-    if hold.writes() && holds_binding(ctx, &view) {
-        return paused(claim, ctx, hold.observing).await;
-    }
-    // Before the claim goes, or a stray of it would be an ordinary binding of the tenant: the
-    // release waits until every stray went back. Nothing is written on bindings while paused
-    // or observing.
-    if !hold.writes() && !super::strays::give_back(claim, ctx, &active, &view).await {
-        return Ok(Action::requeue(Duration::from_secs(1)));
-    }
-    if let Some(action) = settle_record(claim, ctx, (&active, hold)).await? {
-        return Ok(action);
-    }
-    // A trial the tenant's Shoot proved ends before the binding goes back: else it would come
-    // back on trial. The release then waits for the index to hold the new version.
-    if !active.spec.holds_binding_writes()
-        && super::quarantine::graduate(claim, ctx, &active, &view).await
-    {
-        return Ok(Action::requeue(Duration::from_millis(300)));
-    }
-    let mode = active
-        .spec
-        .release
-        .as_ref()
-        .map(|r| r.mode)
-        .unwrap_or(ReleaseMode::MarkDirty);
-    match decide_with_read(claim, ctx, key, &view, mode).await? {
-        Decided::Paused(paused) => {
-            return release_blocked(claim, ctx, paused.message, paused.retry_at).await;
-        }
-        Decided::NoVersion => {
-            tracing::debug!("release waits for the binding's version in the index");
-            return Ok(Action::requeue(Duration::from_millis(300)));
-        }
-        Decided::Go(release) => {
-            if let Some(action) = act(claim, ctx, &active, &view, key, release).await? {
-                return Ok(action);
-            }
-        }
-    }
-    ctx.writer
-        .remove_claim_finalizer(claim)
-        .await
-        .map_err(k8s(key, "removing the finalizer"))?;
-    ctx.ledger()
-        .inflight
-        .forget_claim(&view.uid, Instant::now());
-    Ok(Action::await_change())
-}
-
-/// A claim write recorded in the status and perhaps still in flight (a previous leader's) must
-/// have landed or be unable to before the claim goes: else it could label the account for a
-/// claim that no longer exists. `None` to go on.
-async fn settle_record(
-    claim: &AccountClaim,
-    ctx: &Context,
-    (active, hold): (&ActiveConfig, Hold),
-) -> Result<Option<Action>, ClaimError> {
-    match super::claim_write::settle(claim, ctx, active, !hold.writes()).await? {
-        Settled::Go => Ok(None),
-        // Landed, or may land and only a fence (a write) settles it: the release waits, saying so.
-        Settled::Wait(_) if hold.writes() => paused(claim, ctx, hold.observing).await.map(Some),
-        Settled::Wait(action) => Ok(Some(action)),
-        Settled::Refused { cause, retry_at } => {
-            release_blocked(claim, ctx, cause, retry_at).await.map(Some)
+    let finalized = claim.finalizers().iter().any(|f| f == CLAIM_FINALIZER);
+    let mut facts = ReleaseFacts::new(finalized);
+    // Each pass gets one fact `next` has not seen (the release read twice at most, around a
+    // source read), so this ends after a dozen steps at most.
+    loop {
+        match next(&facts) {
+            Next::Read(read) => read_fact(&mut facts, read, claim, ctx, key, &view).await?,
+            Next::Do(step) => before(&mut facts, step, claim, ctx, &view).await?,
+            Next::Decided(decision) => return carry_out(claim, ctx, key, &view, decision).await,
         }
     }
 }
 
-/// Decides; for a source claim whose release is due, reads its object live and decides again
-/// on that read (the read is made only then, not on every look).
-async fn decide_with_read(
+/// Reads the fact the decision asks for. No API write: the release read records the write it
+/// decides as started in the ledger, under its lock, as a selection does.
+async fn read_fact(
+    facts: &mut ReleaseFacts<Arc<ActiveConfig>>,
+    read: Read<Arc<ActiveConfig>>,
     claim: &AccountClaim,
     ctx: &Context,
     key: &str,
     view: &ClaimView,
-    mode: ReleaseMode,
-) -> Result<Decided, ClaimError> {
-    let source = claim
+) -> Result<(), ClaimError> {
+    match read {
+        Read::Config => facts.config = Some(super::claim_facts::in_force(ctx)),
+        Read::Inventory { .. } => facts.decidable = Some(decidable(ctx)),
+        Read::HoldsBinding => facts.holds_binding = Some(holds_binding(ctx, view)),
+        Read::Release { config, source } => {
+            let mode = config.spec.release.as_ref().map(|r| r.mode);
+            let origin = origin(claim, source);
+            facts.judged = Some(judge(
+                ctx,
+                view,
+                mode.unwrap_or(ReleaseMode::MarkDirty),
+                origin,
+            ));
+        }
+        Read::Source => {
+            let source = claim
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(SourceRef::from_labels);
+            let presence = match &source {
+                Some(s) => object_now(claim, ctx, key, s).await?,
+                // Only a source claim's decision asks for it.
+                None => Presence::Gone,
+            };
+            facts.read_source(presence);
+        }
+    }
+    Ok(())
+}
+
+/// Does a write the release needs done before the binding is decided on; its outcome is the
+/// fact.
+async fn before(
+    facts: &mut ReleaseFacts<Arc<ActiveConfig>>,
+    step: Before<Arc<ActiveConfig>>,
+    claim: &AccountClaim,
+    ctx: &Context,
+    view: &ClaimView,
+) -> Result<(), ClaimError> {
+    match step {
+        Before::GiveStraysBack { config } => {
+            let back = super::strays::give_back(claim, ctx, &config, view).await;
+            facts.strays_back = Some(back);
+        }
+        Before::SettleRecord { config, may_write } => {
+            let settled = super::claim_write::settle(claim, ctx, &config, may_write).await?;
+            facts.record = Some(match settled {
+                Settled::Go => Record::Settled,
+                Settled::Wait(after) => Record::MayLand { after },
+                Settled::Refused { cause, retry_at } => Record::Refused { cause, retry_at },
+            });
+        }
+        Before::EndTrial { config } => {
+            let ended = super::quarantine::graduate(claim, ctx, &config, view).await;
+            facts.trial_ended = Some(ended);
+        }
+    }
+    Ok(())
+}
+
+/// Who asked for the claim, with the live read of a source claim's object as made so far.
+fn origin(claim: &AccountClaim, now: Presence) -> Origin {
+    match claim
         .metadata
         .labels
         .as_ref()
-        .and_then(SourceRef::from_labels);
-    let origin = match &source {
+        .and_then(SourceRef::from_labels)
+    {
         None => Origin::User,
         Some(s) => Origin::Source {
             existed: s.uid.is_some(),
-            now: Presence::Unread,
+            now,
         },
-    };
-    let decision = decide(ctx, view, mode, origin);
-    if let (Decided::Go(Release::ReadSource { .. }), Some(s), Origin::Source { existed, .. }) =
-        (&decision, &source, origin)
-    {
-        let now = object_now(claim, ctx, key, s).await?;
-        return Ok(decide(ctx, view, mode, Origin::Source { existed, now }));
     }
-    Ok(decision)
 }
 
-/// A decision, and whether it can be written now.
-enum Decided {
-    /// As decided; a release write is recorded as started.
-    Go(Release),
-    /// The garden refused the last write of the binding: writes of it pause.
-    Paused(super::denials::Paused),
-    /// The index has no resourceVersion of the binding to condition the write on.
-    NoVersion,
+/// Carries out the decision: the only place a release writes after its `Before` steps.
+async fn carry_out(
+    claim: &AccountClaim,
+    ctx: &Context,
+    key: &str,
+    view: &ClaimView,
+    decision: ReleaseDecision<Arc<ActiveConfig>>,
+) -> Result<Action, ClaimError> {
+    match decision {
+        ReleaseDecision::Done => Ok(Action::await_change()),
+        ReleaseDecision::ConfigWait { invalid } => {
+            let reason = if invalid {
+                reasons::CONFIG_INVALID
+            } else {
+                reasons::CONFIG_MISSING
+            };
+            config_wait(claim, ctx, key, reason).await
+        }
+        ReleaseDecision::Held { observing } => paused(claim, ctx, observing).await,
+        ReleaseDecision::Refused { cause, retry_at } => {
+            release_blocked(claim, ctx, cause, retry_at).await
+        }
+        ReleaseDecision::Wait(why) => {
+            tracing::debug!(?why, "release waits");
+            Ok(Action::requeue(why.after()))
+        }
+        ReleaseDecision::Carry { config, release } => {
+            if let Some(action) = act(claim, ctx, &config, view, key, release).await? {
+                return Ok(action);
+            }
+            ctx.writer
+                .remove_claim_finalizer(claim)
+                .await
+                .map_err(k8s(key, "removing the finalizer"))?;
+            ctx.ledger()
+                .inflight
+                .forget_claim(&view.uid, Instant::now());
+            Ok(Action::await_change())
+        }
+    }
 }
 
-/// Decides, and records a release write as started under the same lock: a sibling decided right
-/// after sees it although nothing was sent yet.
-fn decide(ctx: &Context, view: &ClaimView, mode: ReleaseMode, origin: Origin) -> Decided {
+/// Decides on the index, and records a release write as started under the same lock: a
+/// sibling decided right after sees it although nothing was sent yet.
+fn judge(ctx: &Context, view: &ClaimView, mode: ReleaseMode, origin: Origin) -> Judged {
     let now = Instant::now();
     let mut guard = ctx.ledger();
     let l = &mut *guard;
@@ -191,20 +211,23 @@ fn decide(ctx: &Context, view: &ClaimView, mode: ReleaseMode, origin: Origin) ->
         expected_resource_version,
     }) = &decision
     else {
-        return Decided::Go(decision);
+        return Judged::Go(decision);
     };
     let Some(rv) = expected_resource_version else {
-        return Decided::NoVersion;
+        return Judged::NoVersion;
     };
     if let Some(paused) = ctx.denials.paused(binding, now) {
-        return Decided::Paused(paused);
+        return Judged::Refused {
+            cause: paused.message,
+            retry_at: paused.retry_at,
+        };
     }
     l.inflight.release_started(binding, Some(rv.clone()), now);
-    Decided::Go(decision)
+    Judged::Go(decision)
 }
 
-/// Carries out a decision. `Some`: what to do next, the finalizer stays; `None`: the binding is
-/// settled, the finalizer can go.
+/// Carries out a release decision on the index. `Some`: what to do next, the finalizer stays;
+/// `None`: the binding is settled, the finalizer can go.
 async fn act(
     claim: &AccountClaim,
     ctx: &Context,

@@ -21,6 +21,7 @@ use crate::selection::{BeforeUse, Choice, Placement, describe_pool};
 use crate::sources::adopt::Adoption;
 use crate::status::{BoundTo, PendingReason};
 
+pub mod release;
 #[cfg(test)]
 mod tests;
 
