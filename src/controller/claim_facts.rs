@@ -116,34 +116,29 @@ pub(super) fn in_force(ctx: &Context) -> InForce<Arc<ActiveConfig>> {
 }
 
 /// Whether the caches listed the config in force's targets; if not, why (empty within the grace
-/// period, unless a watch reported an error). Caches not yet pointed at a new config count as
-/// listing: the background task points them.
+/// period, unless a watch reported an error). A cache not yet pointed at the config's target
+/// says nothing: the background task points it, and its old watch's age or error is not the
+/// new target's.
 fn inventory(ctx: &Context, active: &ActiveConfig) -> Inventory {
     if decidable(ctx) {
         return Inventory::Decidable;
     }
-    let (target, other) = (active.binding_target(), active.other_binding_target());
+    let (target, other, shoots) = (
+        active.binding_target(),
+        active.other_binding_target(),
+        active.shoot_namespace(),
+    );
     let caches = [
-        (
-            &ctx.caches.bindings.listed(&target),
-            ctx.caches.bindings.error(),
-            ctx.caches.bindings.started(),
-            format!("{} in namespace {}", target.kind.gvk().3, target.namespace),
-        ),
-        (
-            &ctx.caches.others.listed(&other),
-            ctx.caches.others.error(),
-            ctx.caches.others.started(),
-            format!("{} in namespace {}", other.kind.gvk().3, other.namespace),
-        ),
-        (
-            &ctx.caches.shoots.listed(&active.shoot_namespace()),
-            ctx.caches.shoots.error(),
-            ctx.caches.shoots.started(),
-            format!("shoots in namespace {}", active.shoot_namespace()),
-        ),
+        cache_state(&ctx.caches.bindings, &target, || {
+            format!("{} in namespace {}", target.kind.gvk().3, target.namespace)
+        }),
+        cache_state(&ctx.caches.others, &other, || {
+            format!("{} in namespace {}", other.kind.gvk().3, other.namespace)
+        }),
+        cache_state(&ctx.caches.shoots, &shoots, || {
+            format!("shoots in namespace {shoots}")
+        }),
     ];
-    let waiting = caches.iter().filter(|(ready, ..)| !**ready);
     let mut causes = Vec::new();
     if !ctx.took_over.load(std::sync::atomic::Ordering::SeqCst) {
         let error = ctx
@@ -158,15 +153,51 @@ fn inventory(ctx: &Context, active: &ActiveConfig) -> Inventory {
             ));
         }
     }
-    for (_, error, started, what) in waiting {
-        let late = started.is_none_or(|t| t.elapsed() > SYNC_GRACE);
-        match error {
-            Some(e) => causes.push(format!("cannot list {what}: {}", first_line(e))),
-            None if late => causes.push(format!("{what} not listed yet")),
-            None => {}
+    let now = Instant::now();
+    causes.extend(caches.iter().filter_map(|c| c.cause(now)));
+    Inventory::Unavailable { causes }
+}
+
+/// One watch as the inventory read sees it, for the target the config in force wants.
+struct CacheState {
+    /// The watch runs for that target (else the background task has yet to point it).
+    pointed: bool,
+    listed: bool,
+    error: Option<String>,
+    started: Option<Instant>,
+    what: String,
+}
+
+fn cache_state<T: Clone + PartialEq + std::fmt::Debug + Send + Sync + 'static>(
+    cache: &crate::k8s::Retargetable<T>,
+    wanted: &T,
+    what: impl FnOnce() -> String,
+) -> CacheState {
+    CacheState {
+        pointed: cache.target().as_ref() == Some(wanted),
+        listed: cache.listed(wanted),
+        error: cache.error(),
+        started: cache.started(),
+        what: what(),
+    }
+}
+
+impl CacheState {
+    /// Why this watch keeps decisions waiting, if it is to be said: not while it is listed, not
+    /// pointed yet, or within its grace period without an error.
+    fn cause(&self, now: Instant) -> Option<String> {
+        if self.listed || !self.pointed {
+            return None;
+        }
+        let late = self
+            .started
+            .is_none_or(|t| now.saturating_duration_since(t) > SYNC_GRACE);
+        match &self.error {
+            Some(e) => Some(format!("cannot list {}: {}", self.what, first_line(e))),
+            None if late => Some(format!("{} not listed yet", self.what)),
+            None => None,
         }
     }
-    Inventory::Unavailable { causes }
 }
 
 fn first_line(s: &str) -> &str {
@@ -289,4 +320,49 @@ fn select(
     drop(guard);
     tracing::debug!(rv = ?claim.resource_version(), choice = ?placement.choice, "decided");
     Selection::Placed { placement, before }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::CacheState;
+
+    fn state(pointed: bool, listed: bool, error: Option<&str>, age: Duration) -> CacheState {
+        let now = Instant::now();
+        CacheState {
+            pointed,
+            listed,
+            error: error.map(str::to_string),
+            started: now.checked_sub(age),
+            what: "shoots in namespace garden-new".into(),
+        }
+    }
+
+    /// Right after a config moved the namespace, the watch still runs for the old one, started
+    /// long ago, perhaps with an error of its own: nothing is said of the new target until the
+    /// background task points the watch (a claim waits, writing nothing).
+    #[test]
+    fn a_watch_not_pointed_at_the_configs_target_yet_says_nothing() {
+        let hour = Duration::from_secs(3600);
+        let now = Instant::now();
+        assert_eq!(state(false, false, None, hour).cause(now), None);
+        assert_eq!(state(false, false, Some("403"), hour).cause(now), None);
+        assert_eq!(
+            state(true, false, None, hour).cause(now).as_deref(),
+            Some("shoots in namespace garden-new not listed yet")
+        );
+        assert_eq!(
+            state(true, false, None, Duration::from_secs(1)).cause(now),
+            None,
+            "within the grace period"
+        );
+        assert_eq!(
+            state(true, false, Some("forbidden\nmore"), Duration::ZERO)
+                .cause(now)
+                .as_deref(),
+            Some("cannot list shoots in namespace garden-new: forbidden")
+        );
+        assert_eq!(state(true, true, Some("old"), hour).cause(now), None);
+    }
 }
