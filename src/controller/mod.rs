@@ -60,8 +60,8 @@ use crate::api::HapConfig;
 use crate::http::Health;
 use crate::k8s::active::{ActiveConfig, ConfigResolver, ConfigState};
 use crate::k8s::caches::{
-    SharedLedger, lock, relist_pages, store_ready, watch_bindings, watch_other_bindings,
-    watch_shoots,
+    BindingCache, SharedLedger, ShootCache, lock, relist_pages, store_ready, watch_bindings,
+    watch_other_bindings, watch_shoots,
 };
 use crate::k8s::last_good::{LastGood, LastGoodApi};
 use crate::k8s::lean::StoredClaim;
@@ -510,6 +510,7 @@ fn start_caches(
     );
     let (kick_tx, kick_rx) = futures::channel::mpsc::unbounded();
     let (turn_tx, turn_rx) = futures::channel::mpsc::unbounded();
+    let (bindings, others, shoots) = garden_caches(garden, &ledger, &feed);
     let ctx = Arc::new(Context {
         writer: Writer::new(own.clone(), garden.clone(), Some(args.identity()), fence),
         caches: Caches {
@@ -517,20 +518,9 @@ fn start_caches(
             configs: resolver.store().clone(),
             claims: claim_store,
             claim_writer,
-            // Bindings and Shoots live in the garden, which may be another cluster.
-            bindings: Retargetable::new(
-                garden.clone(),
-                ledger.clone(),
-                feed.clone(),
-                watch_bindings,
-            ),
-            others: Retargetable::new(
-                garden.clone(),
-                ledger.clone(),
-                feed.clone(),
-                watch_other_bindings,
-            ),
-            shoots: Retargetable::new(garden.clone(), ledger.clone(), feed.clone(), watch_shoots),
+            bindings,
+            others,
+            shoots,
         },
         resolver,
         last_good: config::LastGoodWriter::new(last_good, recorded.as_ref()),
@@ -539,14 +529,7 @@ fn start_caches(
         metrics: handle.metrics.clone(),
         health: handle.ready.clone(),
         backoff: Backoff::default(),
-        lanes: lanes::Lanes::with_gauge(
-            args.concurrency,
-            args.source_concurrency,
-            handle.metrics.claim_reconciles_queued.clone(),
-            move |r| {
-                let _ = turn_tx.unbounded_send(r);
-            },
-        ),
+        lanes: claim_lanes(args, handle, turn_tx),
         claim_kick: kick_tx,
         sweep_now: Arc::default(),
         refresh: Mutex::new(config::RefreshClock::default()),
@@ -570,6 +553,37 @@ fn start_caches(
         turns: turn_rx,
     };
     (ctx, streams)
+}
+
+/// The binding and Shoot watches, pointed later (`point_caches`). Bindings and Shoots live in
+/// the garden, which may be another cluster.
+fn garden_caches(
+    garden: &Cluster,
+    ledger: &SharedLedger,
+    feed: &ChangeFeed,
+) -> (BindingCache, BindingCache, ShootCache) {
+    let (g, l, f) = (garden, ledger, feed);
+    (
+        Retargetable::new(g.clone(), l.clone(), f.clone(), watch_bindings),
+        Retargetable::new(g.clone(), l.clone(), f.clone(), watch_other_bindings),
+        Retargetable::new(g.clone(), l.clone(), f.clone(), watch_shoots),
+    )
+}
+
+/// The claim controllers' lanes; a claim whose turn comes is sent on `turns`.
+fn claim_lanes(
+    args: &RunArgs,
+    handle: &Handle,
+    turns: futures::channel::mpsc::UnboundedSender<ClaimRef>,
+) -> lanes::Lanes<ClaimRef> {
+    lanes::Lanes::with_gauge(
+        args.concurrency,
+        args.source_concurrency,
+        handle.metrics.claim_reconciles_queued.clone(),
+        move |r| {
+            let _ = turns.unbounded_send(r);
+        },
+    )
 }
 
 /// The replica's one config in force: one HapConfig watch, started before the webhook serves,
