@@ -94,11 +94,24 @@ fn ms(d: Duration) -> String {
 
 /// Creates `objs` at `rate` per second, each on its own task; returns every admitted CREATE's
 /// latency, the number refused, and which were admitted.
-async fn paced(
-    api: &Api<DynamicObject>,
-    objs: Vec<DynamicObject>,
-    rate: usize,
-) -> (Vec<Duration>, usize, Vec<bool>) {
+/// What one paced phase gave: the admitted CREATEs' times (sorted), the refusals, of which the
+/// webhook did not answer in time (the API server's call to it timed out), and per object
+/// whether it was admitted.
+struct Paced {
+    times: Vec<Duration>,
+    refused: usize,
+    timed_out: usize,
+    admitted: Vec<bool>,
+}
+
+/// A refusal because kube-apiserver's (or gardener-apiserver's) call to the webhook ran past its
+/// `timeoutSeconds`, as opposed to the webhook's own answer (a denial saying why).
+fn timed_out(error: &str) -> bool {
+    let e = error.to_ascii_lowercase();
+    e.contains("failed calling webhook") && (e.contains("deadline") || e.contains("timeout"))
+}
+
+async fn paced(api: &Api<DynamicObject>, objs: Vec<DynamicObject>, rate: usize) -> Paced {
     let every = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
     let start = tokio::time::Instant::now();
     let mut tasks = Vec::new();
@@ -111,24 +124,32 @@ async fn paced(
             (t.elapsed(), r.map_err(|e| e.to_string()))
         }));
     }
-    let mut times = Vec::new();
-    let mut refused = 0;
-    let mut admitted = Vec::new();
+    let mut p = Paced {
+        times: Vec::new(),
+        refused: 0,
+        timed_out: 0,
+        admitted: Vec::new(),
+    };
     for t in tasks {
         let (d, r) = t.await.expect("task");
-        admitted.push(r.is_ok());
+        p.admitted.push(r.is_ok());
         match r {
-            Ok(_) => times.push(d),
+            Ok(_) => p.times.push(d),
             Err(e) => {
-                refused += 1;
-                if refused == 1 {
+                p.refused += 1;
+                if timed_out(&e) {
+                    p.timed_out += 1;
+                    if p.timed_out == 1 {
+                        eprintln!("first time-out: {e}");
+                    }
+                } else if p.refused - p.timed_out == 1 {
                     eprintln!("first refusal: {e}");
                 }
             }
         }
     }
-    times.sort();
-    (times, refused, admitted)
+    p.times.sort();
+    p
 }
 
 /// `k` Shoots dressed as a landscape's on `k/2` bindings, each held by the tenant of its Shoots:
@@ -361,15 +382,15 @@ async fn main() {
         let first: Vec<DynamicObject> = (0..n)
             .map(|i| request(format!("f{rate}-{i:04}"), tenant(i)))
             .collect();
-        let (t1, r1, ok1) = paced(&shoots, first, rate).await;
+        let p1 = paced(&shoots, first, rate).await;
         // Second Shoots of the tenants whose first one was admitted (they hold a binding now).
         let warm: Vec<DynamicObject> = (0..n)
-            .filter(|i| ok1[*i])
+            .filter(|i| p1.admitted[*i])
             .map(|i| request(format!("w{rate}-{i:04}"), tenant(i)))
             .collect();
-        let (t2, r2, _) = paced(&shoots, warm, rate).await;
-        rows.push(("first claim (binding claimed)", rate, t1, r1));
-        rows.push(("warm pool (binding reused)", rate, t2, r2));
+        let p2 = paced(&shoots, warm, rate).await;
+        rows.push(("first claim (binding claimed)", rate, p1));
+        rows.push(("warm pool (binding reused)", rate, p2));
     }
     let rate = rates[0];
     let plain: Vec<DynamicObject> = (0..n)
@@ -384,23 +405,30 @@ async fn main() {
             serde_json::from_value(o).expect("shoot")
         })
         .collect();
-    let (t3, r3, _) = paced(&shoots, plain, rate).await;
-    rows.push(("no decision (webhook not called)", rate, t3, r3));
+    let p3 = paced(&shoots, plain, rate).await;
+    rows.push(("no decision (webhook not called)", rate, p3));
 
     println!();
-    println!("| phase | background Shoots | Shoots | rate | p50 | p99 | max | refused |");
-    println!("|---|---|---|---|---|---|---|---|");
-    for (name, rate, t, r) in &rows {
+    println!(
+        "| phase | background Shoots | sent | admitted | rate | p50 | p99 | max | refused (of which the webhook call timed out) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (name, rate, p) in &rows {
+        let t = &p.times;
         println!(
-            "BENCH-ROW admission | {name} | {k} | {} | {rate}/s | {} | {} | {} | {r} |",
+            "BENCH-ROW admission | {name} | {k} | {} | {} | {rate}/s | {} | {} | {} | {} ({}) |",
+            p.admitted.len(),
             t.len(),
             ms(percentile(t, 0.5)),
             ms(percentile(t, 0.99)),
             ms(t.last().copied().unwrap_or_default()),
+            p.refused,
+            p.timed_out,
         );
     }
     println!(
-        "BENCH-ROW admission | (reference) binding label patch, conditional, sequential | {k} | {} | - | {} | {} | {} | 0 |",
+        "BENCH-ROW admission | (reference) binding label patch, conditional, sequential | {k} | {} | {} | - | {} | {} | {} | 0 (0) |",
+        patches.len(),
         patches.len(),
         ms(percentile(&patches, 0.5)),
         ms(percentile(&patches, 0.99)),
