@@ -27,6 +27,7 @@ ENV CARGO_TERM_COLOR=never \
 # Dependencies first, so that a source change does not refetch them.
 COPY Cargo.toml Cargo.lock ./
 COPY crates/hap-core/Cargo.toml crates/hap-core/Cargo.toml
+COPY crates/hap-testkit/Cargo.toml crates/hap-testkit/Cargo.toml
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo fetch --locked
 COPY benches ./benches

@@ -8,7 +8,9 @@
 //! 1. `first claim`: N tenants' first Shoots — the leader claims a free binding for each (a
 //!    compare-and-swap label write on the binding) before the webhook answers.
 //! 2. `warm pool`: a second Shoot of each tenant — the tenant's binding is reused.
-//! 3. `no decision`: Shoots that name their binding and do not opt in (the webhook is not
+//! 3. `shared pool`: new tenants' Shoots the rules send to the shared pool — a use of a shared
+//!    binding writes nothing on it, so the webhook waits only for the claim's Bound status.
+//! 4. `no decision`: Shoots that name their binding and do not opt in (the webhook is not
 //!    called): what gardener-apiserver takes for the CREATE alone.
 //!
 //! For scale, it also times 10 conditional label patches of a binding (the write that claims
@@ -16,8 +18,8 @@
 //!
 //! At scale: HAP_BENCH_BACKGROUND=K first creates K Shoots dressed as a landscape's (labels, a
 //! status of a few KB; `load/landscape.rs`) on K/2 bindings held by their tenants, so that the
-//! webhook decides against a full cache; HAP_BENCH_RATES=10,50 runs phases 1 and 2 at each rate
-//! (new tenants and reuses apart), with fresh tenants per rate.
+//! webhook decides against a full cache; HAP_BENCH_RATES=10,50 runs phases 1 to 3 at each rate
+//! (new tenants, reuses and the shared pool apart), with fresh tenants per rate.
 //!
 //! Environment: HAP_BENCH_SHOOTS (N), HAP_BENCH_RATE (Shoots per second; HAP_BENCH_RATES, a
 //! comma-separated list, overrides it), HAP_BENCH_BACKGROUND (K), HAP_BENCH_DIR
@@ -41,6 +43,10 @@ use serde_json::{Value, json};
 const PROJECT: &str = "bench";
 const CONFIG: &str = "bench";
 const CLAIMS_NS: &str = "hap-bench";
+/// Requests from this platform region go to the shared pool (rule `aws(PR=…, shared)`).
+const SHARED_REGION: &str = "cf-shared";
+const SHARED_TYPE: &str = "aws_cf-shared";
+const SHARED_BINDINGS: usize = 10;
 
 /// A CA and a serving certificate for 127.0.0.1; returns the CA's PEM.
 fn certificates(dir: &Path) -> String {
@@ -245,6 +251,18 @@ async fn main() {
         )
         .await;
     }
+    // The shared pool: a use of a shared binding writes nothing on it (docs/design-notes.md),
+    // so these are the requests that need no binding write at all.
+    for i in 0..SHARED_BINDINGS {
+        garden::create_binding(
+            &client,
+            &ns,
+            &format!("shared-{i:02}"),
+            "aws",
+            &[("hyperscalerType", SHARED_TYPE), ("shared", "true")],
+        )
+        .await;
+    }
     let source = json!([{"id": "shoots", "kind": "Shoot", "matchLabels": {"accountpool.io/request": "true"}}]);
     let profile = garden::profile(&client, "aws").await;
     background(&client, &ns, k, &profile).await;
@@ -256,7 +274,7 @@ async fn main() {
         t.elapsed()
     );
     let cfg = json!({"apiVersion": "accountpool.io/v1alpha1", "kind": "HapConfig", "metadata": {"name": CONFIG},
-        "spec": {"bindingNamespace": ns, "rules": ["aws"], "requestSources": source}});
+        "spec": {"bindingNamespace": ns, "rules": ["aws", format!("aws(PR={SHARED_REGION}, shared)")], "requestSources": source}});
     Api::<DynamicObject>::all_with(
         client.clone(),
         &kube::core::ApiResource {
@@ -352,7 +370,7 @@ async fn main() {
     patches.sort();
     let shoots: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &ns, &garden::shoot_resource());
-    let request = |name: String, tenant: String| -> DynamicObject {
+    let request = |name: String, tenant: String, shared: bool| -> DynamicObject {
         let mut o: Value = garden::shoot_object(
             &ns,
             &name,
@@ -366,13 +384,16 @@ async fn main() {
             .remove("credentialsBindingName");
         o["metadata"]["labels"] = json!({"accountpool.io/request": "true",
             "accountpool.io/global-account": tenant, "accountpool.io/plan": "aws"});
+        if shared {
+            o["metadata"]["labels"]["accountpool.io/platform-region"] = json!(SHARED_REGION);
+        }
         serde_json::from_value(o).expect("shoot")
     };
     // Warm the connection and the caches with one request before measuring.
     let _ = shoots
         .create(
             &PostParams::default(),
-            &request("warm".into(), "ga-warm".into()),
+            &request("warm".into(), "ga-warm".into(), false),
         )
         .await;
 
@@ -380,17 +401,22 @@ async fn main() {
     for &rate in &rates {
         let tenant = |i: usize| format!("ga-{rate}-{i:04}");
         let first: Vec<DynamicObject> = (0..n)
-            .map(|i| request(format!("f{rate}-{i:04}"), tenant(i)))
+            .map(|i| request(format!("f{rate}-{i:04}"), tenant(i), false))
             .collect();
         let p1 = paced(&shoots, first, rate).await;
         // Second Shoots of the tenants whose first one was admitted (they hold a binding now).
         let warm: Vec<DynamicObject> = (0..n)
             .filter(|i| p1.admitted[*i])
-            .map(|i| request(format!("w{rate}-{i:04}"), tenant(i)))
+            .map(|i| request(format!("w{rate}-{i:04}"), tenant(i), false))
             .collect();
         let p2 = paced(&shoots, warm, rate).await;
+        let shared: Vec<DynamicObject> = (0..n)
+            .map(|i| request(format!("s{rate}-{i:04}"), format!("gs-{rate}-{i:04}"), true))
+            .collect();
+        let p3 = paced(&shoots, shared, rate).await;
         rows.push(("first claim (binding claimed)", rate, p1));
         rows.push(("warm pool (binding reused)", rate, p2));
+        rows.push(("shared pool (no binding write)", rate, p3));
     }
     let rate = rates[0];
     let plain: Vec<DynamicObject> = (0..n)
@@ -405,8 +431,8 @@ async fn main() {
             serde_json::from_value(o).expect("shoot")
         })
         .collect();
-    let p3 = paced(&shoots, plain, rate).await;
-    rows.push(("no decision (webhook not called)", rate, p3));
+    let p4 = paced(&shoots, plain, rate).await;
+    rows.push(("no decision (webhook not called)", rate, p4));
 
     println!();
     println!(
