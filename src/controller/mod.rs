@@ -382,9 +382,10 @@ async fn lead(
         stop: stop.clone(),
         release: lease.release.clone(),
     };
-    // Renewals never wait behind the controllers' writes (`Cluster::priority`).
+    // Renewals never wait behind the controllers' writes, nor for their connections
+    // (`Cluster::lease`).
     let task = tokio::spawn(leader::hold(
-        own.priority(),
+        own.lease(),
         args.clone(),
         fence,
         handle.metrics.clone(),

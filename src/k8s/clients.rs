@@ -36,13 +36,18 @@ pub struct Cluster {
     base: Client,
     /// The budget every handle of the cluster keeps to (`--kube-api-qps`), if any.
     budget: Option<RateLimitLayer>,
+    /// Connections of the Lease's requests alone ([`Cluster::lease`]).
+    lease: Client,
 }
 
 impl Cluster {
     /// The cluster `config` describes, its requests kept to `limits` (shared by every clone).
     fn new(config: Config, limits: ApiLimits) -> Result<Self, kube::Error> {
+        let lease = ClientBuilder::try_from(config.clone())?.build();
         let base = ClientBuilder::try_from(config)?.build();
-        Ok(Self::on(base, limits.bucket().map(RateLimitLayer::new)))
+        let mut cluster = Self::on(base, limits.bucket().map(RateLimitLayer::new));
+        cluster.lease = lease;
+        Ok(cluster)
     }
 
     fn on(base: Client, budget: Option<RateLimitLayer>) -> Self {
@@ -55,6 +60,7 @@ impl Cluster {
         };
         Self {
             client,
+            lease: base.clone(),
             base,
             budget,
         }
@@ -76,6 +82,7 @@ impl Cluster {
             client,
             base: self.base.clone(),
             budget: self.budget.clone(),
+            lease: self.lease.clone(),
         }
     }
 
@@ -89,6 +96,22 @@ impl Cluster {
             client: self.base.clone(),
             base: self.base.clone(),
             budget: None,
+            lease: self.lease.clone(),
+        }
+    }
+
+    /// [`Cluster::priority`] on connections of its own, for the Lease. Over HTTP/1.1 a request
+    /// holds its connection until answered, so on the shared pool a renewal sent while the
+    /// controllers' requests held every open connection (as a backlog's do the moment the lease is
+    /// taken) waited for a new one: a TLS handshake, two more round trips to an API server that
+    /// may answer seconds late, which can outlast the time a renewal may take. Its own connection
+    /// is free whenever a renewal starts, since renewals go one at a time.
+    pub fn lease(&self) -> Cluster {
+        Self {
+            client: self.lease.clone(),
+            base: self.lease.clone(),
+            budget: None,
+            lease: self.lease.clone(),
         }
     }
 
@@ -202,14 +225,17 @@ mod tests {
             }
         });
         let path = dir.join("kubeconfig");
-        let config = format!(
+        std::fs::write(&path, kubeconfig_of(&format!("http://{addr}"))).expect("write kubeconfig");
+        (path, seen)
+    }
+
+    fn kubeconfig_of(server: &str) -> String {
+        format!(
             "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
-             clusters: [{{name: c, cluster: {{server: 'http://{addr}'}}}}]\n\
+             clusters: [{{name: c, cluster: {{server: '{server}'}}}}]\n\
              contexts: [{{name: c, context: {{cluster: c, user: u}}}}]\n\
              users: [{{name: u, user: {{}}}}]\n"
-        );
-        std::fs::write(&path, config).expect("write kubeconfig");
-        (path, seen)
+        )
     }
 
     async fn send(cluster: &Cluster) {
@@ -320,6 +346,95 @@ mod tests {
         for b in backlog {
             b.await.expect("sent");
         }
+    }
+
+    /// A kubeconfig of a server that keeps connections open and records, for each request, the
+    /// connection it came on (numbered as accepted) and its path. It never answers `/hold`.
+    async fn keep_alive_server(dir: &Path) -> (PathBuf, Arc<Mutex<Vec<(usize, String)>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        tokio::spawn(async move {
+            let mut n = 0;
+            while let Ok((conn, _)) = listener.accept().await {
+                n += 1;
+                tokio::spawn(serve_connection(conn, n, log.clone()));
+            }
+        });
+        let path = dir.join("kubeconfig");
+        std::fs::write(&path, kubeconfig_of(&format!("http://{addr}"))).expect("write");
+        (path, seen)
+    }
+
+    async fn serve_connection(
+        mut conn: tokio::net::TcpStream,
+        id: usize,
+        log: Arc<Mutex<Vec<(usize, String)>>>,
+    ) {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                match conn.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+                continue;
+            };
+            let head = String::from_utf8_lossy(&buf[..end]).to_string();
+            buf.drain(..end + 4);
+            let path = head.split(' ').nth(1).unwrap_or_default().to_string();
+            log.lock().expect("log").push((id, path.clone()));
+            if path == "/hold" {
+                return std::future::pending().await;
+            }
+            let answer =
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+            if conn.write_all(answer.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn get(cluster: &Cluster, path: &str) {
+        let request = http::Request::get(path).body(Vec::new()).expect("request");
+        cluster
+            .kube()
+            .request_text(request)
+            .await
+            .expect("an answer");
+    }
+
+    /// The renewal after the controllers took the pool's only open connection: on a shared pool
+    /// it went out on a new connection (a TLS handshake first, against a real API server); on the
+    /// Lease's own it reuses the one its last request left open.
+    #[tokio::test]
+    async fn a_lease_request_keeps_its_connection_while_the_controllers_hold_theirs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, seen) = keep_alive_server(dir.path()).await;
+        let cluster = from_kubeconfig(&path, ApiLimits::UNLIMITED)
+            .await
+            .expect("cluster");
+        let lease = cluster.lease();
+        get(&lease, "/acquire").await;
+        let controllers = cluster.clone();
+        let held = tokio::spawn(async move { get(&controllers, "/hold").await });
+        while seen.lock().expect("log").len() < 2 {
+            tokio::task::yield_now().await;
+        }
+        get(&lease, "/renew").await;
+        held.abort();
+        let seen = seen.lock().expect("log").clone();
+        let on = |p: &str| seen.iter().find(|(_, path)| path == p).map(|(c, _)| *c);
+        assert_eq!(
+            on("/renew"),
+            on("/acquire"),
+            "the renewal came on another connection: {seen:?}"
+        );
+        assert_ne!(on("/hold"), on("/acquire"), "{seen:?}");
     }
 
     #[tokio::test]

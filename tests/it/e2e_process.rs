@@ -242,15 +242,33 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
 }
 
 /// A leader whose API server answers every request 3 s late (a lease of 6 s: writes allowed for
-/// 5 s after each renewal) keeps its lease and binds a claim. The fence used to be measured from
-/// the read before each renewal, and a renewal was a read and a write: 6 s, so the fence had run
-/// out by the time the first renewal came back, and the leader gave up at once, again and again
-/// (what the full chaos run showed on a loaded machine: leaders fenced from their first write).
+/// 5 s after each renewal) keeps its lease and binds a backlog of claims. Two faults made it lose
+/// the lease at its first renewal:
+/// - The fence used to be measured from the read before each renewal, and a renewal was a read and
+///   a write: 6 s, so the fence had run out by the time the first renewal came back (what the full
+///   chaos run showed on a loaded machine: leaders fenced from their first write).
+/// - Renewals shared one connection pool with the controllers. When the controllers' first writes,
+///   sent the moment the lease was taken, took the open connection before the first renewal did,
+///   the renewal went out on a new one: a TLS handshake through the slow link plus the request
+///   (6 s), past the 5 s a renewal may take (one CI run in about ten). A backlog of claims makes
+///   those writes many; `k8s::clients`' unit test makes the race certain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_behind_a_slow_api_server_keeps_its_lease_and_binds() {
     let hap = Hap::without_operator(&["aws"], json!({})).await;
-    hap.binding("aws-slow-0", "aws", &[("hyperscalerType", "aws")])
+    const BACKLOG: usize = 5;
+    for i in 0..BACKLOG {
+        hap.binding(
+            &format!("aws-slow-{i}"),
+            "aws",
+            &[("hyperscalerType", "aws")],
+        )
         .await;
+        hap.claim(
+            &format!("c-slow-{i}"),
+            json!({"globalAccount": format!("ga-slow-{i}"), "plan": "aws"}),
+        )
+        .await;
+    }
     let proxy = slow_proxy::SlowProxy::start(
         slow_proxy::SlowProxy::target_of(&kubeconfig()),
         Duration::from_secs(3),
@@ -262,18 +280,24 @@ async fn a_leader_behind_a_slow_api_server_keeps_its_lease_and_binds() {
         std::env::temp_dir().join(format!("{lease}-slow.kubeconfig")),
     );
     let mut a = Replica::start_via(&hap, "replica-slow", &lease, 6, &via);
-    hap.claim("c-slow", json!({"globalAccount": "ga-slow", "plan": "aws"}))
-        .await;
-    // Before the fix the replica exited on its first renewal ("lost the leader lease"): the
-    // claim is never bound.
     let claims = hap.claims();
-    let bound = eventually(Duration::from_secs(120), "the claim bound", || async {
-        let s = claims.get("c-slow").await.ok()?.status?;
-        (s.phase == Some(hap_operator::api::ClaimPhase::Bound)).then_some(())?;
-        s.credentials_binding_name
-    })
-    .await;
-    assert_eq!(bound, "aws-slow-0");
+    let mut bound = std::collections::BTreeSet::new();
+    for i in 0..BACKLOG {
+        let name = format!("c-slow-{i}");
+        bound.insert(
+            eventually(
+                Duration::from_secs(120),
+                &format!("{name} bound"),
+                || async {
+                    let s = claims.get(&name).await.ok()?.status?;
+                    (s.phase == Some(hap_operator::api::ClaimPhase::Bound)).then_some(())?;
+                    s.credentials_binding_name
+                },
+            )
+            .await,
+        );
+    }
+    assert_eq!(bound.len(), BACKLOG, "one binding per tenant: {bound:?}");
     assert!(
         a.child.try_wait().expect("replica status").is_none(),
         "the replica is still running"
