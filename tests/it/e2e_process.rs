@@ -250,7 +250,7 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
 /// - Renewals shared one connection pool with the controllers. When the controllers' first writes,
 ///   sent the moment the lease was taken, took the open connection before the first renewal did,
 ///   the renewal went out on a new one: a TLS handshake through the slow link plus the request
-///   (6 s), past the 5 s a renewal may take (one CI run in about ten). A backlog of claims makes
+///   (6 s), past the 5 s a renewal may take (once in eight fresh-clone CI runs). A backlog makes
 ///   those writes many; `k8s::clients`' unit test makes the race certain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_behind_a_slow_api_server_keeps_its_lease_and_binds() {
