@@ -134,11 +134,7 @@ fn kind_view(cache: &ForeignCache) -> KindView {
     KindView {
         ready: cache.is_ready(),
         error: cache.error(),
-        objects: cache
-            .objects()
-            .iter()
-            .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-            .collect(),
+        objects: cache.values(),
     }
 }
 
@@ -173,7 +169,7 @@ fn cached_input(
 ) -> (
     Vec<ClaimRecord>,
     BTreeMap<SourceKind, KindView>,
-    Option<Vec<serde_json::Value>>,
+    Option<Vec<Arc<serde_json::Value>>>,
 ) {
     // Under the ledger's lock only the views' reference counts move; the records are built
     // after it is gone (about eight allocations each: at 100k source claims, 800k).
@@ -192,12 +188,9 @@ fn cached_input(
         }
     }
     let cluster_configs = ctx.sources.cluster_configs.lock().ok().and_then(|c| {
-        c.as_ref().filter(|c| c.is_ready()).map(|c| {
-            c.objects()
-                .iter()
-                .filter_map(|o| serde_json::to_value(o.as_ref()).ok())
-                .collect()
-        })
+        c.as_ref()
+            .filter(|c| c.is_ready())
+            .map(ForeignCache::values)
     });
     (claims, views, cluster_configs)
 }

@@ -14,6 +14,7 @@
 //! source's status says so.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -192,7 +193,8 @@ pub struct KindView {
     pub ready: bool,
     /// Why it cannot watch, if it cannot.
     pub error: Option<String>,
-    pub objects: Vec<Value>,
+    /// Shared with the cache that encoded them, which encodes each object version once.
+    pub objects: Vec<Arc<Value>>,
 }
 
 /// Everything one pass reads.
@@ -204,7 +206,7 @@ pub struct PassInput<'a> {
     pub kinds: BTreeMap<SourceKind, KindView>,
     pub claims: Vec<ClaimRecord>,
     /// ClusterConfigs the operator manages; `None` while their watch is not synced.
-    pub cluster_configs: Option<Vec<Value>>,
+    pub cluster_configs: Option<Vec<Arc<Value>>>,
     pub grace: Duration,
 }
 
@@ -374,6 +376,7 @@ impl<'i, 'a> Planner<'i, 'a> {
             .cluster_configs
             .iter()
             .flatten()
+            .map(|c| &**c)
             .filter_map(|c| {
                 Some((
                     key(
@@ -548,6 +551,7 @@ impl<'i, 'a> Planner<'i, 'a> {
                 .cluster_configs
                 .iter()
                 .flatten()
+                .map(|cfg| &**cfg)
                 .filter(|cfg| owned_by(cfg, &claim_ref))
                 .filter_map(ConfigRef::of)
                 .collect();

@@ -1,6 +1,7 @@
 //! Unit tests of one source-controller pass.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -81,10 +82,10 @@ fn input<'a>(
     claims: Vec<ClaimRecord>,
     configs: Vec<Value>,
 ) -> PassInput<'a> {
-    let view = |objects| KindView {
+    let view = |objects: Vec<Value>| KindView {
         ready: true,
         error: None,
-        objects,
+        objects: objects.into_iter().map(Arc::new).collect(),
     };
     PassInput {
         sources: s,
@@ -95,7 +96,7 @@ fn input<'a>(
             (SourceKind::Cluster, view(clusters)),
         ]),
         claims,
-        cluster_configs: Some(configs),
+        cluster_configs: Some(configs.into_iter().map(Arc::new).collect()),
         grace: Duration::from_secs(60),
     }
 }
