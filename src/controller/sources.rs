@@ -24,7 +24,7 @@ use crate::pools::{ClaimView, Inventory};
 use crate::sources::kinds::cluster_config_resource;
 use crate::sources::naming::ANNOTATION_SOURCE;
 use crate::sources::sync::{
-    Action, ClaimRecord, CleanUp, ConfigRef, KindView, LiveClaim, PassInput,
+    Action, ClaimRecord, CleanUp, ConfigRef, KindView, LiveClaim, Pass, PassInput,
     clean_up as clean_up_step, plan_pass,
 };
 
@@ -80,9 +80,24 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) {
             // Claims whose object never appeared are noticed without any event.
             _ = resync.tick() => true,
         };
-        pass(&ctx, resynced).await;
+        let planning = pass(&ctx, resynced).await;
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(rest_after(planning)) => {}
+        }
     }
 }
+
+/// How long the source controller rests after a pass that took `planning` to plan, beyond the
+/// coalescing of its triggers: planning walks every watched object, so at a landscape's size
+/// back-to-back passes would take a core of their own. Resting three times as long keeps them
+/// to a quarter of one; the passes' work (adoptions, claims of objects gone) is not what an
+/// admission waits on.
+pub(super) fn rest_after(planning: Duration) -> Duration {
+    planning * PASS_REST_FACTOR
+}
+
+const PASS_REST_FACTOR: u32 = 3;
 
 fn ensure_caches(
     ctx: &Context,
@@ -163,28 +178,27 @@ fn stamp(ctx: &Context, active: &crate::k8s::active::ActiveConfig, claims: u64) 
 
 /// What the caches show for one pass: the source claims of the claim namespace, the view of
 /// each watched kind, and the operator's ClusterConfigs once their watch is synced.
-fn cached_input(
-    ctx: &Context,
-    claim_ns: &str,
-) -> (
-    Vec<ClaimRecord>,
-    BTreeMap<SourceKind, KindView>,
-    Option<Vec<Arc<serde_json::Value>>>,
-) {
+struct CachedInput {
+    claims: Vec<ClaimRecord>,
+    kinds: BTreeMap<SourceKind, KindView>,
+    cluster_configs: Option<Vec<Arc<serde_json::Value>>>,
+}
+
+fn cached_input(ctx: &Context, claim_ns: &str) -> CachedInput {
     // Under the ledger's lock only the views' reference counts move; the records are built
     // after it is gone (about eight allocations each: at 100k source claims, 800k).
     let views = source_views(&ctx.ledger().inventory, claim_ns);
     let claims = source_records(&views, jiff::Timestamp::now());
-    let mut views = BTreeMap::new();
+    let mut kinds = BTreeMap::new();
     if let Ok(shoots) = ctx.sources.shoots.lock()
         && let Some((_, cache)) = shoots.as_ref()
     {
         // A Shoot can only use a binding of its own namespace: the config's shoot namespace.
-        views.insert(SourceKind::Shoot, kind_view(cache));
+        kinds.insert(SourceKind::Shoot, kind_view(cache));
     }
     if let Ok(foreign) = ctx.sources.foreign.lock() {
         for (k, cache) in foreign.iter() {
-            views.insert(*k, kind_view(cache));
+            kinds.insert(*k, kind_view(cache));
         }
     }
     let cluster_configs = ctx.sources.cluster_configs.lock().ok().and_then(|c| {
@@ -192,7 +206,44 @@ fn cached_input(
             .filter(|c| c.is_ready())
             .map(ForeignCache::values)
     });
-    (claims, views, cluster_configs)
+    CachedInput {
+        claims,
+        kinds,
+        cluster_configs,
+    }
+}
+
+/// Plans a pass on a thread of its own: the planner walks every object of every watched kind
+/// (100 ms and more at a landscape's size), and on the runtime's thread that walk held up the
+/// reconciles and webhook calls waiting behind it. `None` when the runtime is shutting down.
+async fn plan_off_runtime(
+    active: Arc<crate::k8s::active::ActiveConfig>,
+    claim_ns: String,
+    grace: Duration,
+    input: CachedInput,
+) -> Option<(Pass, Duration)> {
+    let plan = move || {
+        let started = std::time::Instant::now();
+        let binding_kind = active
+            .spec
+            .binding_kind
+            .unwrap_or(BindingKind::CredentialsBinding);
+        let pass = plan_pass(&PassInput {
+            sources: active.rules.sources(),
+            binding_kind,
+            claim_namespace: &claim_ns,
+            kinds: input.kinds,
+            claims: input.claims,
+            cluster_configs: input.cluster_configs,
+            grace,
+        });
+        (pass, started.elapsed())
+    };
+    match tokio::task::spawn_blocking(plan).await {
+        Ok(planned) => Some(planned),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => None,
+    }
 }
 
 /// The views of the claims request sources created in `claim_ns`, from the index, which keeps
@@ -239,10 +290,11 @@ fn source_records(views: &[Arc<ClaimView>], now: jiff::Timestamp) -> Vec<ClaimRe
 }
 
 /// One pass: the plan over what the caches show, carried out (`pub(super)` for its tests).
+/// Answers how long planning took (nothing when no plan was made).
 #[tracing::instrument(name = "reconcile", skip_all, fields(controller = "sources", resynced))]
-pub(super) async fn pass(ctx: &Context, resynced: bool) {
+pub(super) async fn pass(ctx: &Context, resynced: bool) -> Duration {
     let ConfigState::Active { active, hold, .. } = ctx.resolver.resolve() else {
-        return;
+        return Duration::ZERO;
     };
     let claim_ns = ctx.args.source_claim_namespace();
     // The kinds come from the index, kept per claim event: no walk of the claim cache here.
@@ -259,33 +311,31 @@ pub(super) async fn pass(ctx: &Context, resynced: bool) {
     // Until the claim list has ended the index shows only some source claims: an object
     // whose claim is not listed yet would look unclaimed. The caches above list meanwhile.
     if !ctx.claims_synced.load(std::sync::atomic::Ordering::SeqCst) {
-        return;
+        return Duration::ZERO;
     }
     if kinds.is_empty() {
         if let Ok(mut s) = ctx.sources.statuses.lock() {
             s.clear();
         }
-        return;
+        return Duration::ZERO;
     }
     let now = stamp(ctx, &active, epoch);
     let done = ctx.sources.done.lock().ok().and_then(|d| d.clone());
     if !must_run(done.as_ref(), &now, resynced) {
-        return;
+        return Duration::ZERO;
     }
-    let (claims, views, cluster_configs) = cached_input(ctx, &claim_ns);
-    let binding_kind = active
-        .spec
-        .binding_kind
-        .unwrap_or(BindingKind::CredentialsBinding);
-    let plan = plan_pass(&PassInput {
-        sources: active.rules.sources(),
-        binding_kind,
-        claim_namespace: &claim_ns,
-        kinds: views,
-        claims,
-        cluster_configs,
-        grace: ctx.args.effective_source_grace(),
-    });
+    let input = cached_input(ctx, &claim_ns);
+    let grace = ctx.args.effective_source_grace();
+    let Some((plan, planning)) =
+        plan_off_runtime(active.clone(), claim_ns.clone(), grace, input).await
+    else {
+        return Duration::ZERO;
+    };
+    tracing::debug!(
+        ?planning,
+        actions = plan.actions.len(),
+        "planned a source pass"
+    );
     if let Ok(mut s) = ctx.sources.statuses.lock() {
         *s = plan.statuses;
     }
@@ -304,6 +354,7 @@ pub(super) async fn pass(ctx: &Context, resynced: bool) {
             tracing::warn!(error = %e, cause = ?std::error::Error::source(&e).map(ToString::to_string), "request source action failed; retrying on the next pass");
         }
     }
+    planning
 }
 
 /// Observing, the plan is reported in the statuses and carried out only where it writes no

@@ -104,3 +104,16 @@ async fn a_runtime_created_with_a_binding_gets_its_claim_with_the_source_labels(
     super::sources::pass(&h.ctx, false).await;
     h.api.done();
 }
+
+/// Planning walks every watched object: after a pass that planned for a while the controller
+/// rests three times as long, so that passes take at most a quarter of a core however large the
+/// landscape; a pass that planned nothing (a skipped one) rests nothing.
+#[test]
+fn the_controller_rests_after_a_long_plan() {
+    use std::time::Duration;
+    assert_eq!(
+        super::sources::rest_after(Duration::from_millis(200)),
+        Duration::from_millis(600)
+    );
+    assert_eq!(super::sources::rest_after(Duration::ZERO), Duration::ZERO);
+}
