@@ -22,8 +22,13 @@
 //! webhook decides against a full cache; HAP_BENCH_RATES=10,50 runs phases 1 to 3 at each rate
 //! (new tenants, reuses and the shared pool apart), with fresh tenants per rate.
 //!
+//! Behind a backlog: HAP_BENCH_BACKLOG=1 adds, at each rate, N more shared-pool Shoots sent
+//! right after the first claims, without waiting for the leader: the claims kept for the first
+//! Shoots' retries are still being decided at the garden's rate, and the shared-pool requests
+//! must not wait behind them.
+//!
 //! Environment: HAP_BENCH_SHOOTS (N), HAP_BENCH_RATE (Shoots per second; HAP_BENCH_RATES, a
-//! comma-separated list, overrides it), HAP_BENCH_BACKGROUND (K), HAP_BENCH_DIR
+//! comma-separated list, overrides it), HAP_BENCH_BACKGROUND (K), HAP_BENCH_BACKLOG, HAP_BENCH_DIR
 //! (control-plane state), HAP_BIN (the operator binary; default: `hap` next to this example's
 //! directory), HAP_K8S_BIN, HAP_GARDENER_APISERVER.
 
@@ -237,6 +242,7 @@ async fn main() {
         .collect();
     assert!(!rates.is_empty(), "HAP_BENCH_RATES: no rate above 0");
     let k = env_num("HAP_BENCH_BACKGROUND", 0);
+    let backlog = env_num("HAP_BENCH_BACKLOG", 0) > 0;
     let free = n * rates.len();
     let dir = std::env::var_os("HAP_BENCH_DIR")
         .map(PathBuf::from)
@@ -435,6 +441,13 @@ async fn main() {
             .collect();
         drained(&op).await;
         let p1 = paced(&shoots, first, rate).await;
+        if backlog {
+            let behind: Vec<DynamicObject> = (0..n)
+                .map(|i| request(format!("b{rate}-{i:04}"), format!("gb-{rate}-{i:04}"), true))
+                .collect();
+            let p = paced(&shoots, behind, rate).await;
+            rows.push(("shared pool, right after the first claims", rate, p));
+        }
         // Second Shoots of the tenants whose first one was admitted (they hold a binding now).
         let warm: Vec<DynamicObject> = (0..n)
             .filter(|i| p1.admitted[*i])
@@ -499,12 +512,13 @@ async fn main() {
     }
     println!();
     println!(
-        "reproduce: cargo build --release --bin hap --example admission && HAP_BENCH_SHOOTS={n} HAP_BENCH_RATES={} HAP_BENCH_BACKGROUND={k} $CARGO_TARGET_DIR/release/examples/admission",
+        "reproduce: cargo build --release --bin hap --example admission && HAP_BENCH_SHOOTS={n} HAP_BENCH_RATES={} HAP_BENCH_BACKGROUND={k} HAP_BENCH_BACKLOG={} $CARGO_TARGET_DIR/release/examples/admission",
         rates
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
-            .join(",")
+            .join(","),
+        u8::from(backlog),
     );
     op.kill();
     env.down();

@@ -102,7 +102,8 @@ pub struct RunArgs {
     pub concurrency: u16,
     /// Claims of request sources (Shoots, Runtimes, Clusters admitted through the webhook)
     /// reconciled at once, apart from AccountClaims: an admission call may be waiting for their
-    /// decision, so a backlog of AccountClaims (a takeover, a burst) must not hold them up.
+    /// decision, so a backlog of AccountClaims (a takeover, a burst) must not hold them up. As
+    /// many again for those of shared pools, which write no binding.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub source_concurrency: u16,
     /// Threads that run the operator. One keeps every wake-up on the thread that runs the work

@@ -28,7 +28,7 @@ use super::{Context, claim_key, resync};
 use crate::api::{AccountClaim, MatchedRule};
 use crate::decision::{ClaimDecision, Retry};
 use crate::k8s::K8sError;
-use crate::k8s::active::ActiveConfig;
+use crate::k8s::active::{ActiveConfig, ConfigState};
 use crate::k8s::lean::StoredClaim;
 use crate::labels::CLAIMED_BY;
 use crate::ledger::Outcome;
@@ -39,12 +39,16 @@ use crate::selection::{AfterClaim, Check};
 use crate::status::{BoundTo, ClaimOutcome, PendingReason};
 
 pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
+    let source_ns = ctx.args.source_claim_namespace();
+    let namespace = claim.meta().namespace.as_deref();
     let facts = LaneFacts {
-        namespace: claim.meta().namespace.as_deref(),
+        namespace,
         labels: claim.labels(),
         settled: claim.is_settled(),
+        // Only a claim in the source namespace can take a source lane.
+        shared_pool: namespace == Some(&source_ns) && goes_to_a_shared_pool(&claim, &ctx),
     };
-    let lane = lane_of(facts, &ctx.args.source_claim_namespace());
+    let lane = lane_of(facts, &source_ns);
     // By namespace and name: a line of thousands need not hold each ref's uid and version.
     let mut key = ObjectRef::from_obj(claim.as_ref());
     key.extra = Default::default();
@@ -55,6 +59,15 @@ pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
         Entry::Queued | Entry::Closed => return Ok(Action::await_change()),
     };
     reconcile_now(claim, ctx).await
+}
+
+/// Whether the rules in force send `claim` to a shared pool, whose use writes no binding.
+fn goes_to_a_shared_pool(claim: &StoredClaim, ctx: &Context) -> bool {
+    let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
+        return false;
+    };
+    let request = super::claim_facts::rule_request(claim.spec());
+    active.rules.evaluate(&request).is_ok_and(|o| o.shared)
 }
 
 async fn reconcile_now(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 
 use super::{Context, decidable};
-use crate::api::{AccountClaim, CLAIM_FINALIZER};
+use crate::api::{AccountClaim, AccountClaimSpec, CLAIM_FINALIZER};
 use crate::claim_state::{is_denied, recorded_binding};
 use crate::decision::{
     ClaimDecision, ClaimFields, Facts, InForce, Inventory, Next, Read, RecordedBinding, Selection,
@@ -49,7 +49,9 @@ pub(super) async fn decide(
                 let ga = &claim.spec.global_account;
                 facts.adoption = Some(super::sources_adopt::adoption(ctx, view, binding, ga));
             }
-            Read::Rules { config } => facts.rules = Some(config.rules.evaluate(&request(claim))),
+            Read::Rules { config } => {
+                facts.rules = Some(config.rules.evaluate(&rule_request(&claim.spec)))
+            }
             Read::Selection { config, outcome } => {
                 let selection = select(claim, ctx, config, view, outcome);
                 facts.selection = Some(selection);
@@ -259,13 +261,14 @@ async fn tenant(claim: &AccountClaim, ctx: &Context, active: &ActiveConfig) -> T
     }
 }
 
-fn request(claim: &AccountClaim) -> RuleRequest<'_> {
+/// What the rules are asked for a claim of `spec`.
+pub(super) fn rule_request(spec: &AccountClaimSpec) -> RuleRequest<'_> {
     RuleRequest {
-        plan: &claim.spec.plan,
-        platform_region: claim.spec.platform_region.as_deref(),
-        cluster_region: claim.spec.cluster_region.as_deref(),
-        provider: claim.spec.provider.as_deref(),
-        global_account: Some(&claim.spec.global_account),
+        plan: &spec.plan,
+        platform_region: spec.platform_region.as_deref(),
+        cluster_region: spec.cluster_region.as_deref(),
+        provider: spec.provider.as_deref(),
+        global_account: Some(&spec.global_account),
     }
 }
 

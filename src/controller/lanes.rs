@@ -1,8 +1,15 @@
 //! Who reconciles next: claims wait for a reconcile slot in the order they were triggered, in
-//! two lanes — claims of request sources (an admission call is waiting on them) and all others
-//! — and while a request-source claim is queued or running, AccountClaims hold only a few slots,
-//! so that neither a backlog of AccountClaims nor a claim that comes back again and again keeps
-//! a webhook's claim waiting.
+//! three lanes — claims of request sources (an admission call is waiting on them), those of them
+//! the rules send to a shared pool, and all others — and while a request-source claim is queued
+//! or running, AccountClaims hold only a few slots, so that neither a backlog of AccountClaims
+//! nor a claim that comes back again and again keeps a webhook's claim waiting.
+//!
+//! Why shared-pool claims have a lane of their own: a use of a shared binding writes nothing on
+//! it, while every other source claim's decision writes its binding and waits for the garden's
+//! admission (~2.5 writes a second). Once callers outran that rate, the claims kept for their
+//! retries held every source slot, and a shared-pool request, which the leader decides in
+//! milliseconds, waited in line behind them until its decision timeout: every one was denied
+//! (BENCHMARKS.md, issue 35).
 //!
 //! Why not kube-runtime's own limit (`Config::concurrency`): once its slots are full, it parks
 //! every due claim in a hash set and takes them back in hash order, not in the order they came.
@@ -53,8 +60,29 @@ pub enum Lane {
     /// Created for a request source's object (Shoot, Runtime, Cluster): an admission call
     /// may be waiting for its decision, bounded by the webhook's decision timeout.
     Source,
+    /// A `Source` claim the rules in force send to a shared pool: its decision writes no
+    /// binding, so it does not wait behind claims whose binding writes wait for the garden.
+    Shared,
     /// Every other claim (AccountClaims people and GitOps apply).
     Claims,
+}
+
+impl Lane {
+    const ALL: [Lane; 3] = [Lane::Source, Lane::Shared, Lane::Claims];
+
+    /// Its `lane` label on `hap_claim_reconciles_queued`.
+    fn label(self) -> &'static str {
+        match self {
+            Lane::Source => "source",
+            Lane::Shared => "shared",
+            Lane::Claims => "claims",
+        }
+    }
+
+    /// Whether an admission call may be waiting on its claims.
+    fn is_source(self) -> bool {
+        self != Lane::Claims
+    }
 }
 
 /// What decides a claim's lane.
@@ -65,19 +93,22 @@ pub struct LaneFacts<'a> {
     /// Bound or denied with its finalizer: its reconcile only checks (the sweep brings every
     /// claim back), nobody waits for it.
     pub settled: bool,
+    /// The rules in force send it to a shared pool.
+    pub shared_pool: bool,
 }
 
-/// The lane of a claim: the source lane for an unsettled claim the webhook created — in the
+/// The lane of a claim: a source lane for an unsettled claim the webhook created — in the
 /// namespace of request-source claims (`source_namespace`, where tenants create nothing) and
-/// labelled with the source's id and kind. Anything else, including an AccountClaim a tenant
-/// labels so in its own namespace, queues with the AccountClaims.
+/// labelled with the source's id and kind —, the shared one if it goes to a shared pool.
+/// Anything else, including an AccountClaim a tenant labels so in its own namespace, queues with
+/// the AccountClaims.
 pub fn lane_of(claim: LaneFacts<'_>, source_namespace: &str) -> Lane {
     let from_source =
         claim.labels.contains_key(SOURCE_ID) && claim.labels.contains_key(SOURCE_KIND);
-    if from_source && !claim.settled && claim.namespace == Some(source_namespace) {
-        Lane::Source
-    } else {
-        Lane::Claims
+    match from_source && !claim.settled && claim.namespace == Some(source_namespace) {
+        false => Lane::Claims,
+        true if claim.shared_pool => Lane::Shared,
+        true => Lane::Source,
     }
 }
 
@@ -114,22 +145,22 @@ impl<K: Key> std::fmt::Debug for Lanes<K> {
 }
 
 struct Inner<K: Key> {
-    /// Slots of the source lane.
+    /// Slots of the source lane, and as many of the shared lane.
     source: usize,
     /// Slots of the claims lane while no source claim is queued or running.
     claims: usize,
     /// Slots of the claims lane while one is.
     claims_floor: usize,
     state: Mutex<State<K>>,
-    /// `hap_claim_reconciles_queued` of the source and the claims lane.
-    queued: [Gauge; 2],
+    /// `hap_claim_reconciles_queued` of each lane, in `Lane::ALL`'s order.
+    queued: [Gauge; 3],
     /// Starts a reconcile of a claim whose turn came.
     kick: Box<dyn Fn(K) + Send + Sync>,
 }
 
 struct State<K> {
-    running: [usize; 2],
-    queued: [VecDeque<K>; 2],
+    running: [usize; 3],
+    queued: [VecDeque<K>; 3],
     /// Every key in `queued` and its lane, so that a claim triggered again keeps its one place.
     in_line: HashMap<K, Lane>,
     /// Slots kept for claims that were kicked and whose reconcile has not come yet; counted in
@@ -142,8 +173,8 @@ struct State<K> {
 impl<K> Default for State<K> {
     fn default() -> Self {
         Self {
-            running: [0; 2],
-            queued: [VecDeque::new(), VecDeque::new()],
+            running: [0; 3],
+            queued: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             in_line: HashMap::new(),
             kept: HashMap::new(),
             next_id: 0,
@@ -184,7 +215,8 @@ impl<K: Key> Drop for Slot<K> {
 
 impl<K: Key> Lanes<K> {
     /// `claims` slots for AccountClaims (an eighth of them, at least one, while a source claim
-    /// is queued or running), `source` slots for request-source claims; each at least one.
+    /// is queued or running), `source` slots for request-source claims and as many for those of
+    /// shared pools; each at least one.
     /// `kick` starts the reconcile of a claim whose turn came.
     pub fn new(claims: u16, source: u16, kick: impl Fn(K) + Send + Sync + 'static) -> Self {
         Self::with_gauge(claims, source, Family::default(), kick)
@@ -209,7 +241,7 @@ impl<K: Key> Lanes<K> {
                 claims,
                 claims_floor: (claims / 8).max(1),
                 state: Mutex::new(State::default()),
-                queued: [gauge("source"), gauge("claims")],
+                queued: Lane::ALL.map(|l| gauge(l.label())),
                 kick: Box::new(kick),
             }),
         }
@@ -275,13 +307,14 @@ impl<K: Key> Lanes<K> {
 
 impl<K: Key> State<K> {
     /// `key` takes its place at the back of `lane`, unless it has one. A claim in line with the
-    /// AccountClaims that has become a request source's unsettled claim moves to the source lane
-    /// (an admission call may wait on it now).
+    /// AccountClaims that has become a request source's unsettled claim moves to its source lane
+    /// (an admission call may wait on it now), and one whose pool changed with the rules moves
+    /// between the source lanes.
     fn line_up(&mut self, key: &K, lane: Lane) {
         match self.in_line.get(key) {
             None => {}
-            Some(&Lane::Claims) if lane == Lane::Source => {
-                self.queued[Lane::Claims as usize].retain(|k| k != key);
+            Some(&held) if held != lane && lane.is_source() => {
+                self.queued[held as usize].retain(|k| k != key);
             }
             Some(_) => return,
         }
@@ -305,7 +338,7 @@ impl<K: Key> Inner<K> {
     }
 
     fn report(&self, s: &State<K>) {
-        for lane in [Lane::Source, Lane::Claims] {
+        for lane in Lane::ALL {
             let queued = i64::try_from(s.queued[lane as usize].len()).unwrap_or(i64::MAX);
             self.queued[lane as usize].set(queued);
         }
@@ -313,8 +346,10 @@ impl<K: Key> Inner<K> {
 
     /// How many claims-lane reconciles may run now.
     fn claims_limit(&self, s: &State<K>) -> usize {
-        let source_active =
-            s.running[Lane::Source as usize] > 0 || !s.queued[Lane::Source as usize].is_empty();
+        let source_active = Lane::ALL
+            .iter()
+            .filter(|l| l.is_source())
+            .any(|&l| s.running[l as usize] > 0 || !s.queued[l as usize].is_empty());
         if source_active {
             self.claims_floor
         } else {
@@ -322,15 +357,15 @@ impl<K: Key> Inner<K> {
         }
     }
 
-    /// Keeps free slots for the first queued claims, the source lane's first; returns them
+    /// Keeps free slots for the first queued claims, the source lanes' first; returns them
     /// (to kick once the lock is gone) with the id of each kept slot.
     fn dispatch(&self, s: &mut State<K>) -> Vec<(K, u64)> {
         let mut kicks = Vec::new();
-        for lane in [Lane::Source, Lane::Claims] {
+        for lane in Lane::ALL {
             let i = lane as usize;
             loop {
                 let limit = match lane {
-                    Lane::Source => self.source,
+                    Lane::Source | Lane::Shared => self.source,
                     Lane::Claims => self.claims_limit(s),
                 };
                 if s.running[i] >= limit {

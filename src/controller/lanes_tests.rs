@@ -323,7 +323,7 @@ fn a_claim_gone_from_the_store_gives_its_kept_slot_to_the_next_at_once() {
     assert_eq!(kicked.lock().unwrap().as_slice(), ["gone", "next"]);
     drop(run(lanes.enter(&"next".into(), Lane::Claims)));
     let s = lanes.inner.lock();
-    assert_eq!(s.running, [0, 0], "every slot came back");
+    assert_eq!(s.running, [0, 0, 0], "every slot came back");
     assert!(s.in_line.is_empty() && s.queued.iter().all(VecDeque::is_empty));
 }
 
@@ -355,11 +355,11 @@ fn a_close_gives_back_the_kept_slots_and_a_slot_dropped_after_it_starts_nothing(
     lanes.close();
     assert_eq!(
         lanes.inner.lock().running,
-        [0, 1],
+        [0, 0, 1],
         "s2's kept slot came back"
     );
     drop(busy);
-    assert_eq!(lanes.inner.lock().running, [0, 0]);
+    assert_eq!(lanes.inner.lock().running, [0, 0, 0]);
     assert_eq!(kicked.lock().unwrap().len(), 1);
 }
 
@@ -373,6 +373,7 @@ fn only_unsettled_webhook_claims_in_the_source_namespace_go_to_the_source_lane()
         namespace: Some(namespace),
         labels,
         settled,
+        shared_pool: false,
     };
     assert_eq!(lane_of(facts("hap", &source, false), "hap"), Lane::Source);
     // A tenant's AccountClaim labelled like one, in its own namespace.
@@ -385,10 +386,59 @@ fn only_unsettled_webhook_claims_in_the_source_namespace_go_to_the_source_lane()
     let mut id_only = source.clone();
     id_only.remove(SOURCE_KIND);
     assert_eq!(lane_of(facts("hap", &id_only, false), "hap"), Lane::Claims);
+    let none = BTreeMap::new();
+    assert_eq!(lane_of(facts("hap", &none, false), "hap"), Lane::Claims);
+    // The shared lane holds source claims of shared pools, and only those.
+    let shared = |namespace, labels, settled| LaneFacts {
+        shared_pool: true,
+        ..facts(namespace, labels, settled)
+    };
+    assert_eq!(lane_of(shared("hap", &source, false), "hap"), Lane::Shared);
     assert_eq!(
-        lane_of(facts("hap", &BTreeMap::new(), false), "hap"),
+        lane_of(shared("team-a", &source, false), "hap"),
         Lane::Claims
     );
+    assert_eq!(lane_of(shared("hap", &source, true), "hap"), Lane::Claims);
+}
+
+/// Once callers outran the garden's admission rate, the claims kept for their retries held every
+/// source slot, each waiting on its binding write, with more in line; a shared-pool request,
+/// decided in milliseconds, waited behind them until its decision timeout (the admission
+/// benchmark: every one denied). It takes a slot of its own lane at once.
+#[test]
+fn a_shared_pool_claim_does_not_wait_behind_source_claims_that_write_bindings() {
+    let (lanes, kicked) = recorded(4, 2);
+    let _writing: Vec<_> = (0..2)
+        .map(|i| run(lanes.enter(&format!("write-{i}"), Lane::Source)))
+        .collect();
+    for i in 2..40 {
+        assert!(queued(lanes.enter(&format!("write-{i}"), Lane::Source)));
+    }
+    let first = run(lanes.enter(&"shared-0".into(), Lane::Shared));
+    let _second = run(lanes.enter(&"shared-1".into(), Lane::Shared));
+    assert!(
+        queued(lanes.enter(&"shared-2".into(), Lane::Shared)),
+        "the shared lane has as many slots as the source lane"
+    );
+    assert!(kicked.lock().unwrap().is_empty());
+    // A shared slot that comes back goes to the next shared claim, not to the source line.
+    drop(first);
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["shared-2"]);
+    assert_eq!(lanes.inner.lock().queued[Lane::Source as usize].len(), 38);
+}
+
+#[test]
+fn a_queued_claim_whose_pool_became_shared_moves_to_the_shared_line() {
+    let (lanes, kicked) = recorded(4, 1);
+    let _busy = run(lanes.enter(&"write-0".into(), Lane::Source));
+    assert!(queued(lanes.enter(&"write-1".into(), Lane::Source)));
+    assert!(queued(lanes.enter(&"moved".into(), Lane::Source)));
+    let _shared = run(lanes.enter(&"moved".into(), Lane::Shared));
+    let s = lanes.inner.lock();
+    assert_eq!(s.queued[Lane::Source as usize], ["write-1"]);
+    assert!(s.queued[Lane::Shared as usize].is_empty());
+    drop(s);
+    assert!(kicked.lock().unwrap().is_empty());
 }
 
 #[test]
@@ -473,4 +523,60 @@ async fn a_turn_of_a_claim_the_store_no_longer_holds_goes_to_the_next_claim() {
     assert!(passed.is_empty(), "{passed:?}");
     let turns = turn_names(&h);
     assert_eq!(turns, ["next"], "the slot went on at once");
+}
+
+/// The claim controller asks the rules in force for a source claim's pool before it lines up:
+/// the webhook's claim for a shared pool waits in the shared line, not behind source claims
+/// whose binding writes wait for the garden (before: in the source line).
+#[tokio::test]
+async fn the_controller_lines_a_shared_pool_source_claim_up_in_the_shared_lane() {
+    use crate::controller::fixtures::{Harness, aws_spec, claim, from_source, hap_config};
+    use futures::FutureExt;
+    let mut spec = aws_spec();
+    spec.rules = Some(vec!["aws(PR=cf-shared, shared)".into(), "aws".into()]);
+    let h = Harness::new(hap_config(spec), &[], &[]);
+    let ns = h.ctx.args.source_claim_namespace();
+    let source_claim = |name: &str, region: Option<&str>| {
+        let mut c = from_source(claim(name), name);
+        c.metadata.namespace = Some(ns.clone());
+        c.spec.platform_region = region.map(str::to_string);
+        Arc::new(crate::k8s::lean::StoredClaim::from(c))
+    };
+    let hold = |lane: Lane| -> Vec<_> {
+        (0..h.ctx.args.source_concurrency)
+            .map(|i| {
+                let other = ObjectRef::new(&format!("{lane:?}-{i}")).within(&ns);
+                match h.ctx.lanes.enter(&other, lane) {
+                    Entry::Run(slot) => slot,
+                    e => panic!("expected a slot, got {e:?}"),
+                }
+            })
+            .collect()
+    };
+    let _busy = (hold(Lane::Source), hold(Lane::Shared));
+    for (name, region, lane) in [
+        ("to-shared", "cf-shared", Lane::Shared),
+        ("to-dedicated", "cf-eu10", Lane::Source),
+    ] {
+        let c = source_claim(name, Some(region));
+        let done = super::super::claim::reconcile(c, h.ctx.clone()).now_or_never();
+        assert!(matches!(done, Some(Ok(_))), "{done:?}");
+        let s = h.ctx.lanes.inner.lock();
+        let names: Vec<&str> = s.queued[lane as usize]
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(
+            names.last().copied(),
+            Some(c_name(lane)),
+            "{lane:?}: {names:?}"
+        );
+    }
+}
+
+fn c_name(lane: Lane) -> &'static str {
+    match lane {
+        Lane::Shared => "to-shared",
+        _ => "to-dedicated",
+    }
 }

@@ -191,6 +191,10 @@ impl StoredClaim {
         }
     }
 
+    pub fn spec(&self) -> &AccountClaimSpec {
+        &self.spec
+    }
+
     /// The index's view of the claim.
     pub fn view(&self) -> ClaimView {
         claim_view_of(&self.metadata, &self.spec, self.status_fields())
