@@ -37,6 +37,9 @@ pub struct Backlog {
     pub release: usize,
     /// The client's writes in flight.
     pub concurrency: usize,
+    /// gardener-apiserver's admission plugins back on (ResourceReferenceManager) once the
+    /// backlog is built, for both sides: `HAP_BENCH_TAKEOVER_ADMISSION=on`.
+    pub admission: bool,
 }
 
 impl Backlog {
@@ -46,6 +49,7 @@ impl Backlog {
             reuse: env_num("HAP_BENCH_TAKEOVER_REUSE", 400),
             release: env_num("HAP_BENCH_TAKEOVER_RELEASE", 200),
             concurrency,
+            admission: std::env::var("HAP_BENCH_TAKEOVER_ADMISSION").is_ok_and(|v| v == "on"),
         }
     }
 
@@ -55,8 +59,15 @@ impl Backlog {
 
     pub fn env_line(&self) -> String {
         format!(
-            "HAP_BENCH_TAKEOVER_NEW={} HAP_BENCH_TAKEOVER_REUSE={} HAP_BENCH_TAKEOVER_RELEASE={}",
-            self.new, self.reuse, self.release
+            "HAP_BENCH_TAKEOVER_NEW={} HAP_BENCH_TAKEOVER_REUSE={} HAP_BENCH_TAKEOVER_RELEASE={}{}",
+            self.new,
+            self.reuse,
+            self.release,
+            if self.admission {
+                " HAP_BENCH_TAKEOVER_ADMISSION=on"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -305,6 +316,11 @@ pub async fn run(
         "take-over setup: two landscapes of {} backlog claims in {setup:.1?}",
         b.total()
     );
+    if b.admission {
+        // Built fast with the plugins off; both sides then write as a real garden admits.
+        let took = env.restart_gardener_apiserver_async(Duration::ZERO).await;
+        println!("gardener-apiserver restarted with ResourceReferenceManager on in {took:.1?}");
+    }
     let client_side = no_logic(env, client, (garden_c, ns_c), &plan, b).await;
     let operator = operator_side(env, client, hap, logs, ns_o, b.total()).await;
     Figures {
@@ -588,11 +604,12 @@ pub fn report(b: Backlog, f: &Figures) {
     }
     let hwm = f.operator.mem.map_or(0.0, |(_, h)| mib(h));
     println!(
-        "BENCH-ROW takeover | {} ({}/{}/{}) | {:.2} s | {:.2} s | {:.2} s | {r_spawn:.2} | {r_ready:.2} | {:.2} s | {:.2} s | {hwm:.0} MiB |",
+        "BENCH-ROW takeover | {} ({}/{}/{}){} | {:.2} s | {:.2} s | {:.2} s | {r_spawn:.2} | {r_ready:.2} | {:.2} s | {:.2} s | {hwm:.0} MiB |",
         b.total(),
         b.new,
         b.reuse,
         b.release,
+        if b.admission { ", RRM on" } else { "" },
         f.operator.decided.as_secs_f64(),
         f.operator.ready.as_secs_f64(),
         f.client.decided.as_secs_f64(),
