@@ -19,7 +19,7 @@ use kube::{Resource, ResourceExt};
 
 use super::account_check;
 use super::claim_write::Settled;
-use super::lanes::{Entry, LaneFacts, lane_of};
+use super::lanes::{Entry, Lane, LaneFacts, lane_of};
 use super::outcome::{
     ClaimError, RECONCILE_TIMEOUT, count, k8s, outcome, pending, pending_reason, record_use,
     refused, status_outcome, write_outcome, write_outcome_dropping_record,
@@ -40,14 +40,16 @@ use crate::status::{BoundTo, ClaimOutcome, PendingReason};
 
 pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
     let source_ns = ctx.args.source_claim_namespace();
-    let namespace = claim.meta().namespace.as_deref();
-    let facts = LaneFacts {
-        namespace,
+    let mut facts = LaneFacts {
+        namespace: claim.meta().namespace.as_deref(),
         labels: claim.labels(),
         settled: claim.is_settled(),
-        // Only a claim in the source namespace can take a source lane.
-        shared_pool: namespace == Some(&source_ns) && goes_to_a_shared_pool(&claim, &ctx),
+        writes_no_binding: false,
     };
+    // The rules are asked only for a claim that would take the source lane.
+    if lane_of(facts, &source_ns) == Lane::Source {
+        facts.writes_no_binding = writes_no_binding(&claim, &ctx);
+    }
     let lane = lane_of(facts, &source_ns);
     // By namespace and name: a line of thousands need not hold each ref's uid and version.
     let mut key = ObjectRef::from_obj(claim.as_ref());
@@ -61,13 +63,30 @@ pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
     reconcile_now(claim, ctx).await
 }
 
-/// Whether the rules in force send `claim` to a shared pool, whose use writes no binding.
-fn goes_to_a_shared_pool(claim: &StoredClaim, ctx: &Context) -> bool {
+/// Whether `claim`'s decision cannot write a binding: a use of a shared binding writes nothing
+/// on it, so the rules in force must send it to shared pools only — a dedicated fallback is
+/// taken when the shared pool is empty, and claims or records on a binding —, and it must adopt
+/// nothing and its tenant have no pin (either may place it on a dedicated binding).
+fn writes_no_binding(claim: &StoredClaim, ctx: &Context) -> bool {
     let ConfigState::Active { active, .. } = ctx.resolver.resolve() else {
         return false;
     };
-    let request = super::claim_facts::rule_request(claim.spec());
-    active.rules.evaluate(&request).is_ok_and(|o| o.shared)
+    let spec = claim.spec();
+    if spec.adopt_binding.is_some()
+        || active
+            .rules
+            .pins()
+            .of(&spec.global_account)
+            .next()
+            .is_some()
+    {
+        return false;
+    }
+    let request = super::claim_facts::rule_request(spec);
+    active
+        .rules
+        .evaluate(&request)
+        .is_ok_and(|o| o.preferences.iter().all(|p| p.pool.shared))
 }
 
 async fn reconcile_now(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {

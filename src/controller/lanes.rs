@@ -60,8 +60,8 @@ pub enum Lane {
     /// Created for a request source's object (Shoot, Runtime, Cluster): an admission call
     /// may be waiting for its decision, bounded by the webhook's decision timeout.
     Source,
-    /// A `Source` claim the rules in force send to a shared pool: its decision writes no
-    /// binding, so it does not wait behind claims whose binding writes wait for the garden.
+    /// A `Source` claim whose decision writes no binding (`LaneFacts::writes_no_binding`), so
+    /// it does not wait behind claims whose binding writes wait for the garden.
     Shared,
     /// Every other claim (AccountClaims people and GitOps apply).
     Claims,
@@ -93,13 +93,15 @@ pub struct LaneFacts<'a> {
     /// Bound or denied with its finalizer: its reconcile only checks (the sweep brings every
     /// claim back), nobody waits for it.
     pub settled: bool,
-    /// The rules in force send it to a shared pool.
-    pub shared_pool: bool,
+    /// Its decision cannot write a binding: the rules in force send it to shared pools only
+    /// (every preference), and it adopts nothing and its tenant has no pin. Asked only of a
+    /// claim that would otherwise take the source lane.
+    pub writes_no_binding: bool,
 }
 
 /// The lane of a claim: a source lane for an unsettled claim the webhook created — in the
 /// namespace of request-source claims (`source_namespace`, where tenants create nothing) and
-/// labelled with the source's id and kind —, the shared one if it goes to a shared pool.
+/// labelled with the source's id and kind —, the shared one if its decision writes no binding.
 /// Anything else, including an AccountClaim a tenant labels so in its own namespace, queues with
 /// the AccountClaims.
 pub fn lane_of(claim: LaneFacts<'_>, source_namespace: &str) -> Lane {
@@ -107,7 +109,7 @@ pub fn lane_of(claim: LaneFacts<'_>, source_namespace: &str) -> Lane {
         claim.labels.contains_key(SOURCE_ID) && claim.labels.contains_key(SOURCE_KIND);
     match from_source && !claim.settled && claim.namespace == Some(source_namespace) {
         false => Lane::Claims,
-        true if claim.shared_pool => Lane::Shared,
+        true if claim.writes_no_binding => Lane::Shared,
         true => Lane::Source,
     }
 }

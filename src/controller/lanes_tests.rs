@@ -373,7 +373,7 @@ fn only_unsettled_webhook_claims_in_the_source_namespace_go_to_the_source_lane()
         namespace: Some(namespace),
         labels,
         settled,
-        shared_pool: false,
+        writes_no_binding: false,
     };
     assert_eq!(lane_of(facts("hap", &source, false), "hap"), Lane::Source);
     // A tenant's AccountClaim labelled like one, in its own namespace.
@@ -388,9 +388,9 @@ fn only_unsettled_webhook_claims_in_the_source_namespace_go_to_the_source_lane()
     assert_eq!(lane_of(facts("hap", &id_only, false), "hap"), Lane::Claims);
     let none = BTreeMap::new();
     assert_eq!(lane_of(facts("hap", &none, false), "hap"), Lane::Claims);
-    // The shared lane holds source claims of shared pools, and only those.
+    // The shared lane holds source claims whose decision writes no binding, and only those.
     let shared = |namespace, labels, settled| LaneFacts {
-        shared_pool: true,
+        writes_no_binding: true,
         ..facts(namespace, labels, settled)
     };
     assert_eq!(lane_of(shared("hap", &source, false), "hap"), Lane::Shared);
@@ -525,23 +525,30 @@ async fn a_turn_of_a_claim_the_store_no_longer_holds_goes_to_the_next_claim() {
     assert_eq!(turns, ["next"], "the slot went on at once");
 }
 
-/// The claim controller asks the rules in force for a source claim's pool before it lines up:
-/// the webhook's claim for a shared pool waits in the shared line, not behind source claims
-/// whose binding writes wait for the garden (before: in the source line).
+/// The claim controller asks the rules in force whether a source claim's decision can write a
+/// binding before it lines up: the webhook's claim for a shared pool waits in the shared line,
+/// not behind source claims whose binding writes wait for the garden (before: in the source
+/// line). A claim whose decision may still write one stays in the source line: a shared pool
+/// with a dedicated fallback (taken when the shared pool is empty), an adoption, a pinned
+/// tenant.
 #[tokio::test]
 async fn the_controller_lines_a_shared_pool_source_claim_up_in_the_shared_lane() {
+    use crate::api::Pin;
     use crate::controller::fixtures::{Harness, aws_spec, claim, from_source, hap_config};
     use futures::FutureExt;
     let mut spec = aws_spec();
-    spec.rules = Some(vec!["aws(PR=cf-shared, shared)".into(), "aws".into()]);
+    spec.rules = Some(vec![
+        "aws(PR=cf-shared, shared)".into(),
+        "aws(PR=cf-spill, shared) | ()".into(),
+        "aws".into(),
+    ]);
+    spec.pins = Some(vec![Pin {
+        global_account: "ga-pinned".into(),
+        binding: "aws-pinned".into(),
+        pool: None,
+    }]);
     let h = Harness::new(hap_config(spec), &[], &[]);
     let ns = h.ctx.args.source_claim_namespace();
-    let source_claim = |name: &str, region: Option<&str>| {
-        let mut c = from_source(claim(name), name);
-        c.metadata.namespace = Some(ns.clone());
-        c.spec.platform_region = region.map(str::to_string);
-        Arc::new(crate::k8s::lean::StoredClaim::from(c))
-    };
     let hold = |lane: Lane| -> Vec<_> {
         (0..h.ctx.args.source_concurrency)
             .map(|i| {
@@ -554,11 +561,45 @@ async fn the_controller_lines_a_shared_pool_source_claim_up_in_the_shared_lane()
             .collect()
     };
     let _busy = (hold(Lane::Source), hold(Lane::Shared));
-    for (name, region, lane) in [
-        ("to-shared", "cf-shared", Lane::Shared),
-        ("to-dedicated", "cf-eu10", Lane::Source),
-    ] {
-        let c = source_claim(name, Some(region));
+    let shared = |mut c: crate::api::AccountClaim| {
+        c.spec.platform_region = Some("cf-shared".into());
+        c
+    };
+    let cases = [
+        ("to-shared", shared(claim("to-shared")), Lane::Shared),
+        ("to-dedicated", claim("to-dedicated"), Lane::Source),
+        (
+            "spill",
+            {
+                let mut c = claim("spill");
+                c.spec.platform_region = Some("cf-spill".into());
+                c
+            },
+            Lane::Source,
+        ),
+        (
+            "adopting",
+            {
+                let mut c = shared(claim("adopting"));
+                c.spec.adopt_binding = Some("aws-7".into());
+                c
+            },
+            Lane::Source,
+        ),
+        (
+            "pinned",
+            {
+                let mut c = shared(claim("pinned"));
+                c.spec.global_account = "ga-pinned".into();
+                c
+            },
+            Lane::Source,
+        ),
+    ];
+    for (name, c, lane) in cases {
+        let mut c = from_source(c, name);
+        c.metadata.namespace = Some(ns.clone());
+        let c = Arc::new(crate::k8s::lean::StoredClaim::from(c));
         let done = super::super::claim::reconcile(c, h.ctx.clone()).now_or_never();
         assert!(matches!(done, Some(Ok(_))), "{done:?}");
         let s = h.ctx.lanes.inner.lock();
@@ -566,17 +607,6 @@ async fn the_controller_lines_a_shared_pool_source_claim_up_in_the_shared_lane()
             .iter()
             .map(|r| r.name.as_str())
             .collect();
-        assert_eq!(
-            names.last().copied(),
-            Some(c_name(lane)),
-            "{lane:?}: {names:?}"
-        );
-    }
-}
-
-fn c_name(lane: Lane) -> &'static str {
-    match lane {
-        Lane::Shared => "to-shared",
-        _ => "to-dedicated",
+        assert_eq!(names.last().copied(), Some(name), "{lane:?}: {names:?}");
     }
 }

@@ -50,6 +50,9 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// A cluster on `base`'s connections. The Lease shares them here ([`Cluster::lease`] has
+    /// connections of its own only through [`Cluster::new`], which has the config to build them):
+    /// this path is for tests and clients built elsewhere.
     fn on(base: Client, budget: Option<RateLimitLayer>) -> Self {
         let client = match &budget {
             Some(b) => {

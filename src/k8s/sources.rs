@@ -40,7 +40,8 @@ pub struct ForeignCache {
 /// admission's p50 went from 14 ms to ~180 ms; BENCHMARKS.md, issue 35).
 #[derive(Default)]
 struct Encoded {
-    /// By uid (a name only for an object without one).
+    /// By uid; an object without a uid or a resourceVersion (none an API server serves) is
+    /// encoded on every refresh and kept nowhere.
     by_uid: HashMap<String, EncodedObject>,
     refreshes: u64,
 }
@@ -57,7 +58,12 @@ impl Encoded {
         let mut out = Vec::with_capacity(objects.len());
         for o in objects {
             let meta = &o.metadata;
-            let key = meta.uid.as_deref().or(meta.name.as_deref()).unwrap_or("");
+            let (Some(key), Some(_)) = (meta.uid.as_deref(), &meta.resource_version) else {
+                if let Ok(json) = serde_json::to_value(o.as_ref()) {
+                    out.push(Arc::new(json));
+                }
+                continue;
+            };
             let rv = &meta.resource_version;
             let fresh = match self.by_uid.get_mut(key) {
                 Some((seen, json, at)) if seen == rv => {
@@ -480,8 +486,17 @@ mod tests {
         let moved = encoded.refresh(&[a2, b.clone()]);
         assert_eq!(moved[0]["spec"]["region"], "ap", "the new version");
         assert!(Arc::ptr_eq(&moved[1], &first[1]));
-        encoded.refresh(&[b]);
+        encoded.refresh(std::slice::from_ref(&b));
         assert_eq!(encoded.by_uid.len(), 1, "a forgotten once gone");
+        // Without a uid (no API server serves one) nothing is kept that another object of the
+        // same name, in another namespace, could be given.
+        let mut anonymous = (*shoot("x", "1", "eu")).clone();
+        anonymous.metadata.uid = None;
+        let anonymous = Arc::new(anonymous);
+        let one = encoded.refresh(&[anonymous.clone(), b.clone()]);
+        let two = encoded.refresh(&[anonymous, b]);
+        assert!(!Arc::ptr_eq(&one[0], &two[0]), "encoded anew each time");
+        assert_eq!(encoded.by_uid.len(), 1);
     }
 
     #[tokio::test]
