@@ -11,12 +11,11 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use kube::api::{DeleteParams, DynamicObject, GetParams, Patch, PatchParams, Preconditions};
 use kube::core::{ApiResource, Request};
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde_json::{Value, json};
 
-use super::caches::{ChangeFeed, store_ready};
+use super::caches::ChangeFeed;
 use super::{Cluster, K8sError, Writer};
 use crate::api::{AccountClaim, FIELD_MANAGER, SOURCE_FIELD_MANAGER};
 use crate::sources::sync::ConfigRef;
@@ -24,66 +23,69 @@ use crate::sources::sync::ConfigRef;
 /// A watch of one foreign resource, in one namespace or all.
 pub struct ForeignCache {
     resource: ApiResource,
-    store: Store<DynamicObject>,
+    store: Arc<Mutex<JsonStore>>,
     /// The last watch error, cleared by the next event: why the source cannot be watched.
     error: Arc<Mutex<Option<String>>>,
     /// Events seen (errors included): the source controller skips a pass nothing moved for.
     events: Arc<std::sync::atomic::AtomicU64>,
-    /// The objects as the pure planner reads them.
-    encoded: Mutex<Encoded>,
     task: tokio::task::JoinHandle<()>,
 }
 
-/// Cached objects as JSON, each encoded once per version. A pass reads every object of a kind;
-/// encoding them all on every pass was what the operator spent its time on while Shoots arrived
-/// against a landscape's cache (at 10k dressed Shoots, most of its CPU, and a shared-pool
-/// admission's p50 went from 14 ms to ~180 ms; BENCHMARKS.md, issue 35).
+/// The watched objects as the pure planner reads them: JSON, encoded once per watch event and
+/// held only so. A pass reads every object of a kind; encoding them all on every pass was what
+/// the operator spent its time on while Shoots arrived against a landscape's cache (at 10k
+/// dressed Shoots, most of its CPU, and a shared-pool admission's p50 went from 14 ms to
+/// ~180 ms; BENCHMARKS.md, issue 35). Keeping the decoded object beside its JSON would hold every
+/// object twice.
 #[derive(Default)]
-struct Encoded {
-    /// By uid; an object without a uid or a resourceVersion (none an API server serves) is
-    /// encoded on every refresh and kept nowhere.
-    by_uid: HashMap<String, EncodedObject>,
-    refreshes: u64,
+struct JsonStore {
+    /// By namespace and name, as the API server keys them.
+    objects: HashMap<(String, String), Arc<Value>>,
+    /// A re-list under way: what it has listed so far. The objects before it stay visible until
+    /// it ends, as kube's reflector keeps them.
+    relist: Option<HashMap<(String, String), Arc<Value>>>,
+    /// A list has ended once.
+    ready: bool,
 }
 
-/// The version encoded, the JSON, and the last refresh that saw it.
-type EncodedObject = (Option<String>, Arc<Value>, u64);
-
-impl Encoded {
-    /// `objects` as JSON, in their order: an object whose version was encoded before is not
-    /// encoded again; one that is gone is forgotten. An object that cannot be encoded is left out.
-    fn refresh(&mut self, objects: &[Arc<DynamicObject>]) -> Vec<Arc<Value>> {
-        self.refreshes += 1;
-        let now = self.refreshes;
-        let mut out = Vec::with_capacity(objects.len());
-        for o in objects {
-            let meta = &o.metadata;
-            let (Some(key), Some(_)) = (meta.uid.as_deref(), &meta.resource_version) else {
-                if let Ok(json) = serde_json::to_value(o.as_ref()) {
-                    out.push(Arc::new(json));
+impl JsonStore {
+    fn apply(&mut self, event: watcher::Event<DynamicObject>) {
+        let key = |o: &DynamicObject| {
+            (
+                o.metadata.namespace.clone().unwrap_or_default(),
+                o.metadata.name.clone().unwrap_or_default(),
+            )
+        };
+        let json = |o: &DynamicObject| serde_json::to_value(o).ok().map(Arc::new);
+        match event {
+            watcher::Event::Apply(o) => match json(&o) {
+                Some(v) => {
+                    self.objects.insert(key(&o), v);
                 }
-                continue;
-            };
-            let rv = &meta.resource_version;
-            let fresh = match self.by_uid.get_mut(key) {
-                Some((seen, json, at)) if seen == rv => {
-                    *at = now;
-                    json.clone()
+                None => {
+                    self.objects.remove(&key(&o));
                 }
-                _ => {
-                    let Ok(json) = serde_json::to_value(o.as_ref()) else {
-                        continue;
-                    };
-                    let json = Arc::new(json);
-                    self.by_uid
-                        .insert(key.to_string(), (rv.clone(), json.clone(), now));
-                    json
+            },
+            watcher::Event::Delete(o) => {
+                self.objects.remove(&key(&o));
+            }
+            watcher::Event::Init => self.relist = Some(HashMap::new()),
+            watcher::Event::InitApply(o) => {
+                if let (Some(list), Some(v)) = (self.relist.as_mut(), json(&o)) {
+                    list.insert(key(&o), v);
                 }
-            };
-            out.push(fresh);
+            }
+            watcher::Event::InitDone => {
+                if let Some(list) = self.relist.take() {
+                    self.objects = list;
+                }
+                self.ready = true;
+            }
         }
-        self.by_uid.retain(|_, (_, _, at)| *at == now);
-        out
+    }
+
+    fn values(&self) -> Vec<Arc<Value>> {
+        self.objects.values().cloned().collect()
     }
 }
 
@@ -124,25 +126,23 @@ impl ForeignCache {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
             None => Api::all_with(client.clone(), &resource),
         };
-        let writer = reflector::store::Writer::new(resource.clone());
-        let store = writer.as_reader();
+        let store = Arc::new(Mutex::new(JsonStore::default()));
         let error = Arc::new(Mutex::new(None));
         let events = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let stream = reflector::reflector(
-            writer,
-            watcher(api, watcher::Config::default().any_semantic())
-                .default_backoff()
-                .modify(trim),
-        );
+        let stream = watcher(api, watcher::Config::default().any_semantic())
+            .default_backoff()
+            .modify(trim);
         let task = {
             let (error, kind, seen) = (error.clone(), resource.kind.clone(), events.clone());
+            let objects = store.clone();
             tokio::spawn(async move {
                 stream
                     .for_each(|ev| {
                         seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         let mut slot = error.lock().unwrap_or_else(|p| p.into_inner());
                         match ev {
-                            Ok(_) => {
+                            Ok(ev) => {
+                                objects.lock().unwrap_or_else(|p| p.into_inner()).apply(ev);
                                 *slot = None;
                                 feed.bump();
                             }
@@ -164,7 +164,6 @@ impl ForeignCache {
             store,
             error,
             events,
-            encoded: Mutex::default(),
             task,
         }
     }
@@ -179,7 +178,7 @@ impl ForeignCache {
     }
 
     pub fn is_ready(&self) -> bool {
-        store_ready(&self.store)
+        self.lock().ready
     }
 
     /// Why it does not watch, if it does not.
@@ -187,11 +186,14 @@ impl ForeignCache {
         self.error.lock().ok().and_then(|e| e.clone())
     }
 
-    /// The cached objects as JSON (`Encoded`).
+    /// The cached objects as JSON (`JsonStore`).
     pub fn values(&self) -> Vec<Arc<Value>> {
-        let objects = self.store.state();
-        let mut encoded = self.encoded.lock().unwrap_or_else(|p| p.into_inner());
-        encoded.refresh(&objects)
+        self.lock().values()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, JsonStore> {
+        // Each event is applied whole between two statements that cannot panic.
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -463,40 +465,63 @@ mod tests {
         );
     }
 
-    fn shoot(uid: &str, rv: &str, region: &str) -> Arc<DynamicObject> {
+    fn shoot(name: &str, ns: &str, region: &str) -> DynamicObject {
         let ar = ApiResource::erase::<AccountClaim>(&());
-        let mut o = DynamicObject::new(uid, &ar).data(json!({"spec": {"region": region}}));
-        o.metadata.uid = Some(uid.to_string());
-        o.metadata.resource_version = Some(rv.to_string());
-        Arc::new(o)
+        let mut o = DynamicObject::new(name, &ar)
+            .within(ns)
+            .data(json!({"spec": {"region": region}}));
+        o.metadata.uid = Some(format!("uid-{ns}-{name}"));
+        o
     }
 
-    /// A pass reads every cached object: one seen at the same version before is the JSON encoded
-    /// then (the same allocation), a new version is encoded anew, and a deleted one is forgotten.
+    fn regions(store: &JsonStore) -> Vec<String> {
+        let mut r: Vec<String> = store
+            .values()
+            .iter()
+            .map(|v| {
+                format!(
+                    "{}/{}",
+                    v["metadata"]["namespace"].as_str().unwrap_or(""),
+                    v["spec"]["region"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        r.sort();
+        r
+    }
+
+    /// Each watch event's object is encoded once and then read by every pass as the same JSON
+    /// (the same allocation); objects of one name in two namespaces are two objects; a re-list
+    /// replaces the objects only when it ends, dropping those it did not list.
     #[test]
-    fn each_object_version_is_encoded_once() {
-        let mut encoded = Encoded::default();
-        let (a, b) = (shoot("a", "1", "eu"), shoot("b", "1", "us"));
-        let first = encoded.refresh(&[a.clone(), b.clone()]);
-        assert_eq!(first[0]["spec"]["region"], "eu");
-        let again = encoded.refresh(&[b.clone(), a.clone()]);
-        assert!(Arc::ptr_eq(&again[0], &first[1]), "b encoded again");
-        assert!(Arc::ptr_eq(&again[1], &first[0]), "a encoded again");
-        let a2 = shoot("a", "2", "ap");
-        let moved = encoded.refresh(&[a2, b.clone()]);
-        assert_eq!(moved[0]["spec"]["region"], "ap", "the new version");
-        assert!(Arc::ptr_eq(&moved[1], &first[1]));
-        encoded.refresh(std::slice::from_ref(&b));
-        assert_eq!(encoded.by_uid.len(), 1, "a forgotten once gone");
-        // Without a uid (no API server serves one) nothing is kept that another object of the
-        // same name, in another namespace, could be given.
-        let mut anonymous = (*shoot("x", "1", "eu")).clone();
-        anonymous.metadata.uid = None;
-        let anonymous = Arc::new(anonymous);
-        let one = encoded.refresh(&[anonymous.clone(), b.clone()]);
-        let two = encoded.refresh(&[anonymous, b]);
-        assert!(!Arc::ptr_eq(&one[0], &two[0]), "encoded anew each time");
-        assert_eq!(encoded.by_uid.len(), 1);
+    fn the_json_store_encodes_each_event_once_and_follows_the_watch() {
+        use watcher::Event;
+        let mut store = JsonStore::default();
+        store.apply(Event::Init);
+        store.apply(Event::InitApply(shoot("a", "p1", "eu")));
+        assert!(
+            !store.ready && store.values().is_empty(),
+            "nothing before the list ended"
+        );
+        store.apply(Event::InitApply(shoot("a", "p2", "us")));
+        store.apply(Event::InitDone);
+        assert!(store.ready);
+        assert_eq!(regions(&store), ["p1/eu", "p2/us"]);
+        let (one, two) = (store.values(), store.values());
+        assert!(
+            one.iter().all(|v| two.iter().any(|w| Arc::ptr_eq(v, w))),
+            "encoded once"
+        );
+        store.apply(Event::Apply(shoot("a", "p1", "ap")));
+        store.apply(Event::Delete(shoot("a", "p2", "us")));
+        assert_eq!(regions(&store), ["p1/ap"]);
+        // A re-list: the old objects stay until it ends; one it does not list is gone after.
+        store.apply(Event::Apply(shoot("b", "p1", "eu")));
+        store.apply(Event::Init);
+        store.apply(Event::InitApply(shoot("b", "p1", "sa")));
+        assert_eq!(regions(&store), ["p1/ap", "p1/eu"]);
+        store.apply(Event::InitDone);
+        assert_eq!(regions(&store), ["p1/sa"]);
     }
 
     #[tokio::test]
