@@ -527,6 +527,13 @@ async fn main() {
             .join(","),
         u8::from(backlog),
     );
+    if let Some((rss, hwm)) = op.memory_kib() {
+        println!(
+            "operator memory at the end: VmRSS {:.0} MiB, VmHWM {:.0} MiB",
+            rss as f64 / 1024.0,
+            hwm as f64 / 1024.0
+        );
+    }
     op.kill();
     env.down();
 }
