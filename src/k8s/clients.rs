@@ -242,14 +242,7 @@ mod tests {
     }
 
     async fn send(cluster: &Cluster) {
-        let request = http::Request::get("/version")
-            .body(Vec::new())
-            .expect("request");
-        cluster
-            .kube()
-            .request_text(request)
-            .await
-            .expect("an answer");
+        get(cluster, "/version").await;
     }
 
     #[tokio::test]

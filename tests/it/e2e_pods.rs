@@ -3,8 +3,8 @@
 //! (`e2e/testenv up --node`, see e2e/README.md). Both replicas Ready under Pod Security
 //! `restricted` with their probes answered, metrics through the Service (kube-proxy) and pod IPs,
 //! the claim flow with the operator under its own ServiceAccount token, leader failover by pod
-//! deletion (the standby takes the released Lease at once, before the replacement pod), and the
-//! PodDisruptionBudget holding one replica through evictions.
+//! deletion (a waiting replica takes the released Lease at once, before the old lease expires),
+//! and the PodDisruptionBudget holding one replica through evictions.
 //!
 //! `make test` starts the node environment and exports `HAP_NODE_DIR`; by hand:
 //! `e2e/testenv up --node --images $(scripts/image.sh)`, then
@@ -129,8 +129,13 @@ async fn kustomize_base_runs_as_pods_and_fails_over() {
     let first = claim_bound(&hap, "c1", "ga-1").await;
     check_logs("hap-system", &[pod_name(&leader), pod_name(&standby)]);
 
-    // Failover: delete the leader pod. SIGTERM makes it release the Lease; the waiting standby
-    // takes it at once, before the old lease would expire and before the replacement starts.
+    // Failover: delete the leader pod. SIGTERM makes it release the Lease once its controllers
+    // have drained, and a waiting replica takes it at once, before the old lease would expire.
+    // Usually the standby; the Deployment's replacement pod may start and look first when the
+    // drain outlasts its start (once in CI on a loaded machine), and nothing in Kubernetes'
+    // election or ours prefers the older replica. `e2e_process::
+    // a_released_lease_goes_to_the_waiting_standby_at_once` asserts the standby's take-over where
+    // no replacement competes.
     let leases: Api<Lease> = Api::namespaced(client.clone(), "hap-system");
     let before = leases.get("hap-operator").await.unwrap().spec.unwrap();
     let renewed = before.renew_time.clone().unwrap().0;
@@ -147,11 +152,12 @@ async fn kustomize_base_runs_as_pods_and_fails_over() {
     })
     .await;
     let to_leading = t0.elapsed();
-    assert_eq!(
-        after.holder_identity,
-        Some(pod_name(&standby)),
-        "the waiting standby took the Lease, not the replacement pod"
-    );
+    let successor = after.holder_identity.clone().expect("a holder");
+    let by = if successor == pod_name(&standby) {
+        "the standby"
+    } else {
+        "the replacement pod"
+    };
     assert_eq!(
         after.lease_transitions,
         before.lease_transitions.map(|t| t + 1),
@@ -163,27 +169,27 @@ async fn kustomize_base_runs_as_pods_and_fails_over() {
         .unwrap();
     assert!(
         acquired < expiry,
-        "the standby took the Lease at {acquired}, before the old lease expired at {expiry}: \
+        "{by} took the Lease at {acquired}, before the old lease expired at {expiry}: \
          the leader released it on SIGTERM"
     );
     let second = claim_bound(&hap, "c2", "ga-2").await;
     let to_bound = t0.elapsed();
     assert_ne!(first, second);
     eprintln!(
-        "e2e_pods: failover: leader pod deleted -> standby holds the Lease {} ms -> new claim Bound {} ms",
+        "e2e_pods: failover: leader pod deleted -> {by} holds the Lease {} ms -> new claim Bound {} ms",
         to_leading.as_millis(),
         to_bound.as_millis()
     );
-    // The replacement joins as the standby.
+    // The other survivor is the standby now.
     eventually(
         Duration::from_secs(120),
-        "the replacement Ready as standby",
+        "the other replica Ready as standby",
         || {
             let pods = pods.clone();
-            let standby = pod_name(&standby);
+            let successor = successor.clone();
             async move {
                 let r = ready_pods(&pods, "app.kubernetes.io/name=hap-operator").await;
-                let other = r.iter().find(|p| pod_name(p) != standby)?;
+                let other = r.iter().find(|p| pod_name(p) != successor)?;
                 let body = pod_get("hap-system", &pod_name(other), "/metrics")?;
                 (r.len() == 2 && metric_line(&body, "hap_leader ")? == "hap_leader 0").then_some(())
             }
@@ -206,9 +212,8 @@ async fn kustomize_base_runs_as_pods_and_fails_over() {
     .await;
     kubectl_ok(&["cordon", NODE]);
     let ready = ready_pods(&pods, "app.kubernetes.io/name=hap-operator").await;
-    let (lead, other): (Vec<Pod>, Vec<Pod>) = ready
-        .into_iter()
-        .partition(|p| pod_name(p) == pod_name(&standby));
+    let (lead, other): (Vec<Pod>, Vec<Pod>) =
+        ready.into_iter().partition(|p| pod_name(p) == successor);
     let (lead, other) = (pod_name(&lead[0]), pod_name(&other[0]));
     let (ok, _, err) = evict("hap-system", &other);
     assert!(ok, "the first eviction is allowed: {err}");
