@@ -5,6 +5,10 @@
 //! to the index), counted by a global allocator. Prints live heap bytes and
 //! allocations per object for each kind and each structure, at every size given.
 //!
+//! The source controller's cache of Shoots is measured apart, with Shoots as a landscape has
+//! them (`load/landscape.rs`): what a listed Shoot costs while it is decoded (a list that is
+//! not paginated holds every one of them, and its body, at once) and what the cache keeps.
+//!
 //! `cargo run --example memory -- 10000 30000` (sizes in Shoots; half as many bindings are held,
 //! one Bound claim per Shoot, as in `scripts/bench.sh scale`); `--sources=N` makes the first N
 //! claims of each size a Shoot source's (its labels), as the admission webhook creates them. The figures are the heap the
@@ -13,15 +17,25 @@
 
 use std::alloc::System;
 
+use hap_operator::api::SourceKind;
 use hap_operator::k8s::claim_store::ClaimWriter;
 use hap_operator::k8s::lean::{LeanObject, LeanShoot, StoredClaim};
+use hap_operator::k8s::source_store::{Shape, SourceStore, trim};
 use hap_operator::labels::ResolvedLabelKeys;
 use hap_operator::ledger::Ledger;
 use hap_operator::pools::{Inventory, binding_view, shoot_view};
 use hap_operator::selection::InFlight;
+use hap_operator::sources::kinds::Watched;
+use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+#[allow(dead_code)]
+#[path = "load/landscape.rs"]
+mod landscape;
+#[path = "../tests/it/support/private_env.rs"]
+mod private_env;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -187,4 +201,50 @@ fn measure(n: usize, sources: usize) {
         "| {n} | claim | held in the store | {} of {n} ({sources} a source's) | |",
         store.state().len()
     );
+    drop((ledger, store, writer));
+    source_cache(n, taken);
+}
+
+/// A Shoot as the source controller's watch receives it: dressed, with a status.
+fn landscape_shoot(i: usize, taken: usize) -> Value {
+    let mut s = shoot(i, taken);
+    landscape::dress(&mut s, i, &format!("ga-{:05}", i % taken));
+    s["status"] = landscape::status(i, "aws-eu1", "scale", &format!("shoot-{i:05}"));
+    s
+}
+
+/// The source controller's Shoot cache: the listed objects decoded (all at once, as a list that
+/// is not paginated holds them), then trimmed into the store.
+fn source_cache(n: usize, taken: usize) {
+    let body: usize = (0..n)
+        .map(|i| serde_json::to_vec(&landscape_shoot(i, taken)).map_or(0, |v| v.len()))
+        .sum();
+    println!("| {n} | Shoot (landscape) | list body | {} | |", body / n);
+    let t = now();
+    let listed: Vec<DynamicObject> = (0..n)
+        .map(|i| serde_json::from_value(landscape_shoot(i, taken)).expect("Shoot decodes"))
+        .collect();
+    row(n, "Shoot (landscape)", "decoded, as listed", t, n);
+    drop(listed);
+    let whole: Shape<Value> = Box::new(std::convert::identity);
+    cache_row(n, taken, "source cache, whole", whole);
+    let kept: Shape<Watched> = Box::new(|o| SourceKind::Shoot.watched(o));
+    cache_row(n, taken, "source cache, as kept", kept);
+}
+
+/// The Shoots as the watch delivers a list: one page decoded at a time, each object trimmed,
+/// into a store that keeps `shape` of each.
+fn cache_row<T>(n: usize, taken: usize, what: &str, shape: Shape<T>) {
+    {
+        let t = now();
+        let mut cache = SourceStore::new(shape);
+        for i in 0..n {
+            let mut o: DynamicObject =
+                serde_json::from_value(landscape_shoot(i, taken)).expect("Shoot decodes");
+            trim(&mut o);
+            cache.apply(Event::Apply(o));
+        }
+        row(n, "Shoot (landscape)", what, t, n);
+        assert_eq!(cache.len(), n, "every Shoot cached");
+    }
 }

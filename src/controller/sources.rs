@@ -21,7 +21,7 @@ use crate::k8s::Cluster;
 use crate::k8s::active::ConfigState;
 use crate::k8s::sources::{ForeignCache, SourceWrites};
 use crate::pools::{ClaimView, Inventory};
-use crate::sources::kinds::cluster_config_resource;
+use crate::sources::kinds::{Watched, cluster_config_resource};
 use crate::sources::naming::ANNOTATION_SOURCE;
 use crate::sources::sync::{
     Action, ClaimRecord, CleanUp, ConfigRef, KindView, LiveClaim, Pass, PassInput,
@@ -31,11 +31,11 @@ use crate::sources::sync::{
 /// The leader's state for request sources.
 #[derive(Default)]
 pub struct SourceRuntime {
-    foreign: Mutex<BTreeMap<SourceKind, ForeignCache>>,
+    foreign: Mutex<BTreeMap<SourceKind, ForeignCache<Watched>>>,
     cluster_configs: Mutex<Option<ForeignCache>>,
     /// Shoots as requests, in the shoot namespace of the config in force, from the garden. The
     /// inventory keeps only what counting needs of a Shoot, so sources watch them on their own.
-    shoots: Mutex<Option<(String, ForeignCache)>>,
+    shoots: Mutex<Option<(String, ForeignCache<Watched>)>>,
     statuses: Mutex<Vec<SourceStatus>>,
     /// What the last pass that found nothing to do saw; a tick that sees the same skips.
     done: Mutex<Option<Stamp>>,
@@ -114,6 +114,7 @@ fn ensure_caches(
                 ctx.writer.garden(),
                 SourceKind::Shoot.resource(),
                 Some(shoot_namespace),
+                Box::new(|o| SourceKind::Shoot.watched(o)),
                 ctx.caches.feed.clone(),
             );
             *shoots = Some((shoot_namespace.to_string(), cache));
@@ -123,7 +124,8 @@ fn ensure_caches(
         for k in [SourceKind::Runtime, SourceKind::Cluster] {
             if kinds.contains(&k) {
                 foreign.entry(k).or_insert_with(|| {
-                    ForeignCache::start(own, k.resource(), ctx.caches.feed.clone())
+                    let shape = Box::new(move |o| k.watched(o));
+                    ForeignCache::start_in(own, k.resource(), None, shape, ctx.caches.feed.clone())
                 });
             } else {
                 foreign.remove(&k);
@@ -145,7 +147,7 @@ fn ensure_caches(
     }
 }
 
-fn kind_view(cache: &ForeignCache) -> KindView {
+fn kind_view(cache: &ForeignCache<Watched>) -> KindView {
     KindView {
         ready: cache.is_ready(),
         error: cache.error(),

@@ -18,6 +18,7 @@ pub mod observe;
 pub mod params;
 pub mod rate;
 pub mod source_claims;
+pub mod source_store;
 pub mod sources;
 pub mod startup;
 pub mod writes;

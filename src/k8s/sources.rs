@@ -5,7 +5,7 @@
 //! one of those writes is sent through the fenced handles of the `Writer` it is built from;
 //! deletes are conditioned on the uid and resourceVersion the decision was taken on.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -15,15 +15,16 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde_json::{Value, json};
 
-use super::caches::ChangeFeed;
+use super::caches::{ChangeFeed, LIST_PAGE};
+use super::source_store::{Shape, SourceStore, trim};
 use super::{Cluster, K8sError, Writer};
 use crate::api::{AccountClaim, FIELD_MANAGER, SOURCE_FIELD_MANAGER};
 use crate::sources::sync::ConfigRef;
 
 /// A watch of one foreign resource, in one namespace or all.
-pub struct ForeignCache {
+pub struct ForeignCache<T = Value> {
     resource: ApiResource,
-    store: Arc<Mutex<JsonStore>>,
+    store: Arc<Mutex<SourceStore<T>>>,
     /// The last watch error, cleared by the next event: why the source cannot be watched.
     error: Arc<Mutex<Option<String>>>,
     /// Events seen (errors included): the source controller skips a pass nothing moved for.
@@ -31,94 +32,36 @@ pub struct ForeignCache {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// The watched objects as the pure planner reads them: JSON, encoded once per watch event and
-/// held only so. A pass reads every object of a kind; encoding them all on every pass was what
-/// the operator spent its time on while Shoots arrived against a landscape's cache (at 10k
-/// dressed Shoots, most of its CPU, and a shared-pool admission's p50 went from 14 ms to
-/// ~180 ms; BENCHMARKS.md, issue 35). Keeping the decoded object beside its JSON would hold every
-/// object twice.
-#[derive(Default)]
-struct JsonStore {
-    /// By namespace and name, as the API server keys them.
-    objects: HashMap<(String, String), Arc<Value>>,
-    /// A re-list under way: what it has listed so far. The objects before it stay visible until
-    /// it ends, as kube's reflector keeps them.
-    relist: Option<HashMap<(String, String), Arc<Value>>>,
-    /// A list has ended once.
-    ready: bool,
-}
-
-impl JsonStore {
-    fn apply(&mut self, event: watcher::Event<DynamicObject>) {
-        let key = |o: &DynamicObject| {
-            (
-                o.metadata.namespace.clone().unwrap_or_default(),
-                o.metadata.name.clone().unwrap_or_default(),
-            )
-        };
-        let json = |o: &DynamicObject| serde_json::to_value(o).ok().map(Arc::new);
-        match event {
-            watcher::Event::Apply(o) => match json(&o) {
-                Some(v) => {
-                    self.objects.insert(key(&o), v);
-                }
-                None => {
-                    self.objects.remove(&key(&o));
-                }
-            },
-            watcher::Event::Delete(o) => {
-                self.objects.remove(&key(&o));
-            }
-            watcher::Event::Init => self.relist = Some(HashMap::new()),
-            watcher::Event::InitApply(o) => {
-                if let (Some(list), Some(v)) = (self.relist.as_mut(), json(&o)) {
-                    list.insert(key(&o), v);
-                }
-            }
-            watcher::Event::InitDone => {
-                if let Some(list) = self.relist.take() {
-                    self.objects = list;
-                }
-                self.ready = true;
-            }
-        }
-    }
-
-    fn values(&self) -> Vec<Arc<Value>> {
-        self.objects.values().cloned().collect()
-    }
-}
-
-impl Drop for ForeignCache {
+impl<T> Drop for ForeignCache<T> {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-/// Keeps what the source controller reads: metadata without managed fields, the operator's
-/// own annotations, and the spec; never a status.
-fn trim(obj: &mut DynamicObject) {
-    let meta = obj.meta_mut();
-    meta.managed_fields = None;
-    if let Some(a) = meta.annotations.as_mut() {
-        a.retain(|k, _| k.starts_with("accountpool.io/"));
-    }
-    if let Some(map) = obj.data.as_object_mut() {
-        map.remove("status");
+impl ForeignCache<Value> {
+    /// Starts watching `resource` in all namespaces, keeping every object whole; every event
+    /// bumps `feed`.
+    pub fn start(cluster: &Cluster, resource: ApiResource, feed: ChangeFeed) -> Self {
+        Self::start_in(
+            cluster,
+            resource,
+            None,
+            Box::new(std::convert::identity),
+            feed,
+        )
     }
 }
 
-impl ForeignCache {
-    /// Starts watching `resource` in all namespaces; every event bumps `feed`.
-    pub fn start(cluster: &Cluster, resource: ApiResource, feed: ChangeFeed) -> Self {
-        Self::start_in(cluster, resource, None, feed)
-    }
-
-    /// Starts watching `resource` in `namespace` (all when `None`); every event bumps `feed`.
+impl<T: Send + Sync + 'static> ForeignCache<T> {
+    /// Starts watching `resource` in `namespace` (all when `None`), keeping `shape` of each
+    /// object (`SourceKind::watched`); every event bumps `feed`. The list comes in the
+    /// inventory's pages (`LIST_PAGE`), not kube's 500: each page is buffered and decoded whole,
+    /// and a landscape's Shoot is ~4 KB of JSON, ~24 KB decoded.
     pub fn start_in(
         cluster: &Cluster,
         resource: ApiResource,
         namespace: Option<&str>,
+        shape: Shape<T>,
         feed: ChangeFeed,
     ) -> Self {
         let client = cluster.kube();
@@ -126,10 +69,10 @@ impl ForeignCache {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
             None => Api::all_with(client.clone(), &resource),
         };
-        let store = Arc::new(Mutex::new(JsonStore::default()));
+        let store = Arc::new(Mutex::new(SourceStore::new(shape)));
         let error = Arc::new(Mutex::new(None));
         let events = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let stream = watcher(api, watcher::Config::default().any_semantic())
+        let stream = watcher(api, watcher::Config::default().page_size(LIST_PAGE))
             .default_backoff()
             .modify(trim);
         let task = {
@@ -178,7 +121,7 @@ impl ForeignCache {
     }
 
     pub fn is_ready(&self) -> bool {
-        self.lock().ready
+        self.lock().is_ready()
     }
 
     /// Why it does not watch, if it does not.
@@ -186,12 +129,12 @@ impl ForeignCache {
         self.error.lock().ok().and_then(|e| e.clone())
     }
 
-    /// The cached objects as JSON (`JsonStore`).
-    pub fn values(&self) -> Vec<Arc<Value>> {
+    /// The cached objects as kept (`SourceStore`).
+    pub fn values(&self) -> Vec<Arc<T>> {
         self.lock().values()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, JsonStore> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SourceStore<T>> {
         // Each event is applied whole between two statements that cannot panic.
         self.store.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -463,65 +406,6 @@ mod tests {
             matches!(r, Err(K8sError::Fenced { .. })),
             "{what}: {r:?} (sent although not leading)"
         );
-    }
-
-    fn shoot(name: &str, ns: &str, region: &str) -> DynamicObject {
-        let ar = ApiResource::erase::<AccountClaim>(&());
-        let mut o = DynamicObject::new(name, &ar)
-            .within(ns)
-            .data(json!({"spec": {"region": region}}));
-        o.metadata.uid = Some(format!("uid-{ns}-{name}"));
-        o
-    }
-
-    fn regions(store: &JsonStore) -> Vec<String> {
-        let mut r: Vec<String> = store
-            .values()
-            .iter()
-            .map(|v| {
-                format!(
-                    "{}/{}",
-                    v["metadata"]["namespace"].as_str().unwrap_or(""),
-                    v["spec"]["region"].as_str().unwrap_or("")
-                )
-            })
-            .collect();
-        r.sort();
-        r
-    }
-
-    /// Each watch event's object is encoded once and then read by every pass as the same JSON
-    /// (the same allocation); objects of one name in two namespaces are two objects; a re-list
-    /// replaces the objects only when it ends, dropping those it did not list.
-    #[test]
-    fn the_json_store_encodes_each_event_once_and_follows_the_watch() {
-        use watcher::Event;
-        let mut store = JsonStore::default();
-        store.apply(Event::Init);
-        store.apply(Event::InitApply(shoot("a", "p1", "eu")));
-        assert!(
-            !store.ready && store.values().is_empty(),
-            "nothing before the list ended"
-        );
-        store.apply(Event::InitApply(shoot("a", "p2", "us")));
-        store.apply(Event::InitDone);
-        assert!(store.ready);
-        assert_eq!(regions(&store), ["p1/eu", "p2/us"]);
-        let (one, two) = (store.values(), store.values());
-        assert!(
-            one.iter().all(|v| two.iter().any(|w| Arc::ptr_eq(v, w))),
-            "encoded once"
-        );
-        store.apply(Event::Apply(shoot("a", "p1", "ap")));
-        store.apply(Event::Delete(shoot("a", "p2", "us")));
-        assert_eq!(regions(&store), ["p1/ap"]);
-        // A re-list: the old objects stay until it ends; one it does not list is gone after.
-        store.apply(Event::Apply(shoot("b", "p1", "eu")));
-        store.apply(Event::Init);
-        store.apply(Event::InitApply(shoot("b", "p1", "sa")));
-        assert_eq!(regions(&store), ["p1/ap", "p1/eu"]);
-        store.apply(Event::InitDone);
-        assert_eq!(regions(&store), ["p1/sa"]);
     }
 
     #[tokio::test]

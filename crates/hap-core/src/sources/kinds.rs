@@ -7,6 +7,21 @@ use serde_json::Value;
 use super::selector::ObjectFacts;
 use crate::api::{BindingKind, FieldSource, SourceKind};
 
+/// A watched object as a source pass reads it, and all that the source controller's cache keeps
+/// of it: its identity, selection facts and the binding it names, and, for the kinds whose
+/// claims a pass derives at the field paths a config names (Runtime, Cluster), the object. A
+/// Shoot's claim is the webhook's, derived from the Shoot it admits, so no more of a Shoot is
+/// kept: a landscape's Shoot held ~9 KB as JSON maps even without its status, and 100k of them
+/// did not fit the operator's memory limit (`cargo run --example memory`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Watched {
+    pub facts: ObjectFacts,
+    pub uid: Option<String>,
+    pub existing_binding: Option<String>,
+    /// `Null` for a Shoot.
+    pub object: Value,
+}
+
 /// The fields of a request (an AccountClaim's spec).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RequestField {
@@ -133,6 +148,27 @@ impl SourceKind {
         }
     }
 
+    /// A watched object as a source pass reads it (`Watched`).
+    pub fn watched(self, obj: Value) -> Watched {
+        let facts = self.facts(&obj);
+        let uid = obj
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let existing_binding = self.existing_binding(&obj);
+        let object = match self {
+            SourceKind::Shoot => Value::Null,
+            SourceKind::Runtime | SourceKind::Cluster => obj,
+        };
+        Watched {
+            facts,
+            uid,
+            existing_binding,
+            object,
+        }
+    }
+
     /// The selection facts of an object of this kind.
     pub fn facts(self, obj: &Value) -> ObjectFacts {
         let meta = |k: &str| {
@@ -244,6 +280,15 @@ mod tests {
         let runtime = json!({"spec": {"shoot": {"secretBindingName": ""}}});
         assert_eq!(SourceKind::Runtime.existing_binding(&runtime), None);
         let shoot = json!({"spec": {"secretBindingName": "sb"}});
+        let w = SourceKind::Shoot.watched(shoot.clone());
+        assert_eq!(w.existing_binding.as_deref(), Some("sb"));
+        assert_eq!(
+            w.object,
+            Value::Null,
+            "nothing of a Shoot is kept beyond what a pass reads"
+        );
+        let w = SourceKind::Cluster.watched(cluster.clone());
+        assert_eq!((w.facts, w.object), (f, cluster), "a Cluster is kept whole");
         assert_eq!(
             SourceKind::Shoot.existing_binding(&shoot).as_deref(),
             Some("sb")

@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::clusterconfig::{ClusterConfigFor, cluster_config, sets_binding};
+use super::kinds::Watched;
 use super::naming::{
     ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_ADMITTED_AT, ANNOTATION_CLUSTER_CONFIG,
     ANNOTATION_TENANT_RULE, LABEL_MANAGED_BY, MANAGED_BY, claim_name, claim_object,
@@ -193,8 +194,8 @@ pub struct KindView {
     pub ready: bool,
     /// Why it cannot watch, if it cannot.
     pub error: Option<String>,
-    /// Shared with the cache that encoded them, which encodes each object version once.
-    pub objects: Vec<Arc<Value>>,
+    /// Shared with the cache that read them, which reads each object version once.
+    pub objects: Vec<Arc<Watched>>,
 }
 
 /// Everything one pass reads.
@@ -337,7 +338,7 @@ struct Planner<'i, 'a> {
 /// One watched object, with what the pass derived from it.
 struct Seen<'i> {
     kind: SourceKind,
-    obj: &'i Value,
+    obj: &'i Watched,
     ns: String,
     name: String,
     cname: String,
@@ -400,8 +401,8 @@ impl<'i, 'a> Planner<'i, 'a> {
 
     /// One object of a synced kind: counted for its source, and its claim (if any) kept in step
     /// or created.
-    fn plan_object(&mut self, kind: SourceKind, obj: &'i Value) {
-        let facts = kind.facts(obj);
+    fn plan_object(&mut self, kind: SourceKind, obj: &'i Watched) {
+        let facts = &obj.facts;
         let Some(name) = facts.name.clone() else {
             return;
         };
@@ -412,12 +413,12 @@ impl<'i, 'a> Planner<'i, 'a> {
             self.seen.insert(c.name.as_str());
         }
         let config = (kind == SourceKind::Cluster)
-            .then(|| referenced_config(obj, &name))
+            .then(|| referenced_config(&obj.object, &name))
             .flatten();
         if let Some(c) = &config {
             self.referenced_configs.insert(key(&ns, c));
         }
-        let source = self.input.sources.serving(kind, &facts);
+        let source = self.input.sources.serving(kind, facts);
         if let Some(s) = source {
             self.counts.entry(s.id.as_str()).or_default().matching += 1;
         }
@@ -428,7 +429,7 @@ impl<'i, 'a> Planner<'i, 'a> {
             name,
             cname,
             config,
-            uid: str_at(obj, "/metadata/uid").map(str::to_string),
+            uid: obj.uid.clone(),
         };
         match claim {
             Some(c) => self.plan_existing_claim(&seen, c),
@@ -505,7 +506,7 @@ impl<'i, 'a> Planner<'i, 'a> {
     /// a Cluster that references a ClusterConfig gets a claim; anything else waits for the
     /// webhook and counts as unserved.
     fn plan_new_claim(&mut self, o: Seen<'i>, s: &'i CompiledSource) {
-        let existing_binding = o.kind.existing_binding(o.obj);
+        let existing_binding = o.obj.existing_binding.clone();
         let adopt = o.kind == SourceKind::Runtime && existing_binding.is_some();
         let cluster_needs_claim = o.config.is_some();
         if !(adopt || cluster_needs_claim) {
@@ -514,7 +515,7 @@ impl<'i, 'a> Planner<'i, 'a> {
             }
             return;
         }
-        let Ok(mut spec) = s.derive(o.obj) else {
+        let Ok(mut spec) = s.derive(&o.obj.object) else {
             self.counts.entry(s.id.as_str()).or_default().unserved += 1;
             return;
         };
@@ -524,7 +525,10 @@ impl<'i, 'a> Planner<'i, 'a> {
             spec.adopt_binding = existing_binding;
             None
         } else {
-            str_at(o.obj, &pointer("annotations", ANNOTATION_TENANT_RULE))
+            str_at(
+                &o.obj.object,
+                &pointer("annotations", ANNOTATION_TENANT_RULE),
+            )
         };
         let r = SourceRef {
             source_id: s.id.clone(),

@@ -82,18 +82,21 @@ fn input<'a>(
     claims: Vec<ClaimRecord>,
     configs: Vec<Value>,
 ) -> PassInput<'a> {
-    let view = |objects: Vec<Value>| KindView {
+    let view = |kind: SourceKind, objects: Vec<Value>| KindView {
         ready: true,
         error: None,
-        objects: objects.into_iter().map(Arc::new).collect(),
+        objects: objects
+            .into_iter()
+            .map(|o| Arc::new(kind.watched(o)))
+            .collect(),
     };
     PassInput {
         sources: s,
         binding_kind: BindingKind::CredentialsBinding,
         claim_namespace: "hap",
         kinds: BTreeMap::from([
-            (SourceKind::Runtime, view(runtimes)),
-            (SourceKind::Cluster, view(clusters)),
+            (SourceKind::Runtime, view(SourceKind::Runtime, runtimes)),
+            (SourceKind::Cluster, view(SourceKind::Cluster, clusters)),
         ]),
         claims,
         cluster_configs: Some(configs.into_iter().map(Arc::new).collect()),
@@ -563,4 +566,126 @@ fn a_live_claim_is_read_with_its_stamp() {
     let l = LiveClaim::from_meta(&meta);
     assert_eq!(l.resource_version.as_deref(), Some("9"));
     assert_eq!(l.last_admitted(), Some(at("2026-11-26T09:10:00Z")));
+}
+
+fn shoot_sources() -> CompiledSources {
+    let list: Vec<RequestSource> = serde_saphyr::from_str(
+        r#"- {id: shoots, kind: Shoot, matchLabels: {accountpool.io/request: "true"}}"#,
+    )
+    .expect("yaml");
+    CompiledSources::from_spec(&HapConfigSpec {
+        binding_namespace: "garden-p".into(),
+        shoot_namespace: Some("garden-p".into()),
+        rules: Some(vec!["aws".into()]),
+        request_sources: Some(list),
+        ..Default::default()
+    })
+    .expect("valid")
+}
+
+fn shoot(name: &str, requested: bool, binding: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": "garden-p", "uid": format!("uid-{name}"),
+            "labels": {"accountpool.io/request": requested.to_string()}},
+        "spec": {"credentialsBindingName": binding},
+    })
+}
+
+/// A Shoot as a landscape has it (beside what the pass reads): provider, workers, maintenance,
+/// more labels, and a status.
+fn dressed(mut shoot: Value) -> Value {
+    shoot["metadata"]["labels"]["kyma-project.io/runtime-id"] = json!("r-1");
+    shoot["metadata"]["resourceVersion"] = json!("4711");
+    shoot["spec"]["region"] = json!("eu-west-1");
+    shoot["spec"]["provider"] = json!({"type": "aws", "workers": [{"name": "w", "minimum": 1,
+        "maximum": 3, "machine": {"type": "m6i.large"}, "zones": ["eu-west-1a"]}]});
+    shoot["spec"]["maintenance"] =
+        json!({"timeWindow": {"begin": "030000+0000", "end": "040000+0000"}});
+    shoot["status"] = json!({"lastOperation": {"type": "Reconcile", "state": "Succeeded"},
+        "conditions": [{"type": "APIServerAvailable", "status": "True"}]});
+    shoot
+}
+
+fn shoot_claim(name: &str, uid: &str) -> ClaimRecord {
+    ClaimRecord {
+        name: super::naming::claim_name(SourceKind::Shoot, "garden-p", name),
+        uid: Some(format!("claim-uid-{name}")),
+        source: SourceRef {
+            source_id: "shoots".into(),
+            kind: SourceKind::Shoot,
+            namespace: "garden-p".into(),
+            name: Some(name.into()),
+            uid: Some(uid.into()),
+        },
+        phase: Some(ClaimPhase::Bound),
+        binding: Some("aws-1".into()),
+        age: Duration::from_secs(600),
+        deleting: false,
+    }
+}
+
+fn shoot_pass(s: &CompiledSources, shoots: Vec<Value>, claims: Vec<ClaimRecord>) -> Pass {
+    plan_pass(&PassInput {
+        sources: s,
+        binding_kind: BindingKind::CredentialsBinding,
+        claim_namespace: "hap",
+        kinds: BTreeMap::from([(
+            SourceKind::Shoot,
+            KindView {
+                ready: true,
+                error: None,
+                objects: shoots
+                    .into_iter()
+                    .map(|o| Arc::new(SourceKind::Shoot.watched(o)))
+                    .collect(),
+            },
+        )]),
+        claims,
+        cluster_configs: None,
+        grace: Duration::from_secs(60),
+    })
+}
+
+/// The source controller keeps of a Shoot only what a pass reads (`SourceKind::watched`): a
+/// Shoot as a landscape has it plans exactly as the same Shoot bare. The pass follows a
+/// re-created Shoot's UID, counts a requested Shoot without a binding or claim as unserved, and
+/// looks up the claim of a Shoot that is gone.
+#[test]
+fn a_shoot_is_planned_from_what_the_cache_keeps_of_it() {
+    let s = shoot_sources();
+    let shoots = || {
+        vec![
+            shoot("recreated", true, "aws-1"),
+            shoot("unserved", true, ""),
+            shoot("not-requested", false, ""),
+            shoot("bound-elsewhere", true, "aws-9"),
+        ]
+    };
+    let claims = || {
+        vec![
+            shoot_claim("recreated", "uid-of-the-first"),
+            shoot_claim("gone", "uid-gone"),
+        ]
+    };
+    let bare = shoot_pass(&s, shoots(), claims());
+    let landscape = shoot_pass(&s, shoots().into_iter().map(dressed).collect(), claims());
+    assert_eq!(bare, landscape);
+    let [
+        Action::LabelClaim { name, labels },
+        Action::DeleteIfGone { claim, .. },
+    ] = bare.actions.as_slice()
+    else {
+        panic!("a label and a delete: {:?}", bare.actions)
+    };
+    assert_eq!(
+        name,
+        &super::naming::claim_name(SourceKind::Shoot, "garden-p", "recreated")
+    );
+    assert!(labels.values().any(|v| v == "uid-recreated"), "{labels:?}");
+    assert_eq!(
+        claim,
+        &super::naming::claim_name(SourceKind::Shoot, "garden-p", "gone")
+    );
+    let status = &bare.statuses[0];
+    assert_eq!((status.matching, status.unserved), (3, 1), "{status:?}");
 }
