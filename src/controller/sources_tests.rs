@@ -46,8 +46,8 @@ async fn a_runtime_created_with_a_binding_gets_its_claim_with_the_source_labels(
     });
     h.api.expect([
         Call::get(RUNTIMES)
-            // In the inventory's pages (each is held whole while decoded), not kube's 500; kube
-            // leaves `resourceVersion=0` out of a paged list: a consistent read.
+            // In the inventory's pages (each is held whole while decoded), not kube's 500; a
+            // paged list without `resourceVersion`: a consistent read.
             .query(&[("limit", &crate::k8s::caches::LIST_PAGE.to_string())])
             .answer(200, list),
         Call::get(RUNTIMES)

@@ -39,8 +39,8 @@ impl<T> Drop for ForeignCache<T> {
 }
 
 impl ForeignCache<Value> {
-    /// Starts watching `resource` in all namespaces, keeping every object whole; every event
-    /// bumps `feed`.
+    /// Starts watching `resource` in all namespaces, keeping every object as trimmed (`trim`);
+    /// every event bumps `feed`.
     pub fn start(cluster: &Cluster, resource: ApiResource, feed: ChangeFeed) -> Self {
         Self::start_in(
             cluster,

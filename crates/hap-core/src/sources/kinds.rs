@@ -18,8 +18,8 @@ pub struct Watched {
     pub facts: ObjectFacts,
     pub uid: Option<String>,
     pub existing_binding: Option<String>,
-    /// `Null` for a Shoot.
-    pub object: Value,
+    /// `None` for a Shoot.
+    pub object: Option<Value>,
 }
 
 /// The fields of a request (an AccountClaim's spec).
@@ -158,8 +158,8 @@ impl SourceKind {
             .map(str::to_string);
         let existing_binding = self.existing_binding(&obj);
         let object = match self {
-            SourceKind::Shoot => Value::Null,
-            SourceKind::Runtime | SourceKind::Cluster => obj,
+            SourceKind::Shoot => None,
+            SourceKind::Runtime | SourceKind::Cluster => Some(obj),
         };
         Watched {
             facts,
@@ -282,13 +282,25 @@ mod tests {
         let shoot = json!({"spec": {"secretBindingName": "sb"}});
         let w = SourceKind::Shoot.watched(shoot.clone());
         assert_eq!(w.existing_binding.as_deref(), Some("sb"));
+        assert_eq!(w.facts, SourceKind::Shoot.facts(&shoot));
         assert_eq!(
-            w.object,
-            Value::Null,
+            w.object, None,
             "nothing of a Shoot is kept beyond what a pass reads"
         );
         let w = SourceKind::Cluster.watched(cluster.clone());
-        assert_eq!((w.facts, w.object), (f, cluster), "a Cluster is kept whole");
+        assert_eq!(
+            (w.facts, w.object),
+            (f, Some(cluster)),
+            "a Cluster is kept whole"
+        );
+        for (uid, kept) in [
+            (json!("u-1"), Some("u-1")),
+            (json!(""), None),
+            (Value::Null, None),
+        ] {
+            let shoot = json!({"metadata": {"name": "s", "uid": uid}});
+            assert_eq!(SourceKind::Shoot.watched(shoot).uid.as_deref(), kept);
+        }
         assert_eq!(
             SourceKind::Shoot.existing_binding(&shoot).as_deref(),
             Some("sb")

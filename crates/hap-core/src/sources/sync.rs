@@ -413,7 +413,11 @@ impl<'i, 'a> Planner<'i, 'a> {
             self.seen.insert(c.name.as_str());
         }
         let config = (kind == SourceKind::Cluster)
-            .then(|| referenced_config(&obj.object, &name))
+            .then(|| {
+                obj.object
+                    .as_ref()
+                    .and_then(|o| referenced_config(o, &name))
+            })
             .flatten();
         if let Some(c) = &config {
             self.referenced_configs.insert(key(&ns, c));
@@ -515,7 +519,8 @@ impl<'i, 'a> Planner<'i, 'a> {
             }
             return;
         }
-        let Ok(mut spec) = s.derive(&o.obj.object) else {
+        // Only the kinds a pass derives claims for are kept whole (`SourceKind::watched`).
+        let Some(Ok(mut spec)) = o.obj.object.as_ref().map(|obj| s.derive(obj)) else {
             self.counts.entry(s.id.as_str()).or_default().unserved += 1;
             return;
         };
@@ -525,10 +530,10 @@ impl<'i, 'a> Planner<'i, 'a> {
             spec.adopt_binding = existing_binding;
             None
         } else {
-            str_at(
-                &o.obj.object,
-                &pointer("annotations", ANNOTATION_TENANT_RULE),
-            )
+            o.obj
+                .object
+                .as_ref()
+                .and_then(|obj| str_at(obj, &pointer("annotations", ANNOTATION_TENANT_RULE)))
         };
         let r = SourceRef {
             source_id: s.id.clone(),

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::CompiledSources;
+use super::kinds::Watched;
 use super::sync::*;
 use crate::api::{AccountClaim, BindingKind, ClaimPhase, HapConfigSpec, RequestSource, SourceKind};
 use crate::claim_state::SourceRef;
@@ -624,7 +625,7 @@ fn shoot_claim(name: &str, uid: &str) -> ClaimRecord {
     }
 }
 
-fn shoot_pass(s: &CompiledSources, shoots: Vec<Value>, claims: Vec<ClaimRecord>) -> Pass {
+fn shoot_pass(s: &CompiledSources, shoots: Vec<Watched>, claims: Vec<ClaimRecord>) -> Pass {
     plan_pass(&PassInput {
         sources: s,
         binding_kind: BindingKind::CredentialsBinding,
@@ -634,10 +635,7 @@ fn shoot_pass(s: &CompiledSources, shoots: Vec<Value>, claims: Vec<ClaimRecord>)
             KindView {
                 ready: true,
                 error: None,
-                objects: shoots
-                    .into_iter()
-                    .map(|o| Arc::new(SourceKind::Shoot.watched(o)))
-                    .collect(),
+                objects: shoots.into_iter().map(Arc::new).collect(),
             },
         )]),
         claims,
@@ -647,9 +645,9 @@ fn shoot_pass(s: &CompiledSources, shoots: Vec<Value>, claims: Vec<ClaimRecord>)
 }
 
 /// The source controller keeps of a Shoot only what a pass reads (`SourceKind::watched`): a
-/// Shoot as a landscape has it plans exactly as the same Shoot bare. The pass follows a
-/// re-created Shoot's UID, counts a requested Shoot without a binding or claim as unserved, and
-/// looks up the claim of a Shoot that is gone.
+/// Shoot as a landscape has it plans exactly as it did when the cache kept the whole object. The
+/// pass follows a re-created Shoot's UID, counts a requested Shoot without a binding or claim as
+/// unserved, and looks up the claim of a Shoot that is gone.
 #[test]
 fn a_shoot_is_planned_from_what_the_cache_keeps_of_it() {
     let s = shoot_sources();
@@ -667,9 +665,19 @@ fn a_shoot_is_planned_from_what_the_cache_keeps_of_it() {
             shoot_claim("gone", "uid-gone"),
         ]
     };
-    let bare = shoot_pass(&s, shoots(), claims());
-    let landscape = shoot_pass(&s, shoots().into_iter().map(dressed).collect(), claims());
-    assert_eq!(bare, landscape);
+    let kept = shoots()
+        .into_iter()
+        .map(|o| SourceKind::Shoot.watched(dressed(o)))
+        .collect();
+    let whole = shoots()
+        .into_iter()
+        .map(|o| Watched {
+            object: Some(dressed(o.clone())),
+            ..SourceKind::Shoot.watched(dressed(o))
+        })
+        .collect();
+    let bare = shoot_pass(&s, kept, claims());
+    assert_eq!(bare, shoot_pass(&s, whole, claims()));
     let [
         Action::LabelClaim { name, labels },
         Action::DeleteIfGone { claim, .. },
