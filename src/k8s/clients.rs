@@ -209,8 +209,18 @@ mod tests {
     use std::time::{Duration, Instant};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A kubeconfig of a server that answers every request `{}` and records when each arrived.
-    async fn recording_server(dir: &Path) -> (PathBuf, Arc<Mutex<Vec<Instant>>>) {
+    /// A request the test server saw: when it arrived, on which connection (numbered as
+    /// accepted), for which path.
+    #[derive(Clone, Debug)]
+    struct Seen {
+        at: Instant,
+        conn: usize,
+        path: String,
+    }
+
+    /// A kubeconfig of a server that keeps connections open, answers every request `{}` but
+    /// `/hold` (never answered), and records each request as it arrives.
+    async fn test_server(dir: &Path) -> (PathBuf, Arc<Mutex<Vec<Seen>>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -218,17 +228,14 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         tokio::spawn(async move {
-            while let Ok((mut conn, _)) = listener.accept().await {
-                let mut buf = [0u8; 4096];
-                if conn.read(&mut buf).await.unwrap_or(0) > 0 {
-                    log.lock().expect("log").push(Instant::now());
-                }
-                let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
-                let _ = conn.write_all(answer.as_bytes()).await;
+            let mut n = 0;
+            while let Ok((conn, _)) = listener.accept().await {
+                n += 1;
+                tokio::spawn(serve_connection(conn, n, log.clone()));
             }
         });
         let path = dir.join("kubeconfig");
-        std::fs::write(&path, kubeconfig_of(&format!("http://{addr}"))).expect("write kubeconfig");
+        std::fs::write(&path, kubeconfig_of(&format!("http://{addr}"))).expect("write");
         (path, seen)
     }
 
@@ -248,7 +255,7 @@ mod tests {
     #[tokio::test]
     async fn a_cluster_with_limits_sends_its_burst_at_once_and_the_rest_at_qps() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (path, seen) = recording_server(dir.path()).await;
+        let (path, seen) = test_server(dir.path()).await;
         // 20 a second, 2 at once: of 5 requests the last 3 wait 50 ms each.
         let limits = ApiLimits {
             qps: 20.0,
@@ -258,7 +265,7 @@ mod tests {
         let started = Instant::now();
         let sent = (0..5).map(|_| send(&cluster));
         futures::future::join_all(sent).await;
-        let seen = seen.lock().expect("log").clone();
+        let seen: Vec<Instant> = seen.lock().expect("log").iter().map(|s| s.at).collect();
         assert_eq!(seen.len(), 5);
         let spread = seen
             .iter()
@@ -274,7 +281,7 @@ mod tests {
     #[tokio::test]
     async fn a_write_checked_while_leading_is_not_sent_after_the_lease_moved_while_it_queued() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (path, seen) = recording_server(dir.path()).await;
+        let (path, seen) = test_server(dir.path()).await;
         // 5 a second, 1 at once: five writes made together are sent at 0, 200, ... 800 ms.
         let limits = ApiLimits { qps: 5.0, burst: 1 };
         let cluster = from_kubeconfig(&path, limits).await.expect("cluster");
@@ -297,7 +304,7 @@ mod tests {
         });
         let results = futures::future::join_all(writes).await;
         let closed = started + lease;
-        let seen = seen.lock().expect("log").clone();
+        let seen: Vec<Instant> = seen.lock().expect("log").iter().map(|s| s.at).collect();
         let late: Vec<Duration> = seen
             .iter()
             .filter(|t| **t >= closed)
@@ -318,7 +325,7 @@ mod tests {
     #[tokio::test]
     async fn a_priority_request_does_not_wait_behind_the_budgets_backlog() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (path, seen) = recording_server(dir.path()).await;
+        let (path, seen) = test_server(dir.path()).await;
         // 2 a second, 1 at once: six requests made together take 2.5 s to go out.
         let limits = ApiLimits { qps: 2.0, burst: 1 };
         let cluster = from_kubeconfig(&path, limits).await.expect("cluster");
@@ -344,31 +351,10 @@ mod tests {
         }
     }
 
-    /// A kubeconfig of a server that keeps connections open and records, for each request, the
-    /// connection it came on (numbered as accepted) and its path. It never answers `/hold`.
-    async fn keep_alive_server(dir: &Path) -> (PathBuf, Arc<Mutex<Vec<(usize, String)>>>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
-        tokio::spawn(async move {
-            let mut n = 0;
-            while let Ok((conn, _)) = listener.accept().await {
-                n += 1;
-                tokio::spawn(serve_connection(conn, n, log.clone()));
-            }
-        });
-        let path = dir.join("kubeconfig");
-        std::fs::write(&path, kubeconfig_of(&format!("http://{addr}"))).expect("write");
-        (path, seen)
-    }
-
     async fn serve_connection(
         mut conn: tokio::net::TcpStream,
         id: usize,
-        log: Arc<Mutex<Vec<(usize, String)>>>,
+        log: Arc<Mutex<Vec<Seen>>>,
     ) {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];
@@ -381,9 +367,20 @@ mod tests {
                 continue;
             };
             let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            buf.drain(..end + 4);
+            let body = content_length(&head);
+            while buf.len() < end + 4 + body {
+                match conn.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            buf.drain(..end + 4 + body);
             let path = head.split(' ').nth(1).unwrap_or_default().to_string();
-            log.lock().expect("log").push((id, path.clone()));
+            log.lock().expect("log").push(Seen {
+                at: Instant::now(),
+                conn: id,
+                path: path.clone(),
+            });
             if path == "/hold" {
                 return std::future::pending().await;
             }
@@ -393,6 +390,14 @@ mod tests {
                 return;
             }
         }
+    }
+
+    fn content_length(head: &str) -> usize {
+        head.lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     async fn get(cluster: &Cluster, path: &str) {
@@ -410,7 +415,7 @@ mod tests {
     #[tokio::test]
     async fn a_lease_request_keeps_its_connection_while_the_controllers_hold_theirs() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (path, seen) = keep_alive_server(dir.path()).await;
+        let (path, seen) = test_server(dir.path()).await;
         let cluster = from_kubeconfig(&path, ApiLimits::UNLIMITED)
             .await
             .expect("cluster");
@@ -424,7 +429,7 @@ mod tests {
         get(&lease, "/renew").await;
         held.abort();
         let seen = seen.lock().expect("log").clone();
-        let on = |p: &str| seen.iter().find(|(_, path)| path == p).map(|(c, _)| *c);
+        let on = |p: &str| seen.iter().find(|s| s.path == p).map(|s| s.conn);
         assert_eq!(
             on("/renew"),
             on("/acquire"),
