@@ -28,7 +28,9 @@
 //! HAP_BENCH_BINDINGS (taken), HAP_BENCH_SCALE_CLAIMS, HAP_BENCH_FREE, HAP_BENCH_TRICKLE,
 //! HAP_BENCH_TRICKLE_MS, HAP_BENCH_SCALE_NEW (the burst), HAP_BENCH_IDLE_S,
 //! HAP_BENCH_FLOOR_PASSES, HAP_BENCH_PERF, HAP_BENCH_SCALE (0 skips phase 4), HAP_BENCH_LANDSCAPE (0: bare Shoots, `landscape.rs`); for phase 5
-//! HAP_BENCH_TAKEOVER_NEW, HAP_BENCH_TAKEOVER_REUSE, HAP_BENCH_TAKEOVER_RELEASE (all 0 skip it); HAP_BENCH_DIR (control-plane state), HAP_BIN (the
+//! HAP_BENCH_TAKEOVER_NEW, HAP_BENCH_TAKEOVER_REUSE, HAP_BENCH_TAKEOVER_RELEASE (all 0 skip it),
+//! HAP_BENCH_TAKEOVER_ADMISSION=on, HAP_BENCH_TAKEOVER_STANDBY=on (a standby after a frozen
+//! leader; HAP_BENCH_TAKEOVER_LEASE_S, default 180, must outlast building the backlog); HAP_BENCH_DIR (control-plane state), HAP_BIN (the
 //! operator binary; default: `hap` next to this example's directory), HAP_K8S_BIN.
 
 mod floor;

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use hap_operator::api::{AccountClaim, CLAIM_FINALIZER, ClaimPhase};
 use hap_operator::labels::{CLAIMED_BY, FILLING};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -40,6 +41,10 @@ pub struct Backlog {
     /// gardener-apiserver's admission plugins back on (ResourceReferenceManager) once the
     /// backlog is built, for both sides: `HAP_BENCH_TAKEOVER_ADMISSION=on`.
     pub admission: bool,
+    /// The operator side is a standby taking over from a frozen leader
+    /// (`HAP_BENCH_TAKEOVER_STANDBY=on`): leader and standby run while the backlog piles up,
+    /// the leader stopped (SIGSTOP) first; the clock starts when the standby holds the Lease.
+    pub standby: bool,
 }
 
 impl Backlog {
@@ -50,6 +55,7 @@ impl Backlog {
             release: env_num("HAP_BENCH_TAKEOVER_RELEASE", 200),
             concurrency,
             admission: std::env::var("HAP_BENCH_TAKEOVER_ADMISSION").is_ok_and(|v| v == "on"),
+            standby: std::env::var("HAP_BENCH_TAKEOVER_STANDBY").is_ok_and(|v| v == "on"),
         }
     }
 
@@ -67,8 +73,12 @@ impl Backlog {
                 " HAP_BENCH_TAKEOVER_ADMISSION=on"
             } else {
                 ""
-            }
-        )
+            },
+        ) + if self.standby {
+            " HAP_BENCH_TAKEOVER_STANDBY=on"
+        } else {
+            ""
+        }
     }
 }
 
@@ -87,10 +97,22 @@ struct Plan {
 /// Builds the backlog in project `name`: bindings, the reuse tenants' settled anchor claims,
 /// the unsettled claims, and the release claims deleted (held by their finalizer).
 async fn build(client: &Client, name: &str, b: Backlog) -> (&'static str, &'static str, Plan) {
+    let (garden, claims_ns) = prepare(client, name).await;
+    let plan = fill(client, garden, claims_ns, b).await;
+    (garden, claims_ns, plan)
+}
+
+/// Project `name`, its claim namespace and its HapConfig: (garden namespace, claim namespace).
+async fn prepare(client: &Client, name: &str) -> (&'static str, &'static str) {
     let garden = project(client, name).await;
     let claims_ns: &'static str = Box::leak(format!("claims-{name}").into_boxed_str());
     namespace(client, claims_ns).await;
     apply_config(client, name, garden).await;
+    (garden, claims_ns)
+}
+
+/// The backlog of a prepared project (`build`).
+async fn fill(client: &Client, garden: &'static str, claims_ns: &str, b: Backlog) -> Plan {
     let api: Api<AccountClaim> = Api::namespaced(client.clone(), claims_ns);
     let plan = Arc::new(Mutex::new(Plan::default()));
     let now = Time(jiff::Timestamp::now());
@@ -112,8 +134,7 @@ async fn build(client: &Client, name: &str, b: Backlog) -> (&'static str, &'stat
         }
     })
     .await;
-    let plan = std::mem::take(&mut *plan.lock().unwrap());
-    (garden, claims_ns, plan)
+    std::mem::take(&mut *plan.lock().unwrap())
 }
 
 enum Row {
@@ -310,6 +331,16 @@ pub async fn run(
 ) -> Figures {
     let t = Instant::now();
     let (garden_c, ns_c, plan) = build(client, "tkbase", b).await;
+    if b.standby {
+        let setup = t.elapsed();
+        let operator = standby_side(env, client, hap, logs, b).await;
+        let client_side = no_logic(env, client, (garden_c, ns_c), &plan, b).await;
+        return Figures {
+            operator,
+            client: client_side,
+            setup,
+        };
+    }
     let (_, ns_o, _) = build(client, "takeover", b).await;
     let setup = t.elapsed();
     println!(
@@ -361,6 +392,95 @@ async fn operator_side(
         cpu,
         mem,
         writes: writes_since(env, &before),
+    }
+}
+
+/// The standby's take-over: a leader and a standby run on the empty project, the leader is
+/// frozen (SIGSTOP: it stops renewing, as a hung node's replica does), the backlog piles up
+/// while the standby watches, and the clock starts when the standby holds the Lease.
+async fn standby_side(
+    env: &PrivateEnv,
+    client: &Client,
+    hap: &Path,
+    logs: &Path,
+    b: Backlog,
+) -> Side {
+    let (garden, ns) = prepare(client, "takeover").await;
+    let lease_s = env_num("HAP_BENCH_TAKEOVER_LEASE_S", 180);
+    let args = |who: &str| {
+        let mut a: Vec<String> = operator_args("takeover", ns)
+            .into_iter()
+            .filter(|a| a != "--leader-elect=false")
+            .collect();
+        a.extend([format!("--lease-duration-seconds={lease_s}")]);
+        OperatorProcess::spawn(
+            hap,
+            &env.kubeconfig,
+            who,
+            &a,
+            &logs.join(format!("operator-{who}.log")),
+        )
+    };
+    let mut leader = args("bench-leader");
+    holder_is(client, ns, "bench-leader").await;
+    let standby = args("bench-standby");
+    super::scale::ready(&standby).await;
+    assert!(leader.signal("STOP"), "SIGSTOP the leader");
+    let frozen = Instant::now();
+    let (seen, watch) = watch_decided(client, ns);
+    fill(client, garden, ns, b).await;
+    let filled = frozen.elapsed();
+    let before = both_counts(env);
+    let cpu_before = cpu_seconds(standby.child.id());
+    assert!(
+        holder(client, ns).await.as_deref() == Some("bench-leader"),
+        "the standby took over before the backlog was built: raise HAP_BENCH_TAKEOVER_LEASE_S"
+    );
+    holder_is(client, ns, "bench-standby").await;
+    let took = Instant::now();
+    println!(
+        "standby holds the Lease {:.1?} after the leader froze; the backlog was built in {filled:.1?}",
+        frozen.elapsed()
+    );
+    let last = all_decided(&seen, b.total(), "standby").await;
+    let cpu = cpu_seconds(standby.child.id()) - cpu_before;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mem = standby.memory_kib();
+    watch.abort();
+    leader.kill();
+    Side {
+        decided: last.saturating_duration_since(took),
+        ready: Duration::ZERO,
+        cpu,
+        mem,
+        writes: writes_since(env, &before),
+    }
+}
+
+/// Who holds the operator's Lease in `ns`.
+async fn holder(client: &Client, ns: &str) -> Option<String> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    leases
+        .get_opt("hap-operator")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec?.holder_identity)
+}
+
+/// Waits until `identity` holds the operator's Lease in `ns` (at most ten minutes).
+async fn holder_is(client: &Client, ns: &str, identity: &str) {
+    let start = Instant::now();
+    loop {
+        let holder = holder(client, ns).await;
+        if holder.as_deref() == Some(identity) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "{identity} does not hold the Lease after 10 minutes (holder: {holder:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -560,7 +680,9 @@ fn side_line(who: &str, s: &Side) -> String {
     format!(
         "{who}: every claim decided {:.2?} after {}; {:.2} CPU s{mem}",
         s.decided,
-        if s.ready.is_zero() {
+        if s.ready.is_zero() && who == "operator" {
+            "it took the Lease".to_string()
+        } else if s.ready.is_zero() {
             "its first write".to_string()
         } else {
             format!("spawn (ready at {:.2?})", s.ready)
@@ -604,12 +726,17 @@ pub fn report(b: Backlog, f: &Figures) {
     }
     let hwm = f.operator.mem.map_or(0.0, |(_, h)| mib(h));
     println!(
-        "BENCH-ROW takeover | {} ({}/{}/{}){} | {:.2} s | {:.2} s | {:.2} s | {r_spawn:.2} | {r_ready:.2} | {:.2} s | {:.2} s | {hwm:.0} MiB |",
+        "BENCH-ROW takeover | {} ({}/{}/{}){}{} | {:.2} s | {:.2} s | {:.2} s | {r_spawn:.2} | {r_ready:.2} | {:.2} s | {:.2} s | {hwm:.0} MiB |",
         b.total(),
         b.new,
         b.reuse,
         b.release,
         if b.admission { ", RRM on" } else { "" },
+        if b.standby {
+            ", standby after a frozen leader"
+        } else {
+            ""
+        },
         f.operator.decided.as_secs_f64(),
         f.operator.ready.as_secs_f64(),
         f.client.decided.as_secs_f64(),
