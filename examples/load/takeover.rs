@@ -74,10 +74,13 @@ impl Backlog {
             } else {
                 ""
             },
-        ) + if self.standby {
-            " HAP_BENCH_TAKEOVER_STANDBY=on"
+        ) + &if self.standby {
+            format!(
+                " HAP_BENCH_TAKEOVER_STANDBY=on HAP_BENCH_TAKEOVER_LEASE_S={}",
+                env_num("HAP_BENCH_TAKEOVER_LEASE_S", 180)
+            )
         } else {
-            ""
+            String::new()
         }
     }
 }
@@ -707,9 +710,15 @@ pub fn report(b: Backlog, f: &Figures) {
     let after_ready = f.operator.decided.saturating_sub(f.operator.ready);
     let r_spawn = f.operator.decided.as_secs_f64() / f.client.decided.as_secs_f64().max(1e-3);
     let r_ready = after_ready.as_secs_f64() / f.client.decided.as_secs_f64().max(1e-3);
-    println!(
-        "operator / client: {r_spawn:.2}x from spawn, {r_ready:.2}x from ready; writes (operator | client):"
-    );
+    if b.standby {
+        println!(
+            "standby / client: {r_spawn:.2}x from taking the Lease; writes (standby | client):"
+        );
+    } else {
+        println!(
+            "operator / client: {r_spawn:.2}x from spawn, {r_ready:.2}x from ready; writes (operator | client):"
+        );
+    }
     let keys: std::collections::BTreeSet<&String> = f
         .operator
         .writes
