@@ -5,7 +5,8 @@
 //! to the index), counted by a global allocator. Prints live heap bytes and
 //! allocations per object for each kind and each structure, at every size given.
 //!
-//! The source controller's cache of Shoots is measured apart, with Shoots as a landscape has
+//! The source controller's caches are measured apart (Shoots, and KEB's Runtimes, which are kept
+//! whole since their claims are derived at configured field paths), with Shoots as a landscape has
 //! them (`load/landscape.rs`): what a listed Shoot costs while it is decoded (a list that is
 //! not paginated holds every one of them, and its body, at once) and what the cache keeps.
 //!
@@ -230,6 +231,50 @@ fn source_cache(n: usize, taken: usize) {
     cache_row(n, taken, "source cache, whole", whole);
     let kept: Shape<Watched> = Box::new(|o| SourceKind::Shoot.watched(o));
     cache_row(n, taken, "source cache, as kept", kept);
+    let t = now();
+    let mut runtimes = SourceStore::new(Box::new(|o| SourceKind::Runtime.watched(o)));
+    for i in 0..n {
+        let mut o: DynamicObject = serde_json::from_value(runtime(i)).expect("Runtime decodes");
+        trim(&mut o);
+        runtimes.apply(Event::Apply(o));
+    }
+    row(n, "Runtime (KEB)", "source cache, as kept", t, n);
+}
+
+/// A Kyma Runtime as KEB creates it: the labels KIM and KEB put on it and the Shoot's spec.
+fn runtime(i: usize) -> Value {
+    let id = format!("{i:08x}-7f3e-4c1a-9b2d-{i:012x}");
+    json!({
+        "apiVersion": "infrastructuremanager.kyma-project.io/v1", "kind": "Runtime",
+        "metadata": meta(&id, "kcp-system", i, json!({
+            "kyma-project.io/instance-id": format!("inst-{i:08}"),
+            "kyma-project.io/runtime-id": id,
+            "kyma-project.io/broker-plan-id": "4deee563-e5ec-4731-b9b1-53b42d855f0c",
+            "kyma-project.io/broker-plan-name": "aws",
+            "kyma-project.io/global-account-id": format!("ga-{:05}", i / 2),
+            "kyma-project.io/subaccount-id": format!("sa-{i:06}"),
+            "kyma-project.io/shoot-name": format!("c-{i:07x}"),
+            "kyma-project.io/region": "eu-central-1",
+            "kyma-project.io/platform-region": "cf-eu10",
+            "operator.kyma-project.io/kyma-name": id,
+            "kyma-project.io/controlled-by-provisioner": "false",
+            "kyma-project.io/provider": "AWS",
+            "kyma-project.io/broker-name": "kyma-environment-broker",
+        }), json!({})),
+        "spec": {"shoot": {"name": format!("c-{i:07x}"), "purpose": "production",
+            "region": "eu-central-1", "platformRegion": "cf-eu10",
+            "secretBindingName": format!("aws-{:05}", i / 2),
+            "kubernetes": {"kubeAPIServer": {"oidcConfig": {"clientID": "9bd05ed7-a930-44e6-8c79-e6defeb7dec9",
+                "groupsClaim": "groups", "issuerURL": "https://kyma.accounts.ondemand.com",
+                "signingAlgs": ["RS256"], "usernameClaim": "sub"}}},
+            "networking": {"nodes": "10.250.0.0/16", "pods": "100.64.0.0/12", "services": "100.104.0.0/13"},
+            "provider": {"type": "aws", "workers": [{"name": "cpu-worker-0", "minimum": 3, "maximum": 20,
+                "machine": {"type": "m6i.large", "image": {"name": "gardenlinux", "version": "1592.4.0"}},
+                "zones": ["eu-central-1a", "eu-central-1b", "eu-central-1c"]}]}},
+            "security": {"administrators": [format!("admin-{i}@example.com")]}},
+        "status": {"state": "Ready", "conditions": [{"type": "Provisioned", "status": "True",
+            "reason": "ConfigurationCompleted", "lastTransitionTime": "2026-11-30T08:14:02Z"}]}
+    })
 }
 
 /// The Shoots as the watch delivers a list: one page decoded at a time, each object trimmed,

@@ -563,7 +563,7 @@ fn pass_claims(req: &Request<'_>, obj: &Value, serving: &Serving<'_>) -> Option<
     }
     let source = serving.sources.serving(req.kind, &facts)?;
     let cluster_config = match &facts.name {
-        Some(name) => Some(super::sync::referenced_config(obj, name)?),
+        Some(name) => Some(super::kinds::referenced_config(obj, name)?),
         None if req.operation == Operation::Create => None,
         None => return None,
     };

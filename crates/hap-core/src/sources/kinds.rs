@@ -4,22 +4,56 @@
 use kube::core::ApiResource;
 use serde_json::Value;
 
+use super::naming::{ANNOTATION_CLUSTER_CONFIG, cluster_config_name};
 use super::selector::ObjectFacts;
 use crate::api::{BindingKind, FieldSource, SourceKind};
 
 /// A watched object as a source pass reads it, and all that the source controller's cache keeps
-/// of it: its identity, selection facts and the binding it names, and, for the kinds whose
-/// claims a pass derives at the field paths a config names (Runtime, Cluster), the object. A
-/// Shoot's claim is the webhook's, derived from the Shoot it admits, so no more of a Shoot is
-/// kept: a landscape's Shoot held ~9 KB as JSON maps even without its status, and 100k of them
-/// did not fit the operator's memory limit (`cargo run --example memory`).
+/// of it: its identity, selection facts, the binding it names, the ClusterConfig a Cluster
+/// references, and, for the kinds whose claims a pass derives at the field paths a config names
+/// (Runtime, Cluster), the object as compact JSON text, read only for an object without a claim.
+/// Held as `serde_json::Value`, a landscape's Shoot took ~9 KB even without its status, and a
+/// KEB Runtime ~15 KB; 100k Shoots did not fit the operator's memory limit (`cargo run
+/// --example memory`). A Shoot's claim is the webhook's, derived from the Shoot it admits, so
+/// no more of a Shoot is kept.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Watched {
     pub facts: ObjectFacts,
     pub uid: Option<String>,
     pub existing_binding: Option<String>,
+    /// The ClusterConfig a Cluster references (`referenced_config`).
+    pub cluster_config: Option<String>,
     /// `None` for a Shoot.
-    pub object: Option<Value>,
+    pub object: Option<Box<str>>,
+}
+
+impl Watched {
+    /// The object, read from its text (`None` for a Shoot).
+    pub fn object(&self) -> Option<Value> {
+        serde_json::from_str(self.object.as_deref()?).ok()
+    }
+}
+
+/// The ClusterConfig a served Cluster references: the one its annotation names, or
+/// `<name>--hap`, if `spec.clusterConfigs` lists it.
+pub(crate) fn referenced_config(cluster: &Value, name: &str) -> Option<String> {
+    let str_at = |v: &Value, ptr: &str| {
+        v.pointer(ptr)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let annotation = format!(
+        "/metadata/annotations/{}",
+        ANNOTATION_CLUSTER_CONFIG.replace('/', "~1")
+    );
+    let wanted = str_at(cluster, &annotation).unwrap_or_else(|| cluster_config_name(name));
+    cluster
+        .pointer("/spec/clusterConfigs")
+        .and_then(Value::as_array)?
+        .iter()
+        .any(|r| str_at(r, "/name").as_deref() == Some(wanted.as_str()))
+        .then_some(wanted)
 }
 
 /// The fields of a request (an AccountClaim's spec).
@@ -157,14 +191,19 @@ impl SourceKind {
             .filter(|s| !s.is_empty())
             .map(str::to_string);
         let existing_binding = self.existing_binding(&obj);
+        let cluster_config = match (self, &facts.name) {
+            (SourceKind::Cluster, Some(name)) => referenced_config(&obj, name),
+            _ => None,
+        };
         let object = match self {
             SourceKind::Shoot => None,
-            SourceKind::Runtime | SourceKind::Cluster => Some(obj),
+            SourceKind::Runtime | SourceKind::Cluster => Some(obj.to_string().into_boxed_str()),
         };
         Watched {
             facts,
             uid,
             existing_binding,
+            cluster_config,
             object,
         }
     }
@@ -289,10 +328,16 @@ mod tests {
         );
         let w = SourceKind::Cluster.watched(cluster.clone());
         assert_eq!(
-            (w.facts, w.object),
-            (f, Some(cluster)),
+            (&w.facts, w.object()),
+            (&f, Some(cluster.clone())),
             "a Cluster is kept whole"
         );
+        assert_eq!(w.cluster_config, None, "it references no ClusterConfig");
+        let mut referencing = cluster.clone();
+        referencing["metadata"]["name"] = json!("c1");
+        referencing["spec"]["clusterConfigs"] = json!([{"name": "c1--hap"}]);
+        let w = SourceKind::Cluster.watched(referencing);
+        assert_eq!(w.cluster_config.as_deref(), Some("c1--hap"));
         for (uid, kept) in [
             (json!("u-1"), Some("u-1")),
             (json!(""), None),

@@ -22,9 +22,8 @@ use serde_json::Value;
 use super::clusterconfig::{ClusterConfigFor, cluster_config, sets_binding};
 use super::kinds::Watched;
 use super::naming::{
-    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_ADMITTED_AT, ANNOTATION_CLUSTER_CONFIG,
-    ANNOTATION_TENANT_RULE, LABEL_MANAGED_BY, MANAGED_BY, claim_name, claim_object,
-    cluster_config_name,
+    ANNOTATION_ACCOUNT_CLAIM, ANNOTATION_ADMITTED_AT, ANNOTATION_TENANT_RULE, LABEL_MANAGED_BY,
+    MANAGED_BY, claim_name, claim_object,
 };
 use super::{CompiledSource, CompiledSources};
 use crate::claim_state::SourceRef;
@@ -293,26 +292,6 @@ fn key(ns: &str, name: &str) -> (String, String) {
     (ns.to_string(), name.to_string())
 }
 
-/// The ClusterConfig a served Cluster references: the one its annotation names, or
-/// `<name>--hap`, if `spec.clusterConfigs` lists it.
-pub(crate) fn referenced_config(cluster: &Value, name: &str) -> Option<String> {
-    let wanted = str_at(
-        cluster,
-        &format!(
-            "/metadata/annotations/{}",
-            ANNOTATION_CLUSTER_CONFIG.replace('/', "~1")
-        ),
-    )
-    .map(str::to_string)
-    .unwrap_or_else(|| cluster_config_name(name));
-    cluster
-        .pointer("/spec/clusterConfigs")
-        .and_then(Value::as_array)?
-        .iter()
-        .any(|r| str_at(r, "/name") == Some(wanted.as_str()))
-        .then_some(wanted)
-}
-
 #[derive(Default)]
 struct Counts {
     matching: i64,
@@ -412,13 +391,7 @@ impl<'i, 'a> Planner<'i, 'a> {
         if let Some(c) = claim {
             self.seen.insert(c.name.as_str());
         }
-        let config = (kind == SourceKind::Cluster)
-            .then(|| {
-                obj.object
-                    .as_ref()
-                    .and_then(|o| referenced_config(o, &name))
-            })
-            .flatten();
+        let config = obj.cluster_config.clone();
         if let Some(c) = &config {
             self.referenced_configs.insert(key(&ns, c));
         }
@@ -519,8 +492,10 @@ impl<'i, 'a> Planner<'i, 'a> {
             }
             return;
         }
-        // Only the kinds a pass derives claims for are kept whole (`SourceKind::watched`).
-        let Some(Ok(mut spec)) = o.obj.object.as_ref().map(|obj| s.derive(obj)) else {
+        // Only the kinds a pass derives claims for are kept whole (`SourceKind::watched`), as
+        // text: read here, for an object that has no claim yet.
+        let object = o.obj.object();
+        let Some(Ok(mut spec)) = object.as_ref().map(|obj| s.derive(obj)) else {
             self.counts.entry(s.id.as_str()).or_default().unserved += 1;
             return;
         };
@@ -530,8 +505,7 @@ impl<'i, 'a> Planner<'i, 'a> {
             spec.adopt_binding = existing_binding;
             None
         } else {
-            o.obj
-                .object
+            object
                 .as_ref()
                 .and_then(|obj| str_at(obj, &pointer("annotations", ANNOTATION_TENANT_RULE)))
         };

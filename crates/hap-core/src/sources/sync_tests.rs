@@ -672,7 +672,7 @@ fn a_shoot_is_planned_from_what_the_cache_keeps_of_it() {
     let whole = shoots()
         .into_iter()
         .map(|o| Watched {
-            object: Some(dressed(o.clone())),
+            object: Some(dressed(o.clone()).to_string().into_boxed_str()),
             ..SourceKind::Shoot.watched(dressed(o))
         })
         .collect();
