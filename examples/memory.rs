@@ -231,14 +231,23 @@ fn source_cache(n: usize, taken: usize) {
     cache_row(n, taken, "source cache, whole", whole);
     let kept: Shape<Watched> = Box::new(|o| SourceKind::Shoot.watched(o));
     cache_row(n, taken, "source cache, as kept", kept);
+    let whole: Shape<Value> = Box::new(std::convert::identity);
+    runtime_row(n, "source cache, whole", whole);
+    let kept: Shape<Watched> = Box::new(|o| SourceKind::Runtime.watched(o));
+    runtime_row(n, "source cache, as kept", kept);
+}
+
+/// `n` KEB Runtimes into a store that keeps `shape` of each.
+fn runtime_row<T>(n: usize, what: &str, shape: Shape<T>) {
     let t = now();
-    let mut runtimes = SourceStore::new(Box::new(|o| SourceKind::Runtime.watched(o)));
+    let mut runtimes = SourceStore::new(shape);
     for i in 0..n {
         let mut o: DynamicObject = serde_json::from_value(runtime(i)).expect("Runtime decodes");
         trim(&mut o);
         runtimes.apply(Event::Apply(o));
     }
-    row(n, "Runtime (KEB)", "source cache, as kept", t, n);
+    row(n, "Runtime (KEB)", what, t, n);
+    assert_eq!(runtimes.len(), n, "every Runtime cached");
 }
 
 /// A Kyma Runtime as KEB creates it: the labels KIM and KEB put on it and the Shoot's spec.

@@ -28,9 +28,12 @@ pub struct Watched {
 }
 
 impl Watched {
-    /// The object, read from its text (`None` for a Shoot).
+    /// The object, read from its text (`None` for a Shoot). The text is `Value`'s own output,
+    /// which always reads back.
     pub fn object(&self) -> Option<Value> {
-        serde_json::from_str(self.object.as_deref()?).ok()
+        let read = serde_json::from_str(self.object.as_deref()?).ok();
+        debug_assert!(read.is_some(), "a kept object's text reads back");
+        read
     }
 }
 

@@ -697,3 +697,33 @@ fn a_shoot_is_planned_from_what_the_cache_keeps_of_it() {
     let status = &bare.statuses[0];
     assert_eq!((status.matching, status.unserved), (3, 1), "{status:?}");
 }
+
+/// A claimed object's text is never read: a bound Cluster whose kept object would not even parse
+/// plans as it does with its object, from the ClusterConfig reference read when it was watched.
+#[test]
+fn a_claimed_object_is_planned_without_reading_its_text() {
+    let s = sources();
+    let claim = record(
+        SourceKind::Cluster,
+        "p",
+        "c1",
+        Some(ClaimPhase::Bound),
+        Some("gcp-1"),
+    );
+    let whole = input(&s, vec![], vec![cluster("c1")], vec![claim.clone()], vec![]);
+    let mut unread = input(&s, vec![], vec![cluster("c1")], vec![claim], vec![]);
+    let view = unread
+        .kinds
+        .get_mut(&SourceKind::Cluster)
+        .expect("clusters");
+    let w = Arc::make_mut(&mut view.objects[0]);
+    w.object = Some("not JSON".into());
+    assert_eq!(w.cluster_config.as_deref(), Some("c1--hap"));
+    let plan = plan_pass(&whole);
+    assert!(
+        matches!(plan.actions.as_slice(), [Action::PutClusterConfig { .. }]),
+        "{:?}",
+        plan.actions
+    );
+    assert_eq!(plan, plan_pass(&unread));
+}
