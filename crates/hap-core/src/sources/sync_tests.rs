@@ -76,6 +76,17 @@ fn record(
     }
 }
 
+/// The Bound claim of Cluster `p/<name>` on `binding`.
+fn bound_cluster(name: &str, binding: &str) -> ClaimRecord {
+    record(
+        SourceKind::Cluster,
+        "p",
+        name,
+        Some(ClaimPhase::Bound),
+        Some(binding),
+    )
+}
+
 fn input<'a>(
     s: &'a CompiledSources,
     runtimes: Vec<Value>,
@@ -134,13 +145,7 @@ fn a_runtime_with_a_binding_is_adopted_and_one_without_is_counted_unserved() {
 #[test]
 fn a_bound_cluster_gets_its_clusterconfig_and_it_is_kept_as_it_should_be() {
     let s = sources();
-    let claim = record(
-        SourceKind::Cluster,
-        "p",
-        "c1",
-        Some(ClaimPhase::Bound),
-        Some("gcp-1"),
-    );
+    let claim = bound_cluster("c1", "gcp-1");
     let pass = plan_pass(&input(
         &s,
         vec![],
@@ -279,13 +284,7 @@ fn claims_of_vanished_objects_are_deleted_only_after_the_grace_and_with_a_synced
     let cfg = json!({"metadata": {"namespace": "p", "name": "c9--hap", "uid": "u9", "resourceVersion": "5",
         "labels": {"openmcp.cloud/managed-by": "hap-operator"},
         "annotations": {"accountpool.io/account-claim": "hap/cluster.p.c9"}}});
-    let c9 = record(
-        SourceKind::Cluster,
-        "p",
-        "c9",
-        Some(ClaimPhase::Bound),
-        Some("gcp-1"),
-    );
+    let c9 = bound_cluster("c9", "gcp-1");
     let pass = plan_pass(&input(&s, vec![], vec![], vec![gone, young, c9], vec![cfg]));
     let deletes: Vec<(&str, &Vec<ConfigRef>)> = pass
         .actions
@@ -396,13 +395,7 @@ fn a_source_that_cannot_watch_says_why() {
 #[test]
 fn a_cluster_pointing_at_a_foreign_clusterconfig_gets_no_write_on_it() {
     let s = sources();
-    let claim = record(
-        SourceKind::Cluster,
-        "p",
-        "c1",
-        Some(ClaimPhase::Bound),
-        Some("gcp-1"),
-    );
+    let claim = bound_cluster("c1", "gcp-1");
     // The Cluster's annotation (its owner may change it) names a config of someone else's.
     let mut c1 = cluster("c1");
     c1["metadata"]["annotations"]["accountpool.io/cluster-config"] = json!("shared-defaults");
@@ -413,13 +406,7 @@ fn a_cluster_pointing_at_a_foreign_clusterconfig_gets_no_write_on_it() {
     let mut other = cluster("c2");
     other["metadata"]["annotations"]["accountpool.io/cluster-config"] = json!("c3--hap");
     other["spec"]["clusterConfigs"] = json!([{"name": "c3--hap"}]);
-    let c2 = record(
-        SourceKind::Cluster,
-        "p",
-        "c2",
-        Some(ClaimPhase::Bound),
-        Some("gcp-2"),
-    );
+    let c2 = bound_cluster("c2", "gcp-2");
     let c3_config = json!({"metadata": {"namespace": "p", "name": "c3--hap", "uid": "u-c3",
         "resourceVersion": "8",
         "labels": {"openmcp.cloud/managed-by": "hap-operator"},
@@ -456,13 +443,7 @@ fn a_cluster_pointing_at_a_foreign_clusterconfig_gets_no_write_on_it() {
 #[test]
 fn a_vanished_clusters_clean_up_takes_only_the_operators_own_clusterconfigs() {
     let s = sources();
-    let c9 = record(
-        SourceKind::Cluster,
-        "p",
-        "c9",
-        Some(ClaimPhase::Bound),
-        Some("gcp-1"),
-    );
+    let c9 = bound_cluster("c9", "gcp-1");
     // Annotated with the claim by whoever wrote it, but not labelled as the operator's.
     let unlabelled = json!({"metadata": {"namespace": "p", "name": "shared",
         "annotations": {"accountpool.io/account-claim": "hap/cluster.p.c9"}}});
@@ -703,13 +684,7 @@ fn a_shoot_is_planned_from_what_the_cache_keeps_of_it() {
 #[test]
 fn a_claimed_object_is_planned_without_reading_its_text() {
     let s = sources();
-    let claim = record(
-        SourceKind::Cluster,
-        "p",
-        "c1",
-        Some(ClaimPhase::Bound),
-        Some("gcp-1"),
-    );
+    let claim = bound_cluster("c1", "gcp-1");
     let whole = input(&s, vec![], vec![cluster("c1")], vec![claim.clone()], vec![]);
     let mut unread = input(&s, vec![], vec![cluster("c1")], vec![claim], vec![]);
     let view = unread
