@@ -81,6 +81,12 @@ pub struct LaneLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StructureLabels {
+    /// One of the operator's maps, queues or timers (`controller::footprint`).
+    pub structure: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AdmissionLabels {
     /// Shoot, Cluster, Runtime.
     pub kind: String,
@@ -128,6 +134,8 @@ pub struct Metrics {
     /// Releases under way that wait because the config in force holds binding writes, by what
     /// holds them; 0 for both reasons while nothing is held.
     pub releases_held: Family<HeldLabels, Gauge>,
+    /// Entries of the operator's maps, queues and timers, sampled every 15 s.
+    pub internal_entries: Family<StructureLabels, Gauge>,
     /// KEB's names of the pool gauges (`hap run --keb-metrics`), encoded after the `hap_*` ones.
     pub keb: Option<crate::metrics_keb::KebMetrics>,
 }
@@ -184,6 +192,7 @@ impl Metrics {
             paused_since: Family::default(),
             paused_alert_after_seconds: Family::default(),
             releases_held: Family::default(),
+            internal_entries: Family::default(),
             keb: None,
             registry: Registry::default(),
         };
@@ -329,6 +338,11 @@ impl Metrics {
             "releases_held",
             "Releases under way (deleting AccountClaims that still record a binding) that wait because the HapConfig in force holds binding writes, by reason (Observing: spec.mode Observe; Paused: spec.paused); 0 while nothing is held",
             self.releases_held.clone(),
+        );
+        registry.register(
+            "internal_entries",
+            "Entries of the operator's own maps, queues and records (the index's maps, the in-flight write records, the reconcile lanes, the claim store, backoffs, refused writes, request-source objects), sampled every 15 s; one that grows while the landscape does not is a leak",
+            self.internal_entries.clone(),
         );
     }
 

@@ -26,6 +26,11 @@ impl Default for Backoff {
 }
 
 impl Backoff {
+    /// Objects with a failure on record (`hap_internal_entries`).
+    pub fn len(&self) -> usize {
+        self.failures.lock().map_or(0, |m| m.len())
+    }
+
     /// The delay before retrying `key` after one more failure.
     pub fn next(&self, key: &str) -> Duration {
         let n = match self.failures.lock() {

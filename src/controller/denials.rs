@@ -39,6 +39,11 @@ impl Denials {
         self.refused.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Bindings with a refusal on record (`hap_internal_entries`).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     /// `Some` while writes of `binding` should not be attempted.
     pub fn paused(&self, binding: &str, now: Instant) -> Option<Paused> {
         self.lock()

@@ -278,6 +278,12 @@ impl<K: Key> Lanes<K> {
         entry
     }
 
+    /// Claims in line and slots kept for kicked claims (`hap_internal_entries`).
+    pub fn entry_counts(&self) -> [(&'static str, usize); 2] {
+        let s = self.inner.lock();
+        [("lane_in_line", s.in_line.len()), ("lane_kept", s.kept.len())]
+    }
+
     /// `key`'s claim is gone from the store (deleted, or settled, while in line): its kept slot
     /// goes to the next in line, or it leaves the line.
     pub fn forget(&self, key: &K) {

@@ -26,6 +26,7 @@ mod config_tests;
 mod denials;
 #[cfg(test)]
 mod fixtures;
+mod footprint;
 mod lanes;
 mod leader;
 mod lifecycle;
@@ -750,6 +751,7 @@ pub(crate) fn judge_of(ctx: &Arc<Context>) -> crate::k8s::claim_store::Judge {
 async fn background(ctx: Arc<Context>, stop: CancellationToken) {
     let mut rx = ctx.caches.feed.subscribe();
     let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut sampled = None;
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -762,6 +764,7 @@ async fn background(ctx: Arc<Context>, stop: CancellationToken) {
             // Taking the lock proves it is not held forever; expired records go.
             ctx.ledger().expire(now);
         }
+        sampled = footprint::sample(&ctx, sampled, now);
         ctx.health.beat(now);
         if !ctx.health.is_ready() && caches_ready(&ctx) {
             ctx.health.set_ready();

@@ -62,6 +62,23 @@ impl SourceRuntime {
     pub fn statuses(&self) -> Vec<SourceStatus> {
         self.statuses.lock().map(|s| s.clone()).unwrap_or_default()
     }
+
+    /// Objects the request-source watches hold, Shoots included (`hap_internal_entries`).
+    pub fn watched_objects(&self) -> usize {
+        let foreign = self
+            .foreign
+            .lock()
+            .map_or(0, |f| f.values().map(ForeignCache::len).sum());
+        let shoots = self
+            .shoots
+            .lock()
+            .map_or(0, |s| s.as_ref().map_or(0, |(_, c)| c.len()));
+        let configs = self
+            .cluster_configs
+            .lock()
+            .map_or(0, |c| c.as_ref().map_or(0, ForeignCache::len));
+        foreign + shoots + configs
+    }
 }
 
 /// Runs passes until `stop`.

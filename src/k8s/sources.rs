@@ -124,6 +124,15 @@ impl<T: Send + Sync + 'static> ForeignCache<T> {
         self.lock().is_ready()
     }
 
+    /// Objects held now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Why it does not watch, if it does not.
     pub fn error(&self) -> Option<String> {
         self.error.lock().ok().and_then(|e| e.clone())

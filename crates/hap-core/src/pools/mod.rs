@@ -310,6 +310,32 @@ impl<L: LabelLookup> LabelLookup for Without<'_, L> {
 }
 
 impl Inventory {
+    /// How many entries each of the index's maps holds, by a name for the metric
+    /// (`hap_internal_entries`): a map that grows while the landscape does not is a leak.
+    pub fn entry_counts(&self) -> [(&'static str, usize); 12] {
+        [
+            ("index_bindings", self.bindings.len()),
+            ("index_other_bindings", self.others.len()),
+            ("index_accounts", self.accounts.len()),
+            ("index_shoots", self.shoots.len()),
+            ("index_clusters", self.clusters.len()),
+            ("index_claims", self.claims.len()),
+            ("index_claims_on", self.claims_on.len()),
+            ("index_recorded", self.recorded.len()),
+            ("index_claim_writes", self.claim_writes.len()),
+            ("index_releasing", self.releasing.len()),
+            ("index_waiting", self.waiting.values().map(BTreeSet::len).sum()),
+            (
+                "index_source_claims",
+                self.source_claims
+                    .values()
+                    .flat_map(BTreeMap::values)
+                    .map(BTreeSet::len)
+                    .sum(),
+            ),
+        ]
+    }
+
     /// An empty index classifying bindings with `keys`.
     pub fn new(keys: ResolvedLabelKeys) -> Self {
         Inventory {

@@ -127,6 +127,19 @@ impl InFlight {
         }
     }
 
+    /// How many records of each kind are held (`hap_internal_entries`): each ends when its
+    /// write shows in the index or its time-to-live passes, so they do not grow with the landscape.
+    pub fn entry_counts(&self) -> [(&'static str, usize); 6] {
+        [
+            ("inflight_claims", self.claims.len()),
+            ("inflight_releases", self.releases.len()),
+            ("inflight_assignments", self.assignments.len()),
+            ("inflight_won", self.won.len()),
+            ("inflight_finished", self.finished.len()),
+            ("inflight_statuses", self.statuses.len()),
+        ]
+    }
+
     fn live(&self, since: Instant, now: Instant) -> bool {
         now.saturating_duration_since(since) < self.ttl
     }

@@ -1,0 +1,80 @@
+//! The sizes of the operator's maps, queues and records as a gauge (`hap_internal_entries`),
+//! sampled by the background task: over a churn at a steady rate every one stays level, so one
+//! that keeps growing is a leak an operator can see before memory runs out.
+
+use std::time::{Duration, Instant};
+
+use super::Context;
+use crate::metrics::StructureLabels;
+
+/// How often the sizes are sampled: the maps are walked under their locks, a few hundred ns.
+pub const EVERY: Duration = Duration::from_secs(15);
+
+/// Every structure's size now, by the name the gauge carries.
+pub fn entry_counts(ctx: &Context) -> Vec<(&'static str, usize)> {
+    let mut counts: Vec<(&'static str, usize)> = {
+        let l = ctx.ledger();
+        let mut c = l.inventory.entry_counts().to_vec();
+        c.extend(l.inflight.entry_counts());
+        c
+    };
+    counts.extend(ctx.lanes.entry_counts());
+    counts.push(("claim_store", ctx.caches.claims.state().len()));
+    counts.push(("backoff", ctx.backoff.len()));
+    counts.push(("denials", ctx.denials.len()));
+    counts.push(("source_objects", ctx.sources.watched_objects()));
+    counts
+}
+
+/// Sets the gauge when `EVERY` has passed since `last`; returns when it was last set.
+pub fn sample(ctx: &Context, last: Option<Instant>, now: Instant) -> Option<Instant> {
+    if last.is_some_and(|at| now.duration_since(at) < EVERY) {
+        return last;
+    }
+    for (structure, n) in entry_counts(ctx) {
+        ctx.metrics
+            .internal_entries
+            .get_or_create(&StructureLabels {
+                structure: structure.to_string(),
+            })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    Some(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::*;
+
+    fn gauge(text: &str, structure: &str) -> Option<i64> {
+        let series = format!("hap_internal_entries{{structure=\"{structure}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    #[tokio::test]
+    async fn the_gauge_shows_each_structure_and_is_set_again_only_after_its_period() {
+        let (c1, c2) = (claim("c1"), claim("c2"));
+        let bindings = [binding("b1", "5", &[]), binding("b2", "6", &[])];
+        let h = Harness::new(hap_config(aws_spec()), &[&c1, &c2], &bindings);
+        let t0 = Instant::now();
+
+        assert_eq!(sample(&h.ctx, None, t0), Some(t0));
+        let text = h.ctx.metrics.encode();
+        assert_eq!(gauge(&text, "index_bindings"), Some(2), "{text}");
+        assert_eq!(gauge(&text, "index_claims"), Some(2));
+        assert_eq!(gauge(&text, "claim_store"), Some(2));
+        assert_eq!(gauge(&text, "inflight_claims"), Some(0));
+        assert_eq!(gauge(&text, "lane_in_line"), Some(0));
+
+        h.forget_stored(&c2);
+        let soon = t0 + EVERY - Duration::from_millis(1);
+        assert_eq!(sample(&h.ctx, Some(t0), soon), Some(t0), "not yet due");
+        assert_eq!(gauge(&h.ctx.metrics.encode(), "claim_store"), Some(2));
+        let due = t0 + EVERY;
+        assert_eq!(sample(&h.ctx, Some(t0), due), Some(due));
+        assert_eq!(gauge(&h.ctx.metrics.encode(), "claim_store"), Some(1));
+    }
+}
