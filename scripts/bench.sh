@@ -9,6 +9,8 @@
 #                             HAP_BENCH_BINDINGS, HAP_BENCH_SCALE_CLAIMS for the size)
 #   scripts/bench.sh takeover its phase 5 only (a backlog decided by a fresh operator, beside a
 #                             no-logic client; HAP_BENCH_TAKEOVER_NEW/_REUSE/_RELEASE for the size)
+#   scripts/bench.sh churn    phase 4 then its phase 6: an hour of claims created and deleted at a
+#                             steady rate on that landscape (HAP_BENCH_CHURN_*), memory sampled
 #   scripts/bench.sh admission  admission latency of request sources (examples/admission.rs)
 #   scripts/bench.sh report LOG  puts every `BENCH-ROW <table> | … |` line of a benchmark's output
 #                             into BENCHMARKS.md's table marked `<!-- rows:<table> -->` (with the
@@ -31,6 +33,10 @@ if [ "$what" = all ] || [ "$what" = micro ]; then
 fi
 if [ "$what" = scale ]; then
   export HAP_BENCH_ROUNDS=0 HAP_BENCH_PACED_CLAIMS=0
+  what=load
+fi
+if [ "$what" = churn ]; then
+  export HAP_BENCH_ROUNDS=0 HAP_BENCH_PACED_CLAIMS=0 HAP_BENCH_CHURN_S=${HAP_BENCH_CHURN_S:-3600}
   what=load
 fi
 if [ "$what" = takeover ]; then

@@ -19,6 +19,9 @@
 //! 5. Take-over (`takeover.rs`): a backlog of unsettled claims (new tenants, reuses, releases
 //!    of deleted claims) left while no operator ran; a fresh `hap run` timed until every one is
 //!    decided, beside a no-logic client making the same writes on a twin landscape.
+//! 6. Churn (`churn.rs`), on phase 4's landscape and operator after its burst: claims created
+//!    and deleted at a steady rate with the refresh cycle and the resync sweep inside the window;
+//!    VmRSS, VmHWM, CPU and `hap_internal_entries` sampled.
 //!
 //! Bindings (each after its Secret) and valid Shoots are served by the real gardener-apiserver,
 //! in Gardener projects of their own (`bench`, `base`, `scale`).
@@ -30,9 +33,14 @@
 //! HAP_BENCH_FLOOR_PASSES, HAP_BENCH_PERF, HAP_BENCH_SCALE (0 skips phase 4), HAP_BENCH_LANDSCAPE (0: bare Shoots, `landscape.rs`); for phase 5
 //! HAP_BENCH_TAKEOVER_NEW, HAP_BENCH_TAKEOVER_REUSE, HAP_BENCH_TAKEOVER_RELEASE (all 0 skip it),
 //! HAP_BENCH_TAKEOVER_ADMISSION=on, HAP_BENCH_TAKEOVER_STANDBY=on (a standby after a frozen
-//! leader; HAP_BENCH_TAKEOVER_LEASE_S, default 180, must outlast building the backlog); HAP_BENCH_DIR (control-plane state), HAP_BIN (the
+//! leader; HAP_BENCH_TAKEOVER_LEASE_S, default 180, must outlast building the backlog); for
+//! phase 6 HAP_BENCH_CHURN_S (0, the default, skips it), HAP_BENCH_CHURN_RATE_MILLI (claims per
+//! 1000 s, default 2000), HAP_BENCH_CHURN_LIFE_S, HAP_BENCH_CHURN_WARMUP_S,
+//! HAP_BENCH_CHURN_REFRESH (the HapConfig's refresh cycle, default 10m), HAP_BENCH_CHURN_FREE;
+//! HAP_BENCH_RESYNC (the operator's `--resync`, every phase); HAP_BENCH_DIR (control-plane state), HAP_BIN (the
 //! operator binary; default: `hap` next to this example's directory), HAP_K8S_BIN.
 
+mod churn;
 mod floor;
 #[path = "../../tests/it/support/garden.rs"]
 mod garden;
@@ -253,6 +261,12 @@ fn operator_args(config: &str, claims_ns: &str) -> Vec<String> {
     ]
     .iter()
     .map(|s| s.to_string())
+    .chain(
+        std::env::var("HAP_BENCH_RESYNC")
+            .ok()
+            .into_iter()
+            .flat_map(|r| ["--resync".to_string(), r]),
+    )
     .collect()
 }
 

@@ -17,6 +17,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde_json::json;
 
+use super::churn::{self, Churn};
 use super::floor::{self, Floor};
 use super::landscape;
 use super::private_env::{OperatorProcess, PrivateEnv, env_num, http_get, request_counts};
@@ -43,6 +44,8 @@ pub struct Sizes {
     pub idle: Duration,
     /// Passes of the bare-LIST floor (the lowest figure is kept).
     pub floor_passes: usize,
+    /// Phase 6 on this landscape after the burst (`HAP_BENCH_CHURN_S`).
+    pub churn: Option<Churn>,
 }
 
 impl Sizes {
@@ -60,6 +63,7 @@ impl Sizes {
             concurrency,
             idle: Duration::from_secs(env_num("HAP_BENCH_IDLE_S", 30) as u64),
             floor_passes: env_num("HAP_BENCH_FLOOR_PASSES", 2).max(1),
+            churn: Churn::from_env(),
         }
     }
 
@@ -155,6 +159,7 @@ pub struct Figures {
     pub span: Duration,
     /// Load average before the setup and after the burst.
     pub load: (String, String),
+    pub churn: Option<churn::Figures>,
 }
 
 const NS: &str = "claims-scale";
@@ -334,6 +339,12 @@ pub async fn run(
     let mem_settled = mem(&op);
     let start_requests = diff(&before, &request_counts(&env.apiserver_metrics()));
     let phases = after_ready(client, &op, sizes, logs).await;
+    let span = op.started.elapsed().saturating_sub(ready);
+    let load_after = loadavg();
+    let churn = match &sizes.churn {
+        Some(c) => Some(churn::run(client, &op, (NS, garden_s, sizes.taken), c).await),
+        None => None,
+    };
     Figures {
         setup: setup_time,
         floor,
@@ -342,8 +353,9 @@ pub async fn run(
         mem_settled,
         start_requests,
         phases,
-        span: op.started.elapsed().saturating_sub(ready),
-        load: (load_before, loadavg()),
+        span,
+        load: (load_before, load_after),
+        churn,
     }
 }
 
@@ -352,10 +364,24 @@ async fn after_ready(client: &Client, op: &OperatorProcess, sizes: &Sizes, logs:
     let pid = op.child.id();
     let (bound, watch) = watch_bound_selected(client, NS, Some(MEASURED));
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let cpu0 = cpu_seconds(pid);
+    let sweeps = || churn::log_lines(&op.log, churn::SWEEP_LINE);
+    let (cpu0, sweeps0) = (cpu_seconds(pid), sweeps());
     tokio::time::sleep(sizes.idle).await;
-    let idle_cpu = (cpu_seconds(pid) - cpu0) / sizes.idle.as_secs_f64().max(1e-3);
-    println!("idle: {idle_cpu:.4} CPU s/s over {:?}", sizes.idle);
+    let idle_s = cpu_seconds(pid) - cpu0;
+    let idle_cpu = idle_s / sizes.idle.as_secs_f64().max(1e-3);
+    let idle_sweeps = sweeps() - sweeps0;
+    println!(
+        "idle: {idle_cpu:.4} CPU s/s over {:?}; {idle_sweeps} resync sweeps began inside it{}",
+        sizes.idle,
+        if idle_sweeps > 0 {
+            format!(
+                ", at most {:.3} s of CPU each (all of the window's CPU)",
+                idle_s / idle_sweeps as f64
+            )
+        } else {
+            String::new()
+        }
+    );
     let mem_idle = mem(op);
     let api: Api<AccountClaim> = Api::namespaced(client.clone(), NS);
     let trickle = trickle(&api, &bound, pid, sizes).await;
@@ -526,6 +552,9 @@ pub fn report(sizes: &Sizes, f: &Figures) {
         println!("  perf top {}: {l}", i + 1);
     }
     println!("BENCH-ROW scale {}", table_row(sizes, f, ratio));
+    if let (Some(c), Some(figures)) = (&sizes.churn, &f.churn) {
+        churn::report(&size_label(sizes), c, figures);
+    }
 }
 
 fn report_phases(sizes: &Sizes, p: &Phases) {

@@ -1080,7 +1080,13 @@ fn resync_sweep(
                     .iter()
                     .map(|c| ObjectRef::from_obj(c.as_ref()))
                     .collect();
+                let unsettled = left.len();
                 left.extend(settled.into_iter().filter(|r| claims.get(r).is_none()));
+                tracing::info!(
+                    unsettled,
+                    settled = left.len() - unsettled,
+                    "resync sweep: visiting the claims not settled and the settled ones the index flags"
+                );
             }
             let refs = left.split_off(left.len().saturating_sub(SWEEP_CHUNK));
             Some((futures::stream::iter(refs), (stop, left)))

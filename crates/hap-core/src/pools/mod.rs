@@ -324,7 +324,10 @@ impl Inventory {
             ("index_recorded", self.recorded.len()),
             ("index_claim_writes", self.claim_writes.len()),
             ("index_releasing", self.releasing.len()),
-            ("index_waiting", self.waiting.values().map(BTreeSet::len).sum()),
+            (
+                "index_waiting",
+                self.waiting.values().map(BTreeSet::len).sum(),
+            ),
             (
                 "index_source_claims",
                 self.source_claims
