@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use super::Context;
 use crate::metrics::StructureLabels;
 
-/// How often the sizes are sampled: the maps are walked under their locks, a few hundred ns.
+/// How often the sizes are sampled. Each count is a map's length, read under its lock; only the
+/// few per-pool and per-kind sets are summed, and the claim store's unsettled claims copied.
 pub const EVERY: Duration = Duration::from_secs(15);
 
 /// Every structure's size now, by the name the gauge carries.
