@@ -12,6 +12,10 @@
 #   scripts/bench.sh churn    phase 4 then its phase 6: an hour of claims created and deleted at a
 #                             steady rate on that landscape (HAP_BENCH_CHURN_*), memory sampled
 #   scripts/bench.sh admission  admission latency of request sources (examples/admission.rs)
+#   scripts/bench.sh summary LOG…  one row per table and size from several runs' BENCH-ROW lines:
+#                             each number the median, with its range where the runs differ
+#   HAP_BENCH_RUNS=3 scripts/bench.sh scale|takeover|churn|admission|load  runs it three times,
+#                             each run's output in a log of its own, then prints that summary
 #   scripts/bench.sh report LOG  puts every `BENCH-ROW <table> | … |` line of a benchmark's output
 #                             into BENCHMARKS.md's table marked `<!-- rows:<table> -->` (with the
 #                             date and commit), then copies BENCHMARKS.md's headline table into
@@ -23,7 +27,29 @@ what=${1:-all}
 if [ "$what" = report ]; then
   exec scripts/bench-report.sh "${2:-}"
 fi
+if [ "$what" = summary ]; then
+  shift
+  exec scripts/bench-summary.sh "$@"
+fi
 target=${CARGO_TARGET_DIR:-$root/target}
+runs=${HAP_BENCH_RUNS:-1}
+# Runs an example HAP_BENCH_RUNS times; with more than one, each run's output is kept in a log
+# and the runs are summarised (median and range of every figure).
+run_example() {
+  if [ "$runs" -le 1 ]; then
+    "$target/release/examples/$1"
+    return
+  fi
+  local logs=() r log
+  for r in $(seq 1 "$runs"); do
+    log=$(mktemp -t "hap-bench-$1-run$r-XXXX.log")
+    echo "== run $r of $runs (output also in $log) =="
+    "$target/release/examples/$1" 2>&1 | tee "$log"
+    logs+=("$log")
+  done
+  echo "== $runs runs: median [range] of each figure (scripts/bench.sh summary ${logs[*]}) =="
+  scripts/bench-summary.sh "${logs[@]}"
+}
 echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), kernel $(uname -r)"
 echo "toolchain: $(rustc --version), $(go version | cut -d' ' -f3)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -49,7 +75,7 @@ if [ "$what" = all ] || [ "$what" = load ]; then
   export HAP_K8S_BIN HAP_GARDENER_APISERVER
   echo "== load benchmark: cargo build --release --bin hap --example load && $target/release/examples/load =="
   cargo build --locked --release --bin hap --example load
-  "$target/release/examples/load"
+  run_example load
 fi
 if [ "$what" = all ] || [ "$what" = admission ]; then
   HAP_K8S_BIN=${HAP_K8S_BIN:-$(e2e/build-control-plane.sh)}
@@ -57,5 +83,5 @@ if [ "$what" = all ] || [ "$what" = admission ]; then
   export HAP_K8S_BIN HAP_GARDENER_APISERVER
   echo "== admission benchmark: cargo build --release --bin hap --example admission && $target/release/examples/admission =="
   cargo build --locked --release --bin hap --example admission
-  "$target/release/examples/admission"
+  run_example admission
 fi
