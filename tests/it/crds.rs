@@ -112,3 +112,49 @@ fn readme_performance_table_is_the_benchmarks_headline_table() {
         "README.md's performance table differs from BENCHMARKS.md's headline table: run `scripts/bench.sh report` and commit both"
     );
 }
+
+/// `scripts/bench.sh summary`: one row per table and size; each number the median of the runs,
+/// with its range where they differ; a cell whose form differs between runs is named so.
+#[test]
+fn the_bench_summary_gives_medians_and_ranges_per_table_and_size() {
+    let dir = std::env::temp_dir().join(format!("hap-bench-summary-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let runs = [
+        "BENCH-ROW scale | 10k | 1.20 s | 59 / 61 MiB | 3 ms |\nBENCH-ROW churn | 10k | 80.1 MiB | - |\n",
+        "noise\nBENCH-ROW scale | 10k | 1.00 s | 59 / 65 MiB | 3 ms |\nBENCH-ROW scale | 100k | 30.0 s | 230 / 231 MiB | 4 ms |\n",
+        "BENCH-ROW scale | 10k | 1.60 s | 59 / 62 MiB | 3 ms |\nBENCH-ROW churn | 10k | 82.3 MiB | 7 % |\n",
+    ];
+    let logs: Vec<_> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let p = dir.join(format!("run{i}.log"));
+            std::fs::write(&p, text).expect("log");
+            p
+        })
+        .collect();
+    let out = std::process::Command::new("bash")
+        .arg(format!(
+            "{}/scripts/bench-summary.sh",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .args(&logs)
+        .output()
+        .expect("run scripts/bench-summary.sh");
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "BENCH-ROW scale | 10k, median of 3 runs | 1.20 [1.00–1.60] s | 59 / 62 [61–65] MiB | 3 ms |",
+            "BENCH-ROW churn | 10k, median of 2 runs | 81.2 [80.1–82.3] MiB | (the runs differ in form) |",
+            "BENCH-ROW scale | 100k, median of 1 run | 30.0 s | 230 / 231 MiB | 4 ms |",
+        ]
+    );
+}
