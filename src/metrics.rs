@@ -114,6 +114,8 @@ pub struct Metrics {
     /// Compiles of the HapConfig in force: one per generation the replica sees (the webhook and
     /// the controllers share one compiled config).
     pub config_compiles: Counter,
+    /// Resync sweeps started (`--resync`, and one per refresh cycle).
+    pub resync_sweeps: Counter,
     pub admission_seconds: Family<AdmissionLabels, Histogram>,
     pub pool_bindings: Family<PoolStateLabels, Gauge>,
     pub pool_oldest_dirty_seconds: Family<PoolLabels, Gauge>,
@@ -174,6 +176,7 @@ impl Metrics {
             claim_reconciles_queued: Family::default(),
             leader: Gauge::default(),
             config_compiles: Counter::default(),
+            resync_sweeps: Counter::default(),
             admission_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.0005, 2.0, 16))
             }),
@@ -273,6 +276,11 @@ impl Metrics {
             "config_compiles",
             "Compiles of the HapConfig in force, one per generation this replica sees",
             self.config_compiles.clone(),
+        );
+        registry.register(
+            "resync_sweeps",
+            "Resync sweeps started: every --resync, and one at each refresh cycle of the HapConfig",
+            self.resync_sweeps.clone(),
         );
         registry.register(
             "leader",

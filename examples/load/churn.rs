@@ -3,7 +3,8 @@
 //! after its creation: new tenants (each takes a free binding; its release marks the binding
 //! dirty, and a cleanup job here frees it again, as KEB's does) and reuses of the background's
 //! tenants, each with a dressed Shoot on the tenant's binding. The HapConfig's refresh cycle and
-//! the operator's resync sweep run inside the window. Sampled: VmRSS, VmHWM and CPU every 10 s,
+//! the operator's resync sweep run inside the window. Sampled off the creating task: VmRSS, the
+//! peak since the churn began (VmHWM, reset at its start) and CPU every 10 s,
 //! `hap_internal_entries` and the lanes' queues every minute.
 
 use std::collections::BTreeMap;
@@ -19,9 +20,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use super::private_env::{OperatorProcess, env_num};
+use super::private_env::{OperatorProcess, env_num, http_get, memory_kib};
 use super::{MEASURED, binding_ar, claim_obj, concurrently, cpu_seconds, create_binding, garden};
-use super::{landscape, mib};
+use super::{landscape, median, metric_sum, mib, percentile};
 
 /// What a churn run does.
 #[derive(Clone, Debug)]
@@ -67,7 +68,7 @@ impl Churn {
             self.warmup.as_secs(),
             self.refresh,
             self.free,
-            std::env::var("HAP_BENCH_RESYNC").unwrap_or_else(|_| "5m".into())
+            resync()
         )
     }
 }
@@ -91,11 +92,18 @@ pub struct Figures {
     pub bound: usize,
     pub deleted: usize,
     pub freed: usize,
-    /// Create → Bound of the churn claims seen Bound, sorted.
+    /// Create → Bound of every churn claim, sorted; a claim never seen Bound counts as its
+    /// whole life (it was deleted first), so it raises the percentiles rather than leaving them.
     pub latencies: Vec<Duration>,
-    /// Refreshes and resync sweeps the operator logged inside the window.
+    /// Refreshes the operator logged and resync sweeps it counted inside the window.
     pub refreshes: usize,
-    pub sweeps: usize,
+    pub sweeps: f64,
+    /// The operator's VmHWM before the churn (its start and the scale phase), KiB.
+    pub hwm_before_kib: u64,
+    /// Creations and deletions that failed, and watch errors of the cleanup job.
+    pub failures: usize,
+    /// Samples the operator did not answer (it had exited).
+    pub gone: usize,
 }
 
 /// Where churn claims live: the scale phase's claim namespace.
@@ -106,6 +114,7 @@ struct Ctx {
     profile: garden::Profile,
     live: AtomicUsize,
     deleted: AtomicUsize,
+    failures: AtomicUsize,
     created: Mutex<BTreeMap<String, Instant>>,
 }
 
@@ -113,19 +122,17 @@ struct Ctx {
 pub async fn run(
     client: &Client,
     op: &OperatorProcess,
-    (ns, garden_s, taken): (&'static str, &'static str, usize),
+    (ns, garden_s, tenants): (&'static str, &'static str, usize),
     churn: &Churn,
 ) -> Figures {
+    let sweeps = || metric_sum(op.port, "hap_resync_sweeps_total").unwrap_or(0.0);
+    let before = (log_lines(&op.log, REFRESH_LINE), sweeps());
     set_refresh(client, &churn.refresh).await;
     concurrently((0..churn.free).collect(), 32, |i| async move {
         let labels = BTreeMap::from([("hyperscalerType", "aws".to_string())]);
         create_binding(client, &format!("churn-{i:05}"), garden_s, &labels).await;
     })
     .await;
-    let freed = Arc::new(AtomicUsize::new(0));
-    let cleanup = tokio::spawn(cleanup_job(client.clone(), garden_s, freed.clone()));
-    let (bound, watch) =
-        super::watch_bound_selected(client, ns, Some(&format!("{MEASURED}=churn")));
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         ns,
@@ -133,16 +140,16 @@ pub async fn run(
         profile: garden::profile(client, "aws").await,
         live: AtomicUsize::new(0),
         deleted: AtomicUsize::new(0),
+        failures: AtomicUsize::new(0),
         created: Mutex::default(),
     });
-    let lines = |op: &OperatorProcess| {
-        (
-            log_lines(&op.log, REFRESH_LINE),
-            log_lines(&op.log, SWEEP_LINE),
-        )
-    };
-    let before = lines(op);
-    let samples = drive(&ctx, op, churn, taken).await;
+    let freed = Arc::new(AtomicUsize::new(0));
+    let cleanup = tokio::spawn(cleanup_job(ctx.clone(), freed.clone()));
+    let (bound, watch) =
+        super::watch_bound_selected(client, ns, Some(&format!("{MEASURED}=churn")));
+    let hwm_before_kib = op.memory_kib().map_or(0, |(_, hwm)| hwm);
+    reset_peak(op.child.id());
+    let samples = drive(&ctx, op, churn, tenants).await;
     // Every claim's deletion is through (the drive waits for its tasks); the release and the
     // cleanup job settle within seconds.
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -152,18 +159,31 @@ pub async fn run(
     let seen = bound.lock().unwrap().clone();
     let mut latencies: Vec<Duration> = created
         .iter()
-        .filter_map(|(n, t0)| seen.get(n).map(|t| t.saturating_duration_since(*t0)))
+        .map(|(n, t0)| {
+            seen.get(n)
+                .map_or(churn.life, |t| t.saturating_duration_since(*t0))
+        })
         .collect();
     latencies.sort();
     Figures {
+        gone: samples.iter().filter(|s| s.rss_kib == 0).count(),
         samples,
         created: created.len(),
-        bound: latencies.len(),
+        bound: created.keys().filter(|n| seen.contains_key(*n)).count(),
         deleted: ctx.deleted.load(Ordering::SeqCst),
         freed: freed.load(Ordering::SeqCst),
         latencies,
-        refreshes: lines(op).0.saturating_sub(before.0),
-        sweeps: lines(op).1.saturating_sub(before.1),
+        refreshes: log_lines(&op.log, REFRESH_LINE).saturating_sub(before.0),
+        sweeps: sweeps() - before.1,
+        hwm_before_kib,
+        failures: ctx.failures.load(Ordering::SeqCst),
+    }
+}
+
+/// Sets VmHWM to the current VmRSS (`clear_refs` 5), so that the peak read later is the churn's.
+fn reset_peak(pid: u32) {
+    if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
+        println!("churn: cannot reset the operator's VmHWM ({e}); the peak includes its start");
     }
 }
 
@@ -181,50 +201,85 @@ async fn set_refresh(client: &Client, cycle: &str) {
     .expect("set the refresh cycle");
 }
 
-/// Creates a claim every 1/rate s for the duration, each deleted after its life, and samples
-/// the operator meanwhile; returns once every claim is deleted.
-async fn drive(ctx: &Arc<Ctx>, op: &OperatorProcess, churn: &Churn, taken: usize) -> Vec<Sample> {
+/// Creates a claim every 1/rate s for the duration, each deleted after its life, while a task
+/// of its own samples the operator; returns the samples once every claim is deleted.
+async fn drive(ctx: &Arc<Ctx>, op: &OperatorProcess, churn: &Churn, tenants: usize) -> Vec<Sample> {
     let start = Instant::now();
+    let sampler = tokio::spawn(sampler(
+        ctx.clone(),
+        op.child.id(),
+        op.port,
+        start,
+        churn.duration,
+    ));
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / churn.rate));
-    let mut sample_tick = tokio::time::interval(Duration::from_secs(10));
-    let mut samples = Vec::new();
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut tasks = Vec::new();
     let mut i = 0usize;
     while start.elapsed() < churn.duration {
-        tokio::select! {
-            _ = tick.tick() => {
-                let (ctx, life) = (ctx.clone(), churn.life);
-                tasks.push(tokio::spawn(async move { one(&ctx, i, taken, life).await }));
-                i += 1;
+        tick.tick().await;
+        let (ctx, life) = (ctx.clone(), churn.life);
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = one(&ctx, i, tenants, life).await {
+                eprintln!("churn claim {i}: {e}");
+                ctx.failures.fetch_add(1, Ordering::SeqCst);
             }
-            _ = sample_tick.tick() => {
-                let s = sample(op, start, ctx, samples.len() % 6 == 0);
-                println!("{}", describe(&s));
-                samples.push(s);
-            }
-        }
+        }));
+        i += 1;
     }
     for t in tasks {
-        t.await.expect("churn task");
+        if t.await.is_err() {
+            ctx.failures.fetch_add(1, Ordering::SeqCst);
+        }
     }
-    samples.push(sample(op, start, ctx, true));
+    let mut samples = sampler.await.expect("churn sampler");
+    let (pid, port) = (op.child.id(), op.port);
+    let last = tokio::task::spawn_blocking(move || sample_now(pid, port, start, 0, true))
+        .await
+        .expect("last sample");
+    samples.push(last);
+    samples
+}
+
+/// Every 10 s until `until`, off the runtime's threads (a scrape of /metrics at 100k objects
+/// takes a while): VmRSS, VmHWM, CPU, and every minute the entries.
+async fn sampler(
+    ctx: Arc<Ctx>,
+    pid: u32,
+    port: u16,
+    start: Instant,
+    until: Duration,
+) -> Vec<Sample> {
+    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    let mut samples = Vec::new();
+    while start.elapsed() < until {
+        tick.tick().await;
+        let (live, scrape) = (ctx.live.load(Ordering::SeqCst), samples.len() % 6 == 0);
+        let s = tokio::task::spawn_blocking(move || sample_now(pid, port, start, live, scrape))
+            .await
+            .expect("sample");
+        println!("{}", describe(&s));
+        samples.push(s);
+    }
     samples
 }
 
 /// One claim's life: created (with its Shoot for a reuse), kept `life`, deleted.
-async fn one(ctx: &Ctx, i: usize, taken: usize, life: Duration) {
+async fn one(ctx: &Ctx, i: usize, tenants: usize, life: Duration) -> Result<(), kube::Error> {
     let claims: Api<AccountClaim> = Api::namespaced(ctx.client.clone(), ctx.ns);
     let shoots: Api<DynamicObject> =
         Api::namespaced_with(ctx.client.clone(), ctx.garden, &garden::shoot_resource());
     let reuse = i % 2 == 1;
     let name = format!("churn-{i:06}");
+    // A tenant of the background, which holds its binding through a Bound claim of its own: the
+    // reuse's release leaves the binding with it.
     let tenant = if reuse {
-        format!("ga-{:05}", (i * 7919) % taken)
+        format!("ga-{:05}", (i * 7919) % tenants)
     } else {
         name.clone()
     };
     if reuse {
-        create_shoot(&shoots, ctx, &name, &tenant, i).await;
+        create_shoot(&shoots, ctx, &name, &tenant, i).await?;
     }
     let mut obj = claim_obj(&name, &tenant, &name, false);
     obj.meta_mut().labels = Some(BTreeMap::from([(
@@ -232,25 +287,26 @@ async fn one(ctx: &Ctx, i: usize, taken: usize, life: Duration) {
         "churn".to_string(),
     )]));
     let t0 = Instant::now();
-    claims
-        .create(&PostParams::default(), &obj)
-        .await
-        .expect("create churn claim");
+    claims.create(&PostParams::default(), &obj).await?;
     ctx.created.lock().unwrap().insert(name.clone(), t0);
     ctx.live.fetch_add(1, Ordering::SeqCst);
     tokio::time::sleep(life).await;
     if reuse {
-        delete_shoot(&shoots, &name).await;
+        delete_shoot(&shoots, &name).await?;
     }
-    claims
-        .delete(&name, &DeleteParams::default())
-        .await
-        .expect("delete churn claim");
+    claims.delete(&name, &DeleteParams::default()).await?;
     ctx.live.fetch_sub(1, Ordering::SeqCst);
     ctx.deleted.fetch_add(1, Ordering::SeqCst);
+    Ok(())
 }
 
-async fn create_shoot(api: &Api<DynamicObject>, ctx: &Ctx, name: &str, tenant: &str, i: usize) {
+async fn create_shoot(
+    api: &Api<DynamicObject>,
+    ctx: &Ctx,
+    name: &str,
+    tenant: &str,
+    i: usize,
+) -> Result<(), kube::Error> {
     let binding = format!("aws-{}", &tenant["ga-".len()..]);
     let mut shoot = garden::shoot_object(
         ctx.garden,
@@ -263,61 +319,78 @@ async fn create_shoot(api: &Api<DynamicObject>, ctx: &Ctx, name: &str, tenant: &
         landscape::dress(&mut shoot, i, tenant);
     }
     let obj: DynamicObject = serde_json::from_value(shoot).expect("shoot");
-    api.create(&PostParams::default(), &obj)
-        .await
-        .expect("create churn Shoot");
+    api.create(&PostParams::default(), &obj).await?;
     if landscape::on() {
         let project = ctx.garden.trim_start_matches("garden-");
         landscape::set_status(api, name, landscape::status(i, "aws-eu1", project, name)).await;
     }
+    Ok(())
 }
 
-async fn delete_shoot(api: &Api<DynamicObject>, name: &str) {
+async fn delete_shoot(api: &Api<DynamicObject>, name: &str) -> Result<(), kube::Error> {
     let confirm = json!({"metadata": {"annotations": {garden::DELETION_CONFIRMATION: "true"}}});
     api.patch(name, &PatchParams::default(), &Patch::Merge(confirm))
-        .await
-        .expect("confirm the Shoot's deletion");
-    api.delete(name, &DeleteParams::default())
-        .await
-        .expect("delete churn Shoot");
+        .await?;
+    api.delete(name, &DeleteParams::default()).await?;
+    Ok(())
 }
 
 /// KEB's cleanup job, minus the account's wipe: a binding marked dirty gets its tenant and dirty
 /// labels removed, conditioned on the version it was seen at, and is free again.
-async fn cleanup_job(client: Client, garden_s: &'static str, freed: Arc<AtomicUsize>) {
-    let api: Api<DynamicObject> = Api::namespaced_with(client, garden_s, &binding_ar());
+async fn cleanup_job(ctx: Arc<Ctx>, freed: Arc<AtomicUsize>) {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(ctx.client.clone(), ctx.garden, &binding_ar());
     let stream = watcher(api.clone(), watcher::Config::default().labels("dirty=true"))
         .default_backoff()
         .applied_objects();
     futures::pin_mut!(stream);
-    while let Some(Ok(b)) = stream.next().await {
+    // A watch error must not end the job: dirty bindings would pile up and the pool drain.
+    while let Some(event) = stream.next().await {
+        let b = match event {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("cleanup job's watch: {e}; retrying");
+                ctx.failures.fetch_add(1, Ordering::SeqCst);
+                continue;
+            }
+        };
         let patch = json!({"metadata": {"resourceVersion": b.resource_version(),
             "labels": {"dirty": null, "tenantName": null}}});
-        if api
+        match api
             .patch(&b.name_any(), &PatchParams::default(), &Patch::Merge(patch))
             .await
-            .is_ok()
         {
-            freed.fetch_add(1, Ordering::SeqCst);
+            Ok(_) => drop(freed.fetch_add(1, Ordering::SeqCst)),
+            // Changed since it was seen: its next event comes through the watch.
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => {
+                eprintln!("cleanup job: {}: {e}", b.name_any());
+                ctx.failures.fetch_add(1, Ordering::SeqCst);
+            }
         }
     }
 }
 
-fn sample(op: &OperatorProcess, start: Instant, ctx: &Ctx, scrape: bool) -> Sample {
-    let (rss_kib, hwm_kib) = op.memory_kib().unwrap_or_default();
+/// A sample of process `pid` (a blocking read of /proc, and of /metrics when `scrape`).
+fn sample_now(pid: u32, port: u16, start: Instant, live: usize, scrape: bool) -> Sample {
+    let (rss_kib, hwm_kib) = memory_kib(pid).unwrap_or_default();
     Sample {
         at: start.elapsed(),
         rss_kib,
         hwm_kib,
-        cpu: cpu_seconds(op.child.id()),
-        live: ctx.live.load(Ordering::SeqCst),
-        entries: if scrape { entries(op) } else { BTreeMap::new() },
+        cpu: cpu_seconds(pid),
+        live,
+        entries: if scrape {
+            entries(port)
+        } else {
+            BTreeMap::new()
+        },
     }
 }
 
 /// The series of `hap_internal_entries` and `hap_claim_reconciles_queued` from /metrics.
-fn entries(op: &OperatorProcess) -> BTreeMap<String, i64> {
-    let Some((200, text)) = op.get("/metrics") else {
+fn entries(port: u16) -> BTreeMap<String, i64> {
+    let Some((200, text)) = http_get(port, "/metrics") else {
         return BTreeMap::new();
     };
     parse_entries(&text)
@@ -338,16 +411,15 @@ fn parse_entries(text: &str) -> BTreeMap<String, i64> {
         .collect()
 }
 
+/// The refresh cycle's line in the operator's log.
+const REFRESH_LINE: &str = "refreshing internal state";
+
 /// Lines of the operator's log so far that contain `needle`.
-pub fn log_lines(log: &Path, needle: &str) -> usize {
+fn log_lines(log: &Path, needle: &str) -> usize {
     std::fs::read_to_string(log)
         .map(|t| t.lines().filter(|l| l.contains(needle)).count())
         .unwrap_or(0)
 }
-
-/// The refresh cycle's line and the resync sweep's.
-pub const REFRESH_LINE: &str = "refreshing internal state";
-pub const SWEEP_LINE: &str = "resync sweep";
 
 fn describe(s: &Sample) -> String {
     let entries: Vec<String> = s
@@ -371,36 +443,37 @@ fn describe(s: &Sample) -> String {
     )
 }
 
-/// The figures after warm-up: RSS median, spread (max − min over the median, in %), the last
-/// VmHWM over that median, CPU s/s.
+/// The figures after the warm-up: RSS median, spread (max − min over the median, in %), drift,
+/// the peak since the churn began (VmHWM, reset at its start) over that median, CPU s/s.
 pub struct Steady {
     pub rss_median: f64,
     pub rss_min: f64,
     pub rss_max: f64,
     pub spread_pct: f64,
+    /// The median of the last quarter of the samples against the first quarter's, in %.
+    pub drift_pct: f64,
     pub hwm: f64,
     pub hwm_ratio: f64,
     pub cpu_per_s: f64,
-    /// The median of the last quarter of the samples against the first quarter's, in %.
-    pub drift_pct: f64,
-    /// Per structure: the first and last value after warm-up, and the largest.
+    /// Per structure: the first and last value after the warm-up, and the largest.
     pub entries: BTreeMap<String, (i64, i64, i64)>,
 }
 
+/// `None` without a sample after the warm-up from a running operator.
 pub fn steady(samples: &[Sample], warmup: Duration) -> Option<Steady> {
-    let after: Vec<&Sample> = samples.iter().filter(|s| s.at >= warmup).collect();
+    let after: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.at >= warmup && s.rss_kib > 0)
+        .collect();
     let (first, last) = (after.first()?, after.last()?);
-    let mut rss: Vec<f64> = after.iter().map(|s| mib(s.rss_kib)).collect();
-    rss.sort_by(f64::total_cmp);
-    let median = rss[rss.len() / 2];
-    let quarter = |part: &[&Sample]| {
-        let mut v: Vec<f64> = part.iter().map(|s| mib(s.rss_kib)).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let rss = |part: &[&Sample]| part.iter().map(|s| mib(s.rss_kib)).collect::<Vec<f64>>();
+    let all = rss(&after);
+    let rss_median = median(all.clone());
+    let (rss_min, rss_max) = all
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
     let q = (after.len() / 4).max(1);
-    let drift = quarter(&after[after.len() - q..]) / quarter(&after[..q]) - 1.0;
-    let (min, max) = (rss[0], rss[rss.len() - 1]);
+    let drift = median(rss(&after[after.len() - q..])) / median(rss(&after[..q])) - 1.0;
     let hwm = mib(last.hwm_kib);
     let span = (last.at - first.at).as_secs_f64().max(1.0);
     let mut entries: BTreeMap<String, (i64, i64, i64)> = BTreeMap::new();
@@ -412,22 +485,20 @@ pub fn steady(samples: &[Sample], warmup: Duration) -> Option<Steady> {
         }
     }
     Some(Steady {
-        rss_median: median,
-        rss_min: min,
-        rss_max: max,
-        spread_pct: (max - min) / median.max(1e-9) * 100.0,
-        hwm,
-        hwm_ratio: hwm / median.max(1e-9),
-        cpu_per_s: (last.cpu - first.cpu) / span,
+        rss_median,
+        rss_min,
+        rss_max,
+        spread_pct: (rss_max - rss_min) / rss_median.max(1e-9) * 100.0,
         drift_pct: drift * 100.0,
+        hwm,
+        hwm_ratio: hwm / rss_median.max(1e-9),
+        cpu_per_s: (last.cpu - first.cpu) / span,
         entries,
     })
 }
 
-fn pick(lat: &[Duration], q: f64) -> Duration {
-    lat.get(((lat.len() as f64 * q) as usize).min(lat.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
+fn resync() -> String {
+    std::env::var("HAP_BENCH_RESYNC").unwrap_or_else(|_| "5m".into())
 }
 
 /// Prints phase 6, ending with one Markdown table row.
@@ -438,20 +509,36 @@ pub fn report(size: &str, churn: &Churn, f: &Figures) {
         churn.rate,
         churn.life,
         churn.refresh,
-        std::env::var("HAP_BENCH_RESYNC").unwrap_or_else(|_| "5m".into())
+        resync()
     );
     println!(
-        "claims created {}, seen Bound {}, deleted {}; bindings freed by the cleanup job {}; refreshes {}, resync sweeps {}",
-        f.created, f.bound, f.deleted, f.freed, f.refreshes, f.sweeps
+        "claims created {}, seen Bound {} (never Bound: {}), deleted {}; bindings freed by the cleanup job {}; failed requests {}; refreshes {}, resync sweeps {}; samples without the operator {}",
+        f.created,
+        f.bound,
+        f.created - f.bound,
+        f.deleted,
+        f.freed,
+        f.failures,
+        f.refreshes,
+        f.sweeps,
+        f.gone
     );
-    let (p50, p99) = (pick(&f.latencies, 0.5), pick(&f.latencies, 0.99));
-    println!("create -> Bound p50 {p50:.0?}, p99 {p99:.0?}");
+    let (p50, p99) = (
+        percentile(&f.latencies, 0.5),
+        percentile(&f.latencies, 0.99),
+    );
+    println!(
+        "create -> Bound p50 {p50:.0?}, p99 {p99:.0?} (a claim never Bound counts as its life)"
+    );
     let Some(s) = steady(&f.samples, churn.warmup) else {
-        println!("churn: no sample after the warm-up of {:?}", churn.warmup);
+        println!(
+            "churn: no sample of a running operator after the warm-up of {:?}",
+            churn.warmup
+        );
         return;
     };
     println!(
-        "after the warm-up ({:?}): VmRSS median {:.1} MiB, min {:.1}, max {:.1} (spread {:.1} % of the median; the last quarter's median {:+.1} % from the first's); VmHWM {:.1} MiB = {:.2}x the median; operator CPU {:.4} s/s",
+        "after the warm-up ({:?}): VmRSS median {:.1} MiB, min {:.1}, max {:.1} (spread {:.1} % of the median; the last quarter's median {:+.1} % from the first's); peak since the churn began (VmHWM) {:.1} MiB = {:.2}x the median (before the churn, start and scale phases: {:.1} MiB); operator CPU {:.4} s/s",
         churn.warmup,
         s.rss_median,
         s.rss_min,
@@ -460,6 +547,7 @@ pub fn report(size: &str, churn: &Churn, f: &Figures) {
         s.drift_pct,
         s.hwm,
         s.hwm_ratio,
+        mib(f.hwm_before_kib),
         s.cpu_per_s
     );
     for (k, (first, last, max)) in &s.entries {
@@ -467,18 +555,19 @@ pub fn report(size: &str, churn: &Churn, f: &Figures) {
     }
     println!("reproduce: {}", churn.env_line());
     println!(
-        "BENCH-ROW churn | {size} | {:.0} min at {:.2}/s, life {} s, refresh {}, resync {} | {:.1} MiB ({:.1}–{:.1}) | {:.1} % | {:+.1} % | {:.1} MiB | {:.2} | {:.4} | {p50:.0?} / {p99:.0?} | {} / {} / {} / {} |",
+        "BENCH-ROW churn | {size} | {:.0} min at {:.2}/s, life {} s, refresh {}, resync {} | {:.1} MiB ({:.1}–{:.1}) | {:.1} % | {:+.1} % | {:.1} MiB (start {:.1}) | {:.2} | {:.4} | {p50:.0?} / {p99:.0?} | {} / {} / {} / {} |",
         churn.duration.as_secs_f64() / 60.0,
         churn.rate,
         churn.life.as_secs(),
         churn.refresh,
-        std::env::var("HAP_BENCH_RESYNC").unwrap_or_else(|_| "5m".into()),
+        resync(),
         s.rss_median,
         s.rss_min,
         s.rss_max,
         s.spread_pct,
         s.drift_pct,
         s.hwm,
+        mib(f.hwm_before_kib),
         s.hwm_ratio,
         s.cpu_per_s,
         f.created,

@@ -193,12 +193,18 @@ fn watch_bound_selected(
     let task = tokio::spawn(async move {
         let stream = watcher(api, config).default_backoff().applied_objects();
         futures::pin_mut!(stream);
-        while let Some(Ok(c)) = stream.next().await {
-            if c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) {
-                s.lock()
-                    .unwrap()
-                    .entry(c.name_any())
-                    .or_insert_with(Instant::now);
+        // A watch error (the stream retries on its own) must not end the watch: the claims
+        // Bound after it would never be seen.
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(c) if c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound) => {
+                    s.lock()
+                        .unwrap()
+                        .entry(c.name_any())
+                        .or_insert_with(Instant::now);
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("claim watch: {e}; retrying"),
             }
         }
     });
@@ -234,14 +240,33 @@ fn summarise(created: &HashMap<String, Instant>, bound: &HashMap<String, Instant
     let first = created.values().min().copied().expect("claims");
     let last = bound.values().max().copied().expect("claims");
     let wall = last - first;
-    let pick = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
     Run {
         claims_per_s: created.len() as f64 / wall.as_secs_f64(),
-        p50: pick(0.50),
-        p99: pick(0.99),
+        p50: percentile(&lat, 0.50),
+        p99: percentile(&lat, 0.99),
         max: *lat.last().expect("claims"),
         wall,
     }
+}
+
+/// The `q` quantile of `sorted` (nearest rank, rounded down); the default when it is empty.
+fn percentile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
+    let i = ((sorted.len() as f64 * q) as usize).min(sorted.len().saturating_sub(1));
+    sorted.get(i).copied().unwrap_or_default()
+}
+
+/// A counter or gauge of the operator's /metrics (the sum of its series); `None` when the
+/// endpoint does not answer.
+fn metric_sum(port: u16, name: &str) -> Option<f64> {
+    let (200, text) = private_env::http_get(port, "/metrics")? else {
+        return None;
+    };
+    Some(
+        text.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+            .filter_map(|l| l.rsplit_once(' ')?.1.trim().parse::<f64>().ok())
+            .sum(),
+    )
 }
 
 fn operator_args(config: &str, claims_ns: &str) -> Vec<String> {

@@ -342,7 +342,11 @@ pub async fn run(
     let span = op.started.elapsed().saturating_sub(ready);
     let load_after = loadavg();
     let churn = match &sizes.churn {
-        Some(c) => Some(churn::run(client, &op, (NS, garden_s, sizes.taken), c).await),
+        Some(c) => {
+            // Reuses go to tenants that hold their binding through a Bound claim.
+            let tenants = sizes.taken.min(sizes.claims).max(1);
+            Some(churn::run(client, &op, (NS, garden_s, tenants), c).await)
+        }
         None => None,
     };
     Figures {
@@ -364,7 +368,7 @@ async fn after_ready(client: &Client, op: &OperatorProcess, sizes: &Sizes, logs:
     let pid = op.child.id();
     let (bound, watch) = watch_bound_selected(client, NS, Some(MEASURED));
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let sweeps = || churn::log_lines(&op.log, churn::SWEEP_LINE);
+    let sweeps = || super::metric_sum(op.port, "hap_resync_sweeps_total").unwrap_or(0.0);
     let (cpu0, sweeps0) = (cpu_seconds(pid), sweeps());
     tokio::time::sleep(sizes.idle).await;
     let idle_s = cpu_seconds(pid) - cpu0;
@@ -373,10 +377,10 @@ async fn after_ready(client: &Client, op: &OperatorProcess, sizes: &Sizes, logs:
     println!(
         "idle: {idle_cpu:.4} CPU s/s over {:?}; {idle_sweeps} resync sweeps began inside it{}",
         sizes.idle,
-        if idle_sweeps > 0 {
+        if idle_sweeps > 0.0 {
             format!(
-                ", at most {:.3} s of CPU each (all of the window's CPU)",
-                idle_s / idle_sweeps as f64
+                ": {:.3} s of CPU per sweep at most (the window's CPU, its config reconciles on the same period included)",
+                idle_s / idle_sweeps
             )
         } else {
             String::new()

@@ -28,7 +28,10 @@ impl Default for Backoff {
 impl Backoff {
     /// Objects with a failure on record (`hap_internal_entries`).
     pub fn len(&self) -> usize {
-        self.failures.lock().map_or(0, |m| m.len())
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// The delay before retrying `key` after one more failure.

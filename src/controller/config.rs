@@ -125,8 +125,20 @@ pub async fn reconcile(cfg: Arc<HapConfig>, ctx: Arc<Context>) -> Result<Action,
             tracing::debug!(config = %name, "HapConfig status changed meanwhile; computing it again");
             Ok(Action::requeue(ctx.backoff.conflict()))
         }
-        other => other,
+        other => {
+            // A pass that succeeded ends the run of failures: the next failure waits the base
+            // delay again, not the cap the last run reached.
+            if other.is_ok() {
+                ctx.backoff.reset(&backoff_key(&name));
+            }
+            other
+        }
     }
+}
+
+/// The config's key in the per-object backoff.
+fn backoff_key(name: &str) -> String {
+    format!("hapconfig/{name}")
 }
 
 async fn reconcile_in_force(
@@ -683,7 +695,7 @@ pub fn error_policy(cfg: Arc<HapConfig>, err: &ConfigError, ctx: Arc<Context>) -
         // Someone wrote the status meanwhile: compute it again from the newer object.
         return Action::requeue(ctx.backoff.conflict());
     }
-    Action::requeue(ctx.backoff.next(&format!("hapconfig/{}", cfg.name_any())))
+    Action::requeue(ctx.backoff.next(&backoff_key(&cfg.name_any())))
 }
 
 #[cfg(test)]

@@ -199,3 +199,45 @@ async fn a_status_written_before_the_claims_listed_keeps_the_reported_sources() 
         "{status}"
     );
 }
+
+/// A failed pass grows the config's backoff; one that succeeds ends the run of failures, so the
+/// next failure waits the base delay again (before, the key stayed for good: every later
+/// failure started from the cap the last run reached).
+#[tokio::test]
+async fn a_config_pass_that_succeeds_resets_its_backoff() {
+    let cfg = hap_config(aws_spec());
+    let h = Harness::new(cfg.clone(), &[], &[binding("b1", "5", &[])]);
+    let err = super::config::ConfigError::Write {
+        name: "default".into(),
+        source: crate::k8s::K8sError::NotFound {
+            what: "HapConfig default".into(),
+        },
+    };
+    super::config::error_policy(Arc::new(cfg.clone()), &err, h.ctx.clone());
+    super::config::error_policy(Arc::new(cfg.clone()), &err, h.ctx.clone());
+    assert_eq!(
+        h.ctx.backoff.len(),
+        1,
+        "the config's failures are on record"
+    );
+
+    let [read, apply] = last_good();
+    h.api.expect([
+        read,
+        apply,
+        config_status(
+            "100",
+            json!({"observedGeneration": 1, "activeGeneration": 1, "freeBindings": 1, "claimedBindings": 0}),
+        )
+        .answer_rv("101"),
+    ]);
+    super::config::reconcile(Arc::new(cfg), h.ctx.clone())
+        .await
+        .expect("reconciled");
+    h.api.done();
+    assert_eq!(
+        h.ctx.backoff.len(),
+        0,
+        "a pass that succeeded starts the backoff over"
+    );
+}

@@ -278,13 +278,10 @@ impl<K: Key> Lanes<K> {
         entry
     }
 
-    /// Claims in line and slots kept for kicked claims (`hap_internal_entries`).
-    pub fn entry_counts(&self) -> [(&'static str, usize); 2] {
-        let s = self.inner.lock();
-        [
-            ("lane_in_line", s.in_line.len()),
-            ("lane_kept", s.kept.len()),
-        ]
+    /// Slots kept for kicked claims (`hap_internal_entries`); the claims in line are
+    /// `hap_claim_reconciles_queued`.
+    pub fn kept(&self) -> usize {
+        self.inner.lock().kept.len()
     }
 
     /// `key`'s claim is gone from the store (deleted, or settled, while in line): its kept slot

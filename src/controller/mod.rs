@@ -764,8 +764,8 @@ async fn background(ctx: Arc<Context>, stop: CancellationToken) {
             // Taking the lock proves it is not held forever; expired records go.
             ctx.ledger().expire(now);
         }
-        sampled = footprint::sample(&ctx, sampled, now);
         ctx.health.beat(now);
+        sampled = footprint::sample(&ctx, sampled, now);
         if !ctx.health.is_ready() && caches_ready(&ctx) {
             ctx.health.set_ready();
             tracing::info!("caches synced; ready");
@@ -896,9 +896,13 @@ fn claim_triggers(
     stop: &CancellationToken,
 ) -> impl futures::Stream<Item = ClaimRef> + Send + use<> {
     let pending = revisit::claims_to_revisit(ctx.clone(), stop.clone());
+    // Read once at the start of each sweep: counted there.
     let settled = Arc::new({
         let ctx = ctx.clone();
-        move || visits::settled_visits(&ctx)
+        move || {
+            ctx.metrics.resync_sweeps.inc();
+            visits::settled_visits(&ctx)
+        }
     });
     let sweep = resync_sweep(
         ctx.caches.claims.clone(),
@@ -1080,13 +1084,17 @@ fn resync_sweep(
                     .iter()
                     .map(|c| ObjectRef::from_obj(c.as_ref()))
                     .collect();
-                let unsettled = left.len();
+                let stored = left.len();
                 left.extend(settled.into_iter().filter(|r| claims.get(r).is_none()));
-                tracing::info!(
-                    unsettled,
-                    settled = left.len() - unsettled,
-                    "resync sweep: visiting the claims not settled and the settled ones the index flags"
-                );
+                // Said only when there is something to visit: on a settled landscape nearly
+                // every sweep has nothing (`hap_resync_sweeps_total` counts them all).
+                if !left.is_empty() {
+                    tracing::info!(
+                        stored,
+                        flagged = left.len() - stored,
+                        "resync sweep: visiting the claims the store holds and the settled ones the index flags"
+                    );
+                }
             }
             let refs = left.split_off(left.len().saturating_sub(SWEEP_CHUNK));
             Some((futures::stream::iter(refs), (stop, left)))

@@ -63,21 +63,32 @@ impl SourceRuntime {
         self.statuses.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
-    /// Objects the request-source watches hold, Shoots included (`hap_internal_entries`).
-    pub fn watched_objects(&self) -> usize {
-        let foreign = self
-            .foreign
-            .lock()
-            .map_or(0, |f| f.values().map(ForeignCache::len).sum());
-        let shoots = self
-            .shoots
-            .lock()
-            .map_or(0, |s| s.as_ref().map_or(0, |(_, c)| c.len()));
-        let configs = self
-            .cluster_configs
-            .lock()
-            .map_or(0, |c| c.as_ref().map_or(0, ForeignCache::len));
-        foreign + shoots + configs
+    /// Objects each request-source watch holds, by kind (`hap_internal_entries`): Shoots,
+    /// Runtimes, Clusters, and the ClusterConfigs of openmcp.
+    pub fn watched_objects(&self) -> [(&'static str, usize); 4] {
+        let mut counts = [
+            ("source_shoots", 0),
+            ("source_runtimes", 0),
+            ("source_clusters", 0),
+            ("source_cluster_configs", 0),
+        ];
+        if let Ok(foreign) = self.foreign.lock() {
+            for (kind, cache) in foreign.iter() {
+                let slot = match kind {
+                    SourceKind::Shoot => 0,
+                    SourceKind::Runtime => 1,
+                    SourceKind::Cluster => 2,
+                };
+                counts[slot].1 += cache.len();
+            }
+        }
+        if let Ok(shoots) = self.shoots.lock() {
+            counts[0].1 += shoots.as_ref().map_or(0, |(_, c)| c.len());
+        }
+        if let Ok(configs) = self.cluster_configs.lock() {
+            counts[3].1 = configs.as_ref().map_or(0, ForeignCache::len);
+        }
+        counts
     }
 }
 

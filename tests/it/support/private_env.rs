@@ -391,25 +391,30 @@ impl OperatorProcess {
 
     /// (VmRSS, VmHWM) in KiB from /proc.
     pub fn memory_kib(&self) -> Option<(u64, u64)> {
-        self.status_kib("VmRSS:", "VmHWM:")
+        memory_kib(self.child.id())
     }
 
     /// (RssAnon, RssFile) in KiB from /proc: heap and stacks, and the mapped binary.
     pub fn rss_split_kib(&self) -> Option<(u64, u64)> {
-        self.status_kib("RssAnon:", "RssFile:")
+        status_kib(self.child.id(), "RssAnon:", "RssFile:")
     }
+}
 
-    fn status_kib(&self, a: &str, b: &str) -> Option<(u64, u64)> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse::<u64>().ok())
-        };
-        Some((field(a)?, field(b)?))
-    }
+/// (VmRSS, VmHWM) in KiB of process `pid`; `None` once it has exited (a zombie has neither).
+pub fn memory_kib(pid: u32) -> Option<(u64, u64)> {
+    status_kib(pid, "VmRSS:", "VmHWM:")
+}
+
+fn status_kib(pid: u32, a: &str, b: &str) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    Some((field(a)?, field(b)?))
 }
 
 impl Drop for OperatorProcess {

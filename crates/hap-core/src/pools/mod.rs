@@ -310,24 +310,28 @@ impl<L: LabelLookup> LabelLookup for Without<'_, L> {
 }
 
 impl Inventory {
-    /// How many entries each of the index's maps holds, by a name for the metric
-    /// (`hap_internal_entries`): a map that grows while the landscape does not is a leak.
+    /// The size of the index's maps, by the name of the structure (`hap_internal_entries`): a
+    /// map that grows while the landscape does not is a leak. A map of sets counts its sets'
+    /// members, so a name left behind inside one shows too.
     pub fn entry_counts(&self) -> [(&'static str, usize); 12] {
+        fn members<K, S>(m: &HashMap<K, S>, len: impl Fn(&S) -> usize) -> usize {
+            m.values().map(len).sum()
+        }
         [
             ("index_bindings", self.bindings.len()),
             ("index_other_bindings", self.others.len()),
-            ("index_accounts", self.accounts.len()),
+            ("index_accounts", members(&self.accounts, SmallSet::len)),
             ("index_shoots", self.shoots.len()),
-            ("index_clusters", self.clusters.len()),
+            ("index_clusters", members(&self.clusters, SmallMap::len)),
             ("index_claims", self.claims.len()),
-            ("index_claims_on", self.claims_on.len()),
-            ("index_recorded", self.recorded.len()),
-            ("index_claim_writes", self.claim_writes.len()),
-            ("index_releasing", self.releasing.len()),
+            ("index_claims_on", members(&self.claims_on, SmallMap::len)),
+            ("index_recorded", members(&self.recorded, SmallSet::len)),
             (
-                "index_waiting",
-                self.waiting.values().map(BTreeSet::len).sum(),
+                "index_claim_writes",
+                members(&self.claim_writes, SmallSet::len),
             ),
+            ("index_releasing", self.releasing.len()),
+            ("index_waiting", members(&self.waiting, BTreeSet::len)),
             (
                 "index_source_claims",
                 self.source_claims
