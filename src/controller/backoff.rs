@@ -27,7 +27,7 @@ impl Default for Backoff {
 
 impl Backoff {
     /// Objects with a failure on record (`hap_internal_entries`).
-    pub fn len(&self) -> usize {
+    pub fn entries(&self) -> usize {
         self.failures
             .lock()
             .unwrap_or_else(|p| p.into_inner())

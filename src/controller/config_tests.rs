@@ -216,7 +216,7 @@ async fn a_config_pass_that_succeeds_resets_its_backoff() {
     super::config::error_policy(Arc::new(cfg.clone()), &err, h.ctx.clone());
     super::config::error_policy(Arc::new(cfg.clone()), &err, h.ctx.clone());
     assert_eq!(
-        h.ctx.backoff.len(),
+        h.ctx.backoff.entries(),
         1,
         "the config's failures are on record"
     );
@@ -236,7 +236,7 @@ async fn a_config_pass_that_succeeds_resets_its_backoff() {
         .expect("reconciled");
     h.api.done();
     assert_eq!(
-        h.ctx.backoff.len(),
+        h.ctx.backoff.entries(),
         0,
         "a pass that succeeded starts the backoff over"
     );

@@ -40,7 +40,7 @@ impl Denials {
     }
 
     /// Bindings with a refusal on record (`hap_internal_entries`).
-    pub fn len(&self) -> usize {
+    pub fn entries(&self) -> usize {
         self.lock().len()
     }
 

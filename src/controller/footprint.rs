@@ -21,8 +21,8 @@ pub fn entry_counts(ctx: &Context) -> Vec<(&'static str, usize)> {
     };
     counts.push(("lane_kept", ctx.lanes.kept()));
     counts.push(("claim_store", ctx.caches.claims.len()));
-    counts.push(("backoff", ctx.backoff.len()));
-    counts.push(("denials", ctx.denials.len()));
+    counts.push(("backoff", ctx.backoff.entries()));
+    counts.push(("denials", ctx.denials.entries()));
     counts.extend(ctx.sources.watched_objects());
     counts
 }
