@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::{self as kcontroller, Action};
@@ -897,11 +897,12 @@ fn claim_triggers(
 ) -> impl futures::Stream<Item = ClaimRef> + Send + use<> {
     let pending = revisit::claims_to_revisit(ctx.clone(), stop.clone());
     // Read once at the start of each sweep: counted there.
-    let settled = Arc::new({
+    let settled: Flagged = Arc::new({
         let ctx = ctx.clone();
         move || {
             ctx.metrics.resync_sweeps.inc();
-            visits::settled_visits(&ctx)
+            let ctx = ctx.clone();
+            async move { visits::settled_visits(&ctx).await }.boxed()
         }
     });
     let sweep = resync_sweep(
@@ -1045,7 +1046,7 @@ const SWEEP_PACE: Duration = Duration::from_millis(250);
 
 /// The claims the sweep brings back besides the store's: the settled ones the index flags
 /// (`visits::settled_visits`), read when a sweep starts.
-type Flagged = Arc<dyn Fn() -> Vec<ClaimRef> + Send + Sync>;
+type Flagged = Arc<dyn Fn() -> futures::future::BoxFuture<'static, Vec<ClaimRef>> + Send + Sync>;
 
 /// Every claim in the store (the claims that are not settled) and every settled claim the index
 /// says needs a visit (`flagged`, keys only), once each `--resync` (or when `now` is notified),
@@ -1078,7 +1079,7 @@ fn resync_sweep(
                 // Keys only: a copy of the store would keep every claim's old version alive
                 // until the sweep reaches it, tens of seconds at 10k claims. The flagged claims
                 // first: reading them also takes out of the store what it no longer needs.
-                let settled = flagged();
+                let settled = flagged().await;
                 left = claims
                     .state()
                     .iter()
@@ -1162,7 +1163,7 @@ mod tests {
     ) -> futures::stream::BoxStream<'static, ClaimRef> {
         resync_sweep(
             store,
-            Arc::new(Vec::new),
+            Arc::new(|| futures::future::ready(Vec::new()).boxed()),
             Duration::from_secs(300),
             now,
             stop.clone(),
@@ -1210,10 +1211,11 @@ mod tests {
         let (store, _writer) = listed(&names(&["a", "b"]));
         let stop = CancellationToken::new();
         let flagged: Flagged = Arc::new(|| {
-            vec![
+            futures::future::ready(vec![
                 ObjectRef::new("a").within("ns"),
                 ObjectRef::new("s").within("ns"),
-            ]
+            ])
+            .boxed()
         });
         let mut sweep = resync_sweep(
             store,

@@ -550,6 +550,12 @@ impl Inventory {
         self.claims.values().map(|c| &**c)
     }
 
+    /// Every claim the index holds, shared: a walk that cannot hold the ledger's lock for all of
+    /// them at once takes these and asks `claim` for each one's current view.
+    pub fn claims_shared(&self) -> Vec<Arc<ClaimView>> {
+        self.claims.values().cloned().collect()
+    }
+
     /// The claims whose status records `binding` (Bound or lost, deleting or not), by uid.
     pub fn recorded_on(&self, binding: &str) -> &SmallSet {
         self.recorded.get(binding).unwrap_or(&EMPTY_SET)
