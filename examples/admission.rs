@@ -28,7 +28,8 @@
 //! must not wait behind them.
 //!
 //! Environment: HAP_BENCH_SHOOTS (N), HAP_BENCH_RATE (Shoots per second; HAP_BENCH_RATES, a
-//! comma-separated list, overrides it), HAP_BENCH_BACKGROUND (K), HAP_BENCH_BACKLOG, HAP_BENCH_DIR
+//! comma-separated list, overrides it), HAP_BENCH_BACKGROUND (K), HAP_BENCH_BACKLOG,
+//! HAP_BENCH_RESYNC (the operator's `--resync`; the sweeps it counts are printed), HAP_BENCH_DIR
 //! (control-plane state), HAP_BIN (the operator binary; default: `hap` next to this example's
 //! directory), HAP_K8S_BIN, HAP_GARDENER_APISERVER.
 
@@ -345,6 +346,11 @@ async fn main() {
     ]
     .iter()
     .map(|s| s.to_string())
+    .chain(
+        resync()
+            .into_iter()
+            .flat_map(|r| ["--resync".to_string(), r]),
+    )
     .collect();
     let mut op = OperatorProcess::spawn(
         &hap_binary(),
@@ -510,22 +516,23 @@ async fn main() {
         ms(patches.last().copied().unwrap_or_default()),
     );
     if let Some((_, metrics)) = op.get("/metrics") {
-        for l in metrics
-            .lines()
-            .filter(|l| l.starts_with("hap_admission_duration_seconds_") && !l.contains("_bucket"))
-        {
+        for l in metrics.lines().filter(|l| {
+            (l.starts_with("hap_admission_duration_seconds_") && !l.contains("_bucket"))
+                || l.starts_with("hap_resync_sweeps_total")
+        }) {
             println!("{l}");
         }
     }
     println!();
     println!(
-        "reproduce: cargo build --release --bin hap --example admission && HAP_BENCH_SHOOTS={n} HAP_BENCH_RATES={} HAP_BENCH_BACKGROUND={k} HAP_BENCH_BACKLOG={} $CARGO_TARGET_DIR/release/examples/admission",
+        "reproduce: cargo build --release --bin hap --example admission && HAP_BENCH_SHOOTS={n} HAP_BENCH_RATES={} HAP_BENCH_BACKGROUND={k} HAP_BENCH_BACKLOG={}{} $CARGO_TARGET_DIR/release/examples/admission",
         rates
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(","),
         u8::from(backlog),
+        resync().map_or(String::new(), |r| format!(" HAP_BENCH_RESYNC={r}")),
     );
     if let Some((rss, hwm)) = op.memory_kib() {
         println!(
@@ -536,4 +543,10 @@ async fn main() {
     }
     op.kill();
     env.down();
+}
+
+/// The operator's `--resync` when HAP_BENCH_RESYNC sets it: a short period puts sweeps of the
+/// whole background inside the measured phases.
+fn resync() -> Option<String> {
+    std::env::var("HAP_BENCH_RESYNC").ok()
 }
