@@ -241,3 +241,56 @@ async fn a_config_pass_that_succeeds_resets_its_backoff() {
         "a pass that succeeded starts the backoff over"
     );
 }
+
+/// A refusal concerns one binding (`denials`). Once that binding is gone from the garden, its
+/// refusal must not keep the config Stalled: before, it stayed on record, and the HapConfig read
+/// Failed to kstatus and Flux, until the process restarted.
+#[tokio::test]
+async fn a_refusal_of_a_binding_that_is_gone_no_longer_stalls_the_config() {
+    let cfg = hap_config(aws_spec());
+    let h = Harness::new(cfg.clone(), &[], &[binding("b1", "5", &[])]);
+    let now = std::time::Instant::now();
+    let forbidden = "forbidden: the Secret may not be read";
+    h.ctx.denials.refused("b1", forbidden.into(), now);
+    h.ctx.denials.refused("gone", forbidden.into(), now);
+
+    let [read, apply] = last_good();
+    let status_path = format!("/apis/accountpool.io/v1alpha1/hapconfigs/{CONFIG}/status");
+    h.api.expect([
+        read,
+        apply,
+        Call::patch(&status_path)
+            .query(&[("fieldManager", "hap-operator"), ("force", "true")])
+            .answer_rv("101"),
+    ]);
+    super::config::reconcile(Arc::new(cfg), h.ctx.clone())
+        .await
+        .expect("reconciled");
+    h.api.done();
+
+    let body = h
+        .api
+        .received()
+        .pop()
+        .and_then(|r| r.body)
+        .expect("a status");
+    let status: HapConfigStatus =
+        serde_json::from_value(body["status"].clone()).expect("a HapConfig status");
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .expect("Ready");
+    assert_eq!(ready.status, "False", "b1 is still refused");
+    assert!(
+        ready.message.contains("1 binding write(s) refused") && ready.message.contains("b1"),
+        "{}",
+        ready.message
+    );
+    assert!(!ready.message.contains("gone"), "{}", ready.message);
+    assert_eq!(
+        h.ctx.denials.entries(),
+        1,
+        "the deleted binding's refusal is forgotten"
+    );
+}

@@ -100,6 +100,15 @@ impl Denials {
         self.lock().remove(binding).is_some()
     }
 
+    /// Forgets the refusals of bindings `exists` no longer knows: a deleted binding's refusal
+    /// would otherwise stall the config until a restart. Returns whether any was forgotten.
+    pub fn forget_missing(&self, exists: impl Fn(&str) -> bool) -> bool {
+        let mut map = self.lock();
+        let before = map.len();
+        map.retain(|b, _| exists(b));
+        map.len() != before
+    }
+
     /// Forgets every refusal (the bindings target changed: other namespace, other kind).
     pub fn clear(&self) -> bool {
         let mut map = self.lock();
@@ -150,5 +159,16 @@ mod tests {
         assert!(d.clear());
         assert!(d.refusals().is_empty());
         assert!(!d.clear());
+    }
+
+    #[test]
+    fn the_refusals_of_bindings_that_are_gone_are_forgotten() {
+        let d = Denials::default();
+        let now = Instant::now();
+        d.refused("kept", "no".into(), now);
+        d.refused("gone", "no".into(), now);
+        assert!(d.forget_missing(|b| b == "kept"));
+        assert_eq!(d.refusals().keys().collect::<Vec<_>>(), ["kept"]);
+        assert!(!d.forget_missing(|b| b == "kept"), "nothing more to forget");
     }
 }
