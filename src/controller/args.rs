@@ -145,6 +145,12 @@ pub struct RunArgs {
     /// below the webhook's timeoutSeconds: a call kube-apiserver gave up on fails the request.
     #[arg(long, default_value = "8s", value_parser = parse_duration)]
     pub webhook_decision_timeout: Duration,
+    /// Connections the webhook keeps open at once; one more is closed at once. kube-apiserver
+    /// opens one per call in progress, and a call may wait the whole decision timeout: keep it
+    /// above the peak rate of Shoot, Runtime and Cluster CREATEs times that timeout (512 fits
+    /// 50 a second at 8 s), and below the container's open-files limit.
+    #[arg(long, default_value_t = crate::webhook::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub webhook_max_connections: u32,
     /// The webhook's timeoutSeconds as registered, if known (e.g. `10s`): the decision timeout
     /// in force is then at most this minus 2 s.
     #[arg(long, value_parser = parse_duration)]
@@ -257,6 +263,7 @@ impl RunArgs {
             webhook_client_ca: None,
             webhook_allow_unauthenticated: false,
             webhook_decision_timeout: Duration::from_secs(8),
+            webhook_max_connections: crate::webhook::DEFAULT_MAX_CONNECTIONS as u32,
             webhook_timeout: None,
             source_grace: Duration::from_secs(60),
             api_request_timeout: Duration::from_secs(60),

@@ -331,6 +331,7 @@ async fn serve_webhook(
         resolver,
         claim_namespace: args.source_claim_namespace(),
         decision_timeout: args.effective_decision_timeout(),
+        max_connections: args.webhook_max_connections as usize,
     };
     if settings.decision_timeout < args.webhook_decision_timeout {
         tracing::warn!(decision_timeout = ?settings.decision_timeout, "--webhook-decision-timeout is shortened to --webhook-timeout minus 2 s");

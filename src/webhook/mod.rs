@@ -3,7 +3,7 @@
 //! the three kinds; the paths keep webhook configurations readable). Each replica keeps its own
 //! watch of the HapConfig in force and of the claims sources created, so a standby answers as
 //! fast as the leader; only the leader decides. The server bounds what a peer can hold: headers
-//! must arrive within [`HEADER_READ_TIMEOUT`], at most [`MAX_CONNECTIONS`] are open at once
+//! must arrive within [`HEADER_READ_TIMEOUT`], at most [`Settings::max_connections`] are open at once
 //! (more are closed at once) and a review may be [`MAX_REVIEW_BYTES`] long.
 
 mod admit;
@@ -44,9 +44,14 @@ const ACCEPT_AFTER_STOP: Duration = Duration::from_secs(3);
 /// peer that trickles them would otherwise hold a connection, and its memory, for ever).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections open at once; one more is closed as soon as it is accepted. kube-apiserver keeps
-/// a few per replica; the cap keeps idle or hostile peers from exhausting the pod's memory.
-const MAX_CONNECTIONS: usize = 128;
+/// Connections open at once by default (`--webhook-max-connections`); one more is closed as soon
+/// as it is accepted, which its caller sees as "failed calling webhook: EOF". The cap keeps idle
+/// or hostile peers from exhausting the pod's memory (~50 KB a TLS connection), but it must
+/// exceed the calls in progress: kube-apiserver speaks HTTP/1.1 here, one connection per call,
+/// and a call may wait the whole decision timeout, so 50 first claims a second hold ~400 open
+/// (a cap of 128 cut 61 of 200 such calls, BENCHMARKS.md, Admission). It also stays below the
+/// usual 1024 open files of a container.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
 /// The longest review accepted. An UPDATE review carries the object twice (object and
 /// oldObject); etcd stores objects of up to 1.5 MiB, which may be twice as long as JSON. A
@@ -148,6 +153,8 @@ pub struct Settings {
     pub resolver: Arc<ConfigResolver>,
     pub claim_namespace: String,
     pub decision_timeout: Duration,
+    /// Connections open at once ([`DEFAULT_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
 }
 
 /// Loads the certificate, binds, starts the claim watch and serves until `stop` (the config it
@@ -204,10 +211,18 @@ pub async fn start(
         .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
         .with_state(hook.clone());
     let in_flight = settings.decision_timeout + Duration::from_secs(2);
+    let max_connections = settings.max_connections.max(1);
     let served = addr_out.served.clone();
     let drained = hook.clone();
     tokio::spawn(async move {
-        accept_loop(listener, acceptor, app, stopping, in_flight).await;
+        accept_loop(
+            listener,
+            acceptor,
+            app,
+            stopping,
+            (in_flight, max_connections),
+        )
+        .await;
         // Calls cut off by the drain still take their claims back, with the caches alive.
         drained.tasks.drain(TASKS_DRAIN_LIMIT).await;
         done.cancel();
@@ -257,13 +272,14 @@ async fn handle(State(hook): State<Arc<Webhook>>, body: Bytes) -> impl IntoRespo
 }
 
 /// Accepts until [`ACCEPT_AFTER_STOP`] after `stopping`, then closes the connections once
-/// their calls are answered (idle ones at once), waiting at most `in_flight` for them.
+/// their calls are answered (idle ones at once), waiting at most `in_flight` for them; at most
+/// `max_connections` open at once.
 async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     app: Router,
     stopping: CancellationToken,
-    in_flight: Duration,
+    (in_flight, max_connections): (Duration, usize),
 ) {
     let closing = CancellationToken::new();
     let accept_until = {
@@ -275,7 +291,7 @@ async fn accept_loop(
     };
     tokio::pin!(accept_until);
     let mut conns = tokio::task::JoinSet::new();
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
     loop {
         while conns.try_join_next().is_some() {}
         let (tcp, _) = tokio::select! {
@@ -291,7 +307,7 @@ async fn accept_loop(
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::warn!(
-                limit = MAX_CONNECTIONS,
+                limit = max_connections,
                 "webhook connection closed: too many open"
             );
             drop(tcp);
