@@ -295,9 +295,9 @@ async fn gather(
         let releasing = ledger.inventory.releasing();
         super::lifecycle::releases_held(ctx, &cfg.name_any(), hold, releasing);
         fill_pools(input, active, &ledger.inventory, &ledger.inflight);
-        // The caches are in sync here, so a binding they lack was deleted.
+        // The caches are in sync here: a binding they lack was deleted, or is another target's.
         ctx.denials
-            .forget_missing(|b| ledger.inventory.binding(b).is_some());
+            .forget_missing(|b| ledger.inventory.binding(b).is_some(), Instant::now());
         input.refused_writes = ctx.denials.refusals();
         export_metrics(ctx, &mut ledger.inventory, &input.orphans);
         input.pools = super::lifecycle::pools(ctx, &active.spec, &mut ledger.inventory);

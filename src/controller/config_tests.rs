@@ -244,15 +244,20 @@ async fn a_config_pass_that_succeeds_resets_its_backoff() {
 
 /// A refusal concerns one binding (`denials`). Once that binding is gone from the garden, its
 /// refusal must not keep the config Stalled: before, it stayed on record, and the HapConfig read
-/// Failed to kstatus and Flux, until the process restarted.
+/// Failed to kstatus and Flux, until the process restarted. One the index lacks whose pause is
+/// not long over stays: it may be a record of another target kind or namespace, retried then.
 #[tokio::test]
 async fn a_refusal_of_a_binding_that_is_gone_no_longer_stalls_the_config() {
     let cfg = hap_config(aws_spec());
     let h = Harness::new(cfg.clone(), &[], &[binding("b1", "5", &[])]);
     let now = std::time::Instant::now();
+    let long_ago = now
+        .checked_sub(std::time::Duration::from_secs(600))
+        .expect("the machine has run for 10 minutes");
     let forbidden = "forbidden: the Secret may not be read";
     h.ctx.denials.refused("b1", forbidden.into(), now);
-    h.ctx.denials.refused("gone", forbidden.into(), now);
+    h.ctx.denials.refused("gone", forbidden.into(), long_ago);
+    h.ctx.denials.refused("other-target", forbidden.into(), now);
 
     let [read, apply] = last_good();
     let status_path = format!("/apis/accountpool.io/v1alpha1/hapconfigs/{CONFIG}/status");
@@ -283,14 +288,20 @@ async fn a_refusal_of_a_binding_that_is_gone_no_longer_stalls_the_config() {
         .expect("Ready");
     assert_eq!(ready.status, "False", "b1 is still refused");
     assert!(
-        ready.message.contains("1 binding write(s) refused") && ready.message.contains("b1"),
+        ready.message.contains("2 binding write(s) refused")
+            && ready.message.contains("binding b1:")
+            && ready.message.contains("binding other-target:"),
         "{}",
         ready.message
     );
-    assert!(!ready.message.contains("gone"), "{}", ready.message);
+    assert!(
+        !ready.message.contains("binding gone:"),
+        "{}",
+        ready.message
+    );
     assert_eq!(
         h.ctx.denials.entries(),
-        1,
+        2,
         "the deleted binding's refusal is forgotten"
     );
 }

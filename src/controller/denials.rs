@@ -100,12 +100,16 @@ impl Denials {
         self.lock().remove(binding).is_some()
     }
 
-    /// Forgets the refusals of bindings `exists` no longer knows: a deleted binding's refusal
-    /// would otherwise stall the config until a restart. Returns whether any was forgotten.
-    pub fn forget_missing(&self, exists: impl Fn(&str) -> bool) -> bool {
+    /// Forgets the refusals of bindings `exists` no longer knows, once their pause has been over
+    /// for [`MAX_PAUSE`]: a deleted binding's refusal would otherwise stall the config until a
+    /// restart. Not at once, since a refused write may concern a binding the index does not
+    /// hold (a record of another target kind or namespace), which is retried when its pause
+    /// ends; forgetting it then would restart its backoff and report each refusal as news.
+    /// Returns whether any was forgotten.
+    pub fn forget_missing(&self, exists: impl Fn(&str) -> bool, now: Instant) -> bool {
         let mut map = self.lock();
         let before = map.len();
-        map.retain(|b, _| exists(b));
+        map.retain(|b, r| exists(b) || now < r.retry_at + MAX_PAUSE);
         map.len() != before
     }
 
@@ -166,9 +170,18 @@ mod tests {
         let d = Denials::default();
         let now = Instant::now();
         d.refused("kept", "no".into(), now);
-        d.refused("gone", "no".into(), now);
-        assert!(d.forget_missing(|b| b == "kept"));
+        let (retry_at, _) = d.refused("gone", "no".into(), now);
+        let known = |b: &str| b == "kept";
+        assert!(
+            !d.forget_missing(known, retry_at),
+            "a binding the index lacks may be another target's, retried when its pause ends"
+        );
+        assert!(!d.forget_missing(known, retry_at + MAX_PAUSE - Duration::from_millis(1)));
+        assert!(d.forget_missing(known, retry_at + MAX_PAUSE));
         assert_eq!(d.refusals().keys().collect::<Vec<_>>(), ["kept"]);
-        assert!(!d.forget_missing(|b| b == "kept"), "nothing more to forget");
+        assert!(
+            !d.forget_missing(known, retry_at + MAX_PAUSE * 10),
+            "nothing more to forget"
+        );
     }
 }

@@ -399,6 +399,7 @@ async fn a_burst_of_calls_waiting_for_their_decisions_is_answered_every_one() {
     // timeout, all at once.
     let bench = Bench::start().await;
     let calls = 200;
+    let started = std::time::Instant::now();
     let sent = futures::future::join_all((0..calls).map(|i| {
         let body = bench.review(&format!("rt-burst-{i}"), &format!("ga-burst-{i}"));
         let bench = &bench;
@@ -408,10 +409,20 @@ async fn a_burst_of_calls_waiting_for_their_decisions_is_answered_every_one() {
     let answers = futures::future::join_all(sent.into_iter().map(|tls| async move {
         let mut tls = tls;
         let mut raw = Vec::new();
-        let _ = tls.read_to_end(&mut raw).await;
+        let read = tokio::time::timeout(Duration::from_secs(30), tls.read_to_end(&mut raw)).await;
+        assert!(
+            read.is_ok(),
+            "a call is answered within its decision timeout"
+        );
         String::from_utf8_lossy(&raw).into_owned()
     }))
     .await;
+    // Every call was held open at once for its whole decision timeout (6 s), not answered early.
+    assert!(
+        started.elapsed() >= Duration::from_millis(5500),
+        "{:?}",
+        started.elapsed()
+    );
     let cut = answers.iter().filter(|a| a.is_empty()).count();
     assert_eq!(
         cut, 0,
@@ -419,7 +430,7 @@ async fn a_burst_of_calls_waiting_for_their_decisions_is_answered_every_one() {
     );
     for a in &answers {
         assert!(
-            a.starts_with("HTTP/1.1 200") && a.contains("could not decide"),
+            a.starts_with("HTTP/1.1 200") && a.contains("has not picked it up"),
             "every call is answered with its denial in time: {a}"
         );
     }
