@@ -1,7 +1,8 @@
 //! Inventory index and binding selection at landscape size: 5,000 bindings, 10,000 Bound claims,
-//! 10,000 Shoots (the sizes of the load benchmark's scale phase). Prints µs per operation from a
-//! plain timing loop first, then runs the criterion benchmarks. Rule evaluation is in
-//! benches/rules.rs.
+//! 10,000 Shoots (the sizes of the load benchmark's scale phase), and a new tenant's selection in
+//! free pools of 400 to 40,000 bindings beside 1.5 times as many held ones (a take-over's). Prints
+//! µs per operation from a plain timing loop first, then runs the criterion benchmarks. Rule
+//! evaluation is in benches/rules.rs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
@@ -194,6 +195,7 @@ fn main() {
 
     events(&w, &inv, bench);
     ordered(&inv, &inflight, &policy, &dedicated, &shared, bench);
+    free_pools(&dedicated, &policy, bench);
 
     let mut c = Criterion::default().configure_from_args();
     c.bench_function(
@@ -351,4 +353,77 @@ fn events(w: &World, inv: &Inventory, bench: bool) {
         black_box(inv.apply_shoot(shoot(i)));
     });
     black_box(inv.take_changes());
+}
+
+/// A new tenant's selection in a free pool of `free` bindings beside 1.5 times as many held ones,
+/// each held one with a Bound claim and a Shoot, every binding on a Secret of its own: the
+/// landscape of a take-over (BENCHMARKS.md, Take-over at 100k), where selection walked the free
+/// pool. Sizes side by side in one run; under `cargo test` one small size, once.
+fn free_pools(pool: &PoolKey, policy: &MultiAccountPolicy, bench: bool) {
+    let sizes: &[usize] = if bench { &[400, 4_000, 40_000] } else { &[400] };
+    for &free in sizes {
+        let held = free * 3 / 2;
+        let account =
+            |name: &str| hap_operator::pools::Account::of_secret(Some("garden"), None, name);
+        let bindings = (0..held + free).map(|i| {
+            let name = format!("acct-{i:06}");
+            let mut labels = vec![("hyperscalerType".to_string(), "aws".to_string())];
+            if i < held {
+                labels.push(("tenantName".to_string(), format!("ga-{i:06}")));
+            }
+            BindingView {
+                account: account(&name),
+                resource_version: Some(format!("{}", 1000 + i)),
+                labels: labels.into_iter().collect::<BTreeMap<_, _>>().into(),
+                name,
+                ..Default::default()
+            }
+        });
+        let claims = (0..held).map(|i| ClaimView {
+            namespace: "claims".into(),
+            name: format!("c-{i:06}"),
+            uid: format!("uid-{i:06}"),
+            global_account: format!("ga-{i:06}"),
+            shoot_name: Some(format!("shoot-{i:06}")),
+            bound_binding: Some(format!("acct-{i:06}")),
+            ..Default::default()
+        });
+        let shoots = (0..held).map(|i| ShootView {
+            name: format!("shoot-{i:06}"),
+            binding: Some(format!("acct-{i:06}")),
+            ..Default::default()
+        });
+        let inv = Inventory::build(ResolvedLabelKeys::default(), bindings, claims, shoots);
+        let inflight = InFlight::default();
+        let none = BTreeSet::new();
+        let rounds = if bench {
+            (4_000_000 / free).clamp(20, 2_000)
+        } else {
+            1
+        };
+        let claims: Vec<ClaimView> = (0..rounds)
+            .map(|n| new_claim(&format!("ga-new-{n}"), n))
+            .collect();
+        let start = Instant::now();
+        for claim in &claims {
+            let req = Request {
+                claim,
+                pool,
+                provider_type: "aws",
+            };
+            let choice = select(
+                &inv,
+                &inflight,
+                black_box(&req),
+                policy,
+                &none,
+                Instant::now(),
+            );
+            assert!(matches!(choice, Choice::Claim { .. }), "{choice:?}");
+        }
+        println!(
+            "select, claim (new tenant, {free} free beside {held} held): {:.1} µs",
+            start.elapsed().as_secs_f64() * 1e6 / rounds as f64
+        );
+    }
 }
