@@ -465,7 +465,7 @@ impl Inventory {
         if let Some((key, class)) = &entry.pool {
             self.changes.pools.insert(key.clone());
             let members = self.pools.entry(key.clone()).or_default();
-            add_member(members, class, name.clone());
+            add_member(members, class, &entry.view, name.clone());
         }
         self.life_apply(&entry, true);
         self.bindings.insert(name.clone(), Box::new(entry));
@@ -486,7 +486,7 @@ impl Inventory {
         };
         self.changes.pools.insert(key.clone());
         if let Some(members) = self.pools.get_mut(key) {
-            remove_member(members, class, &old.view.name);
+            remove_member(members, class, &old.view);
             // Only the old tenant's set can have emptied: O(log T), not a walk of every tenant.
             if let super::BindingClass::Owned { tenant } = class
                 && members.owned.get(tenant).is_some_and(SmallSet::is_empty)
@@ -852,7 +852,10 @@ fn role_set<'a>(
     }
 }
 
-fn add_member(m: &mut PoolMembers, class: &super::BindingClass, name: String) {
+fn add_member(m: &mut PoolMembers, class: &super::BindingClass, view: &BindingView, name: String) {
+    if matches!(class, super::BindingClass::Claimable) {
+        m.claim_order.insert((claim_rank(view), name.clone()));
+    }
     if let super::BindingClass::Owned { tenant } = class {
         m.owned.entry(tenant.clone()).or_default().insert(name);
     } else if let Some(set) = role_set(m, class) {
@@ -860,7 +863,11 @@ fn add_member(m: &mut PoolMembers, class: &super::BindingClass, name: String) {
     }
 }
 
-fn remove_member(m: &mut PoolMembers, class: &super::BindingClass, name: &str) {
+fn remove_member(m: &mut PoolMembers, class: &super::BindingClass, view: &BindingView) {
+    let name = view.name.as_str();
+    if matches!(class, super::BindingClass::Claimable) {
+        m.claim_order.remove(&(claim_rank(view), name.to_string()));
+    }
     if let super::BindingClass::Owned { tenant } = class {
         if let Some(set) = m.owned.get_mut(tenant) {
             set.remove(name);
@@ -868,6 +875,12 @@ fn remove_member(m: &mut PoolMembers, class: &super::BindingClass, name: &str) {
     } else if let Some(set) = role_set(m, class) {
         set.remove(name);
     }
+}
+
+/// Where a claimable binding stands in `PoolMembers::claim_order`: when it was last released
+/// (`None`, first: never). The view is the one indexed, so the rank removed is the rank added.
+fn claim_rank(view: &BindingView) -> Option<jiff::Timestamp> {
+    super::lifecycle::released(&view.annotations).map(|(at, _)| at)
 }
 
 /// Counts one more (or one fewer) source of `inner` under `outer`.

@@ -155,6 +155,10 @@ pub struct BindingEntry {
 pub struct PoolMembers {
     pub shared: BTreeSet<String>,
     pub claimable: BTreeSet<String>,
+    /// `claimable` in the order selection ranks a new tenant's candidates in: never released
+    /// first, then by the release recorded on them, oldest first (`lifecycle::released`). Kept
+    /// per event, so that a selection checks the first few instead of every free binding.
+    pub claim_order: BTreeSet<(Option<jiff::Timestamp>, String)>,
     pub internal_free: BTreeSet<String>,
     pub owned: BTreeMap<String, SmallSet>,
     pub dirty: BTreeSet<String>,

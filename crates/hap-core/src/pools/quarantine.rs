@@ -100,6 +100,11 @@ impl Gate {
             .is_some_and(|&(admitted, since)| !admitted && on_trial(view, since))
     }
 
+    /// Whether this request takes `pool`'s bindings on trial first (`prefers` may hold for one).
+    pub fn ranks_trials_first(&self, pool: &PoolKey) -> bool {
+        self.pools.get(pool).is_some_and(|&(admitted, _)| admitted)
+    }
+
     /// Whether the unclaimed binding `view` of `pool` is quarantined and this request is one
     /// the entry names: such requests take quarantined bindings first, so that new accounts are
     /// proven by the traffic meant for it and proven ones stay for everyone else.

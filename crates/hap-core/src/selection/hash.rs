@@ -24,9 +24,14 @@ fn mix(mut z: u64) -> u64 {
 
 /// The weight of `binding` for `tenant`; the candidate with the highest weight is tried first.
 pub fn weight(tenant: &str, binding: &str) -> u64 {
+    weigher(tenant)(binding)
+}
+
+/// `weight` for one tenant over many bindings: the tenant's part is hashed once.
+pub(crate) fn weigher(tenant: &str) -> impl Fn(&str) -> u64 {
     // The separator keeps ("ab", "c") and ("a", "bc") apart; 0xff never occurs in UTF-8.
-    let h = fnv1a(FNV_OFFSET, tenant.as_bytes());
-    mix(fnv1a(fnv1a(h, &[0xff]), binding.as_bytes()))
+    let h = fnv1a(fnv1a(FNV_OFFSET, tenant.as_bytes()), &[0xff]);
+    move |binding| mix(fnv1a(h, binding.as_bytes()))
 }
 
 #[cfg(test)]

@@ -160,6 +160,19 @@ proptest! {
             apply(&mut inv, op, n as u64 + 1, &mut w);
             let want = inv.scan(&w.rules, w.now, &w.clock());
             prop_assert_eq!(inv.lifecycles(), want, "after {:?} (keys alt: {})", op, w.alt);
+            // Selection ranks a pool's free bindings by this order (`PoolMembers::claim_order`).
+            for (key, m) in inv.pools() {
+                let ranked: std::collections::BTreeSet<_> = m
+                    .claimable
+                    .iter()
+                    .map(|b| {
+                        let e = inv.binding(b).expect("a member is indexed");
+                        let at = crate::pools::lifecycle::released(&e.view.annotations);
+                        (at.map(|(at, _)| at), b.clone())
+                    })
+                    .collect();
+                prop_assert_eq!(&m.claim_order, &ranked, "pool {:?} after {:?}", key, op);
+            }
         }
     }
 }

@@ -374,6 +374,7 @@ fn a_conflict_moves_the_tenant_to_its_next_candidate() {
 mod account_race;
 mod cooldown;
 mod cordon;
+mod first_free;
 mod inflight;
 mod multi;
 mod quarantine;
