@@ -430,24 +430,25 @@ fn select_dedicated(
             binding: b.to_string(),
         };
     }
-    let ranked = !limits.policy.quarantine.ranks_trials_first(req.pool);
-    if ranked && let Some(b) = first_free(inv, inflight, req, limits, now, counts) {
-        return claim_of(inv, b);
-    }
-    // Nothing free, or an order that depends on the request: every free binding is checked,
-    // which also counts why each was skipped for the message.
-    let (candidates, skipped) = free_candidates(inv, inflight, req, limits, now, counts);
-    let ga = req.claim.global_account.as_str();
-    let trial = |b: &str| {
-        inv.binding(b)
-            .is_some_and(|e| limits.policy.quarantine.prefers(req.pool, &e.view))
+    let found = if limits.policy.quarantine.ranks_trials_first(req.pool) {
+        // Bindings on trial first: an order of this request's own, so every free binding is
+        // checked, then the survivors ranked.
+        let (candidates, skipped) = free_candidates(inv, inflight, req, limits, now, counts);
+        let ga = req.claim.global_account.as_str();
+        let trial = |b: &str| {
+            inv.binding(b)
+                .is_some_and(|e| limits.policy.quarantine.prefers(req.pool, &e.view))
+        };
+        spread(inv, limits.exclude, ga, candidates, trial).ok_or(skipped)
+    } else {
+        first_free(inv, inflight, req, limits, now, counts)
     };
-    if let Some(b) = spread(inv, limits.exclude, ga, candidates, trial) {
-        return claim_of(inv, b);
-    }
-    Choice::Exhausted {
-        pool: req.pool.clone(),
-        message: exhausted_message(inv, req, limits.policy, &skipped, own.mine.len()),
+    match found {
+        Ok(b) => claim_of(inv, b),
+        Err(skipped) => Choice::Exhausted {
+            pool: req.pool.clone(),
+            message: exhausted_message(inv, req, limits.policy, &skipped, own.mine.len()),
+        },
     }
 }
 
@@ -577,7 +578,7 @@ fn reuse(
 /// Bindings being claimed or released right now are not counted: the message is part of the
 /// claim's status, and a figure that moves would rewrite every waiting claim's status on each
 /// change of the pool. Pins change only with the config, so their count may stay.
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Skipped {
     pinned: usize,
     in_use: usize,
@@ -689,7 +690,8 @@ fn free_candidates<'a>(
 /// in rank order (`PoolMembers::claim_order`: never released, then released longest ago), each
 /// group of one rank is ordered by the tenant's weight, and bindings are checked in that order
 /// until one may be taken. A selection in a pool of 40,000 free bindings checked all of them
-/// (~50 ms, BENCHMARKS.md). `None` when no free binding may be taken.
+/// (~50 ms, BENCHMARKS.md). When none may be taken, every one was checked once: the reasons
+/// counted are `free_candidates`'.
 fn first_free<'a>(
     inv: &'a Inventory,
     inflight: &InFlight,
@@ -697,9 +699,13 @@ fn first_free<'a>(
     limits: &Limits<'_>,
     now: Instant,
     counts: &Counts<'_>,
-) -> Option<&'a String> {
+) -> Result<&'a String, Skipped> {
+    let mut skipped = Skipped::default();
+    let Some(members) = inv.pool(req.pool) else {
+        return Err(skipped);
+    };
     let weigh = hash::weigher(&req.claim.global_account);
-    let mut ranks = inv.pool(req.pool)?.claim_order.iter().peekable();
+    let mut ranks = members.claim_order.iter().peekable();
     // The first one to try last (`exclude`) that may be taken: chosen only if nothing else is.
     let mut last = None;
     while let Some(rank) = ranks.peek().map(|(rank, _)| *rank) {
@@ -714,9 +720,10 @@ fn first_free<'a>(
         let mut next = first;
         while let Some((_, Reverse(b))) = next {
             match free_for(inv, inflight, req, limits, (now, counts), b) {
-                Ok(true) if !limits.exclude.contains(b) => return Some(b),
+                Ok(true) if !limits.exclude.contains(b) => return Ok(b),
                 Ok(true) => last = last.or(Some(b)),
-                Ok(false) | Err(_) => {}
+                Ok(false) => {}
+                Err(why) => skipped.count(why),
             }
             let order = order.get_or_insert_with(|| {
                 let mut rest: BinaryHeap<_> =
@@ -727,7 +734,7 @@ fn first_free<'a>(
             next = order.pop();
         }
     }
-    last
+    last.ok_or(skipped)
 }
 
 /// Whether `b` or another binding of its credential was released by another tenant than `ga`
