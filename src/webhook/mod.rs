@@ -7,6 +7,7 @@
 //! (more are closed at once) and a review may be [`MAX_REVIEW_BYTES`] long.
 
 mod admit;
+mod open_files;
 mod serve;
 #[cfg(test)]
 mod serve_tests;
@@ -211,7 +212,7 @@ pub async fn start(
         .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
         .with_state(hook.clone());
     let in_flight = settings.decision_timeout + Duration::from_secs(2);
-    let max_connections = settings.max_connections.max(1);
+    let max_connections = connection_cap(settings.max_connections);
     let served = addr_out.served.clone();
     let drained = hook.clone();
     tokio::spawn(async move {
@@ -229,6 +230,23 @@ pub async fn start(
         served.cancel();
     });
     Ok(hook)
+}
+
+/// `--webhook-max-connections`, lowered (and said so) where the open-files limit would not leave
+/// the rest of the operator its descriptors (`open_files`).
+fn connection_cap(requested: usize) -> usize {
+    let soft = open_files::soft_limit();
+    let cap = open_files::cap(requested, soft);
+    if cap < requested {
+        tracing::warn!(
+            requested,
+            cap,
+            open_files = soft,
+            reserved = open_files::RESERVED,
+            "--webhook-max-connections lowered to what the open-files limit leaves; raise the container's limit to keep it"
+        );
+    }
+    cap
 }
 
 /// The certificate loaded (and reloaded when its files change) and the port bound: both fail

@@ -1966,6 +1966,50 @@ fn image_digest_and_extra_volumes_reach_the_deployment() {
     assert!(!ok && err.contains("/image/digest"), "{err}");
 }
 
+/// The webhook's connection cap is a value of the chart (issue 35: a burst of first claims holds
+/// one connection per call in progress); the schema refuses a cap of 0 and a number too large
+/// for the flag.
+#[test]
+fn the_webhooks_connection_cap_is_a_value() {
+    let args = |cap: Option<&str>| -> Vec<String> {
+        let mut a = vec![
+            "--set".to_string(),
+            "sources.runtimes.enabled=true".to_string(),
+        ];
+        if let Some(cap) = cap {
+            a.extend(["--set".to_string(), format!("webhook.maxConnections={cap}")]);
+        }
+        a
+    };
+    let flag = |cap: Option<&str>| -> Vec<String> {
+        let args = args(cap);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let objs = helm_template("hap-operator", "hap-system", &args);
+        let container =
+            &find(&objs, "Deployment", "hap-operator")["spec"]["template"]["spec"]["containers"][0];
+        container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a.as_str())
+            .filter(|a| a.starts_with("--webhook-max-connections"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(flag(None), ["--webhook-max-connections=512"]);
+    assert_eq!(flag(Some("2048")), ["--webhook-max-connections=2048"]);
+    let chart = repo_root().join("deploy/helm/hap-operator");
+    for bad in ["0", "4294967296"] {
+        let (ok, _, err) = run(Command::new(helm_path())
+            .args(["template", "x", chart.to_str().unwrap()])
+            .args(args(Some(bad))));
+        assert!(
+            !ok && err.contains("/webhook/maxConnections"),
+            "{bad}: {err}"
+        );
+    }
+}
+
 #[test]
 fn webhook_failure_policy_is_set_per_kind() {
     let objs = helm_template(

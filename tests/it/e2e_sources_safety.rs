@@ -386,6 +386,10 @@ async fn the_webhook_server_bounds_what_a_peer_can_hold() {
         matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
         "a connection beyond the cap is closed at once: {closed:?}"
     );
+    // The cap's last connection is still open: the cap is `cap`, not one fewer.
+    let last = open.last_mut().expect("connections");
+    let still = tokio::time::timeout(Duration::from_millis(500), last.read(&mut buf)).await;
+    assert!(still.is_err(), "the {cap}th connection is kept: {still:?}");
     drop(open);
 }
 
