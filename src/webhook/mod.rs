@@ -232,9 +232,18 @@ pub async fn start(
     Ok(hook)
 }
 
-/// `--webhook-max-connections`, lowered (and said so) where the open-files limit would not leave
-/// the rest of the operator its descriptors (`open_files`).
+/// `--webhook-max-connections`, lowered (and said so) where the open-files limit, raised to its
+/// hard limit first, would not leave the rest of the operator its descriptors (`open_files`).
 fn connection_cap(requested: usize) -> usize {
+    match open_files::raise_soft_limit() {
+        Ok(Some((from, to))) => {
+            tracing::info!(from, to, "open-files soft limit raised to the hard limit")
+        }
+        Ok(None) => {}
+        Err(error) => {
+            tracing::warn!(%error, "open-files soft limit left as it is: raising it failed")
+        }
+    }
     let soft = open_files::soft_limit();
     let cap = open_files::cap(requested, soft);
     if cap < requested {

@@ -3,21 +3,37 @@
 //! descriptors the operator's own watches and API calls need (accept and connect fail with
 //! EMFILE).
 
+use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+
 /// Descriptors left for everything but the webhook's connections: watches, API clients, the
 /// probe and metrics server, the certificate files.
 pub const RESERVED: u64 = 256;
 
-/// The soft limit on open files as the kernel reports it (`/proc/self/limits`); `None` where
-/// unreadable or unlimited.
+/// The soft limit on open files; `None` where unlimited.
 pub fn soft_limit() -> Option<u64> {
-    parse(&std::fs::read_to_string("/proc/self/limits").ok()?)
+    getrlimit(Resource::Nofile).current
 }
 
-fn parse(limits: &str) -> Option<u64> {
-    let rest = limits
-        .lines()
-        .find_map(|l| l.strip_prefix("Max open files"))?;
-    rest.split_whitespace().next()?.parse().ok()
+/// Raises the soft limit on open files to the hard one, as Go programs do at start: container
+/// runtimes hand a process 1024 soft beside a hard limit hundreds of times that (containerd:
+/// 1024 / 524288), and the soft one is what would cap the webhook's connections. Returns the
+/// limits before and after when it moved; leaves them alone where the kernel refuses.
+pub fn raise_soft_limit() -> Result<Option<(u64, Option<u64>)>, std::io::Error> {
+    let now = getrlimit(Resource::Nofile);
+    let Some(soft) = now.current else {
+        return Ok(None);
+    };
+    if now.maximum.is_some_and(|hard| hard <= soft) {
+        return Ok(None);
+    }
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: now.maximum,
+            maximum: now.maximum,
+        },
+    )?;
+    Ok(Some((soft, now.maximum)))
 }
 
 /// The cap in force: the one asked for, lowered to what the limit leaves beyond [`RESERVED`]
@@ -36,18 +52,31 @@ pub fn cap(requested: usize, soft: Option<u64>) -> usize {
 mod tests {
     use super::*;
 
-    const LIMITS: &str = "Limit                     Soft Limit           Hard Limit           Units     \n\
-Max cpu time              unlimited            unlimited            seconds   \n\
-Max open files            1024                 524288               files     \n\
-Max locked memory         8388608              8388608              bytes     \n";
-
     #[test]
-    fn the_soft_limit_is_read_from_the_kernels_table() {
-        assert_eq!(parse(LIMITS), Some(1024));
-        assert_eq!(parse(&LIMITS.replace("1024 ", "unlimited ")), None);
-        assert_eq!(parse("Max cpu time unlimited unlimited seconds"), None);
-        // This process's own table, as the kernel writes it.
-        assert!(soft_limit().is_some_and(|n| n > 0), "{:?}", soft_limit());
+    fn the_soft_limit_is_raised_to_the_hard_one() {
+        let hard = getrlimit(Resource::Nofile).maximum;
+        let Some(below) = hard.map(|h| h - 1) else {
+            // No hard limit here: nothing to raise to, and nothing raised.
+            assert_eq!(raise_soft_limit().unwrap(), None);
+            return;
+        };
+        // One below the hard limit, so that no other test of this process runs short meanwhile.
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(below),
+                maximum: hard,
+            },
+        )
+        .unwrap();
+        assert_eq!(soft_limit(), Some(below));
+        assert_eq!(raise_soft_limit().unwrap(), Some((below, hard)));
+        assert_eq!(soft_limit(), hard);
+        assert_eq!(
+            raise_soft_limit().unwrap(),
+            None,
+            "already at the hard limit"
+        );
     }
 
     #[test]
