@@ -29,7 +29,9 @@
 //!
 //! Environment: HAP_BENCH_SHOOTS (N), HAP_BENCH_RATE (Shoots per second; HAP_BENCH_RATES, a
 //! comma-separated list, overrides it), HAP_BENCH_BACKGROUND (K), HAP_BENCH_BACKLOG,
-//! HAP_BENCH_RESYNC (the operator's `--resync`; the sweeps it counts are printed), HAP_BENCH_DIR
+//! HAP_BENCH_RESYNC (the operator's `--resync`; the sweeps it counts are printed),
+//! HAP_BENCH_PHASES=shared (the shared pool's phase alone at each rate), HAP_BENCH_SERIES (a
+//! directory for each call's send time and latency, as CSV), HAP_BENCH_DIR
 //! (control-plane state), HAP_BIN (the operator binary; default: `hap` next to this example's
 //! directory), HAP_K8S_BIN, HAP_GARDENER_APISERVER.
 
@@ -126,15 +128,18 @@ fn timed_out(error: &str) -> bool {
 
 async fn paced(api: &Api<DynamicObject>, objs: Vec<DynamicObject>, rate: usize) -> Paced {
     let every = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    // A line to start a profiler or a CPU sample on, for this phase's window.
+    println!("paced: {} CREATEs at {rate}/s starting", objs.len());
     let start = tokio::time::Instant::now();
     let mut tasks = Vec::new();
     for (i, obj) in objs.into_iter().enumerate() {
         tokio::time::sleep_until(start + every * i as u32).await;
         let api = api.clone();
+        let sent = start.elapsed();
         tasks.push(tokio::spawn(async move {
             let t = Instant::now();
             let r = api.create(&PostParams::default(), &obj).await;
-            (t.elapsed(), r.map_err(|e| e.to_string()))
+            (sent, t.elapsed(), r.map_err(|e| e.to_string()))
         }));
     }
     let mut p = Paced {
@@ -143,8 +148,15 @@ async fn paced(api: &Api<DynamicObject>, objs: Vec<DynamicObject>, rate: usize) 
         timed_out: 0,
         admitted: Vec::new(),
     };
+    let mut series = String::new();
     for t in tasks {
-        let (d, r) = t.await.expect("task");
+        let (sent, d, r) = t.await.expect("task");
+        series += &format!(
+            "{:.3},{:.1},{}\n",
+            sent.as_secs_f64(),
+            d.as_secs_f64() * 1e3,
+            r.is_ok()
+        );
         p.admitted.push(r.is_ok());
         match r {
             Ok(_) => p.times.push(d),
@@ -162,6 +174,18 @@ async fn paced(api: &Api<DynamicObject>, objs: Vec<DynamicObject>, rate: usize) 
         }
     }
     p.times.sort();
+    println!("paced: done after {:.1?}", start.elapsed());
+    // HAP_BENCH_SERIES=DIR: each call's send time, latency and outcome, a file a phase, to see
+    // whether latency comes in waves (something periodic) or grows (a queue).
+    if let Some(dir) = std::env::var_os("HAP_BENCH_SERIES") {
+        let file = Path::new(&dir).join(format!("paced-{rate}-{}.csv", std::process::id()));
+        let mut old = std::fs::read_to_string(&file).unwrap_or_default();
+        old += &format!(
+            "# {} calls at {rate}/s\nsent_s,latency_ms,admitted\n{series}",
+            p.admitted.len()
+        );
+        std::fs::write(&file, old).expect("write HAP_BENCH_SERIES");
+    }
     p
 }
 
@@ -184,6 +208,22 @@ async fn drained(op: &OperatorProcess) {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     println!("queue drained after {:.1?}", t.elapsed());
+}
+
+/// Shoots that name their binding and do not opt in: the webhook is not called for them.
+fn plain(ns: &str, n: usize, profile: &garden::Profile) -> Vec<DynamicObject> {
+    (0..n)
+        .map(|i| {
+            let o = garden::shoot_object(
+                ns,
+                &format!("p-{i:04}"),
+                &format!("aws-{:04}", i % n),
+                garden::BindingRef::CredentialsBinding,
+                profile,
+            );
+            serde_json::from_value(o).expect("shoot")
+        })
+        .collect()
 }
 
 /// `k` Shoots dressed as a landscape's on `k/2` bindings, each held by the tenant of its Shoots:
@@ -244,6 +284,9 @@ async fn main() {
     assert!(!rates.is_empty(), "HAP_BENCH_RATES: no rate above 0");
     let k = env_num("HAP_BENCH_BACKGROUND", 0);
     let backlog = env_num("HAP_BENCH_BACKLOG", 0) > 0;
+    // HAP_BENCH_PHASES=shared: the shared pool's phase alone at each rate (for a long burst of
+    // it, whose first claims would otherwise keep the garden busy for minutes).
+    let shared_only = std::env::var("HAP_BENCH_PHASES").is_ok_and(|p| p == "shared");
     let free = n * rates.len();
     let dir = std::env::var_os("HAP_BENCH_DIR")
         .map(PathBuf::from)
@@ -449,6 +492,10 @@ async fn main() {
             .collect();
         drained(&op).await;
         let p0 = paced(&shoots, shared, rate).await;
+        if shared_only {
+            rows.push(("shared pool (no binding write)", rate, p0));
+            continue;
+        }
         let first: Vec<DynamicObject> = (0..n)
             .map(|i| request(format!("f{rate}-{i:04}"), tenant(i), false))
             .collect();
@@ -474,20 +521,15 @@ async fn main() {
     }
     drained(&op).await;
     let rate = rates[0];
-    let plain: Vec<DynamicObject> = (0..n)
-        .map(|i| {
-            let o = garden::shoot_object(
-                &ns,
-                &format!("p-{i:04}"),
-                &format!("aws-{:04}", i % n),
-                garden::BindingRef::CredentialsBinding,
-                &profile,
-            );
-            serde_json::from_value(o).expect("shoot")
-        })
-        .collect();
-    let p4 = paced(&shoots, plain, rate).await;
-    rows.push(("no decision (webhook not called)", rate, p4));
+    let plain: Vec<DynamicObject> = if shared_only {
+        Vec::new()
+    } else {
+        plain(&ns, n, &profile)
+    };
+    if !plain.is_empty() {
+        let p4 = paced(&shoots, plain, rate).await;
+        rows.push(("no decision (webhook not called)", rate, p4));
+    }
 
     println!();
     println!(
@@ -532,7 +574,12 @@ async fn main() {
             .collect::<Vec<_>>()
             .join(","),
         u8::from(backlog),
-        resync().map_or(String::new(), |r| format!(" HAP_BENCH_RESYNC={r}")),
+        resync().map_or(String::new(), |r| format!(" HAP_BENCH_RESYNC={r}"))
+            + if shared_only {
+                " HAP_BENCH_PHASES=shared"
+            } else {
+                ""
+            },
     );
     if let Some((rss, hwm)) = op.memory_kib() {
         println!(

@@ -66,7 +66,7 @@ func (e env) startControlPlane(p portSet) error {
 		"--disable-admission-plugins=ServiceAccount",
 		"--admission-control-config-file=" + e.admissionConfigFile(),
 		"--allow-privileged=true",
-		"--profiling=false",
+		profilingArg(),
 		"--v=1",
 	}
 	apiArgs = append(apiArgs, aggregationArgs(pki)...)

@@ -48,7 +48,7 @@ func (e env) startGardener(p portSet) error {
 		"--authorization-kubeconfig=" + e.kubeconfig(),
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez",
 		"--admission-control-config-file=" + e.admissionConfigFile(),
-		"--profiling=false",
+		profilingArg(),
 		"--log-level=info",
 	}
 	if raw, err := json.Marshal(args); err != nil {
