@@ -269,11 +269,15 @@ impl<C: ClaimCalls> Call<C> {
         let p = &self.plan;
         let existing = match self.calls.cached(&p.claim_name) {
             Some(c) => Some(c),
-            None => self
+            // A dry run creates nothing: only a read tells whether its claim exists.
+            None if p.dry_run => self
                 .calls
                 .get(&p.claim_name)
                 .await
                 .map_err(|e| failed(&e))?,
+            // Else the create tells (a name taken is read back), without a read first: that
+            // would cost every new request one more round trip to kube-apiserver.
+            None => None,
         };
         let conflict = |c: AccountClaim| {
             tracing::debug!(

@@ -31,9 +31,12 @@ struct World {
     before_stamp: Vec<Hook>,
     /// Reads never answer (an API server that hangs).
     hang_get: bool,
+    /// Creates never answer either.
+    hang_create: bool,
     /// The webhook's cache has not seen the claim yet.
     cache_lags: bool,
     deletes: usize,
+    gets: usize,
 }
 
 impl World {
@@ -95,6 +98,7 @@ impl ClaimCalls for Fake {
     }
 
     async fn get(&self, _: &str) -> Result<Option<AccountClaim>, K8sError> {
+        self.world.lock().expect("world").gets += 1;
         if self.world.lock().expect("world").hang_get {
             std::future::pending::<()>().await;
         }
@@ -102,6 +106,9 @@ impl ClaimCalls for Fake {
     }
 
     async fn create(&self, claim: &AccountClaim) -> Result<CreateOutcome, K8sError> {
+        if self.world.lock().expect("world").hang_create {
+            std::future::pending::<()>().await;
+        }
         self.with(|w| {
             if let Some(c) = &w.claim {
                 return Ok(CreateOutcome::Exists(c.clone()));
@@ -274,6 +281,71 @@ async fn a_failed_delete_never_answers_with_another_claims_binding() {
     );
 }
 
+/// Every new request's claim is unknown to the cache: a read before the create would cost each
+/// call one more round trip to kube-apiserver (BENCHMARKS.md, Admission), and the create says
+/// whether the name is taken.
+#[tokio::test]
+async fn a_new_request_creates_its_claim_without_reading_it_first() {
+    let fake = Fake::new(World {
+        leader: Some(bind),
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
+    assert_eq!(fake.world.lock().expect("world").gets, 0);
+}
+
+/// The name taken by a claim the cache has not seen: the create finds it, and the call is served
+/// through it when it is the same request, refused when it is another's.
+#[tokio::test]
+async fn a_claim_the_cache_has_not_seen_is_found_by_the_create() {
+    let fake = Fake::new(World {
+        claim: Some(existing_bound("uid-old", "ga-1")),
+        rv: 100,
+        cache_lags: true,
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
+    assert_eq!(
+        fake.claim().and_then(|c| c.metadata.uid).as_deref(),
+        Some("uid-old")
+    );
+    let fake = Fake::new(World {
+        claim: Some(existing_bound("uid-other", "ga-2")),
+        rv: 100,
+        cache_lags: true,
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Conflict { .. }), "{state:?}");
+}
+
+/// A dry run creates nothing, so only a read tells whether its claim exists.
+#[tokio::test]
+async fn a_dry_run_reads_the_claim_and_creates_none() {
+    let dry = ClaimPlan {
+        dry_run: true,
+        ..plan()
+    };
+    let fake = Fake::new(World {
+        leader: Some(bind),
+        ..World::default()
+    });
+    let state = serve(&fake, &dry, Instant::now(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Undecided { .. }), "{state:?}");
+    assert!(fake.claim().is_none(), "a dry run created a claim");
+    assert_eq!(fake.world.lock().expect("world").gets, 1);
+    let fake = Fake::new(World {
+        claim: Some(existing_bound("uid-old", "ga-1")),
+        rv: 100,
+        cache_lags: true,
+        ..World::default()
+    });
+    let state = serve(&fake, &dry, Instant::now(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
+}
+
 #[tokio::test]
 async fn a_claim_handed_back_is_stamped_before_it_is_answered_bound() {
     let fake = Fake::new(World {
@@ -401,9 +473,10 @@ async fn an_undecided_call_stamps_the_claim_it_keeps_for_the_retry() {
 #[tokio::test(start_paused = true)]
 async fn the_whole_call_answers_within_the_decision_timeout() {
     // Reads that hang (kube-client has no read timeout) held the call past kube-apiserver's
-    // webhook timeout.
+    // webhook timeout. The create, a new request's first call, hangs as well.
     let fake = Fake::new(World {
         hang_get: true,
+        hang_create: true,
         ..World::default()
     });
     let state = tokio::time::timeout(
@@ -421,6 +494,7 @@ async fn the_whole_call_answers_within_the_decision_timeout() {
 async fn the_decision_deadline_counts_from_the_top_of_the_call() {
     let fake = Fake::new(World {
         hang_get: true,
+        hang_create: true,
         ..World::default()
     });
     let started = tokio::time::Instant::now();
