@@ -18,22 +18,24 @@ pub fn soft_limit() -> Option<u64> {
 /// runtimes hand a process 1024 soft beside a hard limit hundreds of times that (containerd:
 /// 1024 / 524288), and the soft one is what would cap the webhook's connections. Returns the
 /// limits before and after when it moved; leaves them alone where the kernel refuses.
-pub fn raise_soft_limit() -> Result<Option<(u64, Option<u64>)>, std::io::Error> {
+pub fn raise_soft_limit() -> Result<Option<(u64, u64)>, std::io::Error> {
     let now = getrlimit(Resource::Nofile);
-    let Some(soft) = now.current else {
+    // An unlimited hard limit (which Linux does not allow for open files, but other kernels do)
+    // gives no figure to raise to.
+    let (Some(soft), Some(hard)) = (now.current, now.maximum) else {
         return Ok(None);
     };
-    if now.maximum.is_some_and(|hard| hard <= soft) {
+    if hard <= soft {
         return Ok(None);
     }
     setrlimit(
         Resource::Nofile,
         Rlimit {
-            current: now.maximum,
-            maximum: now.maximum,
+            current: Some(hard),
+            maximum: Some(hard),
         },
     )?;
-    Ok(Some((soft, now.maximum)))
+    Ok(Some((soft, hard)))
 }
 
 /// The cap in force: the one asked for, lowered to what the limit leaves beyond [`RESERVED`]
@@ -61,6 +63,8 @@ mod tests {
             return;
         };
         // One below the hard limit, so that no other test of this process runs short meanwhile.
+        // No other test of the library reads or sets the limit (the webhook starts only in the
+        // integration tests, another process); one that did would race with these asserts.
         setrlimit(
             Resource::Nofile,
             Rlimit {
@@ -70,7 +74,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(soft_limit(), Some(below));
-        assert_eq!(raise_soft_limit().unwrap(), Some((below, hard)));
+        assert_eq!(raise_soft_limit().unwrap(), hard.map(|h| (below, h)));
         assert_eq!(soft_limit(), hard);
         assert_eq!(
             raise_soft_limit().unwrap(),

@@ -267,64 +267,74 @@ impl<C: ClaimCalls> Call<C> {
     /// The claim this call serves through: the existing one of the same request, or a new one.
     async fn acquire(&self) -> Result<AccountClaim, ClaimState> {
         let p = &self.plan;
-        let existing = match self.calls.cached(&p.claim_name) {
-            Some(c) => Some(c),
+        if let Some(c) = self.calls.cached(&p.claim_name) {
+            return self.serve_through(c);
+        }
+        if p.dry_run {
             // A dry run creates nothing: only a read tells whether its claim exists.
-            None if p.dry_run => self
+            return match self
                 .calls
                 .get(&p.claim_name)
                 .await
-                .map_err(|e| failed(&e))?,
-            // Else the create tells (a name taken is read back), without a read first: that
-            // would cost every new request one more round trip to kube-apiserver.
-            None => None,
-        };
-        let conflict = |c: AccountClaim| {
-            tracing::debug!(
-                claim = %p.claim_ref(),
-                uid = ?c.metadata.uid,
-                rv = ?c.metadata.resource_version,
-                deleting = c.metadata.deletion_timestamp.is_some(),
-                same_request = same_request(&c.spec, &p.spec),
-                "an earlier request's claim holds the name"
-            );
-            ClaimState::Conflict {
-                existing: Box::new(c.spec),
-            }
-        };
-        match existing {
-            Some(c)
-                if c.metadata.deletion_timestamp.is_some() || !same_request(&c.spec, &p.spec) =>
+                .map_err(|e| failed(&e))?
             {
-                Err(conflict(c))
-            }
-            Some(c) => Ok(c),
-            None if p.dry_run => Err(ClaimState::Undecided {
-                reason: None,
-                message: None,
-            }),
-            None => {
-                let obj: AccountClaim = serde_json::from_value(p.claim_object()).map_err(|e| {
-                    ClaimState::Undecided {
-                        reason: Some("Internal".into()),
-                        message: Some(format!("cannot build the AccountClaim: {e}")),
-                    }
-                })?;
-                match self.calls.create(&obj).await.map_err(|e| failed(&e))? {
-                    CreateOutcome::Created(c) => {
-                        tracing::debug!(claim = %p.claim_ref(), uid = ?c.metadata.uid, "created the claim of a request");
-                        Ok(c)
-                    }
-                    CreateOutcome::Exists(c)
-                        if c.metadata.deletion_timestamp.is_none()
-                            && same_request(&c.spec, &p.spec) =>
-                    {
-                        Ok(c)
-                    }
-                    CreateOutcome::Exists(c) => Err(conflict(c)),
-                }
-            }
+                Some(c) => self.serve_through(c),
+                None => Err(ClaimState::Undecided {
+                    reason: None,
+                    message: None,
+                }),
+            };
         }
+        // Else the create tells (a name taken is read back), without a read first: that would
+        // cost every new request one more round trip to kube-apiserver.
+        let obj: AccountClaim =
+            serde_json::from_value(p.claim_object()).map_err(|e| ClaimState::Undecided {
+                reason: Some("Internal".into()),
+                message: Some(format!("cannot build the AccountClaim: {e}")),
+            })?;
+        let created = match self.calls.create(&obj).await {
+            // The name was taken, and the claim gone again before it was read: once more.
+            Err(K8sError::Conflict { .. }) => self.calls.create(&obj).await,
+            other => other,
+        };
+        match created {
+            Ok(CreateOutcome::Created(c)) => {
+                tracing::debug!(claim = %p.claim_ref(), uid = ?c.metadata.uid, "created the claim of a request");
+                Ok(c)
+            }
+            Ok(CreateOutcome::Exists(c)) => self.serve_through(c),
+            Err(e) => self.after_refused_create(&e).await,
+        }
+    }
+
+    /// A create the API server refused (a quota, a namespace being deleted, an admission rule)
+    /// while this request's claim may exist already, unseen by the cache: a retry is served
+    /// through it, as it was when the webhook read before creating.
+    async fn after_refused_create(&self, e: &K8sError) -> Result<AccountClaim, ClaimState> {
+        match self.calls.get(&self.plan.claim_name).await {
+            Ok(Some(c)) => self.serve_through(c),
+            Ok(None) | Err(_) => Err(failed(e)),
+        }
+    }
+
+    /// An existing claim of this name: served through when it is this request's and not being
+    /// deleted, else the name is another's.
+    fn serve_through(&self, c: AccountClaim) -> Result<AccountClaim, ClaimState> {
+        let p = &self.plan;
+        if c.metadata.deletion_timestamp.is_none() && same_request(&c.spec, &p.spec) {
+            return Ok(c);
+        }
+        tracing::debug!(
+            claim = %p.claim_ref(),
+            uid = ?c.metadata.uid,
+            rv = ?c.metadata.resource_version,
+            deleting = c.metadata.deletion_timestamp.is_some(),
+            same_request = same_request(&c.spec, &p.spec),
+            "an earlier request's claim holds the name"
+        );
+        Err(ClaimState::Conflict {
+            existing: Box::new(c.spec),
+        })
     }
 
     /// Waits for the leader; a bound claim is stamped before it answers (compare-and-swap: a

@@ -33,6 +33,8 @@ struct World {
     hang_get: bool,
     /// Creates never answer either.
     hang_create: bool,
+    /// What the next creates fail with, before the API server looks at the name.
+    create_errors: Vec<K8sError>,
     /// The webhook's cache has not seen the claim yet.
     cache_lags: bool,
     deletes: usize,
@@ -110,6 +112,9 @@ impl ClaimCalls for Fake {
             std::future::pending::<()>().await;
         }
         self.with(|w| {
+            if !w.create_errors.is_empty() {
+                return Err(w.create_errors.remove(0));
+            }
             if let Some(c) = &w.claim {
                 return Ok(CreateOutcome::Exists(c.clone()));
             }
@@ -313,6 +318,73 @@ async fn a_claim_the_cache_has_not_seen_is_found_by_the_create() {
     );
     let fake = Fake::new(World {
         claim: Some(existing_bound("uid-other", "ga-2")),
+        rv: 100,
+        cache_lags: true,
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Conflict { .. }), "{state:?}");
+}
+
+/// A create refused whole (a full quota, a namespace being deleted, an admission rule) while the
+/// request's claim exists unseen by the cache: the retry is served through that claim, as when
+/// the webhook read before it created. With no claim, the refusal is the answer.
+#[tokio::test]
+async fn a_refused_create_still_serves_a_retry_through_its_existing_claim() {
+    let forbidden = || K8sError::Forbidden {
+        action: "create",
+        what: "AccountClaim".into(),
+        message: "exceeded quota".into(),
+    };
+    let fake = Fake::new(World {
+        claim: Some(existing_bound("uid-old", "ga-1")),
+        rv: 100,
+        cache_lags: true,
+        create_errors: vec![forbidden()],
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
+    let fake = Fake::new(World {
+        create_errors: vec![forbidden()],
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
+    let ClaimState::Undecided { message, .. } = &state else {
+        panic!("{state:?}");
+    };
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("exceeded quota")),
+        "{state:?}"
+    );
+}
+
+/// The name was taken when the create came, and the claim gone before it was read back: the
+/// create is made once more, rather than answering with a conflict no claim is left to explain.
+#[tokio::test]
+async fn a_name_taken_and_gone_again_is_created_once_more() {
+    let fake = Fake::new(World {
+        leader: Some(bind),
+        create_errors: vec![conflict()],
+        ..World::default()
+    });
+    let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
+    assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
+    assert!(fake.claim().is_some());
+}
+
+/// A claim of the same request that is being deleted, unseen by the cache, holds the name: the
+/// new call is refused with a conflict, never served through a claim on its way out.
+#[tokio::test]
+async fn a_claim_being_deleted_holds_the_name_against_the_create() {
+    let mut deleting = existing_bound("uid-old", "ga-1");
+    deleting.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+    );
+    let fake = Fake::new(World {
+        claim: Some(deleting),
         rv: 100,
         cache_lags: true,
         ..World::default()
