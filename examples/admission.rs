@@ -14,6 +14,9 @@
 //! 4. `no decision`: Shoots that name their binding and do not opt in (the webhook is not
 //!    called): what gardener-apiserver takes for the CREATE alone.
 //!
+//! Each phase also prints its window (`support/window.rs`): each process's CPU per call, API
+//! servers included, how busy the machine was, and kube-apiserver's requests per call.
+//!
 //! For scale, it also times 10 conditional label patches of a binding (the write that claims
 //! one) straight against gardener-apiserver, one after the other.
 //!
@@ -31,7 +34,7 @@
 //! comma-separated list, overrides it), HAP_BENCH_BACKGROUND (K), HAP_BENCH_BACKLOG,
 //! HAP_BENCH_RESYNC (the operator's `--resync`; the sweeps it counts are printed),
 //! HAP_BENCH_PHASES=shared (the shared pool's phase alone at each rate), HAP_BENCH_SERIES (a
-//! directory for each call's send time and latency, as CSV), HAP_BENCH_DIR
+//! directory for each call's send time and latency, as CSV, a file a phase), HAP_BENCH_DIR
 //! (control-plane state), HAP_BIN (the operator binary; default: `hap` next to this example's
 //! directory), HAP_K8S_BIN, HAP_GARDENER_APISERVER.
 
@@ -41,6 +44,8 @@ mod garden;
 mod landscape;
 #[path = "../tests/it/support/private_env.rs"]
 mod private_env;
+#[path = "support/window.rs"]
+mod window;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -56,6 +61,12 @@ const CLAIMS_NS: &str = "hap-bench";
 const SHARED_REGION: &str = "cf-shared";
 const SHARED_TYPE: &str = "aws_cf-shared";
 const SHARED_BINDINGS: usize = 10;
+/// The phases, as their rows name them.
+const SHARED: &str = "shared pool (no binding write)";
+const FIRST: &str = "first claim (binding claimed)";
+const BEHIND: &str = "shared pool, right after the first claims";
+const WARM: &str = "warm pool (binding reused)";
+const PLAIN: &str = "no decision (webhook not called)";
 
 /// A CA and a serving certificate for 127.0.0.1; returns the CA's PEM.
 fn certificates(dir: &Path) -> String {
@@ -126,10 +137,21 @@ fn timed_out(error: &str) -> bool {
     e.contains("failed calling webhook") && (e.contains("deadline") || e.contains("timeout"))
 }
 
-async fn paced(api: &Api<DynamicObject>, objs: Vec<DynamicObject>, rate: usize) -> Paced {
+/// What the phases send through, and what their windows are read from.
+struct Bench {
+    shoots: Api<DynamicObject>,
+    client: kube::Client,
+    /// The benchmark's directory: every process it started names it on its command line.
+    dir: String,
+}
+
+async fn paced(b: &Bench, label: &str, objs: Vec<DynamicObject>, rate: usize) -> Paced {
+    let api = &b.shoots;
     let every = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
-    // A line to start a profiler or a CPU sample on, for this phase's window.
-    println!("paced: {} CREATEs at {rate}/s starting", objs.len());
+    let calls = objs.len();
+    // A line to start a profiler on, for this phase's window.
+    println!("paced: {label}: {calls} CREATEs at {rate}/s starting");
+    let before = window::sample(&b.client, &b.dir).await;
     let start = tokio::time::Instant::now();
     let mut tasks = Vec::new();
     for (i, obj) in objs.into_iter().enumerate() {
@@ -174,17 +196,25 @@ async fn paced(api: &Api<DynamicObject>, objs: Vec<DynamicObject>, rate: usize) 
         }
     }
     p.times.sort();
-    println!("paced: done after {:.1?}", start.elapsed());
+    println!("paced: {label}: done after {:.1?}", start.elapsed());
+    window::report(
+        label,
+        rate,
+        calls,
+        &before,
+        &window::sample(&b.client, &b.dir).await,
+    );
     // HAP_BENCH_SERIES=DIR: each call's send time, latency and outcome, a file a phase, to see
     // whether latency comes in waves (something periodic) or grows (a queue).
     if let Some(dir) = std::env::var_os("HAP_BENCH_SERIES") {
-        let file = Path::new(&dir).join(format!("paced-{rate}-{}.csv", std::process::id()));
-        let mut old = std::fs::read_to_string(&file).unwrap_or_default();
-        old += &format!(
-            "# {} calls at {rate}/s\nsent_s,latency_ms,admitted\n{series}",
-            p.admitted.len()
-        );
-        std::fs::write(&file, old).expect("write HAP_BENCH_SERIES");
+        let slug: String = label
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let file = Path::new(&dir).join(format!("{slug}-{rate}-{}.csv", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let csv = format!("sent_s,latency_ms,admitted\n{series}");
+        std::fs::write(&file, csv).expect("write HAP_BENCH_SERIES");
     }
     p
 }
@@ -286,7 +316,11 @@ async fn main() {
     let backlog = env_num("HAP_BENCH_BACKLOG", 0) > 0;
     // HAP_BENCH_PHASES=shared: the shared pool's phase alone at each rate (for a long burst of
     // it, whose first claims would otherwise keep the garden busy for minutes).
-    let shared_only = std::env::var("HAP_BENCH_PHASES").is_ok_and(|p| p == "shared");
+    let shared_only = match std::env::var("HAP_BENCH_PHASES").as_deref() {
+        Err(_) | Ok("all") => false,
+        Ok("shared") => true,
+        Ok(other) => panic!("HAP_BENCH_PHASES={other}: `shared` or `all`"),
+    };
     let free = n * rates.len();
     let dir = std::env::var_os("HAP_BENCH_DIR")
         .map(PathBuf::from)
@@ -473,6 +507,11 @@ async fn main() {
         }
         serde_json::from_value(o).expect("shoot")
     };
+    let bench = Bench {
+        shoots: shoots.clone(),
+        client: client.clone(),
+        dir: dir.display().to_string(),
+    };
     // Warm the connection and the caches with one request before measuring.
     let _ = shoots
         .create(
@@ -491,22 +530,22 @@ async fn main() {
             .map(|i| request(format!("s{rate}-{i:04}"), format!("gs-{rate}-{i:04}"), true))
             .collect();
         drained(&op).await;
-        let p0 = paced(&shoots, shared, rate).await;
+        let p0 = paced(&bench, SHARED, shared, rate).await;
         if shared_only {
-            rows.push(("shared pool (no binding write)", rate, p0));
+            rows.push((SHARED, rate, p0));
             continue;
         }
         let first: Vec<DynamicObject> = (0..n)
             .map(|i| request(format!("f{rate}-{i:04}"), tenant(i), false))
             .collect();
         drained(&op).await;
-        let p1 = paced(&shoots, first, rate).await;
+        let p1 = paced(&bench, FIRST, first, rate).await;
         if backlog {
             let behind: Vec<DynamicObject> = (0..n)
                 .map(|i| request(format!("b{rate}-{i:04}"), format!("gb-{rate}-{i:04}"), true))
                 .collect();
-            let p = paced(&shoots, behind, rate).await;
-            rows.push(("shared pool, right after the first claims", rate, p));
+            let p = paced(&bench, BEHIND, behind, rate).await;
+            rows.push((BEHIND, rate, p));
         }
         // Second Shoots of the tenants whose first one was admitted (they hold a binding now).
         let warm: Vec<DynamicObject> = (0..n)
@@ -514,10 +553,10 @@ async fn main() {
             .map(|i| request(format!("w{rate}-{i:04}"), tenant(i), false))
             .collect();
         drained(&op).await;
-        let p2 = paced(&shoots, warm, rate).await;
-        rows.push(("shared pool (no binding write)", rate, p0));
-        rows.push(("first claim (binding claimed)", rate, p1));
-        rows.push(("warm pool (binding reused)", rate, p2));
+        let p2 = paced(&bench, WARM, warm, rate).await;
+        rows.push((SHARED, rate, p0));
+        rows.push((FIRST, rate, p1));
+        rows.push((WARM, rate, p2));
     }
     drained(&op).await;
     let rate = rates[0];
@@ -527,8 +566,8 @@ async fn main() {
         plain(&ns, n, &profile)
     };
     if !plain.is_empty() {
-        let p4 = paced(&shoots, plain, rate).await;
-        rows.push(("no decision (webhook not called)", rate, p4));
+        let p4 = paced(&bench, PLAIN, plain, rate).await;
+        rows.push((PLAIN, rate, p4));
     }
 
     println!();
