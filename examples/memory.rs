@@ -5,6 +5,9 @@
 //! to the index), counted by a global allocator. Prints live heap bytes and
 //! allocations per object for each kind and each structure, at every size given.
 //!
+//! Claims not decided yet, as a take-over's backlog has them, are measured apart too: the claim
+//! store holds each whole until it is settled.
+//!
 //! The source controller's caches are measured apart (Shoots, and KEB's Runtimes, which are kept
 //! whole since their claims are derived at configured field paths), with Shoots as a landscape has
 //! them (`load/landscape.rs`): what a listed Shoot costs while it is decoded (a list that is
@@ -203,7 +206,40 @@ fn measure(n: usize, sources: usize) {
         store.state().len()
     );
     drop((ledger, store, writer));
+    unsettled(n, taken);
     source_cache(n, taken);
+}
+
+/// A take-over's backlog: `n` claims not decided yet (no status), which the claim store holds
+/// whole until each is settled, beside the index's entry for each.
+fn unsettled(n: usize, taken: usize) {
+    let mut ledger = Ledger::new(InFlight::default());
+    ledger.inventory = Inventory::new(ResolvedLabelKeys::default());
+    ledger.inventory.set_namespace(Some(GARDEN.into()));
+    let (store, writer) = ClaimWriter::new();
+    writer.judge_by(std::sync::Arc::new(|| true));
+    let claims: Vec<StoredClaim> = (0..n)
+        .map(|i| {
+            let mut c = claim(i, taken, false);
+            c.as_object_mut().expect("claim").remove("status");
+            serde_json::from_value(c).expect("claim decodes")
+        })
+        .collect();
+    let t = now();
+    for c in &claims {
+        ledger.inventory.apply_claim(c.view());
+    }
+    row(n, "claim, not decided", "index", t, n);
+    let t = now();
+    let at = std::time::Instant::now();
+    for c in &claims {
+        writer.apply(&Event::Apply(c.clone()), &ledger, at);
+    }
+    row(n, "claim, not decided", "reflector store", t, n);
+    println!(
+        "| {n} | claim, not decided | held in the store | {} of {n} | |",
+        store.state().len()
+    );
 }
 
 /// A Shoot as the source controller's watch receives it: dressed, with a status.
