@@ -184,19 +184,7 @@ fn measure(n: usize, sources: usize) {
         let c = claim(i, taken, i < sources);
         claims.push(serde_json::from_value::<StoredClaim>(c).expect("claim decodes"));
     }
-    // As the claim watch does: into the index first, then into the store through the same
-    // translation (a settled claim the index does not flag stays out of the store).
-    let t = now();
-    for c in &claims {
-        ledger.inventory.apply_claim(c.view());
-    }
-    row(n, "claim", "index", t, n);
-    let t = now();
-    let at = std::time::Instant::now();
-    for c in &claims {
-        writer.apply(&Event::Apply(c.clone()), &ledger, at);
-    }
-    row(n, "claim", "reflector store", t, n);
+    watch_claims(n, "claim", &claims, &mut ledger, &writer);
     drop(claims);
     ledger.inventory.take_changes();
     let objects = n + taken + n;
@@ -208,6 +196,28 @@ fn measure(n: usize, sources: usize) {
     drop((ledger, store, writer));
     unsettled(n, taken);
     source_cache(n, taken);
+}
+
+/// As the claim watch does: into the index first, then into the store through the same
+/// translation (a settled claim the index does not flag stays out of the store); a row each.
+fn watch_claims(
+    n: usize,
+    kind: &str,
+    claims: &[StoredClaim],
+    ledger: &mut Ledger,
+    writer: &ClaimWriter,
+) {
+    let t = now();
+    for c in claims {
+        ledger.inventory.apply_claim(c.view());
+    }
+    row(n, kind, "index", t, n);
+    let t = now();
+    let at = std::time::Instant::now();
+    for c in claims {
+        writer.apply(&Event::Apply(c.clone()), ledger, at);
+    }
+    row(n, kind, "reflector store", t, n);
 }
 
 /// A take-over's backlog: `n` claims not decided yet (no status), which the claim store holds
@@ -225,17 +235,7 @@ fn unsettled(n: usize, taken: usize) {
             serde_json::from_value(c).expect("claim decodes")
         })
         .collect();
-    let t = now();
-    for c in &claims {
-        ledger.inventory.apply_claim(c.view());
-    }
-    row(n, "claim, not decided", "index", t, n);
-    let t = now();
-    let at = std::time::Instant::now();
-    for c in &claims {
-        writer.apply(&Event::Apply(c.clone()), &ledger, at);
-    }
-    row(n, "claim, not decided", "reflector store", t, n);
+    watch_claims(n, "claim, not decided", &claims, &mut ledger, &writer);
     println!(
         "| {n} | claim, not decided | held in the store | {} of {n} | |",
         store.state().len()

@@ -249,6 +249,16 @@ fn existing_bound(uid: &str, ga: &str) -> AccountClaim {
     c
 }
 
+/// The API server has `claim`; the webhook's cache has not seen it yet.
+fn unseen(claim: AccountClaim) -> Fake {
+    Fake::new(World {
+        claim: Some(claim),
+        rv: 100,
+        cache_lags: true,
+        ..World::default()
+    })
+}
+
 const DECISION: Duration = Duration::from_secs(4);
 
 #[tokio::test]
@@ -304,24 +314,14 @@ async fn a_new_request_creates_its_claim_without_reading_it_first() {
 /// through it when it is the same request, refused when it is another's.
 #[tokio::test]
 async fn a_claim_the_cache_has_not_seen_is_found_by_the_create() {
-    let fake = Fake::new(World {
-        claim: Some(existing_bound("uid-old", "ga-1")),
-        rv: 100,
-        cache_lags: true,
-        ..World::default()
-    });
+    let fake = unseen(existing_bound("uid-old", "ga-1"));
     let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
     assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
     assert_eq!(
         fake.claim().and_then(|c| c.metadata.uid).as_deref(),
         Some("uid-old")
     );
-    let fake = Fake::new(World {
-        claim: Some(existing_bound("uid-other", "ga-2")),
-        rv: 100,
-        cache_lags: true,
-        ..World::default()
-    });
+    let fake = unseen(existing_bound("uid-other", "ga-2"));
     let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
     assert!(matches!(state, ClaimState::Conflict { .. }), "{state:?}");
 }
@@ -383,12 +383,7 @@ async fn a_claim_being_deleted_holds_the_name_against_the_create() {
     deleting.metadata.deletion_timestamp = Some(
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
     );
-    let fake = Fake::new(World {
-        claim: Some(deleting),
-        rv: 100,
-        cache_lags: true,
-        ..World::default()
-    });
+    let fake = unseen(deleting);
     let state = serve(&fake, &plan(), Instant::now(), DECISION, None).await;
     assert!(matches!(state, ClaimState::Conflict { .. }), "{state:?}");
 }
@@ -408,12 +403,7 @@ async fn a_dry_run_reads_the_claim_and_creates_none() {
     assert!(matches!(state, ClaimState::Undecided { .. }), "{state:?}");
     assert!(fake.claim().is_none(), "a dry run created a claim");
     assert_eq!(fake.world.lock().expect("world").gets, 1);
-    let fake = Fake::new(World {
-        claim: Some(existing_bound("uid-old", "ga-1")),
-        rv: 100,
-        cache_lags: true,
-        ..World::default()
-    });
+    let fake = unseen(existing_bound("uid-old", "ga-1"));
     let state = serve(&fake, &dry, Instant::now(), DECISION, None).await;
     assert!(matches!(state, ClaimState::Bound { .. }), "{state:?}");
 }
