@@ -252,7 +252,7 @@ fn connection_cap(requested: usize) -> usize {
             cap,
             open_files = soft,
             reserved = open_files::RESERVED,
-            "--webhook-max-connections lowered to what the open-files limit leaves (the soft limit was raised to the hard one, which is the node's container runtime's setting); raise that, or lower the cap"
+            "--webhook-max-connections lowered to what the open-files limit leaves; its hard limit is the node's container runtime's setting: raise that, or lower the cap"
         );
     }
     cap
