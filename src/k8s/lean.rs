@@ -153,15 +153,17 @@ pub struct LeanClaim {
 }
 lean_resource!(LeanClaim => AccountClaim { spec, status });
 
-/// An AccountClaim as the claim cache keeps it: lean metadata and a compact status (a Bound
-/// status as the operator writes it keeps no conditions, see `CompactStatus`). A reconcile gets
-/// the whole claim back with `expand`; the index and the controller's filters read the fields.
+/// An AccountClaim as the claim cache keeps it: lean metadata with the operator's own labels
+/// only (`own_labels`), and a compact status (a Bound status as the operator writes it keeps no
+/// conditions, see `CompactStatus`), boxed: the store holds mostly claims not decided yet, which
+/// have none. A reconcile gets the claim back with `expand`; the index and the controller's
+/// filters read the fields.
 #[derive(Deserialize, Clone, Debug)]
 #[serde(from = "LeanClaim")]
 pub struct StoredClaim {
     metadata: ObjectMeta,
     spec: AccountClaimSpec,
-    status: Option<CompactStatus>,
+    status: Option<Box<CompactStatus>>,
 }
 lean_resource!(StoredClaim => AccountClaim);
 
@@ -172,22 +174,34 @@ impl From<LeanClaim> for StoredClaim {
 }
 
 impl From<AccountClaim> for StoredClaim {
-    fn from(c: AccountClaim) -> Self {
+    fn from(mut c: AccountClaim) -> Self {
+        c.metadata.labels = own_labels(c.metadata.labels.take());
         StoredClaim {
             metadata: c.metadata,
             spec: c.spec,
-            status: c.status.map(CompactStatus::new),
+            status: c.status.map(|s| Box::new(CompactStatus::new(s))),
         }
     }
 }
 
+/// The `accountpool.io/` labels of a claim (the request source's link), `None` when there are
+/// none. No decision reads another label of a claim, and no write of the operator's sends a
+/// claim's labels back (a JSON patch of its finalizers, an apply of its status), so the labels
+/// GitOps tools and users put on claims stay on the server and out of the cache: at a take-over
+/// the store holds every claim not decided yet, and one foreign label took ~600 bytes of each.
+fn own_labels(labels: Option<BTreeMap<String, String>>) -> Option<BTreeMap<String, String>> {
+    let mut labels = labels?;
+    labels.retain(|k, _| k.starts_with(crate::labels::OWN_PREFIX));
+    (!labels.is_empty()).then_some(labels)
+}
+
 impl StoredClaim {
-    /// The claim as it was written.
+    /// The claim as it was written, but for labels other than the operator's own.
     pub fn expand(&self) -> AccountClaim {
         AccountClaim {
             metadata: self.metadata.clone(),
             spec: self.spec.clone(),
-            status: self.status.as_ref().map(CompactStatus::expand),
+            status: self.status.as_deref().map(CompactStatus::expand),
         }
     }
 
@@ -207,7 +221,7 @@ impl StoredClaim {
 
     /// The status without a folded Bound pair of conditions (`CompactStatus::fields`).
     pub fn status_fields(&self) -> Option<&AccountClaimStatus> {
-        self.status.as_ref().map(CompactStatus::fields)
+        self.status.as_deref().map(CompactStatus::fields)
     }
 }
 
@@ -379,6 +393,31 @@ mod tests {
                 .as_deref(),
             Some("b1")
         );
+    }
+
+    #[test]
+    fn the_claim_cache_keeps_only_the_operators_own_labels() {
+        let claim = |labels: serde_json::Value| -> StoredClaim {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "c1", "namespace": "ns", "labels": labels},
+                "spec": {"globalAccount": "ga", "plan": "aws"}
+            }))
+            .expect("decodes")
+        };
+        let linked = claim(serde_json::json!({
+            "kustomize.toolkit.fluxcd.io/name": "claims",
+            "accountpool.io/source-kind": "Shoot",
+            "accountpool.io/source-name": "s1"
+        }));
+        let kept: Vec<&str> = linked.labels().keys().map(String::as_str).collect();
+        assert_eq!(
+            kept,
+            ["accountpool.io/source-kind", "accountpool.io/source-name"]
+        );
+        assert_eq!(linked.expand().labels().len(), 2);
+        let foreign = claim(serde_json::json!({"app.kubernetes.io/part-of": "kyma"}));
+        assert!(foreign.meta().labels.is_none());
+        assert!(foreign.status_fields().is_none());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use hap_operator::api::AccountClaim;
+use kube::ResourceExt;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 use support::*;
@@ -435,11 +436,19 @@ async fn release_in(hap: Hap) {
         ],
     )
     .await;
-    hap.claim(
-        "c1",
-        json!({"globalAccount": "ga-1", "plan": "aws", "shootName": "shoot-1"}),
-    )
-    .await;
+    // A label of whoever applies the claim (here Flux's) is not the operator's: its cache
+    // leaves it out, and none of its writes (the finalizer, the status) sends labels back.
+    let flux = "kustomize.toolkit.fluxcd.io/name";
+    let c1: AccountClaim = serde_json::from_value(json!({
+        "apiVersion": "accountpool.io/v1alpha1", "kind": "AccountClaim",
+        "metadata": {"name": "c1", "labels": {flux: "claims"}},
+        "spec": {"globalAccount": "ga-1", "plan": "aws", "shootName": "shoot-1"}
+    }))
+    .expect("claim");
+    hap.claims()
+        .create(&PostParams::default(), &c1)
+        .await
+        .expect("create claim c1");
     hap.claim(
         "c2",
         json!({"globalAccount": "ga-1", "plan": "aws", "shootName": "shoot-2"}),
@@ -456,6 +465,13 @@ async fn release_in(hap: Hap) {
     assert_eq!(hap.bound("i1").await, "internal-1");
     hap.bound("t1").await;
     let claims = hap.claims();
+    let c1 = claims.get("c1").await.expect("claim c1");
+    assert_eq!(c1.labels().get(flux).map(String::as_str), Some("claims"));
+    assert!(
+        c1.finalizers()
+            .iter()
+            .any(|f| f == hap_operator::api::CLAIM_FINALIZER)
+    );
     claims.delete("c1", &DeleteParams::default()).await.unwrap();
     wait_gone(&claims, "c1").await;
     assert!(
