@@ -6,7 +6,7 @@
 //! allocations per object for each kind and each structure, at every size given.
 //!
 //! Claims not decided yet, as a take-over's backlog has them, are measured apart too: the claim
-//! store holds each whole until it is settled.
+//! store holds each (lean: `StoredClaim`) until it is settled.
 //!
 //! The source controller's caches are measured apart (Shoots, and KEB's Runtimes, which are kept
 //! whole since their claims are derived at configured field paths), with Shoots as a landscape has
@@ -221,7 +221,7 @@ fn watch_claims(
 }
 
 /// A take-over's backlog: `n` claims not decided yet (no status), which the claim store holds
-/// whole until each is settled, beside the index's entry for each.
+/// until each is settled, beside the index's entry for each.
 fn unsettled(n: usize, taken: usize) {
     let mut ledger = Ledger::new(InFlight::default());
     ledger.inventory = Inventory::new(ResolvedLabelKeys::default());

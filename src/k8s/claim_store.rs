@@ -1,4 +1,5 @@
-//! The claim store: the whole claims a reconcile reads, kept by kube-runtime's reflector store.
+//! The claim store: the claims a reconcile reads (`lean::StoredClaim`), kept by kube-runtime's
+//! reflector store.
 //! It holds a claim only while a reconcile may need it: every claim that is not settled
 //! (`claim_state::settled`), and a settled one the index says needs a visit (`selection::needs_visit`,
 //! fetched with one GET when it is not here), the latter only while the index can judge (every
