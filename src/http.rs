@@ -13,6 +13,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
+use crate::connections::{HEADER_READ_TIMEOUT, Limits};
 use crate::metrics::SharedMetrics;
 
 /// No heartbeat for this long: the runtime or the ledger's lock is stuck.
@@ -122,14 +123,27 @@ struct AppState {
     metrics: Option<SharedMetrics>,
 }
 
-/// Serves on an already bound listener until `shutdown` resolves; `/metrics` only with
-/// `metrics`.
+/// What the probe port allows: the kubelet opens a connection per probe and closes it, a
+/// scraper of the plain `/metrics` keeps one. Beyond the cap a connection is closed at once, so
+/// that a flood on this port cannot take the open files and memory the webhook and the API
+/// connections need; the price is that probes fail while such a flood lasts (the
+/// NetworkPolicy component, docs/install.md, keeps other pods off this port).
+pub const LIMITS: Limits = Limits {
+    server: "probes",
+    max_connections: 64,
+    header_read_timeout: HEADER_READ_TIMEOUT,
+    drain: HEADER_READ_TIMEOUT,
+};
+
+/// Serves on an already bound listener until `shutdown` resolves, within `limits`; `/metrics`
+/// only with `metrics`.
 pub async fn serve_on(
     listener: tokio::net::TcpListener,
     health: Health,
     metrics: Option<SharedMetrics>,
+    limits: Limits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) {
     let app = Router::new()
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
@@ -138,9 +152,8 @@ pub async fn serve_on(
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "serving /livez, /readyz and /metrics");
     }
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let plain = |tcp| async move { Some(tcp) };
+    crate::connections::serve(listener, app, limits, plain, shutdown).await;
 }
 
 async fn livez(State(s): State<AppState>) -> (StatusCode, String) {
@@ -209,6 +222,117 @@ mod tests {
             h.live(later + STUCK_RECONCILE + Duration::from_secs(1))
                 .is_ok()
         );
+    }
+
+    /// The probe server on a port of its own, within `limits`; cancel the token to stop it.
+    async fn probe_server(
+        limits: Limits,
+    ) -> (
+        std::net::SocketAddr,
+        tokio_util::sync::CancellationToken,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let stop = tokio_util::sync::CancellationToken::new();
+        let done = stop.clone().cancelled_owned();
+        let server = tokio::spawn(serve_on(listener, Health::default(), None, limits, done));
+        (addr, stop, server)
+    }
+
+    /// What the peer reads before the server closes the connection; `None` if it is still open
+    /// after `wait`.
+    async fn read_until_closed(tcp: &mut tokio::net::TcpStream, wait: Duration) -> Option<String> {
+        use tokio::io::AsyncReadExt;
+        let mut got = Vec::new();
+        match tokio::time::timeout(wait, tcp.read_to_end(&mut got)).await {
+            Ok(_) => Some(String::from_utf8_lossy(&got).into_owned()),
+            Err(_) => None,
+        }
+    }
+
+    const LIVEZ: &[u8] = b"GET /livez HTTP/1.1\r\nHost: probe\r\n\r\n";
+
+    #[tokio::test]
+    async fn the_probe_port_closes_a_connection_that_sends_no_header_in_time() {
+        // Before: axum::serve with no header deadline: a peer that trickled a header, or kept
+        // an idle connection, held it (and a descriptor) for ever.
+        use tokio::io::AsyncWriteExt;
+        let limits = Limits {
+            header_read_timeout: Duration::from_millis(500),
+            ..LIMITS
+        };
+        let (addr, stop, server) = probe_server(limits).await;
+        let mut slow = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        slow.write_all(b"GET /livez HTTP/1.1\r\nHo")
+            .await
+            .expect("write");
+        let read = read_until_closed(&mut slow, Duration::from_secs(10)).await;
+        assert!(
+            read.is_some(),
+            "a header not finished in time closes the connection"
+        );
+        let mut idle = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        idle.write_all(LIVEZ).await.expect("write");
+        let answered = read_until_closed(&mut idle, Duration::from_secs(10)).await;
+        let answered = answered.expect("an idle kept-alive connection is closed too");
+        assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+        stop.cancel();
+        server.await.expect("the server stops");
+    }
+
+    #[tokio::test]
+    async fn the_probe_port_keeps_at_most_its_cap_of_connections_open() {
+        // Before: no cap: a flood of connections on the probe port took descriptors the
+        // webhook and the API connections need.
+        use tokio::io::AsyncWriteExt;
+        let cap = 4;
+        let limits = Limits {
+            max_connections: cap,
+            header_read_timeout: Duration::from_secs(60),
+            ..LIMITS
+        };
+        let (addr, stop, server) = probe_server(limits).await;
+        let mut open = Vec::new();
+        for _ in 0..cap {
+            open.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+        }
+        let mut extra = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let closed = read_until_closed(&mut extra, Duration::from_secs(5)).await;
+        assert_eq!(
+            closed.as_deref(),
+            Some(""),
+            "beyond the cap: closed unanswered"
+        );
+        let last = open.last_mut().expect("connections");
+        let still = read_until_closed(last, Duration::from_millis(300)).await;
+        assert_eq!(still, None, "the cap is {cap}, not one fewer");
+        open.pop();
+        // The slot comes back once the server has seen the peer go.
+        let mut answer = String::new();
+        for _ in 0..50 {
+            let mut probe = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            probe.write_all(LIVEZ).await.expect("write");
+            let mut buf = [0u8; 64];
+            use tokio::io::AsyncReadExt;
+            let n = tokio::time::timeout(Duration::from_secs(5), probe.read(&mut buf))
+                .await
+                .map_or(0, |r| r.unwrap_or(0));
+            answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+            if n > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "a probe after a peer left: {answer:?}"
+        );
+        stop.cancel();
+        let stopped = tokio::time::timeout(Duration::from_secs(5), server).await;
+        assert!(stopped.is_ok(), "idle connections do not hold the shutdown");
     }
 
     #[tokio::test]

@@ -17,6 +17,7 @@ pub use hap_core::{
 };
 
 pub mod cli;
+pub mod connections;
 pub mod controller;
 pub mod crd;
 pub mod http;

@@ -16,14 +16,13 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use sha3::Digest;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 use tokio_util::sync::CancellationToken;
 
+use crate::connections::{self, HANDSHAKE_TIMEOUT, HEADER_READ_TIMEOUT};
 use crate::k8s::access::{Access, AccessError};
 use crate::metrics::SharedMetrics;
 
@@ -203,40 +202,22 @@ async fn accept_loop(
     app: Router,
     stop: CancellationToken,
 ) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let tcp = tokio::select! {
-            _ = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            continue;
-        };
-        let (acceptor, app, stop) = (acceptor.clone(), app.clone(), stop.clone());
-        tokio::spawn(async move {
-            let _slot = slot;
-            let Ok(Ok(tls)) =
-                tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
-            else {
-                return;
-            };
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .serve_connection(TokioIo::new(tls), TowerToHyperService::new(app));
-            tokio::select! {
-                _ = conn => {},
-                _ = stop.cancelled() => {},
-            }
-        });
-    }
+    let limits = connections::Limits {
+        server: "metrics",
+        max_connections: MAX_CONNECTIONS,
+        header_read_timeout: HEADER_READ_TIMEOUT,
+        drain: Duration::ZERO,
+    };
+    let handshake = move |tcp| {
+        let acceptor = acceptor.clone();
+        async move {
+            tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp))
+                .await
+                .ok()?
+                .ok()
+        }
+    };
+    connections::serve(listener, app, limits, handshake, stop.cancelled_owned()).await;
 }
 
 #[cfg(test)]

@@ -305,12 +305,9 @@ async fn serve_http(
         })?;
     let (health, stop) = (handle.ready.clone(), stop.clone());
     let plain = (!args.metrics_secure).then(|| handle.metrics.clone());
-    tokio::spawn(async move {
-        let done = async move { stop.cancelled().await };
-        if let Err(e) = crate::http::serve_on(listener, health, plain, done).await {
-            tracing::error!(error = %e, "HTTP server stopped");
-        }
-    });
+    let done = stop.cancelled_owned();
+    let limits = crate::http::LIMITS;
+    tokio::spawn(crate::http::serve_on(listener, health, plain, limits, done));
     Ok(())
 }
 

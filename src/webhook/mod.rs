@@ -3,8 +3,8 @@
 //! the three kinds; the paths keep webhook configurations readable). Each replica keeps its own
 //! watch of the HapConfig in force and of the claims sources created, so a standby answers as
 //! fast as the leader; only the leader decides. The server bounds what a peer can hold: headers
-//! must arrive within [`HEADER_READ_TIMEOUT`], at most [`Settings::max_connections`] are open at once
-//! (more are closed at once) and a review may be [`MAX_REVIEW_BYTES`] long.
+//! must arrive within `connections::HEADER_READ_TIMEOUT`, at most [`Settings::max_connections`]
+//! are open at once (more are closed at once) and a review may be [`MAX_REVIEW_BYTES`] long.
 
 mod admit;
 mod open_files;
@@ -23,12 +23,11 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::post;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use crate::connections::{self, HANDSHAKE_TIMEOUT, HEADER_READ_TIMEOUT};
 use crate::k8s::Cluster;
 use crate::k8s::active::ConfigResolver;
 use crate::k8s::caches::store_ready;
@@ -40,10 +39,6 @@ use crate::metrics::SharedMetrics;
 /// closed in that moment fails the API server's call, and `failurePolicy: Fail` turns that into
 /// an error for whoever created the object.
 const ACCEPT_AFTER_STOP: Duration = Duration::from_secs(3);
-
-/// How long a peer may take to send a request's headers (kube-apiserver sends them at once; a
-/// peer that trickles them would otherwise hold a connection, and its memory, for ever).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections open at once by default (`--webhook-max-connections`); one more is closed as soon
 /// as it is accepted, which its caller sees as "failed calling webhook: EOF". The cap keeps idle
@@ -308,70 +303,29 @@ async fn accept_loop(
     stopping: CancellationToken,
     (in_flight, max_connections): (Duration, usize),
 ) {
-    let closing = CancellationToken::new();
-    let accept_until = {
-        let stopping = stopping.clone();
+    let limits = connections::Limits {
+        server: "webhook",
+        max_connections,
+        header_read_timeout: HEADER_READ_TIMEOUT,
+        drain: in_flight,
+    };
+    let handshake = move |tcp| {
+        let acceptor = acceptor.clone();
         async move {
-            stopping.cancelled().await;
-            tokio::time::sleep(ACCEPT_AFTER_STOP).await;
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => Some(tls),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "webhook TLS handshake failed");
+                    None
+                }
+                Err(_) => None,
+            }
         }
     };
-    tokio::pin!(accept_until);
-    let mut conns = tokio::task::JoinSet::new();
-    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
-    loop {
-        while conns.try_join_next().is_some() {}
-        let (tcp, _) = tokio::select! {
-            _ = &mut accept_until => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "webhook accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(
-                limit = max_connections,
-                "webhook connection closed: too many open"
-            );
-            drop(tcp);
-            continue;
-        };
-        let (acceptor, app, closing) = (acceptor.clone(), app.clone(), closing.clone());
-        conns.spawn(async move {
-            let _slot = slot;
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "webhook TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => return,
-                };
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(tls), TowerToHyperService::new(app));
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {},
-                _ = closing.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
-        });
-    }
-    drop(listener);
-    closing.cancel();
-    let _ = tokio::time::timeout(in_flight, async {
-        while conns.join_next().await.is_some() {}
-    })
-    .await;
-    conns.abort_all();
+    let accept_until = async move {
+        stopping.cancelled().await;
+        tokio::time::sleep(ACCEPT_AFTER_STOP).await;
+    };
+    connections::serve(listener, app, limits, handshake, accept_until).await;
     tracing::info!("webhook stopped");
 }

@@ -36,7 +36,13 @@ const LAYERS: &[&[&str]] = &[
     &["decision"],
     // The operator crate. Process-wide helpers that know no API server: the lease clock, the log
     // format, metrics families.
-    &["leadership", "logs", "metrics", "metrics_keb"],
+    &[
+        "leadership",
+        "logs",
+        "metrics",
+        "metrics_keb",
+        "connections",
+    ],
     // The only edge to API servers.
     &["k8s"],
     // HTTP servers and the reconcilers, which read through k8s and decide in the core.
