@@ -3,8 +3,8 @@
 //! slow or idle peers cannot pin the pod's memory or its open files.
 
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -24,12 +24,17 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a TLS handshake may take.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// At most one log line this often about the connections a server closed over its cap: a flood
+/// of them would otherwise flood the log too.
+const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
+
 /// The connections one server has open, up to its cap.
-#[derive(Clone)]
 pub struct Slots {
     free: Arc<Semaphore>,
     limit: usize,
     server: &'static str,
+    /// Connections closed over the cap since the last line about them, and when that was.
+    refused: Mutex<(u64, Option<Instant>)>,
 }
 
 impl Slots {
@@ -39,6 +44,7 @@ impl Slots {
             free: Arc::new(Semaphore::new(limit)),
             limit,
             server,
+            refused: Mutex::new((0, None)),
         }
     }
 
@@ -47,14 +53,31 @@ impl Slots {
     /// rather than a queue.
     pub fn take(&self) -> Option<OwnedSemaphorePermit> {
         let slot = self.free.clone().try_acquire_owned().ok();
-        if slot.is_none() {
+        if slot.is_none()
+            && let Some(closed) = self.refused(Instant::now())
+        {
             tracing::warn!(
                 server = self.server,
                 limit = self.limit,
-                "connection closed: too many open"
+                closed,
+                "connections closed: too many open"
             );
         }
         slot
+    }
+
+    /// Counts a connection closed over the cap. The count to log: at once the first time, then
+    /// at most once every `REFUSALS_LOGGED_EVERY`, of those closed since the last line.
+    fn refused(&self, now: Instant) -> Option<u64> {
+        let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        let (count, last) = &mut *refused;
+        *count += 1;
+        if last.is_some_and(|t| now.saturating_duration_since(t) < REFUSALS_LOGGED_EVERY) {
+            return None;
+        }
+        let closed = *count;
+        (*count, *last) = (0, Some(now));
+        Some(closed)
     }
 }
 
@@ -149,4 +172,35 @@ where
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout)
         .serve_connection(TokioIo::new(io), TowerToHyperService::new(app))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_closed_over_the_cap_are_logged_at_most_once_every_ten_seconds() {
+        let slots = Slots::new("probes", 1);
+        let t0 = Instant::now();
+        assert_eq!(slots.refused(t0), Some(1), "the first is said at once");
+        for s in 1..=5 {
+            assert_eq!(slots.refused(t0 + Duration::from_secs(s)), None);
+        }
+        let later = t0 + REFUSALS_LOGGED_EVERY;
+        assert_eq!(
+            slots.refused(later),
+            Some(6),
+            "then with those closed since"
+        );
+        assert_eq!(slots.refused(later), None);
+    }
+
+    #[test]
+    fn a_slot_is_given_back_when_its_connection_ends() {
+        let slots = Slots::new("probes", 1);
+        let held = slots.take().expect("a free slot");
+        assert!(slots.take().is_none(), "the cap is one");
+        drop(held);
+        assert!(slots.take().is_some());
+    }
 }

@@ -269,14 +269,14 @@ mod tests {
         slow.write_all(b"GET /livez HTTP/1.1\r\nHo")
             .await
             .expect("write");
-        let read = read_until_closed(&mut slow, Duration::from_secs(10)).await;
+        let read = read_until_closed(&mut slow, Duration::from_secs(5)).await;
         assert!(
             read.is_some(),
             "a header not finished in time closes the connection"
         );
         let mut idle = tokio::net::TcpStream::connect(addr).await.expect("connect");
         idle.write_all(LIVEZ).await.expect("write");
-        let answered = read_until_closed(&mut idle, Duration::from_secs(10)).await;
+        let answered = read_until_closed(&mut idle, Duration::from_secs(5)).await;
         let answered = answered.expect("an idle kept-alive connection is closed too");
         assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
         stop.cancel();

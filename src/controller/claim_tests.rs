@@ -497,6 +497,14 @@ fn only_annotations_and_bookkeeping_count_as_a_restamp() {
         c.metadata.annotations =
             Some([("accountpool.io/admitted-at".to_string(), "t".to_string())].into());
     }));
+    // The claim cache keeps none of a claim's other labels, and the API server's copy has them:
+    // they must not make every stamped claim one to decide again.
+    assert!(same(&|c| {
+        c.metadata
+            .labels
+            .get_or_insert_default()
+            .insert("kustomize.toolkit.fluxcd.io/name".into(), "claims".into());
+    }));
     type Change<'a> = (&'a str, &'a dyn Fn(&mut crate::api::AccountClaim));
     let changes: [Change; 7] = [
         ("uid", &|c| c.metadata.uid = Some("other".into())),

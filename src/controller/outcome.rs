@@ -13,6 +13,7 @@ use super::{Context, claim_key};
 use crate::api::{AccountClaim, AccountClaimStatus, MatchedRule};
 use crate::k8s::K8sError;
 use crate::k8s::active::ActiveConfig;
+use crate::labels::own_entries;
 use crate::ledger::Outcome;
 use crate::metrics::OutcomeLabels;
 use crate::pools::ClaimView;
@@ -281,8 +282,9 @@ async fn write_on_stamped(
     }
 }
 
-/// Whether `live` differs from `read` only in annotations and bookkeeping (resourceVersion,
-/// managedFields): the same object, spec, labels, finalizers and status. Pure.
+/// Whether `live` differs from `read` only in annotations, labels that are not the operator's
+/// and bookkeeping (resourceVersion, managedFields): the same object, spec, own labels,
+/// finalizers and status. `read` comes from the claim cache, which keeps no other labels. Pure.
 pub(super) fn only_restamped(read: &AccountClaim, live: &AccountClaim) -> bool {
     let (r, l) = (&read.metadata, &live.metadata);
     r.uid == l.uid
@@ -290,7 +292,7 @@ pub(super) fn only_restamped(read: &AccountClaim, live: &AccountClaim) -> bool {
         && r.deletion_timestamp == l.deletion_timestamp
         && r.finalizers.as_deref().unwrap_or_default()
             == l.finalizers.as_deref().unwrap_or_default()
-        && r.labels.clone().unwrap_or_default() == l.labels.clone().unwrap_or_default()
+        && own_entries(r.labels.as_ref()).eq(own_entries(l.labels.as_ref()))
         && read.spec == live.spec
         && read.status == live.status
 }

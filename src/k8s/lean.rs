@@ -69,7 +69,7 @@ fn own_annotations<'de, D: Deserializer<'de>>(
         ) -> Result<Self::Value, A::Error> {
             let mut out = BTreeMap::new();
             while let Some(k) = m.next_key::<String>()? {
-                if k.starts_with(crate::labels::OWN_PREFIX) {
+                if crate::labels::is_own(&k) {
                     out.insert(k, m.next_value::<String>()?);
                 } else {
                     m.next_value::<serde::de::IgnoredAny>()?;
@@ -191,7 +191,7 @@ impl From<AccountClaim> for StoredClaim {
 /// the store holds every claim not decided yet, and one foreign label took ~600 bytes of each.
 fn own_labels(labels: Option<BTreeMap<String, String>>) -> Option<BTreeMap<String, String>> {
     let mut labels = labels?;
-    labels.retain(|k, _| k.starts_with(crate::labels::OWN_PREFIX));
+    labels.retain(|k, _| crate::labels::is_own(k));
     (!labels.is_empty()).then_some(labels)
 }
 

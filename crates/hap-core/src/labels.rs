@@ -62,6 +62,19 @@ pub const CLAIM_WRITE_FENCED: &str = "accountpool.io/claim-write-fenced";
 /// The prefix of every label and annotation key the operator itself defines.
 pub const OWN_PREFIX: &str = "accountpool.io/";
 
+/// Whether a label or annotation key is one the operator defines (`OWN_PREFIX`): of a claim it
+/// reads these only, and its caches keep no others of claims or bindings' annotations.
+pub fn is_own(key: &str) -> bool {
+    key.starts_with(OWN_PREFIX)
+}
+
+/// The entries of a label or annotation map whose keys are the operator's own (`is_own`).
+pub fn own_entries(
+    map: Option<&BTreeMap<String, String>>,
+) -> impl Iterator<Item = (&String, &String)> {
+    map.into_iter().flatten().filter(|(k, _)| is_own(k))
+}
+
 /// Labels on the AccountClaims a request source creates (`claim_state::SourceRef` reads them).
 pub const SOURCE_ID: &str = "accountpool.io/source-id";
 pub const SOURCE_KIND: &str = "accountpool.io/source-kind";

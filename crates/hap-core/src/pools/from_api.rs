@@ -52,7 +52,7 @@ pub fn binding_view(b: &impl Resource, credentials: CredentialsKind) -> BindingV
         annotations: b
             .annotations()
             .iter()
-            .filter(|(k, _)| k.starts_with(crate::labels::OWN_PREFIX))
+            .filter(|(k, _)| crate::labels::is_own(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         created: b
