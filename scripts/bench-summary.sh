@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/bench.sh summary LOG…: the `BENCH-ROW` lines of several runs of one benchmark as one
-# row per table and first cell (the size or the phase). Each number is the median of the runs,
+# row per table and first cell (the size or the phase), the n-th such row of each log together
+# (a run prints one phase at several rates in the same order). Each number is the median of the runs,
 # followed by its range `[min–max]` where the runs differ; the first cell says how many runs.
 # The rows print as `BENCH-ROW …` again, so `scripts/bench.sh report` can take them.
 #   scripts/bench.sh summary run1.log run2.log run3.log
@@ -9,7 +10,7 @@ set -euo pipefail
 for log in "$@"; do
   [ -r "$log" ] || { echo "bench summary: cannot read $log" >&2; exit 2; }
 done
-grep -h -E '^BENCH-ROW [a-z-]+ \|' "$@" | awk -F'|' '
+awk -F'|' '
   # The numbers of a cell go to num[], its text with each number as \001 to the return value.
   function split_cell(cell, num,   shape, k) {
     shape = ""; k = 0
@@ -30,9 +31,10 @@ grep -h -E '^BENCH-ROW [a-z-]+ \|' "$@" | awk -F'|' '
     if (v[1] + 0 == v[n] + 0) return first
     return sprintf(fmt, m) " [" sprintf(fmt, v[1]) "–" sprintf(fmt, v[n]) "]"
   }
-  {
+  FNR == 1 { delete seen }
+  /^BENCH-ROW [a-z-]+ \|/ {
     split($1, head, " "); table = head[2]; label = $2; gsub(/^ +| +$/, "", label)
-    key = table SUBSEP label
+    key = table SUBSEP label SUBSEP (++seen[table SUBSEP label])
     if (!(key in runs)) { order[++keys] = key; cols[key] = NF - 1 }
     r = ++runs[key]
     for (c = 3; c < NF; c++) {
@@ -63,4 +65,4 @@ grep -h -E '^BENCH-ROW [a-z-]+ \|' "$@" | awk -F'|' '
       }
       print line
     }
-  }'
+  }' "$@"
