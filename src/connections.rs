@@ -29,7 +29,7 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const REFUSALS_LOGGED_EVERY: Duration = Duration::from_secs(10);
 
 /// The connections one server has open, up to its cap.
-pub struct Slots {
+struct Slots {
     free: Arc<Semaphore>,
     limit: usize,
     server: &'static str,
@@ -39,7 +39,7 @@ pub struct Slots {
 
 impl Slots {
     /// `limit` connections at once for `server` (named in the log).
-    pub fn new(server: &'static str, limit: usize) -> Self {
+    fn new(server: &'static str, limit: usize) -> Self {
         Self {
             free: Arc::new(Semaphore::new(limit)),
             limit,
@@ -51,7 +51,7 @@ impl Slots {
     /// A slot for a connection just accepted, held until the connection ends; `None` when
     /// `limit` are open, and the caller closes it at once: a peer beyond the cap gets an EOF
     /// rather than a queue.
-    pub fn take(&self) -> Option<OwnedSemaphorePermit> {
+    fn take(&self) -> Option<OwnedSemaphorePermit> {
         let slot = self.free.clone().try_acquire_owned().ok();
         if slot.is_none()
             && let Some(closed) = self.refused(Instant::now())
@@ -83,7 +83,7 @@ impl Slots {
 
 /// The next connection. A failed accept (the open-files limit reached, a peer gone before it
 /// was taken) is logged and tried again after a pause, so the loop does not spin on it.
-pub async fn accept(listener: &TcpListener, server: &'static str) -> TcpStream {
+async fn accept(listener: &TcpListener, server: &'static str) -> TcpStream {
     loop {
         match listener.accept().await {
             Ok((tcp, _)) => return tcp,
@@ -160,7 +160,7 @@ pub async fn serve<I, H, F>(
 }
 
 /// HTTP/1.1 over `io`, with the header deadline.
-pub fn http1<I>(
+fn http1<I>(
     io: I,
     app: Router,
     header_read_timeout: Duration,
