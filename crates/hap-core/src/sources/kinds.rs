@@ -12,8 +12,8 @@ use crate::api::{BindingKind, FieldSource, SourceKind};
 /// of it: its identity, selection facts, the binding it names, the ClusterConfig a Cluster
 /// references, and, for the kinds whose claims a pass derives at the field paths a config names
 /// (Runtime, Cluster), the object as compact JSON text, read only for an object without a claim.
-/// Held as `serde_json::Value`, a landscape's Shoot took ~9 KB even without its status, and a
-/// KEB Runtime ~15 KB; 100k Shoots did not fit the operator's memory limit (`cargo run
+/// Held as `serde_json::Value`, a landscape's Shoot took ~8.5 KB even without its status, and a
+/// KEB Runtime ~12 KB; 100k Shoots did not fit the operator's memory limit (`cargo run
 /// --example memory`). A Shoot's claim is the webhook's, derived from the Shoot it admits, so
 /// no more of a Shoot is kept.
 #[derive(Clone, Debug, PartialEq)]
