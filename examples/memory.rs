@@ -208,8 +208,9 @@ fn measure(n: usize, sources: usize) {
 }
 
 /// A refresh's re-lists of bindings and Shoots into an index that holds them, as the watches
-/// feed it: the highest live heap above the index's while the lists run (each open re-list
-/// holds the keys it has not seen yet), and what is left when they end.
+/// feed it, none changed since (so each listed object only ticks its key off): the highest live
+/// heap above the index's while the lists run (each open re-list holds the keys it has not seen
+/// yet), and what is left when they end. A changed object would be replaced besides.
 fn relist(n: usize, taken: usize, ledger: &mut Ledger) {
     let before = now().0;
     let mut peak = 0;
@@ -230,7 +231,7 @@ fn relist(n: usize, taken: usize, ledger: &mut Ledger) {
     ledger.end_relist(Kind::Shoot, shoots, None);
     let objects = (n + taken) as f64;
     println!(
-        "| {n} | binding + Shoot | a refresh's re-lists: peak above the index; left after | {:.0}; {:.0} | |",
+        "| {n} | binding + Shoot | a refresh's re-lists, nothing changed: peak above the index; left after | {:.0}; {:.0} | |",
         peak as f64 / objects,
         (now().0 - before) as f64 / objects,
     );
