@@ -9,8 +9,11 @@
 //! are deleted only when the list is known to be at least as new as them; the others stay as
 //! "unconfirmed" until the watch delivers any event of that kind at a later version (events come
 //! in version order, so by then the object's own event would have arrived had it still existed).
+//! A re-list copies nothing when it begins: every held object carries the number of the last
+//! re-list begun before an event or a list named it (`Marked`), so the list's end finds what it
+//! did not name by walking the objects once.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::tallies::Share;
@@ -49,6 +52,30 @@ pub fn is_newer(new: Option<&str>, old: Option<&str>) -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Relist(u64);
 
+/// An object the index holds, with the number of the last re-list begun before an event or a
+/// list named it. Re-lists are numbered in the order they begin, so re-list `k` named the object
+/// exactly when `mark >= k`: one number answers for every re-list in progress. Copying every
+/// held key at each re-list's start instead cost 43 bytes per object for the list's whole time
+/// (BENCHMARKS.md, Churn); the mark costs 8 bytes per object, always.
+#[derive(Clone, Debug)]
+pub(super) struct Marked<T> {
+    pub(super) item: T,
+    mark: u64,
+}
+
+impl<T> Marked<T> {
+    fn new(item: T, mark: u64) -> Self {
+        Marked { item, mark }
+    }
+}
+
+impl<T> std::ops::Deref for Marked<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.item
+    }
+}
+
 /// What changed since the last `take_changes`: which bindings and which pools.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Changes {
@@ -71,9 +98,10 @@ struct Book {
     seen: u64,
     /// Deleted keys with the version of their deletion.
     tombstones: HashMap<String, u64>,
-    /// Re-lists in progress (a watch's own, and a takeover's re-read can overlap): per re-list,
-    /// the keys held when it began and not listed yet, and the highest version listed.
-    relists: BTreeMap<u64, (HashSet<String>, u64)>,
+    /// Re-lists in progress (a watch's own, and a takeover's re-read can overlap), by number:
+    /// the highest version named since each began.
+    relists: BTreeMap<u64, u64>,
+    /// The number of the last re-list begun; what an object named now is marked with.
     next_relist: u64,
     /// Objects a re-list did not name though they are newer than it, by version.
     unconfirmed: BTreeSet<(u64, String)>,
@@ -115,9 +143,8 @@ impl Book {
         };
     }
 
-    fn listed(&mut self, key: &str, rv: Option<u64>) {
-        for (unlisted, listed_max) in self.relists.values_mut() {
-            unlisted.remove(key);
+    fn named(&mut self, rv: Option<u64>) {
+        for listed_max in self.relists.values_mut() {
             *listed_max = (*listed_max).max(rv.unwrap_or(0));
         }
     }
@@ -134,7 +161,11 @@ impl Inventory {
             return;
         }
         self.keys = keys;
-        let all: Vec<BindingView> = self.bindings.values().map(|e| e.view.clone()).collect();
+        let all: Vec<(BindingView, u64)> = self
+            .bindings
+            .values()
+            .map(|e| (e.view.clone(), e.mark))
+            .collect();
         self.pools.clear();
         self.bindings.clear();
         self.accounts.clear();
@@ -142,8 +173,8 @@ impl Inventory {
         self.multi.clear();
         self.tallies.reset();
         self.life.clear_parts();
-        for view in all {
-            self.insert_binding(view);
+        for (view, mark) in all {
+            self.insert_binding(view, mark);
         }
         self.rejoin_others();
         self.changes.all = true;
@@ -155,7 +186,7 @@ impl Inventory {
         if namespace == self.namespace {
             return;
         }
-        let claims: Vec<ClaimView> = self.claims.values().map(|c| (**c).clone()).collect();
+        let claims: Vec<ClaimView> = self.claims.values().map(|c| (*c.item).clone()).collect();
         for c in &claims {
             self.count_claim(c, false);
         }
@@ -171,7 +202,7 @@ impl Inventory {
         if namespace == self.source_claim_namespace {
             return;
         }
-        let claims: Vec<ClaimView> = self.claims.values().map(|c| (**c).clone()).collect();
+        let claims: Vec<ClaimView> = self.claims.values().map(|c| (*c.item).clone()).collect();
         for c in &claims {
             self.count_claim(c, false);
         }
@@ -197,7 +228,7 @@ impl Inventory {
 
     /// Drops every Shoot: the Shoot watch moves to another namespace.
     pub fn clear_shoots(&mut self) {
-        let shoots: Vec<ShootView> = self.shoots.drain().map(|(_, s)| s).collect();
+        let shoots: Vec<ShootView> = self.shoots.drain().map(|(_, s)| s.item).collect();
         for s in shoots {
             self.count_shoot(&s, false);
         }
@@ -241,27 +272,60 @@ impl Inventory {
     /// A re-list of `kind` begins: what it does not name may be gone. Pass the token to
     /// `end_relist`; several re-lists may be in progress at once.
     pub fn begin_relist(&mut self, kind: Kind) -> Relist {
-        let keys: HashSet<String> = match kind {
-            Kind::Binding => self.bindings.keys().cloned().collect(),
-            Kind::Claim => self.claims.keys().cloned().collect(),
-            Kind::Shoot => self.shoots.keys().cloned().collect(),
-            Kind::Other => self.others.keys().cloned().collect(),
-        };
         let book = self.book(kind);
         book.next_relist += 1;
         let id = book.next_relist;
-        book.relists.insert(id, (keys, 0));
+        book.relists.insert(id, 0);
         Relist(id)
+    }
+
+    /// The number of the last re-list of `kind` begun: what an object named now is marked with.
+    fn mark_now(&self, kind: Kind) -> u64 {
+        self.books.0[kind as usize].next_relist
+    }
+
+    /// Marks a held object as named now (see `Marked`).
+    fn mark(&mut self, kind: Kind, key: &str) {
+        let now = self.mark_now(kind);
+        let mark = match kind {
+            Kind::Binding => self.bindings.get_mut(key).map(|e| &mut e.mark),
+            Kind::Claim => self.claims.get_mut(key).map(|e| &mut e.mark),
+            Kind::Shoot => self.shoots.get_mut(key).map(|e| &mut e.mark),
+            Kind::Other => self.others.get_mut(key).map(|e| &mut e.mark),
+        };
+        if let Some(m) = mark {
+            *m = now;
+        }
+    }
+
+    /// The held objects of `kind` that re-list `relist` did not name.
+    fn unnamed(&self, kind: Kind, relist: u64) -> Vec<String> {
+        fn keys<'a, T: 'a>(
+            m: impl IntoIterator<Item = (&'a String, &'a Marked<T>)>,
+            relist: u64,
+        ) -> Vec<String> {
+            m.into_iter()
+                .filter(|(_, e)| e.mark < relist)
+                .map(|(k, _)| k.clone())
+                .collect()
+        }
+        match kind {
+            Kind::Binding => keys(&self.bindings, relist),
+            Kind::Claim => keys(&self.claims, relist),
+            Kind::Shoot => keys(&self.shoots, relist),
+            Kind::Other => keys(&self.others, relist),
+        }
     }
 
     /// The re-list `relist` of `kind` is complete; `list_rv` is the list's own version when
     /// known. Objects it did not name are deleted when the list is at least as new as them, else
     /// kept unconfirmed.
     pub fn end_relist(&mut self, kind: Kind, relist: Relist, list_rv: Option<&str>) {
-        let book = self.book(kind);
-        let Some((unlisted, listed_max)) = book.relists.remove(&relist.0) else {
+        let Some(listed_max) = self.book(kind).relists.remove(&relist.0) else {
             return;
         };
+        let unlisted = self.unnamed(kind, relist.0);
+        let book = self.book(kind);
         let bound = number(list_rv).unwrap_or(listed_max);
         book.seen = book.seen.max(bound);
         book.floor = book.floor.max(bound);
@@ -336,8 +400,12 @@ impl Inventory {
             Kind::Other => self.others.get(key).map(|o| o.resource_version.clone()),
         };
         let n = number(rv);
+        self.book(kind).named(n);
+        // With no re-list in progress the old mark is below every later re-list's number too.
+        if held.is_some() && self.open_relists(kind) > 0 {
+            self.mark(kind, key);
+        }
         let book = self.book(kind);
-        book.listed(key, n);
         if book.tombstoned(key, n) {
             return false;
         }
@@ -400,7 +468,7 @@ impl Inventory {
         if let Some(old) = self.bindings.remove(&view.name) {
             self.unindex_binding(&old);
         }
-        self.insert_binding(view);
+        self.insert_binding(view, self.mark_now(Kind::Binding));
         self.advance(Kind::Binding, rv.as_deref());
         true
     }
@@ -417,7 +485,7 @@ impl Inventory {
         if let Some(old) = self.bindings.remove(&view.name) {
             self.unindex_binding(&old);
         }
-        self.insert_binding(view);
+        self.insert_binding(view, self.mark_now(Kind::Binding));
         true
     }
 
@@ -446,7 +514,7 @@ impl Inventory {
         present
     }
 
-    fn insert_binding(&mut self, view: BindingView) {
+    fn insert_binding(&mut self, view: BindingView, mark: u64) {
         let pool = classify(&self.keys, &view.labels);
         let internal = view.labels.get(&self.keys.internal).map(String::as_str) == Some("true");
         let entry = BindingEntry {
@@ -468,7 +536,8 @@ impl Inventory {
             add_member(members, class, &entry.view, name.clone());
         }
         self.life_apply(&entry, true);
-        self.bindings.insert(name.clone(), Box::new(entry));
+        self.bindings
+            .insert(name.clone(), Marked::new(Box::new(entry), mark));
         self.life_clock(&name);
     }
 
@@ -509,7 +578,10 @@ impl Inventory {
         let account = other.account;
         let old = self
             .others
-            .insert(name.to_string(), other)
+            .insert(
+                name.to_string(),
+                Marked::new(other, self.mark_now(Kind::Other)),
+            )
             .and_then(|o| o.account);
         if old != account {
             self.unjoin_other(name, old);
@@ -526,7 +598,7 @@ impl Inventory {
 
     /// Drops every binding of the other kind: its watch moves to another namespace or kind.
     pub fn clear_other_bindings(&mut self) {
-        let others: Vec<(String, super::OtherBinding)> = self.others.drain().collect();
+        let others: Vec<(String, Marked<super::OtherBinding>)> = self.others.drain().collect();
         for (name, o) in others {
             // `others` no longer holds it: the key is built by name alone.
             let key = self.binding_key(self.other_kind(), &name);
@@ -544,7 +616,7 @@ impl Inventory {
             return;
         }
         self.clear_other_bindings();
-        let shoots: Vec<ShootView> = self.shoots.values().cloned().collect();
+        let shoots: Vec<Marked<ShootView>> = self.shoots.values().cloned().collect();
         for s in &shoots {
             self.count_shoot(s, false);
         }
@@ -552,7 +624,7 @@ impl Inventory {
         for mut s in shoots {
             // The key holds the name after the last `/` (a name has none).
             let name = s.binding.as_deref().and_then(|k| k.rsplit('/').next());
-            s.binding = name.map(|n| self.binding_key(s.binding_kind, n));
+            s.item.binding = name.map(|n| self.binding_key(s.binding_kind, n));
             self.count_shoot(&s, true);
             self.shoots.insert(s.name.clone(), s);
         }
@@ -596,7 +668,9 @@ impl Inventory {
             self.count_claim(&old, false);
         }
         self.count_claim(&view, true);
-        self.claims.insert(view.uid.clone(), Arc::new(view));
+        let mark = self.mark_now(Kind::Claim);
+        self.claims
+            .insert(view.uid.clone(), Marked::new(Arc::new(view), mark));
         self.advance(Kind::Claim, rv.as_deref());
         true
     }
@@ -619,7 +693,9 @@ impl Inventory {
             self.count_shoot(&old, false);
         }
         self.count_shoot(&view, true);
-        self.shoots.insert(view.name.clone(), view);
+        let mark = self.mark_now(Kind::Shoot);
+        self.shoots
+            .insert(view.name.clone(), Marked::new(view, mark));
         self.advance(Kind::Shoot, rv.as_deref());
         true
     }

@@ -216,7 +216,7 @@ pub struct Inventory {
     source_claim_namespace: Option<String>,
     /// Boxed: an entry is ~190 bytes, and a tree node keeps about half of its eleven slots
     /// empty (~380 bytes a binding unboxed, ~250 boxed).
-    bindings: BTreeMap<String, Box<BindingEntry>>,
+    bindings: BTreeMap<String, index::Marked<Box<BindingEntry>>>,
     /// The indexed bindings per credential (`BindingView::account`).
     accounts: HashMap<Account, SmallSet>,
     /// Per credential two or more bindings reference: the union of their `clusters`
@@ -230,7 +230,7 @@ pub struct Inventory {
     /// The bindings of the other kind, by name: only the account each references. Never pooled,
     /// never written; they make a Shoot Gardener moved onto one count with its account, and are
     /// members of `accounts` under their `Kind/name` key.
-    others: HashMap<String, OtherBinding>,
+    others: HashMap<String, index::Marked<OtherBinding>>,
     pools: BTreeMap<PoolKey, PoolMembers>,
     clusters: HashMap<String, SmallMap<u32>>,
     cluster_bindings: HashMap<String, SmallMap<u32>>,
@@ -238,7 +238,7 @@ pub struct Inventory {
     /// Boxed: the table keeps ~40 % of its slots empty, and a view is ~230 bytes.
     /// Shared (`Arc`): the request-source pass takes its claims' views under the ledger's lock
     /// by reference count alone, and reads them after the lock is gone.
-    claims: HashMap<String, Arc<ClaimView>>,
+    claims: HashMap<String, index::Marked<Arc<ClaimView>>>,
     recorded: HashMap<String, SmallSet>,
     /// Per global account, the claims whose status records a claim write of a binding it does
     /// not record as its own (`status.claimWrite`): a write perhaps still in flight, maybe a
@@ -248,7 +248,7 @@ pub struct Inventory {
     /// releases under way, which a hold of binding writes keeps waiting.
     releasing: BTreeSet<String>,
     waiting: HashMap<PoolKey, BTreeSet<String>>,
-    shoots: HashMap<String, ShootView>,
+    shoots: HashMap<String, index::Marked<ShootView>>,
     books: index::Books,
     changes: Changes,
     gone: Vec<(Kind, String)>,
@@ -403,12 +403,12 @@ impl Inventory {
 
     /// One binding with its classification.
     pub fn binding(&self, name: &str) -> Option<&BindingEntry> {
-        self.bindings.get(name).map(|e| &**e)
+        self.bindings.get(name).map(|e| &*e.item)
     }
 
     /// Every binding, by name.
     pub fn bindings(&self) -> impl Iterator<Item = &BindingEntry> {
-        self.bindings.values().map(|e| &**e)
+        self.bindings.values().map(|e| &*e.item)
     }
 
     /// The members of a pool; `None` when no binding is in it.
@@ -541,23 +541,23 @@ impl Inventory {
 
     /// Whether the index holds a Shoot of that name.
     pub fn shoot(&self, name: &str) -> Option<&ShootView> {
-        self.shoots.get(name)
+        self.shoots.get(name).map(|s| &s.item)
     }
 
     /// The index's view of a claim, by uid.
     pub fn claim(&self, uid: &str) -> Option<&ClaimView> {
-        self.claims.get(uid).map(|c| &**c)
+        self.claims.get(uid).map(|c| &*c.item)
     }
 
     /// Every claim the index holds.
     pub fn claims(&self) -> impl Iterator<Item = &ClaimView> {
-        self.claims.values().map(|c| &**c)
+        self.claims.values().map(|c| &*c.item)
     }
 
     /// Every claim the index holds, shared: a walk that cannot hold the ledger's lock for all of
     /// them at once takes these and asks `claim` for each one's current view.
     pub fn claims_shared(&self) -> Vec<Arc<ClaimView>> {
-        self.claims.values().cloned().collect()
+        self.claims.values().map(|c| c.item.clone()).collect()
     }
 
     /// The claims whose status records `binding` (Bound or lost, deleting or not), by uid.
@@ -601,7 +601,7 @@ impl Inventory {
             .into_iter()
             .flat_map(BTreeMap::values)
             .flatten()
-            .filter_map(|uid| self.claims.get(uid))
+            .filter_map(|uid| self.claims.get(uid).map(|c| &c.item))
     }
 
     /// A number that changes whenever a claim a request source created changes.

@@ -347,6 +347,109 @@ fn overlapping_relists_each_drop_only_what_they_did_not_list() {
     assert!(inv.binding("z").is_none());
 }
 
+/// One step of several re-lists of Shoots overlapping with watch events.
+#[derive(Clone, Debug)]
+enum Step {
+    /// The watch delivers a new version of the Shoot.
+    Change(u8),
+    Delete(u8),
+    /// Every open re-list's reader names the Shoot as the index holds it.
+    List(u8),
+    Begin,
+    /// The n-th open re-list (modulo) ends, at the newest version so far.
+    End(usize),
+    Abandon(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0..6u8).prop_map(Step::Change),
+        (0..6u8).prop_map(Step::Delete),
+        (0..6u8).prop_map(Step::List),
+        Just(Step::Begin),
+        (0..4usize).prop_map(Step::End),
+        (0..4usize).prop_map(Step::Abandon),
+    ]
+}
+
+proptest! {
+    /// The rule the index keeps with one mark per object, checked against the rule written out
+    /// with sets: a re-list ending drops exactly the objects held when it began that no event
+    /// and no list item named since, whatever other re-lists began or ended meanwhile.
+    #[test]
+    fn a_relist_drops_what_was_held_at_its_start_and_not_named_since(
+        steps in prop::collection::vec(step(), 1..80),
+    ) {
+        use std::collections::{BTreeMap, BTreeSet};
+        let mut inv = Inventory::default();
+        let mut rv = 0u64;
+        let mut held: BTreeMap<String, u64> = BTreeMap::new();
+        // Per open re-list: its token, the keys held at its start not named since.
+        let mut open: Vec<(Relist, BTreeSet<String>)> = Vec::new();
+        for st in steps {
+            match st {
+                Step::Change(k) => {
+                    let key = format!("s{k}");
+                    rv += 1;
+                    prop_assert!(inv.apply_shoot(at(shoot(&key, Some("b")), rv, |v, r| v.resource_version = r)));
+                    held.insert(key.clone(), rv);
+                    open.iter_mut().for_each(|(_, left)| { left.remove(&key); });
+                }
+                Step::Delete(k) => {
+                    let key = format!("s{k}");
+                    rv += 1;
+                    inv.delete_shoot(&key, Some(&rv.to_string()));
+                    held.remove(&key);
+                }
+                Step::List(k) => {
+                    let key = format!("s{k}");
+                    if let Some(v) = held.get(&key) {
+                        inv.apply_shoot(at(shoot(&key, Some("b")), *v, |v, r| v.resource_version = r));
+                        open.iter_mut().for_each(|(_, left)| { left.remove(&key); });
+                    }
+                }
+                Step::Begin => {
+                    open.push((inv.begin_relist(Kind::Shoot), held.keys().cloned().collect()));
+                }
+                Step::End(i) if !open.is_empty() => {
+                    let (r, left) = open.remove(i % open.len());
+                    inv.end_relist(Kind::Shoot, r, Some(&rv.to_string()));
+                    for key in left {
+                        held.remove(&key);
+                    }
+                }
+                Step::Abandon(i) if !open.is_empty() => {
+                    let (r, _) = open.remove(i % open.len());
+                    inv.abandon_relist(Kind::Shoot, r);
+                }
+                Step::End(_) | Step::Abandon(_) => {}
+            }
+            prop_assert_eq!(inv.open_relists(Kind::Shoot), open.len());
+            for k in 0..6 {
+                let key = format!("s{k}");
+                prop_assert_eq!(inv.shoot(&key).is_some(), held.contains_key(&key), "{}", key);
+            }
+        }
+    }
+}
+
+#[test]
+fn classifying_again_during_a_relist_does_not_count_as_naming_an_object() {
+    // New label keys and a new binding kind re-insert every binding and Shoot; a re-list open
+    // meanwhile must still drop those it did not name.
+    let mut inv = Inventory::default();
+    inv.apply_binding(b("x", 3, None));
+    inv.apply_shoot(at(shoot("s", Some("x")), 4, |v, r| v.resource_version = r));
+    let bindings = inv.begin_relist(Kind::Binding);
+    let shoots = inv.begin_relist(Kind::Shoot);
+    inv.set_keys(crate::pools::random_events::keys(true));
+    inv.set_binding_kind(crate::pools::BindingKind::SecretBinding);
+    inv.end_relist(Kind::Binding, bindings, Some("9"));
+    inv.end_relist(Kind::Shoot, shoots, Some("9"));
+    assert!(inv.binding("x").is_none());
+    assert!(inv.shoot("s").is_none());
+}
+
 /// A claim `name` in `ns` at `rv`, through the same view the claim watch builds; made by the
 /// Shoot source when `from_source`.
 fn source_claim(
