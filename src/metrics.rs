@@ -140,6 +140,10 @@ pub struct Metrics {
     pub internal_entries: Family<StructureLabels, Gauge>,
     /// KEB's names of the pool gauges (`hap run --keb-metrics`), encoded after the `hap_*` ones.
     pub keb: Option<crate::metrics_keb::KebMetrics>,
+    /// The length of the last exposition: the next is written into a buffer of about that size
+    /// from the start. Grown by doubling, a scrape at 100k bindings and tenants held ~13 MB for
+    /// a moment (BENCHMARKS.md, Churn), twice the text.
+    last_len: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for Metrics {
@@ -197,6 +201,7 @@ impl Metrics {
             releases_held: Family::default(),
             internal_entries: Family::default(),
             keb: None,
+            last_len: std::sync::atomic::AtomicUsize::new(0),
             registry: Registry::default(),
         };
         m.register_tenant_figures(&mut registry);
@@ -390,7 +395,10 @@ impl Metrics {
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         use prometheus_client::encoding::text::{encode_eof, encode_registry};
-        let mut out = String::new();
+        use std::sync::atomic::Ordering::Relaxed;
+        let last = self.last_len.load(Relaxed);
+        // An eighth to spare: series come and go between scrapes.
+        let mut out = String::with_capacity(last + last / 8);
         let encoded = encode_registry(&mut out, &self.registry)
             .and_then(|()| {
                 self.keb
@@ -401,6 +409,7 @@ impl Metrics {
         if encoded.is_err() {
             out.clear();
         }
+        self.last_len.store(out.len(), Relaxed);
         out
     }
 }
@@ -444,6 +453,32 @@ mod tests {
         assert!(
             text.contains("hap_claim_bind_duration_seconds_count{hyperscaler_type=\"aws\"} 1"),
             "{text}"
+        );
+    }
+
+    /// A series per binding and per tenant makes the text ~10 MB at 100k; grown by doubling,
+    /// the buffer is up to twice the text and the text is copied at each step.
+    #[test]
+    fn a_scrape_writes_into_a_buffer_about_the_size_of_the_last_one() {
+        let m = Metrics::new();
+        let series = |n: usize| {
+            for i in 0..n {
+                let l = BindingLabels {
+                    credentials_binding: format!("binding-{i:06}"),
+                };
+                m.shoots_per_binding.get_or_create(&l).set(1);
+            }
+        };
+        series(30_000);
+        let first = m.encode();
+        series(31_000);
+        let second = m.encode();
+        assert!(second.len() > first.len());
+        assert!(
+            second.capacity() <= second.len() + second.len() / 8,
+            "{} bytes of buffer for {} of text",
+            second.capacity(),
+            second.len()
         );
     }
 }
