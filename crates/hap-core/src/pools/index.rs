@@ -56,7 +56,7 @@ pub struct Relist(u64);
 /// list named it. Re-lists are numbered in the order they begin, so re-list `k` named the object
 /// exactly when `mark >= k`: one number answers for every re-list in progress. Copying every
 /// held key at each re-list's start instead cost 43 bytes per object for the list's whole time
-/// (BENCHMARKS.md, Churn); the mark costs 8 bytes per object, always.
+/// (BENCHMARKS.md, Churn); the mark costs 10–15 bytes per object as counted, always.
 #[derive(Clone, Debug)]
 pub(super) struct Marked<T> {
     pub(super) item: T,
