@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use super::account_check;
@@ -51,9 +50,7 @@ pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
         facts.writes_no_binding = writes_no_binding(&claim, &ctx);
     }
     let lane = lane_of(facts, &source_ns);
-    // By namespace and name: a line of thousands need not hold each ref's uid and version.
-    let mut key = ObjectRef::from_obj(claim.as_ref());
-    key.extra = Default::default();
+    let key = super::claim_ref_by_name(&claim);
     let _slot = match ctx.lanes.enter(&key, lane) {
         Entry::Run(slot) => slot,
         // In line: a kick brings it back when a slot is kept for it. Stopping: the next

@@ -110,7 +110,8 @@ async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
         writer.apply_watcher_event(&watcher::Event::InitApply(o.clone()));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
-    let triggers = futures::stream::iter(all.clone().into_iter().map(Ok::<_, watcher::Error>))
+    // As the claim watch's refs come (`unsettled_refs`).
+    let triggers = futures::stream::iter(all.iter().map(ObjectRef::from_obj).collect::<Vec<_>>())
         .chain(futures::stream::pending());
     let (kick, kicks) = futures::channel::mpsc::unbounded();
     let seen = Arc::new(Seen {
@@ -121,8 +122,10 @@ async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
         in_flight: AtomicUsize::new(0),
         most_in_flight: AtomicUsize::new(0),
     });
-    Controller::for_stream(triggers, reader)
+    let no_objects = futures::stream::empty::<Result<ConfigMap, watcher::Error>>();
+    Controller::for_stream(no_objects, reader)
         .with_config(super::super::claim_controller_config())
+        .reconcile_on(triggers)
         .reconcile_on(kicks)
         .run(reconcile, |_, _, _| Action::await_change(), seen.clone())
         .take(600)

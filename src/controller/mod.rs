@@ -477,8 +477,9 @@ async fn preflight(own: &Cluster, args: &RunArgs) -> Result<(), RunError> {
 /// The watch streams the controllers consume once leading.
 struct Streams {
     configs: futures::stream::BoxStream<'static, Result<HapConfig, kube::runtime::watcher::Error>>,
-    claims: futures::stream::BoxStream<'static, Result<StoredClaim, kube::runtime::watcher::Error>>,
-    /// Set: the claim watch's objects are kept for the controller from now on (`relay`).
+    /// The claim watch's unsettled claims, by ref (`unsettled_refs`).
+    claims: futures::stream::BoxStream<'static, ClaimRef>,
+    /// Set: the claim watch's refs are kept for the controller from now on (`relay`).
     claims_listening: Arc<AtomicBool>,
     kicks: futures::channel::mpsc::UnboundedReceiver<ClaimRef>,
     /// Claims whose turn for a slot came (`lanes`).
@@ -543,7 +544,7 @@ fn start_caches(
     ctx.caches.claim_writer.judge_by(judge_of(&ctx));
     // The watch streams run from the start, leading or not; the controllers read them through
     // channels once leading, and until then what they yield is only kept in the stores.
-    let (claims, claim_rx, claims_listening) = relay(claims);
+    let (claims, claim_rx, claims_listening) = relay(unsettled_refs(claims));
     tokio::spawn(claims);
     let streams = Streams {
         configs: config_rx,
@@ -850,8 +851,10 @@ async fn run_controllers(
         .run(config::reconcile, config::error_policy, ctx.clone())
         .for_each(|r| logged("HapConfig", r));
     let claims = ctx.caches.claims.clone();
-    let claim_controller = Controller::for_stream(unsettled(streams.claims), claims)
+    let no_objects = futures::stream::empty::<Result<StoredClaim, kube::runtime::watcher::Error>>();
+    let claim_controller = Controller::for_stream(no_objects, claims)
         .with_config(claim_controller_config())
+        .reconcile_on(streams.claims)
         .reconcile_on(claim_triggers(&ctx, streams.kicks, &stop))
         .reconcile_on(turns(&ctx, streams.turns))
         .graceful_shutdown_on(cancelled(&stop))
@@ -1027,13 +1030,34 @@ pub(crate) fn claim_controller_config() -> kcontroller::Config {
     kcontroller::Config::default()
 }
 
-/// The claim watch as far as it concerns a reconcile: every event except those of settled
-/// claims (`claim_state::is_settled`), which are above all the Bound status a reconcile just wrote.
-/// Each of those started one more reconcile per claim that found nothing to do.
-fn unsettled(
-    claims: futures::stream::BoxStream<'static, Result<StoredClaim, kube::runtime::watcher::Error>>,
-) -> impl futures::Stream<Item = Result<StoredClaim, kube::runtime::watcher::Error>> + Send {
-    claims.filter(|item| futures::future::ready(!matches!(item, Ok(c) if c.is_settled())))
+/// The claim watch as far as it concerns a reconcile: a ref for every event except those of
+/// settled claims (`claim_state::is_settled`), which are above all the Bound status a reconcile
+/// just wrote; each of those started one more reconcile per claim that found nothing to do.
+/// A ref by namespace and name, not the claim: the relay holds what the controller has not
+/// taken yet, during a take-over's list most of its backlog, and a claim held there cost ~520
+/// bytes (a heap profile of a 10k take-over, BENCHMARKS.md). The reconcile reads the claim
+/// from the store. A watch error is logged here; the watch tries again by itself.
+fn unsettled_refs(
+    claims: impl futures::Stream<Item = Result<StoredClaim, kube::runtime::watcher::Error>> + Send,
+) -> impl futures::Stream<Item = ClaimRef> + Send {
+    claims.filter_map(|item| {
+        futures::future::ready(match item {
+            Ok(c) if !c.is_settled() => Some(claim_ref_by_name(&c)),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(controller = "AccountClaim", error = %e, "claim watch failed");
+                None
+            }
+        })
+    })
+}
+
+/// A claim's ref by namespace and name, without its uid and version: what a line of thousands
+/// of claims holds per claim.
+pub(crate) fn claim_ref_by_name(claim: &StoredClaim) -> ClaimRef {
+    let mut key = ObjectRef::from_obj(claim);
+    key.extra = Default::default();
+    key
 }
 
 /// How many claims the sweep hands to the controller at once, and how long it waits before the
@@ -1113,6 +1137,35 @@ mod tests {
         let mut c = AccountClaim::new(name, Default::default());
         c.metadata.namespace = Some("ns".into());
         c.into()
+    }
+
+    #[tokio::test]
+    async fn the_watch_hands_the_controller_refs_by_name_of_unsettled_claims_only() {
+        use super::fixtures::{bound, finalized};
+        let account_claim = |name: &str| {
+            let mut c = AccountClaim::new(name, Default::default());
+            c.metadata.namespace = Some("ns".into());
+            c.metadata.uid = Some(format!("uid-{name}"));
+            c.metadata.resource_version = Some("7".into());
+            c
+        };
+        let open = account_claim("open");
+        let settled = bound(finalized(account_claim("settled")), "b1");
+        let events = futures::stream::iter(vec![
+            Ok(StoredClaim::from(open)),
+            Ok(StoredClaim::from(settled)),
+            Err(kube::runtime::watcher::Error::NoResourceVersion),
+        ]);
+        let refs: Vec<ClaimRef> = unsettled_refs(events).collect().await;
+        assert_eq!(refs.len(), 1);
+        assert_eq!(
+            (refs[0].name.as_str(), refs[0].namespace.as_deref()),
+            ("open", Some("ns"))
+        );
+        assert_eq!(
+            (&refs[0].extra.uid, &refs[0].extra.resource_version),
+            (&None, &None)
+        );
     }
 
     #[tokio::test(start_paused = true)]
