@@ -6,7 +6,8 @@
 //! allocations per object for each kind and each structure, at every size given.
 //!
 //! Claims not decided yet, as a take-over's backlog has them, are measured apart too: the claim
-//! store holds each (lean: `StoredClaim`) until it is settled. So is a refresh: the bindings and
+//! store holds each (lean: `StoredClaim`) until it is settled, and each waits, as a reference,
+//! between the claim watch and the controller until the controller takes it. So is a refresh: the bindings and
 //! Shoots listed again into the index that holds them, with the peak above the index's heap.
 //!
 //! The source controller's caches are measured apart (Shoots, and KEB's Runtimes, which are kept
@@ -23,6 +24,7 @@
 use std::alloc::System;
 
 use hap_operator::api::SourceKind;
+use hap_operator::controller::{ClaimRef, claim_ref_by_name};
 use hap_operator::k8s::claim_store::ClaimWriter;
 use hap_operator::k8s::lean::{LeanObject, LeanShoot, StoredClaim};
 use hap_operator::k8s::source_store::{Shape, SourceStore, trim};
@@ -275,6 +277,28 @@ fn unsettled(n: usize, taken: usize) {
         })
         .collect();
     watch_claims(n, "claim, not decided", &claims, &mut ledger, &writer);
+    // What waits between the claim watch and the controller until it takes them: during a
+    // take-over's list, most of the backlog.
+    let t = now();
+    let whole = claims.clone();
+    row(
+        n,
+        "claim, not decided",
+        "waiting for the controller, whole (before `88601b6`)",
+        t,
+        n,
+    );
+    drop(whole);
+    let t = now();
+    let refs: Vec<ClaimRef> = claims.iter().map(claim_ref_by_name).collect();
+    row(
+        n,
+        "claim, not decided",
+        "waiting for the controller, by ref",
+        t,
+        n,
+    );
+    drop(refs);
     println!(
         "| {n} | claim, not decided | held in the store | {} of {n} | |",
         store.state().len()

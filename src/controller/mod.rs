@@ -134,7 +134,7 @@ async fn wait_or_give_up(
 }
 
 /// A claim as the controller's queue names it.
-pub(crate) type ClaimRef = ObjectRef<StoredClaim>;
+pub type ClaimRef = ObjectRef<StoredClaim>;
 
 /// Shared state of one operator process.
 pub struct Context {
@@ -1054,7 +1054,7 @@ fn unsettled_refs(
 
 /// A claim's ref by namespace and name, without its uid and version: what a line of thousands
 /// of claims holds per claim.
-pub(crate) fn claim_ref_by_name(claim: &StoredClaim) -> ClaimRef {
+pub fn claim_ref_by_name(claim: &StoredClaim) -> ClaimRef {
     let mut key = ObjectRef::from_obj(claim);
     key.extra = Default::default();
     key
