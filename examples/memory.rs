@@ -24,7 +24,7 @@
 use std::alloc::System;
 
 use hap_operator::api::SourceKind;
-use hap_operator::controller::{ClaimRef, claim_ref_by_name};
+use hap_operator::controller::ClaimRef;
 use hap_operator::k8s::claim_store::ClaimWriter;
 use hap_operator::k8s::lean::{LeanObject, LeanShoot, StoredClaim};
 use hap_operator::k8s::source_store::{Shape, SourceStore, trim};
@@ -290,7 +290,7 @@ fn unsettled(n: usize, taken: usize) {
     );
     drop(whole);
     let t = now();
-    let refs: Vec<ClaimRef> = claims.iter().map(claim_ref_by_name).collect();
+    let refs: Vec<ClaimRef> = claims.iter().map(StoredClaim::ref_by_name).collect();
     row(
         n,
         "claim, not decided",

@@ -50,7 +50,7 @@ pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
         facts.writes_no_binding = writes_no_binding(&claim, &ctx);
     }
     let lane = lane_of(facts, &source_ns);
-    let key = super::claim_ref_by_name(&claim);
+    let key = claim.ref_by_name();
     let _slot = match ctx.lanes.enter(&key, lane) {
         Entry::Run(slot) => slot,
         // In line: a kick brings it back when a slot is kept for it. Stopping: the next

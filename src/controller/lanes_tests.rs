@@ -110,7 +110,7 @@ async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
         writer.apply_watcher_event(&watcher::Event::InitApply(o.clone()));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
-    // As the claim watch's refs come (`unsettled_refs`).
+    // As the claim watch's references come (`caches::claim_stream`).
     let triggers = futures::stream::iter(all.iter().map(ObjectRef::from_obj).collect::<Vec<_>>())
         .chain(futures::stream::pending());
     let (kick, kicks) = futures::channel::mpsc::unbounded();

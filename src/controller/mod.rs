@@ -477,7 +477,7 @@ async fn preflight(own: &Cluster, args: &RunArgs) -> Result<(), RunError> {
 /// The watch streams the controllers consume once leading.
 struct Streams {
     configs: futures::stream::BoxStream<'static, Result<HapConfig, kube::runtime::watcher::Error>>,
-    /// The claim watch's unsettled claims, by ref (`unsettled_refs`).
+    /// The claim watch's unsettled claims, by ref (`caches::claim_stream`).
     claims: futures::stream::BoxStream<'static, ClaimRef>,
     /// Set: the claim watch's refs are kept for the controller from now on (`relay`).
     claims_listening: Arc<AtomicBool>,
@@ -544,7 +544,7 @@ fn start_caches(
     ctx.caches.claim_writer.judge_by(judge_of(&ctx));
     // The watch streams run from the start, leading or not; the controllers read them through
     // channels once leading, and until then what they yield is only kept in the stores.
-    let (claims, claim_rx, claims_listening) = relay(unsettled_refs(claims));
+    let (claims, claim_rx, claims_listening) = relay(watch_refs(claims));
     tokio::spawn(claims);
     let streams = Streams {
         configs: config_rx,
@@ -1030,34 +1030,22 @@ pub(crate) fn claim_controller_config() -> kcontroller::Config {
     kcontroller::Config::default()
 }
 
-/// The claim watch as far as it concerns a reconcile: a ref for every event except those of
-/// settled claims (`claim_state::is_settled`), which are above all the Bound status a reconcile
-/// just wrote; each of those started one more reconcile per claim that found nothing to do.
-/// A ref by namespace and name, not the claim: the relay holds what the controller has not
-/// taken yet, during a take-over's list most of its backlog, and a claim held there cost ~520
-/// bytes (a heap profile of a 10k take-over, BENCHMARKS.md). The reconcile reads the claim
-/// from the store. A watch error is logged here; the watch tries again by itself.
-fn unsettled_refs(
-    claims: impl futures::Stream<Item = Result<StoredClaim, kube::runtime::watcher::Error>> + Send,
+/// The claim watch's references of unsettled claims (`caches::claim_stream`), for the claim
+/// controller, which reads each claim from the store. A watch error is logged here, by every
+/// replica; the watch tries again by itself. (Handed to the controller, an error paused all
+/// its triggers, kicks and turns included, for 0.8–30 s.)
+fn watch_refs(
+    claims: impl futures::Stream<Item = Result<ClaimRef, kube::runtime::watcher::Error>> + Send,
 ) -> impl futures::Stream<Item = ClaimRef> + Send {
     claims.filter_map(|item| {
         futures::future::ready(match item {
-            Ok(c) if !c.is_settled() => Some(claim_ref_by_name(&c)),
-            Ok(_) => None,
+            Ok(r) => Some(r),
             Err(e) => {
                 tracing::warn!(controller = "AccountClaim", error = %e, "claim watch failed");
                 None
             }
         })
     })
-}
-
-/// A claim's ref by namespace and name, without its uid and version: what a line of thousands
-/// of claims holds per claim.
-pub fn claim_ref_by_name(claim: &StoredClaim) -> ClaimRef {
-    let mut key = ObjectRef::from_obj(claim);
-    key.extra = Default::default();
-    key
 }
 
 /// How many claims the sweep hands to the controller at once, and how long it waits before the
@@ -1137,35 +1125,6 @@ mod tests {
         let mut c = AccountClaim::new(name, Default::default());
         c.metadata.namespace = Some("ns".into());
         c.into()
-    }
-
-    #[tokio::test]
-    async fn the_watch_hands_the_controller_refs_by_name_of_unsettled_claims_only() {
-        use super::fixtures::{bound, finalized};
-        let account_claim = |name: &str| {
-            let mut c = AccountClaim::new(name, Default::default());
-            c.metadata.namespace = Some("ns".into());
-            c.metadata.uid = Some(format!("uid-{name}"));
-            c.metadata.resource_version = Some("7".into());
-            c
-        };
-        let open = account_claim("open");
-        let settled = bound(finalized(account_claim("settled")), "b1");
-        let events = futures::stream::iter(vec![
-            Ok(StoredClaim::from(open)),
-            Ok(StoredClaim::from(settled)),
-            Err(kube::runtime::watcher::Error::NoResourceVersion),
-        ]);
-        let refs: Vec<ClaimRef> = unsettled_refs(events).collect().await;
-        assert_eq!(refs.len(), 1);
-        assert_eq!(
-            (refs[0].name.as_str(), refs[0].namespace.as_deref()),
-            ("open", Some("ns"))
-        );
-        assert_eq!(
-            (&refs[0].extra.uid, &refs[0].extra.resource_version),
-            (&None, &None)
-        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -630,7 +630,7 @@ where
         .default_backoff()
         .modify(trim_metadata::<K>)
         .inspect_ok(move |_| feed.bump());
-    stored_objects(reflector::reflector(writer, stream), |_| true)
+    stored_objects(reflector::reflector(writer, stream), Some)
 }
 
 /// The claim watch: into the ledger first, then into the controller's store, translated
@@ -639,13 +639,17 @@ where
 /// index. Only a claim fetched for a visit (`ClaimWriter::insert_fetched`) may be newer in the
 /// store than in the index until its event arrives; the store then keeps it against an older,
 /// lagging event.
+/// What comes out are references (`StoredClaim::ref_by_name`) of the claims not settled: the
+/// claim controller reads each claim from the store, and a listed claim waits for the list's
+/// end, most of a take-over's backlog at once, in 115 bytes instead of 697 (`cargo run
+/// --release --example memory`).
 pub fn claim_stream(
     api: Api<LeanClaim>,
     writer: ClaimWriter,
     ledger: SharedLedger,
     feed: ChangeFeed,
     synced: Arc<AtomicBool>,
-) -> impl Stream<Item = Result<StoredClaim, watcher::Error>> + Send {
+) -> impl Stream<Item = Result<ObjectRef<StoredClaim>, watcher::Error>> + Send {
     let stream = watcher(api, watch_config())
         .default_backoff()
         .map_ok(widen::<LeanClaim, StoredClaim>)
@@ -684,9 +688,14 @@ pub fn claim_stream(
                 feed.bump();
             }
         });
-    // Settled claims need no reconcile (controller::unsettled drops them anyway): a list of
-    // 10k claims buffers only the few that do.
-    stored_objects(stream, |c: &StoredClaim| !c.is_settled())
+    stored_objects(stream, unsettled_ref)
+}
+
+/// A claim's reference if it is not settled. Settled claims need no reconcile
+/// (`claim_state::is_settled`: above all the Bound status a reconcile just wrote); each of
+/// those started one more reconcile that found nothing to do.
+pub(crate) fn unsettled_ref(c: StoredClaim) -> Option<ObjectRef<StoredClaim>> {
+    (!c.is_settled()).then(|| c.ref_by_name())
 }
 
 /// The objects of a reflector's events (applied to its store before they come out), each handed
@@ -694,29 +703,30 @@ pub fn claim_stream(
 /// (`InitDone`), so a listed object handed on at once was looked up in a store that did not
 /// have it yet (a claim created while the watch was away: the controller dropped it as not
 /// found) or held an older copy (a claim deleted meanwhile read as still Bound), and nothing
-/// brought it back until the sweep. Listed objects for which `keep` holds wait for the list's
-/// end; a list begun again drops those of the one it replaces (they are listed again).
-pub fn stored_objects<K, S>(
+/// brought it back until the sweep. Each object is handed on as `to` makes it, if it makes
+/// anything; listed ones wait for the list's end in that form; a list begun again drops those
+/// of the one it replaces (they are listed again).
+pub fn stored_objects<K, T, S>(
     events: S,
-    keep: impl Fn(&K) -> bool + Send + 'static,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+    to: impl Fn(K) -> Option<T> + Send + 'static,
+) -> impl Stream<Item = Result<T, watcher::Error>> + Send
 where
-    K: Send + 'static,
+    T: Send + 'static,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
-    let mut listed: Vec<K> = Vec::new();
+    let mut listed: Vec<T> = Vec::new();
     events.flat_map(move |ev| {
-        let out: Vec<Result<K, watcher::Error>> = match ev {
+        let out: Vec<Result<T, watcher::Error>> = match ev {
             Err(e) => vec![Err(e)],
-            Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => vec![Ok(o)],
+            Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
+                to(o).into_iter().map(Ok).collect()
+            }
             Ok(watcher::Event::Init) => {
                 listed = Vec::new();
                 Vec::new()
             }
             Ok(watcher::Event::InitApply(o)) => {
-                if keep(&o) {
-                    listed.push(o);
-                }
+                listed.extend(to(o));
                 Vec::new()
             }
             Ok(watcher::Event::InitDone) => {

@@ -196,6 +196,14 @@ fn own_labels(labels: Option<BTreeMap<String, String>>) -> Option<BTreeMap<Strin
 }
 
 impl StoredClaim {
+    /// The claim's reference by namespace and name, without its uid and version: what the claim
+    /// controller's triggers and the lanes' line hold per claim.
+    pub fn ref_by_name(&self) -> kube::runtime::reflector::ObjectRef<StoredClaim> {
+        let mut key = kube::runtime::reflector::ObjectRef::from_obj(self);
+        key.extra = Default::default();
+        key
+    }
+
     /// The claim as it was written, but for labels other than the operator's own.
     pub fn expand(&self) -> AccountClaim {
         AccountClaim {

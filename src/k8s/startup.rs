@@ -74,7 +74,9 @@ pub fn claims_stream(
 ) -> (
     Store<StoredClaim>,
     ClaimWriter,
-    impl Stream<Item = Result<StoredClaim, watcher::Error>> + Send + use<>,
+    impl Stream<Item = Result<kube::runtime::reflector::ObjectRef<StoredClaim>, watcher::Error>>
+    + Send
+    + use<>,
 ) {
     let client = cluster.kube();
     let (store, writer) = ClaimWriter::new();

@@ -302,7 +302,7 @@ async fn a_listed_object_is_handed_on_only_once_the_store_holds_it() {
     // deleted meanwhile was read as still Bound; nothing brought either back before the sweep.
     let (store, writer) = reflector::store();
     let (tx, rx) = mpsc::unbounded::<CmEvent>();
-    let mut out = Box::pin(stored_objects(reflector::reflector(writer, rx), |_| true));
+    let mut out = Box::pin(stored_objects(reflector::reflector(writer, rx), Some));
     let send = |ev| tx.unbounded_send(Ok(ev)).expect("send");
     send(watcher::Event::Init);
     send(watcher::Event::InitApply(cm("a", 1)));
@@ -340,9 +340,9 @@ async fn a_listed_object_is_handed_on_only_once_the_store_holds_it() {
 async fn a_list_begun_again_hands_on_only_the_objects_of_the_list_that_ended() {
     let (store, writer) = reflector::store();
     let (tx, rx) = mpsc::unbounded::<CmEvent>();
-    // `keep` leaves out what needs no reconcile (settled claims).
+    // `to` leaves out what needs no reconcile (settled claims).
     let mut out = Box::pin(stored_objects(reflector::reflector(writer, rx), |c| {
-        c.name_any() != "settled"
+        (c.name_any() != "settled").then_some(c)
     }));
     let send = |ev| tx.unbounded_send(Ok(ev)).expect("send");
     send(watcher::Event::Init);

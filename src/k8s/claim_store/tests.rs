@@ -370,3 +370,28 @@ fn a_fetched_claim_whose_visit_is_no_longer_needed_stays_out() {
             .insert_fetched(bound("a", 5, "b1"), "uid-a", &w.ledger, Instant::now())
     );
 }
+
+#[tokio::test]
+async fn the_claim_watch_hands_on_references_by_name_of_unsettled_claims_only() {
+    use futures::StreamExt;
+    use kube::runtime::watcher::{Error, Event};
+    let events = futures::stream::iter(vec![
+        Ok(Event::Init),
+        Ok(Event::InitApply(new("listed", 3))),
+        Ok(Event::InitApply(bound("listed-bound", 4, "b1"))),
+        Ok(Event::InitDone),
+        Ok(Event::Apply(bound("now-bound", 5, "b2"))),
+        Ok(Event::Apply(new("created", 6))),
+        Err(Error::NoResourceVersion),
+    ]);
+    let out: Vec<_> = crate::k8s::caches::stored_objects(events, crate::k8s::caches::unsettled_ref)
+        .collect()
+        .await;
+    let refs: Vec<_> = out.iter().filter_map(|r| r.as_ref().ok()).collect();
+    let names: Vec<_> = refs.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["listed", "created"]);
+    assert!(refs.iter().all(|r| r.namespace.as_deref() == Some("ns")
+        && r.extra.uid.is_none()
+        && r.extra.resource_version.is_none()));
+    assert!(matches!(out.last(), Some(Err(Error::NoResourceVersion))));
+}
