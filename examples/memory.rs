@@ -284,7 +284,7 @@ fn unsettled(n: usize, taken: usize) {
     row(
         n,
         "claim, not decided",
-        "waiting for the controller, whole (before `88601b6`)",
+        "waiting for the controller, whole (before `32487df`)",
         t,
         n,
     );

@@ -1033,7 +1033,8 @@ pub(crate) fn claim_controller_config() -> kcontroller::Config {
 /// The claim watch's references of unsettled claims (`caches::claim_stream`), for the claim
 /// controller, which reads each claim from the store. A watch error is logged here, by every
 /// replica; the watch tries again by itself. (Handed to the controller, an error paused all
-/// its triggers, kicks and turns included, for 0.8–30 s.)
+/// its triggers, kicks and turns included: 0.8–1.6 s after one error, up to about a minute
+/// after many in a row, by kube's trigger backoff.)
 fn watch_refs(
     claims: impl futures::Stream<Item = Result<ClaimRef, kube::runtime::watcher::Error>> + Send,
 ) -> impl futures::Stream<Item = ClaimRef> + Send {
