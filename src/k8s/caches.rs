@@ -639,6 +639,7 @@ where
 /// index. Only a claim fetched for a visit (`ClaimWriter::insert_fetched`) may be newer in the
 /// store than in the index until its event arrives; the store then keeps it against an older,
 /// lagging event.
+///
 /// What comes out are references (`StoredClaim::ref_by_name`) of the claims not settled: the
 /// claim controller reads each claim from the store, and a listed claim waits for the list's
 /// end, most of a take-over's backlog at once, in 115 bytes instead of 697 (`cargo run
