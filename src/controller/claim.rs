@@ -38,6 +38,18 @@ use crate::selection::{AfterClaim, Check};
 use crate::status::{BoundTo, ClaimOutcome, PendingReason};
 
 pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Action, ClaimError> {
+    let key = claim.ref_by_name();
+    let _slot = match ctx.lanes.enter(&key, lane(&claim, &ctx)) {
+        Entry::Run(slot) => slot,
+        // In line: a kick brings it back when a slot is kept for it. Stopping: the next
+        // leader reconciles it.
+        Entry::Queued | Entry::Closed => return Ok(Action::await_change()),
+    };
+    reconcile_now(claim, ctx).await
+}
+
+/// The lane `claim` waits for a slot in.
+pub(super) fn lane(claim: &StoredClaim, ctx: &Context) -> Lane {
     let source_ns = ctx.args.source_claim_namespace();
     let mut facts = LaneFacts {
         namespace: claim.meta().namespace.as_deref(),
@@ -47,17 +59,9 @@ pub async fn reconcile(claim: Arc<StoredClaim>, ctx: Arc<Context>) -> Result<Act
     };
     // The rules are asked only for a claim that would take the source lane.
     if lane_of(facts, &source_ns) == Lane::Source {
-        facts.writes_no_binding = writes_no_binding(&claim, &ctx);
+        facts.writes_no_binding = writes_no_binding(claim, ctx);
     }
-    let lane = lane_of(facts, &source_ns);
-    let key = claim.ref_by_name();
-    let _slot = match ctx.lanes.enter(&key, lane) {
-        Entry::Run(slot) => slot,
-        // In line: a kick brings it back when a slot is kept for it. Stopping: the next
-        // leader reconciles it.
-        Entry::Queued | Entry::Closed => return Ok(Action::await_change()),
-    };
-    reconcile_now(claim, ctx).await
+    lane_of(facts, &source_ns)
 }
 
 /// Whether `claim`'s decision cannot write a binding: a use of a shared binding writes nothing

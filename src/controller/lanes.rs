@@ -31,13 +31,17 @@
 //! claim, with kube-runtime's join handles on top of the profile). A claim without a free slot
 //! now takes its place in line and its reconcile ends; when its turn comes a slot is kept for
 //! it and its reconcile is started again (`kick`: `controller::turns`, a trigger stream of its
-//! own).
+//! own). The claim watch's triggers go through the line before the controller
+//! (`past_the_line`): a claim others wait before takes its place without a reconcile, so that
+//! after a take-over's list kube-runtime's scheduler does not hold a request for every claim in
+//! line too.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
@@ -114,6 +118,27 @@ pub fn lane_of(claim: LaneFacts<'_>, source_namespace: &str) -> Lane {
     }
 }
 
+/// The triggers of `refs` that go to the controller now (`Lanes::line_up` says which); the
+/// others wait in `lanes` for their turn. `lane` names a key's lane, or none for a claim the
+/// store no longer holds: it leaves the line, and its trigger is dropped (the controller would
+/// find nothing to reconcile).
+pub fn past_the_line<K: Key>(
+    lanes: Lanes<K>,
+    refs: impl Stream<Item = K> + Send,
+    lane: impl Fn(&K) -> Option<Lane> + Send,
+) -> impl Stream<Item = K> + Send {
+    refs.filter(move |key| {
+        let now = match lane(key) {
+            Some(l) => !lanes.line_up(key, l),
+            None => {
+                lanes.forget(key);
+                false
+            }
+        };
+        futures::future::ready(now)
+    })
+}
+
 /// What `enter` gives a reconcile.
 #[derive(Debug)]
 pub enum Entry<K: Key> {
@@ -165,6 +190,8 @@ struct State<K> {
     queued: [VecDeque<K>; 3],
     /// Every key in `queued` and its lane, so that a claim triggered again keeps its one place.
     in_line: HashMap<K, Lane>,
+    /// The keys whose reconciles hold slots (kube-runtime runs one reconcile of a key at a time).
+    running_keys: HashSet<K>,
     /// Slots kept for claims that were kicked and whose reconcile has not come yet; counted in
     /// `running`.
     kept: HashMap<K, Kept>,
@@ -178,6 +205,7 @@ impl<K> Default for State<K> {
             running: [0; 3],
             queued: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             in_line: HashMap::new(),
+            running_keys: HashSet::new(),
             kept: HashMap::new(),
             next_id: 0,
             closed: false,
@@ -196,6 +224,7 @@ struct Kept {
 pub struct Slot<K: Key> {
     lanes: Arc<Inner<K>>,
     lane: Lane,
+    key: K,
 }
 
 impl<K: Key> std::fmt::Debug for Slot<K> {
@@ -209,6 +238,7 @@ impl<K: Key> Drop for Slot<K> {
         let kicks = {
             let mut s = self.lanes.lock();
             s.running[self.lane as usize] -= 1;
+            s.running_keys.remove(&self.key);
             self.lanes.dispatch(&mut s)
         };
         self.lanes.send(kicks);
@@ -260,7 +290,7 @@ impl<K: Key> Lanes<K> {
                 return Entry::Closed;
             }
             if let Some(kept) = s.kept.remove(key) {
-                return Entry::Run(self.inner.slot(kept.lane));
+                return Entry::Run(self.inner.slot(&mut s, key, kept.lane));
             }
             s.line_up(key, lane);
             let mut kicks = self.inner.dispatch(&mut s);
@@ -268,7 +298,7 @@ impl<K: Key> Lanes<K> {
                 Some(i) => {
                     let (own, _) = kicks.remove(i);
                     let kept = s.kept.remove(&own).map_or(lane, |k| k.lane);
-                    Entry::Run(self.inner.slot(kept))
+                    Entry::Run(self.inner.slot(&mut s, key, kept))
                 }
                 None => Entry::Queued,
             };
@@ -276,6 +306,35 @@ impl<K: Key> Lanes<K> {
         };
         self.inner.send(kicks);
         entry
+    }
+
+    /// Puts `key` in line for a slot with no reconcile of its own, and says so: its turn (at
+    /// once if a slot is free) kicks its reconcile. kube-runtime's controller then holds only
+    /// the claims whose turn came, not a request for every claim in line (~740 bytes each in
+    /// its scheduler after a take-over's list; BENCHMARKS.md, Take-over), and a claim is not
+    /// reconciled once only to be told to queue. (A slot is not free for the asking: a list
+    /// hands on thousands of claims before the first reconcile begins.) False, and the trigger
+    /// goes to the controller as before the lanes saw it, when:
+    /// - a reconcile of `key` holds a slot (kube-runtime runs it once more when this one ends):
+    ///   kept here, a claim whose own write's event came back while it waits on the garden
+    ///   would hold a second slot;
+    /// - a slot is kept for `key`: its reconcile may have read the claim already, before this
+    ///   trigger's change; kube-runtime merges the trigger with the kick, or runs it after.
+    pub fn line_up(&self, key: &K, lane: Lane) -> bool {
+        let kicks = {
+            let mut s = self.inner.lock();
+            if s.closed {
+                // The next leader reconciles it.
+                return true;
+            }
+            if s.running_keys.contains(key) || s.kept.contains_key(key) {
+                return false;
+            }
+            s.line_up(key, lane);
+            self.inner.dispatch(&mut s)
+        };
+        self.inner.send(kicks);
+        true
     }
 
     /// Slots kept for kicked claims (`hap_internal_entries`); the claims in line are
@@ -337,11 +396,13 @@ impl<K: Key> Inner<K> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A slot counted in `running` already.
-    fn slot(self: &Arc<Self>, lane: Lane) -> Slot<K> {
+    /// `key`'s slot, counted in `running` already.
+    fn slot(self: &Arc<Self>, s: &mut State<K>, key: &K, lane: Lane) -> Slot<K> {
+        s.running_keys.insert(key.clone());
         Slot {
             lanes: self.clone(),
             lane,
+            key: key.clone(),
         }
     }
 
@@ -349,6 +410,14 @@ impl<K: Key> Inner<K> {
         for lane in Lane::ALL {
             let queued = i64::try_from(s.queued[lane as usize].len()).unwrap_or(i64::MAX);
             self.queued[lane as usize].set(queued);
+        }
+    }
+
+    /// How many reconciles of `lane` may run now.
+    fn limit(&self, s: &State<K>, lane: Lane) -> usize {
+        match lane {
+            Lane::Source | Lane::Shared => self.source,
+            Lane::Claims => self.claims_limit(s),
         }
     }
 
@@ -372,11 +441,7 @@ impl<K: Key> Inner<K> {
         for lane in Lane::ALL {
             let i = lane as usize;
             loop {
-                let limit = match lane {
-                    Lane::Source | Lane::Shared => self.source,
-                    Lane::Claims => self.claims_limit(s),
-                };
-                if s.running[i] >= limit {
+                if s.running[i] >= self.limit(s, lane) {
                     break;
                 }
                 let Some(key) = s.queued[i].pop_front() else {

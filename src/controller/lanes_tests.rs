@@ -48,6 +48,8 @@ fn object(name: &str) -> ConfigMap {
 
 struct Seen {
     lanes: Lanes<ObjectRef<ConfigMap>>,
+    /// Reconciles started, those told to queue included.
+    calls: AtomicUsize,
     order: Mutex<Vec<String>>,
     in_flight: AtomicUsize,
     most_in_flight: AtomicUsize,
@@ -79,6 +81,7 @@ struct Never;
 /// lost a compare-and-swap); a "cold" one is done after one pass.
 async fn reconcile(obj: Arc<ConfigMap>, seen: Arc<Seen>) -> Result<Action, Never> {
     let _counted = InFlight::new(&seen);
+    seen.calls.fetch_add(1, Ordering::SeqCst);
     let _slot = match seen
         .lanes
         .enter(&ObjectRef::from_obj(obj.as_ref()), Lane::Claims)
@@ -111,7 +114,7 @@ async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
     // As the claim watch's references come (`caches::claim_stream`).
-    let triggers = futures::stream::iter(all.iter().map(ObjectRef::from_obj).collect::<Vec<_>>())
+    let listed = futures::stream::iter(all.iter().map(ObjectRef::from_obj).collect::<Vec<_>>())
         .chain(futures::stream::pending());
     let (kick, kicks) = futures::channel::mpsc::unbounded();
     let seen = Arc::new(Seen {
@@ -119,9 +122,11 @@ async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
             let _ = kick.unbounded_send(r);
         }),
         order: Mutex::new(Vec::new()),
+        calls: AtomicUsize::new(0),
         in_flight: AtomicUsize::new(0),
         most_in_flight: AtomicUsize::new(0),
     });
+    let triggers = past_the_line(seen.lanes.clone(), listed, |_| Some(Lane::Claims));
     let no_objects = futures::stream::empty::<Result<ConfigMap, watcher::Error>>();
     Controller::for_stream(no_objects, reader)
         .with_config(super::super::claim_controller_config())
@@ -132,6 +137,51 @@ async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
         .for_each(|_| futures::future::ready(()))
         .await;
     (seen, cold, all.len())
+}
+
+/// A backlog of 200 claims listed at once with 2 slots (a take-over): through `past_the_line`,
+/// as the claim watch's triggers go, kube-runtime's controller reconciles each claim once, at
+/// its turn. Handed to the controller directly, all 200 were scheduled there at once and most
+/// were reconciled twice, once only to be told to queue.
+#[tokio::test(start_paused = true)]
+async fn a_listed_backlog_waits_in_the_lanes_and_each_claim_is_reconciled_once() {
+    let all: Vec<ConfigMap> = (0..200).map(|i| object(&format!("c-{i:03}"))).collect();
+    let (reader, mut writer) = reflector::store::<ConfigMap>();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for o in &all {
+        writer.apply_watcher_event(&watcher::Event::InitApply(o.clone()));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    let (kick, kicks) = futures::channel::mpsc::unbounded();
+    let seen = Arc::new(Seen {
+        lanes: Lanes::new(2, 1, move |r| {
+            let _ = kick.unbounded_send(r);
+        }),
+        calls: AtomicUsize::new(0),
+        order: Mutex::new(Vec::new()),
+        in_flight: AtomicUsize::new(0),
+        most_in_flight: AtomicUsize::new(0),
+    });
+    let listed = futures::stream::iter(all.iter().map(ObjectRef::from_obj).collect::<Vec<_>>())
+        .chain(futures::stream::pending());
+    let triggers = past_the_line(seen.lanes.clone(), listed, |_| Some(Lane::Claims));
+    let no_objects = futures::stream::empty::<Result<ConfigMap, watcher::Error>>();
+    Controller::for_stream(no_objects, reader)
+        .with_config(super::super::claim_controller_config())
+        .reconcile_on(triggers)
+        .reconcile_on(kicks)
+        .run(reconcile, |_, _, _| Action::await_change(), seen.clone())
+        .take(all.len())
+        .for_each(|_| futures::future::ready(()))
+        .await;
+    let order = seen.order.lock().unwrap().clone();
+    let done: std::collections::BTreeSet<&String> = order.iter().collect();
+    assert_eq!(
+        (done.len(), seen.calls.load(Ordering::SeqCst)),
+        (all.len(), all.len()),
+        "the first {} reconciles were not one each",
+        all.len()
+    );
 }
 
 /// Every object that needs one pass is reconciled within the first round of all of them. With
@@ -152,7 +202,7 @@ async fn a_claim_that_comes_back_again_and_again_does_not_starve_the_others() {
 /// kube-runtime polls every reconcile in flight each time its controller wakes. When claims
 /// waited for their slot inside their reconciles, all 32 were in flight at once here (and a
 /// thousand in the throughput benchmark); now only the two that hold slots are, plus one that
-/// is being told to queue.
+/// is being told to queue (a hot claim's requeue comes through the controller, not the line).
 #[tokio::test(start_paused = true)]
 async fn claims_waiting_for_a_slot_hold_no_reconcile_in_flight() {
     let (seen, _, all) = hot_and_cold().await;
@@ -215,6 +265,64 @@ fn a_claim_triggered_again_while_it_queues_keeps_its_one_place() {
         3,
         "one kick per claim in line"
     );
+}
+
+#[test]
+fn a_claim_lined_up_while_its_reconcile_runs_goes_to_the_controller_and_keeps_no_second_slot() {
+    let (lanes, kicked) = recorded(1, 1);
+    let a = run(lanes.enter(&"a".into(), Lane::Claims));
+    // Its own write's event comes back while it waits on the garden.
+    assert!(
+        !lanes.line_up(&"a".into(), Lane::Claims),
+        "a was put in line"
+    );
+    assert!(
+        lanes.line_up(&"b".into(), Lane::Claims),
+        "b did not wait for a"
+    );
+    drop(a);
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["b"], "a took a place");
+    // Kicked, its reconcile not begun: the trigger goes to the controller, which merges it
+    // with the kick (its reconcile may have read the claim before this change).
+    assert!(!lanes.line_up(&"b".into(), Lane::Claims));
+    drop(run(lanes.enter(&"b".into(), Lane::Claims)));
+    assert_eq!(kicked.lock().unwrap().len(), 1);
+    let s = lanes.inner.lock();
+    assert_eq!(s.running, [0, 0, 0]);
+    assert!(s.running_keys.is_empty() && s.in_line.is_empty());
+}
+
+#[test]
+fn a_claim_lined_up_with_a_slot_free_is_kicked_at_once_and_a_closed_line_takes_nothing() {
+    let (lanes, kicked) = recorded(1, 1);
+    assert!(lanes.line_up(&"a".into(), Lane::Claims));
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["a"]);
+    let a = run(lanes.enter(&"a".into(), Lane::Claims));
+    // A source claim's lane has its own slots.
+    assert!(lanes.line_up(&"s".into(), Lane::Source));
+    assert!(lanes.line_up(&"b".into(), Lane::Claims));
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["a", "s"]);
+    lanes.close();
+    drop(a);
+    assert!(lanes.line_up(&"c".into(), Lane::Claims), "closed: dropped");
+    assert_eq!(kicked.lock().unwrap().len(), 2, "kicked after the close");
+}
+
+#[test]
+fn a_claim_gone_from_the_store_leaves_the_line_as_its_trigger_comes() {
+    let (lanes, kicked) = recorded(1, 1);
+    let busy = run(lanes.enter(&"busy".into(), Lane::Claims));
+    assert!(lanes.line_up(&"gone".into(), Lane::Claims));
+    assert!(lanes.line_up(&"next".into(), Lane::Claims));
+    let refs = futures::stream::iter(["gone".to_string()]);
+    let passed: Vec<String> =
+        futures::executor::block_on(past_the_line(lanes.clone(), refs, |_| None).collect());
+    assert!(
+        passed.is_empty(),
+        "a trigger of nothing went on: {passed:?}"
+    );
+    drop(busy);
+    assert_eq!(kicked.lock().unwrap().as_slice(), ["next"]);
 }
 
 #[test]
