@@ -409,24 +409,38 @@ mod tests {
     /// The counts are global: one test at a time.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-    /// The test harness's own thread may allocate a little between the two counts; a buffer
-    /// of a MiB, grown by `realloc`, counted twice would leave a MiB.
+    /// A buffer of a MiB, grown by `realloc`, counted twice would leave a MiB. The counts are
+    /// the process's: the test harness's other threads may allocate or free between them (a
+    /// CI run saw another test's captured output freed there), so the measure is taken again,
+    /// up to five times; counting twice shows in every one.
     #[test]
     fn a_buffer_grown_and_freed_leaves_nothing_live() {
         let _one = ONE_AT_A_TIME.lock();
-        const MIB: usize = 1 << 20;
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            let (grown, left) = grow_and_free(1 << 20);
+            if grown >= 1 << 20 && left.abs() < 64 * 1024 {
+                return;
+            }
+            seen.push((grown, left));
+        }
+        panic!("live while held, and left after, in bytes: {seen:?}");
+    }
+
+    /// The live heap's growth while a buffer of `size` bytes grown from 8 is held, and what
+    /// is left of it once it is freed.
+    fn grow_and_free(size: usize) -> (isize, isize) {
         let before = now().0;
         let reallocs = GLOBAL.stats().reallocations;
         let mut buffer: Vec<u8> = Vec::with_capacity(8);
-        buffer.extend(std::iter::repeat_n(1u8, MIB));
+        buffer.extend(std::iter::repeat_n(1u8, size));
         assert!(
             GLOBAL.stats().reallocations > reallocs,
             "the buffer was grown by realloc"
         );
-        assert!(now().0 - before >= MIB as isize);
+        let grown = now().0 - before;
         drop(buffer);
-        let left = now().0 - before;
-        assert!(left.abs() < 64 * 1024, "{left} bytes left live");
+        (grown, now().0 - before)
     }
 
     /// A refresh lists every binding and Shoot again; copying each held key when a re-list
