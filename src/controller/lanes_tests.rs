@@ -101,15 +101,12 @@ async fn reconcile(obj: Arc<ConfigMap>, seen: Arc<Seen>) -> Result<Action, Never
 }
 
 /// The claim controller's set-up (`claim_controller_config`, the lanes and their kicks as
-/// triggers) over a store of 24 objects that come back at once and 8 that need one pass, with
-/// 2 slots; returns what the reconciles saw after 600 of them.
-async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
-    let hot: Vec<String> = (0..24).map(|i| format!("hot-{i:02}")).collect();
-    let cold: Vec<String> = (0..8).map(|i| format!("cold-{i}")).collect();
-    let all: Vec<ConfigMap> = hot.iter().chain(&cold).map(|n| object(n)).collect();
+/// triggers, the watch's triggers through `past_the_line`) over a store of `all`, each listed
+/// once, with 2 slots; returns what the reconciles saw after `reconciles` of them.
+async fn listed_through_the_line(all: &[ConfigMap], reconciles: usize) -> Arc<Seen> {
     let (reader, mut writer) = reflector::store::<ConfigMap>();
     writer.apply_watcher_event(&watcher::Event::Init);
-    for o in &all {
+    for o in all {
         writer.apply_watcher_event(&watcher::Event::InitApply(o.clone()));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
@@ -133,10 +130,19 @@ async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
         .reconcile_on(triggers)
         .reconcile_on(kicks)
         .run(reconcile, |_, _, _| Action::await_change(), seen.clone())
-        .take(600)
+        .take(reconciles)
         .for_each(|_| futures::future::ready(()))
         .await;
-    (seen, cold, all.len())
+    seen
+}
+
+/// 24 objects that come back at once and 8 that need one pass; what the reconciles saw after
+/// 600 of them.
+async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
+    let hot: Vec<String> = (0..24).map(|i| format!("hot-{i:02}")).collect();
+    let cold: Vec<String> = (0..8).map(|i| format!("cold-{i}")).collect();
+    let all: Vec<ConfigMap> = hot.iter().chain(&cold).map(|n| object(n)).collect();
+    (listed_through_the_line(&all, 600).await, cold, all.len())
 }
 
 /// A backlog of 200 claims listed at once with 2 slots (a take-over): through `past_the_line`,
@@ -146,34 +152,7 @@ async fn hot_and_cold() -> (Arc<Seen>, Vec<String>, usize) {
 #[tokio::test(start_paused = true)]
 async fn a_listed_backlog_waits_in_the_lanes_and_each_claim_is_reconciled_once() {
     let all: Vec<ConfigMap> = (0..200).map(|i| object(&format!("c-{i:03}"))).collect();
-    let (reader, mut writer) = reflector::store::<ConfigMap>();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for o in &all {
-        writer.apply_watcher_event(&watcher::Event::InitApply(o.clone()));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    let (kick, kicks) = futures::channel::mpsc::unbounded();
-    let seen = Arc::new(Seen {
-        lanes: Lanes::new(2, 1, move |r| {
-            let _ = kick.unbounded_send(r);
-        }),
-        calls: AtomicUsize::new(0),
-        order: Mutex::new(Vec::new()),
-        in_flight: AtomicUsize::new(0),
-        most_in_flight: AtomicUsize::new(0),
-    });
-    let listed = futures::stream::iter(all.iter().map(ObjectRef::from_obj).collect::<Vec<_>>())
-        .chain(futures::stream::pending());
-    let triggers = past_the_line(seen.lanes.clone(), listed, |_| Some(Lane::Claims));
-    let no_objects = futures::stream::empty::<Result<ConfigMap, watcher::Error>>();
-    Controller::for_stream(no_objects, reader)
-        .with_config(super::super::claim_controller_config())
-        .reconcile_on(triggers)
-        .reconcile_on(kicks)
-        .run(reconcile, |_, _, _| Action::await_change(), seen.clone())
-        .take(all.len())
-        .for_each(|_| futures::future::ready(()))
-        .await;
+    let seen = listed_through_the_line(&all, all.len()).await;
     let order = seen.order.lock().unwrap().clone();
     let done: std::collections::BTreeSet<&String> = order.iter().collect();
     assert_eq!(
