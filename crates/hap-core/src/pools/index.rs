@@ -284,17 +284,25 @@ impl Inventory {
         self.books.0[kind as usize].next_relist
     }
 
-    /// Marks a held object as named now (see `Marked`).
-    fn mark(&mut self, kind: Kind, key: &str) {
-        let now = self.mark_now(kind);
-        let mark = match kind {
-            Kind::Binding => self.bindings.get_mut(key).map(|e| &mut e.mark),
-            Kind::Claim => self.claims.get_mut(key).map(|e| &mut e.mark),
-            Kind::Shoot => self.shoots.get_mut(key).map(|e| &mut e.mark),
-            Kind::Other => self.others.get_mut(key).map(|e| &mut e.mark),
-        };
-        if let Some(m) = mark {
-            *m = now;
+    /// A held object's version and its mark (see `Marked`), in one lookup.
+    fn held_mut(&mut self, kind: Kind, key: &str) -> Option<(Option<&str>, &mut u64)> {
+        match kind {
+            Kind::Binding => self
+                .bindings
+                .get_mut(key)
+                .map(|Marked { item, mark }| (item.view.resource_version.as_deref(), mark)),
+            Kind::Claim => self
+                .claims
+                .get_mut(key)
+                .map(|Marked { item, mark }| (item.resource_version.as_deref(), mark)),
+            Kind::Shoot => self
+                .shoots
+                .get_mut(key)
+                .map(|Marked { item, mark }| (item.resource_version.as_deref(), mark)),
+            Kind::Other => self
+                .others
+                .get_mut(key)
+                .map(|Marked { item, mark }| (item.resource_version.as_deref(), mark)),
         }
     }
 
@@ -390,26 +398,22 @@ impl Inventory {
 
     /// Whether `rv` of `key` may replace what the index holds; bookkeeping for re-lists.
     fn admit(&mut self, kind: Kind, key: &str, rv: Option<&str>) -> bool {
-        let held = match kind {
-            Kind::Binding => self
-                .bindings
-                .get(key)
-                .map(|e| e.view.resource_version.clone()),
-            Kind::Claim => self.claims.get(key).map(|c| c.resource_version.clone()),
-            Kind::Shoot => self.shoots.get(key).map(|s| s.resource_version.clone()),
-            Kind::Other => self.others.get(key).map(|o| o.resource_version.clone()),
-        };
         let n = number(rv);
         self.book(kind).named(n);
         // With no re-list in progress the old mark is below every later re-list's number too.
-        if held.is_some() && self.open_relists(kind) > 0 {
-            self.mark(kind, key);
-        }
+        let now = (self.open_relists(kind) > 0).then(|| self.mark_now(kind));
+        // What the held version says of `rv`: later, the same, and its number.
+        let held = self.held_mut(kind, key).map(|(old, mark)| {
+            if let Some(now) = now {
+                *mark = now;
+            }
+            (is_newer(rv, old), rv == old, number(old))
+        });
         let book = self.book(kind);
         if book.tombstoned(key, n) {
             return false;
         }
-        let Some(old) = held else {
+        let Some((newer, same, old)) = held else {
             // Not held: an event older than the newest complete list describes an object that
             // list did not contain (a late event of a deleted object).
             let stale = n.is_some_and(|v| v <= book.floor);
@@ -418,11 +422,10 @@ impl Inventory {
             }
             return !stale;
         };
-        let newer = is_newer(rv, old.as_deref());
         // The object's own event (this version or a later one) confirms what a stale re-list
         // left unconfirmed.
-        if (newer || rv == old.as_deref())
-            && let Some(o) = number(old.as_deref())
+        if (newer || same)
+            && let Some(o) = old
         {
             book.unconfirmed.remove(&(o, key.to_string()));
         }
