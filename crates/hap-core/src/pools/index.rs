@@ -364,16 +364,7 @@ impl Inventory {
     /// or its deletion. A reconcile handed such a copy (a controller store can lag the index, or
     /// go back after a stale re-list) must not act on it.
     pub fn knows_later(&self, kind: Kind, key: &str, rv: Option<&str>) -> bool {
-        let held = match kind {
-            Kind::Binding => self
-                .bindings
-                .get(key)
-                .map(|e| e.view.resource_version.as_deref()),
-            Kind::Claim => self.claims.get(key).map(|c| c.resource_version.as_deref()),
-            Kind::Shoot => self.shoots.get(key).map(|s| s.resource_version.as_deref()),
-            Kind::Other => self.others.get(key).map(|o| o.resource_version.as_deref()),
-        };
-        if let Some(held) = held {
+        if let Some(held) = self.held_version(kind, key) {
             return held.is_some() && is_newer(held, rv);
         }
         let book = &self.books.0[kind as usize];
@@ -387,13 +378,20 @@ impl Inventory {
     }
 
     fn version_of(&self, kind: Kind, key: &str) -> Option<u64> {
-        let rv = match kind {
-            Kind::Binding => self.bindings.get(key)?.view.resource_version.as_deref(),
-            Kind::Claim => self.claims.get(key)?.resource_version.as_deref(),
-            Kind::Shoot => self.shoots.get(key)?.resource_version.as_deref(),
-            Kind::Other => self.others.get(key)?.resource_version.as_deref(),
-        };
-        number(rv)
+        number(self.held_version(kind, key)?)
+    }
+
+    /// A held object's version (`None` when the index does not hold it).
+    fn held_version(&self, kind: Kind, key: &str) -> Option<Option<&str>> {
+        match kind {
+            Kind::Binding => self
+                .bindings
+                .get(key)
+                .map(|e| e.view.resource_version.as_deref()),
+            Kind::Claim => self.claims.get(key).map(|c| c.resource_version.as_deref()),
+            Kind::Shoot => self.shoots.get(key).map(|s| s.resource_version.as_deref()),
+            Kind::Other => self.others.get(key).map(|o| o.resource_version.as_deref()),
+        }
     }
 
     /// Whether `rv` of `key` may replace what the index holds; bookkeeping for re-lists.
