@@ -50,6 +50,9 @@ LABEL org.opencontainers.image.title="hap-operator" \
       org.opencontainers.image.revision="${REVISION}"
 COPY --from=build /out/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/hap /hap
+# As in the Containerfile (a test compares them): the allocator's settings.
+ENV MIMALLOC_ALLOW_THP=0
+ENV MIMALLOC_PURGE_DELAY=0
 # Numeric, so that the kubelet can check runAsNonRoot without an /etc/passwd.
 USER 65532:65532
 EXPOSE 8080

@@ -700,7 +700,11 @@ async fn main() {
             .unwrap_or_default()
             .trim()
     );
-    println!("operator binary: {}", hap.display());
+    println!(
+        "operator binary: {}, with the image's environment {:?}",
+        hap.display(),
+        private_env::image_env()
+    );
     let total = Instant::now();
     let env = PrivateEnv::up(&dir);
     // gardener-apiserver's ResourceReferenceManager checks every binding write's Secret through

@@ -63,6 +63,24 @@ fn versions_follow_cargo() {
     assert!(dockerfile.contains(&format!("hap-operator:{version}")));
 }
 
+/// The Dockerfile builds the image `make image` builds: its last stage sets the Containerfile's
+/// environment (the allocator's setting, BENCHMARKS.md, Churn), no more and no less.
+#[test]
+fn the_dockerfile_image_sets_the_containerfiles_environment() {
+    fn env_lines(file: &str) -> Vec<String> {
+        let text = std::fs::read_to_string(repo_root().join(file)).unwrap();
+        let last_stage = text.rsplit("\nFROM ").next().unwrap_or_default();
+        last_stage
+            .lines()
+            .filter(|l| l.starts_with("ENV "))
+            .map(str::to_string)
+            .collect()
+    }
+    let containerfile = env_lines("Containerfile");
+    assert!(!containerfile.is_empty(), "the Containerfile sets no ENV");
+    assert_eq!(env_lines("Dockerfile"), containerfile);
+}
+
 /// The attacker image of the pod tests (scripts/testhelper-image.sh) is test-only: no file
 /// under deploy/ names it.
 #[test]

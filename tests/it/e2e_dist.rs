@@ -158,6 +158,47 @@ fn the_release_pins_the_image_digest_of_its_archive() {
     );
 }
 
+/// One JSON file of the image archive (an OCI layout).
+fn archive_json(archive: &Path, path: &str) -> Value {
+    let (ok, text, err) = run(Command::new("tar").arg("-xOf").arg(archive).arg(path));
+    assert!(ok, "tar -xOf {} {path}: {err}", archive.display());
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}: {text}"))
+}
+
+/// The blob a descriptor's `digest` names (`sha256:<hex>` is `blobs/sha256/<hex>`).
+fn blob_of(archive: &Path, descriptor: &Value) -> Value {
+    let digest = descriptor["digest"]
+        .as_str()
+        .expect("a descriptor's digest");
+    archive_json(archive, &format!("blobs/{}", digest.replacen(':', "/", 1)))
+}
+
+/// The image's own configuration, as the kubelet starts it: a numeric non-root user, and the
+/// allocator kept off transparent huge pages and giving freed memory back at once (without, the
+/// refresh's lists showed as RSS rises of 15-40 MiB over a higher level; BENCHMARKS.md, Churn).
+/// A Deployment's `env` can override them.
+#[test]
+fn the_image_runs_non_root_with_the_allocators_settings() {
+    let archive = image_archive();
+    let index = archive_json(&archive, "index.json");
+    let manifest = blob_of(&archive, &index["manifests"][0]);
+    let config = &blob_of(&archive, &manifest["config"])["config"];
+    assert_eq!(config["User"], json!("65532:65532"), "{config}");
+    let env: Vec<&str> = config["Env"]
+        .as_array()
+        .map(|e| e.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for setting in IMAGE_ALLOCATOR_ENV {
+        assert!(
+            env.contains(&setting),
+            "the image's environment {env:?} lacks {setting}"
+        );
+    }
+}
+
+/// What the Containerfile sets, and what the benchmarks of the image's build run with.
+const IMAGE_ALLOCATOR_ENV: [&str; 2] = ["MIMALLOC_ALLOW_THP=0", "MIMALLOC_PURGE_DELAY=0"];
+
 /// `helm --kubeconfig <test cluster> <args>`.
 fn helm(args: &[&str]) -> (bool, String, String) {
     run(Command::new(helm_path())

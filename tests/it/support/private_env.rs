@@ -312,6 +312,19 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
+/// The environment the image sets (the Containerfile's `ENV` lines), so that a benchmark of the
+/// image's binary runs it as a pod would; a variable the caller's environment sets wins. The
+/// glibc build ignores the allocator's.
+pub fn image_env() -> Vec<(String, String)> {
+    let file = std::fs::read_to_string(repo_root().join("Containerfile")).unwrap_or_default();
+    file.lines()
+        .filter_map(|l| l.strip_prefix("ENV "))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .filter(|(k, _)| std::env::var_os(k).is_none())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// `hap run` as a child process, its stdout and stderr in `log`.
 pub struct OperatorProcess {
     pub child: Child,
@@ -346,6 +359,7 @@ impl OperatorProcess {
             // the HTTPS one).
             .arg("--metrics-secure=false")
             .env("KUBECONFIG", kubeconfig)
+            .envs(image_env())
             // The topology is the caller's choice (`--garden-kubeconfig` in `args`), never
             // inherited.
             .env_remove("HAP_GARDEN_KUBECONFIG")
