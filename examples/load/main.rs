@@ -700,10 +700,17 @@ async fn main() {
             .unwrap_or_default()
             .trim()
     );
+    let image_env: Vec<String> = private_env::containerfile_env()
+        .into_iter()
+        .map(|(k, v)| match std::env::var(&k) {
+            Ok(own) => format!("{k}={own} (this environment's; the image's {v})"),
+            Err(_) => format!("{k}={v} (the image's)"),
+        })
+        .collect();
     println!(
-        "operator binary: {}, with the image's environment {:?}",
+        "operator binary: {}, run with {}",
         hap.display(),
-        private_env::image_env()
+        image_env.join(", ")
     );
     let total = Instant::now();
     let env = PrivateEnv::up(&dir);

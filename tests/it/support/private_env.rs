@@ -312,16 +312,29 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
-/// The environment the image sets (the Containerfile's `ENV` lines), so that a benchmark of the
-/// image's binary runs it as a pod would; a variable the caller's environment sets wins. The
-/// glibc build ignores the allocator's.
-pub fn image_env() -> Vec<(String, String)> {
+/// The environment the image sets: every `KEY=value` of the Containerfile's `ENV` lines, in order.
+/// A line this cannot read (`ENV KEY value`, quotes) is a panic, not a variable quietly dropped.
+pub fn containerfile_env() -> Vec<(String, String)> {
     let file = std::fs::read_to_string(repo_root().join("Containerfile")).unwrap_or_default();
     file.lines()
         .filter_map(|l| l.strip_prefix("ENV "))
-        .filter_map(|kv| kv.trim().split_once('='))
+        .flat_map(str::split_whitespace)
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.contains(['"', '\'']) => {
+                (k.to_string(), v.to_string())
+            }
+            _ => panic!("Containerfile: cannot read `ENV {kv}` (write KEY=value, unquoted)"),
+        })
+        .collect()
+}
+
+/// What the operator runs with of the image's environment, so that a benchmark of the image's
+/// binary runs it as a pod would: the Containerfile's variables that the caller's environment
+/// does not set (the caller's win). The glibc build ignores the allocator's.
+pub fn image_env() -> Vec<(String, String)> {
+    containerfile_env()
+        .into_iter()
         .filter(|(k, _)| std::env::var_os(k).is_none())
-        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
 
