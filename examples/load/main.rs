@@ -702,9 +702,9 @@ async fn main() {
     );
     let image_env: Vec<String> = private_env::containerfile_env()
         .into_iter()
-        .map(|(k, v)| match std::env::var(&k) {
-            Ok(own) => format!("{k}={own} (this environment's; the image's {v})"),
-            Err(_) => format!("{k}={v} (the image's)"),
+        .map(|(k, v)| match std::env::var_os(&k) {
+            Some(own) => format!("{k}={own:?} (this environment's; the image's {v})"),
+            None => format!("{k}={v} (the image's)"),
         })
         .collect();
     println!(

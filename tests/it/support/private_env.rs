@@ -312,15 +312,20 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
-/// The environment the image sets: every `KEY=value` of the Containerfile's `ENV` lines, in order.
-/// A line this cannot read (`ENV KEY value`, quotes) is a panic, not a variable quietly dropped.
+/// The environment the image sets: every `KEY=value` of the Containerfile's `ENV` instructions,
+/// in order. What this cannot read (`ENV KEY value`, quotes, a line continued with `\`) is a
+/// panic, not a variable quietly dropped; e2e_dist compares the result with buildah's config.
 pub fn containerfile_env() -> Vec<(String, String)> {
-    let file = std::fs::read_to_string(repo_root().join("Containerfile")).unwrap_or_default();
+    let path = repo_root().join("Containerfile");
+    let file = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     file.lines()
-        .filter_map(|l| l.strip_prefix("ENV "))
+        .filter_map(|l| {
+            let (word, rest) = l.trim_start().split_once(char::is_whitespace)?;
+            word.eq_ignore_ascii_case("ENV").then_some(rest)
+        })
         .flat_map(str::split_whitespace)
         .map(|kv| match kv.split_once('=') {
-            Some((k, v)) if !k.is_empty() && !v.contains(['"', '\'']) => {
+            Some((k, v)) if !k.is_empty() && !v.contains(['"', '\'', '\\']) => {
                 (k.to_string(), v.to_string())
             }
             _ => panic!("Containerfile: cannot read `ENV {kv}` (write KEY=value, unquoted)"),
